@@ -1,0 +1,165 @@
+"""Command line: parse, validate into typed options, call one function, print, map errors.
+
+No business logic and no system paths here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from . import __version__, priority, system
+from .errors import BackburnerError, UsageError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def _err(msg: str) -> None:
+    print(f"backburner: {msg}", file=sys.stderr, flush=True)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad input; we want UsageError's status and our one-line format."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}", "see --help")
+
+
+def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[..., int]]:
+    def register(fn: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
+        COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def _policy_from_args(args: argparse.Namespace) -> priority.Policy:
+    base = priority.parse_policy(args.policy or "default")
+    return base.with_overrides(
+        io=priority.IOPrio.parse(args.io) if args.io else None,
+        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
+        io_weight=priority.parse_weight(args.io_weight, "IO weight", 1000)
+        if args.io_weight is not None else None,
+        cpu_weight=priority.parse_weight(args.cpu_weight, "CPU weight", 10000)
+        if args.cpu_weight is not None else None,
+    )
+
+
+def add_policy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", help="a named policy (see `backburner policies`)")
+    p.add_argument("--io", metavar="CLASS", help="IO class: idle, be:0-7, rt:0-7, none")
+    p.add_argument("--cpu", metavar="POLICY", help="CPU: idle, batch[:N], nice:N, normal")
+    p.add_argument("--io-weight", metavar="N", help="cgroup IO weight 1-1000 (BFQ honours it)")
+    p.add_argument("--cpu-weight", metavar="N", help="cgroup CPU weight 1-10000 (100 default)")
+    p.add_argument("--no-cgroup", action="store_true", help="do not create a cgroup")
+
+
+def recover_if_needed() -> None:
+    """A crash mid-run is recovered by the next invocation that changes state."""
+    if system.is_root() and system.journal_dir().is_dir():
+        system.restore_stale(report=lambda m: _err(f"recovering: {m}"))
+
+
+@command("run")
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import job, spawn
+
+    policy = _policy_from_args(args)
+    report = _err if args.verbose else (lambda _m: None)
+    if args.pid is not None:
+        if args.command:
+            raise UsageError("give either --pid or a command, not both")
+        done = job.reprioritise(args.pid, policy, use_cgroup=not args.no_cgroup, report=report)
+        print(f"backburner: PID {done.pid}: {len(done.threads)} threads re-prioritised"
+              + (f", cgroup {', '.join(done.cgroups)}" if done.cgroups else ""), file=sys.stderr)
+        return 0
+    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not argv:
+        raise UsageError("no command to run", "put it after --, e.g. backburner run -- tar xf a")
+    if policy.needs_cgroup and not args.no_cgroup:
+        recover_if_needed()
+    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report)
+    if args.verbose:
+        _err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
+             f"(user {outcome.user_s:.3f}s, sys {outcome.sys_s:.3f}s, "
+             f"max RSS {outcome.max_rss_kb} KiB)")
+    spawn.die_like(outcome)
+    return outcome.shell_status  # not reached
+
+
+@command("policies")
+def cmd_policies(args: argparse.Namespace) -> int:
+    for name, pol in priority.BUILTIN.items():
+        sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
+        print(f"{name:<11} {sets}")
+        print(f"{'':<11} {pol.description}")
+    return 0
+
+
+@command("restore")
+def cmd_restore(args: argparse.Namespace) -> int:
+    from . import job
+
+    system.require_root("restoring system state")
+    undone = system.restore_stale(report=print)
+    pruned = job.prune_pid_cgroups(report=print)
+    if not undone and not pruned:
+        print("nothing to restore: no journal of an interrupted run was found")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="backburner", description="Keep bulk work on the back burner.")
+    parser.add_argument("--version", action="version", version=f"backburner {__version__}")
+    parser.add_argument("--debug", action="store_true", help="log details and show tracebacks")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("run", help="run a bulk job (or re-prioritise one) on the back burner")
+    add_policy_options(p)
+    p.add_argument("--pid", type=int, help="re-prioritise a running process and its tree")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+
+    sub.add_parser("policies", help="list the built-in policies and what each sets")
+    sub.add_parser("restore", help="undo system changes left by an interrupted run")
+    for extend in _EXTENSIONS:
+        extend(sub)
+    return parser
+
+
+_EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                        format="backburner: %(name)s: %(message)s")
+    try:
+        args = build_parser().parse_args(args_list)
+        if not args.cmd:
+            build_parser().print_help()
+            return 64
+        system.install_termination_handlers()
+        return COMMANDS[args.cmd](args)
+    except BackburnerError as err:
+        if debug:
+            raise
+        _err(str(err))
+        return err.exit_status
+    except KeyboardInterrupt:
+        _err("interrupted; system state restored")
+        return 130
+    except system.Terminated as term:
+        _err(f"terminated by {term}; system state restored")
+        return 128 + term.signum
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""One exception family: a one-line message for the user and a distinct exit status.
+
+The CLI prints ``str(error)`` and exits with ``error.exit_status``; it never shows a
+traceback unless ``--debug`` is given. The statuses follow sysexits.h where one fits, so
+scripts can tell "you typed it wrong" from "this machine cannot do it" from "run as root".
+"""
+
+from __future__ import annotations
+
+
+class BackburnerError(Exception):
+    """Base class. ``hint`` says what would fix it; it is appended to the message."""
+
+    exit_status = 70  # EX_SOFTWARE: an internal error we did not classify
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        self.message = message
+        self.hint = hint
+        super().__init__(message if not hint else f"{message}; {hint}")
+
+
+class UsageError(BackburnerError):
+    """Bad command-line input: an unknown IO class, a load spec that does not parse."""
+
+    exit_status = 64  # EX_USAGE
+
+
+class DataError(BackburnerError):
+    """Input data is not what we need: not a result database, a newer schema, an empty one."""
+
+    exit_status = 65  # EX_DATAERR
+
+
+class NotFoundError(BackburnerError):
+    """A named thing does not exist: a PID, a file, a device."""
+
+    exit_status = 66  # EX_NOINPUT
+
+
+class UnavailableError(BackburnerError):
+    """This machine lacks a capability: a cgroup controller, a scheduler, a tool."""
+
+    exit_status = 69  # EX_UNAVAILABLE
+
+
+class SystemStateError(BackburnerError):
+    """Changing or restoring system state failed (a write to sysfs, a mount, a loop device)."""
+
+    exit_status = 71  # EX_OSERR
+
+
+class ExistsError(BackburnerError):
+    """We refuse to overwrite something (a result database) without being told to."""
+
+    exit_status = 73  # EX_CANTCREAT
+
+
+class NotRootError(BackburnerError):
+    """An operation needs root; the message names the operation."""
+
+    exit_status = 77  # EX_NOPERM
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"{operation} needs root", "run it with sudo or as root")
+
+
+class CommandNotFound(BackburnerError):
+    """The job's program does not exist (shell convention: 127)."""
+
+    exit_status = 127
+
+
+class CommandNotExecutable(BackburnerError):
+    """The job's program exists but cannot be executed (shell convention: 126)."""
+
+    exit_status = 126
+
+
+EXIT_STATUSES: dict[str, int] = {
+    cls.__name__: cls.exit_status
+    for cls in (
+        UsageError,
+        DataError,
+        NotFoundError,
+        UnavailableError,
+        SystemStateError,
+        ExistsError,
+        NotRootError,
+        BackburnerError,
+        CommandNotExecutable,
+        CommandNotFound,
+    )
+}

@@ -1,0 +1,402 @@
+"""Priorities of a job: IO class (ioprio_set), CPU policy (sched/nice) and cgroup weights.
+
+A `Policy` is a value: what to set. Applying it happens in two places:
+- in the child before exec (`apply_to_self`, called by `spawn`), so the job never runs a
+  single instruction at the old priority;
+- on every thread of a running process tree (`apply_to_tree`, for `run --pid`).
+Cgroups are created by `system` (they are system state with an undo); this module only
+decides which hierarchy and which weight files, and reads values back for verification.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .errors import NotFoundError, SystemStateError, UnavailableError, UsageError
+
+# ioprio_set(2) / ioprio_get(2): there is no glibc wrapper, so call the syscall directly.
+_SYSCALLS = {"x86_64": (251, 252), "aarch64": (30, 31), "i686": (289, 290)}
+IOPRIO_WHO_PROCESS = 1
+IOPRIO_CLASS_SHIFT = 13
+IO_CLASSES = {"none": 0, "rt": 1, "be": 2, "idle": 3}
+IO_CLASS_NAMES = {v: k for k, v in IO_CLASSES.items()}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class IOPrio:
+    """An IO scheduling class and level, as ioprio_set(2) takes them."""
+
+    klass: str  # none | rt | be | idle
+    level: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> IOPrio:
+        m = re.fullmatch(r"(none|idle|be|rt|best-effort|realtime)(?::([0-7]))?", text.strip())
+        if not m:
+            raise UsageError(
+                f"unknown IO class {text!r}",
+                "use idle, be:0-7, rt:0-7 or none (levels 0 = highest, 7 = lowest)",
+            )
+        klass = {"best-effort": "be", "realtime": "rt"}.get(m.group(1), m.group(1))
+        if klass in ("idle", "none") and m.group(2) is not None:
+            raise UsageError(f"IO class {klass} takes no level: {text!r}", f"use plain {klass!r}")
+        level = int(m.group(2)) if m.group(2) is not None else (4 if klass in ("be", "rt") else 0)
+        return cls(klass, level)
+
+    @property
+    def value(self) -> int:
+        return (IO_CLASSES[self.klass] << IOPRIO_CLASS_SHIFT) | self.level
+
+    @classmethod
+    def from_value(cls, value: int) -> IOPrio:
+        return cls(IO_CLASS_NAMES.get(value >> IOPRIO_CLASS_SHIFT, "?"), value & 0x1FFF)
+
+    def __str__(self) -> str:
+        return self.klass if self.klass in ("idle", "none") else f"{self.klass}:{self.level}"
+
+
+@dataclass(frozen=True)
+class CPUPolicy:
+    """A CPU scheduling policy: SCHED_IDLE, SCHED_BATCH (with nice), or SCHED_OTHER with nice."""
+
+    kind: str  # idle | batch | normal
+    nice: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> CPUPolicy:
+        text = text.strip()
+        if text == "idle":
+            return cls("idle")
+        m = re.fullmatch(r"(batch|nice|normal)(?::(-?\d+))?", text)
+        if not m or (m.group(1) == "nice" and m.group(2) is None):
+            raise UsageError(
+                f"unknown CPU policy {text!r}", "use idle, batch, batch:N, nice:N or normal"
+            )
+        nice = int(m.group(2)) if m.group(2) is not None else None
+        if nice is not None and not -20 <= nice <= 19:
+            raise UsageError(f"nice value {nice} out of range", "nice is -20..19")
+        return cls("normal" if m.group(1) == "nice" else m.group(1), nice)
+
+    def __str__(self) -> str:
+        if self.kind == "idle":
+            return "idle"
+        if self.kind == "normal":
+            return f"nice:{self.nice}" if self.nice is not None else "normal"
+        return f"batch:{self.nice}" if self.nice is not None else "batch"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything `run` may change about a job. ``None`` means "leave as inherited"."""
+
+    name: str = "custom"
+    io: IOPrio | None = None
+    cpu: CPUPolicy | None = None
+    io_weight: int | None = None  # 1..1000, cgroup IO weight (BFQ honours it)
+    cpu_weight: int | None = None  # 1..10000, cgroup v2 scale (100 = default)
+    description: str = field(default="", compare=False)
+
+    @property
+    def needs_cgroup(self) -> bool:
+        return self.io_weight is not None or self.cpu_weight is not None
+
+    def with_overrides(self, **kw: object) -> Policy:
+        """Explicit options override the named policy's parts; the result is 'custom'."""
+        changes = {k: v for k, v in kw.items() if v is not None}
+        if not changes:
+            return self
+        name = self.name if self.name == "custom" else f"{self.name}+custom"
+        return replace(self, name=name, **changes)
+
+    def settings(self) -> dict[str, str]:
+        return {
+            "io": str(self.io) if self.io else "inherit",
+            "cpu": str(self.cpu) if self.cpu else "inherit",
+            "io-weight": str(self.io_weight) if self.io_weight else "-",
+            "cpu-weight": str(self.cpu_weight) if self.cpu_weight else "-",
+        }
+
+    def spec(self) -> str:
+        """A string that `parse_policy` turns back into this policy."""
+        if self.name in BUILTIN:
+            return self.name
+        parts = []
+        if self.io:
+            parts.append(f"io={self.io}")
+        if self.cpu:
+            parts.append(f"cpu={self.cpu}")
+        if self.io_weight:
+            parts.append(f"io-weight={self.io_weight}")
+        if self.cpu_weight:
+            parts.append(f"cpu-weight={self.cpu_weight}")
+        return ",".join(parts) or "default"
+
+
+BUILTIN: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("default", description="change nothing: the job runs as the shell started it"),
+        Policy(
+            "background",
+            IOPrio("idle"),
+            CPUPolicy("idle"),
+            io_weight=10,
+            cpu_weight=10,
+            description="idle IO class, SCHED_IDLE, cgroup IO and CPU weight 10 "
+            "(1/10 of a default group): runs only when nothing else wants the disk/CPU",
+        ),
+        Policy(
+            "gentle",
+            IOPrio("be", 7),
+            CPUPolicy("normal", 19),
+            description="best-effort IO at the lowest level 7, nice 19: still makes progress "
+            "under sustained load, yields most of the time",
+        ),
+    )
+}
+
+
+def parse_weight(text: str | int, what: str, top: int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{what} must be a whole number, not {text!r}") from None
+    if not 1 <= value <= top:
+        raise UsageError(f"{what} {value} out of range", f"use 1..{top} (100 is the default)")
+    return value
+
+
+def parse_policy(spec: str) -> Policy:
+    """A built-in name, or ``io=idle,cpu=nice:10,io-weight=50,cpu-weight=20``."""
+    spec = spec.strip()
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    if "=" not in spec:
+        raise UsageError(
+            f"unknown policy {spec!r}",
+            f"use one of {', '.join(BUILTIN)} or io=…,cpu=…,io-weight=…,cpu-weight=…",
+        )
+    base = spec.split(",")[0]
+    policy = BUILTIN[base] if base in BUILTIN else Policy("custom")
+    kw: dict[str, object] = {}
+    for item in spec.split(",")[1 if base in BUILTIN else 0 :]:
+        key, _, val = item.partition("=")
+        key = key.strip()
+        if key == "io":
+            kw["io"] = IOPrio.parse(val)
+        elif key == "cpu":
+            kw["cpu"] = CPUPolicy.parse(val)
+        elif key == "io-weight":
+            kw["io_weight"] = parse_weight(val, "IO weight", 1000)
+        elif key == "cpu-weight":
+            kw["cpu_weight"] = parse_weight(val, "CPU weight", 10000)
+        else:
+            raise UsageError(f"unknown policy field {key!r} in {spec!r}",
+                             "fields are io, cpu, io-weight, cpu-weight")
+    return policy.with_overrides(**kw)
+
+
+# --- kernel calls -------------------------------------------------------------------------
+
+
+def _syscall_numbers() -> tuple[int, int]:
+    try:
+        return _SYSCALLS[platform.machine()]
+    except KeyError:
+        raise UnavailableError(f"ioprio syscalls unknown on {platform.machine()}") from None
+
+
+def ioprio_set(tid: int, prio: IOPrio) -> None:
+    nr_set, _ = _syscall_numbers()
+    if _libc.syscall(nr_set, IOPRIO_WHO_PROCESS, tid, prio.value) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ioprio_set({tid}, {prio}): {os.strerror(err)}")
+
+
+def ioprio_get(tid: int) -> IOPrio:
+    _, nr_get = _syscall_numbers()
+    value = _libc.syscall(nr_get, IOPRIO_WHO_PROCESS, tid)
+    if value < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ioprio_get({tid}): {os.strerror(err)}")
+    return IOPrio.from_value(value)
+
+
+def set_cpu(tid: int, cpu: CPUPolicy) -> None:
+    """Applies to one thread: on Linux both sched_setscheduler and setpriority are per-thread."""
+    if cpu.kind == "idle":
+        os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+        return
+    policy = os.SCHED_BATCH if cpu.kind == "batch" else os.SCHED_OTHER
+    os.sched_setscheduler(tid, policy, os.sched_param(0))
+    if cpu.nice is not None:
+        os.setpriority(os.PRIO_PROCESS, tid, cpu.nice)
+
+
+SCHED_NAMES = {0: "normal", 3: "batch", 5: "idle", 1: "fifo", 2: "rr", 6: "deadline"}
+
+
+def read_cpu(tid: int) -> tuple[str, int]:
+    """(policy name, nice) as the kernel reports them, for verification."""
+    return SCHED_NAMES.get(os.sched_getscheduler(tid), "?"), os.getpriority(os.PRIO_PROCESS, tid)
+
+
+def apply_to_self(policy: Policy) -> None:
+    """Called in the child between fork and exec (async-signal-safe enough: no locks held)."""
+    if policy.io is not None:
+        ioprio_set(0, policy.io)
+    if policy.cpu is not None:
+        set_cpu(0, policy.cpu)
+
+
+# --- running processes (run --pid) ----------------------------------------------------------
+
+
+def threads_of(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return []
+
+
+def descendants_of(pid: int) -> list[int]:
+    """All processes below pid, found through every thread's `children` list (no /proc scan)."""
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        parent = queue.pop()
+        for tid in threads_of(parent):
+            try:
+                kids = Path(f"/proc/{parent}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue
+            for kid in map(int, kids):
+                if kid not in found:
+                    found.append(kid)
+                    queue.append(kid)
+    return found
+
+
+def apply_to_tree(pid: int, policy: Policy) -> list[int]:
+    """Re-prioritise every thread of pid and of its descendants; returns the thread ids done."""
+    if not Path(f"/proc/{pid}").exists():
+        raise NotFoundError(f"no process with PID {pid}", "check the PID with `ps -p PID`")
+    done: list[int] = []
+    for proc in [pid, *descendants_of(pid)]:
+        for tid in threads_of(proc):
+            try:
+                if policy.io is not None:
+                    ioprio_set(tid, policy.io)
+                if policy.cpu is not None:
+                    set_cpu(tid, policy.cpu)
+            except ProcessLookupError:
+                continue  # the thread ended while we walked: nothing left to change
+            except PermissionError as err:
+                raise SystemStateError(
+                    f"not allowed to change priorities of thread {tid}: {err.strerror}",
+                    "run as root or as the process's owner",
+                ) from None
+            except OSError as err:
+                if err.errno == 3:  # ESRCH from the raw syscall
+                    continue
+                raise SystemStateError(f"changing thread {tid}: {err}") from None
+            done.append(tid)
+    return done
+
+
+# --- cgroups: which hierarchy, which files ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CgroupPlan:
+    """Directories to create and the weight files to write in each (all under cgroupfs)."""
+
+    version: int
+    dirs: dict[str, dict[str, str]]  # path -> {file: value}
+
+    @property
+    def procs_files(self) -> list[str]:
+        return [os.path.join(d, "cgroup.procs") for d in self.dirs]
+
+
+def _mounts(mounts_file: str = "/proc/self/mounts") -> list[tuple[str, str, set[str]]]:
+    out = []
+    for line in Path(mounts_file).read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
+            out.append((parts[1], parts[2], set(parts[3].split(","))))
+    return out
+
+
+def _v2_root(mounts: list[tuple[str, str, set[str]]]) -> Path | None:
+    for mnt, fstype, _ in mounts:
+        if fstype == "cgroup2":
+            return Path(mnt)
+    return None
+
+
+def _v1_mount(mounts: list[tuple[str, str, set[str]]], controller: str) -> Path | None:
+    for mnt, fstype, opts in mounts:
+        if fstype == "cgroup" and controller in opts:
+            return Path(mnt)
+    return None
+
+
+def plan_cgroup(policy: Policy, name: str, mounts_file: str = "/proc/self/mounts") -> CgroupPlan:
+    """Choose cgroup v2 where its io/cpu controllers are available, else v1 blkio/cpu.
+
+    v1 needs a child group for BFQ weights (the root has no blkio.bfq.weight), so the job
+    always gets its own group ``backburner/<name>`` in each hierarchy used.
+    """
+    mounts = _mounts(mounts_file)
+    v2 = _v2_root(mounts)
+    v2_controllers = set()
+    if v2 is not None and (v2 / "cgroup.controllers").exists():
+        v2_controllers = set((v2 / "cgroup.controllers").read_text().split())
+    need = {"io"} if policy.io_weight else set()
+    need |= {"cpu"} if policy.cpu_weight else set()
+    if v2 is not None and need and need <= v2_controllers:
+        files: dict[str, str] = {}
+        if policy.io_weight:
+            files["io.bfq.weight" if (v2 / "io.bfq.weight").exists() else "io.weight"] = str(
+                policy.io_weight
+            )
+        if policy.cpu_weight:
+            files["cpu.weight"] = str(policy.cpu_weight)
+        return CgroupPlan(2, {str(v2 / "backburner" / name): files})
+    dirs: dict[str, dict[str, str]] = {}
+    if policy.io_weight:
+        blkio = _v1_mount(mounts, "blkio")
+        if blkio is None:
+            raise UnavailableError(
+                "an IO weight needs the cgroup blkio (v1) or io (v2) controller, and neither "
+                "is mounted",
+                "drop --io-weight (or use --no-cgroup), or mount the blkio controller",
+            )
+        dirs[str(blkio / "backburner" / name)] = {"blkio.bfq.weight": str(policy.io_weight)}
+    if policy.cpu_weight:
+        cpu = _v1_mount(mounts, "cpu")
+        if cpu is None:
+            raise UnavailableError(
+                "a CPU weight needs the cgroup cpu controller (v1 or v2), and it is not mounted",
+                "drop --cpu-weight (or use --no-cgroup), or mount the cpu controller",
+            )
+        shares = max(2, round(policy.cpu_weight * 1024 / 100))
+        dirs[str(cpu / "backburner" / name)] = {"cpu.shares": str(shares)}
+    return CgroupPlan(1, dirs)
+
+
+def cgroup_of(pid: int | str, controller: str) -> str:
+    """The cgroup path of pid in the hierarchy holding `controller` (v1) or '' for v2."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        num, ctrls, path = line.split(":", 2)
+        if controller in ctrls.split(",") or (controller == "" and num == "0"):
+            return path
+    return ""

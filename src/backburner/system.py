@@ -1,0 +1,596 @@
+"""Transactions over system state: the only module that changes it.
+
+Every change is a small `Change` class with `read()` (the old state), `apply()` and
+`undo()`. A `Transaction` writes each change's intent and old state to an on-disk journal
+*before* applying it (fsync'd), and undoes everything in reverse order when it ends:
+normally, on an exception, on SIGINT or SIGTERM (turned into exceptions by
+`install_termination_handlers`). After a SIGKILL or a power loss the journal is still on
+disk, and `restore_stale()` (``backburner restore``, and the start of every command that
+changes state) replays it. Every `undo` is idempotent and checks the current state first,
+because after a crash it may run for a change that was only half applied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .errors import NotRootError, SystemStateError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = "/var/lib/backburner"
+_SIGNALS_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("BACKBURNER_STATE_DIR", DEFAULT_STATE_DIR))
+
+
+def journal_dir() -> Path:
+    return state_dir() / "journal"
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def require_root(operation: str) -> None:
+    if not is_root():
+        raise NotRootError(operation)
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGHUP as an exception, so `with` blocks unwind and undo like on Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def install_termination_handlers() -> None:
+    def handler(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat: tells a live owner from a recycled PID."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+# --- changes ------------------------------------------------------------------------------
+
+
+class Change(ABC):
+    """One kind of system change. Subclasses are dataclasses registered by `kind`."""
+
+    kind: ClassVar[str]
+    registry: ClassVar[dict[str, type[Change]]] = {}
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "kind" in cls.__dict__:
+            Change.registry[cls.kind] = cls
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    def read(self) -> Any:
+        """The state before the change, as JSON-able data (None if there is nothing to keep)."""
+        return None
+
+    @abstractmethod
+    def apply(self) -> Any:
+        """Make the change; return JSON-able facts the undo needs (e.g. the device created)."""
+
+    @abstractmethod
+    def undo(self, old: Any, result: Any) -> None:
+        """Put back `old`. Must be idempotent and must cope with `result` being None."""
+
+    def spec(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Change:
+        return cls(**spec)
+
+
+def _write(path: str, value: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(value)
+    except OSError as err:
+        raise SystemStateError(f"could not write {value!r} to {path}: {err.strerror}") from None
+
+
+def selected(text: str) -> str:
+    """'none [mq-deadline] bfq' -> 'mq-deadline'; a plain value is returned stripped."""
+    text = text.strip()
+    if "[" in text:
+        return text.split("[", 1)[1].split("]", 1)[0]
+    return text
+
+
+@dataclass
+class SysfsValue(Change):
+    """A value in sysfs/procfs, e.g. queue/scheduler, queue/rotational, a sysctl."""
+
+    kind: ClassVar[str] = "sysfs"
+    path: str
+    value: str
+
+    def describe(self) -> str:
+        return f"{self.path} = {self.value}"
+
+    def read(self) -> str:
+        try:
+            return selected(Path(self.path).read_text())
+        except FileNotFoundError:
+            raise SystemStateError(f"{self.path} does not exist") from None
+
+    def apply(self) -> None:
+        _write(self.path, self.value)
+        now = selected(Path(self.path).read_text())
+        if now != self.value:
+            raise SystemStateError(f"{self.path} reads {now!r} after writing {self.value!r}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        if old is None or not os.path.exists(self.path):
+            return  # the device is gone: nothing left to restore
+        if selected(Path(self.path).read_text()) != old:
+            _write(self.path, old)
+
+
+def _cgroup_procs(path: str) -> list[int]:
+    try:
+        return [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+@dataclass
+class CgroupDir(Change):
+    """A cgroup we create, with settings written into it. Undo evicts leftovers and removes it."""
+
+    kind: ClassVar[str] = "cgroup"
+    path: str
+    settings: dict[str, str] = field(default_factory=dict)
+    shared: bool = False  # a parent other runs may use too: removed only when empty
+
+    def describe(self) -> str:
+        return f"cgroup {self.path} {self.settings}"
+
+    def read(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def apply(self) -> None:
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            raise SystemStateError(f"cgroup parent {parent} does not exist")
+        try:
+            os.mkdir(self.path)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
+        for name, value in self.settings.items():
+            target = os.path.join(self.path, name)
+            if not os.path.exists(target):
+                raise SystemStateError(
+                    f"cgroup file {name} does not exist in {self.path}",
+                    "the controller or IO scheduler providing it is not available",
+                )
+            _write(target, value)
+
+    def undo(self, old: Any, result: Any) -> None:
+        if self.shared:  # ours by name: removed by whichever run leaves it empty
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass  # still in use by another run, which will remove it
+            return
+        if old or not os.path.isdir(self.path):
+            return  # it existed before us, or it is already gone
+        parent = os.path.dirname(self.path)
+        for _ in range(50):
+            for pid in _cgroup_procs(self.path):
+                try:
+                    _write(os.path.join(parent, "cgroup.procs"), str(pid))
+                except SystemStateError:
+                    pass  # exited meanwhile
+            try:
+                os.rmdir(self.path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)  # a just-exited task is still being released
+        raise SystemStateError(f"could not remove cgroup {self.path}: it stays busy")
+
+
+@dataclass
+class MadeDir(Change):
+    """A directory we create (a mount point, a testbed folder). Undo removes it if empty."""
+
+    kind: ClassVar[str] = "mkdir"
+    path: str
+
+    def describe(self) -> str:
+        return f"directory {self.path}"
+
+    def read(self) -> bool:
+        return os.path.exists(self.path)
+
+    def apply(self) -> None:
+        os.makedirs(self.path, exist_ok=True)
+
+    def undo(self, old: Any, result: Any) -> None:
+        if old:
+            return
+        try:
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            raise SystemStateError(f"could not remove {self.path}: {err.strerror}") from None
+
+
+@dataclass
+class MadeFile(Change):
+    """A file we create (a testbed image). Undo deletes it; the caller creates it in apply."""
+
+    kind: ClassVar[str] = "mkfile"
+    path: str
+    size: int = 0
+
+    def describe(self) -> str:
+        return f"file {self.path} ({self.size} bytes)"
+
+    def read(self) -> bool:
+        if os.path.exists(self.path):
+            raise SystemStateError(f"{self.path} already exists", "remove it or choose another")
+        return False
+
+    def apply(self) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, self.size)
+        finally:
+            os.close(fd)
+
+    def undo(self, old: Any, result: Any) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def loops_backed_by(path: str) -> list[str]:
+    """Loop devices whose backing file is `path` (read from sysfs, no losetup needed)."""
+    real = os.path.realpath(path)
+    found = []
+    for dev in sorted(Path("/sys/block").glob("loop*")):
+        try:
+            backing = (dev / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        if backing.removesuffix(" (deleted)") == real:
+            found.append(f"/dev/{dev.name}")
+    return found
+
+
+@dataclass
+class LoopDevice(Change):
+    """A loop device over a file. Direct IO on, so reads reach the backing file's device."""
+
+    kind: ClassVar[str] = "loop"
+    backing: str
+    direct_io: bool = True
+    read_only: bool = False
+
+    def describe(self) -> str:
+        return f"loop device on {self.backing}"
+
+    def apply(self) -> str:
+        cmd = ["losetup", "--find", "--show", f"--direct-io={'on' if self.direct_io else 'off'}"]
+        if self.read_only:
+            cmd.append("--read-only")
+        out = _tool(cmd + [self.backing], "attaching a loop device")
+        return out.strip()
+
+    def undo(self, old: Any, result: Any) -> None:
+        for dev in loops_backed_by(self.backing):
+            _tool(["losetup", "-d", dev], f"detaching {dev}")
+        for _ in range(100):  # detach is asynchronous while the device is still open
+            if not loops_backed_by(self.backing):
+                return
+            time.sleep(0.02)
+
+
+def is_mountpoint(path: str) -> bool:
+    real = os.path.realpath(path)
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        target = line.split()[1].replace("\\040", " ")
+        if target == real:
+            return True
+    return False
+
+
+@dataclass
+class Mount(Change):
+    """A filesystem mounted by us (mount(8), not in a hot path). Undo unmounts it."""
+
+    kind: ClassVar[str] = "mount"
+    source: str
+    target: str
+    fstype: str = ""
+    options: str = ""
+
+    def describe(self) -> str:
+        return f"mount {self.source} on {self.target}"
+
+    def read(self) -> bool:
+        if is_mountpoint(self.target):
+            raise SystemStateError(f"{self.target} is already a mount point")
+        return False
+
+    def apply(self) -> None:
+        cmd = ["mount"]
+        if self.fstype:
+            cmd += ["-t", self.fstype]
+        if self.options:
+            cmd += ["-o", self.options]
+        _tool(cmd + [self.source, self.target], f"mounting {self.source}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        for _ in range(25):
+            if not is_mountpoint(self.target):
+                return
+            if subprocess.run(["umount", self.target], capture_output=True).returncode == 0:
+                return
+            time.sleep(0.1)
+        _tool(["umount", "-l", self.target], f"unmounting {self.target}")
+
+
+@dataclass
+class Daemon(Change):
+    """A background process we start and own (e.g. a FUSE server). Undo stops it."""
+
+    kind: ClassVar[str] = "daemon"
+    argv: list[str]
+    ready_path: str = ""  # wait for this path to exist (e.g. the served file), if given
+    ready_timeout: float = 10.0
+
+    def describe(self) -> str:
+        return f"daemon {' '.join(self.argv)}"
+
+    def apply(self) -> dict[str, int]:
+        from . import spawn  # only spawn creates processes
+
+        child = spawn.launch(self.argv, new_group=True, stdin=subprocess.DEVNULL)
+        start = _proc_start_time(child.pid)
+        result = {"pid": child.pid, "start": start or 0}
+        _DAEMONS[child.pid] = child
+        deadline = time.monotonic() + self.ready_timeout
+        while self.ready_path and not os.path.exists(self.ready_path):
+            if child.poll() is not None or time.monotonic() > deadline:
+                out = child.poll() or child.stop(1.0)
+                raise SystemStateError(
+                    f"{self.argv[0]} did not become ready ({out.describe()})")
+            time.sleep(0.01)
+        return result
+
+    def undo(self, old: Any, result: Any) -> None:
+        if not result:
+            return
+        pid = result["pid"]
+        child = _DAEMONS.pop(pid, None)
+        if child is not None:
+            child.stop(5.0, group=True)
+            return
+        if _proc_start_time(pid) != result["start"]:
+            return  # gone, or the PID now belongs to someone else
+        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                return
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if _proc_start_time(pid) != result["start"]:
+                    return
+                time.sleep(0.02)
+
+
+_DAEMONS: dict[int, Any] = {}
+
+
+def _tool(cmd: list[str], what: str) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise SystemStateError(f"{what}: {cmd[0]} is not installed") from None
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise SystemStateError(f"{what} failed: {msg[-1] if msg else proc.returncode}")
+    return proc.stdout
+
+
+# --- journal and transactions -------------------------------------------------------------
+
+
+class Journal:
+    """An append-only JSON-lines file, fsync'd per line: the undo log of one session."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, event: dict[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(event) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line from a crash: everything before it is intact
+        return out
+
+
+@dataclass
+class _Entry:
+    seq: int
+    change: Change
+    old: Any
+    result: Any = None
+
+
+class Transaction:
+    """``with Transaction("bench") as tx: tx.apply(SysfsValue(...))`` — undone at exit."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.entries: list[_Entry] = []
+        self.journal: Journal | None = None
+        self._seq = 0
+
+    def __enter__(self) -> Transaction:
+        jdir = journal_dir()
+        jdir.mkdir(parents=True, exist_ok=True)
+        pid = os.getpid()
+        path = jdir / f"{self.label}-{pid}-{time.time_ns()}.jsonl"
+        self.journal = Journal(path)
+        self.journal.append({"event": "begin", "label": self.label, "pid": pid,
+                             "start": _proc_start_time(pid), "time": time.time()})
+        return self
+
+    def apply(self, change: Change) -> Any:
+        assert self.journal is not None, "use Transaction as a context manager"
+        old = change.read()
+        self._seq += 1
+        entry = _Entry(self._seq, change, old)
+        self.journal.append({"event": "intent", "seq": entry.seq, "kind": change.kind,
+                             "spec": change.spec(), "old": old})
+        self.entries.append(entry)  # undone even if apply fails half-way
+        log.debug("apply %s", change.describe())
+        entry.result = change.apply()
+        self.journal.append({"event": "applied", "seq": entry.seq, "result": entry.result})
+        return entry.result
+
+    def undo_all(self) -> None:
+        """Undo in reverse order with termination signals held, so a second ^C cannot cut it."""
+        assert self.journal is not None
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
+        try:
+            errors = _undo_entries(self.entries, self.journal)
+            self.entries.clear()
+            if not errors:
+                self.journal.path.unlink(missing_ok=True)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        if errors:
+            raise SystemStateError(
+                "could not undo: " + "; ".join(errors), "run `backburner restore` to retry"
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        self.undo_all()
+
+
+def _undo_entries(entries: list[_Entry], journal: Journal) -> list[str]:
+    errors = []
+    for entry in reversed(entries):
+        try:
+            entry.change.undo(entry.old, entry.result)
+            journal.append({"event": "undone", "seq": entry.seq})
+        except Exception as err:  # noqa: BLE001 - keep undoing the rest, report all
+            errors.append(f"{entry.change.describe()}: {err}")
+    return errors
+
+
+def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
+    events = journal.events()
+    header = events[0] if events and events[0].get("event") == "begin" else {}
+    entries: dict[int, _Entry] = {}
+    for ev in events:
+        if ev["event"] == "intent":
+            cls = Change.registry[ev["kind"]]
+            entries[ev["seq"]] = _Entry(ev["seq"], cls.from_spec(ev["spec"]), ev["old"])
+        elif ev["event"] == "applied" and ev["seq"] in entries:
+            entries[ev["seq"]].result = ev["result"]
+        elif ev["event"] == "undone":
+            entries.pop(ev["seq"], None)
+    return header, sorted(entries.values(), key=lambda e: e.seq)
+
+
+def stale_journals() -> Iterator[Journal]:
+    """Journals whose owning process is gone (crashed, killed, or the machine rebooted)."""
+    jdir = journal_dir()
+    if not jdir.is_dir():
+        return
+    for path in sorted(jdir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
+        journal = Journal(path)
+        header, _ = _journal_entries(journal)
+        pid, start = header.get("pid"), header.get("start")
+        if pid and start is not None and _proc_start_time(pid) == start:
+            continue  # its owner is alive (possibly us) and will undo itself
+        yield journal
+
+
+def restore_stale(report: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Replay every stale journal in reverse order. Returns the changes undone."""
+    undone: list[str] = []
+    for journal in list(stale_journals()):
+        header, entries = _journal_entries(journal)
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
+        try:
+            errors = _undo_entries(entries, journal)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for entry in reversed(entries):
+            msg = f"undid {entry.change.describe()} (left by {header.get('label')} " \
+                  f"pid {header.get('pid')})"
+            undone.append(msg)
+            report(msg)
+        if errors:
+            raise SystemStateError(f"could not restore from {journal.path}: " + "; ".join(errors))
+        journal.path.unlink(missing_ok=True)
+    return undone
+
+
+def remove_tree(path: str) -> None:
+    """Remove a folder tree of our own (a testbed's files); not journaled: data, not state."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def drop_caches() -> None:
+    """sync, then drop page cache, dentries and inodes, so the next start is really cold."""
+    require_root("dropping the page cache (/proc/sys/vm/drop_caches)")
+    os.sync()
+    _write("/proc/sys/vm/drop_caches", "3")
+
+
+def move_to_cgroup(path: str, pid: int) -> None:
+    """Move a whole process (all its threads: cgroup.procs) into the cgroup at path."""
+    _write(os.path.join(path, "cgroup.procs"), str(pid))
