@@ -594,3 +594,20 @@ def drop_caches() -> None:
 def move_to_cgroup(path: str, pid: int) -> None:
     """Move a whole process (all its threads: cgroup.procs) into the cgroup at path."""
     _write(os.path.join(path, "cgroup.procs"), str(pid))
+
+
+@dataclass
+class TreeOwned(Change):
+    """A folder tree whose contents we create (load files on a user's disk): undo deletes it."""
+
+    kind: ClassVar[str] = "tree"
+    path: str
+
+    def describe(self) -> str:
+        return f"files under {self.path}"
+
+    def apply(self) -> None:
+        pass
+
+    def undo(self, old: Any, result: Any) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)

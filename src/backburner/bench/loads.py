@@ -1,0 +1,226 @@
+"""Background loads: what runs behind the probe, started through the spawn core.
+
+Spec grammar (also in `backburner bench --help`):
+  none
+  readers:N:seq|rand[:direct|buffered]    fio, N jobs reading their own files
+  writers:N:seq|rand[:direct|buffered]    fio, N jobs writing their own files
+  A+B                                     several of the above at once (a mix)
+  install-loop[:shell-loop|long-lived]    unpack thousands of small files with fsync, delete, repeat
+  copy                                    one large file copied over and over (cp)
+  cmd:'COMMAND'                           any command, run with sh -c in the load directory
+
+Every load runs in its own process group; `stop` ends the group and then verifies by PID
+that nothing of it is left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import priority, spawn
+from ..errors import SystemStateError, UnavailableError, UsageError
+
+FIO_FILE_SIZE = "256m"
+COPY_SIZE = "1g"
+
+
+@dataclass(frozen=True)
+class FioPart:
+    role: str  # readers | writers
+    jobs: int
+    pattern: str  # seq | rand
+    mode: str  # direct | buffered
+
+    @property
+    def rw(self) -> str:
+        base = "read" if self.role == "readers" else "write"
+        return base if self.pattern == "seq" else f"rand{base}"
+
+    @property
+    def bs(self) -> str:
+        return "1m" if self.pattern == "seq" else "4k"
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    text: str
+    kind: str  # none | fio | install-loop | copy | cmd
+    fio: tuple[FioPart, ...] = ()
+    variant: str = ""
+    command: str = ""
+
+    @property
+    def is_none(self) -> bool:
+        return self.kind == "none"
+
+
+_FIO_RE = re.compile(r"(readers|writers):(\d+):(seq|rand)(?::(direct|buffered))?")
+
+
+def parse(text: str) -> LoadSpec:
+    text = text.strip()
+    if text == "none":
+        return LoadSpec(text, "none")
+    if text.startswith("cmd:"):
+        command = text[4:].strip()
+        if len(command) >= 2 and command[0] == command[-1] and command[0] in "'\"":
+            command = command[1:-1]
+        if not command:
+            raise UsageError("load cmd: needs a command", "e.g. --load cmd:'tar xf big.tar'")
+        return LoadSpec(text, "cmd", command=command)
+    if text == "copy":
+        return LoadSpec(text, "copy")
+    m = re.fullmatch(r"install-loop(?::(shell-loop|long-lived))?", text)
+    if m:
+        return LoadSpec(text, "install-loop", variant=m.group(1) or "shell-loop")
+    parts = []
+    for piece in text.split("+"):
+        fm = _FIO_RE.fullmatch(piece.strip())
+        if not fm or int(fm.group(2)) < 1:
+            raise UsageError(
+                f"load spec {text!r} does not parse",
+                "use none, readers:N:seq|rand[:direct|buffered], writers:N:…, A+B, "
+                "install-loop[:shell-loop|long-lived], copy or cmd:'…'",
+            )
+        parts.append(FioPart(fm.group(1), int(fm.group(2)), fm.group(3),
+                             fm.group(4) or "direct"))
+    return LoadSpec(text, "fio", fio=tuple(parts))
+
+
+def fio_jobfile(spec: LoadSpec, directory: str) -> str:
+    """One fio job section per part; files are named per part so they are laid out once."""
+    lines = ["[global]", f"directory={directory}", f"size={FIO_FILE_SIZE}", "ioengine=psync",
+             "time_based=1", "runtime=86400", "group_reporting=1", ""]
+    for i, part in enumerate(spec.fio):
+        name = f"{part.role}-{part.pattern}"
+        lines += [f"[{name}-{i}]", f"rw={part.rw}", f"bs={part.bs}", f"numjobs={part.jobs}",
+                  f"direct={1 if part.mode == 'direct' else 0}",
+                  f"filename_format=bbload.{part.role}.$jobnum", ""]
+    return "\n".join(lines)
+
+
+def require_fio() -> str:
+    from shutil import which
+
+    path = which("fio")
+    if not path:
+        raise UnavailableError("fio is not installed", "apt-get install fio (scripts/setup does)")
+    return path
+
+
+def _installer_argv(archive: str, dest: str, once: bool) -> list[str]:
+    argv = [sys.executable, "-m", "backburner.bench.installer", "run", "--archive", archive,
+            "--dest", dest]
+    return argv + (["--once"] if once else [])
+
+
+class Load:
+    """A load bound to a directory: `prepare` once, then `start`/`stop` around each trial."""
+
+    def __init__(self, spec: LoadSpec, directory: str) -> None:
+        self.spec = spec
+        self.dir = directory
+        self.child: spawn.Child | None = None
+        self.log = os.path.join(directory, "load.log")
+
+    def prepare(self) -> None:
+        """Lay out data files so trials measure steady-state work, not file creation."""
+        if self.spec.kind == "fio":
+            require_fio()
+            job = Path(self.dir, "load.fio")
+            job.write_text(fio_jobfile(self.spec, self.dir))
+            _check(spawn.launch(["fio", "--create_only=1", "--output=/dev/null", str(job)],
+                                stdout=subprocess.DEVNULL).wait(), "laying out fio files")
+        elif self.spec.kind == "install-loop":
+            _check(spawn.launch([sys.executable, "-m", "backburner.bench.installer", "make",
+                                 "--archive", self._archive]).wait(), "making the archive")
+        elif self.spec.kind == "copy":
+            require_fio()
+            _check(spawn.launch(["fio", "--name=copysrc", f"--filename={self._copy_src}",
+                                 f"--size={COPY_SIZE}", "--create_only=1",
+                                 "--output=/dev/null"], stdout=subprocess.DEVNULL).wait(),
+                   "making the file to copy")
+
+    @property
+    def _archive(self) -> str:
+        return os.path.join(self.dir, "install.tar")
+
+    @property
+    def _copy_src(self) -> str:
+        return os.path.join(self.dir, "copy.src")
+
+    def argv(self) -> list[str]:
+        kind = self.spec.kind
+        if kind == "fio":
+            return ["fio", "--output=/dev/null", os.path.join(self.dir, "load.fio")]
+        if kind == "install-loop":
+            dest = os.path.join(self.dir, "install.d")
+            if self.spec.variant == "long-lived":
+                return _installer_argv(self._archive, dest, once=False)
+            one = shlex.join(_installer_argv(self._archive, dest, once=True))
+            return ["sh", "-c", f"while :; do {one} || exit 1; done"]
+        if kind == "copy":
+            dst = shlex.quote(os.path.join(self.dir, "copy.dst"))
+            src = shlex.quote(self._copy_src)
+            return ["sh", "-c", f"while :; do cp {src} {dst} && sync {dst} && rm -f {dst}; done"]
+        if kind == "cmd":
+            return ["sh", "-c", self.spec.command]
+        raise AssertionError(kind)
+
+    def start(self, policy: priority.Policy, cgroup_procs: list[str]) -> None:
+        if self.spec.is_none:
+            return
+        with open(self.log, "ab") as log:
+            self.child = spawn.launch(self.argv(), policy=policy, cgroup_procs=cgroup_procs,
+                                      cwd=self.dir, new_group=True, stdin=subprocess.DEVNULL,
+                                      stdout=log.fileno(), stderr=log.fileno())
+
+    def alive(self) -> bool:
+        return self.child is not None and self.child.poll() is None
+
+    def stop(self) -> spawn.Outcome | None:
+        """End the load's whole process group and prove by PID that none of it survives."""
+        if self.child is None:
+            return None
+        child, self.child = self.child, None
+        outcome = child.stop(grace=10.0, group=True)
+        deadline = time.monotonic() + 5
+        while (left := group_members(child.pid)) and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        if left:
+            raise SystemStateError(f"load processes {left} survived stopping the load")
+        return outcome
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes (not zombies) whose process group is pgid, read from /proc."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(entry.name))
+    return found
+
+
+def _check(outcome: spawn.Outcome | None, what: str) -> None:
+    if outcome is None or not outcome.ok:
+        raise SystemStateError(f"{what} failed ({outcome.describe() if outcome else 'timeout'})")

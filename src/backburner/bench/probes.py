@@ -1,0 +1,205 @@
+"""Probes: the foreground program whose start-up is timed.
+
+A probe is timed from spawn to exit, or to "ready" (a regex on its stdout, or a file
+appearing) for programs that do not exit by themselves; it is then terminated. On a testbed
+the probe's own files must be read from the device under test, so `discover_files` records
+what the probe touches with strace (the field's real tool) and `install` copies exactly
+those files into the testbed, where the probe then runs chrooted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import spawn
+from ..errors import CommandNotFound, UnavailableError, UsageError
+
+VIRTUAL_ROOTS = ("/proc", "/sys", "/dev", "/run", "/tmp")
+
+
+@dataclass(frozen=True)
+class Probe:
+    argv: tuple[str, ...]
+    ready_line: str | None = None
+    ready_file: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, ready_line: str | None = None,
+              ready_file: str | None = None) -> Probe:
+        try:
+            argv = tuple(shlex.split(text))
+        except ValueError as err:
+            raise UsageError(f"probe {text!r} does not parse: {err}") from None
+        if not argv:
+            raise UsageError("the probe command is empty")
+        if ready_line is not None:
+            try:
+                re.compile(ready_line)
+            except re.error as err:
+                raise UsageError(f"--ready-line {ready_line!r} is not a regex: {err}") from None
+        return cls(argv, ready_line, ready_file)
+
+    @property
+    def text(self) -> str:
+        return shlex.join(self.argv)
+
+    def resolve(self) -> Probe:
+        """The probe with its program as an absolute path; a clear error if it does not exist."""
+        exe = shutil.which(self.argv[0])
+        if exe is None:
+            raise CommandNotFound(f"probe {self.argv[0]!r}: command not found",
+                                  "give the probe as a command on PATH or an absolute path")
+        return Probe((os.path.realpath(exe), *self.argv[1:]), self.ready_line, self.ready_file)
+
+
+@dataclass
+class ProbeResult:
+    status: str  # ok | failed | timeout
+    outcome: spawn.Outcome | None
+    wall_s: float
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+_PATH_CALL = re.compile(
+    r'^(?:\d+\s+)?(execve|open|openat|stat|lstat|newfstatat|statx|access|faccessat2?|readlink'
+    r'|readlinkat)\((?:AT_FDCWD, |\d+, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+(-?\d+)')
+
+
+def discover_files(probe: Probe, timeout: float = 120) -> list[str]:
+    """Every path the probe successfully opened, executed, stat'ed or read a link of."""
+    if shutil.which("strace") is None:
+        raise UnavailableError("strace is not installed", "apt-get install strace")
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as trace:
+        argv = ["strace", "-f", "-qq", "-o", trace.name, "-e",
+                "trace=execve,open,openat,stat,lstat,newfstatat,statx,access,faccessat,"
+                "faccessat2,readlink,readlinkat", *probe.argv]
+        result = time_probe(Probe(tuple(argv), probe.ready_line, probe.ready_file), timeout,
+                            cwd="/")
+        if result.status == "timeout":
+            raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
+        paths = []
+        for line in Path(trace.name).read_text(errors="replace").splitlines():
+            m = _PATH_CALL.match(line)
+            if m and int(m.group(3)) >= 0:
+                path = m.group(2).encode().decode("unicode_escape")
+                paths.append(os.path.normpath(os.path.join("/", path)))
+    return sorted(set(paths))
+
+
+def install(paths: list[str], root: str) -> int:
+    """Copy files (and the symlink chains and folders leading to them) under root."""
+    copied = 0
+    todo = list(paths)
+    seen: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen or path == "/" or path.startswith(tuple(r + "/" for r in VIRTUAL_ROOTS)):
+            continue
+        seen.add(path)
+        todo.append(os.path.dirname(path))
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        dest = os.path.join(root, path.lstrip("/"))
+        if os.path.lexists(dest):
+            continue
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(path)
+            os.symlink(target, dest)
+            todo.append(os.path.normpath(os.path.join(os.path.dirname(path), target)))
+        elif stat.S_ISDIR(st.st_mode):
+            os.makedirs(dest, exist_ok=True)
+        elif stat.S_ISREG(st.st_mode):
+            shutil.copy2(path, dest)
+            copied += 1
+    for virtual in VIRTUAL_ROOTS:
+        os.makedirs(os.path.join(root, virtual.lstrip("/")), exist_ok=True)
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+    return copied
+
+
+def devices_of(paths: list[str]) -> dict[int, list[str]]:
+    """Group the probe's regular files by the device (st_dev) they live on."""
+    out: dict[int, list[str]] = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and not p.startswith(VIRTUAL_ROOTS):
+            out.setdefault(st.st_dev, []).append(p)
+    return out
+
+
+def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
+               cwd: str | None = None) -> ProbeResult:
+    """Run the probe once; wall time to exit or to ready. Never leaves it running."""
+    setup = None
+    if chroot:
+        def setup() -> None:
+            os.chroot(chroot)
+            os.chdir("/")
+    want_stdout = probe.ready_line is not None
+    child = spawn.launch(probe.argv, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE if want_stdout else subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, extra_setup=setup, cwd=cwd,
+                         new_group=True)
+    start = child.started_ns
+    if probe.ready_line is None and probe.ready_file is None:
+        outcome = child.wait(timeout)
+        if outcome is None:
+            outcome = child.stop(1.0, group=True)
+            return ProbeResult("timeout", outcome, timeout)
+        return ProbeResult("ok" if outcome.ok else "failed", outcome, outcome.wall_s)
+    ready_at = _wait_ready(child, probe, timeout, chroot)
+    outcome = child.stop(5.0, group=True)
+    if ready_at is None:
+        if outcome.wall_s >= timeout:
+            return ProbeResult("timeout", outcome, timeout)
+        return ProbeResult("failed", outcome, outcome.wall_s, {"reason": "exited before ready"})
+    return ProbeResult("ok", outcome, (ready_at - start) / 1e9)
+
+
+def _wait_ready(child: spawn.Child, probe: Probe, timeout: float,
+                chroot: str | None) -> int | None:
+    deadline = time.monotonic() + timeout
+    pattern = re.compile(probe.ready_line) if probe.ready_line else None
+    ready_file = probe.ready_file
+    if ready_file and chroot:
+        ready_file = os.path.join(chroot, ready_file.lstrip("/"))
+    pipe = child.popen.stdout
+    buf = b""
+    while time.monotonic() < deadline:
+        if ready_file and os.path.exists(ready_file):
+            return time.monotonic_ns()
+        if pipe is not None:
+            readable, _, _ = select.select([pipe], [], [], 0.005)
+            if readable:
+                chunk = os.read(pipe.fileno(), 65536)
+                if not chunk:
+                    pipe = None
+                    continue
+                buf += chunk
+                now = time.monotonic_ns()
+                lines = buf.split(b"\n")
+                if pattern and any(pattern.search(ln.decode(errors="replace"))
+                                   for ln in lines):
+                    return now
+                buf = lines[-1]
+        else:
+            if child.poll() is not None:
+                return None
+            time.sleep(0.005)
+    return None

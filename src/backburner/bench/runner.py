@@ -1,0 +1,305 @@
+"""Runs the matrix: for each slot, scheduler → caches dropped → load → probe → stored.
+
+All system changes of a run live in one `system.Transaction`; every trial is committed to
+the store as it ends. `--resume` rebuilds the same slot order from the stored seed and
+skips the (cell, round) pairs already stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import shlex
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from .. import __version__, job, priority, system
+from ..errors import UsageError
+from ..store import Store
+from . import devices, loads, matrix, probes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BenchConfig:
+    """Everything that defines a run; stored as JSON so --resume can rebuild it exactly."""
+
+    probe: str
+    loads: list[str]
+    policies: list[str]
+    schedulers: list[str]
+    device: str = "testbed:4G"
+    trials: int = 10
+    cold: bool = True
+    seed: int = 0
+    settle_s: float = 2.0
+    timeout_s: float = 60.0
+    abort_factor: float = 30.0
+    abort_after: int = 2
+    rotational: int = 1
+    ready_line: str | None = None
+    ready_file: str | None = None
+    preset: str | None = None
+
+    def cells(self) -> list[matrix.Cell]:
+        return matrix.build_cells(self.probe, self.device, self.schedulers, self.loads,
+                                  self.policies)
+
+    def validate(self) -> None:
+        if self.trials < 1:
+            raise UsageError("--trials must be at least 1")
+        for spec in self.loads:
+            loads.parse(spec)
+        for pol in self.policies:
+            priority.parse_policy(pol)
+        devices.DeviceSpec.parse(self.device)
+        probes.Probe.parse(self.probe, self.ready_line, self.ready_file)
+        if not self.schedulers:
+            raise UsageError("no scheduler given")
+
+
+@dataclass
+class Progress:
+    """What the UI shows; the runner calls `update` after every slot."""
+
+    total: int
+    done: int = 0
+    cell: str = ""
+    last: str = ""
+    events: list[str] = field(default_factory=list)
+
+
+Reporter = Callable[[Progress], None]
+Warn = Callable[[str], None]
+
+
+def environment() -> dict[str, Any]:
+    def read(path: str) -> str:
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return ""
+
+    cpu = next((ln.split(":", 1)[1].strip() for ln in read("/proc/cpuinfo").splitlines()
+                if ln.startswith("model name")), platform.processor())
+    mem = next((ln.split()[1] for ln in read("/proc/meminfo").splitlines()
+                if ln.startswith("MemTotal")), "0")
+    return {
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": platform.machine(),
+        "cpu_model": cpu,
+        "cpus": os.cpu_count(),
+        "cpu_governor": read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "n/a",
+        "memory_bytes": int(mem) * 1024,
+        "python": platform.python_version(),
+        "backburner": __version__,
+        "hostname": platform.node(),
+    }
+
+
+class Bench:
+    def __init__(self, config: BenchConfig, store: Store, run_id: int,
+                 reporter: Reporter, warn: Warn) -> None:
+        self.cfg = config
+        self.store = store
+        self.run_id = run_id
+        self.report = reporter
+        self.warn = warn
+        self.probe = probes.Probe.parse(config.probe, config.ready_line,
+                                        config.ready_file).resolve()
+        self.policies = {p: priority.parse_policy(p) for p in config.policies}
+        self.policies["-"] = priority.BUILTIN["default"]
+        self.cgroups: dict[str, list[str]] = {}
+        self.loads: dict[str, loads.Load] = {}
+        self.device: devices.Device | None = None
+        self.unloaded: dict[str, list[float]] = defaultdict(list)
+        self.timeouts: dict[str, int] = defaultdict(int)
+
+    # --- set-up -------------------------------------------------------------------------
+
+    def prepare(self, tx: system.Transaction) -> None:
+        spec = devices.DeviceSpec.parse(self.cfg.device)
+        self.device = devices.setup(spec, tx, self.cfg.rotational)
+        offered = self.device.schedulers()
+        for sched in self.cfg.schedulers:
+            if sched not in offered:
+                raise UsageError(f"scheduler {sched!r} is not offered by {self.device.name}",
+                                 f"it offers: {', '.join(offered)}")
+        files = probes.discover_files(self.probe, self.cfg.timeout_s)
+        if self.device.chroot:
+            copied = probes.install(files, self.device.chroot)
+            devices.bind_virtual(self.device.chroot, tx)
+            self.device.facts["probe_files_copied"] = copied
+        else:
+            self._warn_other_devices(files)
+        for spec_text in self.cfg.loads:
+            directory = os.path.join(self.device.load_dir, _slug(spec_text))
+            os.makedirs(directory, exist_ok=True)
+            load = loads.Load(loads.parse(spec_text), directory)
+            load.prepare()
+            self.loads[spec_text] = load
+        for name, pol in self.policies.items():
+            if pol.needs_cgroup:
+                plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{_slug(name)}")
+                for change in job.cgroup_changes(plan):
+                    tx.apply(change)
+                self.cgroups[name] = plan.procs_files
+        self.store.update_environment(self.run_id, {"device": self.device.facts})
+
+    def _warn_other_devices(self, files: list[str]) -> None:
+        assert self.device is not None
+        for devno, paths in probes.devices_of(files).items():
+            try:
+                name = devices._whole_disk(devno)
+            except Exception:  # noqa: BLE001 - a virtual fs: not a disk
+                continue
+            if name != self.device.name:
+                self.warn(f"{len(paths)} of the probe's files (e.g. {paths[0]}) are on {name}, "
+                          f"not on the device under test {self.device.name}: their reads are "
+                          "not scheduled by the schedulers being compared")
+
+    # --- one slot -----------------------------------------------------------------------
+
+    def limit_for(self, cell: matrix.Cell) -> float:
+        base = self.unloaded.get(cell.scheduler)
+        if cell.unloaded or not base:
+            return self.cfg.timeout_s
+        return min(self.cfg.timeout_s, max(1.0, self.cfg.abort_factor * median(base)))
+
+    def run_slot(self, tx: system.Transaction, slot: matrix.Slot, cell_id: int) -> dict[str, Any]:
+        assert self.device is not None
+        cell = slot.cell
+        if self.timeouts[cell.key] >= self.cfg.abort_after:
+            now = time.time()
+            return {"status": "aborted", "started_at": now, "ended_at": now, "extra": {
+                "reason": f"{self.timeouts[cell.key]} earlier trials timed out"}}
+        if self.device.current_scheduler() != cell.scheduler:
+            tx.apply(system.SysfsValue(self.device.scheduler_file, cell.scheduler))
+        if self.cfg.cold:
+            system.drop_caches()
+        load = self.loads[cell.load]
+        load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
+        started_at = time.time()
+        try:
+            if not load.spec.is_none:
+                time.sleep(self.cfg.settle_s)
+                if not load.alive():
+                    raise loads.SystemStateError(
+                        f"load {cell.load!r} ended during settling; see {load.log}")
+            before = self.device.counters()
+            t0 = time.monotonic()
+            limit = self.limit_for(cell)
+            result = probes.time_probe(self.probe, limit, chroot=self.device.chroot)
+            window = max(time.monotonic() - t0, 1e-9)
+            after = self.device.counters()
+        finally:
+            load.stop()
+        out = result.outcome
+        if result.status == "timeout":
+            self.timeouts[cell.key] += 1
+        elif cell.unloaded and result.status == "ok":
+            self.unloaded[cell.scheduler].append(result.wall_s)
+        return {
+            "status": result.status,
+            "wall_s": result.wall_s,
+            "user_s": out.user_s if out else None,
+            "sys_s": out.sys_s if out else None,
+            "max_rss_kb": out.max_rss_kb if out else None,
+            "in_blocks": out.in_blocks if out else None,
+            "out_blocks": out.out_blocks if out else None,
+            "exit_code": out.exit_code if out else None,
+            "signal": out.signal if out else None,
+            "load_read_bps": (after[0] - before[0]) / window,
+            "load_write_bps": (after[1] - before[1]) / window,
+            "started_at": started_at,
+            "ended_at": time.time(),
+            "extra": {"limit_s": limit, **result.detail},
+        }
+
+    # --- the whole matrix ---------------------------------------------------------------
+
+    def run(self) -> None:
+        cells = self.cfg.cells()
+        slots = matrix.order(cells, self.cfg.trials, self.cfg.seed)
+        done = self.store.done_keys(self.run_id)
+        self._reload_history(cells)
+        progress = Progress(total=len(slots), done=sum(
+            1 for s in slots if (s.cell.key, s.round) in done))
+        with system.Transaction("bench") as tx:
+            self.prepare(tx)
+            ids = {c.key: self.store.add_cell(self.run_id, c.key, c.probe, c.device,
+                                              c.scheduler, c.load, c.policy) for c in cells}
+            for slot in slots:
+                if (slot.cell.key, slot.round) in done:
+                    continue
+                progress.cell = slot.cell.label() + (" (warm-up)" if slot.warmup else "")
+                self.report(progress)
+                trial = self.run_slot(tx, slot, ids[slot.cell.key])
+                self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
+                                     warmup=int(slot.warmup), cold=int(self.cfg.cold), **trial)
+                progress.done += 1
+                wall = trial.get("wall_s")
+                progress.last = f"{trial['status']} {wall:.3f}s" if wall else trial["status"]
+                self.report(progress)
+        self.store.finish_run(self.run_id)
+
+    def _reload_history(self, cells: list[matrix.Cell]) -> None:
+        """On resume, the abort limits and timeout counts continue from what is stored."""
+        by_id = {c.id: c for c in self.store.cells(self.run_id)}
+        for t in self.store.trials(include_warmup=True):
+            cell = by_id.get(t["cell_id"])
+            if cell is None:
+                continue
+            if t["status"] == "timeout":
+                self.timeouts[cell.key] += 1
+            if cell.load == "none" and t["status"] == "ok":
+                self.unloaded[cell.scheduler].append(t["wall_s"])
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in text)[:60]
+
+
+def start(config: BenchConfig, output: str, reporter: Reporter, warn: Warn,
+          command: str | None = None) -> tuple[Store, int]:
+    """A new run into a new database (never overwrites)."""
+    config.validate()
+    system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
+    loads.require_fio() if any(loads.parse(s).kind in ("fio", "copy")
+                               for s in config.loads) else None
+    probes.Probe.parse(config.probe).resolve()
+    busy = devices.busy_devices()
+    if busy:
+        warn(f"other heavy IO is running on {', '.join(busy)}: results will be noisy")
+    store = Store.create(output)
+    cmd = command or shlex.join(["backburner", *sys.argv[1:]])
+    run_id = store.add_run(cmd, asdict(config), config.seed, environment(), __version__)
+    try:
+        Bench(config, store, run_id, reporter, warn).run()
+    except BaseException:
+        if not store.trials(include_warmup=True):
+            store.close()
+            os.unlink(output)  # nothing measured: leave no half-made database behind
+            for suffix in ("-wal", "-shm"):
+                if os.path.exists(output + suffix):
+                    os.unlink(output + suffix)
+        raise
+    return store, run_id
+
+
+def resume(path: str, reporter: Reporter, warn: Warn) -> tuple[Store, int]:
+    system.require_root("bench --resume")
+    store = Store.open(path)
+    run = store.runs()[-1]
+    config = BenchConfig(**run.config)
+    Bench(config, store, run.id, reporter, warn).run()
+    return store, run.id

@@ -1,0 +1,582 @@
+"""Statistics for start-up latency samples: summaries, comparisons, verdicts and warnings.
+
+Everything here is a pure function: numbers in, frozen dataclasses out, no I/O. The results
+hold only plain floats, ints, strings and tuples so ``dataclasses.asdict`` gives JSON.
+
+Why these choices:
+
+* Latencies under load are skewed and heavy-tailed, so we centre on the *median* and give it
+  a bootstrap interval (and the exact order-statistic interval) instead of mean +/- stdev.
+* Comparisons are a *ratio of medians* ("3.2x slower than idle"), because that is what a
+  user wants to read, with a bootstrap CI; Mann-Whitney U and Cliff's delta are reported too
+  because they make no distributional assumption.
+* Outliers are flagged, never dropped: a slow start under load is the thing we measure.
+* Bootstraps use a seeded ``numpy.random.Generator`` so a report is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+#: 1 / Phi^-1(3/4), rounded: makes the MAD estimate sigma for normal data.
+MAD_NORMAL_SCALE = 1.4826
+#: Tukey's fence multiplier.
+TUKEY_K = 1.5
+OUTLIER_RULE = (
+    f"Tukey fences: x < Q1 - {TUKEY_K}*IQR or x > Q3 + {TUKEY_K}*IQR "
+    "(numpy linear quantiles; flagged, never dropped)"
+)
+#: Bimodality-coefficient threshold: 5/9, the value for a uniform distribution.
+BIMODAL_THRESHOLD = 0.555
+BIMODAL_MIN_N = 10
+NOT_COLD_FRACTION = 0.10
+OUTLIER_WARN_FRACTION = 0.10
+#: Round number of trials we recommend even when fewer would technically do.
+RECOMMENDED_TRIALS = 10
+#: Largest number of float64 values one bootstrap chunk may hold (about 32 MiB).
+_CHUNK_VALUES = 1 << 22
+
+
+# --------------------------------------------------------------------------- result types
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Descriptive statistics of one cell; quantiles use numpy's default 'linear' method."""
+
+    n: int
+    median: float
+    median_ci: tuple[float, float]
+    median_ci_exact: tuple[float, float] | None
+    confidence: float
+    q1: float
+    q3: float
+    iqr: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    mad: float
+    mad_scaled: float
+    outliers: tuple[int, ...]
+    outlier_rule: str
+
+
+@dataclass(frozen=True)
+class RatioCI:
+    """median(a) / median(b) with a bootstrap percentile interval."""
+
+    ratio: float
+    lo: float
+    hi: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class MannWhitney:
+    """Two-sided Mann-Whitney U test; ``u`` is U of the first sample, ``method`` the one used."""
+
+    u: float
+    p: float
+    method: str
+
+
+@dataclass(frozen=True)
+class CliffsDelta:
+    """P(a > b) - P(a < b); positive means the first sample tends to be larger (slower)."""
+
+    delta: float
+    magnitude: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything we say when comparing two cells."""
+
+    ratio: RatioCI
+    mann_whitney: MannWhitney
+    cliffs_delta: CliffsDelta
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One sentence for the user, its machine-readable kind, and the ratio behind it."""
+
+    kind: str
+    text: str
+    ratio: RatioCI
+
+
+@dataclass(frozen=True)
+class Warning_:  # trailing underscore: do not shadow the builtin Warning
+    """A problem with the data; ``message`` always says what to do about it."""
+
+    code: str
+    message: str
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _as_samples(samples: ArrayLike, name: str = "samples") -> np.ndarray:
+    """Return a finite 1-D float array, or raise ValueError saying what is wrong."""
+    x = np.asarray(samples, dtype=float)
+    if x.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D sequence of numbers, got shape {x.shape}")
+    if x.size == 0:
+        raise ValueError(f"{name} is empty: need at least one measurement")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or infinity; drop or fix those measurements")
+    return x
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+
+
+def _check_resamples(resamples: int) -> None:
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``resamples`` resamples of ``x``, drawn in bounded-memory chunks.
+
+    The chunk size depends only on ``len(x)``, so a given seed always gives the same result.
+    """
+    n = x.size
+    rows = max(1, _CHUNK_VALUES // n)
+    out = np.empty(resamples)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = np.median(x[idx], axis=1)
+    return out
+
+
+def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Central percentile interval: the plain percentile bootstrap."""
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_median_ci(
+    samples: ArrayLike, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile-bootstrap CI of the median; deterministic for a given seed."""
+    x = _as_samples(samples)
+    _check_confidence(confidence)
+    _check_resamples(resamples)
+    rng = np.random.default_rng(seed)
+    return _percentile_interval(_bootstrap_medians(x, resamples, rng), confidence)
+
+
+# --------------------------------------------------------------------------- order statistics
+
+
+def _median_interval_coverage(n: int, k: int) -> float:
+    """Coverage of [x_(k), x_(n-k+1)] for the median: 1 - 2 P(Binomial(n, 1/2) <= k-1).
+
+    Exact for any continuous distribution, because each sample falls below the true
+    median with probability 1/2 independently.
+    """
+    tail = sum(math.comb(n, i) for i in range(k))
+    return 1.0 - 2.0 * tail / 2**n
+
+
+def min_trials(confidence: float = 0.95) -> int:
+    """Smallest n for which even [min, max] covers the median with the asked confidence.
+
+    That is the least n with 1 - 2 * 0.5**n >= confidence (6 at 95%, 8 at 99%); below it
+    no distribution-free interval of the median exists.
+    """
+    _check_confidence(confidence)
+    n = 1
+    while 1.0 - 2.0 * 0.5**n < confidence:
+        n += 1
+    return n
+
+
+def order_statistic_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Exact distribution-free CI of the median, [x_(k), x_(n-k+1)] with the largest valid k.
+
+    Complements the bootstrap: its coverage is guaranteed (it is conservative), while the
+    percentile bootstrap undercovers for small n. Returns None when n < min_trials().
+    """
+    x = np.sort(_as_samples(samples))
+    _check_confidence(confidence)
+    n = x.size
+    if _median_interval_coverage(n, 1) < confidence:
+        return None
+    k = 1
+    while k + 1 <= (n + 1) // 2 and _median_interval_coverage(n, k + 1) >= confidence:
+        k += 1
+    return float(x[k - 1]), float(x[n - k])
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def tukey_outliers(samples: ArrayLike) -> tuple[int, ...]:
+    """Indices (into the input) of samples outside Tukey's fences; see OUTLIER_RULE."""
+    x = _as_samples(samples)
+    q1, q3 = np.quantile(x, [0.25, 0.75])
+    iqr = q3 - q1
+    mask = (x < q1 - TUKEY_K * iqr) | (x > q3 + TUKEY_K * iqr)
+    return tuple(int(i) for i in np.flatnonzero(mask))
+
+
+def summarize(
+    samples: ArrayLike, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> Summary:
+    """Describe one cell robustly: median with two CIs, quartiles, MAD, flagged outliers.
+
+    Quartiles use numpy's default 'linear' quantile method (Hyndman-Fan type 7). ``stdev``
+    uses ddof=1 and is NaN for n < 2. Raises ValueError on empty input.
+    """
+    x = _as_samples(samples)
+    _check_confidence(confidence)
+    _check_resamples(resamples)
+    q1, median, q3 = (float(v) for v in np.quantile(x, [0.25, 0.5, 0.75]))
+    mad = float(np.median(np.abs(x - median)))
+    return Summary(
+        n=int(x.size),
+        median=median,
+        median_ci=bootstrap_median_ci(x, confidence=confidence, resamples=resamples, seed=seed),
+        median_ci_exact=order_statistic_ci(x, confidence),
+        confidence=confidence,
+        q1=q1,
+        q3=q3,
+        iqr=q3 - q1,
+        min=float(x.min()),
+        max=float(x.max()),
+        mean=float(x.mean()),
+        stdev=float(x.std(ddof=1)) if x.size >= 2 else math.nan,
+        mad=mad,
+        mad_scaled=mad * MAD_NORMAL_SCALE,
+        outliers=tukey_outliers(x),
+        outlier_rule=OUTLIER_RULE,
+    )
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+def ratio_of_medians(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> RatioCI:
+    """median(a) / median(b) with a percentile CI from resampling each group independently.
+
+    The groups are independent runs, so each is resampled on its own; the ratio of the two
+    bootstrap medians gives the interval. Raises ValueError if median(b) is zero.
+    """
+    xa, xb = _as_samples(a, "a"), _as_samples(b, "b")
+    _check_confidence(confidence)
+    _check_resamples(resamples)
+    med_b = float(np.median(xb))
+    if med_b == 0.0:
+        raise ValueError("median of b is zero, so the ratio of medians is undefined")
+    rng = np.random.default_rng(seed)
+    boot_a = _bootstrap_medians(xa, resamples, rng)
+    boot_b = _bootstrap_medians(xb, resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = boot_a / boot_b
+    lo, hi = _percentile_interval(ratios, confidence)
+    return RatioCI(float(np.median(xa)) / med_b, lo, hi, confidence)
+
+
+def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ranks 1..N with ties given their average rank, and the size of each tie group."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    group_rank = ends - (counts - 1) / 2.0  # mean of ranks ends-count+1 .. ends
+    return group_rank[inverse], counts
+
+
+def _u_null_counts(n1: int, n2: int, kmax: int) -> list[int]:
+    """Number of orderings with U = 0..kmax under H0, as exact Python ints.
+
+    The generating function of U is the Gaussian binomial [n1+n2 choose n1]_q. We build it by
+    dynamic programming over i = 1..m, multiplying the table for [n+i-1 choose i-1]_q by
+    (1 - q^(n+i)) / (1 - q^i); dividing by (1 - q^i) is the running sum c[k] += c[k-i].
+    Work is O(m * kmax) with no loss of precision; only degrees up to kmax are kept.
+    """
+    m, n = min(n1, n2), max(n1, n2)
+    c = [1] + [0] * kmax
+    for i in range(1, m + 1):
+        s = n + i
+        for k in range(kmax, s - 1, -1):  # multiply by (1 - q^s), high degrees first
+            c[k] -= c[k - s]
+        for k in range(i, kmax + 1):  # divide by (1 - q^i), low degrees first
+            c[k] += c[k - i]
+    return c
+
+
+def _mwu_exact_p(u_big: float, n1: int, n2: int) -> float:
+    """Two-sided exact p = 2 P(U >= u_big) = 2 P(U <= n1*n2 - u_big), capped at 1.
+
+    Like scipy, a non-integer U (ties) is truncated to an integer; the exact null ignores ties.
+    """
+    k = n1 * n2 - int(u_big)
+    counts = _u_null_counts(n1, n2, k)
+    return min(1.0, 2 * sum(counts) / math.comb(n1 + n2, n1))
+
+
+def _mwu_asymptotic_p(u_big: float, n1: int, n2: int, tie_counts: np.ndarray) -> float:
+    """Two-sided normal approximation with tie-corrected variance and continuity correction."""
+    n = n1 + n2
+    tie_term = float(np.sum(tie_counts.astype(float) ** 3 - tie_counts))
+    var = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
+    if var <= 0.0:  # every value tied: no evidence of any difference
+        return 1.0
+    z = (u_big - n1 * n2 / 2.0 - 0.5) / math.sqrt(var)
+    return min(1.0, math.erfc(z / math.sqrt(2.0)))
+
+
+def choose_mwu_method(n1: int, n2: int, ties: bool) -> str:
+    """scipy's 'auto' rule: exact if either sample has <= 8 values and there are no ties.
+
+    (Checked against scipy 1.17.1: its docs say "the size of one of the samples is less than
+    or equal to 8", and its code goes asymptotic only when both exceed 8 or there are ties.)
+    """
+    return "exact" if min(n1, n2) <= 8 and not ties else "asymptotic"
+
+
+def mann_whitney(a: ArrayLike, b: ArrayLike, *, method: str = "auto") -> MannWhitney:
+    """Two-sided Mann-Whitney U test; matches ``scipy.stats.mannwhitneyu`` for each method.
+
+    ``u`` is U1 = R1 - n1(n1+1)/2 (ties count 1/2), the statistic scipy reports. "exact"
+    uses the exact null distribution (valid without ties); "asymptotic" the normal
+    approximation with tie and continuity corrections; "auto" picks as scipy does.
+    """
+    xa, xb = _as_samples(a, "a"), _as_samples(b, "b")
+    if method not in {"auto", "exact", "asymptotic"}:
+        raise ValueError(f"method must be 'auto', 'exact' or 'asymptotic', got {method!r}")
+    n1, n2 = xa.size, xb.size
+    ranks, tie_counts = _average_ranks(np.concatenate([xa, xb]))
+    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
+    u_big = max(u1, n1 * n2 - u1)
+    if method == "auto":
+        method = choose_mwu_method(n1, n2, bool(np.any(tie_counts > 1)))
+    if method == "exact":
+        p = _mwu_exact_p(u_big, n1, n2)
+    else:
+        p = _mwu_asymptotic_p(u_big, n1, n2, tie_counts)
+    return MannWhitney(u=u1, p=p, method=method)
+
+
+def cliffs_magnitude(delta: float) -> str:
+    """Romano et al. (2006) labels for |delta|: 0.147, 0.33, 0.474."""
+    d = abs(delta)
+    if d < 0.147:
+        return "negligible"
+    if d < 0.33:
+        return "small"
+    if d < 0.474:
+        return "medium"
+    return "large"
+
+
+def cliffs_delta(a: ArrayLike, b: ArrayLike) -> CliffsDelta:
+    """Cliff's delta = (#(a_i > b_j) - #(a_i < b_j)) / (n_a n_b), counted by binary search.
+
+    A scale-free effect size that says how often one cell beats the other, which the p-value
+    (which shrinks with n) does not.
+    """
+    xa, xb = _as_samples(a, "a"), _as_samples(b, "b")
+    sb = np.sort(xb)
+    below = np.searchsorted(sb, xa, side="left")  # b_j < a_i
+    above = xb.size - np.searchsorted(sb, xa, side="right")  # b_j > a_i
+    delta = float(below.sum() - above.sum()) / (xa.size * xb.size)
+    return CliffsDelta(delta=delta, magnitude=cliffs_magnitude(delta))
+
+
+def compare(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+    method: str = "auto",
+) -> Comparison:
+    """Ratio of medians with CI, Mann-Whitney U and Cliff's delta of ``a`` against ``b``."""
+    return Comparison(
+        ratio=ratio_of_medians(a, b, confidence=confidence, resamples=resamples, seed=seed),
+        mann_whitney=mann_whitney(a, b, method=method),
+        cliffs_delta=cliffs_delta(a, b),
+    )
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+def _fmt_factor(x: float) -> str:
+    """Two decimals below 10x (enough to see the +/-10% band), fewer above; never 1e+03."""
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def _fmt_pct(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
+def verdict(
+    loaded: ArrayLike,
+    baseline: ArrayLike,
+    *,
+    tolerance: float = 0.10,
+    confidence: float = 0.95,
+    seed: int = 0,
+    resamples: int = 10_000,
+) -> Verdict:
+    """Say whether ``loaded`` is slower, faster or indistinguishable from ``baseline`` (idle).
+
+    We only claim "indistinguishable" when the whole ratio CI lies within 1 +/- tolerance:
+    a wide interval straddling 1 is "inconclusive", not evidence of no effect.
+    """
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed)
+    conf = _fmt_pct(confidence)
+    if r.lo > 1.0 + tolerance:
+        kind = "slower"
+        text = (
+            f"{_fmt_factor(r.ratio)}\u00d7 slower than idle "
+            f"({conf} CI {_fmt_factor(r.lo)}\u2013{_fmt_factor(r.hi)}\u00d7)"
+        )
+    elif r.hi < 1.0 - tolerance:
+        kind = "faster"
+        text = (
+            f"{_fmt_factor(1 / r.ratio)}\u00d7 faster than idle "
+            f"({conf} CI {_fmt_factor(1 / r.hi)}\u2013{_fmt_factor(1 / r.lo)}\u00d7)"
+        )
+    elif r.lo >= 1.0 - tolerance and r.hi <= 1.0 + tolerance:
+        kind = "indistinguishable"
+        text = (
+            f"indistinguishable from idle (within \u00b1{_fmt_pct(tolerance)}; "
+            f"{_fmt_factor(r.ratio)}\u00d7 idle, {conf} CI "
+            f"{_fmt_factor(r.lo)}\u2013{_fmt_factor(r.hi)}\u00d7)"
+        )
+    else:
+        kind = "inconclusive"
+        text = (
+            f"inconclusive: {_fmt_factor(r.ratio)}\u00d7 idle ({conf} CI "
+            f"{_fmt_factor(r.lo)}\u2013{_fmt_factor(r.hi)}\u00d7); run more trials to decide"
+        )
+    return Verdict(kind=kind, text=text, ratio=r)
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def bimodality_coefficient(samples: ArrayLike) -> float:
+    """Sarle's BC = (g1^2 + 1) / (g2 + 3(n-1)^2 / ((n-2)(n-3))), bias-corrected g1, g2.
+
+    Above 5/9 (a uniform's value) suggests two modes, e.g. some trials hit a cache and some
+    did not, in which case a single median misdescribes the cell. NaN if n < 4 or constant.
+    """
+    x = _as_samples(samples)
+    n = x.size
+    d = x - x.mean()
+    m2 = float(np.mean(d**2))
+    if n < 4 or m2 == 0.0:
+        return math.nan
+    g1 = float(np.mean(d**3)) / m2**1.5
+    g2 = float(np.mean(d**4)) / m2**2 - 3.0
+    skew = g1 * math.sqrt(n * (n - 1)) / (n - 2)
+    kurt = ((n + 1) * g2 + 6.0) * (n - 1) / ((n - 2) * (n - 3))
+    return (skew**2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+
+
+def _too_few_trials(n: int, confidence: float) -> Warning_ | None:
+    if n >= min_trials(confidence):
+        return None
+    advise = max(RECOMMENDED_TRIALS, min_trials(confidence))
+    head = "no completed trials" if n == 0 else f"only {n} trial{'s' if n != 1 else ''}"
+    return Warning_(
+        "too-few-trials",
+        f"{head}: too few for a {_fmt_pct(confidence)} interval of the median; "
+        f"use --trials {advise} or more",
+    )
+
+
+def _timeouts(timeouts: int) -> Warning_ | None:
+    if timeouts <= 0:
+        return None
+    return Warning_(
+        "timeouts",
+        f"{timeouts} trial{'s' if timeouts != 1 else ''} timed out and "
+        f"{'are' if timeouts != 1 else 'is'} counted in this cell, not dropped; raise "
+        "--timeout if the probe is merely slow, or treat this configuration as pathological",
+    )
+
+
+def _bimodal(x: np.ndarray) -> Warning_ | None:
+    if x.size < BIMODAL_MIN_N:
+        return None
+    bc = bimodality_coefficient(x)
+    if not bc > BIMODAL_THRESHOLD:
+        return None
+    return Warning_(
+        "bimodal",
+        f"samples look bimodal (bimodality coefficient {bc:.2f} > {BIMODAL_THRESHOLD}); "
+        "the median may describe neither mode: look at the strip plot and run more trials",
+    )
+
+
+def _not_cold(median: float, warm_median: float | None) -> Warning_ | None:
+    if warm_median is None or abs(median - warm_median) > NOT_COLD_FRACTION * abs(warm_median):
+        return None
+    return Warning_(
+        "not-cold",
+        "the probe's cold time equals its warm time: caches were probably not dropped, "
+        "or the probe's files are not on the device under test",
+    )
+
+
+def _outliers(x: np.ndarray) -> Warning_ | None:
+    k = len(tukey_outliers(x))
+    if k <= OUTLIER_WARN_FRACTION * x.size:
+        return None
+    return Warning_(
+        "outliers",
+        f"{k} of {x.size} trials ({k / x.size:.0%}) are outliers by Tukey's rule "
+        "(flagged, not dropped); stop other activity on the machine, check the strip plot, "
+        "or run more trials",
+    )
+
+
+def warnings_for(
+    samples: ArrayLike,
+    *,
+    timeouts: int = 0,
+    warm_median: float | None = None,
+    confidence: float = 0.95,
+) -> list[Warning_]:
+    """All warnings for one cell, in a stable order; empty ``samples`` is allowed here.
+
+    Codes: too-few-trials, timeouts, bimodal, not-cold, outliers.
+    """
+    _check_confidence(confidence)
+    raw = np.asarray(samples, dtype=float)
+    found = [_too_few_trials(int(raw.size), confidence), _timeouts(timeouts)]
+    if raw.size:
+        x = _as_samples(raw)
+        found += [_bimodal(x), _not_cold(float(np.median(x)), warm_median), _outliers(x)]
+    return [w for w in found if w is not None]

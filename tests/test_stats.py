@@ -1,0 +1,540 @@
+"""Tests for backburner.stats: each statistic against an independent computation.
+
+scipy is used only here, as the independent reference; hand-worked values are written out
+in comments so a reader can check them without running anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import re
+import statistics
+
+import numpy as np
+import pytest
+from scipy import stats as ss
+
+from backburner import stats as bs
+
+# --------------------------------------------------------------------------- summarize
+
+
+def test_summarize_hand_worked() -> None:
+    # x = [100, 2, 1, 4, 3]; sorted 1 2 3 4 100, n = 5.
+    # numpy 'linear' quantile at p sits at position (n-1)p of the sorted data:
+    #   q1: position 1 -> 2; median: position 2 -> 3; q3: position 3 -> 4; IQR = 2.
+    # Fences: 2 - 1.5*2 = -1 and 4 + 1.5*2 = 7, so only 100 (input index 0) is flagged.
+    # mean = 110 / 5 = 22.
+    # |x - 3| = 97 1 2 1 0 -> sorted 0 1 1 2 97 -> MAD = 1; scaled 1.4826.
+    # Deviations from the mean: 78 -20 -21 -18 -19; squares sum to
+    #   6084 + 400 + 441 + 324 + 361 = 7610; /(n-1) = 1902.5; stdev = sqrt(1902.5).
+    s = bs.summarize([100, 2, 1, 4, 3])
+    assert s.n == 5
+    assert (s.q1, s.median, s.q3, s.iqr) == (2.0, 3.0, 4.0, 2.0)
+    assert (s.min, s.max, s.mean) == (1.0, 100.0, 22.0)
+    assert s.stdev == pytest.approx(math.sqrt(1902.5), rel=1e-12)
+    assert s.mad == 1.0
+    assert s.mad_scaled == pytest.approx(1.4826)
+    assert s.outliers == (0,)
+    assert "Q1 - 1.5*IQR" in s.outlier_rule and "Q3 + 1.5*IQR" in s.outlier_rule
+
+
+def test_summarize_linear_quartiles_hand_worked() -> None:
+    # [1, 2, 3, 4]: q1 at position 0.75 -> 1 + 0.75*(2-1) = 1.75;
+    # q3 at position 2.25 -> 3 + 0.25*(4-3) = 3.25; median 2.5.
+    s = bs.summarize([4, 1, 3, 2], resamples=100)
+    assert (s.q1, s.median, s.q3) == (1.75, 2.5, 3.25)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_summarize_against_numpy_scipy_statistics(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = rng.lognormal(3.0, 0.6, size=37)
+    s = bs.summarize(x, resamples=500)
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    assert (s.q1, s.median, s.q3) == pytest.approx((q1, med, q3), rel=1e-12)
+    assert s.iqr == pytest.approx(ss.iqr(x), rel=1e-12)
+    assert s.mean == pytest.approx(statistics.fmean(x), rel=1e-12)
+    assert s.stdev == pytest.approx(statistics.stdev(x), rel=1e-12)
+    assert s.mad == pytest.approx(ss.median_abs_deviation(x), rel=1e-12)
+    # scipy's 'normal' scale is 1/Phi^-1(0.75) = 1.482602...; we use the rounded 1.4826.
+    assert s.mad_scaled == pytest.approx(ss.median_abs_deviation(x, scale="normal"), rel=1e-5)
+    fence_lo, fence_hi = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+    expected = tuple(i for i, v in enumerate(x) if v < fence_lo or v > fence_hi)
+    assert s.outliers == expected
+
+
+def test_outliers_are_flagged_not_dropped() -> None:
+    x = [10.0] * 9 + [11.0] * 9 + [500.0, 1.0]
+    s = bs.summarize(x, resamples=200)
+    assert s.outliers == (18, 19)
+    assert s.n == 20 and s.max == 500.0 and s.min == 1.0
+    assert s.mean == pytest.approx(sum(x) / 20)
+
+
+def test_summarize_single_sample() -> None:
+    s = bs.summarize([7.5])
+    assert s.n == 1 and s.median == 7.5
+    assert s.median_ci == (7.5, 7.5)
+    assert s.median_ci_exact is None
+    assert math.isnan(s.stdev)
+    assert s.outliers == ()
+
+
+@pytest.mark.parametrize("bad", [[], np.array([])])
+def test_summarize_empty_raises(bad: object) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        bs.summarize(bad)
+
+
+def test_summarize_rejects_nan_and_2d() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        bs.summarize([1.0, float("nan")])
+    with pytest.raises(ValueError, match="1-D"):
+        bs.summarize([[1.0, 2.0]])
+
+
+def test_summary_is_json_friendly() -> None:
+    s = bs.summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0], resamples=100)
+    d = dataclasses.asdict(s)
+    text = json.dumps(d)
+    assert json.loads(text)["median"] == 4.0
+    for value in d.values():
+        assert not isinstance(value, np.generic), value
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.median = 0.0  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- bootstrap CI
+
+
+def test_bootstrap_ci_contains_median_and_is_deterministic() -> None:
+    x = np.random.default_rng(5).gamma(2.0, 10.0, size=40)
+    a = bs.summarize(x, seed=11)
+    b = bs.summarize(x, seed=11)
+    assert a.median_ci == b.median_ci
+    # Bootstrap endpoints snap to order statistics, so two seeds may agree; ten should not.
+    others = {bs.summarize(x, seed=s, resamples=500).median_ci for s in range(10)}
+    assert len(others) > 1
+    lo, hi = a.median_ci
+    assert lo <= a.median <= hi and lo < hi
+
+
+def test_bootstrap_ci_narrows_with_n() -> None:
+    rng = np.random.default_rng(6)
+    small = bs.summarize(rng.normal(size=20)).median_ci
+    large = bs.summarize(rng.normal(size=400), resamples=2000).median_ci
+    assert (large[1] - large[0]) < 0.4 * (small[1] - small[0])
+
+
+def test_bootstrap_ci_agrees_with_scipy_bootstrap() -> None:
+    # n odd, so every bootstrap median is an order statistic; with 10k resamples the two
+    # implementations (different random streams) pick the same or an adjacent one. At n=101
+    # a 90% interval would sit two order statistics inside the 95% one, so this catches it.
+    x = np.random.default_rng(7).normal(size=101)
+    ours = bs.summarize(x).median_ci
+    ref = ss.bootstrap(
+        (x,), np.median, method="percentile", n_resamples=10_000, rng=1
+    ).confidence_interval
+    xs = np.sort(x)
+    for mine, theirs in zip(ours, (ref.low, ref.high), strict=True):
+        assert abs(np.searchsorted(xs, mine) - np.searchsorted(xs, theirs)) <= 1
+
+
+def test_bootstrap_ci_coverage_near_nominal() -> None:
+    # 200 normal samples of 25 with true median 0; percentile bootstrap should cover ~95%.
+    # Binomial sd of the coverage estimate is sqrt(.95*.05/200) = 0.015, so [0.89, 0.99]
+    # is about 4 sd; a 90% or 99.9% interval would fall outside.
+    rng = np.random.default_rng(8)
+    hits = 0
+    for i in range(200):
+        lo, hi = bs.bootstrap_median_ci(rng.normal(size=25), resamples=1000, seed=i)
+        hits += lo <= 0.0 <= hi
+    assert 0.89 <= hits / 200 <= 0.99
+
+
+def test_confidence_changes_width() -> None:
+    x = np.random.default_rng(9).normal(size=50)
+    w80 = np.subtract(*bs.summarize(x, confidence=0.80).median_ci[::-1])
+    w99 = np.subtract(*bs.summarize(x, confidence=0.99).median_ci[::-1])
+    assert w80 < w99
+
+
+# --------------------------------------------------------------------------- order statistics
+
+
+def _exact_k_scipy(n: int, confidence: float) -> int | None:
+    """Largest k with 1 - 2*BinomCDF(k-1; n, 1/2) >= confidence, by scipy.stats.binom."""
+    best = None
+    for k in range(1, (n + 1) // 2 + 1):
+        if 1 - 2 * ss.binom.cdf(k - 1, n, 0.5) >= confidence - 1e-12:
+            best = k
+    return best
+
+
+@pytest.mark.parametrize("confidence", [0.80, 0.95, 0.99])
+def test_order_statistic_ci_matches_binomial(confidence: float) -> None:
+    rng = np.random.default_rng(10)
+    for n in range(1, 60):
+        x = rng.normal(size=n)
+        k = _exact_k_scipy(n, confidence)
+        got = bs.order_statistic_ci(x, confidence)
+        if k is None:
+            assert got is None, n
+        else:
+            xs = np.sort(x)
+            assert got == (xs[k - 1], xs[n - k]), n
+
+
+def test_order_statistic_ci_hand_worked() -> None:
+    # n=5: [min,max] covers with 1 - 2/32 = 0.9375 < 0.95 -> None.
+    # n=6: 1 - 2/64 = 0.969 >= 0.95 -> (min, max); k=2 would give 1 - 2*7/64 = 0.78.
+    # n=10: k=2 gives 1 - 2*(1+10)/1024 = 0.9785; k=3 gives 1 - 2*56/1024 = 0.89 -> (x2, x9).
+    assert bs.order_statistic_ci([1, 2, 3, 4, 5]) is None
+    assert bs.order_statistic_ci([6, 1, 5, 2, 4, 3]) == (1.0, 6.0)
+    assert bs.order_statistic_ci(list(range(1, 11))) == (2.0, 9.0)
+
+
+def test_order_statistic_ci_matches_scipy_quantile_test() -> None:
+    rng = np.random.default_rng(11)
+    for n in (6, 7, 10, 11, 20, 31, 64):
+        x = rng.normal(size=n)
+        ci = ss.quantile_test(x, q=0.0, p=0.5).confidence_interval(0.95)
+        assert bs.order_statistic_ci(x, 0.95) == (ci.low, ci.high)
+
+
+def test_summary_reports_exact_ci() -> None:
+    x = np.arange(1.0, 11.0)
+    assert bs.summarize(x, resamples=100).median_ci_exact == (2.0, 9.0)
+
+
+def test_min_trials() -> None:
+    # 1 - 2*0.5**n >= c: 95% -> 2^n >= 40 -> 6; 99% -> 2^n >= 200 -> 8; 80% -> 2^n >= 10 -> 4.
+    assert bs.min_trials(0.95) == 6
+    assert bs.min_trials(0.99) == 8
+    assert bs.min_trials(0.80) == 4
+
+
+# --------------------------------------------------------------------------- ratio of medians
+
+
+def test_ratio_of_medians_point_and_interval() -> None:
+    rng = np.random.default_rng(12)
+    a = rng.lognormal(np.log(300), 0.1, size=40)
+    b = rng.lognormal(np.log(100), 0.1, size=30)
+    r = bs.ratio_of_medians(a, b)
+    assert r.ratio == pytest.approx(np.median(a) / np.median(b), rel=1e-12)
+    assert r.lo <= r.ratio <= r.hi
+    assert 2.5 < r.lo < r.hi < 3.5
+    assert bs.ratio_of_medians(a, b) == r
+    assert bs.ratio_of_medians(a, b, seed=1) != r
+
+
+def test_ratio_of_medians_scales_exactly() -> None:
+    # Same seed -> same resample indices, so scaling a by 2 scales every bootstrap ratio by 2.
+    rng = np.random.default_rng(13)
+    a, b = rng.normal(50, 5, size=20), rng.normal(40, 5, size=25)
+    r1 = bs.ratio_of_medians(a, b, resamples=2000)
+    r2 = bs.ratio_of_medians(2 * a, b, resamples=2000)
+    assert (r2.ratio, r2.lo, r2.hi) == pytest.approx((2 * r1.ratio, 2 * r1.lo, 2 * r1.hi))
+
+
+def test_ratio_of_medians_coverage_near_nominal() -> None:
+    # lognormal groups with true medians 2 and 1 -> true ratio 2.
+    rng = np.random.default_rng(14)
+    hits = 0
+    for i in range(200):
+        a = rng.lognormal(np.log(2.0), 0.3, size=30)
+        b = rng.lognormal(0.0, 0.3, size=30)
+        r = bs.ratio_of_medians(a, b, resamples=1000, seed=i)
+        hits += r.lo <= 2.0 <= r.hi
+    assert 0.89 <= hits / 200 <= 0.99
+
+
+def test_ratio_of_medians_zero_baseline() -> None:
+    with pytest.raises(ValueError, match="zero"):
+        bs.ratio_of_medians([1.0, 2.0], [0.0, 0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- Mann-Whitney
+
+
+def _datasets() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(15)
+    return [
+        ("small-no-ties", rng.normal(size=5), rng.normal(0.8, size=7)),
+        ("one-small", rng.normal(size=4), rng.normal(0.5, size=30)),
+        ("both-9", rng.normal(size=9), rng.normal(1.0, size=9)),
+        ("medium", rng.normal(size=12), rng.normal(0.7, size=15)),
+        ("large", rng.normal(size=40), rng.normal(0.3, size=35)),
+        ("small-ties", np.round(rng.normal(size=6)), np.round(rng.normal(1, size=6))),
+        ("medium-ties", np.round(rng.normal(size=15)), np.round(rng.normal(0.5, size=20))),
+        ("heavy-ties", rng.integers(0, 3, size=25) * 1.0, rng.integers(1, 4, size=30) * 1.0),
+        ("all-equal", np.ones(5), np.ones(4)),
+        ("half-integer-u", np.array([1.0, 2.0, 3.0]), np.array([2.0, 4.0, 5.0])),  # U2 = 7.5
+        ("separated", np.arange(1.0, 6.0), np.arange(10.0, 18.0)),
+    ]
+
+
+@pytest.mark.parametrize("method", ["auto", "exact", "asymptotic"])
+@pytest.mark.parametrize(("name", "a", "b"), _datasets(), ids=[d[0] for d in _datasets()])
+def test_mann_whitney_matches_scipy(method: str, name: str, a: np.ndarray, b: np.ndarray) -> None:
+    ours = bs.mann_whitney(a, b, method=method)
+    ref = ss.mannwhitneyu(a, b, alternative="two-sided", method=method)
+    assert ours.u == pytest.approx(float(ref.statistic), abs=1e-9)
+    assert ours.p == pytest.approx(float(ref.pvalue), rel=1e-9, abs=1e-15)
+    assert ours.method in {"exact", "asymptotic"}
+    if method != "auto":
+        assert ours.method == method
+
+
+def test_mann_whitney_auto_rule() -> None:
+    # scipy: exact when *either* sample has <= 8 values and there are no ties.
+    rng = np.random.default_rng(16)
+    assert bs.mann_whitney(rng.normal(size=8), rng.normal(size=50)).method == "exact"
+    assert bs.mann_whitney(rng.normal(size=9), rng.normal(size=9)).method == "asymptotic"
+    assert bs.mann_whitney([1.0, 2.0, 2.0], [3.0, 4.0]).method == "asymptotic"
+
+
+def test_mann_whitney_exact_against_enumeration() -> None:
+    # Exact null by brute force: every way of choosing which 4 of the 9 pooled ranks are a's.
+    a, b = [1.1, 3.2, 0.4, 5.0], [2.2, 6.1, 7.3, 4.4, 8.0]
+    n1, n2 = len(a), len(b)
+    u_obs = sum(x > y for x in a for y in b)
+    us = [sum(r) - n1 * (n1 + 1) // 2 for r in itertools.combinations(range(1, 10), n1)]
+    u_big = max(u_obs, n1 * n2 - u_obs)
+    p_enum = 2 * sum(u >= u_big for u in us) / len(us)
+    got = bs.mann_whitney(a, b, method="exact")
+    assert got.u == u_obs
+    assert got.p == pytest.approx(min(1.0, p_enum), rel=1e-12)
+
+
+def test_mann_whitney_hand_worked() -> None:
+    # a = [1, 2], b = [3, 4, 5]: no a beats any b, U1 = 0. Of C(5,2) = 10 equally likely
+    # rank sets only {1,2} gives U = 0, so P(U <= 0) = 1/10 and two-sided p = 0.2.
+    got = bs.mann_whitney([1, 2], [3, 4, 5])
+    assert (got.u, got.p, got.method) == (0.0, pytest.approx(0.2), "exact")
+
+
+def test_mann_whitney_asymptotic_hand_worked() -> None:
+    # a = [1, 2, 3], b = [2, 4], pooled 1 2 2 3 4 -> ranks 1, 2.5, 2.5, 4, 5.
+    # R1 = 1 + 2.5 + 4 = 7.5, U1 = 7.5 - 6 = 1.5, U2 = 6 - 1.5 = 4.5; mu = 3.
+    # One tie group of size 2: tie term 8 - 2 = 6; var = 6/12 * (6 - 6/20) = 2.85.
+    # z = (4.5 - 3 - 0.5) / sqrt(2.85) = 0.59235; p = 2 * (1 - Phi(z)) = erfc(z / sqrt 2).
+    got = bs.mann_whitney([1, 2, 3], [2, 4], method="asymptotic")
+    assert got.u == 1.5
+    assert got.p == pytest.approx(math.erfc(1 / math.sqrt(2.85) / math.sqrt(2)), rel=1e-12)
+
+
+def test_mann_whitney_bad_method() -> None:
+    with pytest.raises(ValueError, match="method"):
+        bs.mann_whitney([1.0], [2.0], method="permutation")
+
+
+# --------------------------------------------------------------------------- Cliff's delta
+
+
+def _cliffs_brute(a: list[float], b: list[float]) -> float:
+    gt = lt = 0
+    for x in a:
+        for y in b:
+            gt += x > y
+            lt += x < y
+    return (gt - lt) / (len(a) * len(b))
+
+
+def test_cliffs_delta_hand_worked() -> None:
+    # a = [1, 2, 3], b = [2, 4]: pairs (1,2)< (1,4)< (2,2)= (2,4)< (3,2)> (3,4)<
+    # -> 1 greater, 4 less: delta = (1 - 4) / 6 = -0.5, |delta| >= 0.474 -> large.
+    assert bs.cliffs_delta([1, 2, 3], [2, 4]) == bs.CliffsDelta(-0.5, "large")
+    # Complete separation: every a above every b -> +1.
+    assert bs.cliffs_delta([5, 6], [1, 2, 3]).delta == 1.0
+    # Identical samples -> 0, negligible.
+    assert bs.cliffs_delta([1, 2, 3], [1, 2, 3]) == bs.CliffsDelta(0.0, "negligible")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cliffs_delta_against_brute_force_and_u(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a = np.round(rng.normal(0.3, 1, size=23), 1)  # rounding makes ties
+    b = np.round(rng.normal(0.0, 1, size=17), 1)
+    got = bs.cliffs_delta(a, b)
+    assert got.delta == pytest.approx(_cliffs_brute(list(a), list(b)), abs=1e-12)
+    # Identity with scipy's U (ties count 1/2): delta = 2U/(mn) - 1.
+    u = ss.mannwhitneyu(a, b).statistic
+    assert got.delta == pytest.approx(2 * u / (a.size * b.size) - 1, abs=1e-12)
+    assert bs.cliffs_delta(b, a).delta == pytest.approx(-got.delta, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("delta", "label"),
+    [
+        (0.0, "negligible"),
+        (0.146, "negligible"),
+        (0.147, "small"),
+        (-0.329, "small"),
+        (0.33, "medium"),
+        (-0.473, "medium"),
+        (0.474, "large"),
+        (-1.0, "large"),
+    ],
+)
+def test_cliffs_magnitude_thresholds(delta: float, label: str) -> None:
+    assert bs.cliffs_magnitude(delta) == label
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_bundles_the_parts() -> None:
+    rng = np.random.default_rng(17)
+    a, b = rng.normal(12, 1, size=20), rng.normal(10, 1, size=20)
+    c = bs.compare(a, b, resamples=1000, seed=3)
+    assert c.ratio == bs.ratio_of_medians(a, b, resamples=1000, seed=3)
+    assert c.mann_whitney == bs.mann_whitney(a, b)
+    assert c.cliffs_delta == bs.cliffs_delta(a, b)
+    json.dumps(dataclasses.asdict(c))
+
+
+# --------------------------------------------------------------------------- verdict
+
+_CI_TEXT = r"\(95% CI (\d+\.\d+)\u2013(\d+\.\d+)\u00d7\)"
+
+
+def test_verdict_slower() -> None:
+    rng = np.random.default_rng(18)
+    v = bs.verdict(rng.normal(320, 3, size=40), rng.normal(100, 1, size=40))
+    assert v.kind == "slower"
+    m = re.fullmatch(r"(\d\.\d\d)\u00d7 slower than idle " + _CI_TEXT, v.text)
+    assert m, v.text
+    assert float(m[1]) == pytest.approx(v.ratio.ratio, abs=0.005)
+    assert (float(m[2]), float(m[3])) == pytest.approx((v.ratio.lo, v.ratio.hi), abs=0.005)
+    assert v.ratio.lo > 1.1
+
+
+def test_verdict_faster_reports_inverse_factor() -> None:
+    rng = np.random.default_rng(19)
+    v = bs.verdict(rng.normal(50, 0.5, size=40), rng.normal(100, 1, size=40))
+    assert v.kind == "faster"
+    m = re.fullmatch(r"(\d\.\d\d)\u00d7 faster than idle " + _CI_TEXT, v.text)
+    assert m, v.text
+    assert float(m[1]) == pytest.approx(1 / v.ratio.ratio, abs=0.005)
+    assert (float(m[2]), float(m[3])) == pytest.approx((1 / v.ratio.hi, 1 / v.ratio.lo), abs=0.005)
+
+
+def test_verdict_indistinguishable_only_when_ci_inside_band() -> None:
+    rng = np.random.default_rng(20)
+    v = bs.verdict(rng.normal(100, 1, size=40), rng.normal(100, 1, size=40))
+    assert v.kind == "indistinguishable"
+    assert v.text.startswith("indistinguishable from idle (within \u00b110%")
+    assert v.ratio.lo >= 0.9 and v.ratio.hi <= 1.1
+
+
+def test_verdict_wide_ci_is_inconclusive_not_indistinguishable() -> None:
+    # Median ratio near 1 but only 5 noisy trials: the CI straddles the +/-10% band.
+    rng = np.random.default_rng(21)
+    v = bs.verdict(rng.normal(100, 30, size=5), rng.normal(100, 30, size=5))
+    assert v.kind == "inconclusive"
+    assert v.ratio.lo < 0.9 or v.ratio.hi > 1.1
+    assert re.search(_CI_TEXT, v.text), v.text
+
+
+def test_verdict_ci_straddling_upper_edge_is_inconclusive() -> None:
+    # Tight CI around 1.10: wholly above 1, but neither inside the band nor above 1.1.
+    rng = np.random.default_rng(22)
+    v = bs.verdict(rng.normal(110, 0.5, size=60), rng.normal(100, 0.5, size=60))
+    assert v.ratio.lo < 1.1 < v.ratio.hi
+    assert v.kind == "inconclusive"
+
+
+def test_verdict_tolerance_parameter() -> None:
+    rng = np.random.default_rng(23)
+    loaded, idle = rng.normal(115, 0.5, size=40), rng.normal(100, 0.5, size=40)
+    assert bs.verdict(loaded, idle).kind == "slower"
+    wide = bs.verdict(loaded, idle, tolerance=0.2)
+    assert wide.kind == "indistinguishable" and "\u00b120%" in wide.text
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def _codes(ws: list[bs.Warning_]) -> list[str]:
+    return [w.code for w in ws]
+
+
+def test_clean_cell_has_no_warnings() -> None:
+    x = np.random.default_rng(24).normal(100, 5, size=30)
+    assert bs.warnings_for(x, warm_median=50.0) == []
+
+
+def test_too_few_trials_threshold() -> None:
+    # 95%: 5 trials -> 1 - 2/32 = 0.9375 < 0.95 (warn); 6 -> 0.969 (fine).
+    ws = bs.warnings_for([1.0, 2.0, 3.0, 4.0])
+    assert _codes(ws) == ["too-few-trials"]
+    assert ws[0].message.startswith("only 4 trials: too few for a 95% interval of the median")
+    assert "--trials 10" in ws[0].message
+    assert "too-few-trials" in _codes(bs.warnings_for(np.arange(5.0)))
+    assert "too-few-trials" not in _codes(bs.warnings_for(np.arange(6.0)))
+    # 99%: needs 8.
+    assert "too-few-trials" in _codes(bs.warnings_for(np.arange(7.0), confidence=0.99))
+    assert "too-few-trials" not in _codes(bs.warnings_for(np.arange(8.0), confidence=0.99))
+
+
+def test_empty_cell_with_timeouts() -> None:
+    ws = bs.warnings_for([], timeouts=3)
+    assert _codes(ws) == ["too-few-trials", "timeouts"]
+
+
+def test_timeouts_warning() -> None:
+    ws = bs.warnings_for(np.arange(10.0), timeouts=2)
+    assert _codes(ws) == ["timeouts"]
+    assert "2 trials timed out" in ws[0].message
+    assert "counted" in ws[0].message and "--timeout" in ws[0].message
+    assert "pathological" in ws[0].message
+
+
+def test_bimodality_coefficient_against_scipy() -> None:
+    x = np.random.default_rng(25).gamma(2.0, size=50)
+    n = x.size
+    g1 = ss.skew(x, bias=False)
+    g2 = ss.kurtosis(x, bias=False)  # excess (Fisher) kurtosis
+    expected = (g1**2 + 1) / (g2 + 3 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+    assert bs.bimodality_coefficient(x) == pytest.approx(expected, rel=1e-10)
+
+
+def test_bimodal_warning() -> None:
+    rng = np.random.default_rng(26)
+    two_modes = np.concatenate([rng.normal(100, 5, size=30), rng.normal(300, 5, size=30)])
+    one_mode = rng.normal(100, 5, size=60)
+    ws = bs.warnings_for(two_modes)
+    assert _codes(ws) == ["bimodal"]
+    assert "strip plot" in ws[0].message and "more trials" in ws[0].message
+    assert bs.bimodality_coefficient(one_mode) < 0.555
+    assert "bimodal" not in _codes(bs.warnings_for(one_mode))
+    # Below 10 trials we do not claim bimodality even for two clean clusters.
+    assert "bimodal" not in _codes(bs.warnings_for([1.0] * 4 + [9.0] * 4 + [1.1]))
+
+
+def test_not_cold_warning() -> None:
+    x = np.array([1.00, 1.02, 1.04, 1.05, 1.06, 1.08, 1.10])  # median 1.05
+    ws = bs.warnings_for(x, warm_median=1.0)  # within 10% -> warn
+    assert _codes(ws) == ["not-cold"]
+    assert "caches were probably not dropped" in ws[0].message
+    assert "not on the device under test" in ws[0].message
+    assert bs.warnings_for(x, warm_median=0.5) == []  # cold is 2.1x warm: genuinely cold
+    assert bs.warnings_for(x) == []  # no warm median, no check
+
+
+def test_outliers_warning_threshold() -> None:
+    base = list(np.linspace(10.0, 11.0, 18))
+    two = base + [100.0, 101.0]  # 2/20 = 10%: not more than 10%
+    three = base[:17] + [100.0, 101.0, 102.0]  # 3/20 = 15%
+    assert len(bs.summarize(two, resamples=10).outliers) == 2
+    assert "outliers" not in _codes(bs.warnings_for(two))
+    ws = bs.warnings_for(three)
+    assert "outliers" in _codes(ws)
+    msg = next(w.message for w in ws if w.code == "outliers")
+    assert "3 of 20" in msg and "not dropped" in msg
