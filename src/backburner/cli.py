@@ -111,6 +111,156 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_config(args: argparse.Namespace):  # noqa: ANN202 - BenchConfig, imported lazily
+    from .bench import presets, runner
+
+    if args.preset:
+        cfg = presets.get(args.preset)
+    else:
+        if not args.probe:
+            raise UsageError("bench needs --probe COMMAND or --preset NAME")
+        cfg = runner.BenchConfig(probe=args.probe, loads=["none"], policies=["default"],
+                                 schedulers=["mq-deadline", "bfq"])
+    overrides = {
+        "probe": args.probe, "loads": args.load, "policies": args.policy,
+        "schedulers": args.scheduler, "device": args.device, "trials": args.trials,
+        "seed": args.seed, "settle_s": args.settle, "timeout_s": args.timeout,
+        "abort_factor": args.abort_factor, "rotational": args.rotational,
+        "ready_line": args.ready_line, "ready_file": args.ready_file,
+    }
+    for key, value in overrides.items():
+        if value is not None:
+            setattr(cfg, key, value)
+    if args.warm:
+        cfg.cold = False
+    if args.load and "none" not in cfg.loads:
+        cfg.loads.insert(0, "none")  # every loaded cell needs its unloaded baseline
+    return cfg
+
+
+@command("bench")
+def cmd_bench(args: argparse.Namespace) -> int:
+    import time
+
+    from .bench import runner, ui
+
+    if args.resume:
+        recover_if_needed()
+        with ui.progress_bar() as reporter:
+            store, _ = runner.resume(args.resume, reporter, _err)
+        path = args.resume
+    else:
+        cfg = _bench_config(args)
+        path = args.output or time.strftime("results/bench-%Y%m%d-%H%M%S.db")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        cfg.validate()
+        recover_if_needed()
+        with ui.progress_bar() as reporter:
+            store, _ = runner.start(cfg, path, reporter, _err)
+    store.close()
+    return _show_report(path, html=args.html if args.html else _default_html(path))
+
+
+def _default_html(db: str) -> str:
+    return os.path.splitext(db)[0] + ".html"
+
+
+def _show_report(path: str, html: str | None = None) -> int:
+    from rich.console import Console
+
+    from . import report
+
+    data = report.load(path)
+    Console().print(report.render_terminal(data))
+    if html:
+        report.write_html(data, html)
+        print(f"results: {path}\nreport:  {html}")
+    return 0
+
+
+@command("report")
+def cmd_report(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from rich.console import Console
+
+    from . import plot, report
+
+    data = report.load(args.database)
+    if args.export:
+        with (open(args.output, "w") if args.output else contextlib.nullcontext(sys.stdout)
+              ) as out:
+            report.export(data, args.export, out)
+        return 0
+    Console().print(report.render_terminal(data, tolerance=args.tolerance))
+    if args.html:
+        report.write_html(data, args.html, tolerance=args.tolerance)
+        print(f"report: {args.html}")
+    if args.plot:
+        formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+        for f in plot.write_plots(data, args.plot, formats, violin=args.violin):
+            print(f"plot: {f}")
+    return 0
+
+
+@command("compare")
+def cmd_compare(args: argparse.Namespace) -> int:
+    from . import report
+
+    a, b = report.load(args.before), report.load(args.after)
+    print(report.render_compare(report.compare(a, b, tolerance=args.tolerance)))
+    return 0
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="start-up latency under background load, as a matrix",
+                       description="Loads: none, readers:N:seq|rand[:direct|buffered], "
+                       "writers:N:seq|rand[:direct|buffered], A+B, "
+                       "install-loop[:shell-loop|long-lived], copy, cmd:'COMMAND'. "
+                       "Devices: testbed:SIZE, slowdisk:PROFILE:SIZE, or a path.")
+    p.add_argument("--preset", help="a named configuration (quick)")
+    p.add_argument("--probe", help="the command whose start-up is timed")
+    p.add_argument("--ready-line", help="regex on the probe's stdout that means 'started'")
+    p.add_argument("--ready-file", help="a file whose appearance means 'started'")
+    p.add_argument("--load", action="append", help="background load (repeatable)")
+    p.add_argument("--policy", action="append", help="policy for the load (repeatable)")
+    p.add_argument("--scheduler", action="append", help="IO scheduler (repeatable)")
+    p.add_argument("--device", help="testbed:SIZE, slowdisk:PROFILE:SIZE or a path")
+    p.add_argument("--trials", type=int, help="counted trials per cell (plus one warm-up)")
+    p.add_argument("--cold", action="store_true", help="drop caches before each trial "
+                   "(the default)")
+    p.add_argument("--warm", action="store_true", help="do not drop caches")
+    p.add_argument("--seed", type=int, help="seed of the trial order")
+    p.add_argument("--settle", type=float, help="seconds the load runs before the probe")
+    p.add_argument("--timeout", type=float, help="per-trial timeout in seconds")
+    p.add_argument("--abort-factor", type=float,
+                   help="a trial over this multiple of the unloaded median is a timeout")
+    p.add_argument("--rotational", type=int, choices=(0, 1),
+                   help="the testbed's rotational flag (default 1)")
+    p.add_argument("--output", "-o", help="result database to create (never overwritten)")
+    p.add_argument("--resume", metavar="DB", help="continue an interrupted run")
+    p.add_argument("--html", help="where to write the HTML report (default: next to the DB)")
+
+    r = sub.add_parser("report", help="statistics, plots and exports of a result database")
+    r.add_argument("database")
+    r.add_argument("--html", help="write a self-contained HTML report here")
+    r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
+    r.add_argument("--format", default="png", help="plot formats, e.g. png,svg")
+    r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
+    r.add_argument("--export", choices=("csv", "json", "markdown"))
+    r.add_argument("--output", "-o", help="file for --export (default: stdout)")
+    r.add_argument("--tolerance", type=float, default=0.10,
+                   help="'indistinguishable from idle' band, as a fraction (default 0.10)")
+
+    c = sub.add_parser("compare", help="the same cells in two result databases")
+    c.add_argument("before")
+    c.add_argument("after")
+    c.add_argument("--tolerance", type=float, default=0.10)
+
+
+_EXTENSIONS_BUILTIN = [_add_bench]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="backburner", description="Keep bulk work on the back burner.")
     parser.add_argument("--version", action="version", version=f"backburner {__version__}")
@@ -125,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("policies", help="list the built-in policies and what each sets")
     sub.add_parser("restore", help="undo system changes left by an interrupted run")
-    for extend in _EXTENSIONS:
+    for extend in _EXTENSIONS_BUILTIN + _EXTENSIONS:
         extend(sub)
     return parser
 

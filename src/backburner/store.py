@@ -35,7 +35,7 @@ CREATE TABLE runs (
 CREATE TABLE cells (
     id INTEGER PRIMARY KEY,
     run_id INTEGER NOT NULL REFERENCES runs(id),
-    key TEXT NOT NULL,            -- stable identity across databases: probe|device|sched|load|policy
+    key TEXT NOT NULL,            -- identity across databases: probe|device|sched|load|policy
     probe TEXT NOT NULL,
     device TEXT NOT NULL,
     scheduler TEXT NOT NULL,

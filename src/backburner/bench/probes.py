@@ -96,34 +96,79 @@ def discover_files(probe: Probe, timeout: float = 120) -> list[str]:
     return sorted(set(paths))
 
 
-def install(paths: list[str], root: str) -> int:
-    """Copy files (and the symlink chains and folders leading to them) under root."""
-    copied = 0
-    todo = list(paths)
-    seen: set[str] = set()
-    while todo:
-        path = todo.pop()
-        if path in seen or path == "/" or path.startswith(tuple(r + "/" for r in VIRTUAL_ROOTS)):
-            continue
-        seen.add(path)
-        todo.append(os.path.dirname(path))
+def exec_interpreters(path: str) -> list[str]:
+    """Files the kernel opens itself at execve (never seen by strace's open calls): the ELF
+    program interpreter (PT_INTERP) or a script's #! interpreter."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head.startswith(b"#!"):
+                f.seek(0)
+                line = f.readline(256)[2:].decode(errors="replace").split()
+                return line[:1]
+            if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only
+                return []
+            phoff = int.from_bytes(head[0x20:0x28], "little")
+            phentsize = int.from_bytes(head[0x36:0x38], "little")
+            phnum = int.from_bytes(head[0x38:0x3A], "little")
+            for i in range(phnum):
+                f.seek(phoff + i * phentsize)
+                ph = f.read(phentsize)
+                if int.from_bytes(ph[0:4], "little") == 3:  # PT_INTERP
+                    off = int.from_bytes(ph[8:16], "little")
+                    size = int.from_bytes(ph[32:40], "little")
+                    f.seek(off)
+                    return [f.read(size).rstrip(b"\0").decode()]
+    except OSError:
+        pass
+    return []
+
+
+def _is_virtual(path: str) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in VIRTUAL_ROOTS)
+
+
+def _mirror(path: str, root: str, depth: int = 0) -> bool:
+    """Recreate path under root component by component: a symlink in the path (merged /usr:
+    /lib -> usr/lib) is recreated as a symlink and followed. True if a file was copied."""
+    if depth > 40:
+        return False
+    parts = [p for p in path.split("/") if p]
+    cur = "/"
+    for i, part in enumerate(parts):
+        host = os.path.join(cur, part)
+        if _is_virtual(host):
+            return False
         try:
-            st = os.lstat(path)
+            st = os.lstat(host)
         except OSError:
-            continue
-        dest = os.path.join(root, path.lstrip("/"))
-        if os.path.lexists(dest):
-            continue
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+            return False
+        dest = os.path.join(root, host.lstrip("/"))
         if stat.S_ISLNK(st.st_mode):
-            target = os.readlink(path)
-            os.symlink(target, dest)
-            todo.append(os.path.normpath(os.path.join(os.path.dirname(path), target)))
-        elif stat.S_ISDIR(st.st_mode):
+            target = os.readlink(host)
+            if not os.path.lexists(dest):
+                os.symlink(target, dest)
+            resolved = os.path.normpath(os.path.join(cur, target))
+            return _mirror(os.path.join(resolved, *parts[i + 1:]), root, depth + 1)
+        if stat.S_ISDIR(st.st_mode):
             os.makedirs(dest, exist_ok=True)
-        elif stat.S_ISREG(st.st_mode):
-            shutil.copy2(path, dest)
-            copied += 1
+            cur = host
+        elif stat.S_ISREG(st.st_mode) and i == len(parts) - 1:
+            if os.path.lexists(dest):
+                return False
+            shutil.copy2(host, dest)
+            return True
+        else:
+            return False
+    return False
+
+
+def install(paths: list[str], root: str) -> int:
+    """Copy the probe's files, their exec interpreters and the symlinks leading to them."""
+    todo = list(paths)
+    for path in paths:
+        todo += exec_interpreters(path)
+    copied = sum(_mirror(p, root) for p in sorted(set(todo)))
     for virtual in VIRTUAL_ROOTS:
         os.makedirs(os.path.join(root, virtual.lstrip("/")), exist_ok=True)
     os.chmod(os.path.join(root, "tmp"), 0o1777)
@@ -138,7 +183,7 @@ def devices_of(paths: list[str]) -> dict[int, list[str]]:
             st = os.stat(p)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and not p.startswith(VIRTUAL_ROOTS):
+        if stat.S_ISREG(st.st_mode) and not _is_virtual(p):
             out.setdefault(st.st_dev, []).append(p)
     return out
 

@@ -1,0 +1,1 @@
+"""The benchmark: start-up latency of a probe under background load, across a matrix."""

@@ -1,0 +1,43 @@
+"""Progress display for bench: current cell, trials done, ETA, last sample (rich)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from .runner import Progress as BenchProgress
+from .runner import Reporter
+
+
+@contextmanager
+def progress_bar(console: Console | None = None) -> Iterator[Reporter]:
+    console = console or Console(stderr=True)
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                   TextColumn("last: {task.fields[last]}"), console=console,
+                   transient=False, disable=not console.is_terminal)
+    task = None
+    printed = -1
+
+    def report(p: BenchProgress) -> None:
+        nonlocal task, printed
+        if task is None:
+            task = bar.add_task(p.cell, total=p.total, completed=p.done, last="-")
+        bar.update(task, description=p.cell[:48], completed=p.done, last=p.last or "-")
+        if not console.is_terminal and p.done != printed and p.last:
+            printed = p.done  # plain log lines where no live bar can be drawn (CI, pipes)
+            print(f"[{p.done}/{p.total}] {p.cell}: {p.last}", file=sys.stderr, flush=True)
+
+    with bar:
+        yield report
