@@ -23,7 +23,7 @@ def quick() -> BenchConfig:
         policies=["default", "background"],
         schedulers=["mq-deadline", "bfq"],
         device="testbed:4G",
-        trials=5,
+        trials=8,
         settle_s=2.0,
         timeout_s=60.0,
         preset="quick",
