@@ -302,7 +302,8 @@ def die_like(outcome: Outcome) -> None:
     sig = outcome.signal
     try:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(sig, signal.SIG_DFL)
+        if sig != signal.SIGKILL:  # SIGKILL cannot be handled: signal() would raise
+            signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
         os.kill(os.getpid(), sig)
         time.sleep(0.05)  # delivery is immediate for ourselves; this only covers odd cases

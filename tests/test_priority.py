@@ -1,0 +1,280 @@
+"""Priorities parsed, applied and read back from the kernel: ioprio, scheduler policy, nice,
+the background policy's cgroups, and `run --pid` on a running multi-threaded tree."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BB, TIMEOUT, bb, wait_for
+
+from backburner import priority, spawn
+from backburner.errors import UnavailableError, UsageError
+from backburner.priority import CPUPolicy, IOPrio, Policy
+
+PY = sys.executable
+pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
+
+# --- parsing (pure) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, klass, level",
+    [("idle", "idle", 0), ("be", "be", 4), ("be:3", "be", 3), ("rt:2", "rt", 2),
+     ("best-effort:7", "be", 7), ("realtime", "rt", 4), ("none", "none", 0)],
+)
+def test_ioprio_parse(text: str, klass: str, level: int) -> None:
+    prio = IOPrio.parse(text)
+    assert (prio.klass, prio.level) == (klass, level)
+    assert IOPrio.from_value(prio.value) == prio
+
+
+@pytest.mark.parametrize("text", ["", "fast", "be:8", "rt:-1", "idle:1", "none:0", "be:"])
+def test_ioprio_parse_rejects(text: str) -> None:
+    with pytest.raises(UsageError):
+        IOPrio.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text, kind, nice",
+    [("idle", "idle", None), ("batch", "batch", None), ("batch:5", "batch", 5),
+     ("nice:15", "normal", 15), ("nice:-20", "normal", -20), ("normal", "normal", None)],
+)
+def test_cpu_parse(text: str, kind: str, nice: int | None) -> None:
+    cpu = CPUPolicy.parse(text)
+    assert (cpu.kind, cpu.nice) == (kind, nice)
+    assert CPUPolicy.parse(str(cpu)) == cpu
+
+
+@pytest.mark.parametrize("text", ["nice", "nice:20", "nice:-21", "idle:3", "fifo", "batch:x"])
+def test_cpu_parse_rejects(text: str) -> None:
+    with pytest.raises(UsageError):
+        CPUPolicy.parse(text)
+
+
+@pytest.mark.parametrize("spec", ["background", "gentle", "default",
+                                  "io=be:2,cpu=nice:10,io-weight=50,cpu-weight=20"])
+def test_policy_spec_round_trip(spec: str) -> None:
+    policy = priority.parse_policy(spec)
+    assert priority.parse_policy(policy.spec()) == policy
+
+
+def test_background_policy_is_what_it_says() -> None:
+    bg = priority.BUILTIN["background"]
+    assert (bg.io, bg.cpu, bg.io_weight, bg.cpu_weight) == (
+        IOPrio("idle"), CPUPolicy("idle"), 10, 10)
+    assert bg.needs_cgroup and not priority.BUILTIN["gentle"].needs_cgroup
+
+
+def test_policies_command_lists_builtins() -> None:
+    r = bb("policies")
+    assert r.returncode == 0
+    names = [line.split()[0] for line in r.out.splitlines() if line and not line[0].isspace()]
+    assert {"background", "gentle"} <= set(names)
+    assert re.search(r"^background\s+io=idle\s+cpu=idle\s+io-weight=10\s+cpu-weight=10",
+                     r.out, re.M)
+
+
+# --- ioprio and CPU policy read back from the kernel ---------------------------------------
+
+PROBE = r"""
+import os
+from backburner.priority import ioprio_get
+sched = [l for l in open("/proc/self/sched") if l.startswith("policy")][0].split(":")[1].strip()
+print(ioprio_get(0), sched, os.sched_getscheduler(0), os.getpriority(os.PRIO_PROCESS, 0))
+"""
+
+
+def _probe(*options: str) -> list[str]:
+    r = bb("run", *options, "--", PY, "-c", PROBE)
+    assert r.returncode == 0, r.err
+    return r.out.split()
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("io", ["idle", "be:3", "rt:2", "be:7"])
+def test_run_io_class_read_back(state_dir: Path, io: str) -> None:
+    assert _probe("--io", io)[0] == io
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("cpu, policy", [("idle", 5), ("batch", 3), ("nice:15", 0)])
+def test_run_cpu_policy_read_back(state_dir: Path, cpu: str, policy: int) -> None:
+    _, sched, getscheduler, nice = _probe("--cpu", cpu)
+    assert int(sched) == int(getscheduler) == policy
+    if cpu.startswith("nice:"):
+        assert int(nice) == 15
+
+
+def test_gentle_policy_read_back(state_dir: Path) -> None:
+    io, sched, _, nice = _probe("--policy", "gentle")
+    assert (io, int(sched), int(nice)) == ("be:7", 0, 19)
+
+
+@pytest.mark.root
+def test_launch_applies_policy_before_exec_seen_from_parent() -> None:
+    policy = Policy(io=IOPrio("idle"), cpu=CPUPolicy("batch", 7))
+    before = (priority.ioprio_get(0), priority.read_cpu(0))
+    child = spawn.launch(["sleep", "5"], policy=policy)
+    try:
+        assert priority.ioprio_get(child.pid) == IOPrio("idle")
+        assert priority.read_cpu(child.pid) == ("batch", 7)
+        assert os.sched_getscheduler(child.pid) == os.SCHED_BATCH
+    finally:
+        child.stop(1.0)
+    assert (priority.ioprio_get(0), priority.read_cpu(0)) == before  # the parent: untouched
+
+
+# --- the background policy's cgroups --------------------------------------------------------
+
+
+def _v1_mount(controller: str) -> Path:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        dev, mnt, fstype, opts = line.split()[:4]
+        if fstype == "cgroup" and controller in opts.split(","):
+            return Path(mnt)
+    raise AssertionError(f"no cgroup v1 {controller} hierarchy mounted")
+
+
+def _weight(text: str) -> int:
+    """blkio.bfq.weight prints '10' or 'default 10' (plus per-device lines)."""
+    m = re.match(r"\s*(?:default\s+)?(\d+)", text)
+    assert m, text
+    return int(m.group(1))
+
+
+@pytest.mark.root
+def test_background_policy_cgroup(state_dir: Path, tmp_path: Path) -> None:
+    pidfile = tmp_path / "job.pid"
+    job = ["sh", "-c", 'echo $$ > "$1.tmp" && mv "$1.tmp" "$1" && read line', "sh", str(pidfile)]
+    with subprocess.Popen([*BB, "run", "--policy", "background", "--", *job],
+                          stdin=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            wait_for(pidfile.exists, what="the job to start")
+            jpid = int(pidfile.read_text())
+            name = f"run-{proc.pid}"
+            groups = {c: _v1_mount(c) / "backburner" / name for c in ("blkio", "cpu")}
+            cgroup = Path(f"/proc/{jpid}/cgroup").read_text()
+            for ctrl, path in groups.items():
+                assert re.search(rf"^\d+:{ctrl}:/backburner/{name}$", cgroup, re.M), cgroup
+                assert jpid in map(int, (path / "cgroup.procs").read_text().split())
+            assert _weight((groups["blkio"] / "blkio.bfq.weight").read_text()) == 10
+            assert int((groups["cpu"] / "cpu.shares").read_text()) == 102
+            assert priority.ioprio_get(jpid) == IOPrio("idle")
+            assert os.sched_getscheduler(jpid) == os.SCHED_IDLE
+            _, err = proc.communicate(b"done\n", timeout=TIMEOUT)
+        finally:
+            if proc.poll() is None:  # a failed check: let the job end so its cgroups go
+                proc.stdin.close()
+                proc.wait(TIMEOUT)
+    assert proc.returncode == 0, err
+    for path in groups.values():
+        assert not path.exists()
+    assert not list((state_dir / "journal").iterdir())
+
+
+def test_weight_parser() -> None:
+    assert _weight("default 10\n8:0 50\n") == 10
+    assert _weight("10\n") == 10
+
+
+# --- run --pid on a running multi-threaded process and its child -----------------------------
+
+TREE = r"""
+import subprocess, sys, threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+child = subprocess.Popen(["sleep", "30"])
+print(child.pid, flush=True)
+sys.stdin.read()
+child.kill()
+"""
+
+
+def _tasks(pid: int) -> list[int]:
+    return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+
+
+@pytest.mark.root
+def test_run_pid_reprioritises_every_thread_and_child(state_dir: Path) -> None:
+    with subprocess.Popen([PY, "-c", TREE], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE) as target:
+        try:
+            kid = int(target.stdout.readline())
+            tids = _tasks(target.pid) + _tasks(kid)
+            assert len(tids) == 5
+            assert all(os.sched_getscheduler(t) == os.SCHED_OTHER for t in tids)
+            r = bb("run", "--pid", str(target.pid), "--io", "idle", "--cpu", "idle")
+            assert r.returncode == 0, r.err
+            assert "5 threads re-prioritised" in r.err
+            for tid in tids:
+                assert priority.ioprio_get(tid) == IOPrio("idle"), tid
+                assert os.sched_getscheduler(tid) == os.SCHED_IDLE, tid
+                sched = Path(f"/proc/{tid}/sched").read_text()
+                assert re.search(r"^policy\s+:\s+5$", sched, re.M), tid
+        finally:
+            target.stdin.close()
+            target.wait(timeout=TIMEOUT)
+    assert target.returncode == 0
+
+
+# --- a missing cgroup controller ------------------------------------------------------------
+
+
+def _fake_mounts(tmp_path: Path, *cgroup_lines: str) -> str:
+    mounts = tmp_path / "mounts"
+    mounts.write_text("\n".join([
+        "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0",
+        "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0",
+        *cgroup_lines,
+    ]) + "\n")
+    return str(mounts)
+
+
+@pytest.mark.parametrize(
+    "policy, words",
+    [(Policy(io_weight=10), "blkio"), (Policy(cpu_weight=10), "cpu controller"),
+     (priority.BUILTIN["background"], "blkio")],
+)
+def test_plan_cgroup_missing_controller_69(tmp_path: Path, policy: Policy, words: str) -> None:
+    v2 = tmp_path / "unified"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("hugetlb\n")
+    mounts = _fake_mounts(
+        tmp_path,
+        f"cgroup2 {v2} cgroup2 rw,relatime 0 0",
+        "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0",
+    )
+    with pytest.raises(UnavailableError) as info:
+        priority.plan_cgroup(policy, "run-1", mounts_file=mounts)
+    assert info.value.exit_status == 69
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_plan_cgroup_v1_with_controllers(tmp_path: Path) -> None:
+    mounts = _fake_mounts(
+        tmp_path,
+        "cgroup /x/blkio cgroup rw,relatime,blkio 0 0",
+        "cgroup /x/cpu,cpuacct cgroup rw,relatime,cpu,cpuacct 0 0",
+    )
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mounts_file=mounts)
+    assert plan.version == 1
+    assert plan.dirs == {
+        "/x/blkio/backburner/run-7": {"blkio.bfq.weight": "10"},
+        "/x/cpu,cpuacct/backburner/run-7": {"cpu.shares": "102"},
+    }
+
+
+def test_plan_cgroup_prefers_v2_with_controllers(tmp_path: Path) -> None:
+    v2 = tmp_path / "unified"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    mounts = _fake_mounts(tmp_path, f"cgroup2 {v2} cgroup2 rw 0 0",
+                          "cgroup /x/blkio cgroup rw,blkio 0 0")
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mounts_file=mounts)
+    assert plan.version == 2
+    assert plan.dirs == {str(v2 / "backburner" / "run-7"): {"io.weight": "10", "cpu.weight": "10"}}

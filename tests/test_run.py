@@ -1,0 +1,240 @@
+"""`backburner run` through the real CLI: exit status mirrored exactly, signals forwarded,
+stdio and environment passed through, errors as one line with a distinct status."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
+
+import backburner
+from backburner import errors
+
+PY = sys.executable
+pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
+SEGFAULT = "import ctypes; ctypes.string_at(0)"
+
+
+# --- exit status --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [0, 1, 3, 255])
+def test_exit_code_mirrored(state_dir: Path, code: int) -> None:
+    r = bb("run", "--", "sh", "-c", f"exit {code}")
+    assert r.returncode == code
+    assert r.stderr == b""
+
+
+@pytest.mark.parametrize(
+    "job, sig",
+    [
+        (["sh", "-c", "kill -TERM $$"], signal.SIGTERM),
+        (["sh", "-c", "kill -KILL $$"], signal.SIGKILL),
+        ([PY, "-c", SEGFAULT], signal.SIGSEGV),
+    ],
+    ids=["SIGTERM", "SIGKILL", "segfault"],
+)
+def test_signal_death_mirrored(state_dir: Path, job: list[str], sig: int) -> None:
+    r = bb("run", "--", *job)
+    assert r.returncode == -sig  # backburner itself died of the signal (WIFSIGNALED)
+
+
+@pytest.mark.parametrize(
+    "job, shown",
+    [([PY, "-c", SEGFAULT], 139), (["sh", "-c", "kill -TERM $$"], 143)],
+    ids=["segfault", "SIGTERM"],
+)
+def test_shell_sees_128_plus_signal(state_dir: Path, job: list[str], shown: int) -> None:
+    script = '"$@"; echo "status=$?"'
+    r = subprocess.run(["sh", "-c", script, "sh", *BB, "run", "--", *job],
+                       capture_output=True, timeout=TIMEOUT)
+    assert r.stdout.decode().split() == [f"status={shown}"]
+
+
+def test_exit_139_on_purpose_is_an_exit_not_a_signal(state_dir: Path) -> None:
+    with subprocess.Popen([*BB, "run", "--", "sh", "-c", "exit 139"]) as proc:
+        status = raw_status(proc)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 139
+    assert not os.WIFSIGNALED(status)
+
+
+def test_no_core_dump_of_backburner_itself(state_dir: Path, tmp_path: Path) -> None:
+    """backburner may dump core (RLIMIT_CORE unlimited); the job may not. After the job's
+    segfault, backburner dies of SIGSEGV too, but without a core of its own."""
+
+    def allow_core() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    job = "import ctypes, resource; resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); " + SEGFAULT
+    with subprocess.Popen([*BB, "run", "--", PY, "-c", job], cwd=tmp_path,
+                          preexec_fn=allow_core) as proc:
+        status = raw_status(proc)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV
+    assert not os.WCOREDUMP(status)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("core")]
+
+
+def test_command_not_found_127(state_dir: Path) -> None:
+    r = bb("run", "--", "no-such-command-bb-test")
+    assert r.returncode == 127
+    assert "no-such-command-bb-test: command not found" in one_line_error(r)
+
+
+def test_not_executable_126(state_dir: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain-file"
+    plain.write_text("#!/bin/sh\nexit 0\n")
+    plain.chmod(0o644)
+    for target in (plain, tmp_path):  # a file without the x bit; a directory
+        r = bb("run", "--", str(target))
+        assert r.returncode == 126, (target, r.err)
+        assert "cannot execute" in one_line_error(r)
+
+
+# --- signals sent to backburner reach the job -------------------------------------------
+
+TRAP_JOB = r"""
+import os, signal, sys, time
+out = sys.argv[1]
+def got(signum, frame):
+    with open(out, "w") as f:
+        f.write(signal.Signals(signum).name)
+    os._exit(40 + signum)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(s, got)
+open(out + ".ready", "w").close()
+time.sleep(10)
+os._exit(99)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
+                         ids=lambda s: s.name)
+def test_signal_forwarded_to_job(state_dir: Path, tmp_path: Path, sig: signal.Signals) -> None:
+    out = tmp_path / "got"
+    with subprocess.Popen([*BB, "run", "--", PY, "-c", TRAP_JOB, str(out)]) as proc:
+        wait_for(Path(f"{out}.ready").exists, what="the job's traps")
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=TIMEOUT)
+    assert out.read_text() == sig.name
+    assert proc.returncode == 40 + sig
+
+
+# --- stdio and environment --------------------------------------------------------------
+
+ECHO_JOB = r"""
+import os, sys
+data = sys.stdin.buffer.read()
+sys.stdout.buffer.write(data[::-1])
+sys.stderr.buffer.write(b"E:" + os.environb[b"BB_TEST_VAR"])
+"""
+
+
+def test_stdio_and_environment_pass_through(state_dir: Path) -> None:
+    data = bytes(range(256)) * 64 + b"\x00\r\n\xff"
+    var = "value with spaces, \u00fcnicode and $dollar"
+    env = {**os.environ, "BB_TEST_VAR": var}
+    r = bb("run", "--", PY, "-c", ECHO_JOB, input=data, env=env)
+    assert r.returncode == 0
+    assert r.stdout == data[::-1]
+    assert r.stderr == b"E:" + var.encode()
+
+
+# --- errors: one line, distinct status, nothing changed ----------------------------------
+
+
+def _nothing_changed(result: Result, state_dir: Path, marker: Path) -> None:
+    assert not marker.exists(), "the job ran"
+    journals = state_dir / "journal"
+    assert not (journals.is_dir() and list(journals.iterdir()))
+    for ctrl in ("blkio", "cpu"):
+        assert not Path(f"/sys/fs/cgroup/{ctrl}/backburner/run-{result.pid}").exists()
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        (["--io", "bogus"], "unknown IO class"),
+        (["--io", "idle:3"], "takes no level"),
+        (["--io", "be:9"], "unknown IO class"),
+        (["--cpu", "fast"], "unknown CPU policy"),
+        (["--cpu", "nice:40"], "out of range"),
+        (["--io-weight", "0"], "IO weight 0 out of range"),
+        (["--io-weight", "1001"], "IO weight 1001 out of range"),
+        (["--cpu-weight", "10001"], "CPU weight 10001 out of range"),
+        (["--policy", "nosuch"], "unknown policy"),
+    ],
+)
+def test_usage_errors_64(state_dir: Path, tmp_path: Path, options: list[str], words: str) -> None:
+    marker = tmp_path / "ran"
+    r = bb("run", *options, "--", "touch", str(marker))
+    assert r.returncode == errors.UsageError.exit_status == 64
+    assert words in one_line_error(r)
+    _nothing_changed(r, state_dir, marker)
+
+
+def _free_pid() -> int:
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    return next(p for p in range(pid_max - 1, 1, -1) if not Path(f"/proc/{p}").exists())
+
+
+def test_pid_that_does_not_exist_66(state_dir: Path, tmp_path: Path) -> None:
+    pid = _free_pid()
+    r = bb("run", "--pid", str(pid), "--io", "idle", "--cpu", "idle")
+    assert r.returncode == errors.NotFoundError.exit_status == 66
+    assert f"no process with PID {pid}" in one_line_error(r)
+    _nothing_changed(r, state_dir, tmp_path / "ran")
+
+
+def _python_for_nobody(env: dict[str, str]) -> str:
+    """A python >= 3.11 the nobody user can execute (a venv under /root may not be)."""
+    for cand in (sys.executable, shutil.which("python3") or "", "/usr/bin/python3"):
+        if cand and subprocess.run(
+            [*AS_NOBODY, cand, "-c", "import sys, backburner; assert sys.version_info >= (3, 11)"],
+            env=env, cwd="/", capture_output=True, timeout=TIMEOUT,
+        ).returncode == 0:
+            return cand
+    pytest.fail("no python that the nobody user can run with backburner importable")
+
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+@pytest.mark.root
+def test_not_root_77(tmp_path: Path) -> None:
+    shared = Path(os.environ.get("TMPDIR", "/tmp")) / f"bb-nobody-{os.getpid()}"
+    shared.mkdir(mode=0o777)
+    try:
+        shared.chmod(0o1777)
+        state = shared / "state"
+        marker = shared / "ran"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "PYTHONPATH": str(Path(backburner.__file__).resolve().parents[1]),
+               "BACKBURNER_STATE_DIR": str(state)}
+        python = _python_for_nobody(env)
+        with subprocess.Popen(
+            [*AS_NOBODY, python, "-m", "backburner", "run", "--policy", "background", "--",
+             "touch", str(marker)],
+            env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ) as proc:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        r = Result(proc.pid, proc.returncode, out, err)
+        assert r.returncode == errors.NotRootError.exit_status == 77
+        assert "needs root" in one_line_error(r)
+        _nothing_changed(r, state, marker)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_exit_statuses_distinct() -> None:
+    statuses = list(errors.EXIT_STATUSES.values())
+    assert len(set(statuses)) == len(statuses)
+    assert {errors.UsageError.exit_status, errors.NotFoundError.exit_status,
+            errors.UnavailableError.exit_status, errors.NotRootError.exit_status} == {
+        64, 66, 69, 77}

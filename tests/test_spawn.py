@@ -1,0 +1,137 @@
+"""spawn: Outcome decoding and the job's own rusage, wait with a timeout, stop's escalation,
+and launch errors named in one line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TIMEOUT
+
+from backburner import spawn
+from backburner.errors import CommandNotExecutable, CommandNotFound, SystemStateError
+
+PY = sys.executable
+pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
+
+
+def _run(argv: list[str], **kw: object) -> spawn.Outcome:
+    child = spawn.launch(argv, **kw)
+    out = child.wait(TIMEOUT)
+    if out is None:
+        child.stop(0.1)
+        raise AssertionError(f"{argv} did not end")
+    return out
+
+
+def test_outcome_of_exit_code() -> None:
+    out = _run(["sh", "-c", "exit 3"])
+    assert (out.exit_code, out.signal, out.core_dumped) == (3, None, False)
+    assert out.shell_status == 3 and not out.ok
+    assert out.describe() == "exited with status 3"
+    assert _run(["true"]).ok
+
+
+def test_outcome_of_signal() -> None:
+    out = _run(["sh", "-c", "kill -TERM $$"])
+    assert (out.exit_code, out.signal) == (None, signal.SIGTERM)
+    assert out.shell_status == 143
+    assert out.describe() == "killed by SIGTERM"
+
+
+def test_rusage_cpu_time_is_the_jobs_own() -> None:
+    burn = ("import resource\n"
+            "while resource.getrusage(resource.RUSAGE_SELF).ru_utime < 0.2:\n"
+            "    for _ in range(20000): pass\n")
+    out = _run([PY, "-c", burn])
+    assert out.ok
+    assert out.user_s > 0.1
+    assert out.wall_s >= out.user_s * 0.9
+    idle = _run(["sleep", "0.2"])
+    assert idle.user_s < 0.1 and idle.wall_s >= 0.2
+
+
+# ru_maxrss of an exec'd child is at least the RSS of the process it was forked from (Linux
+# keeps the pre-exec mm's high-water mark), so measure from a small fresh parent.
+RSS = r"""
+import sys
+from backburner import spawn
+for code in ("pass", "b = b'x' * (100 << 20)"):
+    print(spawn.launch([sys.executable, "-c", code]).wait(30).max_rss_kb)
+"""
+
+
+def test_rusage_max_rss_grows_with_allocation() -> None:
+    r = subprocess.run([PY, "-c", RSS], capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    small, big = map(int, r.stdout.split())
+    assert big >= 100 * 1024
+    assert big - small >= 90 * 1024
+
+
+def test_wait_timeout_then_outcome() -> None:
+    child = spawn.launch(["sleep", "0.4"])
+    start = time.monotonic()
+    assert child.wait(0.1) is None
+    waited = time.monotonic() - start
+    assert 0.09 <= waited < 0.4
+    assert child.poll() is None
+    out = child.wait(TIMEOUT)
+    assert out is not None and out.ok
+    assert out.wall_s >= 0.4
+    assert child.wait(0) is out and child.poll() is out  # reaped once, remembered
+
+
+IGNORES_TERM = r"""
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_stop_escalates_to_sigkill() -> None:
+    child = spawn.launch([PY, "-c", IGNORES_TERM], stdout=subprocess.PIPE)
+    assert child.popen.stdout is not None
+    assert child.popen.stdout.readline() == b"ready\n"
+    start = time.monotonic()
+    out = child.stop(grace=0.3)
+    assert out.signal == signal.SIGKILL
+    assert time.monotonic() - start >= 0.29
+    child.popen.stdout.close()
+
+
+def test_stop_is_sigterm_for_a_polite_job() -> None:
+    child = spawn.launch(["sleep", "30"])
+    start = time.monotonic()
+    out = child.stop(grace=10)
+    assert out.signal == signal.SIGTERM
+    assert time.monotonic() - start < 5
+
+
+def test_launch_command_not_found() -> None:
+    with pytest.raises(CommandNotFound) as info:
+        spawn.launch(["no-such-command-bb-test"])
+    assert info.value.exit_status == 127
+    assert str(info.value) == "no-such-command-bb-test: command not found"
+
+
+def test_launch_not_executable(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.write_text("exit 0\n")
+    for target in (str(plain), str(tmp_path)):
+        with pytest.raises(CommandNotExecutable) as info:
+            spawn.launch([target])
+        assert info.value.exit_status == 126
+        assert "cannot execute" in str(info.value)
+
+
+def test_launch_names_a_failure_before_exec(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-cgroup" / "cgroup.procs")
+    with pytest.raises(SystemStateError) as info:
+        spawn.launch(["true"], cgroup_procs=[missing])
+    assert "FileNotFoundError" in str(info.value) and "\n" not in str(info.value)

@@ -1,0 +1,262 @@
+"""system: changes on a real loop device and cgroupfs, undone at the end of a Transaction,
+on an exception, on SIGINT/SIGTERM, and by `backburner restore` after a SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import TIMEOUT, bb
+
+from backburner import system
+from backburner.errors import SystemStateError
+
+PY = sys.executable
+pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
+
+
+@pytest.fixture
+def loop_queue(tmp_path: Path) -> Iterator[Path]:
+    """/sys/block/loopN/queue of a loop device over a small sparse file, detached after."""
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(32 << 20)
+    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
+                         text=True, timeout=TIMEOUT, check=True).stdout.strip()
+    queue = Path("/sys/block", os.path.basename(dev), "queue")
+    before = {name: system.selected((queue / name).read_text())
+              for name in ("scheduler", "rotational")}
+    try:
+        yield queue
+    finally:
+        for name, value in before.items():  # the queue outlives the attachment
+            if system.selected((queue / name).read_text()) != value:
+                (queue / name).write_text(value)
+        subprocess.run(["losetup", "-d", dev], timeout=TIMEOUT, check=True)
+
+
+def _sched(queue: Path) -> str:
+    return system.selected((queue / "scheduler").read_text())
+
+
+def _rot(queue: Path) -> str:
+    return (queue / "rotational").read_text().strip()
+
+
+def _journals(state_dir: Path) -> list[Path]:
+    jdir = state_dir / "journal"
+    return sorted(jdir.iterdir()) if jdir.is_dir() else []
+
+
+def test_selected() -> None:
+    assert system.selected("none [mq-deadline] kyber bfq\n") == "mq-deadline"
+    assert system.selected(" 1\n") == "1"
+
+
+# --- Transaction on a real device -----------------------------------------------------------
+
+
+@pytest.mark.root
+def test_sysfs_value_reads_the_selected_scheduler(loop_queue: Path) -> None:
+    text = (loop_queue / "scheduler").read_text()
+    assert system.SysfsValue(str(loop_queue / "scheduler"), "bfq").read() == \
+        text.split("[")[1].split("]")[0]
+
+
+@pytest.mark.root
+def test_transaction_restores_after_block(loop_queue: Path, state_dir: Path) -> None:
+    before = _sched(loop_queue)
+    assert before != "bfq"
+    with system.Transaction("test") as tx:
+        tx.apply(system.SysfsValue(str(loop_queue / "scheduler"), "bfq"))
+        assert _sched(loop_queue) == "bfq"
+        assert len(_journals(state_dir)) == 1
+    assert _sched(loop_queue) == before
+    assert _journals(state_dir) == []
+
+
+@pytest.mark.root
+def test_transaction_restores_after_exception(loop_queue: Path, state_dir: Path) -> None:
+    before = _sched(loop_queue)
+    with pytest.raises(ZeroDivisionError), system.Transaction("test") as tx:
+        tx.apply(system.SysfsValue(str(loop_queue / "scheduler"), "bfq"))
+        assert _sched(loop_queue) == "bfq"
+        _ = 1 / 0
+    assert _sched(loop_queue) == before
+    assert _journals(state_dir) == []
+
+
+@pytest.mark.root
+def test_failed_apply_is_undone_and_reported(loop_queue: Path, state_dir: Path) -> None:
+    before = _sched(loop_queue)
+    with pytest.raises(SystemStateError, match="no-such-scheduler"), \
+            system.Transaction("test") as tx:
+        tx.apply(system.SysfsValue(str(loop_queue / "scheduler"), "bfq"))
+        tx.apply(system.SysfsValue(str(loop_queue / "scheduler"), "no-such-scheduler"))
+    assert _sched(loop_queue) == before
+    assert _journals(state_dir) == []
+
+
+# A process that holds a transaction: scheduler, rotational, optionally a cgroup, a mkdir.
+HOLDER = r"""
+import signal, sys, time
+from backburner import system
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
+system.install_termination_handlers()
+queue, rotational, cgroup, made = sys.argv[1:5]
+try:
+    with system.Transaction("test") as tx:
+        if queue:
+            tx.apply(system.SysfsValue(queue + "/scheduler", "bfq"))
+            tx.apply(system.SysfsValue(queue + "/rotational", rotational))
+        if cgroup:
+            tx.apply(system.CgroupDir(cgroup, {"cpu.shares": "50"}))
+        for path in made.split(","):
+            tx.apply(system.MadeDir(path))
+        print("ready", flush=True)
+        time.sleep(30)
+except KeyboardInterrupt:
+    sys.exit(130)
+except system.Terminated as term:
+    sys.exit(128 + term.signum)
+"""
+
+
+def _hold(queue: Path | None = None, rotational: str = "", cgroup: Path | None = None,
+          made: list[Path] = ()) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [PY, "-c", HOLDER, str(queue or ""), rotational, str(cgroup or ""),
+         ",".join(map(str, made))],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line != b"ready\n":
+        proc.kill()
+        proc.wait(TIMEOUT)
+        raise AssertionError(f"holder failed: {line!r}")
+    return proc
+
+
+def _other(value: str) -> str:
+    return "0" if value == "1" else "1"
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_signal_to_holder_restores(loop_queue: Path, state_dir: Path, tmp_path: Path,
+                                   sig: int, status: int) -> None:
+    sched, rot = _sched(loop_queue), _rot(loop_queue)
+    made = tmp_path / "made"
+    with _hold(loop_queue, _other(rot), made=[made]) as proc:
+        assert (_sched(loop_queue), _rot(loop_queue)) == ("bfq", _other(rot))
+        assert made.is_dir()
+        proc.send_signal(sig)
+        proc.wait(TIMEOUT)
+    assert proc.returncode == status
+    assert (_sched(loop_queue), _rot(loop_queue)) == (sched, rot)
+    assert not made.exists()
+    assert _journals(state_dir) == []
+
+
+def _cpu_mount() -> Path:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        _, mnt, fstype, opts = line.split()[:4]
+        if fstype == "cgroup" and "cpu" in opts.split(","):
+            return Path(mnt)
+    raise AssertionError("no cgroup v1 cpu hierarchy")
+
+
+@pytest.fixture
+def test_cgroup() -> Iterator[Path]:
+    path = _cpu_mount() / f"bb-test-{uuid.uuid4().hex[:8]}"
+    try:
+        yield path
+    finally:
+        if path.exists():
+            path.rmdir()
+
+
+@pytest.mark.root
+def test_sigkill_then_restore(loop_queue: Path, state_dir: Path, tmp_path: Path,
+                              test_cgroup: Path) -> None:
+    """THE KILL-AND-RESTORE TEST: nothing undoes a SIGKILL but the journal."""
+    sched, rot = _sched(loop_queue), _rot(loop_queue)
+    made = [tmp_path / "made", tmp_path / "made" / "inner"]
+    with _hold(loop_queue, _other(rot), test_cgroup, made) as proc:
+        proc.kill()
+        proc.wait(TIMEOUT)
+    assert proc.returncode == -signal.SIGKILL
+    # still changed: nobody has undone anything
+    assert (_sched(loop_queue), _rot(loop_queue)) == ("bfq", _other(rot))
+    assert (test_cgroup / "cpu.shares").read_text().strip() == "50"
+    assert made[1].is_dir()
+    assert len(_journals(state_dir)) == 1
+
+    r = bb("restore")
+    assert r.returncode == 0, r.err
+    assert r.out.count("undid ") == 5, r.out
+    assert (_sched(loop_queue), _rot(loop_queue)) == (sched, rot)
+    assert not test_cgroup.exists()
+    assert not made[0].exists()
+    assert _journals(state_dir) == []
+
+
+def test_torn_last_line_is_still_replayed(state_dir: Path, tmp_path: Path) -> None:
+    made = [tmp_path / "a", tmp_path / "b"]
+    with _hold(made=made) as proc:
+        proc.kill()
+        proc.wait(TIMEOUT)
+    (journal,) = _journals(state_dir)
+    with open(journal, "a") as f:
+        f.write('{"event": "intent", "seq": 3, "kind": "mkd')  # the crash cut this write
+    undone = system.restore_stale()
+    assert len(undone) == 2
+    assert not made[0].exists() and not made[1].exists()
+    assert _journals(state_dir) == []
+
+
+def test_journal_of_a_live_owner_is_not_touched(state_dir: Path, tmp_path: Path) -> None:
+    made = tmp_path / "mine"
+    with _hold(made=[made]) as proc:
+        try:
+            (journal,) = _journals(state_dir)
+            content = journal.read_bytes()
+            assert system.restore_stale() == []
+            assert list(system.stale_journals()) == []
+            assert made.is_dir() and journal.read_bytes() == content
+        finally:
+            proc.terminate()
+            proc.wait(TIMEOUT)
+    assert proc.returncode == 143  # and the owner undid its own change
+    assert not made.exists()
+    assert _journals(state_dir) == []
+
+
+@pytest.mark.root
+def test_restore_of_live_owner_via_cli(state_dir: Path, tmp_path: Path) -> None:
+    made = tmp_path / "mine"
+    with _hold(made=[made]) as proc:
+        try:
+            r = bb("restore")
+            assert r.returncode == 0, r.err
+            assert "nothing to restore" in r.out
+            assert made.is_dir() and len(_journals(state_dir)) == 1
+        finally:
+            proc.terminate()
+            proc.wait(TIMEOUT)
+
+
+@pytest.mark.root
+def test_restore_with_nothing_to_do(state_dir: Path) -> None:
+    r = bb("restore")
+    assert r.returncode == 0
+    assert r.out.strip() == "nothing to restore: no journal of an interrupted run was found"
+    assert r.stderr == b""
