@@ -474,6 +474,7 @@ class Transaction:
         self.entries: list[_Entry] = []
         self.journal: Journal | None = None
         self._seq = 0
+        self.handed_over = False
 
     def __enter__(self) -> Transaction:
         jdir = journal_dir()
@@ -514,7 +515,24 @@ class Transaction:
                 "could not undo: " + "; ".join(errors), "run `backburner restore` to retry"
             )
 
+    def hand_over(self, pid: int, note: str = "") -> None:
+        """Keep the changes after we exit, owned by `pid` (e.g. the daemon that serves them).
+
+        While that process lives the journal is left alone; once it dies the journal is stale
+        and `restore_stale` undoes it; `undo_journal` undoes it on request (e.g. `remove`).
+        """
+        assert self.journal is not None
+        self.journal.append({"event": "owner", "pid": pid, "start": _proc_start_time(pid),
+                             "note": note, "time": time.time()})
+        self.entries.clear()
+        self.handed_over = True
+
     def __exit__(self, *exc: object) -> None:
+        if self.handed_over and exc[0] is None:
+            return
+        if self.handed_over:  # failed after handing over: take the changes back and undo
+            assert self.journal is not None
+            _, self.entries = _journal_entries(self.journal)
         self.undo_all()
 
 
@@ -531,10 +549,12 @@ def _undo_entries(entries: list[_Entry], journal: Journal) -> list[str]:
 
 def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
     events = journal.events()
-    header = events[0] if events and events[0].get("event") == "begin" else {}
+    header = dict(events[0]) if events and events[0].get("event") == "begin" else {}
     entries: dict[int, _Entry] = {}
     for ev in events:
-        if ev["event"] == "intent":
+        if ev["event"] == "owner":  # handed over: liveness is now the new owner's
+            header.update(pid=ev["pid"], start=ev["start"], note=ev.get("note", ""))
+        elif ev["event"] == "intent":
             cls = Change.registry[ev["kind"]]
             entries[ev["seq"]] = _Entry(ev["seq"], cls.from_spec(ev["spec"]), ev["old"])
         elif ev["event"] == "applied" and ev["seq"] in entries:
@@ -558,24 +578,63 @@ def stale_journals() -> Iterator[Journal]:
         yield journal
 
 
+@dataclass(frozen=True)
+class JournalInfo:
+    """A journal as `slowdisk remove` and friends look for it: who owns it, what it did."""
+
+    journal: Journal
+    label: str
+    owner_pid: int | None
+    alive: bool
+    note: str
+    results: list[Any]
+
+
+def journals() -> list[JournalInfo]:
+    jdir = journal_dir()
+    if not jdir.is_dir():
+        return []
+    out = []
+    for path in sorted(jdir.glob("*.jsonl")):
+        journal = Journal(path)
+        header, entries = _journal_entries(journal)
+        pid, start = header.get("pid"), header.get("start")
+        alive = bool(pid) and start is not None and _proc_start_time(pid) == start
+        out.append(JournalInfo(journal, header.get("label", "?"), pid, alive,
+                               header.get("note", ""), [e.result for e in entries]))
+    return out
+
+
+def undo_journal(journal: Journal, report: Callable[[str], None] = lambda _m: None
+                 ) -> list[str]:
+    """Undo one journal now, whoever owns it (its owner is expected to be told or gone)."""
+    return _replay(journal, report)
+
+
 def restore_stale(report: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Replay every stale journal in reverse order. Returns the changes undone."""
     undone: list[str] = []
     for journal in list(stale_journals()):
-        header, entries = _journal_entries(journal)
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
-        try:
-            errors = _undo_entries(entries, journal)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        for entry in reversed(entries):
-            msg = f"undid {entry.change.describe()} (left by {header.get('label')} " \
-                  f"pid {header.get('pid')})"
-            undone.append(msg)
-            report(msg)
-        if errors:
-            raise SystemStateError(f"could not restore from {journal.path}: " + "; ".join(errors))
-        journal.path.unlink(missing_ok=True)
+        undone += _replay(journal, report)
+    return undone
+
+
+def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
+    header, entries = _journal_entries(journal)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
+    try:
+        errors = _undo_entries(entries, journal)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    undone: list[str] = []
+    for entry in reversed(entries):
+        msg = f"undid {entry.change.describe()} (left by {header.get('label')} " \
+              f"pid {header.get('pid')})"
+        undone.append(msg)
+        report(msg)
+    if errors:
+        raise SystemStateError(f"could not restore from {journal.path}: " + "; ".join(errors))
+    journal.path.unlink(missing_ok=True)
     return undone
 
 

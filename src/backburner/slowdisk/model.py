@@ -1,0 +1,368 @@
+"""Seek-aware timing model of a slow disk: pure arithmetic, no I/O, no sleeping.
+
+A :class:`Disk` is one actuator with a virtual clock. Requests are served one at a time in
+arrival order (FIFO, no command reordering: the IO scheduler above the loop device does the
+ordering). For each request the model computes a deterministic *expected* service time::
+
+    start   = max(now, busy_until)                       # queue behind earlier requests
+    service = command overhead                           # firmware / controller
+            + seek(distance from the head position)      # only if not sequential
+            + rotational latency (half a revolution)     # only if not sequential
+            + length / rate(offset)                      # zoned media transfer
+            (+ write overhead, + random-write penalty for writes)
+    finish  = start + service
+
+Geometry. The image is mapped onto the whole stroke of the disk: offset 0 is one edge and
+the last byte the other, so even a small image shows full-disk seek behaviour. For hard
+disks offset 0 is the OUTER edge (LBA 0 is on the outer tracks, fastest zone); for a CAV
+optical drive (DVD) the disc is written from the inside out, so offset 0 is the INNER edge
+and the rate is highest at the END of the image. ``Profile.outer_at_start`` says which.
+The media rate varies linearly with offset between ``rate_outer`` and ``rate_inner``
+(a first-order model of zoned recording / CAV, where rate grows with radius).
+
+Seek curve. ``seek(d) = settle + (full_stroke - settle) * sqrt(d / capacity)`` for ``d > 0``
+and 0 for ``d == 0``. The square root is the classic short-seek shape (the arm accelerates
+for half the distance and decelerates for the other half, so time grows with sqrt(distance);
+Ruemmler & Wilkes, "An introduction to disk drive modeling", IEEE Computer 1994). Short
+seeks are settle-dominated, long ones rise to exactly ``full_stroke`` at ``d == capacity``.
+The curve is monotone and bounded by ``full_stroke``. Datasheets quote "average seek" as the
+average over all start/end pairs; for this curve that average is
+``settle + (full_stroke - settle) * 8/15`` (:attr:`Profile.average_seek_s`), which is how the
+built-in profiles are calibrated. For non-rotating media (flash) ``settle == full_stroke``
+and the "seek" is a constant random-access penalty (FTL lookup, page open).
+
+Rotational latency. A non-sequential access on a rotating disk waits, on average, half a
+revolution: ``30 / rpm`` seconds. We charge the expected value (deterministic), not a draw.
+
+Sequential access and the drive cache. The head position is the end of the last request
+(plus whatever the drive read ahead). A request starting exactly there is *sequential*: no
+seek, no rotational latency. With ``cache_bytes > 0`` the drive keeps the most recently read
+``cache_bytes`` in a segment and, while idle after a read, keeps reading ahead at media rate
+(up to ``cache_bytes`` beyond the last request). A read that starts inside that segment is a
+*cache hit*: ``cache_hit_overhead + length / interface_rate`` (any part beyond the segment
+streams on from the head at media rate). On a rotating disk a short forward jump is served
+by letting the platter run past the gap (``gap / rate``) when that is cheaper than seek +
+rotational latency; this is counted as sequential ("skip").
+
+Writes. Write-back caching in the drive is NOT modelled: a write costs what a read at the
+same place costs, plus ``write_overhead_s`` (datasheets quote write seeks ~1 ms slower than
+read seeks: the head must settle more precisely), at ``write_rate_factor`` times the media
+rate, plus ``random_write_penalty_s`` when not sequential (flash: erase-block
+read-modify-write in the FTL). A write invalidates the read cache and stops read-ahead.
+
+:class:`FlatProfile` (``flat:MS``) reproduces dm-delay's three-argument table
+(``<dev> <offset> <delay>``): every read and write completes ``delay`` after it arrives,
+independently of the others (no single actuator, no queueing, no seek awareness). It is there
+for comparison with the seek-aware profiles.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+#: E[sqrt(|x - y|)] for x, y independent and uniform on [0, 1]: 2 * integral (1-u) sqrt(u) du.
+SQRT_SEEK_MEAN_FRACTION = 8.0 / 15.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Timing parameters of one kind of device. Times in seconds, rates in bytes/s."""
+
+    name: str
+    description: str
+    rotational: bool
+    command_overhead_s: float  # per command that misses the cache
+    settle_s: float  # shortest seek (track-to-track incl. settling); flash: random-access cost
+    full_stroke_s: float  # seek across the whole image
+    rpm: float  # 0 for non-rotating media
+    rate_outer: float  # media transfer rate at the outer edge, bytes/s
+    rate_inner: float  # media transfer rate at the inner edge, bytes/s
+    outer_at_start: bool = True  # HDD: offset 0 is the outer edge; DVD (CAV): the inner one
+    cache_bytes: int = 0  # read-ahead / segment cache; 0 = none
+    cache_hit_overhead_s: float = 0.0  # command overhead when served from the cache
+    interface_rate: float = 0.0  # bytes/s for cache hits (SATA/ATAPI link); 0 = media rate
+    write_overhead_s: float = 0.0  # extra per write (write settle / program setup)
+    random_write_penalty_s: float = 0.0  # extra per non-sequential write (flash FTL)
+    write_rate_factor: float = 1.0  # write media rate = factor * read media rate
+    read_only_medium: bool = False  # e.g. a pressed DVD: writes are refused
+    source: str = ""  # where the figures come from
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float | int) and not isinstance(value, bool) and value < 0:
+                raise ValueError(f"profile {self.name!r}: {f.name} must be >= 0, got {value}")
+        if self.full_stroke_s < self.settle_s:
+            raise ValueError(f"profile {self.name!r}: full_stroke_s < settle_s")
+        if self.rate_outer <= 0 or self.rate_inner <= 0:
+            raise ValueError(f"profile {self.name!r}: transfer rates must be > 0")
+        if self.write_rate_factor <= 0:
+            raise ValueError(f"profile {self.name!r}: write_rate_factor must be > 0")
+        if self.rotational and self.rpm <= 0:
+            raise ValueError(f"profile {self.name!r}: a rotational profile needs rpm > 0")
+
+    @property
+    def rotational_latency_s(self) -> float:
+        """Expected rotational latency of a non-sequential access: half a revolution."""
+        return 30.0 / self.rpm if self.rotational and self.rpm > 0 else 0.0
+
+    @property
+    def average_seek_s(self) -> float:
+        """Seek time averaged over uniformly random start/end pairs (datasheet "average")."""
+        return self.settle_s + (self.full_stroke_s - self.settle_s) * SQRT_SEEK_MEAN_FRACTION
+
+    @property
+    def average_random_access_s(self) -> float:
+        """Overhead + average seek + rotational latency: a random small read, no transfer."""
+        return self.command_overhead_s + self.average_seek_s + self.rotational_latency_s
+
+    def as_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["average_seek_s"] = self.average_seek_s
+        d["rotational_latency_s"] = self.rotational_latency_s
+        return d
+
+
+@dataclass(frozen=True)
+class FlatProfile(Profile):
+    """dm-delay style: every request completes ``delay_s`` after arrival, in parallel."""
+
+    delay_s: float = 0.0
+
+    @classmethod
+    def from_ms(cls, ms: float) -> FlatProfile:
+        if not math.isfinite(ms) or ms < 0:
+            raise ValueError(f"flat delay must be a finite number >= 0 ms, got {ms}")
+        return cls(
+            name=f"flat:{ms:g}",
+            description=f"constant {ms:g} ms per request, no queueing (like dm-delay)",
+            rotational=False,
+            command_overhead_s=0.0,
+            settle_s=0.0,
+            full_stroke_s=0.0,
+            rpm=0.0,
+            rate_outer=1.0,
+            rate_inner=1.0,
+            source="dm-delay (Linux device-mapper delay target, three-argument table): "
+            "the same fixed delay for reads, writes and flushes",
+            delay_s=ms / 1000.0,
+        )
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where the time of one request goes. ``kind`` is sequential/cache/skip/random/flat."""
+
+    kind: str
+    is_write: bool
+    offset: int
+    length: int
+    arrival: float
+    start: float
+    finish: float
+    overhead_s: float = 0.0
+    seek_distance: int = 0
+    seek_s: float = 0.0
+    rotation_s: float = 0.0
+    transfer_s: float = 0.0  # media transfer (incl. a skipped-over gap)
+    cache_s: float = 0.0  # transfer from the drive cache over the interface
+    write_penalty_s: float = 0.0  # write overhead + random-write penalty
+    flat_s: float = 0.0
+
+    @property
+    def queue_s(self) -> float:
+        return self.start - self.arrival
+
+    @property
+    def service_s(self) -> float:
+        return self.finish - self.start
+
+    @property
+    def latency_s(self) -> float:
+        return self.finish - self.arrival
+
+    def as_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d.update(queue_s=self.queue_s, service_s=self.service_s, latency_s=self.latency_s)
+        return d
+
+
+@dataclass
+class Counters:
+    requests: int = 0
+    reads: int = 0
+    writes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seeks: int = 0  # non-sequential accesses that repositioned the head
+    sequential: int = 0  # sequential continuations, incl. short forward skips
+    cache_hits: int = 0
+    busy_s: float = 0.0  # sum of service times (modelled device busy time)
+    queue_s: float = 0.0  # sum of time spent queued behind other requests
+    latency_s: float = 0.0  # sum of finish - arrival
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+@dataclass
+class _State:
+    busy_until: float = -math.inf
+    seg_lo: int = 0  # cached segment [seg_lo, seg_hi); the head sits at seg_hi
+    seg_hi: int = 0
+    ra_since: float | None = None  # read-ahead runs from this time (end of last read)
+
+
+class Disk:
+    """One actuator serving requests in arrival order on a virtual clock (seconds)."""
+
+    def __init__(self, profile: Profile, capacity: int) -> None:
+        if capacity <= 0:
+            raise ValueError(f"capacity must be > 0, got {capacity}")
+        self.profile = profile
+        self.capacity = int(capacity)
+        self.counters = Counters()
+        self.last: Breakdown | None = None
+        self._s = _State()
+
+    # -- geometry ---------------------------------------------------------------------------
+
+    @property
+    def head(self) -> int:
+        """Byte offset under the head (end of the last request plus read-ahead so far)."""
+        return self._s.seg_hi
+
+    @property
+    def busy_until(self) -> float:
+        return self._s.busy_until
+
+    def rate_at(self, offset: int) -> float:
+        """Media read rate (bytes/s) at ``offset``; linear between the two edges."""
+        p = self.profile
+        frac = min(max(offset / self.capacity, 0.0), 1.0)
+        if p.outer_at_start:
+            return p.rate_outer + (p.rate_inner - p.rate_outer) * frac
+        return p.rate_inner + (p.rate_outer - p.rate_inner) * frac
+
+    def seek_time(self, distance: int) -> float:
+        """sqrt seek curve: 0 for 0, settle for the shortest seek, full stroke at capacity."""
+        if distance == 0:
+            return 0.0
+        p = self.profile
+        frac = min(abs(distance) / self.capacity, 1.0)
+        return min(p.settle_s + (p.full_stroke_s - p.settle_s) * math.sqrt(frac), p.full_stroke_s)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def cost_breakdown(self, offset: int, length: int, is_write: bool, now: float) -> Breakdown:
+        """What :meth:`service` would charge for this request now, without doing it."""
+        return self._plan(offset, length, is_write, now)[0]
+
+    def service(self, offset: int, length: int, is_write: bool, now: float) -> tuple[float, float]:
+        """Queue a request arriving at ``now``; return its (start, finish) on the clock."""
+        b, state = self._plan(offset, length, is_write, now)
+        self._s = state
+        self.last = b
+        c = self.counters
+        c.requests += 1
+        if is_write:
+            c.writes += 1
+            c.bytes_written += length
+        else:
+            c.reads += 1
+            c.bytes_read += length
+        if b.kind == "random":
+            c.seeks += 1
+        elif b.kind in ("sequential", "skip"):
+            c.sequential += 1
+        elif b.kind == "cache":
+            c.cache_hits += 1
+        c.busy_s += b.service_s
+        c.queue_s += b.queue_s
+        c.latency_s += b.latency_s
+        return b.start, b.finish
+
+    def _plan(
+        self, offset: int, length: int, is_write: bool, now: float
+    ) -> tuple[Breakdown, _State]:
+        if offset < 0 or length < 0:
+            raise ValueError(f"bad request: offset={offset} length={length}")
+        p = self.profile
+        s = self._s
+        if isinstance(p, FlatProfile):
+            b = Breakdown("flat", is_write, offset, length, now, now, now + p.delay_s,
+                          flat_s=p.delay_s)
+            return b, s
+
+        start = max(now, s.busy_until)
+        lo, hi = s.seg_lo, s.seg_hi
+        # Read-ahead while the drive was idle since the end of the last read.
+        if s.ra_since is not None and p.cache_bytes > 0 and start > s.ra_since:
+            ahead = min(float(p.cache_bytes), (start - s.ra_since) * self.rate_at(hi))
+            hi = min(self.capacity, hi + int(ahead))
+            lo = max(lo, hi - p.cache_bytes)
+        head = hi
+        end = offset + length
+        wrate = p.write_rate_factor
+        parts: dict[str, float] = {}
+        kind: str
+        distance = 0
+
+        if not is_write and p.cache_bytes > 0 and lo <= offset < hi:
+            kind = "cache"
+            hit = min(end, hi) - offset
+            iface = p.interface_rate or self.rate_at(offset)
+            parts["overhead_s"] = p.cache_hit_overhead_s
+            parts["cache_s"] = hit / iface
+            if end > hi:  # the rest streams on from the head
+                parts["transfer_s"] = (end - hi) / self.rate_at(hi)
+        else:
+            rate = self.rate_at(offset) * (wrate if is_write else 1.0)
+            parts["overhead_s"] = p.command_overhead_s
+            parts["transfer_s"] = length / rate
+            if is_write:
+                parts["write_penalty_s"] = p.write_overhead_s
+            if offset == head:
+                kind = "sequential"
+            else:
+                gap = offset - head
+                reposition = self.seek_time(gap) + p.rotational_latency_s
+                skip = gap / self.rate_at(head) if p.rotational and gap > 0 else math.inf
+                if skip < reposition:
+                    kind = "skip"
+                    parts["transfer_s"] += skip
+                else:
+                    kind = "random"
+                    distance = abs(gap)
+                    parts["seek_s"] = self.seek_time(gap)
+                    parts["rotation_s"] = p.rotational_latency_s
+                    if is_write:
+                        parts["write_penalty_s"] += p.random_write_penalty_s
+
+        service = sum(parts.values())
+        finish = start + service
+        b = Breakdown(kind, is_write, offset, length, now, start, finish,
+                      seek_distance=distance, **parts)
+
+        new = _State(busy_until=finish)
+        if is_write:
+            new.seg_lo = new.seg_hi = end
+            new.ra_since = None
+        else:
+            new_hi = max(end, hi) if kind == "cache" else end
+            new_lo = lo if kind in ("sequential", "skip", "cache") else offset
+            new.seg_hi = new_hi
+            new.seg_lo = max(new_lo, new_hi - p.cache_bytes) if p.cache_bytes > 0 else new_hi
+            new.ra_since = finish
+        return b, new
+
+
+__all__ = [
+    "SQRT_SEEK_MEAN_FRACTION",
+    "Breakdown",
+    "Counters",
+    "Disk",
+    "FlatProfile",
+    "Profile",
+]

@@ -1,0 +1,309 @@
+"""The slowdisk FUSE daemon, mounted for real (needs root and /dev/fuse)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import mmap
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from backburner.slowdisk.model import Disk
+from backburner.slowdisk.profiles import HDD_7200
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse"),
+]
+
+MiB = 1 << 20
+SIZE = 64 * MiB
+KiB4 = 4096
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+DAEMON = [sys.executable, "-m", "backburner.slowdisk.daemon"]
+MOUNT_TIMEOUT = 15.0
+#: Marker bytes written into the image, checked through the mount.
+MARK_OFFSET = 8 * MiB
+MARK = b"slowdisk-marker!" * 256  # 4 KiB
+
+
+def _env() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": SRC + (os.pathsep + path if path else "")}
+
+
+def _force_unmount(mnt: Path) -> None:
+    if not os.path.ismount(mnt):
+        return
+    for cmd in (["fusermount3", "-u", "-z", str(mnt)], ["umount", "-l", str(mnt)]):
+        if shutil.which(cmd[0]):
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not os.path.ismount(mnt):
+            return
+
+
+def _wait(pred: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+@dataclass
+class Mount:
+    proc: subprocess.Popen[bytes] | None
+    mnt: Path
+    image: Path
+
+    @property
+    def disk(self) -> Path:
+        return self.mnt / "disk.img"
+
+    def stats(self) -> dict:
+        with open(self.mnt / "stats.json") as f:
+            return json.load(f)
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Iterator[Callable[..., Mount]]:
+    """Factory: start the daemon in the foreground; always unmount and reap afterwards."""
+    started: list[Mount] = []
+
+    def start(profile: str = "hdd-7200", *extra: str) -> Mount:
+        n = len(started)
+        image = tmp_path / f"image{n}"
+        mnt = tmp_path / f"mnt{n}"
+        mnt.mkdir()
+        with open(image, "wb") as f:
+            f.truncate(SIZE)
+            f.seek(MARK_OFFSET)
+            f.write(MARK)
+        args = [*DAEMON, "--profile", profile, "--image", str(image), "--mountpoint", str(mnt)]
+        proc = subprocess.Popen([*args, "--foreground", *extra], env=_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        m = Mount(proc, mnt, image)
+        started.append(m)
+        _wait(lambda: os.path.ismount(mnt) or proc.poll() is not None, MOUNT_TIMEOUT, "mount")
+        assert proc.poll() is None, proc.communicate()
+        return m
+
+    try:
+        yield start
+    finally:
+        for m in started:
+            if m.proc is not None and m.proc.poll() is None:
+                m.proc.send_signal(signal.SIGTERM)
+                try:
+                    m.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    m.proc.kill()
+                    m.proc.wait(5)
+            _force_unmount(m.mnt)
+
+
+def _aligned(n: int) -> mmap.mmap:
+    return mmap.mmap(-1, max(n, mmap.PAGESIZE))
+
+
+def _timed_reads(path: Path, offsets: list[int], size: int) -> list[float]:
+    """O_DIRECT reads of ``size`` bytes at each offset; the latency of each.
+
+    The reading thread runs at nice -10 (we are root) so that a busy test machine does not add
+    the reader's own wake-up delays to what is meant to be the disk's latency (the daemon
+    raises its own priority the same way).
+    """
+    buf = _aligned(size)
+    view = memoryview(buf)[:size]
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, min(nice, -10))
+    try:
+        out = []
+        for off in offsets:
+            t0 = time.perf_counter()
+            n = os.preadv(fd, [view], off)
+            out.append(time.perf_counter() - t0)
+            assert n == size
+        return out
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+        view.release()
+        os.close(fd)
+        buf.close()
+
+
+def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> None:
+    m = mount("hdd-7200")
+    rng = random.Random(42)
+    offsets = [rng.randrange(0, SIZE, KiB4) for _ in range(40)]
+    before = m.stats()
+    lat = _timed_reads(m.disk, offsets, KiB4)
+    after = m.stats()
+
+    assert after["requests"] - before["requests"] == 40  # one FUSE request per O_DIRECT read
+    assert after["reads"] - before["reads"] == 40
+    assert after["bytes_read"] - before["bytes_read"] == 40 * KiB4
+    modelled = after["modelled_latency_s"] - before["modelled_latency_s"]
+    measured = sum(lat)
+    # Within 15 % of the model, measured end to end by the reader (typically 1-5 %; a
+    # saturated CPU adds the reader's own wake-up delays) ...
+    assert measured == pytest.approx(modelled, rel=0.15), (measured, modelled)
+    # ... and within 5 % inside the daemon (entry to return of its read handler).
+    in_daemon = after["measured_latency_s"] - before["measured_latency_s"]
+    assert in_daemon == pytest.approx(modelled, rel=0.05), (in_daemon, modelled)
+
+    # The daemon's model agrees with an independent replay of the same offsets.
+    d = Disk(HDD_7200, SIZE)
+    t = 0.0
+    replay = 0.0
+    for off in offsets:
+        _, f = d.service(off, KiB4, False, t)
+        replay += f - t
+        t = f + 0.001
+    assert modelled == pytest.approx(replay, rel=0.02)
+    # ~13 ms per random 4 KiB read: 0.3 overhead + 8.5 seek + 4.2 rotation.
+    assert 0.010 < measured / 40 < 0.016
+
+
+def test_sequential_reads_are_much_faster_per_byte(mount: Callable[..., Mount]) -> None:
+    m = mount("hdd-7200")
+    size = 64 * 1024
+    rng = random.Random(7)
+    rand = _timed_reads(m.disk, [rng.randrange(0, SIZE // size) * size for _ in range(12)], size)
+    before = m.stats()
+    seq = _timed_reads(m.disk, [32 * MiB + i * size for i in range(64)], size)
+    after = m.stats()
+    per_byte_rand = sum(rand) / (12 * size)
+    per_byte_seq = sum(seq) / (64 * size)
+    assert per_byte_rand > 5 * per_byte_seq, (per_byte_rand, per_byte_seq)
+    assert after["seeks"] - before["seeks"] <= 1  # only the jump to 32 MiB
+    assert after["sequential"] + after["cache_hits"] - before["sequential"] - before[
+        "cache_hits"] >= 63
+
+
+def test_data_and_stats_json(mount: Callable[..., Mount]) -> None:
+    m = mount("hdd-7200")
+    with open(m.disk, "rb") as f:  # buffered reader: direct_io still sends it to the daemon
+        f.seek(MARK_OFFSET)
+        assert f.read(len(MARK)) == MARK
+    assert os.stat(m.disk).st_size == SIZE
+    assert sorted(os.listdir(m.mnt)) == ["disk.img", "stats.json"]
+    s = m.stats()
+    for key in ("requests", "reads", "writes", "bytes", "seeks", "sequential", "busy_s",
+                "overhead_mean_s", "uptime_s", "modelled_latency_s", "measured_latency_s"):
+        assert key in s
+    assert s["profile"] == "hdd-7200" and s["size_bytes"] == SIZE and not s["read_only"]
+    assert m.proc is not None and s["pid"] == m.proc.pid
+    assert s["reads"] >= 1 and s["busy_s"] > 0
+    assert s["backing_o_direct"]
+
+    # Writes go through the model and reach the image.
+    data = bytes(range(256)) * 16
+    buf = _aligned(KiB4)
+    buf[:KiB4] = data
+    fd = os.open(m.disk, os.O_RDWR | os.O_DIRECT)
+    try:
+        assert os.pwritev(fd, [memoryview(buf)[:KiB4]], 4 * MiB) == KiB4
+    finally:
+        os.close(fd)
+        buf.close()
+    s2 = m.stats()
+    assert s2["writes"] == s["writes"] + 1 and s2["bytes_written"] == s["bytes_written"] + KiB4
+    with open(m.image, "rb") as f:
+        f.seek(4 * MiB)
+        assert f.read(KiB4) == data
+    # stats.json is read-only.
+    with pytest.raises(OSError) as exc:
+        os.open(m.mnt / "stats.json", os.O_WRONLY)
+    assert exc.value.errno in (errno.EACCES, errno.EPERM)
+
+
+def test_read_only_refuses_writes(mount: Callable[..., Mount]) -> None:
+    m = mount("hdd-7200", "--read-only")
+    with pytest.raises(OSError) as exc:
+        os.open(m.disk, os.O_RDWR)
+    assert exc.value.errno == errno.EROFS
+    with pytest.raises(OSError) as exc:
+        os.open(m.disk, os.O_WRONLY | os.O_DIRECT)
+    assert exc.value.errno == errno.EROFS
+    with open(m.disk, "rb") as f:
+        f.seek(MARK_OFFSET)
+        assert f.read(len(MARK)) == MARK
+    assert m.stats()["read_only"] is True
+
+
+def test_sigterm_unmounts_and_exits(mount: Callable[..., Mount]) -> None:
+    m = mount("sdcard")
+    assert m.proc is not None
+    _timed_reads(m.disk, [0, MiB], KiB4)
+    m.proc.send_signal(signal.SIGTERM)
+    assert m.proc.wait(5) == 0
+    out, err = m.proc.communicate()
+    assert out == b"" and err == b""  # nothing noisy
+    assert not os.path.ismount(m.mnt)
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie waiting for init to reap it (the detached daemon's parent is init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_background_mode_returns_once_mounted(tmp_path: Path) -> None:
+    image = tmp_path / "img"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(SIZE)
+    pid = None
+    try:
+        r = subprocess.run([*DAEMON, "--profile", "flat:1", "--image", str(image),
+                            "--mountpoint", str(mnt)], env=_env(), capture_output=True,
+                           timeout=MOUNT_TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == b"" and r.stderr == b""
+        assert os.path.ismount(mnt)  # mounted by the time the command returned
+        with open(mnt / "stats.json") as f:
+            s = json.load(f)
+        pid = s["pid"]
+        assert s["profile"] == "flat:1"
+        os.kill(pid, signal.SIGTERM)
+        _wait(lambda: _exited(pid), 5, "daemon exit")
+        assert not os.path.ismount(mnt)
+    finally:
+        if pid is not None and not _exited(pid):
+            os.kill(pid, signal.SIGKILL)
+        _force_unmount(mnt)
+
+
+def test_errors_are_one_line_with_exit_status(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    image = tmp_path / "img"
+    image.write_bytes(b"\0" * 4096)
+    cases = [
+        (["--profile", "floppy", "--image", str(image), "--mountpoint", str(mnt)], 64),
+        (["--profile", "dvd", "--image", str(tmp_path / "nope"), "--mountpoint", str(mnt)], 66),
+        (["--profile", "dvd", "--image", str(image), "--mountpoint", str(tmp_path / "x")], 66),
+        (["--image", str(image)], 64),
+    ]
+    for args, status in cases:
+        r = subprocess.run([*DAEMON, *args], env=_env(), capture_output=True, timeout=30)
+        lines = r.stderr.decode().strip().splitlines()
+        assert r.returncode == status, (args, r.stderr)
+        assert len(lines) == 1 and lines[0].startswith("slowdisk: "), r.stderr
+        assert not os.path.ismount(mnt)
