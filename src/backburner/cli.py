@@ -190,7 +190,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.export:
         with (open(args.output, "w") if args.output else contextlib.nullcontext(sys.stdout)
               ) as out:
-            report.export(data, args.export, out)
+            report.export(data, args.export, out, tolerance=args.tolerance)
         return 0
     Console().print(report.render_terminal(data, tolerance=args.tolerance))
     if args.html:
@@ -281,6 +281,110 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _EXTENSIONS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+# --- slowdisk ---------------------------------------------------------------------------------
+
+
+@command("slowdisk")
+def cmd_slowdisk(args: argparse.Namespace) -> int:
+    return _SLOWDISK[args.slowdisk_cmd](args)
+
+
+def _slowdisk_create(args: argparse.Namespace) -> int:
+    from .bench.devices import parse_size
+    from .slowdisk import device
+
+    opts = device.CreateOptions(profile=args.profile, image=args.image,
+                                size=parse_size(args.size) if args.size else None,
+                                read_only=args.read_only, scheduler=args.scheduler)
+    device.validate(opts)
+    recover_if_needed()
+    disk = device.create(opts)
+    print(disk.device, flush=True)
+    _err(f"{disk.profile} slowdisk {disk.device} on {disk.image} "
+         f"({device.human_size(disk.size_bytes)}, {'read-only' if disk.read_only else 'rw'}, "
+         f"rotational {int(disk.rotational)}, scheduler {disk.scheduler}); "
+         f"remove it with: backburner slowdisk remove {disk.device}")
+    return 0
+
+
+def _slowdisk_remove(args: argparse.Namespace) -> int:
+    from .slowdisk import device
+
+    entry = device.remove(args.device)
+    what = f"{entry.disk.profile} slowdisk on {entry.disk.image}" if entry.disk else "slowdisk"
+    print(f"removed {entry.device} ({what})")
+    return 0
+
+
+def _slowdisk_stats(args: argparse.Namespace) -> int:
+    import json
+
+    from .slowdisk import device
+
+    stats = device.read_stats(args.device)
+    print(json.dumps(stats, indent=1, sort_keys=True) if args.json
+          else device.format_stats(stats))
+    return 0
+
+
+def _slowdisk_profiles(args: argparse.Namespace) -> int:
+    import json
+
+    from .slowdisk import device
+
+    print(json.dumps(device.profiles_json(), indent=1) if args.json
+          else device.format_profiles())
+    return 0
+
+
+def _slowdisk_list(args: argparse.Namespace) -> int:
+    from .slowdisk import device
+
+    found = device.entries()
+    for e in found:
+        d = e.disk
+        info = f"{d.profile:<9} {d.image}  daemon {d.daemon_pid}" if d else ""
+        print(f"{e.device or '?':<12} {e.state:<22} {info}".rstrip())
+    if not found:
+        print("no slowdisk is set up")
+    return 0
+
+
+_SLOWDISK: dict[str, Callable[[argparse.Namespace], int]] = {
+    "create": _slowdisk_create, "remove": _slowdisk_remove, "stats": _slowdisk_stats,
+    "profiles": _slowdisk_profiles, "list": _slowdisk_list,
+}
+
+
+def _add_slowdisk(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("slowdisk", help="simulated slow hardware: HDD, DVD, SD card",
+                       description="A loop device whose IO takes as long as on a slow device: "
+                       "a FUSE daemon serves the image with a seek-aware timing model.")
+    s = p.add_subparsers(dest="slowdisk_cmd", metavar="ACTION", required=True)
+    c = s.add_parser("create", help="serve an image as a slow loop device; prints /dev/loopN")
+    c.add_argument("image", help="image file (created sparse if missing and --size is given)")
+    c.add_argument("--profile", required=True,
+                   help="hdd-5400, hdd-7200, dvd, sdcard or flat:MS (see `slowdisk profiles`)")
+    c.add_argument("--size", help="image size, e.g. 8G (a new image is made this big; an "
+                   "existing one must be at least this big)")
+    c.add_argument("--read-only", action="store_true",
+                   help="serve the image read-only (dvd always is)")
+    c.add_argument("--scheduler", default="mq-deadline",
+                   help="IO scheduler of the loop device: mq-deadline (default), bfq, kyber, "
+                   "none")
+    r = s.add_parser("remove", help="detach the loop device, stop the daemon, unmount")
+    r.add_argument("device", help="/dev/loopN as printed by create")
+    st = s.add_parser("stats", help="requests, seeks and modelled busy time, live")
+    st.add_argument("device", help="/dev/loopN")
+    st.add_argument("--json", action="store_true", help="the raw counters as JSON")
+    pr = s.add_parser("profiles", help="the built-in profiles, their parameters and sources")
+    pr.add_argument("--json", action="store_true", help="as JSON")
+    s.add_parser("list", help="the slowdisks set up now")
+
+
+_EXTENSIONS.append(_add_slowdisk)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,6 +44,13 @@ class Outcome:
     in_blocks: int
     out_blocks: int
     started_at: float  # wall-clock epoch seconds, for the record
+    # Linux keeps the pre-exec high-water mark in ru_maxrss, and a forked child starts with
+    # its parent's RSS: max_rss_kb is only the job's own peak when it exceeds this value.
+    launcher_rss_kb: int = 0
+
+    @property
+    def max_rss_is_own(self) -> bool:
+        return self.max_rss_kb > self.launcher_rss_kb
 
     @property
     def shell_status(self) -> int:
@@ -69,7 +76,7 @@ _SIGNUMS = {s.value for s in signal.Signals}
 
 
 def decode(pid: int, status: int, ru: resource.struct_rusage, started_ns: int, ended_ns: int,
-           started_at: float) -> Outcome:
+           started_at: float, launcher_rss_kb: int = 0) -> Outcome:
     signaled = os.WIFSIGNALED(status)
     return Outcome(
         pid=pid,
@@ -84,7 +91,16 @@ def decode(pid: int, status: int, ru: resource.struct_rusage, started_ns: int, e
         in_blocks=ru.ru_inblock,
         out_blocks=ru.ru_oublock,
         started_at=started_at,
+        launcher_rss_kb=launcher_rss_kb,
     )
+
+
+def _own_rss_kb() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    except OSError:
+        return 0
 
 
 class Child:
@@ -95,6 +111,7 @@ class Child:
         self.pid = popen.pid
         self.started_ns = started_ns
         self.started_at = started_at
+        self.launcher_rss_kb = _own_rss_kb()
         self.outcome: Outcome | None = None
         self._pidfd: int | None = None
         try:
@@ -112,7 +129,8 @@ class Child:
         if pid == 0:
             return None
         ended = time.monotonic_ns()
-        self.outcome = decode(pid, status, ru, self.started_ns, ended, self.started_at)
+        self.outcome = decode(pid, status, ru, self.started_ns, ended, self.started_at,
+                              self.launcher_rss_kb)
         self.popen.returncode = self.outcome.exit_code if self.outcome.exit_code is not None \
             else -(self.outcome.signal or 0)
         self._close()

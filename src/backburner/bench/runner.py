@@ -222,7 +222,8 @@ class Bench:
             "load_write_bps": (after[1] - before[1]) / window,
             "started_at": started_at,
             "ended_at": time.time(),
-            "extra": {"limit_s": limit, **result.detail},
+            "extra": {"limit_s": limit, "launcher_rss_kb": out.launcher_rss_kb if out else None,
+                      **result.detail},
         }
 
     # --- the whole matrix ---------------------------------------------------------------

@@ -1,0 +1,105 @@
+"""The HTML report: self-contained, complete, and rendered by a real browser without errors."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from test_report import COMMAND, MEDIANS, SPECIAL, make_db
+
+from backburner import plot, report
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                    reason=f"{CHROMIUM} is not installed")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, report.ReportData]:
+    d = tmp_path_factory.mktemp("html")
+    make_db(d / "r.db", special=SPECIAL, command=COMMAND + " --note '<b>&\"x\"</b>'")
+    data = report.load(str(d / "r.db"))
+    out = d / "report.html"
+    report.write_html(data, str(out))
+    return out, data
+
+
+def test_self_contained(page: tuple[Path, report.ReportData]) -> None:
+    path, _ = page
+    text = path.read_text()
+    assert not re.search(r"""(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//""", text, re.I)
+    assert "http://" not in text and "https://" not in text
+    assert not re.search(r"<(?:script|link|iframe|object|embed)\b", text, re.I)
+    assert "url(" not in text and "@import" not in text
+    srcs = re.findall(r"""<img[^>]*\ssrc="([^"]+)\"""", text)
+    assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
+
+
+def test_contents(page: tuple[Path, report.ReportData]) -> None:
+    path, data = page
+    text = path.read_text()
+    command = data.runs[0].command
+    assert html.escape(command) in text  # the exact command, escaped, never raw markup
+    assert "<b>&" not in text
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", text, re.S)
+    body = [re.sub(r"<[^>]+>", " ", r) for r in rows]
+    for sched, load, pol in MEDIANS:
+        assert any(f" {sched} " in b and f" {load} " in b and f" {html.escape(pol)} " in b
+                   for b in body), (sched, load, pol)
+    for r in report.summary_rows(data):
+        assert html.escape(r.verdict) in text
+        for w in r.warnings:
+            assert html.escape(w.message) in text
+    for needle in ("Synthetic CPU", "performance", "6.1.0-test", "loop7", "Seed",
+                   "Tool version", "Mann\u2013Whitney", "Cliff", "Tukey", "bootstrap",
+                   "\u00b110%"):
+        assert needle in text, needle
+    n_plots = len(plot.figures(data))
+    imgs = re.findall(r"<img\b[^>]*>", text)
+    assert len(imgs) == n_plots == 2
+    for tag in imgs:  # every inline image is a valid PNG
+        b64 = re.search(r'base64,([^"]+)"', tag).group(1)
+        with Image.open(io.BytesIO(base64.b64decode(b64))) as im:
+            im.verify()
+
+
+def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
+        capture_output=True, text=True, timeout=90, cwd=tmp)
+
+
+@needs_chromium
+def test_renders_in_chromium(page: tuple[Path, report.ReportData], tmp_path: Path) -> None:
+    path, data = page
+    shot = tmp_path / "shot.png"
+    res = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
+                    "--window-size=1400,3000", f"file://{path}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    console = [ln for ln in res.stderr.splitlines()
+               if "Uncaught" in ln or "CONSOLE" in ln or "Refused to" in ln
+               or "net::ERR" in ln]
+    assert console == [], console
+    assert shot.exists()
+    with Image.open(shot) as im:
+        rgb = im.convert("RGB")
+        assert rgb.size == (1400, 3000)
+        colours = rgb.getcolors(maxcolors=1 << 20)
+        assert colours is not None and len(colours) > 500  # text, tables and plots
+        top = rgb.crop((0, 0, 1400, 600))
+        assert len(top.getcolors(maxcolors=1 << 20)) > 50  # the header and table, not blank
+
+    dom = _chromium(tmp_path, "--dump-dom", f"file://{path}")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert len(re.findall(r"<img\b", dom.stdout)) == len(plot.figures(data))
+    assert "Start-up latency under background IO" in dom.stdout

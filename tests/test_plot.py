@@ -1,0 +1,121 @@
+"""plot: what is drawn matches the data (boxes, dots, timeouts, scales), and files are written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.colors import to_hex
+from test_report import LOAD, LOAD2, MEDIANS, SPECIAL, make_db
+
+from backburner import errors, plot, report
+
+
+def gid_artists(fig, prefix: str) -> list:
+    return [a for a in fig.findobj(lambda a: (a.get_gid() or "").startswith(prefix))]
+
+
+def points(artists: list) -> int:
+    return sum(len(a.get_offsets()) for a in artists)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> report.ReportData:
+    path = tmp_path_factory.mktemp("plot") / "r.db"
+    medians = {**MEDIANS, ("mq-deadline", LOAD2, "default"): 0.8,
+               ("bfq", LOAD2, "background"): 0.31}
+    make_db(path, medians=medians, special=SPECIAL)
+    return report.load(str(path))
+
+
+@pytest.mark.parametrize("violin", [False, True])
+def test_every_cell_and_sample_is_drawn(data: report.ReportData, violin: bool) -> None:
+    figs = plot.figures(data, violin=violin)
+    dists = [f for f in figs if f.kind != "scatter"]
+    assert [f.kind for f in figs] == ["violin" if violin else "box"] * 2 + ["scatter"]
+    assert len(dists) == 2  # one per load
+    for pf, load in zip(dists, (LOAD, LOAD2), strict=True):
+        cells = [c for c in data.cells if c.load in ("none", load)]
+        keys = {c.key for c in cells}
+        shapes = gid_artists(pf.figure, "box:") + gid_artists(pf.figure, "violin:")
+        assert sorted(a.get_gid().split(":", 1)[1] for a in shapes) == sorted(keys)
+        if violin:
+            assert len(gid_artists(pf.figure, "violin:")) == len(cells)
+        dots = gid_artists(pf.figure, "samples:")
+        assert points(dots) == sum(len(c.samples()) for c in cells)
+        for a in dots:  # each strip holds exactly its own cell's samples
+            cell = data.cell(a.get_gid().split(":", 1)[1])
+            assert sorted(a.get_offsets()[:, 1]) == pytest.approx(sorted(cell.samples()))
+        timeouts = gid_artists(pf.figure, "timeouts:")
+        assert points(timeouts) == sum(len(c.timeout_limits()) for c in cells)
+        for a in timeouts:
+            assert list(a.get_offsets()[:, 1]) == [12.0] * len(a.get_offsets())
+        idle = gid_artists(pf.figure, "idle:")
+        assert {a.get_gid() for a in idle} == {"idle:mq-deadline", "idle:bfq"}
+        medians = {r.scheduler: r.median for r in report.summary_rows(data) if r.unloaded}
+        for a in idle:
+            assert a.get_segments()[0][0][1] == pytest.approx(medians[a.get_gid()[5:]])
+        assert "gimp --version" in pf.figure._suptitle.get_text()
+        assert "testbed:4G" in pf.figure._suptitle.get_text()
+    scatter = figs[-1].figure
+    assert len(gid_artists(scatter, "point:")) == len(data.cells)
+    labels = [t.get_text() for t in scatter.axes[0].texts]
+    assert len(labels) == len(data.cells)
+    assert any("(+2 timed out)" in t for t in labels)
+    for pf in figs:
+        pf.figure.clear()
+
+
+def test_policy_colours_are_consistent(data: report.ReportData) -> None:
+    figs = plot.figures(data)
+    colours: dict[str, set[str]] = {}
+    for pf in figs[:2]:
+        for a in gid_artists(pf.figure, "samples:"):
+            policy = a.get_gid().rsplit("|", 1)[1]
+            colours.setdefault(policy, set()).add(to_hex(a.get_facecolor()[0]))
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert len({next(iter(c)) for c in colours.values()}) == len(colours)
+
+
+def test_log_scale_only_for_a_wide_range(tmp_path: Path, data: report.ReportData) -> None:
+    figs = plot.figures(data)
+    wide = figs[0].figure.axes[0]  # mq-deadline: 0.27 s idle vs 12 s timeouts
+    assert wide.get_yscale() == "log"
+    narrow = figs[1].figure.axes[0]  # 0.27..0.8 s
+    assert narrow.get_yscale() == "linear"
+    path = tmp_path / "n.db"
+    make_db(path, medians={k: v for k, v in MEDIANS.items() if v < 1})
+    for pf in plot.figures(report.load(str(path))):
+        assert pf.figure.axes[0].get_yscale() == "linear"
+    assert plot.use_log_scale([0.27, 3.4, 2.8])
+    assert not plot.use_log_scale([0.3, 2.9])
+    assert not plot.use_log_scale([1.0, 10.0])  # exactly 10x: not more than 10x
+
+
+def test_write_plots_writes_every_format(tmp_path: Path, data: report.ReportData) -> None:
+    out = tmp_path / "plots"
+    paths = plot.write_plots(data, str(out), ("png", "svg"))
+    assert len(paths) == 3 * 2
+    for p in paths:
+        assert Path(p).parent == out and Path(p).stat().st_size > 1000
+    pngs = [p for p in paths if p.endswith(".png")]
+    assert all(Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert all("<svg" in Path(p).read_text() for p in paths if p.endswith(".svg"))
+    assert len(set(paths)) == len(paths)
+    with pytest.raises(errors.UsageError, match="unknown plot format"):
+        plot.write_plots(data, str(out), ("bmp9",))
+
+
+def test_all_timed_out_cell_is_plotted_at_its_limit(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    medians = {("mq-deadline", "none", "-"): 0.27, ("mq-deadline", LOAD, "default"): 3.4}
+    make_db(path, medians=medians, trials=5,
+            special={("mq-deadline", LOAD, "default", r): "timeout" for r in range(1, 6)})
+    data = report.load(str(path))
+    box, scatter = plot.figures(data)
+    assert len(gid_artists(box.figure, "box:")) == 1  # nothing to box, only the idle cell
+    assert points(gid_artists(box.figure, "timeouts:")) == 5
+    (pt,) = [a for a in gid_artists(scatter.figure, "point:") if LOAD in a.get_gid()]
+    assert np.allclose(pt.get_offsets()[:, 1], 12.0)
+    assert any("all timed out" in t.get_text() for t in scatter.figure.axes[0].texts)

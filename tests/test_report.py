@@ -1,0 +1,493 @@
+"""report: summary rows wired to the right samples, renders, exports, compare and errors.
+
+Databases are built with the real Store API and seeded synthetic samples (a fake executor):
+unloaded ~0.27 s, loaded mq-deadline ~3.4 s, loaded bfq ~0.35 s, and so on. The statistics
+themselves are tested against scipy in test_stats.py; here we check that the right samples
+reach the right cell and the right baseline, computed independently with raw SQL and numpy.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backburner import errors, report, stats
+from backburner.store import TRIAL_FIELDS, Store
+
+PROBE = "gimp --version"
+DEVICE = "testbed:4G"
+LOAD = "writers:4:seq"
+LOAD2 = "readers:2:rand"
+COMMAND = "backburner bench --probe 'gimp --version' --load none --load writers:4:seq"
+
+#: (scheduler, load, policy) -> median start-up seconds
+MEDIANS: dict[tuple[str, str, str], float] = {
+    ("mq-deadline", "none", "-"): 0.27,
+    ("mq-deadline", LOAD, "default"): 3.4,
+    ("mq-deadline", LOAD, "background"): 1.3,
+    ("bfq", "none", "-"): 0.30,
+    ("bfq", LOAD, "default"): 0.9,
+    ("bfq", LOAD, "background"): 0.35,
+    ("bfq", LOAD, "gentle"): 0.302,
+}
+ENV = {"kernel": "6.1.0-test", "cpu_model": "Synthetic CPU @ 3.0GHz", "cpus": 8,
+       "cpu_governor": "performance", "memory_bytes": 16 * 2**30, "backburner": "0.1.0",
+       "device": {"name": "loop7", "model": "loop7", "rotational": "1",
+                  "schedulers": ["none", "mq-deadline", "bfq"], "filesystem": "ext4"}}
+
+
+def key_of(sched: str, load: str, policy: str, probe: str = PROBE, device: str = DEVICE) -> str:
+    return "|".join((probe, device, sched, load, policy))
+
+
+def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int = 10,
+            seed: int = 1, spread: float = 0.03, finish: bool = True,
+            special: dict | None = None, rounds: dict | None = None, cold: int = 1,
+            device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
+            close: bool = True) -> Store:
+    """A result database as bench would write it.
+
+    special: {(sched, load, policy, round): status} overrides ("timeout", "failed",
+    "aborted"); rounds: {(sched, load, policy): number of counted rounds} for interrupted
+    runs. Warm-ups and failed trials get absurd wall times, so including them would show.
+    """
+    medians = MEDIANS if medians is None else medians
+    special = special or {}
+    rounds = rounds or {}
+    if store is None:
+        store = Store.create(str(path))
+        store.conn.execute("PRAGMA synchronous=OFF")  # test speed; durability is not tested here
+    loads = list(dict.fromkeys(k[1] for k in medians))
+    config = {"probe": PROBE, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
+              "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device}
+    run = store.add_run(command, config, seed, {**ENV}, "0.1.0")
+    rng = np.random.default_rng(seed)
+    t0 = 1_700_000_000.0
+    for (sched, load, pol), med in medians.items():
+        cid = store.add_cell(run, key_of(sched, load, pol, device=device), PROBE, device, sched,
+                             load, pol)
+        for rnd in range(rounds.get((sched, load, pol), trials) + 1):
+            status = special.get((sched, load, pol, rnd), "ok")
+            wall: float | None = float(med * math.exp(rng.normal(0, spread)))
+            if rnd == 0:
+                wall = 100.0 + rnd  # warm-up: never counted
+            if status == "timeout":
+                wall = 12.0
+            elif status == "failed":
+                wall = 50.0
+            elif status == "aborted":
+                wall = None
+            loaded = load != "none"
+            store.add_trial(
+                run, cid, round=rnd, warmup=int(rnd == 0), status=status, cold=cold,
+                wall_s=wall, user_s=0.05, sys_s=0.02, max_rss_kb=51200, in_blocks=8000,
+                out_blocks=0, exit_code=1 if status == "failed" else 0, signal=None,
+                load_read_bps=float(rng.uniform(1e6, 2e6)) if loaded else 0.0,
+                load_write_bps=float(rng.uniform(150e6, 160e6)) if loaded else 0.0,
+                started_at=t0, ended_at=t0 + (wall or 0.0), extra={"limit_s": 12.0})
+            t0 += 10
+    if finish:
+        store.finish_run(run)
+    if close:
+        store.close()
+    return store
+
+
+def raw_samples(path, key: str, cold: int = 1) -> list[float]:
+    """Independent of report: the counted ok wall times, straight from SQL."""
+    conn = sqlite3.connect(path)
+    rows = conn.execute(
+        "SELECT t.wall_s FROM trials t JOIN cells c ON c.id = t.cell_id WHERE c.key=? AND "
+        "t.warmup=0 AND t.status='ok' AND t.cold=? ORDER BY t.id", (key, cold)).fetchall()
+    conn.close()
+    return [r[0] for r in rows]
+
+
+SPECIAL = {
+    ("mq-deadline", LOAD, "default", 3): "timeout",
+    ("mq-deadline", LOAD, "default", 7): "timeout",
+    ("mq-deadline", LOAD, "default", 8): "aborted",
+    ("bfq", LOAD, "default", 2): "failed",
+}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = str(tmp_path / "r.db")
+    make_db(path, special=SPECIAL)
+    return path
+
+
+# --------------------------------------------------------------------------- summary rows
+
+
+def test_summary_rows_match_independent_computation(db: str) -> None:
+    data = report.load(db)
+    rows = report.summary_rows(data)
+    assert [(r.scheduler, r.load, r.policy) for r in rows] == list(MEDIANS)
+    by_key = {r.key: r for r in rows}
+    for (sched, load, pol) in MEDIANS:
+        r = by_key[key_of(sched, load, pol)]
+        x = np.array(raw_samples(db, r.key))
+        assert r.n == len(x)
+        assert r.median == pytest.approx(np.median(x))
+        q1, q3 = np.percentile(x, [25, 75])
+        assert (r.q1, r.q3) == (pytest.approx(q1), pytest.approx(q3))
+        assert (r.min, r.max) == (pytest.approx(x.min()), pytest.approx(x.max()))
+        assert r.mean == pytest.approx(x.mean())
+        assert r.stdev == pytest.approx(x.std(ddof=1))
+        assert r.mad == pytest.approx(np.median(np.abs(x - np.median(x))))
+        iqr = q3 - q1
+        assert r.outliers == int(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr)))
+        assert r.median_ci[0] <= r.median <= r.median_ci[1]
+        assert max(x) < 20  # no warm-up (100 s) or failed (50 s) trial slipped in
+        assert r.warmups == 1
+        if load == "none":
+            assert r.ratio is None and r.verdict_kind == "baseline"
+            assert r.read_mbps == 0.0
+        else:
+            base = np.array(raw_samples(db, key_of(sched, "none", "-")))
+            assert r.baseline_key == key_of(sched, "none", "-")
+            assert r.ratio.ratio == pytest.approx(np.median(x) / np.median(base))
+            assert r.ratio.lo <= r.ratio.ratio <= r.ratio.hi
+            assert 150 <= r.write_mbps <= 160 and 1 <= r.read_mbps <= 2
+
+
+def test_statuses_are_counted_not_sampled(db: str) -> None:
+    rows = {r.key: r for r in report.summary_rows(report.load(db))}
+    mq = rows[key_of("mq-deadline", LOAD, "default")]
+    assert (mq.n, mq.timeouts, mq.aborted, mq.failed) == (7, 2, 1, 0)
+    assert mq.timeout_limit == 12.0
+    assert [w.code for w in mq.warnings] == ["timeouts", "aborted"]
+    bfq = rows[key_of("bfq", LOAD, "default")]
+    assert (bfq.n, bfq.timeouts, bfq.aborted, bfq.failed) == (9, 0, 0, 1)
+    assert "failed" in [w.code for w in bfq.warnings]
+    clean = rows[key_of("bfq", "none", "-")]
+    assert clean.warnings == ()
+
+
+def test_verdicts(db: str) -> None:
+    data = report.load(db)
+    rows = {(r.scheduler, r.load, r.policy): r for r in report.summary_rows(data)}
+    mq = rows[("mq-deadline", LOAD, "default")]
+    assert mq.verdict_kind == "slower" and "slower than idle" in mq.verdict
+    expected = stats.verdict(raw_samples(db, mq.key),
+                             raw_samples(db, key_of("mq-deadline", "none", "-")))
+    assert mq.verdict == expected.text
+    assert rows[("bfq", LOAD, "gentle")].verdict_kind == "indistinguishable"
+    assert rows[("bfq", "none", "-")].verdict == "unloaded baseline"
+    # a generous tolerance swallows bfq/background's ~17%
+    loose = {(r.scheduler, r.load, r.policy): r
+             for r in report.summary_rows(data, tolerance=0.3)}
+    assert rows[("bfq", LOAD, "background")].verdict_kind == "slower"
+    assert loose[("bfq", LOAD, "background")].verdict_kind == "indistinguishable"
+
+
+def test_all_timeouts_and_missing_baseline(tmp_path: Path) -> None:
+    path = str(tmp_path / "t.db")
+    medians = {("mq-deadline", "none", "-"): 0.27, ("mq-deadline", LOAD, "default"): 3.4,
+               ("kyber", LOAD, "default"): 1.0}
+    make_db(path, medians=medians, trials=6,
+            special={("mq-deadline", LOAD, "default", r): "timeout" for r in range(1, 7)})
+    rows = {r.scheduler + r.load: r for r in report.summary_rows(report.load(path))}
+    dead = rows["mq-deadline" + LOAD]
+    assert dead.n == 0 and dead.median is None and dead.timeouts == 6
+    assert dead.verdict_kind == "timed-out" and "all 6 counted trials timed out" in dead.verdict
+    orphan = rows["kyber" + LOAD]
+    assert orphan.verdict_kind == "no-baseline" and orphan.ratio is None
+    assert "no-baseline" in [w.code for w in orphan.warnings]
+    text = report.render_text(report.load(path))
+    assert "timed out" in text and "kyber" in text
+
+
+def test_not_cold_warning_from_a_warm_run_in_the_same_db(tmp_path: Path) -> None:
+    path = str(tmp_path / "w.db")
+    store = make_db(path, close=False)
+    # a second, warm run of the same cells: bfq/background's warm time equals its cold time
+    warm = {k: (v if k == ("bfq", LOAD, "background") else v / 5) for k, v in MEDIANS.items()}
+    make_db(path, medians=warm, store=store, cold=0, seed=2)
+    data = report.load(path)
+    assert len(data.runs) == 2
+    rows = {(r.scheduler, r.load, r.policy): r for r in report.summary_rows(data)}
+    same = rows[("bfq", LOAD, "background")]
+    assert same.mode == "cold" and same.n == 10  # warm trials are not pooled in
+    assert same.median == pytest.approx(np.median(raw_samples(path, same.key, cold=1)))
+    assert "not-cold" in [w.code for w in same.warnings]
+    assert "not-cold" not in [w.code for w in rows[("bfq", LOAD, "default")].warnings]
+    assert any("2 runs" in n for n in report.notes(data))
+
+
+def test_warm_only_database_is_reported_as_warm(tmp_path: Path) -> None:
+    path = str(tmp_path / "w.db")
+    make_db(path, cold=0)
+    rows = report.summary_rows(report.load(path))
+    assert all(r.mode == "warm" and r.n == 10 for r in rows)
+    assert all("warm" in [w.code for w in r.warnings] for r in rows)
+
+
+# --------------------------------------------------------------------------- renders
+
+
+def test_render_text_contains_every_cell_and_warning(db: str) -> None:
+    data = report.load(db)
+    text = report.render_text(data)
+    lines = text.splitlines()
+    for sched, load, pol in MEDIANS:
+        assert any(sched in ln and load in ln and f" {pol} " in f" {ln} " for ln in lines), (
+            sched, load, pol, text)
+    mq = next(r for r in report.summary_rows(data) if r.verdict_kind == "slower")
+    assert f"{mq.ratio.ratio:.1f}\u00d7 slower than idle" in text  # 3.4 s / 0.27 s
+    assert "2 trials timed out" in text
+    assert PROBE in text
+    assert "\x1b[" not in text  # plain text, no colour codes
+    group = report.render_terminal(data)
+    assert group.renderables[2].row_count == len(MEDIANS)
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 200])
+def test_render_text_fits_the_terminal_without_cropping(db: str, width: int) -> None:
+    data = report.load(db)
+    text = report.render_text(data, width=width)
+    assert max(len(ln) for ln in text.splitlines()) <= width
+    words = text.split()
+    for r in report.summary_rows(data):
+        assert report.fmt_s(r.median) in words
+        assert r.load in words and r.policy in words
+    for sched in ("mq-deadline", "bfq"):  # in every row of the table (and in warnings)
+        assert words.count(sched) >= sum(1 for k in MEDIANS if k[0] == sched)
+    assert "12.4\u00d7" in text or "12.5\u00d7" in text or "12.3\u00d7" in text
+
+
+def test_csv_has_every_trial_and_field(db: str) -> None:
+    data = report.load(db)
+    out = io.StringIO()
+    report.export(data, "csv", out)
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    conn = sqlite3.connect(db)
+    total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]
+    assert len(rows) == total == len(MEDIANS) * 11
+    assert set(TRIAL_FIELDS) | {"scheduler", "load", "policy", "probe", "device", "run_id",
+                                "cell_id", "trial_id", "counted"} <= set(rows[0])
+    warm = [r for r in rows if r["round"] == "0"]
+    assert len(warm) == len(MEDIANS)
+    assert all(r["warmup"] == "1" and r["counted"] == "0" for r in warm)
+    db_rows = {r[0]: r for r in conn.execute(
+        "SELECT t.id, t.wall_s, t.status, c.scheduler, c.load, c.policy, t.extra "
+        "FROM trials t JOIN cells c ON c.id = t.cell_id")}
+    for r in rows:
+        tid, wall, status, sched, load, pol, extra = db_rows[int(r["trial_id"])]
+        assert (r["status"], r["scheduler"], r["load"], r["policy"]) == (status, sched, load, pol)
+        assert (float(r["wall_s"]) if r["wall_s"] else None) == wall  # exact round trip
+        assert json.loads(r["extra"]) == json.loads(extra)
+    conn.close()
+
+
+def test_json_round_trips(db: str) -> None:
+    data = report.load(db)
+    out = io.StringIO()
+    report.export(data, "json", out)
+    doc = json.loads(out.getvalue())
+    assert doc["format"] == "backburner-results" and doc["version"] == 1
+    assert doc["runs"][0]["command"] == COMMAND
+    assert doc["runs"][0]["environment"]["device"]["name"] == "loop7"
+    assert doc["runs"][0]["config"]["loads"] == ["none", LOAD]
+    store = Store.open(db, readonly=True)
+    stored = store.trials(include_warmup=True)
+    store.close()
+    assert len(doc["trials"]) == len(stored)
+    for got, want in zip(doc["trials"], stored, strict=True):
+        assert {k: got[k] for k in want} == want
+    rows = {r.key: r for r in report.summary_rows(data)}
+    assert len(doc["cells"]) == len(MEDIANS)
+    for cell in doc["cells"]:
+        r = rows[cell["key"]]
+        assert cell["n"] == r.n and cell["verdict"]["kind"] == r.verdict_kind
+        assert cell["summary"]["median"] == r.median
+        assert cell["summary"]["median_ci"] == list(r.median_ci)
+        walls = {t["id"]: t["wall_s"] for t in doc["trials"]}
+        assert [walls[i] for i in cell["sample_trial_ids"]] == raw_samples(db, cell["key"])
+    mq = next(c for c in doc["cells"] if c["key"] == key_of("mq-deadline", LOAD, "default"))
+    assert mq["timeouts"] == 2 and mq["aborted"] == 1
+    assert mq["ratio_to_baseline"]["ratio"] == pytest.approx(rows[mq["key"]].ratio.ratio)
+
+
+def test_markdown_table_shape(db: str) -> None:
+    out = io.StringIO()
+    report.export(report.load(db), "markdown", out)
+    text = out.getvalue()
+    table = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert len(table) == 2 + len(MEDIANS)
+    widths = {len(ln.replace("\\|", "").split("|")) for ln in table}
+    assert len(widths) == 1
+    assert set(table[1].replace("|", "").replace(" ", "")) <= set(":-")
+    assert "`mq-deadline`" in text and "**" in text
+    assert "2 trials timed out" in text
+
+
+def test_unknown_export_format_is_a_usage_error(db: str) -> None:
+    out = io.StringIO()
+    with pytest.raises(errors.UsageError):
+        report.export(report.load(db), "xlsx", out)
+    assert out.getvalue() == ""
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_matches_cells_and_lists_the_rest(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, seed=1)
+    mb = {k: v for k, v in MEDIANS.items() if k != ("bfq", LOAD, "gentle")}
+    mb[("mq-deadline", LOAD, "default")] = 3.4 * 2.3
+    mb[("bfq", LOAD, "default")] = 0.45
+    mb[("kyber", "none", "-")] = 0.27
+    make_db(b, medians=mb, seed=7, device="sda")
+    result = report.compare(report.load(a), report.load(b))
+    by = {(r.scheduler, r.load, r.policy): r for r in result.rows}
+    assert len(result.rows) == len(MEDIANS) - 1
+    slow = by[("mq-deadline", LOAD, "default")]
+    assert slow.kind == "slower" and slow.verdict.startswith("B 2.")
+    assert slow.ratio.ratio == pytest.approx(
+        np.median(raw_samples(b, key_of("mq-deadline", LOAD, "default", device="sda")))
+        / np.median(raw_samples(a, key_of("mq-deadline", LOAD, "default"))))
+    assert slow.cliffs_delta.delta == 1.0 and slow.cliffs_delta.magnitude == "large"
+    assert slow.mann_whitney.p < 0.001
+    assert by[("bfq", LOAD, "default")].kind == "faster"
+    assert by[("bfq", LOAD, "default")].verdict.startswith("B 2.")
+    assert by[("mq-deadline", "none", "-")].verdict == "same within \u00b110%"
+    assert result.only_a == [f"{PROBE} · bfq · {LOAD} · gentle"]
+    assert result.only_b == [f"{PROBE} · kyber · none · -"]
+    assert any("device labels differ" in n and DEVICE in n and "sda" in n for n in result.notes)
+    for width in (80, 120, 160):
+        text = report.render_compare(result, width=width)
+        assert max(len(ln) for ln in text.splitlines()) <= width
+        assert "only in A" in text and "only in B" in text and "kyber" in text
+        assert "device labels differ" in " ".join(text.split())
+        for r in result.rows:
+            assert r.verdict in text
+            assert report.fmt_s(r.median_b) in text.split()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_not_a_result_database(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(os.urandom(4096))
+    with pytest.raises(errors.DataError, match="not a backburner result database"):
+        report.load(str(junk))
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('application', 'firefox')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(errors.DataError, match="not a backburner"):
+        report.load(str(other))
+    plain = tmp_path / "plain.db"
+    conn = sqlite3.connect(plain)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(errors.DataError):
+        report.load(str(plain))
+    with pytest.raises(errors.NotFoundError):
+        report.load(str(tmp_path / "missing.db"))
+
+
+def test_empty_database_is_a_data_error(tmp_path: Path) -> None:
+    path = str(tmp_path / "e.db")
+    Store.create(path).close()
+    with pytest.raises(errors.DataError, match="no counted trials") as exc:
+        report.load(path)
+    assert "\n" not in str(exc.value)
+    warmups_only = str(tmp_path / "w.db")
+    make_db(warmups_only, trials=0, finish=False)
+    with pytest.raises(errors.DataError, match="only 7 warm-up trials"):
+        report.load(warmups_only)
+
+
+def test_newer_schema_is_a_data_error(db: str) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(errors.DataError, match="schema version 99"):
+        report.load(db)
+
+
+# --------------------------------------------------------------------------- live and partial
+
+
+def test_interrupted_run_reports(tmp_path: Path) -> None:
+    path = str(tmp_path / "i.db")
+    make_db(path, finish=False, rounds={("bfq", LOAD, "background"): 4,
+                                        ("bfq", LOAD, "gentle"): 0})
+    data = report.load(path)
+    assert not data.finished
+    rows = {(r.scheduler, r.load, r.policy): r for r in report.summary_rows(data)}
+    assert rows[("bfq", LOAD, "background")].n == 4
+    assert rows[("bfq", LOAD, "gentle")].n == 0
+    assert rows[("bfq", LOAD, "gentle")].verdict_kind == "no-data"
+    assert "too-few-trials" in [w.code for w in rows[("bfq", LOAD, "background")].warnings]
+    text = report.render_text(data)
+    assert "no finish time" in text and "unfinished" in text
+    assert "unequal numbers of counted trials (0\u201310)" in text
+
+
+def test_database_being_written(tmp_path: Path) -> None:
+    path = str(tmp_path / "live.db")
+    writer = make_db(path, finish=False, close=False, trials=3)
+    run_id = writer.runs()[0].id
+    cell = writer.cells()[0]
+    before = report.load(path).trial_count
+    # an uncommitted trial in an open write transaction is not seen
+    writer.conn.execute("BEGIN IMMEDIATE")
+    writer.conn.execute(
+        "INSERT INTO trials (run_id, cell_id, round, warmup, status, cold, wall_s, started_at,"
+        " ended_at) VALUES (?, ?, 99, 0, 'ok', 1, 0.3, 0, 0)", (run_id, cell.id))
+    assert report.load(path).trial_count == before
+    writer.conn.commit()
+    assert report.load(path).trial_count == before + 1
+
+    # and a writer adding cells and trials while we read: every snapshot is consistent
+    stop = threading.Event()
+
+    def write() -> None:
+        w = Store.open(path)
+        i = 0
+        while not stop.is_set() and i < 40:
+            cid = w.add_cell(run_id, f"k{i}", PROBE, DEVICE, "none", LOAD, f"p{i}")
+            for rnd in range(2):
+                w.add_trial(run_id, cid, round=rnd, warmup=int(rnd == 0), status="ok", cold=1,
+                            wall_s=0.3, started_at=time.time(), ended_at=time.time())
+            i += 1
+            time.sleep(0.01)
+        w.close()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        seen = []
+        deadline = time.monotonic() + 3
+        while len(seen) < 15 and time.monotonic() < deadline:
+            data = report.load(path)
+            rows = report.summary_rows(data, confidence=0.9)
+            assert all(len(c.trials) in (0, 1, 2, 4) for c in data.cells if "|" not in c.key)
+            assert len(rows) == len(data.cells)
+            seen.append(data.trial_count)
+    finally:
+        stop.set()
+        thread.join()
+    assert seen == sorted(seen) and seen[-1] > before + 1
+    writer.close()
