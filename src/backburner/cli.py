@@ -151,9 +151,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         path = args.resume
     else:
         cfg = _bench_config(args)
-        path = args.output or time.strftime("results/bench-%Y%m%d-%H%M%S.db")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         cfg.validate()
+        system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
+        path = args.output or time.strftime("results/bench-%Y%m%d-%H%M%S.db")
+        if os.path.exists(path):
+            from .store import Store
+
+            Store.create(path)  # raises the "never overwritten" error
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         recover_if_needed()
         with ui.progress_bar() as reporter:
             store, _ = runner.start(cfg, path, reporter, _err)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .errors import DataError, ExistsError, NotFoundError
 
@@ -120,7 +121,8 @@ class Store:
     def open(cls, path: str, *, readonly: bool = False) -> Store:
         if not os.path.exists(path):
             raise NotFoundError(f"{path}: no such result database")
-        uri = f"file:{Path(path).resolve()}?mode={'ro' if readonly else 'rw'}"
+        # quoted: a '?', '#' or '%' in the file name must not be read as URI syntax
+        uri = f"file:{quote(str(Path(path).resolve()))}?mode={'ro' if readonly else 'rw'}"
         try:
             conn = sqlite3.connect(uri, uri=True)
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())

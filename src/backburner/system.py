@@ -422,6 +422,44 @@ class Daemon(Change):
 _DAEMONS: dict[int, Any] = {}
 
 
+@dataclass
+class FuseMount(Change):
+    """A FUSE mount that a daemon we start makes on `target` (journaled before the daemon).
+
+    apply() does nothing: the daemon mounts. undo() lazily unmounts whatever is still mounted
+    there, which is what is left when the daemon was SIGKILLed (the mount then answers
+    ENOTCONN and nobody else would ever unmount it); a daemon still serving then leaves its
+    loop. Lazy, so a mount still held open (e.g. by a loop device) cannot make undo fail.
+    """
+
+    kind: ClassVar[str] = "fusemount"
+    target: str
+
+    def describe(self) -> str:
+        return f"FUSE mount on {self.target}"
+
+    def read(self) -> bool:
+        if is_mountpoint(self.target):
+            raise SystemStateError(f"{self.target} is already a mount point")
+        return False
+
+    def apply(self) -> None:
+        pass
+
+    def undo(self, old: Any, result: Any) -> None:
+        if old:
+            return
+        for cmd in (["umount", "-l", self.target], ["fusermount3", "-u", "-z", self.target]):
+            if not is_mountpoint(self.target):
+                return
+            try:
+                subprocess.run(cmd, capture_output=True, timeout=30)
+            except (FileNotFoundError, subprocess.TimeoutExpired):
+                continue
+        if is_mountpoint(self.target):
+            raise SystemStateError(f"could not unmount the FUSE mount on {self.target}")
+
+
 def _tool(cmd: list[str], what: str) -> str:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

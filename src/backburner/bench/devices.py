@@ -147,7 +147,9 @@ def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1) -> Devi
 
         return slowdevice.bench_device(spec, tx, _make_testbed_on)
     work = os.path.join(WORK_ROOT, f"testbed-{os.getpid()}")
-    tx.apply(system.MadeDir(WORK_ROOT))
+    # Shared by concurrent runs, so never undone: a run that created it must not fail its
+    # undo (rmdir: not empty) because another run's testbed is still inside.
+    os.makedirs(WORK_ROOT, exist_ok=True)
     tx.apply(system.MadeDir(work))
     image = os.path.join(work, "disk.img")
     tx.apply(system.MadeFile(image, spec.size))

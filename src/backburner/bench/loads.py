@@ -15,6 +15,7 @@ that nothing of it is left.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shlex
@@ -22,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +105,7 @@ def fio_jobfile(spec: LoadSpec, directory: str) -> str:
         name = f"{part.role}-{part.pattern}"
         lines += [f"[{name}-{i}]", f"rw={part.rw}", f"bs={part.bs}", f"numjobs={part.jobs}",
                   f"direct={1 if part.mode == 'direct' else 0}",
-                  f"filename_format=bbload.{part.role}.$jobnum", ""]
+                  f"filename_format=bbload.{part.role}.{i}.$jobnum", ""]
     return "\n".join(lines)
 
 
@@ -181,19 +183,32 @@ class Load:
         with open(self.log, "ab") as log:
             self.child = spawn.launch(self.argv(), policy=policy, cgroup_procs=cgroup_procs,
                                       cwd=self.dir, new_group=True, stdin=subprocess.DEVNULL,
-                                      stdout=log.fileno(), stderr=log.fileno())
+                                      stdout=log.fileno(), stderr=log.fileno(),
+                                      extra_setup=_term_with(os.getpid()))
 
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None
 
     def stop(self) -> spawn.Outcome | None:
-        """End the load's whole process group and prove by PID that none of it survives."""
+        """End the load's whole process group and prove by PID that none of it survives.
+
+        Descendants that left the group are tracked too: fio's job processes call setsid(),
+        so they are in no group of ours (fio ends them on SIGTERM, not after a SIGKILL)."""
         if self.child is None:
             return None
         child, self.child = self.child, None
+        tracked = {pid: start for pid in {*group_members(child.pid),
+                                          *priority.descendants_of(child.pid)}
+                   if (start := _start_time(pid)) is not None}
         outcome = child.stop(grace=10.0, group=True)
         deadline = time.monotonic() + 5
-        while (left := group_members(child.pid)) and time.monotonic() < deadline:
+
+        def survivors() -> list[int]:
+            left = set(group_members(child.pid))
+            left |= {pid for pid, start in tracked.items() if _start_time(pid) == start}
+            return sorted(left)
+
+        while (left := survivors()) and time.monotonic() < deadline:
             for pid in left:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -203,6 +218,32 @@ class Load:
         if left:
             raise SystemStateError(f"load processes {left} survived stopping the load")
         return outcome
+
+
+def _start_time(pid: int) -> int | None:
+    """Start time of a live (not zombie) process, telling it from a recycled PID."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: no dlopen between fork and exec
+
+
+def _term_with(parent: int) -> Callable[[], None]:
+    """Pre-exec hook of a load: SIGTERM it when the bench dies (even by SIGKILL), so a
+    killed bench leaves no load running (fio then stops its own job processes)."""
+
+    def setup() -> None:
+        if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+        if os.getppid() != parent:  # the bench died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return setup
 
 
 def group_members(pgid: int) -> list[int]:

@@ -278,13 +278,13 @@ def start(config: BenchConfig, output: str, reporter: Reporter, warn: Warn,
     loads.require_fio() if any(loads.parse(s).kind in ("fio", "copy")
                                for s in config.loads) else None
     probes.Probe.parse(config.probe).resolve()
-    busy = devices.busy_devices()
-    if busy:
-        warn(f"other heavy IO is running on {', '.join(busy)}: results will be noisy")
-    store = Store.create(output)
-    cmd = command or shlex.join(["backburner", *sys.argv[1:]])
-    run_id = store.add_run(cmd, asdict(config), config.seed, environment(), __version__)
+    store = Store.create(output)  # first: an existing database is refused before any wait
     try:
+        busy = devices.busy_devices()
+        if busy:
+            warn(f"other heavy IO is running on {', '.join(busy)}: results will be noisy")
+        cmd = command or shlex.join(["backburner", *sys.argv[1:]])
+        run_id = store.add_run(cmd, asdict(config), config.seed, environment(), __version__)
         Bench(config, store, run_id, reporter, warn).run()
     except BaseException:
         if not store.trials(include_warmup=True):

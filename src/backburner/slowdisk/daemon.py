@@ -57,6 +57,7 @@ Entry point::
 
     python -m backburner.slowdisk.daemon --profile NAME --image PATH --mountpoint DIR
                                          [--read-only] [--foreground] [--roundtrip-us US]
+                                         [--log FILE]
 
 Without ``--foreground`` the command returns (status 0) only once the file system is mounted
 and serving; the daemon then runs detached with stdio on /dev/null. On SIGTERM/SIGINT/SIGHUP
@@ -708,15 +709,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-only", action="store_true", help="refuse writes (EROFS)")
     p.add_argument("--foreground", action="store_true",
                    help="stay in the foreground (default: return once mounted, run detached)")
+    p.add_argument("--log", metavar="FILE",
+                   help="append stdout and stderr to FILE (a daemon started by backburner must "
+                   "not hold its parent's terminal or pipes open)")
     p.add_argument("--roundtrip-us", type=float, default=None, metavar="US",
                    help="FUSE round trip to compensate for, in microseconds "
                    "(default: measured through the mount at start-up; 0 = none)")
     return p
 
 
+def _redirect_output(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise NotFoundError(f"cannot open log file {path!r}: {e.strerror}") from None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.log:
+            _redirect_output(args.log)
         profile = get_profile(args.profile)
         roundtrip = None
         if args.roundtrip_us is not None:

@@ -1,0 +1,560 @@
+"""slowdisk devices: the FUSE daemon serving an image, with a loop device on top.
+
+Layers, top to bottom::
+
+    /dev/loopN          queue: rotational as the profile says, an IO scheduler set explicitly
+      | direct IO on    (no page cache between the loop device and the daemon)
+    FUSE disk.img       /var/tmp/backburner/slowdisk-<id>/fuse/disk.img, served with the
+      |                 profile's timing by `python -m backburner.slowdisk.daemon --foreground`
+    the image           a (sparse) file of the user's
+
+Everything is set up through one `system.Transaction`: work dir, daemon log, FUSE mount
+point, a `FuseMount` entry (so undo unmounts even after the daemon was SIGKILLed), the daemon
+(`system.Daemon`, a child started through `spawn`), the loop device, then its queue settings.
+Undo runs in reverse: queue settings, loop detach, daemon stop, FUSE unmount, directories, so
+the loop device is gone before the daemon stops (otherwise it would return EIO).
+
+`create` hands the transaction over to the daemon (`Transaction.hand_over`), with a JSON note
+naming the loop device, profile, image and mount point: the slowdisk outlives the CLI,
+`remove` undoes that journal on request, and `backburner restore` undoes it once the daemon
+has died. `bench_device` does the same inside the bench's own transaction (no hand-over), with
+an ext4 testbed on the loop device.
+
+Default IO scheduler: mq-deadline, what the kernel picks for a real single-queue disk (a SATA
+hard disk, an SD card reader), so a slowdisk is scheduled like the device it stands for.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import math
+import os
+import secrets
+import signal
+import stat
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import system
+from ..errors import (
+    ExistsError,
+    NotFoundError,
+    SystemStateError,
+    UnavailableError,
+    UsageError,
+)
+from .model import FlatProfile, Profile
+from .profiles import BUILTIN, get_profile
+
+if TYPE_CHECKING:  # the bench imports us, not the other way round
+    from ..bench.devices import Device, DeviceSpec
+
+log = logging.getLogger(__name__)
+
+LABEL = "slowdisk"  # the journal label of `slowdisk create`
+WORK_ROOT = "/var/tmp/backburner"
+DEFAULT_SCHEDULER = "mq-deadline"
+SCHEDULERS = ("mq-deadline", "bfq", "kyber", "none")
+SERVED_NAME = "disk.img"
+STATS_NAME = "stats.json"
+DAEMON_READY_TIMEOUT = 20.0
+MIN_SIZE = 1 << 20
+#: Test hook: SIGKILL ourselves at this point of `create` ("daemon", "loop" or "handover").
+CRASH_ENV = "BACKBURNER_SLOWDISK_CRASH_AT"
+
+
+@dataclass(frozen=True)
+class CreateOptions:
+    profile: str
+    image: str
+    size: int | None = None  # bytes; needed when the image does not exist yet
+    read_only: bool = False
+    scheduler: str = DEFAULT_SCHEDULER
+
+
+@dataclass(frozen=True)
+class SlowDisk:
+    """A slowdisk that is set up: what the journal note records."""
+
+    device: str  # /dev/loopN
+    profile: str
+    image: str
+    size_bytes: int
+    read_only: bool
+    workdir: str
+    mountpoint: str  # the FUSE mount serving disk.img and stats.json
+    daemon_pid: int
+    rotational: bool
+    scheduler: str = ""  # "" when someone else (the bench) sets it
+
+    @property
+    def stats_path(self) -> str:
+        return os.path.join(self.mountpoint, STATS_NAME)
+
+    def note(self) -> str:
+        return json.dumps({"slowdisk": 1, **asdict(self)}, sort_keys=True)
+
+    @classmethod
+    def from_note(cls, note: str) -> SlowDisk | None:
+        try:
+            data = json.loads(note)
+        except (json.JSONDecodeError, TypeError):
+            return None
+        if not isinstance(data, dict) or data.pop("slowdisk", None) != 1:
+            return None
+        try:
+            return cls(**data)
+        except TypeError:
+            return None
+
+
+# --- input checks -------------------------------------------------------------------------
+
+
+def human_size(n: float) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}".replace(".0 ", " ")
+    return f"{int(n)} B"
+
+
+def check_scheduler(name: str) -> str:
+    if name not in SCHEDULERS:
+        raise UsageError(f"unknown IO scheduler {name!r}", "use one of " + ", ".join(SCHEDULERS))
+    return name
+
+
+def _check_fuse() -> None:
+    if not os.path.exists("/dev/fuse"):
+        raise UnavailableError("/dev/fuse does not exist", "load the fuse module: modprobe fuse")
+
+
+def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
+                  ) -> tuple[str, bool]:
+    """Check (or create, sparse) the image. Returns (absolute path, created by us)."""
+    image = os.path.abspath(path)
+    if size is not None and size < MIN_SIZE:
+        raise UsageError(f"size {size} bytes is too small", "give at least 1M")
+    try:
+        st = os.stat(image)
+    except FileNotFoundError:
+        st = None
+    if st is None:
+        if profile.read_only_medium:
+            raise NotFoundError(
+                f"image {path!r} does not exist; a {profile.name} slowdisk serves an existing "
+                "image (the medium is read-only, so an empty one would be useless)",
+                "make one first, e.g. with genisoimage or dd")
+        if read_only:
+            raise NotFoundError(f"image {path!r} does not exist; a read-only slowdisk serves "
+                                "an existing image", "drop --read-only to create an empty one")
+        if size is None:
+            raise UsageError(f"image {path!r} does not exist", "give --size to create it")
+        if not os.path.isdir(os.path.dirname(image)):
+            raise NotFoundError(f"directory {os.path.dirname(image)!r} does not exist")
+        try:
+            fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            raise SystemStateError(f"cannot create image {path!r}: {e.strerror}") from None
+        try:
+            os.ftruncate(fd, size)  # sparse: no blocks are allocated
+        except OSError as e:
+            os.close(fd)
+            os.unlink(image)
+            raise SystemStateError(f"cannot size image {path!r}: {e.strerror}") from None
+        os.close(fd)
+        return image, True
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"image {path!r} is not a regular file")
+    if st.st_size < 512:
+        raise UsageError(f"image {path!r} is empty (smaller than one 512-byte sector)",
+                         "delete it and give --size to create a new one")
+    if size is not None and st.st_size < size:
+        raise UsageError(
+            f"image {path!r} is {human_size(st.st_size)} ({st.st_size} bytes), smaller than "
+            f"the {human_size(size)} asked for with --size",
+            "give a smaller --size, or grow the image with truncate -s")
+    if not (read_only or profile.read_only_medium):
+        try:
+            os.close(os.open(image, os.O_RDWR | os.O_CLOEXEC))
+        except OSError as e:
+            raise UsageError(f"image {path!r} cannot be opened for writing: {e.strerror}",
+                             "pass --read-only to serve it read-only") from None
+    for disk in _slowdisks():
+        if disk.image == image:
+            raise ExistsError(f"image {path!r} is already served by slowdisk {disk.device}",
+                              f"backburner slowdisk remove {disk.device}")
+    return image, False
+
+
+# --- setting up -----------------------------------------------------------------------------
+
+
+def _crash_point(stage: str) -> None:
+    if os.environ.get(CRASH_ENV) == stage:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _new_workdir(prefix: str, tx: system.Transaction) -> str:
+    # The shared parent is left in place (like the state directory): with several slowdisks
+    # and benches in it, no single journal can own it.
+    os.makedirs(WORK_ROOT, exist_ok=True)
+    work = os.path.join(WORK_ROOT, f"{prefix}-{os.getpid()}-{secrets.token_hex(3)}")
+    tx.apply(system.MadeDir(work))
+    return work
+
+
+def _last_line(path: str) -> str:
+    try:
+        lines = Path(path).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].removeprefix("slowdisk: ") if lines else ""
+
+
+@dataclass(frozen=True)
+class _Served:
+    loop: str
+    mountpoint: str
+    pid: int
+
+
+def _serve(tx: system.Transaction, work: str, profile: Profile, image: str,
+           read_only: bool) -> _Served:
+    """Daemon serving `image` on work/fuse, and a direct-IO loop device over disk.img."""
+    daemon_log = os.path.join(work, "daemon.log")
+    tx.apply(system.MadeFile(daemon_log))
+    mnt = os.path.join(work, "fuse")
+    tx.apply(system.MadeDir(mnt))
+    tx.apply(system.FuseMount(mnt))  # before the daemon: undone after it stops, even if killed
+    argv = [sys.executable, "-m", "backburner.slowdisk.daemon", "--profile", profile.name,
+            "--image", image, "--mountpoint", mnt, "--foreground", "--log", daemon_log]
+    if read_only:
+        argv.append("--read-only")
+    daemon = system.Daemon(argv, ready_path=os.path.join(mnt, STATS_NAME),
+                           ready_timeout=DAEMON_READY_TIMEOUT)
+    # ^C/SIGTERM wait until the daemon's PID is in the journal, so undo can stop it.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
+                                                     signal.SIGHUP})
+    try:
+        result = tx.apply(daemon)
+    except SystemStateError as err:
+        why = _last_line(daemon_log)
+        raise SystemStateError(f"the slowdisk daemon did not start: {why or err}") from None
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    _crash_point("daemon")
+    served = os.path.join(mnt, SERVED_NAME)
+    loop = tx.apply(system.LoopDevice(served, direct_io=True, read_only=read_only))
+    _crash_point("loop")
+    name = os.path.basename(loop)
+    try:
+        dio = Path(f"/sys/block/{name}/loop/dio").read_text().strip()
+    except OSError:
+        dio = "?"
+    if dio != "1":
+        raise SystemStateError(f"{loop}: direct IO could not be enabled on the loop device",
+                               "the page cache would hide the modelled timing")
+    return _Served(loop, mnt, int(result["pid"]))
+
+
+def _apply_queue(tx: system.Transaction, loop: str, rotational: bool, scheduler: str) -> None:
+    queue = f"/sys/block/{os.path.basename(loop)}/queue"
+    tx.apply(system.SysfsValue(f"{queue}/rotational", "1" if rotational else "0"))
+    try:
+        tx.apply(system.SysfsValue(f"{queue}/scheduler", scheduler))
+    except SystemStateError:
+        offered = Path(queue, "scheduler").read_text().replace("[", "").replace("]", "").split()
+        raise UnavailableError(f"IO scheduler {scheduler!r} is not available for {loop}",
+                               "available: " + ", ".join(offered)) from None
+
+
+def attach(opts: CreateOptions, tx: system.Transaction) -> SlowDisk:
+    """Set up a slowdisk on an image prepared by `prepare_image`, inside `tx` (no hand-over).
+
+    `create` hands the result over; the accuracy benchmark lets its transaction undo it.
+    """
+    profile = get_profile(opts.profile)
+    read_only = opts.read_only or profile.read_only_medium
+    image = os.path.abspath(opts.image)
+    work = _new_workdir("slowdisk", tx)
+    served = _serve(tx, work, profile, image, read_only)
+    _apply_queue(tx, served.loop, profile.rotational, opts.scheduler)
+    return SlowDisk(device=served.loop, profile=profile.name, image=image,
+                    size_bytes=os.stat(image).st_size, read_only=read_only, workdir=work,
+                    mountpoint=served.mountpoint, daemon_pid=served.pid,
+                    rotational=profile.rotational, scheduler=opts.scheduler)
+
+
+def validate(opts: CreateOptions) -> Profile:
+    """The checks that need no root and change nothing."""
+    profile = get_profile(opts.profile)
+    check_scheduler(opts.scheduler)
+    return profile
+
+
+def create(opts: CreateOptions) -> SlowDisk:
+    """`backburner slowdisk create`: set up and hand over to the daemon, so it outlives us."""
+    profile = validate(opts)
+    system.require_root("creating a slowdisk (a FUSE mount and a loop device)")
+    _check_fuse()
+    read_only = opts.read_only or profile.read_only_medium
+    image, made = prepare_image(opts.image, opts.size, read_only, profile)
+    done = False
+    try:
+        with system.Transaction(LABEL) as tx:
+            disk = attach(CreateOptions(profile.name, image, opts.size, read_only,
+                                        opts.scheduler), tx)
+            _crash_point("handover")
+            tx.hand_over(disk.daemon_pid, note=disk.note())
+        done = True
+    except BaseException:
+        if made and not done:  # the image is the user's data; only a failed create removes it
+            try:
+                os.unlink(image)
+            except OSError:
+                pass
+        raise
+    return disk
+
+
+# --- finding, removing, stats ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A slowdisk journal: the note if it was handed over, else what its results say."""
+
+    info: system.JournalInfo
+    disk: SlowDisk | None  # None: not handed over (being created, or its creator crashed)
+    device: str
+
+    @property
+    def state(self) -> str:
+        if self.disk is None:
+            return "being created" if self.info.alive else "stale (creator died)"
+        return "running" if self.info.alive else "stale (daemon died)"
+
+
+def entries() -> list[Entry]:
+    out = []
+    for info in system.journals():
+        if info.label != LABEL:
+            continue
+        disk = SlowDisk.from_note(info.note) if info.note else None
+        device = disk.device if disk else next(
+            (r for r in info.results if isinstance(r, str) and r.startswith("/dev/loop")), "")
+        out.append(Entry(info, disk, device))
+    return out
+
+
+def _slowdisks() -> list[SlowDisk]:
+    return [e.disk for e in entries() if e.disk is not None]
+
+
+def normalise_device(text: str) -> str:
+    path = text if text.startswith("/") else os.path.join("/dev", text)
+    return os.path.realpath(path)
+
+
+def find(device: str) -> Entry:
+    dev = normalise_device(device)
+    for entry in entries():
+        if entry.device == dev:
+            return entry
+    known = [e.device for e in entries() if e.device]
+    raise NotFoundError(f"{device} is not a slowdisk",
+                        "slowdisks: " + ", ".join(known) if known else "there is none")
+
+
+def remove(device: str, report: Callable[[str], None] = lambda _m: None) -> Entry:
+    """`backburner slowdisk remove`: undo the journal of that device (daemon alive or not)."""
+    system.require_root("removing a slowdisk")
+    entry = find(device)
+    if entry.disk is None and entry.info.alive:
+        raise SystemStateError(f"{entry.device} is still being set up by process "
+                               f"{entry.info.owner_pid}", "wait for it, or interrupt it")
+    system.undo_journal(entry.info.journal, report)
+    return entry
+
+
+def read_stats(device: str) -> dict[str, Any]:
+    """The daemon's live stats.json, plus the device and its current queue settings."""
+    entry = find(device)
+    if entry.disk is None:
+        raise SystemStateError(f"{entry.device} is not set up completely ({entry.state})",
+                               "run `backburner restore` if its creator died")
+    disk = entry.disk
+    try:
+        with open(disk.stats_path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        code = err.errno if isinstance(err, OSError) else None
+        why = os.strerror(code) if code else str(err)
+        alive = entry.info.alive and code not in (errno.ENOTCONN, errno.ENOENT)
+        raise SystemStateError(
+            f"cannot read the stats of {disk.device} ({why})"
+            + ("" if alive else f": its daemon (pid {disk.daemon_pid}) is gone"),
+            "run `backburner restore` to release it" if not alive else None) from None
+    queue = Path(f"/sys/block/{os.path.basename(disk.device)}/queue")
+    try:
+        sched = system.selected((queue / "scheduler").read_text())
+        rot = (queue / "rotational").read_text().strip()
+    except OSError:
+        sched = rot = "?"
+    return {"device": disk.device, "mountpoint": disk.mountpoint, "scheduler": sched,
+            "rotational": rot, **data}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def format_stats(s: dict[str, Any]) -> str:
+    n = s["requests"]
+    mode = "read-only" if s["read_only"] else "read-write"
+    lines = [
+        f"{s['device']}: {s['profile']} slowdisk on {s['image']} "
+        f"({human_size(s['size_bytes'])}, {mode}), daemon pid {s['pid']}, "
+        f"up {s['uptime_s']:.1f} s, scheduler {s['scheduler']}, rotational {s['rotational']}",
+        f"  requests        {n} ({s['reads']} reads, {s['writes']} writes); "
+        f"{human_size(s['bytes_read'])} read, {human_size(s['bytes_written'])} written",
+        f"  access          {s['seeks']} seeks, {s['sequential']} sequential, "
+        f"{s['cache_hits']} drive-cache hits",
+        f"  busy (model)    {s['busy_s']:.3f} s = {100 * s['utilisation']:.1f} % of uptime; "
+        f"queued {s['queue_s']:.3f} s in all",
+    ]
+    if n:
+        lines += [
+            f"  latency         mean {_ms(s['modelled_latency_s'] / n)} modelled, "
+            f"{_ms(s['measured_latency_s'] / n)} measured in the daemon",
+            f"  overhead        mean {_ms(s['overhead_mean_s'])}, max "
+            f"{_ms(s['overhead_max_s'])} per request (the simulator's own time); "
+            f"{s['late_requests']} late by > 1 ms",
+        ]
+    if s.get("errors"):
+        lines.append(f"  errors          {s['errors']} requests failed on the image")
+    return "\n".join(lines)
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+
+def random_read_s(p: Profile, size: int = 4096) -> float:
+    """Closed-form mean of a random read of `size` bytes at a uniformly random offset, on an
+    idle disk: overhead + average seek + rotational latency + size * E[1 / rate(offset)]
+    (the rate is linear in the offset, so E[1/rate] = ln(outer/inner) / (outer - inner))."""
+    if isinstance(p, FlatProfile):
+        return p.delay_s
+    lo, hi = p.rate_inner, p.rate_outer
+    inv = 1 / lo if math.isclose(lo, hi) else math.log(hi / lo) / (hi - lo)
+    return p.average_random_access_s + size * inv
+
+
+def _rate(p: Profile, r: float) -> str:
+    return f"{r / 1e6:.1f} MB/s"
+
+
+_ROWS: list[tuple[str, Callable[[Profile], str]]] = [
+    ("rotational", lambda p: "yes" if p.rotational else "no"),
+    ("rpm", lambda p: f"{p.rpm:g}" if p.rpm else "-"),
+    ("command overhead", lambda p: _ms(p.command_overhead_s)),
+    ("cache-hit overhead", lambda p: _ms(p.cache_hit_overhead_s)),
+    ("settle (min seek)", lambda p: _ms(p.settle_s)),
+    ("full-stroke seek", lambda p: _ms(p.full_stroke_s)),
+    ("average seek", lambda p: _ms(p.average_seek_s)),
+    ("rotational latency", lambda p: _ms(p.rotational_latency_s)),
+    ("random access (avg)", lambda p: _ms(p.average_random_access_s)),
+    ("random 4 KiB read (avg)", lambda p: _ms(random_read_s(p))),
+    ("rate, outer edge", lambda p: _rate(p, p.rate_outer)),
+    ("rate, inner edge", lambda p: _rate(p, p.rate_inner)),
+    ("offset 0 is", lambda p: "outer" if p.outer_at_start else "inner"),
+    ("drive cache", lambda p: human_size(p.cache_bytes) if p.cache_bytes else "-"),
+    ("interface rate", lambda p: _rate(p, p.interface_rate) if p.interface_rate else "-"),
+    ("write overhead", lambda p: _ms(p.write_overhead_s)),
+    ("random-write penalty", lambda p: _ms(p.random_write_penalty_s)),
+    ("write rate factor", lambda p: f"{p.write_rate_factor:g}"),
+    ("read-only medium", lambda p: "yes" if p.read_only_medium else "no"),
+]
+
+
+def format_profiles() -> str:
+    profiles = list(BUILTIN.values())
+    width = max(12, *(len(p.name) + 2 for p in profiles))
+    head = f"{'parameter':<24}" + "".join(f"{p.name:>{width}}" for p in profiles)
+    lines = [head, "-" * len(head)]
+    for label, fmt in _ROWS:
+        lines.append(f"{label:<24}" + "".join(f"{fmt(p):>{width}}" for p in profiles))
+    lines.append(f"{'flat:MS':<24}every request completes MS ms after it arrives, in parallel "
+                 "(no seeks, no queueing)")
+    wrap = textwrap.TextWrapper(width=98, initial_indent="  ", subsequent_indent="  ")
+    flat = FlatProfile.from_ms(1)
+    for p in [*profiles, flat]:
+        name, what = ("flat:MS", "like dm-delay") if p is flat else (p.name, p.description)
+        lines += ["", f"{name}: {what}", *wrap.wrap("source: " + p.source)]
+    return "\n".join(lines)
+
+
+def profiles_json() -> list[dict[str, Any]]:
+    return [p.as_dict() for p in BUILTIN.values()]
+
+
+# --- the bench's device -----------------------------------------------------------------------
+
+
+def _size_text(n: int) -> str:
+    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def bench_device(spec: DeviceSpec, tx: system.Transaction,
+                 make_testbed_on: Callable[..., Device]) -> Device:
+    """A slowdisk testbed for `backburner bench --device slowdisk:PROFILE:SIZE`.
+
+    Everything is applied in the bench's transaction (no hand-over): a sparse image in a work
+    dir, the daemon, the loop device, then `make_testbed_on` (rotational, ext4, mount).
+    """
+    profile = get_profile(spec.profile)
+    if profile.read_only_medium:
+        raise UsageError(f"a {profile.name} slowdisk is read-only: the bench needs to write "
+                         "its files", "use hdd-5400, hdd-7200, sdcard or flat:MS")
+    if spec.size < 64 << 20:
+        raise UsageError("a slowdisk bench device needs at least 64M")
+    _check_fuse()
+    work = _new_workdir("slowdisk-bench", tx)
+    image = os.path.join(work, "image.img")
+    tx.apply(system.MadeFile(image, spec.size))
+    served = _serve(tx, work, profile, image, read_only=False)
+    rotational = spec.rotational if spec.rotational is not None else int(profile.rotational)
+    label = f"slowdisk:{profile.name}:{_size_text(spec.size)}"
+    dev = make_testbed_on(served.loop, work, label, tx, rotational)
+    dev.facts["slowdisk"] = {**profile.as_dict(), "image_bytes": spec.size,
+                             "fuse_mountpoint": served.mountpoint, "daemon_pid": served.pid}
+    return dev
+
+
+__all__ = [
+    "DEFAULT_SCHEDULER",
+    "CreateOptions",
+    "Entry",
+    "SlowDisk",
+    "attach",
+    "bench_device",
+    "create",
+    "entries",
+    "find",
+    "format_profiles",
+    "format_stats",
+    "prepare_image",
+    "read_stats",
+    "remove",
+]
+

@@ -1,0 +1,168 @@
+"""`backburner bench` on bad input, as a real subprocess: the right exit status, one line on
+stderr (no traceback), and nothing left behind (no database, no testbed, no journal)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import rich
+from conftest import TIMEOUT, Result, bb
+
+import backburner
+from backburner import system
+from backburner.bench import devices
+
+pytestmark = pytest.mark.root
+
+BUSY_WARNING = "other heavy IO is running on"  # a warning the shared machine may add
+
+
+def error_line(r: Result) -> str:
+    """stderr is one `backburner: ...` line, no traceback. A warning about other heavy IO on
+    the machine (not ours to control) may precede it."""
+    assert "Traceback" not in r.err, r.err
+    lines = r.err.strip().splitlines()
+    assert all(ln.startswith("backburner: ") for ln in lines), r.err
+    lines = [ln for ln in lines if BUSY_WARNING not in ln]
+    assert len(lines) == 1, r.err
+    return lines[0]
+
+
+def _left_behind(pid: int, state_dir: Path, db: Path) -> list[str]:
+    work = os.path.join(devices.WORK_ROOT, f"testbed-{pid}")
+    found = []
+    if os.path.exists(work):
+        found.append(work)
+    found += system.loops_backed_by(os.path.join(work, "disk.img"))
+    found += [str(p) for p in db.parent.glob(db.name + "*")]
+    jdir = state_dir / "journal"
+    if jdir.is_dir():
+        found += [str(p) for p in jdir.iterdir()]
+    return found
+
+
+BASE = ["bench", "--probe", "/bin/true", "--device", "testbed:256M", "--trials", "1"]
+
+
+def test_unknown_scheduler_64(tmp_path: Path, state_dir: Path) -> None:
+    db = tmp_path / "r.db"
+    r = bb(*BASE, "--scheduler", "cfq", "-o", str(db), timeout=120)
+    assert r.returncode == 64, r.err
+    line = error_line(r)
+    assert "'cfq'" in line and "bfq" in line  # names it and says what is offered
+    assert _left_behind(r.pid, state_dir, db) == []  # the testbed was made, and undone
+
+
+def test_missing_probe_127(tmp_path: Path, state_dir: Path) -> None:
+    db = tmp_path / "r.db"
+    r = bb(*BASE, "--probe", "no-such-probe-xyz --flag", "-o", str(db))
+    assert r.returncode == 127, r.err
+    assert "no-such-probe-xyz" in error_line(r)
+    assert _left_behind(r.pid, state_dir, db) == []
+
+
+@pytest.mark.parametrize("spec", ["readers:x:seq", "writers:2:zigzag", "cmd:", "readers:10"])
+def test_bad_load_64(tmp_path: Path, state_dir: Path, spec: str) -> None:
+    db = tmp_path / "r.db"
+    r = bb(*BASE, "--load", spec, "-o", str(db))
+    assert r.returncode == 64, r.err
+    assert "does not parse" in error_line(r) or "needs a command" in r.err
+    assert _left_behind(r.pid, state_dir, db) == []
+
+
+@pytest.mark.parametrize("args", [["--policy", "bogus"], ["--trials", "0"],
+                                  ["--device", "testbed:lots"], ["--trials", "two"]])
+def test_other_bad_options_64(tmp_path: Path, state_dir: Path, args: list[str]) -> None:
+    db = tmp_path / "r.db"
+    r = bb(*BASE, *args, "-o", str(db))
+    assert r.returncode == 64, r.err
+    error_line(r)
+    assert _left_behind(r.pid, state_dir, db) == []
+
+
+def test_existing_output_73(tmp_path: Path, state_dir: Path) -> None:
+    db = tmp_path / "r.db"
+    db.write_bytes(b"someone's precious results")
+    r = bb(*BASE, "-o", str(db))
+    assert r.returncode == 73, r.err
+    assert "already exists" in error_line(r)
+    assert db.read_bytes() == b"someone's precious results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db", "state"]
+    assert not os.path.exists(os.path.join(devices.WORK_ROOT, f"testbed-{r.pid}"))
+
+
+def test_resume_of_a_missing_database(tmp_path: Path, state_dir: Path) -> None:
+    r = bb("bench", "--resume", str(tmp_path / "missing.db"))
+    assert r.returncode == 66, r.err
+    error_line(r)
+
+
+def test_resume_of_a_file_that_is_not_a_database(tmp_path: Path, state_dir: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_text("not sqlite\n" * 50)
+    r = bb("bench", "--resume", str(junk))
+    assert r.returncode == 65, r.err
+    error_line(r)
+    assert junk.read_text() == "not sqlite\n" * 50
+
+
+# --- not root ------------------------------------------------------------------------------
+
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Iterator[Path]:
+    """A folder the nobody user can write to."""
+    path = Path("/tmp") / f"bb-bench-nobody-{os.getpid()}"
+    path.mkdir(mode=0o1777)
+    path.chmod(0o1777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _nobody_env(shared: Path) -> tuple[str, dict[str, str]]:
+    """A python >= 3.11 that nobody can run, with backburner and rich importable (the venv's
+    own interpreter may live under /root, which nobody cannot enter)."""
+    paths = [str(Path(backburner.__file__).resolve().parents[1]),
+             str(Path(rich.__file__).resolve().parents[1])]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": ":".join(paths),
+           "BACKBURNER_STATE_DIR": str(shared / "state"), "HOME": str(shared)}
+    for cand in (sys.executable, shutil.which("python3") or "", "/usr/bin/python3"):
+        if cand and subprocess.run(
+                [*AS_NOBODY, cand, "-c", "import sys, backburner.bench.ui;"
+                 "assert sys.version_info >= (3, 11)"],
+                env=env, cwd="/", capture_output=True, timeout=TIMEOUT).returncode == 0:
+            return cand, env
+    pytest.fail("no python that the nobody user can run with backburner importable")
+
+
+def _as_nobody(shared: Path, *args: str) -> Result:
+    python, env = _nobody_env(shared)
+    with subprocess.Popen([*AS_NOBODY, python, "-m", "backburner", *args], env=env, cwd="/",
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    return Result(proc.pid, proc.returncode, out, err)
+
+
+def test_not_root_77(shared: Path) -> None:
+    db = shared / "r.db"
+    r = _as_nobody(shared, *BASE, "-o", str(db))
+    assert r.returncode == 77, r.err
+    assert "needs root" in error_line(r)
+    assert not db.exists() and not (shared / "state" / "journal").exists()
+    assert not os.path.exists(os.path.join(devices.WORK_ROOT, f"testbed-{r.pid}"))
+
+
+def test_not_root_in_an_unwritable_cwd_77(shared: Path) -> None:
+    r = _as_nobody(shared, *BASE)  # default output: results/bench-*.db under cwd "/"
+    assert r.returncode == 77, r.err
+    error_line(r)

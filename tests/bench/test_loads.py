@@ -1,0 +1,351 @@
+"""bench.loads: the spec grammar, fio job files, and real loads started and stopped on the
+real filesystem: nothing of a load may survive `stop`, and its priorities are applied."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backburner import priority, spawn
+from backburner.bench import loads
+from backburner.errors import UsageError
+
+# --- grammar ---------------------------------------------------------------------------------
+
+
+def test_parse_none() -> None:
+    spec = loads.parse(" none ")
+    assert spec.kind == "none" and spec.is_none and spec.fio == ()
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("readers:10:seq", [("readers", 10, "seq", "direct", "read", "1m")]),
+    ("readers:2:rand", [("readers", 2, "rand", "direct", "randread", "4k")]),
+    ("readers:3:seq:buffered", [("readers", 3, "seq", "buffered", "read", "1m")]),
+    ("writers:1:seq", [("writers", 1, "seq", "direct", "write", "1m")]),
+    ("writers:4:rand:direct", [("writers", 4, "rand", "direct", "randwrite", "4k")]),
+    ("readers:2:seq+writers:1:rand:buffered",
+     [("readers", 2, "seq", "direct", "read", "1m"),
+      ("writers", 1, "rand", "buffered", "randwrite", "4k")]),
+    ("readers:1:seq + readers:1:rand", [("readers", 1, "seq", "direct", "read", "1m"),
+                                        ("readers", 1, "rand", "direct", "randread", "4k")]),
+])
+def test_parse_fio(text: str, parts: list[tuple]) -> None:
+    spec = loads.parse(text)
+    assert spec.kind == "fio" and not spec.is_none
+    assert [(p.role, p.jobs, p.pattern, p.mode, p.rw, p.bs) for p in spec.fio] == parts
+
+
+@pytest.mark.parametrize("text, variant", [
+    ("install-loop", "shell-loop"), ("install-loop:shell-loop", "shell-loop"),
+    ("install-loop:long-lived", "long-lived")])
+def test_parse_install_loop(text: str, variant: str) -> None:
+    spec = loads.parse(text)
+    assert (spec.kind, spec.variant) == ("install-loop", variant)
+
+
+def test_parse_copy_and_cmd() -> None:
+    assert loads.parse("copy").kind == "copy"
+    for text, command in [("cmd:'tar xf big.tar'", "tar xf big.tar"),
+                          ('cmd:"sleep 1; echo x"', "sleep 1; echo x"),
+                          ("cmd:sleep 5", "sleep 5"),
+                          ("cmd:'it''s'", "it''s")]:
+        spec = loads.parse(text)
+        assert (spec.kind, spec.command) == ("cmd", command), text
+
+
+@pytest.mark.parametrize("text", [
+    "readers:x:seq", "readers:10", "writers:2:zigzag", "cmd:", "cmd:''", "cmd:  ",
+    "install-loop:bogus", "readers:0:seq", "readers:2:seq:sync", "readers:2:seq+",
+    "none+readers:1:seq", "copy:1g", "", "bogus", "readers:-1:seq", "READERS:1:seq",
+    "readers:1:seq+install-loop",
+])
+def test_parse_errors(text: str) -> None:
+    with pytest.raises(UsageError) as exc:
+        loads.parse(text)
+    assert exc.value.exit_status == 64
+    assert "\n" not in str(exc.value)
+
+
+def _sections(jobfile: str) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    cur = None
+    for line in jobfile.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            cur = out.setdefault(line[1:-1], {})
+        elif line and cur is not None:
+            key, _, value = line.partition("=")
+            cur[key] = value
+    return out
+
+
+def test_fio_jobfile_for_a_mix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loads, "FIO_FILE_SIZE", "16m")
+    spec = loads.parse("readers:2:seq+writers:1:rand:buffered+readers:3:rand")
+    text = loads.fio_jobfile(spec, "/some/dir")
+    s = _sections(text)
+    assert list(s)[0] == "global"
+    g = s.pop("global")
+    assert g["directory"] == "/some/dir" and g["size"] == "16m"
+    assert g["time_based"] == "1" and int(g["runtime"]) >= 3600
+    assert g["ioengine"] == "psync"
+    jobs = list(s.values())
+    assert [(j["rw"], j["bs"], j["numjobs"], j["direct"]) for j in jobs] == [
+        ("read", "1m", "2", "1"), ("randwrite", "4k", "1", "0"), ("randread", "4k", "3", "1")]
+    assert len(s) == 3  # one section per part, unique names
+    # every part has its own files: two reader parts must not share bbload.readers.$jobnum
+    formats = [j["filename_format"] for j in jobs]
+    assert len(set(formats)) == 3 and all("$jobnum" in f for f in formats)
+
+
+# --- real loads --------------------------------------------------------------------------------
+
+
+def _start_time(pid: int) -> int | None:
+    """None if pid is gone or a zombie; else its start time (tells a recycled PID apart)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _all_of(pid: int) -> dict[int, int | None]:
+    """Its process group and all its descendants (fio's jobs setsid() out of the group)."""
+    return {p: _start_time(p) for p in {*loads.group_members(pid),
+                                        *priority.descendants_of(pid)}}
+
+
+def _wait_members(load: loads.Load, at_least: int, timeout: float = 15) -> dict[int, int]:
+    """The load's live processes, with start times, once there are `at_least`."""
+    assert load.child is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        members = _all_of(load.child.pid)
+        members = {p: s for p, s in members.items() if s is not None}
+        if len(members) >= at_least:
+            return members
+        assert load.alive(), Path(load.log).read_text()[-2000:]
+        assert time.monotonic() < deadline, f"only {members} after {timeout}s"
+        time.sleep(0.05)
+
+
+def _assert_all_gone(members: dict[int, int]) -> None:
+    alive = {p for p, start in members.items() if _start_time(p) == start}
+    for pid in alive:  # leave nothing running when the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"load processes still alive after stop: {alive}"
+
+
+@pytest.fixture
+def small(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loads, "FIO_FILE_SIZE", "16m")
+    monkeypatch.setattr(loads, "COPY_SIZE", "8m")
+
+
+@pytest.fixture
+def load_dir(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "load"
+    d.mkdir()
+    yield d
+
+
+DEFAULT = priority.BUILTIN["default"]
+
+
+def _run_and_stop(spec: str, directory: Path, at_least: int,
+                  policy: priority.Policy = DEFAULT) -> tuple[loads.Load, dict[int, int]]:
+    load = loads.Load(loads.parse(spec), str(directory))
+    load.prepare()
+    load.start(policy, [])
+    try:
+        members = _wait_members(load, at_least)
+        assert load.child is not None and load.child.pid in members
+        time.sleep(0.3)
+        assert load.alive()
+    finally:
+        outcome = load.stop()
+    assert outcome is not None
+    assert not load.alive() and load.child is None
+    _assert_all_gone(members)
+    assert load.stop() is None  # a second stop is a no-op
+    return load, members
+
+
+@pytest.mark.root
+def test_fio_readers_start_and_stop(small: None, load_dir: Path) -> None:
+    load, members = _run_and_stop("readers:2:seq", load_dir, at_least=3)  # main + 2 jobs
+    laid_out = sorted(p.name for p in load_dir.glob("bbload.*"))
+    assert len(laid_out) == 2, laid_out
+    assert all((load_dir / n).stat().st_size == 16 << 20 for n in laid_out)
+
+
+@pytest.mark.root
+def test_install_loop_shell_loop_start_and_stop(small: None, load_dir: Path) -> None:
+    _run_and_stop("install-loop:shell-loop", load_dir, at_least=2)  # sh + installer
+    assert (load_dir / "install.tar").stat().st_size > 1 << 20
+
+
+@pytest.mark.root
+def test_install_loop_long_lived_start_and_stop(small: None, load_dir: Path) -> None:
+    _, members = _run_and_stop("install-loop:long-lived", load_dir, at_least=1)
+    cmdlines = {p: Path(f"/proc/{p}/cmdline") for p in members}
+    assert cmdlines  # the installer was our own python, now gone
+    assert not any(c.exists() and _start_time(p) == members[p] for p, c in cmdlines.items())
+
+
+@pytest.mark.root
+def test_copy_start_and_stop(small: None, load_dir: Path) -> None:
+    _run_and_stop("copy", load_dir, at_least=1)
+    assert (load_dir / "copy.src").stat().st_size == 8 << 20
+
+
+def test_cmd_start_and_stop(load_dir: Path) -> None:
+    load, _ = _run_and_stop("cmd:'sleep 100 & sleep 100; wait'", load_dir, at_least=3)
+    assert load.spec.command == "sleep 100 & sleep 100; wait"
+
+
+def test_cmd_runs_in_the_load_dir_and_logs_there(load_dir: Path) -> None:
+    load = loads.Load(loads.parse("cmd:'pwd; echo out; echo err >&2; sleep 100'"),
+                      str(load_dir))
+    load.prepare()
+    load.start(DEFAULT, [])
+    try:
+        deadline = time.monotonic() + 10
+        while "err" not in Path(load.log).read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        load.stop()
+    assert Path(load.log).read_text().split() == [str(load_dir), "out", "err"]
+
+
+@pytest.fixture
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load.stop's SIGTERM grace (10 s) cut to 0.5 s to keep the suite fast."""
+    real = spawn.Child.stop
+
+    def stop(self: spawn.Child, grace: float = 5.0, group: bool = False) -> spawn.Outcome:
+        return real(self, min(grace, 0.5), group)
+
+    monkeypatch.setattr(spawn.Child, "stop", stop)
+
+
+def test_load_ignoring_sigterm_is_still_stopped(load_dir: Path, short_grace: None) -> None:
+    """Everything in the group ignores SIGTERM: stop waits its grace, then SIGKILLs."""
+    _run_and_stop("cmd:'trap \"\" TERM; sleep 100 & sleep 100; wait'", load_dir, at_least=3)
+
+
+@pytest.mark.root
+def test_fio_jobs_outside_the_group_are_stopped(small: None, load_dir: Path,
+                                                short_grace: None) -> None:
+    """fio's job processes setsid() out of the load's group; when fio's main process cannot
+    end them (here: stopped, then SIGKILLed after the grace), stop must kill them itself."""
+    load = loads.Load(loads.parse("readers:2:seq"), str(load_dir))
+    load.prepare()
+    load.start(DEFAULT, [])
+    try:
+        members = _wait_members(load, 3)
+        assert load.child is not None
+        main = load.child.pid
+        jobs = [p for p in members if p != main]
+        assert all(os.getpgid(p) != main for p in jobs)  # not reachable through the group
+        os.kill(main, signal.SIGSTOP)
+    finally:
+        load.stop()
+    _assert_all_gone(members)
+
+
+def test_straggler_ignoring_sigterm_after_leader_exits(load_dir: Path) -> None:
+    """The leader dies on SIGTERM at once; a grandchild that ignores it must not survive."""
+    t0 = time.monotonic()
+    _run_and_stop("cmd:'(trap \"\" TERM; sleep 100; true) & wait'", load_dir, at_least=3)
+    assert time.monotonic() - t0 < 8  # no grace period wasted: the group was SIGKILLed
+
+
+def test_none_load_starts_nothing(load_dir: Path) -> None:
+    load = loads.Load(loads.parse("none"), str(load_dir))
+    load.prepare()
+    load.start(DEFAULT, [])
+    assert load.child is None and not load.alive() and load.stop() is None
+
+
+@pytest.mark.root
+def test_policy_is_applied_to_every_fio_process(small: None, load_dir: Path) -> None:
+    policy = priority.Policy("bgish", priority.IOPrio("idle"), priority.CPUPolicy("idle"))
+    assert not policy.needs_cgroup
+    load = loads.Load(loads.parse("readers:2:seq"), str(load_dir))
+    load.prepare()
+    load.start(policy, [])
+    try:
+        members = _wait_members(load, 3)
+        seen = {}
+        for pid in members:
+            for tid in priority.threads_of(pid):
+                seen[tid] = (str(priority.ioprio_get(tid)), priority.read_cpu(tid)[0])
+    finally:
+        load.stop()
+    _assert_all_gone(members)
+    assert len(seen) >= 3
+    assert set(seen.values()) == {("idle", "idle")}, seen
+    # and we ourselves are untouched
+    assert priority.read_cpu(os.getpid())[0] == "normal"
+
+
+def test_default_policy_changes_nothing(load_dir: Path) -> None:
+    mine = (str(priority.ioprio_get(os.getpid())), priority.read_cpu(os.getpid()))
+    load = loads.Load(loads.parse("cmd:'sleep 100'"), str(load_dir))
+    load.start(DEFAULT, [])
+    try:
+        theirs = {(str(priority.ioprio_get(pid)), priority.read_cpu(pid))
+                  for pid in _wait_members(load, 1)}
+    finally:
+        load.stop()
+    assert theirs == {mine}
+
+
+@pytest.mark.root
+def test_a_killed_bench_leaves_no_fio_running(small: None, load_dir: Path) -> None:
+    """The bench process dies by SIGKILL mid-trial: its fio load must end by itself."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        from backburner import priority, spawn
+        from backburner.bench import loads
+        loads.FIO_FILE_SIZE = "16m"
+        load = loads.Load(loads.parse("readers:2:seq"), {str(load_dir)!r})
+        load.prepare()
+        load.start(priority.BUILTIN["default"], [])
+        while len(priority.descendants_of(load.child.pid)) < 2:
+            time.sleep(0.02)
+        print(load.child.pid, flush=True)
+        time.sleep(100)
+    """)
+    bench = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    timer = threading.Timer(30, bench.kill)  # never hang on readline
+    timer.start()
+    try:
+        assert bench.stdout is not None
+        line = bench.stdout.readline()
+        assert line, "the bench script failed"
+        members = _all_of(int(line))
+        assert len(members) >= 3 and None not in members.values()
+    finally:
+        timer.cancel()
+        bench.send_signal(signal.SIGKILL)
+        bench.wait(10)
+    deadline = time.monotonic() + 10
+    while any(_start_time(p) == s for p, s in members.items()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p, s in members.items() if _start_time(p) == s]
+    for pid in left:  # do not leave them running if the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"fio processes {left} outlived the killed bench"

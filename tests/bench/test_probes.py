@@ -1,0 +1,214 @@
+"""bench.probes: parsing, timing to exit / to ready / to timeout (never leaving the probe
+running), and the strace-discovered chroot a probe runs in on a testbed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backburner.bench import probes
+from backburner.errors import CommandNotFound, UsageError
+
+# --- parse / resolve -------------------------------------------------------------------------
+
+
+def test_parse_splits_like_a_shell() -> None:
+    p = probes.Probe.parse("python3 -c 'import sys; print(1)'", ready_line="READY")
+    assert p.argv == ("python3", "-c", "import sys; print(1)")
+    assert p.ready_line == "READY" and p.ready_file is None
+    assert probes.Probe.parse(p.text).argv == p.argv
+
+
+@pytest.mark.parametrize("text, kw", [
+    ("'unbalanced", {}), ("", {}), ("   ", {}), ("true", {"ready_line": "(unclosed"}),
+])
+def test_parse_errors(text: str, kw: dict) -> None:
+    with pytest.raises(UsageError) as exc:
+        probes.Probe.parse(text, **kw)
+    assert exc.value.exit_status == 64 and "\n" not in str(exc.value)
+
+
+def test_resolve_gives_an_absolute_real_path() -> None:
+    p = probes.Probe.parse("true --ignored", ready_file="/x").resolve()
+    assert p.argv[0] == os.path.realpath(shutil.which("true") or "")
+    assert os.path.isabs(p.argv[0]) and not os.path.islink(p.argv[0])
+    assert p.argv[1:] == ("--ignored",) and p.ready_file == "/x"
+
+
+@pytest.mark.parametrize("cmd", ["no-such-probe-xyz --flag", "/nonexistent/bin/probe"])
+def test_resolve_of_a_missing_command(cmd: str) -> None:
+    with pytest.raises(CommandNotFound) as exc:
+        probes.Probe.parse(cmd).resolve()
+    msg = str(exc.value)
+    assert exc.value.exit_status == 127
+    assert "\n" not in msg and cmd.split()[0] in msg and "not found" in msg
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+
+def test_time_probe_true_is_ok_and_fast() -> None:
+    r = probes.time_probe(probes.Probe.parse("true").resolve(), timeout=10)
+    assert r.status == "ok"
+    assert r.outcome is not None and r.outcome.exit_code == 0 and r.outcome.signal is None
+    assert 0 < r.wall_s < 0.5 and r.wall_s == r.outcome.wall_s
+    assert _gone(r.outcome.pid)
+
+
+def test_time_probe_failing_is_failed() -> None:
+    r = probes.time_probe(probes.Probe.parse("false"), timeout=10)
+    assert r.status == "failed"
+    assert r.outcome is not None and r.outcome.exit_code == 1
+
+
+@pytest.mark.parametrize("cmd", ["sleep 5", "sh -c 'sleep 5 & sleep 5; wait'"])
+def test_time_probe_timeout_kills_the_probe(cmd: str) -> None:
+    t0 = time.monotonic()
+    r = probes.time_probe(probes.Probe.parse(cmd), timeout=0.3)
+    elapsed = time.monotonic() - t0
+    assert r.status == "timeout" and r.wall_s == 0.3
+    assert 0.3 <= elapsed < 2.5
+    assert r.outcome is not None and r.outcome.signal is not None
+    assert _gone(r.outcome.pid)
+    deadline = time.monotonic() + 2  # stragglers were SIGKILLed: give the kernel a moment
+    while _group(r.outcome.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _group(r.outcome.pid) == []
+
+
+def _group(pgid: int) -> list[int]:
+    """Live (non-zombie) members of a process group."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] not in "ZX" and int(fields[2]) == pgid:
+                out.append(int(entry.name))
+    return out
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "probe.sh"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_ready_line(tmp_path: Path) -> None:
+    script = _script(tmp_path, "sleep 0.1; echo starting; echo READY now; exec sleep 5")
+    t0 = time.monotonic()
+    r = probes.time_probe(probes.Probe.parse(script, ready_line="^READY"), timeout=10)
+    assert r.status == "ok"
+    assert 0.1 <= r.wall_s < 2 and time.monotonic() - t0 < 4
+    assert r.outcome is not None and r.outcome.signal is not None  # terminated, not exited
+    assert _gone(r.outcome.pid)
+
+
+def test_ready_line_without_newline_and_split_writes(tmp_path: Path) -> None:
+    script = _script(tmp_path, "printf 'RE'; sleep 0.2; printf 'ADY'; exec sleep 5")
+    r = probes.time_probe(probes.Probe.parse(script, ready_line="READY"), timeout=10)
+    assert r.status == "ok" and 0.2 <= r.wall_s < 2
+
+
+def test_ready_line_never_printed(tmp_path: Path) -> None:
+    exits = _script(tmp_path, "echo not yet")
+    r = probes.time_probe(probes.Probe.parse(exits, ready_line="READY"), timeout=10)
+    assert r.status == "failed" and r.detail.get("reason") == "exited before ready"
+    hangs = _script(tmp_path, "echo not yet; exec sleep 5")
+    t0 = time.monotonic()
+    r = probes.time_probe(probes.Probe.parse(hangs, ready_line="READY"), timeout=0.4)
+    assert r.status == "timeout" and r.wall_s == 0.4 and time.monotonic() - t0 < 3
+    assert r.outcome is not None and _gone(r.outcome.pid)
+
+
+def test_ready_file(tmp_path: Path) -> None:
+    flag = tmp_path / "ready.flag"
+    script = _script(tmp_path, f"sleep 0.1; touch {flag}; exec sleep 5")
+    t0 = time.monotonic()
+    r = probes.time_probe(probes.Probe.parse(script, ready_file=str(flag)), timeout=10)
+    assert r.status == "ok" and 0.1 <= r.wall_s < 2 and time.monotonic() - t0 < 4
+    assert r.outcome is not None and _gone(r.outcome.pid)
+
+
+# --- the probe's files and its chroot -----------------------------------------------------
+
+
+def test_exec_interpreters_of_an_elf_and_a_script(tmp_path: Path) -> None:
+    (interp,) = probes.exec_interpreters("/bin/true")
+    readelf = shutil.which("readelf")
+    if readelf:
+        out = subprocess.run([readelf, "-l", "/bin/true"], capture_output=True, text=True).stdout
+        assert f"[Requesting program interpreter: {interp}]" in out
+    assert "ld-linux" in interp and os.path.exists(interp)
+    script = tmp_path / "s"
+    script.write_text("#!/usr/bin/env python3 -I\nprint(1)\n")
+    assert probes.exec_interpreters(str(script)) == ["/usr/bin/env"]
+    plain = tmp_path / "plain"
+    plain.write_text("just text, not a program at all\n")
+    assert probes.exec_interpreters(str(plain)) == []
+    assert probes.exec_interpreters(str(tmp_path / "missing")) == []
+
+
+@pytest.mark.root
+def test_discover_and_install_true_into_a_chroot(tmp_path: Path) -> None:
+    probe = probes.Probe.parse("/bin/true").resolve()
+    files = probes.discover_files(probe, timeout=30)
+    assert probe.argv[0] in files
+    assert any("libc.so" in f for f in files), files
+    root = tmp_path / "root"
+    root.mkdir()
+    copied = probes.install(files, str(root))
+    assert copied >= 2  # the program and at least libc
+    for virtual in probes.VIRTUAL_ROOTS:
+        assert (root / virtual.lstrip("/")).is_dir()
+    assert stat.S_IMODE((root / "tmp").stat().st_mode) == 0o1777
+    real = os.path.realpath("/bin/true")
+    assert (root / real.lstrip("/")).is_file()
+    run = subprocess.run(["chroot", str(root), real], capture_output=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    r = probes.time_probe(probe, timeout=10, chroot=str(root))
+    assert r.status == "ok"
+    # and nothing of the host leaked in beyond what was asked for
+    assert not (root / "etc" / "passwd").exists()
+
+
+@pytest.mark.root
+def test_install_is_needed_for_the_chroot(tmp_path: Path) -> None:
+    """The check above can fail: an empty root does not run /bin/true."""
+    root = tmp_path / "empty"
+    root.mkdir()
+    probes.install([], str(root))
+    run = subprocess.run(["chroot", str(root), os.path.realpath("/bin/true")],
+                         capture_output=True, timeout=30)
+    assert run.returncode != 0
+
+
+def test_devices_of_groups_regular_files(tmp_path: Path) -> None:
+    """Regular files by st_dev; directories, virtual roots (/proc, /tmp, ...) and missing
+    paths are left out."""
+    f = os.path.realpath(sys.executable)
+    tmp_file = tmp_path / "f"
+    tmp_file.write_text("x")
+    groups = probes.devices_of([f, "/proc/self/status", str(tmp_path), "/nonexistent",
+                                os.path.dirname(f), str(tmp_file)])
+    if str(tmp_path).startswith("/tmp/"):
+        assert groups == {os.stat(f).st_dev: [f]}
+    else:
+        assert groups[os.stat(f).st_dev][0] == f

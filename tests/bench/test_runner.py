@@ -1,0 +1,362 @@
+"""bench.runner on real testbeds (root): every slot stored, the system left exactly as it
+was (after success, after an exception mid-run), and resume after a SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import BB, TIMEOUT, bb
+
+from backburner import system
+from backburner.bench import devices, loads, matrix, probes, runner
+from backburner.store import Store
+
+pytestmark = pytest.mark.root
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+# --- what "nothing left behind" means, for one bench process --------------------------------
+
+
+def _testbed(pid: int) -> str:
+    return os.path.join(devices.WORK_ROOT, f"testbed-{pid}")
+
+
+def _mount_targets() -> list[str]:
+    return [ln.split()[1] for ln in Path("/proc/self/mounts").read_text().splitlines()]
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def _bench_cgroups(pid: int) -> list[Path]:
+    return [p for hier in CGROUP_ROOT.iterdir() if hier.is_dir()
+            for p in (hier / "backburner").glob(f"bench-{pid}-*")]
+
+
+def _journals(state_dir: Path) -> list[Path]:
+    jdir = state_dir / "journal"
+    return sorted(jdir.iterdir()) if jdir.is_dir() else []
+
+
+def assert_nothing_left(pid: int, state_dir: Path) -> None:
+    """Nothing of bench process `pid` remains: loop, mounts, files, cgroups, journal, loads."""
+    work = _testbed(pid)
+    image = os.path.join(work, "disk.img")
+    assert system.loops_backed_by(image) == []
+    losetup = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert work not in losetup, losetup
+    assert [m for m in _mount_targets() if m.startswith(work)] == []
+    assert not os.path.exists(work)
+    assert _bench_cgroups(pid) == []
+    assert _journals(state_dir) == []
+    assert _procs_mentioning(work) == []  # no fio (or anything) still using the testbed
+
+
+# --- a tiny bench on a testbed -----------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_fio(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loads, "FIO_FILE_SIZE", "32m")
+
+
+def _config(**kw: object) -> runner.BenchConfig:
+    base: dict = dict(probe="/bin/true", loads=["none", "readers:1:seq"],
+                      policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
+                      device="testbed:1G", trials=2, settle_s=0.3, timeout_s=30, seed=11)
+    base.update(kw)
+    return runner.BenchConfig(**base)  # type: ignore[arg-type]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.progress: list[tuple[int, int, str]] = []
+        self.warnings: list[str] = []
+
+    def report(self, p: runner.Progress) -> None:
+        self.progress.append((p.done, p.total, p.cell))
+
+    def warn(self, msg: str) -> None:
+        self.warnings.append(msg)
+
+
+def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None) -> None:
+    cfg = _config()
+    db = str(tmp_path / "r.db")
+    rec = Recorder()
+    store, run_id = runner.start(cfg, db, rec.report, rec.warn, command="bb test")
+    store.close()
+    assert_nothing_left(os.getpid(), state_dir)
+
+    s = Store.open(db, readonly=True)
+    (run,) = s.runs()
+    assert run.id == run_id and run.command == "bb test" and run.finished_at is not None
+    assert runner.BenchConfig(**run.config) == cfg
+    dev = run.environment["device"]
+    assert dev["name"].startswith("loop") and dev["filesystem"] == "ext4"
+    assert dev["loop_backing_file"] == os.path.join(_testbed(os.getpid()), "disk.img")
+    assert dev["size_bytes"] == 1 << 30 and dev["rotational"] == "1"
+    assert {"mq-deadline", "bfq"} <= set(dev["schedulers"])
+    assert dev["probe_files_copied"] >= 2
+    assert run.environment["kernel"] == os.uname().release
+
+    cells = cfg.cells()
+    stored = {c.key: c for c in s.cells(run_id)}
+    assert set(stored) == {c.key for c in cells} and len(cells) == 6
+    trials = s.trials(include_warmup=True)
+    assert len(trials) == len(cells) * (cfg.trials + 1)
+    by_id = {c.id: c for c in stored.values()}
+    # stored in exactly the seeded slot order, with the right rounds and warm-up flags
+    slots = matrix.order(cells, cfg.trials, cfg.seed)
+    assert [(by_id[t["cell_id"]].key, t["round"]) for t in trials] == \
+        [(sl.cell.key, sl.round) for sl in slots]
+    for t in trials:
+        assert t["warmup"] == int(t["round"] == 0) and t["cold"] == 1
+        assert t["status"] == "ok", t
+        assert 0 < t["wall_s"] < 5 and t["exit_code"] == 0 and t["signal"] is None
+        assert t["started_at"] <= t["ended_at"]
+        assert t["load_read_bps"] >= 0 and t["load_write_bps"] >= 0
+        assert t["extra"]["limit_s"] > 0
+    assert Counter(by_id[t["cell_id"]].key for t in trials) == {c.key: 3 for c in cells}
+    assert len(s.trials()) == len(cells) * cfg.trials  # warm-ups excluded by default
+    # loaded cells got the abort limit from their scheduler's unloaded median
+    for t in trials:
+        if by_id[t["cell_id"]].load == "none":
+            assert t["extra"]["limit_s"] == cfg.timeout_s
+        else:  # max(1 s, 30 × a few ms), never above the timeout
+            assert 1.0 <= t["extra"]["limit_s"] < cfg.timeout_s
+    assert rec.progress[-1][:2] == (len(slots), len(slots))
+
+
+# --- a device given as a path: its scheduler is put back ---------------------------------
+
+
+@pytest.fixture
+def own_disk(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A loop device with ext4 mounted at tmp/mnt, its scheduler set to none first.
+    Yields (mountpoint, queue dir); detached after."""
+    image = tmp_path / "own.img"
+    with open(image, "wb") as f:
+        f.truncate(256 << 20)
+    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
+                         text=True, timeout=TIMEOUT, check=True).stdout.strip()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    queue = Path("/sys/block", os.path.basename(dev), "queue")
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", dev], check=True, timeout=120,
+                       capture_output=True)
+        subprocess.run(["mount", dev, str(mnt)], check=True, timeout=TIMEOUT)
+        (queue / "scheduler").write_text("none")
+        assert system.selected((queue / "scheduler").read_text()) == "none"
+        yield mnt, queue
+    finally:
+        subprocess.run(["umount", str(mnt)], timeout=TIMEOUT)
+        subprocess.run(["losetup", "-d", dev], timeout=TIMEOUT, check=True)
+
+
+def _sched(queue: Path) -> str:
+    return system.selected((queue / "scheduler").read_text())
+
+
+def _path_config(mnt: Path, **kw: object) -> runner.BenchConfig:
+    return _config(device=str(mnt), schedulers=["bfq", "mq-deadline"],
+                   policies=["default"], trials=1, **kw)
+
+
+def test_path_device_scheduler_restored(own_disk: tuple[Path, Path], tmp_path: Path,
+                                        state_dir: Path, tiny_fio: None) -> None:
+    mnt, queue = own_disk
+    rec = Recorder()
+    seen: list[str] = []
+    real_time_probe = probes.time_probe
+
+    def spy(*a: object, **kw: object) -> probes.ProbeResult:
+        seen.append(_sched(queue))
+        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
+
+    db = str(tmp_path / "r.db")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(probes, "time_probe", spy)
+        store, run_id = runner.start(_path_config(mnt), db, rec.report, rec.warn)
+    store.close()
+    assert {"bfq", "mq-deadline"} <= set(seen)  # it really switched
+    assert _sched(queue) == "none"
+    assert not (mnt / f".backburner-load-{os.getpid()}").exists()
+    assert sorted(os.listdir(mnt)) == ["lost+found"]
+    assert _journals(state_dir) == []
+    assert _bench_cgroups(os.getpid()) == []
+    s = Store.open(db, readonly=True)
+    assert len(s.trials(include_warmup=True)) == 4 * 2  # 2 schedulers × (none, 1 load) × 2
+    assert s.runs()[0].environment["device"]["name"] == queue.parent.name
+    # /bin/true lives on the root disk, not on the device under test: the user is told
+    assert any("not on the device under test" in w for w in rec.warnings), rec.warnings
+
+
+def test_path_device_scheduler_restored_after_interrupt(
+        own_disk: tuple[Path, Path], tmp_path: Path, state_dir: Path, tiny_fio: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    mnt, queue = own_disk
+    calls = []
+    real_time_probe = probes.time_probe
+
+    def flaky(*a: object, **kw: object) -> probes.ProbeResult:
+        calls.append(_sched(queue))
+        if len(calls) == 3:  # call 1 is strace's discovery; 2 is the first trial
+            raise KeyboardInterrupt
+        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probes, "time_probe", flaky)
+    db = str(tmp_path / "r.db")
+    rec = Recorder()
+    with pytest.raises(KeyboardInterrupt):
+        runner.start(_path_config(mnt, seed=3), db, rec.report, rec.warn)
+    assert calls[2] in ("bfq", "mq-deadline")  # interrupted with a scheduler switched
+    assert _sched(queue) == "none"
+    assert not (mnt / f".backburner-load-{os.getpid()}").exists()
+    assert _journals(state_dir) == []
+    assert _procs_mentioning(str(mnt)) == []
+    s = Store.open(db, readonly=True)  # the one finished trial is kept; the run is unfinished
+    assert len(s.trials(include_warmup=True)) == 1
+    assert s.runs()[0].finished_at is None
+
+
+def test_exception_before_any_trial_leaves_no_database(tmp_path: Path, state_dir: Path,
+                                                       tiny_fio: None) -> None:
+    """An unknown scheduler is found only once the testbed exists: all of it is undone."""
+    db = tmp_path / "r.db"
+    rec = Recorder()
+    from backburner.errors import UsageError
+
+    with pytest.raises(UsageError, match="cfq"):
+        runner.start(_config(schedulers=["bfq", "cfq"]), str(db), rec.report, rec.warn)
+    assert not db.exists() and not Path(f"{db}-wal").exists()
+    assert_nothing_left(os.getpid(), state_dir)
+
+
+def test_work_root_shared_with_a_concurrent_run(tmp_path: Path, state_dir: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """This run creates the shared work folder; another run's testbed appears in it while
+    we run. Our undo must neither fail on it nor touch it."""
+    root = tmp_path / "work-root"
+    other = root / "testbed-999999999"
+    monkeypatch.setattr(devices, "WORK_ROOT", str(root))
+    real_time_probe = probes.time_probe
+
+    def with_neighbour(*a: object, **kw: object) -> probes.ProbeResult:
+        other.mkdir(parents=True, exist_ok=True)
+        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probes, "time_probe", with_neighbour)
+    rec = Recorder()
+    cfg = _config(loads=["none"], policies=["default"], schedulers=["bfq"], trials=1,
+                  device="testbed:256M")
+    runner.start(cfg, str(tmp_path / "r.db"), rec.report, rec.warn)[0].close()
+    assert other.is_dir()
+    assert_nothing_left(os.getpid(), state_dir)
+
+
+# --- resume after SIGKILL, through the CLI ----------------------------------------------------
+
+
+def _trial_count(db: Path) -> int:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            return int(conn.execute("SELECT count(*) FROM trials").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return 0
+
+
+def test_resume_after_sigkill(tmp_path: Path, state_dir: Path) -> None:
+    db = tmp_path / "r.db"
+    args = ["bench", "--probe", "/bin/true", "--load", "readers:1:seq", "--policy",
+            "background", "--scheduler", "mq-deadline", "--scheduler", "bfq", "--device",
+            "testbed:1G", "--trials", "2", "--settle", "0.3", "--seed", "9", "-o", str(db)]
+    log = open(tmp_path / "bench.log", "wb")
+    proc = subprocess.Popen([*BB, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 60
+        # killed in the middle of a loaded trial: its fio load must not outlive the bench
+        while _trial_count(db) < 3 or not _procs_mentioning(_testbed(proc.pid) + "/mnt/load"):
+            assert proc.poll() is None, (tmp_path / "bench.log").read_text()
+            assert time.monotonic() < deadline, "no loaded trial after 3 trials within 60 s"
+            time.sleep(0.02)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(TIMEOUT)
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = _trial_count(db)
+    assert 3 <= killed_at < 12
+    assert len(_journals(state_dir)) == 1  # the undo journal outlived its owner
+    assert os.path.exists(_testbed(proc.pid))
+
+    r = bb("restore")
+    assert r.returncode == 0, r.err
+    assert "undid" in r.out
+    assert_nothing_left(proc.pid, state_dir)
+
+    r = bb("bench", "--resume", str(db), timeout=120)
+    # TODO(report): `bench` renders the report at the end; until backburner.report exists
+    # that step alone fails. Tolerate exactly that, nothing else.
+    report_missing = "No module named 'backburner.report'" in r.err
+    assert r.returncode == 0 or report_missing, r.err
+    if not report_missing:
+        assert (tmp_path / "r.html").is_file()  # the report, next to the database
+    assert_nothing_left(r.pid, state_dir)
+
+    s = Store.open(str(db), readonly=True)
+    (run,) = s.runs()
+    assert run.finished_at is not None
+    cells = {c.id: c for c in s.cells(run.id)}
+    assert len(cells) == 4  # 2 schedulers × (none, readers:1:seq × background)
+    keys = Counter((cells[t["cell_id"]].key, t["round"]) for t in s.trials(include_warmup=True))
+    assert set(keys.values()) == {1}  # none duplicated
+    assert set(keys) == {(c.key, rnd) for c in cells.values() for rnd in (0, 1, 2)}
+    assert sum(keys.values()) == len(cells) * (2 + 1)
+    assert all(t["status"] == "ok" for t in s.trials(include_warmup=True))
+
+
+def test_resume_of_a_finished_run_adds_nothing(tmp_path: Path, state_dir: Path,
+                                               tiny_fio: None) -> None:
+    """Resuming a complete run adds nothing (and sets up nothing that is left behind)."""
+    db = str(tmp_path / "r.db")
+    rec = Recorder()
+    cfg = _config(loads=["none"], policies=["default"], trials=1)
+    runner.start(cfg, db, rec.report, rec.warn)[0].close()
+    before = Store.open(db, readonly=True).trials(include_warmup=True)
+    store, _ = runner.resume(db, rec.report, rec.warn)
+    store.close()
+    after = Store.open(db, readonly=True).trials(include_warmup=True)
+    assert after == before and len(after) == 2 * 2
+    assert_nothing_left(os.getpid(), state_dir)
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_testbeds() -> Iterator[None]:
+    """Whatever a test did, it must not leave a testbed of this process."""
+    yield
+    assert not os.path.exists(_testbed(os.getpid()))
+

@@ -1,0 +1,114 @@
+"""`backburner slowdisk ...` as a user runs it: subprocesses, exit statuses, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from conftest import bb, one_line_error, wait_for
+
+from backburner.slowdisk.profiles import BUILTIN
+
+pytestmark = pytest.mark.timeout(120)
+
+needs_fuse = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
+
+
+def test_profiles_lists_every_builtin_with_parameters_and_sources() -> None:
+    r = bb("slowdisk", "profiles")
+    assert r.returncode == 0 and r.err == "", r.err
+    header = r.out.splitlines()[0].split()
+    assert header == ["parameter", *BUILTIN]
+    for row in ("rpm", "average seek", "rotational latency", "rate, outer edge",
+                "drive cache", "random 4 KiB read (avg)", "read-only medium"):
+        assert re.search(rf"^{re.escape(row)}\s", r.out, re.M), row
+    assert "flat:MS" in r.out
+    assert r.out.count("source: ") == len(BUILTIN) + 1
+    assert "ECMA-267" in r.out and "dm-delay" in r.out
+
+    r = bb("slowdisk", "profiles", "--json")
+    assert r.returncode == 0
+    data = json.loads(r.out)
+    assert [p["name"] for p in data] == list(BUILTIN)
+    assert all(p["source"] and "average_seek_s" in p for p in data)
+
+
+@pytest.mark.root
+@needs_fuse
+def test_create_stats_list_remove(tmp_path: Path, state_dir: Path) -> None:
+    image = tmp_path / "disk.img"
+    r = bb("slowdisk", "create", "--profile", "hdd-5400", "--size", "32M", str(image))
+    assert r.returncode == 0, r.err
+    assert re.fullmatch(r"/dev/loop\d+\n", r.out), r.out  # scripts can capture it
+    dev = r.out.strip()
+    assert len(r.err.strip().splitlines()) == 1 and f"slowdisk remove {dev}" in r.err
+    assert image.stat().st_size == 32 << 20
+
+    with open(dev, "rb", buffering=0) as f:  # one read through the loop device
+        f.read(4096)
+    r = bb("slowdisk", "stats", dev)
+    assert r.returncode == 0, r.err
+    assert r.out.startswith(f"{dev}: hdd-5400 slowdisk on {image}")
+    for word in ("requests", "seeks", "busy (model)", "overhead", "scheduler mq-deadline",
+                 "rotational 1"):
+        assert word in r.out, word
+    r = bb("slowdisk", "stats", "--json", dev.removeprefix("/dev/"))
+    assert r.returncode == 0, r.err
+    stats = json.loads(r.out)
+    assert stats["device"] == dev and stats["profile"] == "hdd-5400"
+    assert stats["reads"] >= 1 and stats["busy_s"] > 0 and "overhead_mean_s" in stats
+
+    r = bb("slowdisk", "list")
+    assert r.returncode == 0 and dev in r.out and "running" in r.out
+
+    r = bb("slowdisk", "remove", dev)
+    assert r.returncode == 0, r.err
+    assert r.out.strip() == f"removed {dev} (hdd-5400 slowdisk on {image})"
+    wait_for(lambda: not os.path.exists(f"/proc/{stats['pid']}") or
+             Path(f"/proc/{stats['pid']}/stat").read_text().split(") ")[1][0] == "Z", 10)
+    assert stats["mountpoint"] not in Path("/proc/self/mounts").read_text()
+    assert not Path(stats["mountpoint"]).parent.exists()
+    assert image.exists()
+
+    for args in (("remove", dev), ("stats", dev)):
+        r = bb("slowdisk", *args)
+        assert r.returncode == 66, r.err
+        assert one_line_error(r) == f"backburner: {dev} is not a slowdisk; there is none"
+    r = bb("slowdisk", "list")
+    assert r.returncode == 0 and r.out == "no slowdisk is set up\n"
+
+
+@pytest.mark.root
+def test_errors_are_one_line_with_a_status(tmp_path: Path, state_dir: Path) -> None:
+    small = tmp_path / "small.img"
+    small.write_bytes(b"\0" * (1 << 20))
+    missing = str(tmp_path / "missing.img")
+    cases = [
+        (("slowdisk",), 64, "required: ACTION"),
+        (("slowdisk", "create", missing, "--size", "1G"), 64, "--profile"),
+        (("slowdisk", "create", "--profile", "floppy", missing, "--size", "1G"), 64,
+         "unknown slowdisk profile 'floppy'"),
+        (("slowdisk", "create", "--profile", "flat:x", missing, "--size", "1G"), 64,
+         "bad flat profile"),
+        (("slowdisk", "create", "--profile", "hdd-5400", "--size", "8G", str(small)), 64,
+         "smaller than the 8 GiB asked for"),
+        (("slowdisk", "create", "--profile", "dvd", missing), 66, "does not exist"),
+        (("slowdisk", "create", "--profile", "hdd-7200", missing), 64, "give --size"),
+        (("slowdisk", "create", "--profile", "hdd-7200", "--size", "8Q", missing), 64,
+         "does not parse"),
+        (("slowdisk", "create", "--profile", "hdd-7200", "--size", "1G",
+          "--scheduler", "cfq", missing), 64, "unknown IO scheduler"),
+        (("slowdisk", "remove", "/dev/loop999"), 66, "not a slowdisk"),
+        (("slowdisk", "stats", "loop999"), 66, "not a slowdisk"),
+    ]
+    for args, status, text in cases:
+        r = bb(*args)
+        assert r.returncode == status, (args, r.returncode, r.err)
+        line = one_line_error(r)
+        assert line.startswith("backburner: ") and text in line, (args, line)
+        assert r.out == ""
+    assert not os.path.exists(missing)
+    assert not (state_dir / "journal").exists() or not list((state_dir / "journal").iterdir())
