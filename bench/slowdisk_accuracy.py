@@ -24,7 +24,8 @@ The dvd profile reads a pre-filled read-only image (random bytes); the others a 
 
 Usage (root): .venv/bin/python bench/slowdisk_accuracy.py [--profiles a,b] [--runtime S]
 Takes about a minute. Prints a Markdown table; exit status 1 if a target is missed
-(random-read mean within 10 % of the model, overhead < 0.5 ms per request).
+(random-read mean within 10 % of the model; the simulator's own time < 0.5 ms per request,
+not counting the real reads of the image, which overlap the modelled time).
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ class Row:
     seq_bps: float
     model_seq_bps: float
     chunk: int
+    seq_seeks: int
+    seq_requests: int
     overhead_s: float
+    image_io_s: float
     late: int
 
     @staticmethod
@@ -138,7 +142,7 @@ def measure(name: str, runtime: float, tmp: str) -> Row:
     try:
         dev = disk.device
         time.sleep(0.2)  # the daemon's start-up round-trip probe is done
-        rand_runtime = min(max(runtime, MIN_RANDOM_READS * model_mean), 3 * runtime)
+        rand_runtime = min(max(runtime, 1.1 * MIN_RANDOM_READS * model_mean), 4 * runtime)
         a = stats(dev)
         r = fio(dev, "randread", "4k", rand_runtime)
         b = stats(dev)
@@ -159,7 +163,9 @@ def measure(name: str, runtime: float, tmp: str) -> Row:
         exact_s=(b["modelled_latency_s"] - a["modelled_latency_s"]) / n,
         seq_bps=s["bw_bytes"],
         model_seq_bps=model_sequential(p, size, s["total_ios"], MiB, chunk),
-        chunk=chunk, overhead_s=own / n, late=b["late_requests"] - a["late_requests"])
+        chunk=chunk, seq_seeks=c["seeks"] - b["seeks"], seq_requests=seq_requests,
+        overhead_s=own / n, image_io_s=(b["backing_io_s"] - a["backing_io_s"]) / n,
+        late=b["late_requests"] - a["late_requests"])
 
 
 def table(rows: list[Row]) -> str:
@@ -170,8 +176,9 @@ def table(rows: list[Row]) -> str:
         return f"{100 * x:+.1f} %"
 
     out = ["| profile | random 4K reads | mean ms (model) | err | median ms (model) | err | "
-           "err vs exact model | seq 1M MB/s (model) | err | sim overhead ms/req |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "err vs exact model | seq 1M MB/s (model) | err | sim overhead ms/req "
+           "(of which image IO) | late > 1 ms |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(
             f"| {r.profile} | {r.reads} | {ms(r.mean_s)} ({ms(r.model_mean_s)}) | "
@@ -179,7 +186,7 @@ def table(rows: list[Row]) -> str:
             f"({ms(r.model_median_s)}) | {pct(Row.err(r.median_s, r.model_median_s))} | "
             f"{pct(Row.err(r.mean_s, r.exact_s))} | {r.seq_bps / 1e6:.1f} "
             f"({r.model_seq_bps / 1e6:.1f}) | {pct(Row.err(r.seq_bps, r.model_seq_bps))} | "
-            f"{ms(r.overhead_s)} |")
+            f"{ms(r.overhead_s)} ({ms(r.image_io_s)}) | {r.late} |")
     return "\n".join(out)
 
 
@@ -201,10 +208,16 @@ def main() -> int:
           f", --direct=1 --ioengine=psync on the loop device, {args.runtime:g} s per phase; "
           f"kernel {platform.release()}, {os.cpu_count()} CPUs. Model: slowdisk.model.Disk "
           f"replaying the same pattern; exact model: the daemon's modelled latency of the very "
-          f"requests fio made; sequential reads reached the daemon as "
-          f"{', '.join(sorted({f'{r.chunk // 1024} KiB' for r in rows}))} FUSE requests.")
+          f"requests fio made.")
+    for r in rows:
+        print(f"- {r.profile}: sequential 1 MiB reads reached the daemon as "
+              f"{r.seq_requests} requests of ~{r.chunk // 1024} KiB; "
+              f"{max(r.seq_seeks - 1, 0)} were charged a seek besides the jump to offset 0 "
+              "(pieces of one split read reaching the daemon out of order)")
+    # The image IO happens before the daemon's sleep, inside the modelled time: it costs the
+    # simulator capacity, not latency. The target is on the rest.
     missed = [r.profile for r in rows if abs(Row.err(r.mean_s, r.model_mean_s)) > TARGET_ERR
-              or r.overhead_s > TARGET_OVERHEAD_S]
+              or r.overhead_s - r.image_io_s > TARGET_OVERHEAD_S]
     if missed:
         print(f"\ntargets missed by: {', '.join(missed)}", file=sys.stderr)
     return 1 if missed else 0

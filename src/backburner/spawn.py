@@ -333,3 +333,26 @@ def die_like(outcome: Outcome) -> None:
     except (OSError, ValueError):
         pass
     os._exit(128 + sig)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    status: int | None  # exit code; None if it timed out or was killed by a signal
+    stdout: str
+    stderr: str
+
+
+def run_tool(argv: Sequence[str], timeout: float = 120.0) -> ToolResult:
+    """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
+
+    Raises FileNotFoundError when the tool is not installed, like subprocess does.
+    """
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return ToolResult(None, out, err)
+    return ToolResult(proc.returncode if proc.returncode >= 0 else None, out, err)

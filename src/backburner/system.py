@@ -67,12 +67,16 @@ def install_termination_handlers() -> None:
 
 
 def _proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat: tells a live owner from a recycled PID."""
+    """Field 22 of /proc/PID/stat: tells a live owner from a recycled PID. A zombie counts as
+    gone: it has released everything, and its parent (maybe PID 1) may reap it late."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
 
 
 # --- changes ------------------------------------------------------------------------------
@@ -363,7 +367,7 @@ class Mount(Change):
         for _ in range(25):
             if not is_mountpoint(self.target):
                 return
-            if subprocess.run(["umount", self.target], capture_output=True).returncode == 0:
+            if _run(["umount", self.target]).status == 0:
                 return
             time.sleep(0.1)
         _tool(["umount", "-l", self.target], f"unmounting {self.target}")
@@ -453,21 +457,27 @@ class FuseMount(Change):
             if not is_mountpoint(self.target):
                 return
             try:
-                subprocess.run(cmd, capture_output=True, timeout=30)
-            except (FileNotFoundError, subprocess.TimeoutExpired):
+                _run(cmd, timeout=30)
+            except FileNotFoundError:
                 continue
         if is_mountpoint(self.target):
             raise SystemStateError(f"could not unmount the FUSE mount on {self.target}")
 
 
+def _run(cmd: list[str], timeout: float = 120.0) -> Any:
+    from . import spawn  # only spawn creates processes
+
+    return spawn.run_tool(cmd, timeout)
+
+
 def _tool(cmd: list[str], what: str) -> str:
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        proc = _run(cmd)
     except FileNotFoundError:
         raise SystemStateError(f"{what}: {cmd[0]} is not installed") from None
-    if proc.returncode != 0:
+    if proc.status != 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
-        raise SystemStateError(f"{what} failed: {msg[-1] if msg else proc.returncode}")
+        raise SystemStateError(f"{what} failed: {msg[-1] if msg else 'timed out'}")
     return proc.stdout
 
 

@@ -21,7 +21,7 @@ import pytest
 from conftest import TIMEOUT, bb, wait_for
 
 from backburner import system
-from backburner.errors import ExistsError, NotFoundError, UsageError
+from backburner.errors import ExistsError, NotFoundError, SystemStateError, UsageError
 from backburner.slowdisk import device
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
@@ -143,6 +143,10 @@ def test_hdd_reads_take_the_modelled_time_and_remove_releases_everything(
     # 20 random 4 KiB O_DIRECT reads through the loop device take the modelled time.
     rng = random.Random(1)
     offsets = [rng.randrange(0, SIZE // KiB4) * KiB4 for _ in range(20)]
+    # Warm up first: the daemon's start-up round-trip probe and its first requests (worker
+    # threads, buffers) would otherwise land in the measurement.
+    time.sleep(0.2)
+    _timed_reads(dev, [rng.randrange(0, SIZE // KiB4) * KiB4 for _ in range(5)])
     before = device.read_stats(dev)
     lat = _timed_reads(dev, offsets)
     after = device.read_stats(dev)
@@ -227,6 +231,24 @@ def test_read_only(tmp_path: Path, slowdisks: list[device.SlowDisk], profile: st
         os.close(fd)
     assert bytes(buf) == mark
     assert device.read_stats(disk.device)["read_only"] is True
+    device.remove(disk.device)
+    _released(disk.workdir, disk.daemon_pid)
+
+
+def test_remove_refuses_a_mounted_slowdisk(tmp_path: Path, slowdisks: list[device.SlowDisk]
+                                           ) -> None:
+    disk = device.create(device.CreateOptions("flat:0", str(tmp_path / "img"), size=16 * MiB))
+    slowdisks.append(disk)
+    subprocess.run(["mkfs.ext4", "-q", disk.device], check=True, timeout=TIMEOUT)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", disk.device, str(mnt)], check=True, timeout=TIMEOUT)
+    try:
+        with pytest.raises(SystemStateError, match="in use"):
+            device.remove(disk.device)
+        assert not _gone(disk.daemon_pid) and device.find(disk.device).state == "running"
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True, timeout=TIMEOUT)
     device.remove(disk.device)
     _released(disk.workdir, disk.daemon_pid)
 

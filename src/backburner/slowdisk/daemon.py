@@ -442,13 +442,19 @@ class SlowDiskFS:
         except OSError:
             return None
         finally:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # unmounted under us (shutting down): close reports ENOTCONN
         times.sort()
         median = times[len(times) // 2]
         return min(median, MAX_ROUNDTRIP_COMPENSATION_S)
 
     def _calibrate(self) -> None:
-        rt = self.probe_roundtrip()
+        try:
+            rt = self.probe_roundtrip()
+        except OSError:  # never a thread traceback on stderr
+            return
         if rt is not None and not self._roundtrip_fixed:
             self._roundtrip_s = rt
 

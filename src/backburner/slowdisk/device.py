@@ -380,8 +380,20 @@ def remove(device: str, report: Callable[[str], None] = lambda _m: None) -> Entr
     if entry.disk is None and entry.info.alive:
         raise SystemStateError(f"{entry.device} is still being set up by process "
                                f"{entry.info.owner_pid}", "wait for it, or interrupt it")
+    if entry.info.alive and _in_use(entry.device):
+        raise SystemStateError(f"{entry.device} is in use (mounted, or held open exclusively)",
+                               "unmount it first")
     system.undo_journal(entry.info.journal, report)
     return entry
+
+
+def _in_use(dev: str) -> bool:
+    """Mounted or claimed: stopping the daemon under it would turn its IO into EIO."""
+    try:
+        os.close(os.open(dev, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC))
+    except OSError as err:
+        return err.errno == errno.EBUSY
+    return False
 
 
 def read_stats(device: str) -> dict[str, Any]:
