@@ -222,6 +222,33 @@ def test_run_pid_reprioritises_every_thread_and_child(state_dir: Path) -> None:
     assert target.returncode == 0
 
 
+@pytest.mark.root
+def test_run_pid_with_weights_hands_its_cgroup_to_the_job(state_dir: Path) -> None:
+    """`run --pid` with cgroup weights: the process and its child are in backburner/pid-PID
+    with the policy's weight; after the job ends, `restore` removes the group."""
+    with subprocess.Popen([PY, "-c", TREE], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE) as target:
+        try:
+            kid = int(target.stdout.readline())
+            r = bb("run", "--pid", str(target.pid), "--policy", "background")
+            assert r.returncode == 0, r.err
+            group = Path(f"/sys/fs/cgroup/blkio/backburner/pid-{target.pid}")
+            procs = {int(p) for p in (group / "cgroup.procs").read_text().split()}
+            assert {target.pid, kid} <= procs
+            weight = (group / "blkio.bfq.weight").read_text().split()[-1]
+            assert weight == "10"
+            assert list((state_dir / "journal").glob("*.jsonl")), "journal handed to the job"
+            assert bb("restore").returncode == 0
+            assert group.is_dir(), "the job still runs: its group must stay"
+        finally:
+            target.stdin.close()
+            target.wait(timeout=TIMEOUT)
+    r = bb("restore")
+    assert r.returncode == 0, r.err
+    assert not group.exists()
+    assert not list((state_dir / "journal").glob("*.jsonl"))
+
+
 # --- a missing cgroup controller ------------------------------------------------------------
 
 
@@ -277,4 +304,56 @@ def test_plan_cgroup_prefers_v2_with_controllers(tmp_path: Path) -> None:
                           "cgroup /x/blkio cgroup rw,blkio 0 0")
     plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mounts_file=mounts)
     assert plan.version == 2
-    assert plan.dirs == {str(v2 / "backburner" / "run-7"): {"io.weight": "10", "cpu.weight": "10"}}
+    assert plan.dirs == {
+        str(v2 / "backburner" / "run-7"): {"io.bfq.weight|io.weight": "10", "cpu.weight": "10"}
+    }
+    assert plan.enable == ("cpu", "io") and plan.root == str(v2)
+
+
+def test_v2_changes_enable_controllers_in_root_and_parent(tmp_path: Path) -> None:
+    """On cgroup v2 a child gets io.weight/cpu.weight only if the controllers are on in every
+    ancestor's subtree_control: the plan must switch them on, journaled, before the group."""
+    from backburner import job, system
+
+    v2 = tmp_path / "unified"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu io memory\n")
+    mounts = _fake_mounts(tmp_path, f"cgroup2 {v2} cgroup2 rw 0 0")
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-9", mounts_file=mounts)
+    changes = job.cgroup_changes(plan)
+    assert isinstance(changes[0], system.ControllersEnabled)
+    assert changes[0].path == str(v2 / "cgroup.subtree_control")
+    assert changes[0].controllers == ["cpu", "io"]
+    parent, child = changes[1], changes[2]
+    assert parent.path == str(v2 / "backburner") and parent.shared
+    assert parent.settings == {"cgroup.subtree_control": "+cpu +io"}
+    assert child.path == str(v2 / "backburner" / "run-9")
+
+
+def test_controllers_enabled_undo_turns_off_only_what_was_off(tmp_path: Path) -> None:
+    from backburner import system
+
+    ctl = tmp_path / "cgroup.subtree_control"
+    ctl.write_text("memory\n")
+    change = system.ControllersEnabled(str(ctl), ["io", "memory"])
+    old = change.read()
+    change.apply()
+    assert ctl.read_text() == "+io +memory"  # a plain file records the last write
+    change.undo(old, None)
+    assert ctl.read_text() == "-io"  # memory was on before: left on
+
+
+def test_cgroup_settings_take_the_first_file_that_exists(tmp_path: Path) -> None:
+    """'io.bfq.weight|io.weight': BFQ's file where BFQ provides it, else the generic one."""
+    from backburner import system
+
+    group = tmp_path / "g"
+    group.mkdir()
+    (group / "io.weight").write_text("default 100\n")
+    system.CgroupDir(str(group), {"io.bfq.weight|io.weight": "10"}).apply()
+    assert (group / "io.weight").read_text() == "10"
+    (group / "io.bfq.weight").write_text("100\n")
+    system.CgroupDir(str(group), {"io.bfq.weight|io.weight": "20"}).apply()
+    assert (group / "io.bfq.weight").read_text() == "20"
+    with pytest.raises(system.SystemStateError):
+        system.CgroupDir(str(group), {"cpu.weight": "5"}).apply()

@@ -3,6 +3,7 @@ on an exception, on SIGINT/SIGTERM, and by `backburner restore` after a SIGKILL.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -260,3 +261,52 @@ def test_restore_with_nothing_to_do(state_dir: Path) -> None:
     assert r.returncode == 0
     assert r.out.strip() == "nothing to restore: no journal of an interrupted run was found"
     assert r.stderr == b""
+
+
+def _stale_journal(jdir: Path, name: str, events: list[dict]) -> Path:
+    """A journal whose owner is long gone (PID 1's start time never matches 0)."""
+    jdir.mkdir(parents=True, exist_ok=True)
+    path = jdir / name
+    header = {"event": "begin", "label": "test", "pid": 1, "start": 0, "time": 1.0}
+    path.write_text("".join(json.dumps(e) + "\n" for e in [header, *events]))
+    return path
+
+
+def test_a_bad_journal_does_not_block_the_others(state_dir: Path, tmp_path: Path) -> None:
+    """One journal that cannot be replayed (a kind from a newer version) must not stop the
+    rest from being restored; it is reported and kept for another try."""
+    jdir = state_dir / "journal"
+    made = tmp_path / "made-by-a-crashed-run"
+    made.mkdir()
+    good = _stale_journal(jdir, "good.jsonl", [
+        {"event": "intent", "seq": 1, "kind": "mkdir", "spec": {"path": str(made)},
+         "old": False}])
+    bad = _stale_journal(jdir, "bad.jsonl", [
+        {"event": "intent", "seq": 1, "kind": "from-the-future", "spec": {}, "old": None}])
+    with pytest.raises(system.SystemStateError) as info:
+        system.restore_stale()
+    assert "from-the-future" in str(info.value)
+    assert not made.exists() and not good.exists()
+    assert bad.exists()
+    said: list[str] = []
+    system.recover(said.append)  # what commands do first: warn, do not fail
+    assert any("could not recover" in m for m in said)
+
+
+def test_restore_replays_newest_journal_first(state_dir: Path, tmp_path: Path) -> None:
+    """Two crashed runs changed the same value: the older run's old value is the original,
+    so the newer journal must be undone first."""
+    value = tmp_path / "value"
+    value.write_text("c")
+    jdir = state_dir / "journal"
+    older = {"event": "intent", "seq": 1, "kind": "sysfs",
+             "spec": {"path": str(value), "value": "b"}, "old": "a"}
+    newer = {"event": "intent", "seq": 1, "kind": "sysfs",
+             "spec": {"path": str(value), "value": "c"}, "old": "b"}
+    p_old = _stale_journal(jdir, "z-older.jsonl", [older])
+    p_new = _stale_journal(jdir, "a-newer.jsonl", [newer])
+    text = p_new.read_text().replace('"time": 1.0', '"time": 2.0')
+    p_new.write_text(text)
+    system.restore_stale()
+    assert value.read_text() == "a"
+    assert not p_old.exists() and not p_new.exists()

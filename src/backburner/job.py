@@ -25,8 +25,13 @@ def _quiet(_msg: str) -> None:
 def cgroup_changes(plan: priority.CgroupPlan) -> list[system.Change]:
     """The shared `backburner` parent (removed once empty), then the job's own group."""
     changes: list[system.Change] = []
+    parent_settings: dict[str, str] = {}
+    if plan.version == 2 and plan.enable:
+        changes.append(system.ControllersEnabled(
+            os.path.join(plan.root, "cgroup.subtree_control"), list(plan.enable)))
+        parent_settings["cgroup.subtree_control"] = " ".join(f"+{c}" for c in plan.enable)
     for path, files in plan.dirs.items():
-        changes.append(system.CgroupDir(os.path.dirname(path), shared=True))
+        changes.append(system.CgroupDir(os.path.dirname(path), parent_settings, shared=True))
         changes.append(system.CgroupDir(path, dict(files)))
     return changes
 
@@ -69,30 +74,32 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
                  report: Report = _quiet) -> Reprioritised:
     """`run --pid`: every thread of pid and its descendants, present ones included.
 
-    The job outlives us, so its cgroup (``backburner/pid-PID``) cannot be removed at our
-    exit; `prune_pid_cgroups` (run by `backburner restore`) removes it once it is empty.
+    The job outlives us, so its cgroup (``backburner/pid-PID``) is journaled and then handed
+    over to the job: when the job ends, the journal is stale and `backburner restore` (or
+    the next command that changes state) removes the group. If anything fails before the
+    hand-over, the group is removed at once and the processes moved back out.
     """
     if not Path(f"/proc/{pid}").exists():
         raise NotFoundError(f"no process with PID {pid}", "check it with `ps -p PID`")
-    cgroups: list[str] = []
-    if policy.needs_cgroup and use_cgroup:
-        system.require_root("moving a process into a cgroup with IO/CPU weights")
-        plan = priority.plan_cgroup(policy, f"pid-{pid}")
-        for path, files in plan.dirs.items():
-            system.CgroupDir(os.path.dirname(path), shared=True).apply()
-            system.CgroupDir(path, dict(files)).apply()
+    if not (policy.needs_cgroup and use_cgroup):
+        report(f"applying {describe_plan(policy, None)}")
+        return Reprioritised(pid, priority.apply_to_tree(pid, policy), [])
+    system.require_root("moving a process into a cgroup with IO/CPU weights")
+    plan = priority.plan_cgroup(policy, f"pid-{pid}")
+    with system.Transaction("run-pid") as tx:
+        for change in cgroup_changes(plan):
+            tx.apply(change)
+        for path in plan.dirs:
             for proc in [pid, *priority.descendants_of(pid)]:
                 try:
                     system.move_to_cgroup(path, proc)
                 except SystemStateError:
                     if Path(f"/proc/{proc}").exists():
                         raise
-            cgroups.append(path)
         report(f"applying {describe_plan(policy, plan)}")
-    else:
-        report(f"applying {describe_plan(policy, None)}")
-    threads = priority.apply_to_tree(pid, policy)
-    return Reprioritised(pid, threads, cgroups)
+        threads = priority.apply_to_tree(pid, policy)
+        tx.hand_over(pid, note=f"cgroups of PID {pid}")
+    return Reprioritised(pid, threads, list(plan.dirs))
 
 
 def prune_pid_cgroups(report: Report = _quiet) -> list[str]:

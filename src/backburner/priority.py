@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .errors import NotFoundError, SystemStateError, UnavailableError, UsageError
+from .errors import NotFoundError, NotRootError, SystemStateError, UnavailableError, UsageError
 
 # ioprio_set(2) / ioprio_get(2): there is no glibc wrapper, so call the syscall directly.
 _SYSCALLS = {"x86_64": (251, 252), "aarch64": (30, 31), "i686": (289, 290)}
@@ -299,9 +299,12 @@ def apply_to_tree(pid: int, policy: Policy) -> list[int]:
             except ProcessLookupError:
                 continue  # the thread ended while we walked: nothing left to change
             except PermissionError as err:
+                if os.geteuid() != 0:
+                    raise NotRootError(
+                        f"changing the priorities of PID {pid} (another user's process, "
+                        "or a higher priority)") from None
                 raise SystemStateError(
-                    f"not allowed to change priorities of thread {tid}: {err.strerror}",
-                    "run as root or as the process's owner",
+                    f"not allowed to change priorities of thread {tid}: {err.strerror}"
                 ) from None
             except OSError as err:
                 if err.errno == 3:  # ESRCH from the raw syscall
@@ -319,7 +322,11 @@ class CgroupPlan:
     """Directories to create and the weight files to write in each (all under cgroupfs)."""
 
     version: int
-    dirs: dict[str, dict[str, str]]  # path -> {file: value}
+    dirs: dict[str, dict[str, str]]  # path -> {file or "a|b" alternatives: value}
+    # cgroup v2 only: controllers that must be on in the root's and in our parent group's
+    # cgroup.subtree_control for the job's group to have weight files at all.
+    enable: tuple[str, ...] = ()
+    root: str = ""
 
     @property
     def procs_files(self) -> list[str]:
@@ -365,12 +372,11 @@ def plan_cgroup(policy: Policy, name: str, mounts_file: str = "/proc/self/mounts
     if v2 is not None and need and need <= v2_controllers:
         files: dict[str, str] = {}
         if policy.io_weight:
-            files["io.bfq.weight" if (v2 / "io.bfq.weight").exists() else "io.weight"] = str(
-                policy.io_weight
-            )
+            files["io.bfq.weight|io.weight"] = str(policy.io_weight)
         if policy.cpu_weight:
             files["cpu.weight"] = str(policy.cpu_weight)
-        return CgroupPlan(2, {str(v2 / "backburner" / name): files})
+        return CgroupPlan(2, {str(v2 / "backburner" / name): files},
+                          enable=tuple(sorted(need)), root=str(v2))
     dirs: dict[str, dict[str, str]] = {}
     if policy.io_weight:
         blkio = _v1_mount(mounts, "blkio")

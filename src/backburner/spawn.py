@@ -20,7 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from . import priority
-from .errors import BackburnerError, CommandNotExecutable, CommandNotFound, SystemStateError
+from .errors import (
+    BackburnerError,
+    CommandNotExecutable,
+    CommandNotFound,
+    NotRootError,
+    SystemStateError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +275,9 @@ def launch(
         os.close(wfd)
         wfd = -1
         detail = os.read(rfd, 1000).decode(errors="replace") or "unknown error"
+        if detail.startswith("PermissionError") and os.geteuid() != 0:
+            raise NotRootError(f"starting {argv[0]} with these priorities (a negative nice, "
+                               "the realtime classes or a cgroup)") from None
         raise SystemStateError(
             f"could not apply priorities to {argv[0]} before starting it: {detail}",
             "realtime IO/CPU classes, negative nice and cgroups need root",

@@ -108,6 +108,11 @@ class Change(ABC):
     def undo(self, old: Any, result: Any) -> None:
         """Put back `old`. Must be idempotent and must cope with `result` being None."""
 
+    def apply_with(self, record: Callable[[Any], None]) -> Any:
+        """`apply`, for changes that learn facts the undo needs before they finish (a
+        daemon's PID before its readiness wait): they call `record(partial)` on the way."""
+        return self.apply()
+
     def spec(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
@@ -194,14 +199,16 @@ class CgroupDir(Change):
             pass
         except OSError as err:
             raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
-        for name, value in self.settings.items():
-            target = os.path.join(self.path, name)
-            if not os.path.exists(target):
+        for names, value in self.settings.items():
+            # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
+            # io.weight); which ones exist is only known inside the new group.
+            found = [n for n in names.split("|") if os.path.exists(os.path.join(self.path, n))]
+            if not found:
                 raise SystemStateError(
-                    f"cgroup file {name} does not exist in {self.path}",
+                    f"cgroup file {names} does not exist in {self.path}",
                     "the controller or IO scheduler providing it is not available",
                 )
-            _write(target, value)
+            _write(os.path.join(self.path, found[0]), value)
 
     def undo(self, old: Any, result: Any) -> None:
         if self.shared:  # ours by name: removed by whichever run leaves it empty
@@ -227,6 +234,38 @@ class CgroupDir(Change):
             except OSError:
                 time.sleep(0.02)  # a just-exited task is still being released
         raise SystemStateError(f"could not remove cgroup {self.path}: it stays busy")
+
+
+@dataclass
+class ControllersEnabled(Change):
+    """cgroup v2: controllers switched on in a group's cgroup.subtree_control, so that its
+    children get io.weight/cpu.weight files. Undo switches off those that were off."""
+
+    kind: ClassVar[str] = "controllers"
+    path: str  # .../cgroup.subtree_control
+    controllers: list[str]
+
+    def describe(self) -> str:
+        return f"{self.path} +{' +'.join(self.controllers)}"
+
+    def read(self) -> list[str]:
+        try:
+            return Path(self.path).read_text().split()
+        except FileNotFoundError:
+            raise SystemStateError(f"{self.path} does not exist") from None
+
+    def apply(self) -> None:
+        _write(self.path, " ".join(f"+{c}" for c in self.controllers))
+
+    def undo(self, old: Any, result: Any) -> None:
+        if old is None or not os.path.exists(self.path):
+            return
+        for ctrl in self.controllers:
+            if ctrl not in old:
+                try:
+                    _write(self.path, f"-{ctrl}")
+                except SystemStateError:
+                    log.warning("%s stays enabled in %s: other groups use it", ctrl, self.path)
 
 
 @dataclass
@@ -386,12 +425,16 @@ class Daemon(Change):
         return f"daemon {' '.join(self.argv)}"
 
     def apply(self) -> dict[str, int]:
+        return self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> dict[str, int]:
         from . import spawn  # only spawn creates processes
 
         child = spawn.launch(self.argv, new_group=True, stdin=subprocess.DEVNULL)
         start = _proc_start_time(child.pid)
         result = {"pid": child.pid, "start": start or 0}
         _DAEMONS[child.pid] = child
+        record(result)  # journaled before the wait: a SIGKILL now still finds the daemon
         deadline = time.monotonic() + self.ready_timeout
         while self.ready_path and not os.path.exists(self.ready_path):
             if child.poll() is not None or time.monotonic() > deadline:
@@ -543,8 +586,13 @@ class Transaction:
                              "spec": change.spec(), "old": old})
         self.entries.append(entry)  # undone even if apply fails half-way
         log.debug("apply %s", change.describe())
-        entry.result = change.apply()
-        self.journal.append({"event": "applied", "seq": entry.seq, "result": entry.result})
+        journal = self.journal
+
+        def record(partial: Any) -> None:
+            entry.result = partial
+            journal.append({"event": "applied", "seq": entry.seq, "result": partial})
+
+        record(change.apply_with(record))
         return entry.result
 
     def undo_all(self) -> None:
@@ -603,7 +651,11 @@ def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
         if ev["event"] == "owner":  # handed over: liveness is now the new owner's
             header.update(pid=ev["pid"], start=ev["start"], note=ev.get("note", ""))
         elif ev["event"] == "intent":
-            cls = Change.registry[ev["kind"]]
+            cls = Change.registry.get(ev["kind"])
+            if cls is None:
+                raise SystemStateError(
+                    f"{journal.path}: unknown change kind {ev['kind']!r}",
+                    "it was written by a newer backburner: restore with that version")
             entries[ev["seq"]] = _Entry(ev["seq"], cls.from_spec(ev["spec"]), ev["old"])
         elif ev["event"] == "applied" and ev["seq"] in entries:
             entries[ev["seq"]].result = ev["result"]
@@ -617,9 +669,13 @@ def stale_journals() -> Iterator[Journal]:
     jdir = journal_dir()
     if not jdir.is_dir():
         return
-    for path in sorted(jdir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime):
+    for path in sorted(jdir.glob("*.jsonl")):
         journal = Journal(path)
-        header, _ = _journal_entries(journal)
+        try:
+            header, _ = _journal_entries(journal)
+        except SystemStateError:
+            yield journal  # unreadable kinds: let the replay report it
+            continue
         pid, start = header.get("pid"), header.get("start")
         if pid and start is not None and _proc_start_time(pid) == start:
             continue  # its owner is alive (possibly us) and will undo itself
@@ -660,11 +716,40 @@ def undo_journal(journal: Journal, report: Callable[[str], None] = lambda _m: No
 
 
 def restore_stale(report: Callable[[str], None] = lambda _m: None) -> list[str]:
-    """Replay every stale journal in reverse order. Returns the changes undone."""
+    """Replay every stale journal, newest first (each in reverse order of its changes).
+
+    A journal that cannot be undone does not stop the others; all failures are raised
+    together at the end, and the failed journals stay on disk for another try.
+    """
     undone: list[str] = []
-    for journal in list(stale_journals()):
-        undone += _replay(journal, report)
+    errors: list[str] = []
+    stale = list(stale_journals())
+    stale.sort(key=lambda j: _journal_time(j), reverse=True)
+    for journal in stale:
+        try:
+            undone += _replay(journal, report)
+        except SystemStateError as err:
+            errors.append(str(err))
+    if errors:
+        raise SystemStateError("; ".join(errors), "fix the cause, then `backburner restore`")
     return undone
+
+
+def recover(report: Callable[[str], None]) -> None:
+    """What a state-changing command does first: restore what crashed runs left, but only
+    warn when that fails, so one stuck journal does not block every later command."""
+    try:
+        restore_stale(report=lambda m: report(f"recovering: {m}"))
+    except SystemStateError as err:
+        report(f"could not recover an earlier run's changes: {err}")
+
+
+def _journal_time(journal: Journal) -> float:
+    try:
+        first = journal.path.open().readline()
+        return float(json.loads(first).get("time", 0))
+    except (OSError, ValueError):
+        return 0.0
 
 
 def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
