@@ -238,3 +238,59 @@ def test_exit_statuses_distinct() -> None:
     assert {errors.UsageError.exit_status, errors.NotFoundError.exit_status,
             errors.UnavailableError.exit_status, errors.NotRootError.exit_status} == {
         64, 66, 69, 77}
+
+
+COUNTER = r"""
+import signal, sys, time
+seen = []
+signal.signal(signal.SIGINT, lambda s, f: seen.append(s))
+print("ready", flush=True)
+deadline = time.monotonic() + 3
+while time.monotonic() < deadline and len(seen) < 2:
+    time.sleep(0.05)
+print(f"sigints={len(seen)}", flush=True)
+sys.exit(7)
+"""
+
+
+def test_terminal_ctrl_c_reaches_the_job_once(state_dir: Path) -> None:
+    """A ^C typed on a terminal goes to the whole foreground process group: the job gets it
+    from the kernel directly, so backburner must not forward it a second time."""
+    import pty
+    import select
+    import termios
+
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[3] |= termios.ISIG  # ^C on this terminal raises SIGINT in its foreground group
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+
+    def own_terminal() -> None:
+        os.setsid()
+        import fcntl
+
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*BB, "run", "--", PY, "-c", COUNTER], stdin=slave, stdout=slave,
+                            stderr=slave, preexec_fn=own_terminal, close_fds=True)
+    os.close(slave)
+    out = b""
+    try:
+        while b"ready" not in out:
+            ready, _, _ = select.select([master], [], [], TIMEOUT)
+            assert ready, out
+            out += os.read(master, 1024)
+        os.write(master, b"\x03")
+        while b"\n" not in out.partition(b"sigints=")[2]:
+            ready, _, _ = select.select([master], [], [], TIMEOUT)
+            assert ready, out
+            try:
+                out += os.read(master, 1024)
+            except OSError:
+                break
+        assert proc.wait(timeout=TIMEOUT) == 7
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert b"sigints=1" in out, out
