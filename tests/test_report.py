@@ -227,6 +227,46 @@ def test_not_cold_warning_from_a_warm_run_in_the_same_db(tmp_path: Path) -> None
     assert any("2 runs" in n for n in report.notes(data))
 
 
+def _warmup_db(path: str, cold_median: float, warm_time: float, warmup_cold: int = 0) -> None:
+    """As bench writes it now: the warm-up round ran warm (cold=0) in `warm_time`; the counted
+    rounds are cold, around `cold_median`; no counted warm trials at all."""
+    store = Store.create(path)
+    run = store.add_run(COMMAND, {"probe": PROBE}, 1, {**ENV}, "0.1.0")
+    rng = np.random.default_rng(3)
+    for sched, load, pol in [("bfq", "none", "-"), ("bfq", LOAD, "default")]:
+        cid = store.add_cell(run, key_of(sched, load, pol), PROBE, DEVICE, sched, load, pol)
+        for rnd in range(11):
+            wall = warm_time if rnd == 0 else float(cold_median * math.exp(rng.normal(0, 0.02)))
+            store.add_trial(run, cid, round=rnd, warmup=int(rnd == 0), status="ok",
+                            cold=warmup_cold if rnd == 0 else 1, wall_s=wall,
+                            started_at=1.0, ended_at=1.0 + wall)
+    store.finish_run(run)
+    store.close()
+
+
+def test_not_cold_warning_from_the_warm_warm_up(tmp_path: Path) -> None:
+    """Cold samples as fast as the warm-up's warm time: the drop did not work."""
+    same, slower = str(tmp_path / "same.db"), str(tmp_path / "slower.db")
+    _warmup_db(same, cold_median=0.30, warm_time=0.30)
+    _warmup_db(slower, cold_median=0.90, warm_time=0.30)
+    for row in report.summary_rows(report.load(same)):
+        assert row.mode == "cold" and row.n == 10
+        assert "not-cold" in [w.code for w in row.warnings], row.warnings
+    for row in report.summary_rows(report.load(slower)):
+        assert "not-cold" not in [w.code for w in row.warnings], row.warnings
+    html = tmp_path / "r.html"
+    report.write_html(report.load(same), str(html))
+    assert "runs without dropping caches (cold=0)" in html.read_text()
+
+
+def test_a_cold_warm_up_is_no_warm_reference(tmp_path: Path) -> None:
+    """Older databases stored cold warm-ups (cold=1): they are not warm times."""
+    path = str(tmp_path / "old.db")
+    _warmup_db(path, cold_median=0.30, warm_time=0.30, warmup_cold=1)
+    for row in report.summary_rows(report.load(path)):
+        assert "not-cold" not in [w.code for w in row.warnings], row.warnings
+
+
 def test_warm_only_database_is_reported_as_warm(tmp_path: Path) -> None:
     path = str(tmp_path / "w.db")
     make_db(path, cold=0)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from . import __version__, priority, system
-from .errors import BackburnerError, UsageError
+from .errors import BackburnerError, DataError, IOFailure, UsageError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -60,7 +61,7 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
 def recover_if_needed() -> None:
     """A crash mid-run is recovered by the next invocation that changes state."""
     if system.is_root() and system.journal_dir().is_dir():
-        system.restore_stale(report=lambda m: _err(f"recovering: {m}"))
+        system.recover(report=_err)
 
 
 @command("run")
@@ -111,58 +112,56 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_config(args: argparse.Namespace):  # noqa: ANN202 - BenchConfig, imported lazily
-    from .bench import presets, runner
-
-    if args.preset:
-        cfg = presets.get(args.preset)
-    else:
-        if not args.probe:
-            raise UsageError("bench needs --probe COMMAND or --preset NAME")
-        cfg = runner.BenchConfig(probe=args.probe, loads=["none"], policies=["default"],
-                                 schedulers=["mq-deadline", "bfq"])
-    overrides = {
-        "probe": args.probe, "loads": args.load, "policies": args.policy,
-        "schedulers": args.scheduler, "device": args.device, "trials": args.trials,
-        "seed": args.seed, "settle_s": args.settle, "timeout_s": args.timeout,
-        "abort_factor": args.abort_factor, "rotational": args.rotational,
-        "ready_line": args.ready_line, "ready_file": args.ready_file,
-    }
-    for key, value in overrides.items():
-        if value is not None:
-            setattr(cfg, key, value)
-    if args.warm:
-        cfg.cold = False
-    if args.load and "none" not in cfg.loads:
-        cfg.loads.insert(0, "none")  # every loaded cell needs its unloaded baseline
-    return cfg
+#: bench options that define the matrix (argparse dest -> flag): --resume takes them from
+#: the database, so giving any of them with it is refused rather than silently ignored.
+_MATRIX_OPTIONS = {
+    "preset": "--preset", "probe": "--probe", "ready_line": "--ready-line",
+    "ready_file": "--ready-file", "load": "--load", "policy": "--policy",
+    "scheduler": "--scheduler", "device": "--device", "trials": "--trials", "cold": "--cold",
+    "warm": "--warm", "seed": "--seed", "settle": "--settle", "timeout": "--timeout",
+    "abort_factor": "--abort-factor", "rotational": "--rotational", "output": "--output",
+}
 
 
 @command("bench")
 def cmd_bench(args: argparse.Namespace) -> int:
-    import time
-
     from .bench import runner, ui
 
     if args.resume:
-        recover_if_needed()
-        with ui.progress_bar() as reporter:
-            store, _ = runner.resume(args.resume, reporter, _err)
+        given = [flag for dest, flag in _MATRIX_OPTIONS.items()
+                 if getattr(args, dest) not in (None, False)]
+        if given:
+            raise UsageError("--resume continues the stored configuration; other matrix "
+                             "options are not allowed", f"drop {', '.join(given)}")
+        job = runner.Resume(args.resume)
+        try:
+            if job.complete:
+                job.run(lambda _p: None, _err)  # marks it finished if needed; builds nothing
+                _err(f"{args.resume}: the run is complete ({job.total} trials); "
+                     "nothing to resume")
+            else:
+                system.require_root("bench --resume")
+                _err(job.header())
+                recover_if_needed()
+                with ui.progress_bar() as reporter:
+                    job.run(reporter, _err)
+        finally:
+            job.store.close()
         path = args.resume
     else:
-        cfg = _bench_config(args)
-        cfg.validate()
+        cfg = runner.config_from_options(
+            preset=args.preset, probe=args.probe, loads=args.load, policies=args.policy,
+            schedulers=args.scheduler, device=args.device, trials=args.trials, seed=args.seed,
+            settle_s=args.settle, timeout_s=args.timeout, abort_factor=args.abort_factor,
+            rotational=args.rotational, ready_line=args.ready_line, ready_file=args.ready_file,
+            cold=True if args.cold else False if args.warm else None)
         system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
-        path = args.output or time.strftime("results/bench-%Y%m%d-%H%M%S.db")
-        if os.path.exists(path):
-            from .store import Store
-
-            Store.create(path)  # raises the "never overwritten" error
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        path = runner.prepare_output(args.output)
         recover_if_needed()
+        _err(runner.header(cfg, path))
         with ui.progress_bar() as reporter:
             store, _ = runner.start(cfg, path, reporter, _err)
-    store.close()
+        store.close()
     return _show_report(path, html=args.html if args.html else _default_html(path))
 
 
@@ -191,6 +190,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from . import plot, report
 
+    formats = plot.parse_formats(args.format)  # a typo fails before anything is printed
     data = report.load(args.database)
     if args.export:
         with (open(args.output, "w") if args.output else contextlib.nullcontext(sys.stdout)
@@ -202,7 +202,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         report.write_html(data, args.html, tolerance=args.tolerance)
         print(f"report: {args.html}")
     if args.plot:
-        formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
         for f in plot.write_plots(data, args.plot, formats, violin=args.violin):
             print(f"plot: {f}")
     return 0
@@ -215,6 +214,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a, b = report.load(args.before), report.load(args.after)
     print(report.render_compare(report.compare(a, b, tolerance=args.tolerance)))
     return 0
+
+
+def _fraction(text: str) -> float:
+    """A --tolerance: strictly between 0 and 1 (0.10 is ±10%)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1 "
+                                         "(exclusive), e.g. 0.1 for 10%")
+    return value
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -232,10 +243,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", action="append", help="IO scheduler (repeatable)")
     p.add_argument("--device", help="testbed:SIZE, slowdisk:PROFILE:SIZE or a path")
     p.add_argument("--trials", type=int, help="counted trials per cell (plus one warm-up)")
-    p.add_argument("--cold", action="store_true", help="drop caches before each trial "
-                   "(the default)")
-    p.add_argument("--warm", action="store_true", help="do not drop caches")
-    p.add_argument("--seed", type=int, help="seed of the trial order")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--cold", action="store_true", help="drop caches before each counted "
+                      "trial (the default; the warm-up round runs warm, as the reference)")
+    mode.add_argument("--warm", action="store_true", help="do not drop caches")
+    p.add_argument("--seed", type=int, help="seed of the trial order (default: drawn at "
+                   "random and recorded)")
     p.add_argument("--settle", type=float, help="seconds the load runs before the probe")
     p.add_argument("--timeout", type=float, help="per-trial timeout in seconds")
     p.add_argument("--abort-factor", type=float,
@@ -243,24 +256,26 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rotational", type=int, choices=(0, 1),
                    help="the testbed's rotational flag (default 1)")
     p.add_argument("--output", "-o", help="result database to create (never overwritten)")
-    p.add_argument("--resume", metavar="DB", help="continue an interrupted run")
+    p.add_argument("--resume", metavar="DB", help="continue an interrupted run (its stored "
+                   "configuration: no matrix options)")
     p.add_argument("--html", help="where to write the HTML report (default: next to the DB)")
 
     r = sub.add_parser("report", help="statistics, plots and exports of a result database")
     r.add_argument("database")
     r.add_argument("--html", help="write a self-contained HTML report here")
     r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
-    r.add_argument("--format", default="png", help="plot formats, e.g. png,svg")
+    r.add_argument("--format", default="png", help="plot formats: png, svg, pdf (e.g. png,svg)")
     r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
     r.add_argument("--export", choices=("csv", "json", "markdown"))
     r.add_argument("--output", "-o", help="file for --export (default: stdout)")
-    r.add_argument("--tolerance", type=float, default=0.10,
+    r.add_argument("--tolerance", type=_fraction, default=0.10,
                    help="'indistinguishable from idle' band, as a fraction (default 0.10)")
 
     c = sub.add_parser("compare", help="the same cells in two result databases")
     c.add_argument("before")
     c.add_argument("after")
-    c.add_argument("--tolerance", type=float, default=0.10)
+    c.add_argument("--tolerance", type=_fraction, default=0.10,
+                   help="'indistinguishable' band, as a fraction between 0 and 1 (default 0.10)")
 
 
 _EXTENSIONS_BUILTIN = [_add_bench]
@@ -392,13 +407,33 @@ def _add_slowdisk(sub: argparse._SubParsersAction) -> None:
 _EXTENSIONS.append(_add_slowdisk)
 
 
+def _debug_before_command(args: Sequence[str]) -> bool:
+    """--debug among the options before the command only: a job's own `--debug` (after
+    `run --`) or an argument of a subcommand is not ours."""
+    for arg in args:
+        if arg == "--debug":
+            return True
+        if arg == "--" or not arg.startswith("-"):
+            return False
+    return False
+
+
+def _os_error_message(err: OSError) -> str:
+    what = err.strerror or str(err)
+    if err.filename is None:
+        return what
+    names = str(err.filename) + (f" -> {err.filename2}" if err.filename2 is not None else "")
+    return f"{names}: {what}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args_list
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="backburner: %(name)s: %(message)s")
+    debug = _debug_before_command(args_list)  # until the arguments are parsed
     try:
         args = build_parser().parse_args(args_list)
+        debug = args.debug
+        logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                            format="backburner: %(name)s: %(message)s")
         if not args.cmd:
             build_parser().print_help()
             return 64
@@ -418,6 +453,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as err:  # a file we were told to read or write: one line, not a traceback
+        if debug:
+            raise
+        failure = IOFailure(_os_error_message(err))
+        _err(str(failure))
+        return failure.exit_status
+    except Exception as err:
+        sqlite3 = sys.modules.get("sqlite3")  # not imported unless a database was opened
+        if debug or sqlite3 is None or not isinstance(err, sqlite3.Error):
+            raise
+        data_error = DataError(f"result database: {err}",
+                               "the file may be damaged or not written by backburner")
+        _err(str(data_error))
+        return data_error.exit_status
 
 
 if __name__ == "__main__":

@@ -55,6 +55,12 @@ class ExistsError(BackburnerError):
     exit_status = 73  # EX_CANTCREAT
 
 
+class IOFailure(BackburnerError):
+    """Reading or writing a file failed (a report, an export): the message names the file."""
+
+    exit_status = 74  # EX_IOERR
+
+
 class NotRootError(BackburnerError):
     """An operation needs root; the message names the operation."""
 
@@ -85,6 +91,7 @@ EXIT_STATUSES: dict[str, int] = {
         UnavailableError,
         SystemStateError,
         ExistsError,
+        IOFailure,
         NotRootError,
         BackburnerError,
         CommandNotExecutable,

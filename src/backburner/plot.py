@@ -348,12 +348,21 @@ def _throughput_mbps(cell: report.CellData) -> list[float]:
     return out
 
 
+FORMATS = ("png", "svg", "pdf")
+
+
 def _check_formats(formats: tuple[str, ...] | list[str]) -> None:
-    supported = Figure().canvas.get_supported_filetypes()
-    bad = [f for f in formats if f not in supported]
+    bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
         raise UsageError(f"unknown plot format {', '.join(bad) or '(none)'}",
-                         f"use one of {', '.join(sorted(supported))}")
+                         f"use one or more of {','.join(FORMATS)}")
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """`--format png,svg` as a tuple; UsageError (before anything is drawn) if unknown."""
+    formats = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    _check_formats(formats)
+    return formats
 
 
 def write_plots(data: report.ReportData, outdir: str, formats: tuple[str, ...] = ("png",),

@@ -10,8 +10,10 @@ Definitions used throughout (and in the HTML notes):
   runs of one database are pooled. Load "none" is the unloaded baseline (policy "-").
 * A cell's *samples* are ``wall_s`` of its counted trials (round > 0, warmup = 0) with status
   ok. Timeouts are counted and shown, never sampled; failed and aborted trials are counted.
-* Cold trials (caches dropped) are the measurement. If a cell also has warm trials (cold = 0)
-  their median feeds the ``not-cold`` check; a cell with only warm trials is reported warm.
+* Cold trials (caches dropped) are the measurement. The ``not-cold`` check compares their
+  median with the cell's warm median: of its counted warm trials (cold = 0) if it has any,
+  else of its warm-up trials run warm (round 0, cold = 0: bench runs the warm-up without
+  dropping caches, as this reference). A cell with only warm counted trials is reported warm.
 * The baseline of a loaded cell is the unloaded cell with the same probe, device, scheduler
   and cold/warm mode.
 * Bootstraps use seed 0 and 10,000 resamples, so a report is reproducible.
@@ -109,6 +111,13 @@ class CellData:
         """Failed trials and any status we do not know."""
         known = {"ok", "timeout", "aborted"}
         return sum(1 for t in self.mode_trials(mode) if t["status"] not in known)
+
+    def warm_reference(self) -> list[float]:
+        """Warm times for the not-cold check: counted warm samples, else the warm-ups' that
+        ran warm (bench runs round 0 without dropping caches)."""
+        return self.samples("warm") or [
+            t["wall_s"] for t in self.trials if t["warmup"] and not t["cold"]
+            and t["status"] == "ok" and t["wall_s"] is not None]
 
     def throughput(self, field_name: str) -> list[float]:
         """Background device throughput (bytes/s) of counted ok/timeout trials that have it."""
@@ -281,7 +290,7 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
     limits = cell.timeout_limits(mode)
     summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED)
                if samples else None)
-    warm_median = _median(cell.samples("warm")) if mode == "cold" else None
+    warm_median = _median(cell.warm_reference()) if mode == "cold" else None
     warnings = list(stats.warnings_for(samples, timeouts=len(limits), warm_median=warm_median,
                                        confidence=confidence))
     failed, aborted = cell.failed(mode), cell.count("aborted", mode)
@@ -1125,9 +1134,10 @@ def _html_notes(tolerance: float, confidence: float) -> str:
     conf = f"{confidence * 100:g}%"
     items = [
         "<b>Samples.</b> A cell's samples are the start-up times of its counted trials with "
-        "status ok. Round 0 is a warm-up and is never counted. Timeouts are counted and shown "
-        "at the limit they hit (red \u00d7 in the plots), never averaged in; failed and aborted "
-        "trials are counted and reported.",
+        "status ok. Round 0 is a warm-up and is never counted; it runs without dropping "
+        "caches (cold=0), so its time is the cell's warm reference for the not-cold check. "
+        "Timeouts are counted and shown at the limit they hit (red \u00d7 in the plots), never "
+        "averaged in; failed and aborted trials are counted and reported.",
         f"<b>Median and its interval.</b> Each cell is summarised by its median with a {conf} "
         f"percentile-bootstrap interval ({RESAMPLES:,} resamples, seed {SEED}, so the report "
         "is reproducible); quartiles use numpy's linear method; MAD is the median absolute "
@@ -1144,7 +1154,9 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         "<code>compare</code>; neither assumes a distribution.",
         f"<b>Outliers.</b> {_e(stats.OUTLIER_RULE)}.",
         "<b>Warnings.</b> too few trials for a distribution-free interval of the median; "
-        "timeouts; bimodal samples (Sarle's bimodality coefficient &gt; 5/9); cold time equal "
-        "to a warm time of the same cell (caches not dropped); more than 10% outliers.",
+        "timeouts; bimodal samples (Sarle's bimodality coefficient &gt; 5/9); cold median "
+        f"within {stats.NOT_COLD_FRACTION:.0%} of the same cell's warm median (of its warm "
+        "trials, else of its warm-up round, which runs warm): caches were probably not "
+        "dropped; more than 10% outliers.",
     ]
     return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"

@@ -95,6 +95,15 @@ class Run:
     tool_version: str
 
 
+def refuse_existing(path: str) -> None:
+    """ExistsError if `path` exists: a result database is never overwritten."""
+    if os.path.exists(path):
+        raise ExistsError(
+            f"{path} already exists: a result database is never overwritten",
+            "use --resume to continue it, or choose another --output",
+        )
+
+
 class Store:
     """A result database. `create` refuses to overwrite; `open` checks it is ours."""
 
@@ -104,11 +113,7 @@ class Store:
 
     @classmethod
     def create(cls, path: str) -> Store:
-        if os.path.exists(path):
-            raise ExistsError(
-                f"{path} already exists: a result database is never overwritten",
-                "use --resume to continue it, or choose another --output",
-            )
+        refuse_existing(path)
         conn = sqlite3.connect(path)
         conn.executescript(SCHEMA)
         conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))

@@ -4,6 +4,7 @@ stderr (no traceback), and nothing left behind (no database, no testbed, no jour
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,19 +18,21 @@ from conftest import TIMEOUT, Result, bb
 import backburner
 from backburner import system
 from backburner.bench import devices
+from backburner.store import Store
 
 pytestmark = pytest.mark.root
 
 BUSY_WARNING = "other heavy IO is running on"  # a warning the shared machine may add
+HEADER = "backburner: bench: "  # the run's header line (size, mode, seed), before any trial
 
 
 def error_line(r: Result) -> str:
-    """stderr is one `backburner: ...` line, no traceback. A warning about other heavy IO on
-    the machine (not ours to control) may precede it."""
+    """stderr is one `backburner: ...` line, no traceback. The run's header line and a warning
+    about other heavy IO on the machine (not ours to control) may precede it."""
     assert "Traceback" not in r.err, r.err
     lines = r.err.strip().splitlines()
     assert all(ln.startswith("backburner: ") for ln in lines), r.err
-    lines = [ln for ln in lines if BUSY_WARNING not in ln]
+    lines = [ln for ln in lines if BUSY_WARNING not in ln and not ln.startswith(HEADER)]
     assert len(lines) == 1, r.err
     return lines[0]
 
@@ -95,6 +98,29 @@ def test_existing_output_73(tmp_path: Path, state_dir: Path) -> None:
     assert db.read_bytes() == b"someone's precious results"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db", "state"]
     assert not os.path.exists(os.path.join(devices.WORK_ROOT, f"testbed-{r.pid}"))
+
+
+def test_seed_drawn_printed_and_stored_then_resume_says_complete(tmp_path: Path,
+                                                                  state_dir: Path) -> None:
+    db = tmp_path / "r.db"
+    r = bb(*BASE, "--scheduler", "bfq", "-o", str(db), timeout=180)
+    assert r.returncode == 0, r.err
+    (header,) = [ln for ln in r.err.splitlines() if ln.startswith(HEADER)]
+    m = re.search(r"seed (\d+) \(--seed \1 repeats the order\)", header)
+    assert m, header
+    s = Store.open(str(db), readonly=True)
+    (run,) = s.runs()
+    assert run.seed == int(m.group(1)) == run.config["seed"]
+    trials = s.trials(include_warmup=True)
+    assert [(t["round"], t["cold"]) for t in trials] == [(0, 0), (1, 1)]
+    s.close()
+    assert [p for p in _left_behind(r.pid, state_dir, db) if not p.startswith(str(db))] == []
+
+    again = bb("bench", "--resume", str(db))
+    assert again.returncode == 0, again.err
+    assert "the run is complete (2 trials); nothing to resume" in again.err
+    assert "baseline" in again.out
+    assert len(Store.open(str(db), readonly=True).trials(include_warmup=True)) == 2
 
 
 def test_resume_of_a_missing_database(tmp_path: Path, state_dir: Path) -> None:

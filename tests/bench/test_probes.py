@@ -212,3 +212,15 @@ def test_devices_of_groups_regular_files(tmp_path: Path) -> None:
         assert groups == {os.stat(f).st_dev: [f]}
     else:
         assert groups[os.stat(f).st_dev][0] == f
+
+
+@pytest.mark.parametrize("name", ["ünï.txt", os.fsdecode(b"latin1-\xe9.txt")],
+                         ids=["utf8", "not-utf8"])
+def test_discover_files_keeps_non_ascii_names(tmp_path: Path, name: str) -> None:
+    """strace prints non-ASCII bytes as octal escapes: the paths found are the real ones."""
+    target = tmp_path / "x" / name
+    target.parent.mkdir()
+    target.write_text("hi\n")
+    probe = probes.Probe(("cat", str(target))).resolve()
+    files = probes.discover_files(probe, timeout=30)
+    assert str(target) in files, [f for f in files if str(tmp_path) in f]

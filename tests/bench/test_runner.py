@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -100,12 +101,22 @@ class Recorder:
         self.warnings.append(msg)
 
 
-def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None) -> None:
+def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _config()
     db = str(tmp_path / "r.db")
     rec = Recorder()
+    drops = []
+    real_drop = system.drop_caches
+
+    def counting_drop() -> None:
+        drops.append(1)
+        real_drop()
+
+    monkeypatch.setattr(system, "drop_caches", counting_drop)
     store, run_id = runner.start(cfg, db, rec.report, rec.warn, command="bb test")
     store.close()
+    assert len(drops) == len(cfg.cells()) * cfg.trials  # not before the warm-ups
     assert_nothing_left(os.getpid(), state_dir)
 
     s = Store.open(db, readonly=True)
@@ -131,7 +142,8 @@ def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None
     assert [(by_id[t["cell_id"]].key, t["round"]) for t in trials] == \
         [(sl.cell.key, sl.round) for sl in slots]
     for t in trials:
-        assert t["warmup"] == int(t["round"] == 0) and t["cold"] == 1
+        # the warm-up runs warm (the not-cold reference); counted rounds are cold
+        assert t["warmup"] == int(t["round"] == 0) and t["cold"] == int(t["round"] > 0)
         assert t["status"] == "ok", t
         assert 0 < t["wall_s"] < 5 and t["exit_code"] == 0 and t["signal"] is None
         assert t["started_at"] <= t["ended_at"]
@@ -143,9 +155,46 @@ def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None
     for t in trials:
         if by_id[t["cell_id"]].load == "none":
             assert t["extra"]["limit_s"] == cfg.timeout_s
-        else:  # max(1 s, 30 × a few ms), never above the timeout
+        elif t["round"] > 0 and _earlier_cold_unloaded(trials, t, by_id):
+            # max(1 s, 30 × a few ms) from cold unloaded trials, never above the timeout
             assert 1.0 <= t["extra"]["limit_s"] < cfg.timeout_s
+        else:  # no cold unloaded time yet (warm warm-ups do not set cold limits)
+            assert t["extra"]["limit_s"] == cfg.timeout_s
     assert rec.progress[-1][:2] == (len(slots), len(slots))
+
+
+def _earlier_cold_unloaded(trials: list[dict], t: dict, by_id: dict) -> bool:
+    sched = by_id[t["cell_id"]].scheduler
+    return any(u["id"] < t["id"] and u["cold"] and by_id[u["cell_id"]].load == "none"
+               and by_id[u["cell_id"]].scheduler == sched for u in trials)
+
+
+def test_no_thread_runs_while_probes_are_spawned(tmp_path: Path, state_dir: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the real progress bar drawing to a terminal, no extra thread exists whenever a
+    probe is launched (spawn forks and runs a pre-exec hook)."""
+    import io
+
+    from rich.console import Console
+
+    from backburner.bench import ui
+
+    seen: list[int] = []
+    real_time_probe = probes.time_probe
+
+    def spy(*a: object, **kw: object) -> probes.ProbeResult:
+        seen.append(threading.active_count())
+        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(probes, "time_probe", spy)
+    cfg = _config(loads=["none"], policies=["default"], schedulers=["bfq"], trials=1,
+                  device="testbed:256M")
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    before = threading.active_count()
+    with ui.progress_bar(console) as reporter:
+        runner.start(cfg, str(tmp_path / "r.db"), reporter, Recorder().warn)[0].close()
+    assert seen and set(seen) == {before}, (before, seen)
+    assert_nothing_left(os.getpid(), state_dir)
 
 
 # --- a device given as a path: its scheduler is put back ---------------------------------

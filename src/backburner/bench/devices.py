@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import spawn, system
-from ..errors import NotFoundError, SystemStateError, UsageError
+from ..errors import NotFoundError, SystemStateError, UnavailableError, UsageError
 
 WORK_ROOT = "/var/tmp/backburner"
 SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.I)
@@ -163,11 +162,7 @@ def _make_testbed_on(loop: str, work: str, label: str, tx: system.Transaction,
     name = _sysfs_name(loop)
     queue = f"/sys/block/{name}/queue"
     tx.apply(system.SysfsValue(f"{queue}/rotational", str(rotational)))
-    tool = spawn.launch(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
-                         loop], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    out = tool.wait(300)
-    if out is None or not out.ok:
-        raise SystemStateError(f"mkfs.ext4 on {loop} failed")
+    mkfs(loop)
     mnt = os.path.join(work, "mnt")
     tx.apply(system.MadeDir(mnt))
     tx.apply(system.Mount(loop, mnt, "ext4", "noatime"))
@@ -178,6 +173,27 @@ def _make_testbed_on(loop: str, work: str, label: str, tx: system.Transaction,
     dev = Device(label, name, queue, load_dir, root)
     dev.facts = {**describe_block(name), "filesystem": "ext4", "mount_options": "noatime"}
     return dev
+
+
+MKFS_TIMEOUT_S = 300.0
+
+
+def mkfs(dev: str) -> None:
+    """ext4 on `dev`, inode tables and journal written now (not lazily during the trials)."""
+    argv = ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev]
+    try:
+        res = spawn.run_tool(argv, MKFS_TIMEOUT_S)
+    except FileNotFoundError:
+        raise UnavailableError("mkfs.ext4 is not installed", "apt-get install e2fsprogs") from None
+    if res.status != 0:
+        lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+        if lines:
+            why = f": {lines[-1]}"
+        elif res.status is None:
+            why = f" (timed out after {MKFS_TIMEOUT_S:.0f} s, or killed by a signal)"
+        else:
+            why = f" (exit status {res.status})"
+        raise SystemStateError(f"mkfs.ext4 on {dev} failed{why}")
 
 
 def bind_virtual(root: str, tx: system.Transaction) -> None:

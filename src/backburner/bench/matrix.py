@@ -59,7 +59,7 @@ def order(cells: list[Cell], trials: int, seed: int, warmup: bool = True) -> lis
     for rnd in range(0 if warmup else 1, trials + 1):
         round_cells = list(cells)
         rng.shuffle(round_cells)
-        if rnd == 0:  # unloaded cells warm up first: their times set the abort limits
+        if rnd == 0:  # unloaded cells warm up first (a --warm run's abort limits use them)
             round_cells.sort(key=lambda c: not c.unloaded)
         slots.extend(Slot(rnd, c) for c in round_cells)
     return slots

@@ -9,6 +9,7 @@ those files into the testbed, where the probe then runs chrooted.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import select
@@ -88,10 +89,14 @@ def discover_files(probe: Probe, timeout: float = 120) -> list[str]:
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
         paths = []
-        for line in Path(trace.name).read_text(errors="replace").splitlines():
+        text = Path(trace.name).read_text(encoding="utf-8", errors="surrogateescape")
+        for line in text.splitlines():
             m = _PATH_CALL.match(line)
             if m and int(m.group(3)) >= 0:
-                path = m.group(2).encode().decode("unicode_escape")
+                # strace escapes non-ASCII bytes as octal (\303\274): back to the raw bytes,
+                # then to a str the way os does it (UTF-8, surrogateescape for the rest)
+                raw = codecs.escape_decode(m.group(2).encode(errors="surrogateescape"))[0]
+                path = os.fsdecode(raw)
                 paths.append(os.path.normpath(os.path.join("/", path)))
     return sorted(set(paths))
 

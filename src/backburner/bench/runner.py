@@ -2,7 +2,16 @@
 
 All system changes of a run live in one `system.Transaction`; every trial is committed to
 the store as it ends. `--resume` rebuilds the same slot order from the stored seed and
-skips the (cell, round) pairs already stored.
+skips the (cell, round) pairs already stored. Without `--seed` the seed is drawn at random
+and recorded with the run (and printed in its header line), so any order can be repeated.
+
+Cache state: in cold mode (the default) caches are dropped before every counted trial
+(round > 0, stored with cold=1). The warm-up round (round 0) runs WITHOUT dropping caches
+and is stored with cold=0: it is never counted, but its time is the cell's warm reference,
+which the report's "not-cold" check compares the cold median with (a cold time equal to the
+warm time means the drop did not reach the probe's files). Warm-up times are therefore not
+used for the abort limits of cold trials. In warm mode (`--warm`) nothing is dropped and
+every trial is stored with cold=0.
 """
 
 from __future__ import annotations
@@ -10,19 +19,20 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import secrets
 import shlex
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from .. import __version__, job, priority, system
-from ..errors import UsageError
-from ..store import Store
+from ..errors import DataError, UsageError
+from ..store import Store, refuse_existing
 from . import devices, loads, matrix, probes
 
 log = logging.getLogger(__name__)
@@ -64,6 +74,62 @@ class BenchConfig:
         probes.Probe.parse(self.probe, self.ready_line, self.ready_file)
         if not self.schedulers:
             raise UsageError("no scheduler given")
+
+
+_OPTION_FIELDS = frozenset(f.name for f in fields(BenchConfig)) - {"preset"}
+
+
+def config_from_options(*, preset: str | None = None, **options: Any) -> BenchConfig:
+    """The configuration of a new run from command-line options (None: not given).
+
+    A preset supplies defaults that the options override; without one, --probe is needed.
+    Given loads always get the unloaded baseline "none" added (every loaded cell needs it).
+    Without a seed one is drawn at random (it is recorded with the run).
+    """
+    from . import presets
+
+    unknown = set(options) - _OPTION_FIELDS
+    if unknown:
+        raise TypeError(f"unknown bench options {sorted(unknown)}")
+    if preset:
+        cfg = presets.get(preset)
+    else:
+        if not options.get("probe"):
+            raise UsageError("bench needs --probe COMMAND or --preset NAME")
+        cfg = BenchConfig(probe=options["probe"], loads=["none"], policies=["default"],
+                          schedulers=["mq-deadline", "bfq"])
+    for key, value in options.items():
+        if value is not None:
+            setattr(cfg, key, list(value) if isinstance(value, list) else value)
+    if options.get("loads") is not None and "none" not in cfg.loads:
+        cfg.loads.insert(0, "none")  # every loaded cell needs its unloaded baseline
+    if options.get("seed") is None:
+        cfg.seed = secrets.randbelow(2**31)
+    cfg.validate()
+    return cfg
+
+
+def default_output() -> str:
+    return time.strftime("results/bench-%Y%m%d-%H%M%S.db")
+
+
+def prepare_output(path: str | None) -> str:
+    """The result database to create (default: under results/): refused if it exists (before
+    anything is waited for or set up), its folder made."""
+    path = path or default_output()
+    refuse_existing(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return path
+
+
+def header(config: BenchConfig, path: str, *, left: int | None = None) -> str:
+    """The run's first line: its size, cache mode and seed (which reproduces the order)."""
+    cells = len(config.cells())
+    total = cells * (config.trials + 1)
+    todo = f"{left} of {total} trials left" if left is not None else f"{total} trials"
+    return (f"bench: {cells} cells × {config.trials} trials + 1 warm-up round ({todo}), "
+            f"{'cold' if config.cold else 'warm'}, seed {config.seed} (--seed {config.seed} "
+            f"repeats the order) → {path}")
 
 
 @dataclass
@@ -178,13 +244,14 @@ class Bench:
     def run_slot(self, tx: system.Transaction, slot: matrix.Slot, cell_id: int) -> dict[str, Any]:
         assert self.device is not None
         cell = slot.cell
+        cold = self.cfg.cold and not slot.warmup  # the warm-up is the warm reference
         if self.timeouts[cell.key] >= self.cfg.abort_after:
             now = time.time()
-            return {"status": "aborted", "started_at": now, "ended_at": now, "extra": {
-                "reason": f"{self.timeouts[cell.key]} earlier trials timed out"}}
+            return {"status": "aborted", "cold": int(cold), "started_at": now, "ended_at": now,
+                    "extra": {"reason": f"{self.timeouts[cell.key]} earlier trials timed out"}}
         if self.device.current_scheduler() != cell.scheduler:
             tx.apply(system.SysfsValue(self.device.scheduler_file, cell.scheduler))
-        if self.cfg.cold:
+        if cold:
             system.drop_caches()
         load = self.loads[cell.load]
         load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
@@ -206,10 +273,11 @@ class Bench:
         out = result.outcome
         if result.status == "timeout":
             self.timeouts[cell.key] += 1
-        elif cell.unloaded and result.status == "ok":
+        elif cell.unloaded and result.status == "ok" and cold == self.cfg.cold:
             self.unloaded[cell.scheduler].append(result.wall_s)
         return {
             "status": result.status,
+            "cold": int(cold),
             "wall_s": result.wall_s,
             "user_s": out.user_s if out else None,
             "sys_s": out.sys_s if out else None,
@@ -246,7 +314,7 @@ class Bench:
                 self.report(progress)
                 trial = self.run_slot(tx, slot, ids[slot.cell.key])
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
-                                     warmup=int(slot.warmup), cold=int(self.cfg.cold), **trial)
+                                     warmup=int(slot.warmup), **trial)
                 progress.done += 1
                 wall = trial.get("wall_s")
                 progress.last = f"{trial['status']} {wall:.3f}s" if wall else trial["status"]
@@ -262,7 +330,7 @@ class Bench:
                 continue
             if t["status"] == "timeout":
                 self.timeouts[cell.key] += 1
-            if cell.load == "none" and t["status"] == "ok":
+            if cell.load == "none" and t["status"] == "ok" and bool(t["cold"]) == self.cfg.cold:
                 self.unloaded[cell.scheduler].append(t["wall_s"])
 
 
@@ -297,10 +365,57 @@ def start(config: BenchConfig, output: str, reporter: Reporter, warn: Warn,
     return store, run_id
 
 
+class Resume:
+    """The last run stored in a database, to be continued: its configuration and what is left.
+
+    A run with nothing left is only marked finished (if its finish time was lost): no testbed
+    is built and no root is needed."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.store = Store.open(path)
+        try:
+            runs = self.store.runs()
+            if not runs:
+                raise DataError(f"{path} holds no bench run to resume",
+                                "start one with `backburner bench --output FILE`")
+            run = runs[-1]
+            try:
+                self.config = BenchConfig(**run.config)
+            except TypeError:
+                raise DataError(f"{path}: the stored configuration of run {run.id} is not "
+                                "one this backburner can resume") from None
+            self.run_id = run.id
+            self.finished = run.finished_at is not None
+            done = self.store.done_keys(run.id)
+            slots = matrix.order(self.config.cells(), self.config.trials, self.config.seed)
+            self.total = len(slots)
+            self.left = sum(1 for s in slots if (s.cell.key, s.round) not in done)
+        except BaseException:
+            self.store.close()
+            raise
+
+    @property
+    def complete(self) -> bool:
+        return self.left == 0
+
+    def header(self) -> str:
+        return header(self.config, self.path, left=self.left)
+
+    def run(self, reporter: Reporter, warn: Warn) -> None:
+        if self.complete:
+            if not self.finished:  # every trial is stored; only the finish time was lost
+                self.store.finish_run(self.run_id)
+            return
+        system.require_root("bench --resume")
+        Bench(self.config, self.store, self.run_id, reporter, warn).run()
+
+
 def resume(path: str, reporter: Reporter, warn: Warn) -> tuple[Store, int]:
-    system.require_root("bench --resume")
-    store = Store.open(path)
-    run = store.runs()[-1]
-    config = BenchConfig(**run.config)
-    Bench(config, store, run.id, reporter, warn).run()
-    return store, run.id
+    job = Resume(path)
+    try:
+        job.run(reporter, warn)
+    except BaseException:
+        job.store.close()
+        raise
+    return job.store, job.run_id

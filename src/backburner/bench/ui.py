@@ -1,4 +1,9 @@
-"""Progress display for bench: current cell, trials done, ETA, last sample (rich)."""
+"""Progress display for bench: current cell, trials done, ETA, last sample (rich).
+
+No threads: rich's auto-refresh thread would run while spawn forks children that run Python
+code before exec (a pre-exec hook), which can deadlock on a lock that thread held at the
+fork. The bar is redrawn by the reporter itself, after every slot.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ def progress_bar(console: Console | None = None) -> Iterator[Reporter]:
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                    TextColumn("last: {task.fields[last]}"), console=console,
-                   transient=False, disable=not console.is_terminal)
+                   transient=False, disable=not console.is_terminal, auto_refresh=False)
     task = None
     printed = -1
 
@@ -34,7 +39,8 @@ def progress_bar(console: Console | None = None) -> Iterator[Reporter]:
         nonlocal task, printed
         if task is None:
             task = bar.add_task(p.cell, total=p.total, completed=p.done, last="-")
-        bar.update(task, description=p.cell[:48], completed=p.done, last=p.last or "-")
+        bar.update(task, description=p.cell[:48], completed=p.done, last=p.last or "-",
+                   refresh=True)
         if not console.is_terminal and p.done != printed and p.last:
             printed = p.done  # plain log lines where no live bar can be drawn (CI, pipes)
             print(f"[{p.done}/{p.total}] {p.cell}: {p.last}", file=sys.stderr, flush=True)

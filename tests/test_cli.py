@@ -1,0 +1,215 @@
+"""The CLI's own duties, as a real subprocess: errors mapped to one line and an exit status,
+--debug only where it belongs, options validated before anything is printed, and `bench`'s
+option handling (now in bench.runner) and --resume rules."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from conftest import bb, one_line_error
+from test_report import ENV, make_db
+
+from backburner import errors
+from backburner.bench import matrix, presets, runner
+from backburner.errors import ExistsError, UsageError
+from backburner.store import Store
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = str(tmp_path / "r.db")
+    make_db(path, trials=4)
+    return path
+
+
+# --- OS and SQLite errors: one line, not a traceback ------------------------------------------
+
+
+def test_io_failure_has_its_own_exit_status() -> None:
+    assert errors.IOFailure.exit_status == 74
+    assert errors.EXIT_STATUSES["IOFailure"] == 74
+
+
+@pytest.mark.parametrize("args", [["--html", "/nonexistent/x.html"],
+                                  ["--export", "csv", "-o", "/nonexistent/x.csv"]])
+def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
+    r = bb("report", db, *args)
+    assert r.returncode == 74, r.err
+    line = one_line_error(r)
+    target = args[-1]
+    assert line == f"backburner: {target}: No such file or directory"
+
+
+def test_debug_before_the_command_shows_the_traceback(db: str) -> None:
+    r = bb("--debug", "report", db, "--html", "/nonexistent/x.html")
+    assert r.returncode != 0
+    assert "Traceback" in r.err and "FileNotFoundError" in r.err
+
+
+def test_a_jobs_own_debug_argument_is_not_ours() -> None:
+    r = bb("run", "--", "true", "--debug")
+    assert r.returncode == 0, r.err
+    assert r.err == ""  # no debug logging switched on by the job's argument
+    r = bb("--debug", "run", "--", "true")
+    assert r.returncode == 0, r.err
+    assert "launched" in r.err  # ours, before the command: debug logging is on
+
+
+def test_sqlite_error_is_a_data_error_65(tmp_path: Path) -> None:
+    path = tmp_path / "half.db"
+    conn = sqlite3.connect(path)  # ours by its meta table, but without the other tables
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                     [("schema_version", "1"), ("application", "backburner")])
+    conn.commit()
+    conn.close()
+    r = bb("report", str(path))
+    assert r.returncode == 65, r.err
+    assert "no such table" in one_line_error(r)
+
+
+# --- validation before anything is printed ----------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "-0.1", "nan", "ten"])
+def test_tolerance_must_be_a_fraction(db: str, value: str) -> None:
+    for args in (["report", db], ["compare", db, db]):
+        r = bb(*args, "--tolerance", value)
+        assert r.returncode == 64, r.err
+        assert "--tolerance" in one_line_error(r)
+        assert r.out == ""
+
+
+def test_tolerance_in_range_is_accepted(db: str) -> None:
+    r = bb("report", db, "--tolerance", "0.2", "--export", "json")
+    assert r.returncode == 0, r.err
+
+
+@pytest.mark.parametrize("fmt", ["bogus", "png,jpgg"])
+def test_unknown_plot_format_fails_before_the_table(db: str, tmp_path: Path, fmt: str) -> None:
+    r = bb("report", db, "--plot", str(tmp_path / "plots"), "--format", fmt)
+    assert r.returncode == 64, r.err
+    line = one_line_error(r)
+    assert "unknown plot format" in line and "png,svg,pdf" in line
+    assert r.out == ""  # the table was not printed first
+    assert not (tmp_path / "plots").exists()
+
+
+def test_cold_and_warm_together_64(tmp_path: Path) -> None:
+    r = bb("bench", "--probe", "/bin/true", "--cold", "--warm", "-o", str(tmp_path / "r.db"))
+    assert r.returncode == 64, r.err
+    assert "--cold" in one_line_error(r)
+    assert not (tmp_path / "r.db").exists()
+
+
+# --- bench options, turned into a configuration by bench.runner -------------------------------
+
+
+def test_config_from_options_adds_the_baseline_and_draws_a_seed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = iter([123456, 654321])
+    monkeypatch.setattr(runner.secrets, "randbelow", lambda n: next(drawn) % n)
+    cfg = runner.config_from_options(probe="/bin/true", loads=["readers:1:seq"])
+    assert cfg.loads == ["none", "readers:1:seq"] and cfg.seed == 123456 and cfg.cold
+    quick = runner.config_from_options(preset="quick")  # a preset's seed is random too
+    assert quick.seed == 654321 and quick.preset == "quick"
+    assert quick.loads == presets.quick().loads
+    fixed = runner.config_from_options(preset="quick", seed=7, cold=False, trials=3)
+    assert (fixed.seed, fixed.cold, fixed.trials) == (7, False, 3)
+
+
+def test_config_from_options_seed_is_really_random() -> None:
+    seeds = {runner.config_from_options(probe="/bin/true").seed for _ in range(5)}
+    assert len(seeds) > 1 and all(0 <= s < 2**31 for s in seeds)
+
+
+def test_config_from_options_errors() -> None:
+    with pytest.raises(UsageError, match="--probe"):
+        runner.config_from_options()
+    with pytest.raises(UsageError, match="--trials"):
+        runner.config_from_options(probe="/bin/true", trials=0)
+
+
+def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    existing = tmp_path / "r.db"
+    existing.write_text("precious")
+    with pytest.raises(ExistsError, match="never overwritten"):
+        runner.prepare_output(str(existing))
+    assert existing.read_text() == "precious"
+    assert runner.prepare_output(str(tmp_path / "a" / "b.db")) == str(tmp_path / "a" / "b.db")
+    assert (tmp_path / "a").is_dir()
+    monkeypatch.chdir(tmp_path)
+    path = runner.prepare_output(None)
+    assert path == runner.default_output() or path.startswith("results/bench-")
+    assert path.endswith(".db") and (tmp_path / "results").is_dir()
+
+
+def test_header_names_the_seed() -> None:
+    cfg = runner.BenchConfig(probe="/bin/true", loads=["none"], policies=["default"],
+                             schedulers=["bfq"], trials=3, seed=42)
+    line = runner.header(cfg, "r.db")
+    assert "seed 42" in line and "--seed 42" in line and "r.db" in line
+
+
+# --- --resume ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra", [["--load", "readers:1:seq"], ["--policy", "background"],
+                                   ["--scheduler", "bfq"], ["--device", "testbed:1G"],
+                                   ["--trials", "3"], ["--probe", "/bin/true"],
+                                   ["--preset", "quick"], ["--seed", "1"], ["--warm"]])
+def test_resume_with_matrix_options_64(db: str, extra: list[str]) -> None:
+    r = bb("bench", "--resume", db, *extra)
+    assert r.returncode == 64, r.err
+    line = one_line_error(r)
+    assert "--resume continues the stored configuration" in line and extra[0] in line
+
+
+def test_resume_of_a_database_without_a_run_65(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    Store.create(str(path)).close()
+    r = bb("bench", "--resume", str(path))
+    assert r.returncode == 65, r.err
+    assert "no bench run" in one_line_error(r)
+
+
+def _complete_db(path: Path, *, finish: bool) -> None:
+    """Every slot of a run stored, as bench would; its probe does not exist, so any attempt
+    to set the run up again (resolve the probe, build a testbed) would fail."""
+    cfg = runner.BenchConfig(probe="/nonexistent/probe-xyz", loads=["none", "cmd:sleep 1"],
+                             policies=["default"], schedulers=["bfq"], trials=2, seed=5,
+                             device="testbed:64M")
+    store = Store.create(str(path))
+    run_id = store.add_run("bb test", asdict(cfg), cfg.seed, dict(ENV), "0")
+    t = 1_700_000_000.0
+    for slot in matrix.order(cfg.cells(), cfg.trials, cfg.seed):
+        c = slot.cell
+        cid = store.add_cell(run_id, c.key, c.probe, c.device, c.scheduler, c.load, c.policy)
+        wall = 0.1 if c.unloaded else 0.5
+        store.add_trial(run_id, cid, round=slot.round, warmup=int(slot.warmup), status="ok",
+                        cold=int(not slot.warmup), wall_s=wall, started_at=t, ended_at=t + wall)
+        t += 1
+    if finish:
+        store.finish_run(run_id)
+    store.close()
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_resume_of_a_complete_run_shows_the_report(tmp_path: Path, state_dir: Path,
+                                                   finished: bool) -> None:
+    path = tmp_path / "done.db"
+    _complete_db(path, finish=finished)
+    before = Store.open(str(path), readonly=True).trials(include_warmup=True)
+    r = bb("bench", "--resume", str(path))
+    assert r.returncode == 0, r.err
+    assert "the run is complete (6 trials); nothing to resume" in r.err
+    assert "Traceback" not in r.err and "probe-xyz: command not found" not in r.err
+    assert "baseline" in r.out and (tmp_path / "done.html").is_file()  # the report
+    s = Store.open(str(path), readonly=True)
+    assert s.trials(include_warmup=True) == before  # nothing added
+    assert s.runs()[0].finished_at is not None  # a lost finish time is set
+    assert not os.path.exists(f"/var/tmp/backburner/testbed-{r.pid}")
