@@ -243,4 +243,12 @@ class Store:
             yield cells[t["cell_id"]], t
 
     def close(self) -> None:
+        """A writer leaves a single file behind: WAL (for readers during the run) is folded
+        back and switched off; if another process still reads, it stays as it is."""
+        try:
+            if not self.conn.execute("PRAGMA query_only").fetchone()[0]:
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self.conn.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.Error:
+            pass
         self.conn.close()

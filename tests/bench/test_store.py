@@ -183,3 +183,16 @@ def test_done_keys(tmp_path: Path) -> None:
     s.close()
     s = Store.open(str(tmp_path / "r.db"))  # sqlite3.Row rows after open
     assert s.done_keys(r1) == {("a", 0), ("a", 1), ("b", 0)}
+
+
+def test_a_closed_writer_leaves_one_file(tmp_path: Path) -> None:
+    """WAL lets report read while bench writes; after the run the database is one file
+    again (no -wal/-shm next to it), also after a read-only reader has opened it."""
+    db = tmp_path / "one.db"
+    store = Store.create(str(db))
+    store.add_run("cmd", {}, 1, {}, "v")
+    reader = Store.open(str(db), readonly=True)
+    assert reader.runs()[0].command == "cmd"
+    reader.close()
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.db"]
