@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from . import priority
 from .errors import (
@@ -99,6 +100,17 @@ def decode(pid: int, status: int, ru: resource.struct_rusage, started_ns: int, e
         started_at=started_at,
         launcher_rss_kb=launcher_rss_kb,
     )
+
+
+def start_time(pid: int) -> int | None:
+    """Start time of a live process (field 22 of /proc/PID/stat), which tells it apart from
+    a recycled PID; None when it is gone or a zombie (it has released everything, and its
+    parent, maybe PID 1, may reap it late)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def _own_rss_kb() -> int:

@@ -67,16 +67,9 @@ def install_termination_handlers() -> None:
 
 
 def _proc_start_time(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat: tells a live owner from a recycled PID. A zombie counts as
-    gone: it has released everything, and its parent (maybe PID 1) may reap it late."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
+    from . import spawn
+
+    return spawn.start_time(pid)
 
 
 # --- changes ------------------------------------------------------------------------------

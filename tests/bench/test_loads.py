@@ -111,18 +111,9 @@ def test_fio_jobfile_for_a_mix(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- real loads --------------------------------------------------------------------------------
 
 
-def _start_time(pid: int) -> int | None:
-    """None if pid is gone or a zombie; else its start time (tells a recycled PID apart)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 def _all_of(pid: int) -> dict[int, int | None]:
     """Its process group and all its descendants (fio's jobs setsid() out of the group)."""
-    return {p: _start_time(p) for p in {*loads.group_members(pid),
+    return {p: spawn.start_time(p) for p in {*loads.group_members(pid),
                                         *priority.descendants_of(pid)}}
 
 
@@ -141,7 +132,7 @@ def _wait_members(load: loads.Load, at_least: int, timeout: float = 15) -> dict[
 
 
 def _assert_all_gone(members: dict[int, int]) -> None:
-    alive = {p for p, start in members.items() if _start_time(p) == start}
+    alive = {p for p, start in members.items() if spawn.start_time(p) == start}
     for pid in alive:  # leave nothing running when the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"load processes still alive after stop: {alive}"
@@ -201,7 +192,7 @@ def test_install_loop_long_lived_start_and_stop(small: None, load_dir: Path) -> 
     _, members = _run_and_stop("install-loop:long-lived", load_dir, at_least=1)
     cmdlines = {p: Path(f"/proc/{p}/cmdline") for p in members}
     assert cmdlines  # the installer was our own python, now gone
-    assert not any(c.exists() and _start_time(p) == members[p] for p, c in cmdlines.items())
+    assert not any(c.exists() and spawn.start_time(p) == members[p] for p, c in cmdlines.items())
 
 
 @pytest.mark.root
@@ -343,9 +334,9 @@ def test_a_killed_bench_leaves_no_fio_running(small: None, load_dir: Path) -> No
         bench.send_signal(signal.SIGKILL)
         bench.wait(10)
     deadline = time.monotonic() + 10
-    while any(_start_time(p) == s for p, s in members.items()) and time.monotonic() < deadline:
+    while any(spawn.start_time(p) == s for p, s in members.items()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    left = [p for p, s in members.items() if _start_time(p) == s]
+    left = [p for p, s in members.items() if spawn.start_time(p) == s]
     for pid in left:  # do not leave them running if the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not left, f"fio processes {left} outlived the killed bench"

@@ -199,13 +199,13 @@ class Load:
         child, self.child = self.child, None
         tracked = {pid: start for pid in {*group_members(child.pid),
                                           *priority.descendants_of(child.pid)}
-                   if (start := _start_time(pid)) is not None}
+                   if (start := spawn.start_time(pid)) is not None}
         outcome = child.stop(grace=10.0, group=True)
         deadline = time.monotonic() + 5
 
         def survivors() -> list[int]:
             left = set(group_members(child.pid))
-            left |= {pid for pid, start in tracked.items() if _start_time(pid) == start}
+            left |= {pid for pid, start in tracked.items() if spawn.start_time(pid) == start}
             return sorted(left)
 
         while (left := survivors()) and time.monotonic() < deadline:
@@ -218,15 +218,6 @@ class Load:
         if left:
             raise SystemStateError(f"load processes {left} survived stopping the load")
         return outcome
-
-
-def _start_time(pid: int) -> int | None:
-    """Start time of a live (not zombie) process, telling it from a recycled PID."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 _PR_SET_PDEATHSIG = 1
