@@ -203,7 +203,10 @@ def _python_for_nobody(env: dict[str, str]) -> str:
     pytest.fail("no python that the nobody user can run with backburner importable")
 
 
-AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+# Not root (euid 65534), but allowed to read and enter any folder, so the test works wherever
+# CI put the clone and its venv (under /root, mode 0700, say): it still cannot write state.
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+             "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
 
 
 @pytest.mark.root

@@ -140,7 +140,10 @@ def test_resume_of_a_file_that_is_not_a_database(tmp_path: Path, state_dir: Path
 
 # --- not root ------------------------------------------------------------------------------
 
-AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+# Not root (euid 65534), but allowed to read and enter any folder, so the test works wherever
+# CI put the clone and its venv (under /root, mode 0700, say): it still cannot write state.
+AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+             "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
 
 
 @pytest.fixture
