@@ -538,3 +538,11 @@ def test_outliers_warning_threshold() -> None:
     assert "outliers" in _codes(ws)
     msg = next(w.message for w in ws if w.code == "outliers")
     assert "3 of 20" in msg and "not dropped" in msg
+
+
+def test_timeouts_are_not_reported_as_too_few_trials() -> None:
+    """8 trials run, all timed out: asking for more trials would be wrong advice."""
+    codes = [w.code for w in bs.warnings_for([], timeouts=8)]
+    assert codes == ["timeouts"]
+    codes = [w.code for w in bs.warnings_for([1.0, 1.1], timeouts=1)]
+    assert codes == ["too-few-trials", "timeouts"]  # 3 < 6: still too few

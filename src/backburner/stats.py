@@ -504,8 +504,10 @@ def bimodality_coefficient(samples: ArrayLike) -> float:
     return (skew**2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
 
 
-def _too_few_trials(n: int, confidence: float) -> Warning_ | None:
-    if n >= min_trials(confidence):
+def _too_few_trials(n: int, confidence: float, timeouts: int = 0) -> Warning_ | None:
+    """Too few *run* trials. When timeouts make up the shortfall, more trials would not help
+    (they would time out too): the timeouts warning says what to do instead."""
+    if n >= min_trials(confidence) or (timeouts and n + timeouts >= min_trials(confidence)):
         return None
     advise = max(RECOMMENDED_TRIALS, min_trials(confidence))
     head = "no completed trials" if n == 0 else f"only {n} trial{'s' if n != 1 else ''}"
@@ -575,7 +577,7 @@ def warnings_for(
     """
     _check_confidence(confidence)
     raw = np.asarray(samples, dtype=float)
-    found = [_too_few_trials(int(raw.size), confidence), _timeouts(timeouts)]
+    found = [_too_few_trials(int(raw.size), confidence, timeouts), _timeouts(timeouts)]
     if raw.size:
         x = _as_samples(raw)
         found += [_bimodal(x), _not_cold(float(np.median(x)), warm_median), _outliers(x)]
