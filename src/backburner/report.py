@@ -10,10 +10,14 @@ Definitions used throughout (and in the HTML notes):
   runs of one database are pooled. Load "none" is the unloaded baseline (policy "-").
 * A cell's *samples* are ``wall_s`` of its counted trials (round > 0, warmup = 0) with status
   ok. Timeouts are counted and shown, never sampled; failed and aborted trials are counted.
-* Cold trials (caches dropped) are the measurement. The ``not-cold`` check compares their
-  median with the cell's warm median: of its counted warm trials (cold = 0) if it has any,
-  else of its warm-up trials run warm (round 0, cold = 0: bench runs the warm-up without
-  dropping caches, as this reference). A cell with only warm counted trials is reported warm.
+* Cold trials (caches dropped) are the measurement. The ``not-cold`` check has two kinds of
+  evidence. Direct: the probe's own block reads (``in_blocks``, from wait4's rusage) in its
+  cold trials must exceed those of its warm trials (counted warm trials, else the warm-up
+  round, which bench runs without dropping caches); if they do not, the cold trials did not
+  read from disk. By time: when the database also holds at least 3 counted warm trials of
+  the cell, a cold median within 10% of their median. (A single warm-up's *time* is too
+  noisy a reference on fast storage, so it is used only through its block count.) A cell
+  with only warm counted trials is reported warm.
 * The baseline of a loaded cell is the unloaded cell with the same probe, device, scheduler
   and cold/warm mode.
 * Bootstraps use seed 0 and 10,000 resamples, so a report is reproducible.
@@ -112,12 +116,15 @@ class CellData:
         known = {"ok", "timeout", "aborted"}
         return sum(1 for t in self.mode_trials(mode) if t["status"] not in known)
 
-    def warm_reference(self) -> list[float]:
-        """Warm times for the not-cold check: counted warm samples, else the warm-ups' that
-        ran warm (bench runs round 0 without dropping caches)."""
-        return self.samples("warm") or [
-            t["wall_s"] for t in self.trials if t["warmup"] and not t["cold"]
-            and t["status"] == "ok" and t["wall_s"] is not None]
+    def warm_reference(self) -> list[dict[str, Any]]:
+        """Warm trials for the not-cold check: counted warm ones, else the warm-ups that ran
+        warm (bench runs round 0 without dropping caches)."""
+        ok = [t for t in self.mode_trials("warm") if t["status"] == "ok"]
+        return ok or [t for t in self.trials if t["warmup"] and not t["cold"]
+                      and t["status"] == "ok"]
+
+    def blocks(self, trials: list[dict[str, Any]]) -> list[float]:
+        return [float(t["in_blocks"]) for t in trials if t.get("in_blocks") is not None]
 
     def throughput(self, field_name: str) -> list[float]:
         """Background device throughput (bytes/s) of counted ok/timeout trials that have it."""
@@ -284,15 +291,34 @@ def _median(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
+def _not_cold_by_blocks(cell: CellData) -> list[stats.Warning_]:
+    """Direct evidence: cold trials that read no more blocks from disk than warm ones."""
+    cold = cell.blocks([t for t in cell.mode_trials("cold") if t["status"] == "ok"])
+    if not cold:
+        return []
+    warm = cell.blocks(cell.warm_reference())
+    cold_blocks = float(np.median(cold))
+    warm_blocks = float(np.median(warm)) if warm else 0.0
+    if cold_blocks > warm_blocks:
+        return []
+    return [stats.Warning_(
+        "not-cold", f"the probe's cold trials read {cold_blocks:.0f} blocks from disk "
+        f"(median), no more than warm ones ({warm_blocks:.0f}): caches were probably not "
+        "dropped, or the probe's files are on a RAM-backed filesystem")]
+
+
 def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) -> Row:
     mode = cell.mode
     samples = cell.samples(mode)
     limits = cell.timeout_limits(mode)
     summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED)
                if samples else None)
-    warm_median = _median(cell.warm_reference()) if mode == "cold" else None
+    warm_samples = cell.samples("warm") if mode == "cold" else []
+    warm_median = _median(warm_samples) if len(warm_samples) >= 3 else None
     warnings = list(stats.warnings_for(samples, timeouts=len(limits), warm_median=warm_median,
                                        confidence=confidence))
+    if mode == "cold" and not any(w.code == "not-cold" for w in warnings):
+        warnings += _not_cold_by_blocks(cell)
     failed, aborted = cell.failed(mode), cell.count("aborted", mode)
     if failed:
         warnings.append(stats.Warning_(
@@ -1154,9 +1180,10 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         "<code>compare</code>; neither assumes a distribution.",
         f"<b>Outliers.</b> {_e(stats.OUTLIER_RULE)}.",
         "<b>Warnings.</b> too few trials for a distribution-free interval of the median; "
-        "timeouts; bimodal samples (Sarle's bimodality coefficient &gt; 5/9); cold median "
-        f"within {stats.NOT_COLD_FRACTION:.0%} of the same cell's warm median (of its warm "
-        "trials, else of its warm-up round, which runs warm): caches were probably not "
-        "dropped; more than 10% outliers.",
+        "timeouts; bimodal samples (Sarle's bimodality coefficient &gt; 5/9); not cold: the "
+        "probe's cold trials read no more blocks from disk (wait4's in_blocks) than its warm "
+        "trials (its warm-up round runs without dropping caches (cold=0) for this), or, "
+        f"with 3 or more warm trials in the database, a cold median within "
+        f"{stats.NOT_COLD_FRACTION:.0%} of the warm median; more than 10% outliers.",
     ]
     return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
