@@ -80,7 +80,10 @@ def test_bad_load_64(tmp_path: Path, state_dir: Path, spec: str) -> None:
 
 
 @pytest.mark.parametrize("args", [["--policy", "bogus"], ["--trials", "0"],
-                                  ["--device", "testbed:lots"], ["--trials", "two"]])
+                                  ["--device", "testbed:lots"], ["--trials", "two"],
+                                  ["--device", "testbed:1M"], ["--device", "slowdisk:nope:1G"],
+                                  ["--timeout", "-1"], ["--settle", "-5"],
+                                  ["--abort-factor", "0"]])
 def test_other_bad_options_64(tmp_path: Path, state_dir: Path, args: list[str]) -> None:
     db = tmp_path / "r.db"
     r = bb(*BASE, *args, "-o", str(db))

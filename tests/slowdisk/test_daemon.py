@@ -21,6 +21,8 @@ import pytest
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import HDD_7200
 
+from .timing import timed_reads
+
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse"),
@@ -116,39 +118,12 @@ def _aligned(n: int) -> mmap.mmap:
     return mmap.mmap(-1, max(n, mmap.PAGESIZE))
 
 
-def _timed_reads(path: Path, offsets: list[int], size: int) -> list[float]:
-    """O_DIRECT reads of ``size`` bytes at each offset; the latency of each.
-
-    The reading thread runs at nice -10 (we are root) so that a busy test machine does not add
-    the reader's own wake-up delays to what is meant to be the disk's latency (the daemon
-    raises its own priority the same way).
-    """
-    buf = _aligned(size)
-    view = memoryview(buf)[:size]
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    nice = os.getpriority(os.PRIO_PROCESS, 0)
-    os.setpriority(os.PRIO_PROCESS, 0, min(nice, -10))
-    try:
-        out = []
-        for off in offsets:
-            t0 = time.perf_counter()
-            n = os.preadv(fd, [view], off)
-            out.append(time.perf_counter() - t0)
-            assert n == size
-        return out
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-        view.release()
-        os.close(fd)
-        buf.close()
-
-
 def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> None:
     m = mount("hdd-7200")
     rng = random.Random(42)
     offsets = [rng.randrange(0, SIZE, KiB4) for _ in range(40)]
     before = m.stats()
-    lat = _timed_reads(m.disk, offsets, KiB4)
+    lat = timed_reads(m.disk, offsets, KiB4)
     after = m.stats()
 
     assert after["requests"] - before["requests"] == 40  # one FUSE request per O_DIRECT read
@@ -180,9 +155,9 @@ def test_sequential_reads_are_much_faster_per_byte(mount: Callable[..., Mount]) 
     m = mount("hdd-7200")
     size = 64 * 1024
     rng = random.Random(7)
-    rand = _timed_reads(m.disk, [rng.randrange(0, SIZE // size) * size for _ in range(12)], size)
+    rand = timed_reads(m.disk, [rng.randrange(0, SIZE // size) * size for _ in range(12)], size)
     before = m.stats()
-    seq = _timed_reads(m.disk, [32 * MiB + i * size for i in range(64)], size)
+    seq = timed_reads(m.disk, [32 * MiB + i * size for i in range(64)], size)
     after = m.stats()
     per_byte_rand = sum(rand) / (12 * size)
     per_byte_seq = sum(seq) / (64 * size)
@@ -246,7 +221,7 @@ def test_read_only_refuses_writes(mount: Callable[..., Mount]) -> None:
 def test_sigterm_unmounts_and_exits(mount: Callable[..., Mount]) -> None:
     m = mount("sdcard")
     assert m.proc is not None
-    _timed_reads(m.disk, [0, MiB], KiB4)
+    timed_reads(m.disk, [0, MiB], KiB4)
     m.proc.send_signal(signal.SIGTERM)
     assert m.proc.wait(5) == 0
     out, err = m.proc.communicate()

@@ -26,6 +26,8 @@ from backburner.slowdisk import device
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
 
+from .timing import timed_reads
+
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse"),
@@ -98,27 +100,6 @@ def _sysfs(dev: str, rel: str) -> str:
     return Path("/sys/block", os.path.basename(dev), rel).read_text().strip()
 
 
-def _timed_reads(dev: str, offsets: list[int], size: int = KiB4) -> list[float]:
-    """O_DIRECT reads through the loop device, at nice -10 like the daemon."""
-    buf = mmap.mmap(-1, max(size, mmap.PAGESIZE))
-    view = memoryview(buf)[:size]
-    fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
-    nice = os.getpriority(os.PRIO_PROCESS, 0)
-    os.setpriority(os.PRIO_PROCESS, 0, min(nice, -10))
-    try:
-        out = []
-        for off in offsets:
-            t0 = time.perf_counter()
-            assert os.preadv(fd, [view], off) == size
-            out.append(time.perf_counter() - t0)
-        return out
-    finally:
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
-        view.release()
-        os.close(fd)
-        buf.close()
-
-
 # --- create, timing, stats, remove ----------------------------------------------------------
 
 
@@ -146,9 +127,9 @@ def test_hdd_reads_take_the_modelled_time_and_remove_releases_everything(
     # Warm up first: the daemon's start-up round-trip probe and its first requests (worker
     # threads, buffers) would otherwise land in the measurement.
     time.sleep(0.2)
-    _timed_reads(dev, [rng.randrange(0, SIZE // KiB4) * KiB4 for _ in range(5)])
+    timed_reads(dev, [rng.randrange(0, SIZE // KiB4) * KiB4 for _ in range(5)], KiB4)
     before = device.read_stats(dev)
-    lat = _timed_reads(dev, offsets)
+    lat = timed_reads(dev, offsets, KiB4)
     after = device.read_stats(dev)
     assert after["reads"] - before["reads"] == 20
     assert after["seeks"] - before["seeks"] >= 19

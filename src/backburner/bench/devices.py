@@ -25,7 +25,18 @@ def parse_size(text: str) -> int:
     if not m:
         raise UsageError(f"size {text!r} does not parse", "use e.g. 512M, 8G")
     scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2).upper()]
-    return int(float(m.group(1)) * scale)
+    size = int(float(m.group(1)) * scale)
+    if size <= 0:
+        raise UsageError(f"size {text!r} must be above 0")
+    return size
+
+
+def _bench_size(text: str) -> int:
+    size = parse_size(text)
+    if size < 64 * 2**20:
+        raise UsageError(f"size {text!r} is too small for a bench device",
+                         "it holds ext4, the probe and the load files: use 64M or more")
+    return size
 
 
 @dataclass(frozen=True)
@@ -39,12 +50,15 @@ class DeviceSpec:
     @classmethod
     def parse(cls, text: str) -> DeviceSpec:
         if text.startswith("testbed:"):
-            return cls("testbed", size=parse_size(text.split(":", 1)[1]))
+            return cls("testbed", size=_bench_size(text.split(":", 1)[1]))
         if text.startswith("slowdisk:"):
             parts = text.split(":")
             if len(parts) != 3:
                 raise UsageError(f"device {text!r} does not parse", "use slowdisk:PROFILE:SIZE")
-            return cls("slowdisk", size=parse_size(parts[2]), profile=parts[1])
+            from ..slowdisk.profiles import get_profile
+
+            get_profile(parts[1])  # an unknown profile is refused before anything starts
+            return cls("slowdisk", size=_bench_size(parts[2]), profile=parts[1])
         if text.startswith("path:"):
             text = text[5:]
         if not os.path.exists(text):

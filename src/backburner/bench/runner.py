@@ -66,6 +66,11 @@ class BenchConfig:
     def validate(self) -> None:
         if self.trials < 1:
             raise UsageError("--trials must be at least 1")
+        if not self.settle_s >= 0:
+            raise UsageError(f"--settle {self.settle_s} out of range", "use 0 or more seconds")
+        for name, value in (("--timeout", self.timeout_s), ("--abort-factor", self.abort_factor)):
+            if not value > 0:
+                raise UsageError(f"{name} {value} out of range", f"{name} must be above 0")
         for spec in self.loads:
             loads.parse(spec)
         for pol in self.policies:
