@@ -10,8 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from conftest import bb, one_line_error
-from test_report import ENV, make_db
+from helpers import ENV, bb, make_db, one_line_error
 
 from backburner import errors
 from backburner.bench import matrix, presets, runner
@@ -188,7 +187,7 @@ def _complete_db(path: Path, *, finish: bool) -> None:
     t = 1_700_000_000.0
     for slot in matrix.order(cfg.cells(), cfg.trials, cfg.seed):
         c = slot.cell
-        cid = store.add_cell(run_id, c.key, c.probe, c.device, c.scheduler, c.load, c.policy)
+        cid = store.add_cell(run_id, c)
         wall = 0.1 if c.unloaded else 0.5
         store.add_trial(run_id, cid, round=slot.round, warmup=int(slot.warmup), status="ok",
                         cold=int(not slot.warmup), wall_s=wall, started_at=t, ended_at=t + wall)

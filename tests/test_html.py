@@ -11,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import COMMAND, MEDIANS, SPECIAL, make_db
 from PIL import Image
-from test_report import COMMAND, MEDIANS, SPECIAL, make_db
 
 from backburner import plot, report
+from backburner.report import html as html_report
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -30,7 +31,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, report.ReportD
     make_db(d / "r.db", special=SPECIAL, command=COMMAND + " --note '<b>&\"x\"</b>'")
     data = report.load(str(d / "r.db"))
     out = d / "report.html"
-    report.write_html(data, str(out))
+    html_report.write_html(data, str(out))
     return out, data
 
 

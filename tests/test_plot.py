@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import LOAD, LOAD2, MEDIANS, SPECIAL, make_db
 from matplotlib.colors import to_hex
-from test_report import LOAD, LOAD2, MEDIANS, SPECIAL, make_db
 
 from backburner import errors, plot, report
 
@@ -36,7 +36,7 @@ def test_every_cell_and_sample_is_drawn(data: report.ReportData, violin: bool) -
     assert [f.kind for f in figs] == ["violin" if violin else "box"] * 2 + ["scatter"]
     assert len(dists) == 2  # one per load
     for pf, load in zip(dists, (LOAD, LOAD2), strict=True):
-        cells = [c for c in data.cells if c.load in ("none", load)]
+        cells = [c for c in data.cells if c.cell.load in ("none", load)]
         keys = {c.key for c in cells}
         shapes = gid_artists(pf.figure, "box:") + gid_artists(pf.figure, "violin:")
         assert sorted(a.get_gid().split(":", 1)[1] for a in shapes) == sorted(keys)
@@ -53,7 +53,7 @@ def test_every_cell_and_sample_is_drawn(data: report.ReportData, violin: bool) -
             assert list(a.get_offsets()[:, 1]) == [12.0] * len(a.get_offsets())
         idle = gid_artists(pf.figure, "idle:")
         assert {a.get_gid() for a in idle} == {"idle:mq-deadline", "idle:bfq"}
-        medians = {r.scheduler: r.median for r in report.summary_rows(data) if r.unloaded}
+        medians = {r.cell.scheduler: r.median for r in report.summary_rows(data) if r.cell.unloaded}
         for a in idle:
             assert a.get_segments()[0][0][1] == pytest.approx(medians[a.get_gid()[5:]])
         assert "gimp --version" in pf.figure._suptitle.get_text()

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BB, TIMEOUT, bb, wait_for
+from helpers import BB, TIMEOUT, bb, wait_for
 
 from backburner import priority, spawn
 from backburner.errors import UnavailableError, UsageError

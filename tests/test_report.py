@@ -20,106 +20,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import (
+    COMMAND,
+    DEVICE,
+    ENV,
+    LOAD,
+    MEDIANS,
+    PROBE,
+    SPECIAL,
+    key_of,
+    make_db,
+    raw_samples,
+)
 
 from backburner import errors, report, stats
+from backburner.cell import Cell
+from backburner.report import html as html_report
 from backburner.store import TRIAL_FIELDS, Store
-
-PROBE = "gimp --version"
-DEVICE = "testbed:4G"
-LOAD = "writers:4:seq"
-LOAD2 = "readers:2:rand"
-COMMAND = "backburner bench --probe 'gimp --version' --load none --load writers:4:seq"
-
-#: (scheduler, load, policy) -> median start-up seconds
-MEDIANS: dict[tuple[str, str, str], float] = {
-    ("mq-deadline", "none", "-"): 0.27,
-    ("mq-deadline", LOAD, "default"): 3.4,
-    ("mq-deadline", LOAD, "background"): 1.3,
-    ("bfq", "none", "-"): 0.30,
-    ("bfq", LOAD, "default"): 0.9,
-    ("bfq", LOAD, "background"): 0.35,
-    ("bfq", LOAD, "gentle"): 0.302,
-}
-ENV = {"kernel": "6.1.0-test", "cpu_model": "Synthetic CPU @ 3.0GHz", "cpus": 8,
-       "cpu_governor": "performance", "memory_bytes": 16 * 2**30, "backburner": "0.1.0",
-       "device": {"name": "loop7", "model": "loop7", "rotational": "1",
-                  "schedulers": ["none", "mq-deadline", "bfq"], "filesystem": "ext4"}}
-
-
-def key_of(sched: str, load: str, policy: str, probe: str = PROBE, device: str = DEVICE) -> str:
-    return "|".join((probe, device, sched, load, policy))
-
-
-def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int = 10,
-            seed: int = 1, spread: float = 0.03, finish: bool = True,
-            special: dict | None = None, rounds: dict | None = None, cold: int = 1,
-            device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
-            close: bool = True) -> Store:
-    """A result database as bench would write it.
-
-    special: {(sched, load, policy, round): status} overrides ("timeout", "failed",
-    "aborted"); rounds: {(sched, load, policy): number of counted rounds} for interrupted
-    runs. Warm-ups and failed trials get absurd wall times, so including them would show.
-    """
-    medians = MEDIANS if medians is None else medians
-    special = special or {}
-    rounds = rounds or {}
-    if store is None:
-        store = Store.create(str(path))
-        store.conn.execute("PRAGMA synchronous=OFF")  # test speed; durability is not tested here
-    loads = list(dict.fromkeys(k[1] for k in medians))
-    config = {"probe": PROBE, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
-              "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device}
-    run = store.add_run(command, config, seed, {**ENV}, "0.1.0")
-    rng = np.random.default_rng(seed)
-    t0 = 1_700_000_000.0
-    for (sched, load, pol), med in medians.items():
-        cid = store.add_cell(run, key_of(sched, load, pol, device=device), PROBE, device, sched,
-                             load, pol)
-        for rnd in range(rounds.get((sched, load, pol), trials) + 1):
-            status = special.get((sched, load, pol, rnd), "ok")
-            wall: float | None = float(med * math.exp(rng.normal(0, spread)))
-            if rnd == 0:
-                wall = 100.0 + rnd  # warm-up: never counted
-            if status == "timeout":
-                wall = 12.0
-            elif status == "failed":
-                wall = 50.0
-            elif status == "aborted":
-                wall = None
-            loaded = load != "none"
-            store.add_trial(
-                run, cid, round=rnd, warmup=int(rnd == 0), status=status, cold=cold,
-                wall_s=wall, user_s=0.05, sys_s=0.02, max_rss_kb=51200,
-                in_blocks=8000 if cold else 0,
-                out_blocks=0, exit_code=1 if status == "failed" else 0, signal=None,
-                load_read_bps=float(rng.uniform(1e6, 2e6)) if loaded else 0.0,
-                load_write_bps=float(rng.uniform(150e6, 160e6)) if loaded else 0.0,
-                started_at=t0, ended_at=t0 + (wall or 0.0), extra={"limit_s": 12.0})
-            t0 += 10
-    if finish:
-        store.finish_run(run)
-    if close:
-        store.close()
-    return store
-
-
-def raw_samples(path, key: str, cold: int = 1) -> list[float]:
-    """Independent of report: the counted ok wall times, straight from SQL."""
-    conn = sqlite3.connect(path)
-    rows = conn.execute(
-        "SELECT t.wall_s FROM trials t JOIN cells c ON c.id = t.cell_id WHERE c.key=? AND "
-        "t.warmup=0 AND t.status='ok' AND t.cold=? ORDER BY t.id", (key, cold)).fetchall()
-    conn.close()
-    return [r[0] for r in rows]
-
-
-SPECIAL = {
-    ("mq-deadline", LOAD, "default", 3): "timeout",
-    ("mq-deadline", LOAD, "default", 7): "timeout",
-    ("mq-deadline", LOAD, "default", 8): "aborted",
-    ("bfq", LOAD, "default", 2): "failed",
-}
+from backburner.units import fmt_s
 
 
 @pytest.fixture
@@ -135,11 +53,11 @@ def db(tmp_path: Path) -> str:
 def test_summary_rows_match_independent_computation(db: str) -> None:
     data = report.load(db)
     rows = report.summary_rows(data)
-    assert [(r.scheduler, r.load, r.policy) for r in rows] == list(MEDIANS)
-    by_key = {r.key: r for r in rows}
+    assert [(r.cell.scheduler, r.cell.load, r.cell.policy) for r in rows] == list(MEDIANS)
+    by_key = {r.cell.key: r for r in rows}
     for (sched, load, pol) in MEDIANS:
         r = by_key[key_of(sched, load, pol)]
-        x = np.array(raw_samples(db, r.key))
+        x = np.array(raw_samples(db, r.cell.key))
         assert r.n == len(x)
         assert r.median == pytest.approx(np.median(x))
         q1, q3 = np.percentile(x, [25, 75])
@@ -165,7 +83,7 @@ def test_summary_rows_match_independent_computation(db: str) -> None:
 
 
 def test_statuses_are_counted_not_sampled(db: str) -> None:
-    rows = {r.key: r for r in report.summary_rows(report.load(db))}
+    rows = {r.cell.key: r for r in report.summary_rows(report.load(db))}
     mq = rows[key_of("mq-deadline", LOAD, "default")]
     assert (mq.n, mq.timeouts, mq.aborted, mq.failed) == (7, 2, 1, 0)
     assert mq.timeout_limit == 12.0
@@ -179,16 +97,16 @@ def test_statuses_are_counted_not_sampled(db: str) -> None:
 
 def test_verdicts(db: str) -> None:
     data = report.load(db)
-    rows = {(r.scheduler, r.load, r.policy): r for r in report.summary_rows(data)}
+    rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in report.summary_rows(data)}
     mq = rows[("mq-deadline", LOAD, "default")]
     assert mq.verdict_kind == "slower" and "slower than idle" in mq.verdict
-    expected = stats.verdict(raw_samples(db, mq.key),
+    expected = stats.verdict(raw_samples(db, mq.cell.key),
                              raw_samples(db, key_of("mq-deadline", "none", "-")))
     assert mq.verdict == expected.text
     assert rows[("bfq", LOAD, "gentle")].verdict_kind == "indistinguishable"
     assert rows[("bfq", "none", "-")].verdict == "unloaded baseline"
     # a generous tolerance swallows bfq/background's ~17%
-    loose = {(r.scheduler, r.load, r.policy): r
+    loose = {(r.cell.scheduler, r.cell.load, r.cell.policy): r
              for r in report.summary_rows(data, tolerance=0.3)}
     assert rows[("bfq", LOAD, "background")].verdict_kind == "slower"
     assert loose[("bfq", LOAD, "background")].verdict_kind == "indistinguishable"
@@ -200,7 +118,7 @@ def test_all_timeouts_and_missing_baseline(tmp_path: Path) -> None:
                ("kyber", LOAD, "default"): 1.0}
     make_db(path, medians=medians, trials=6,
             special={("mq-deadline", LOAD, "default", r): "timeout" for r in range(1, 7)})
-    rows = {r.scheduler + r.load: r for r in report.summary_rows(report.load(path))}
+    rows = {r.cell.scheduler + r.cell.load: r for r in report.summary_rows(report.load(path))}
     dead = rows["mq-deadline" + LOAD]
     assert dead.n == 0 and dead.median is None and dead.timeouts == 6
     assert dead.verdict_kind == "timed-out" and "all 6 counted trials timed out" in dead.verdict
@@ -219,10 +137,10 @@ def test_not_cold_warning_from_a_warm_run_in_the_same_db(tmp_path: Path) -> None
     make_db(path, medians=warm, store=store, cold=0, seed=2)
     data = report.load(path)
     assert len(data.runs) == 2
-    rows = {(r.scheduler, r.load, r.policy): r for r in report.summary_rows(data)}
+    rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in report.summary_rows(data)}
     same = rows[("bfq", LOAD, "background")]
     assert same.mode == "cold" and same.n == 10  # warm trials are not pooled in
-    assert same.median == pytest.approx(np.median(raw_samples(path, same.key, cold=1)))
+    assert same.median == pytest.approx(np.median(raw_samples(path, same.cell.key, cold=1)))
     assert "not-cold" in [w.code for w in same.warnings]
     assert "not-cold" not in [w.code for w in rows[("bfq", LOAD, "default")].warnings]
     assert any("2 runs" in n for n in report.notes(data))
@@ -237,7 +155,7 @@ def _warmup_db(path: str, cold_median: float, warm_time: float, warmup_cold: int
     run = store.add_run(COMMAND, {"probe": PROBE}, 1, {**ENV}, "0.1.0")
     rng = np.random.default_rng(3)
     for sched, load, pol in [("bfq", "none", "-"), ("bfq", LOAD, "default")]:
-        cid = store.add_cell(run, key_of(sched, load, pol), PROBE, DEVICE, sched, load, pol)
+        cid = store.add_cell(run, Cell(PROBE, DEVICE, sched, load, pol))
         for rnd in range(11):
             wall = warm_time if rnd == 0 else float(cold_median * math.exp(rng.normal(0, 0.02)))
             store.add_trial(run, cid, round=rnd, warmup=int(rnd == 0), status="ok",
@@ -263,7 +181,7 @@ def test_not_cold_warning_from_the_warm_warm_up(tmp_path: Path) -> None:
         for row in report.summary_rows(report.load(path)):
             assert "not-cold" not in [w.code for w in row.warnings], row.warnings
     html = tmp_path / "r.html"
-    report.write_html(report.load(same), str(html))
+    html_report.write_html(report.load(same), str(html))
     assert "runs without dropping caches (cold=0)" in html.read_text()
 
 
@@ -309,8 +227,8 @@ def test_render_text_fits_the_terminal_without_cropping(db: str, width: int) -> 
     assert max(len(ln) for ln in text.splitlines()) <= width
     words = text.split()
     for r in report.summary_rows(data):
-        assert report.fmt_s(r.median) in words
-        assert r.load in words and r.policy in words
+        assert fmt_s(r.median) in words
+        assert r.cell.load in words and r.cell.policy in words
     for sched in ("mq-deadline", "bfq"):  # in every row of the table (and in warnings)
         assert words.count(sched) >= sum(1 for k in MEDIANS if k[0] == sched)
     assert "12.4\u00d7" in text or "12.5\u00d7" in text or "12.3\u00d7" in text
@@ -355,7 +273,7 @@ def test_json_round_trips(db: str) -> None:
     assert len(doc["trials"]) == len(stored)
     for got, want in zip(doc["trials"], stored, strict=True):
         assert {k: got[k] for k in want} == want
-    rows = {r.key: r for r in report.summary_rows(data)}
+    rows = {r.cell.key: r for r in report.summary_rows(data)}
     assert len(doc["cells"]) == len(MEDIANS)
     for cell in doc["cells"]:
         r = rows[cell["key"]]
@@ -401,7 +319,7 @@ def test_compare_matches_cells_and_lists_the_rest(tmp_path: Path) -> None:
     mb[("kyber", "none", "-")] = 0.27
     make_db(b, medians=mb, seed=7, device="sda")
     result = report.compare(report.load(a), report.load(b))
-    by = {(r.scheduler, r.load, r.policy): r for r in result.rows}
+    by = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in result.rows}
     assert len(result.rows) == len(MEDIANS) - 1
     slow = by[("mq-deadline", LOAD, "default")]
     assert slow.kind == "slower" and slow.verdict.startswith("B 2.")
@@ -423,7 +341,7 @@ def test_compare_matches_cells_and_lists_the_rest(tmp_path: Path) -> None:
         assert "device labels differ" in " ".join(text.split())
         for r in result.rows:
             assert r.verdict in text
-            assert report.fmt_s(r.median_b) in text.split()
+            assert fmt_s(r.median_b) in text.split()
 
 
 # --------------------------------------------------------------------------- errors
@@ -483,7 +401,7 @@ def test_interrupted_run_reports(tmp_path: Path) -> None:
                                         ("bfq", LOAD, "gentle"): 0})
     data = report.load(path)
     assert not data.finished
-    rows = {(r.scheduler, r.load, r.policy): r for r in report.summary_rows(data)}
+    rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in report.summary_rows(data)}
     assert rows[("bfq", LOAD, "background")].n == 4
     assert rows[("bfq", LOAD, "gentle")].n == 0
     assert rows[("bfq", LOAD, "gentle")].verdict_kind == "no-data"
@@ -507,6 +425,7 @@ def test_database_being_written(tmp_path: Path) -> None:
     assert report.load(path).trial_count == before
     writer.conn.commit()
     assert report.load(path).trial_count == before + 1
+    writer.close()  # one writer at a time (the store holds a lock): the next one takes over
 
     # and a writer adding cells and trials while we read: every snapshot is consistent
     stop = threading.Event()
@@ -515,7 +434,7 @@ def test_database_being_written(tmp_path: Path) -> None:
         w = Store.open(path)
         i = 0
         while not stop.is_set() and i < 40:
-            cid = w.add_cell(run_id, f"k{i}", PROBE, DEVICE, "none", LOAD, f"p{i}")
+            cid = w.add_cell(run_id, Cell(PROBE, DEVICE, "none", LOAD, f"p{i}"))
             for rnd in range(2):
                 w.add_trial(run_id, cid, round=rnd, warmup=int(rnd == 0), status="ok", cold=1,
                             wall_s=0.3, started_at=time.time(), ended_at=time.time())
@@ -531,11 +450,11 @@ def test_database_being_written(tmp_path: Path) -> None:
         while len(seen) < 15 and time.monotonic() < deadline:
             data = report.load(path)
             rows = report.summary_rows(data, confidence=0.9)
-            assert all(len(c.trials) in (0, 1, 2, 4) for c in data.cells if "|" not in c.key)
+            assert all(len(c.trials) in (0, 1, 2) for c in data.cells
+                       if c.cell.policy.startswith("p"))
             assert len(rows) == len(data.cells)
             seen.append(data.trial_count)
     finally:
         stop.set()
         thread.join()
     assert seen == sorted(seen) and seen[-1] > before + 1
-    writer.close()

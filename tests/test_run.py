@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
+from helpers import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
 
 import backburner
 from backburner import errors

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TIMEOUT
+from helpers import TIMEOUT
 
 from backburner import spawn
 from backburner.errors import CommandNotExecutable, CommandNotFound, SystemStateError

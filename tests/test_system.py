@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TIMEOUT, bb
+from helpers import TIMEOUT, bb
 
 from backburner import system
 from backburner.errors import SystemStateError

@@ -55,6 +55,12 @@ class ExistsError(BackburnerError):
     exit_status = 73  # EX_CANTCREAT
 
 
+class BusyError(BackburnerError):
+    """Something is in use by another backburner process (a result database being written)."""
+
+    exit_status = 75  # EX_TEMPFAIL: try again later
+
+
 class IOFailure(BackburnerError):
     """Reading or writing a file failed (a report, an export): the message names the file."""
 
@@ -91,6 +97,7 @@ EXIT_STATUSES: dict[str, int] = {
         UnavailableError,
         SystemStateError,
         ExistsError,
+        BusyError,
         IOFailure,
         NotRootError,
         BackburnerError,

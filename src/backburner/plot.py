@@ -24,8 +24,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import report
 from .errors import UsageError
+from .report.data import CellData, ReportData
+from .report.summary import MB, Row, summary_rows
+from .units import fmt_factor, fmt_s
 
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#8C6D31", "#F0E442",
@@ -49,7 +51,7 @@ class PlotFigure:
     figure: Figure
 
 
-def policy_colours(data: report.ReportData) -> dict[str, str]:
+def policy_colours(data: ReportData) -> dict[str, str]:
     """The same policy gets the same colour in every plot of a report."""
     colours = {"-": IDLE_COLOUR}
     loaded = [p for p in data.policies if p != "-"]
@@ -95,10 +97,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
 
 
-def figures(data: report.ReportData, *, violin: bool = False,
+def figures(data: ReportData, *, violin: bool = False,
             tolerance: float = 0.10) -> list[PlotFigure]:
     """All plots of `data`, unsaved: box (or violin) plots per load, then scatters."""
-    rows = {r.key: r for r in report.summary_rows(data, tolerance=tolerance)}
+    rows = {r.cell.key: r for r in summary_rows(data, tolerance=tolerance)}
     colours = policy_colours(data)
     out: list[PlotFigure] = []
     names: set[str] = set()
@@ -110,11 +112,11 @@ def figures(data: report.ReportData, *, violin: bool = False,
         names.add(name)
         return name
 
-    groups: dict[tuple[str, str], list[report.CellData]] = {}
+    groups: dict[tuple[str, str], list[CellData]] = {}
     for c in data.cells:
-        groups.setdefault((c.probe, c.device), []).append(c)
+        groups.setdefault((c.cell.probe, c.cell.device), []).append(c)
     for (probe, device), cells in groups.items():
-        loads = [ld for ld in dict.fromkeys(c.load for c in cells) if ld != "none"] or ["none"]
+        loads = [ld for ld in dict.fromkeys(c.cell.load for c in cells) if ld != "none"] or ["none"]
         for load in loads:
             fig = _distribution_figure(probe, device, load, cells, rows, colours, violin)
             kind = "violin" if violin else "box"
@@ -131,15 +133,15 @@ def figures(data: report.ReportData, *, violin: bool = False,
     return out
 
 
-def _distribution_figure(probe: str, device: str, load: str, cells: list[report.CellData],
-                         rows: dict[str, report.Row], colours: dict[str, str],
+def _distribution_figure(probe: str, device: str, load: str, cells: list[CellData],
+                         rows: dict[str, Row], colours: dict[str, str],
                          violin: bool) -> Figure:
-    schedulers = list(dict.fromkeys(c.scheduler for c in cells))
-    layout: list[tuple[str, list[report.CellData]]] = []
+    schedulers = list(dict.fromkeys(c.cell.scheduler for c in cells))
+    layout: list[tuple[str, list[CellData]]] = []
     for sched in schedulers:
-        members = [c for c in cells if c.scheduler == sched and c.unloaded]
+        members = [c for c in cells if c.cell.scheduler == sched and c.unloaded]
         if load != "none":
-            members += [c for c in cells if c.scheduler == sched and c.load == load]
+            members += [c for c in cells if c.cell.scheduler == sched and c.cell.load == load]
         if members:
             layout.append((sched, members))
     n_members = sum(len(m) for _, m in layout)
@@ -166,7 +168,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[report.
             row = rows[cell.key]
             samples = cell.samples(row.mode)
             limits = [v for v in cell.timeout_limits(row.mode) if np.isfinite(v)]
-            colour = colours.get(cell.policy, IDLE_COLOUR)
+            colour = colours.get(cell.cell.policy, IDLE_COLOUR)
             all_values += samples + limits
             has_timeouts = has_timeouts or bool(limits)
             _draw_distribution(ax, x, cell.key, samples, colour, violin)
@@ -182,7 +184,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[report.
                            gid=f"timeouts:{cell.key}")
             _annotate(ax, x, row, samples, limits)
             ticks.append(x)
-            tick_labels.append("idle" if cell.unloaded else cell.policy)
+            tick_labels.append("idle" if cell.unloaded else cell.cell.policy)
             if i < len(members) - 1:
                 x += 1.0
         last = x
@@ -245,7 +247,7 @@ def _draw_distribution(ax, x: float, key: str, samples: list[float], colour: str
     box.set_gid(f"box:{key}")
 
 
-def _annotate(ax, x: float, row: report.Row, samples: list[float], limits: list[float]) -> None:
+def _annotate(ax, x: float, row: Row, samples: list[float], limits: list[float]) -> None:
     top = max(samples + limits) if (samples or limits) else None
     if top is None:
         ax.annotate("no data", (x, 0.5), xycoords=("data", "axes fraction"), ha="center",
@@ -253,9 +255,9 @@ def _annotate(ax, x: float, row: report.Row, samples: list[float], limits: list[
         return
     lines = []
     if row.median is not None:
-        lines.append(f"{report.fmt_s(row.median)} s")
+        lines.append(f"{fmt_s(row.median)} s")
     if row.ratio is not None:
-        lines.append(f"\u00d7{report.stats._fmt_factor(row.ratio.ratio)}")
+        lines.append(f"\u00d7{fmt_factor(row.ratio.ratio)}")
     elif row.verdict_kind == "timed-out":
         lines.append("timed out")
     if lines:
@@ -263,13 +265,13 @@ def _annotate(ax, x: float, row: report.Row, samples: list[float], limits: list[
                     ha="center", va="bottom", fontsize=8.5, color="#1d232b",
                     fontweight="bold" if row.verdict_kind in ("slower", "timed-out") else None)
     if limits:
-        ax.annotate(f"{len(limits)} timed out\n(\u2265{report.fmt_s(max(limits))} s)",
+        ax.annotate(f"{len(limits)} timed out\n(\u2265{fmt_s(max(limits))} s)",
                     (x + 0.16, max(limits)), xytext=(4, 0), textcoords="offset points",
                     ha="left", va="center", fontsize=8, color=TIMEOUT_COLOUR)
 
 
-def _scatter_figure(probe: str, device: str, cells: list[report.CellData],
-                    rows: dict[str, report.Row], colours: dict[str, str]) -> Figure:
+def _scatter_figure(probe: str, device: str, cells: list[CellData],
+                    rows: dict[str, Row], colours: dict[str, str]) -> Figure:
     fig = Figure(figsize=(8.5, 5.6), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
     ax.set_axisbelow(True)
@@ -277,7 +279,7 @@ def _scatter_figure(probe: str, device: str, cells: list[report.CellData],
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     markers = {s: MARKERS[i % len(MARKERS)]
-               for i, s in enumerate(dict.fromkeys(c.scheduler for c in cells))}
+               for i, s in enumerate(dict.fromkeys(c.cell.scheduler for c in cells))}
     ys: list[float] = []
     labels: list[tuple[float, float, str, str]] = []
     for cell in cells:
@@ -293,15 +295,15 @@ def _scatter_figure(probe: str, device: str, cells: list[report.CellData],
         else:
             y, ylo, yhi = row.median, row.q1, row.q3
         ys += [ylo, yhi]
-        colour = colours.get(cell.policy, IDLE_COLOUR)
+        colour = colours.get(cell.cell.policy, IDLE_COLOUR)
         ax.errorbar([tx], [y], yerr=[[y - ylo], [yhi - y]], xerr=[[tx - tlo], [thi - tx]],
                     fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)
         ax.scatter([tx], [y], s=70 if not timed_out else 90,
-                   marker="X" if timed_out else markers[cell.scheduler],
+                   marker="X" if timed_out else markers[cell.cell.scheduler],
                    color=TIMEOUT_COLOUR if timed_out else colour,
                    edgecolors="#1d232b", linewidths=0.6, zorder=3, gid=f"point:{cell.key}")
-        label = "idle" if cell.unloaded else f"{cell.load} \u00b7 {cell.policy}"
-        label = f"{cell.scheduler} \u00b7 {label}"
+        label = "idle" if cell.unloaded else f"{cell.cell.load} \u00b7 {cell.cell.policy}"
+        label = f"{cell.cell.scheduler} \u00b7 {label}"
         if timed_out:
             label += " (all timed out)"
         elif row.timeouts:
@@ -338,13 +340,13 @@ def _place_labels(ax, labels: list[tuple[float, float, str, str]]) -> None:
                                 "shrinkA": 0, "shrinkB": 4} if moved else None)
 
 
-def _throughput_mbps(cell: report.CellData) -> list[float]:
+def _throughput_mbps(cell: CellData) -> list[float]:
     """Read + write background throughput per counted ok/timeout trial, in MB/s."""
     out = []
     for t in cell.mode_trials():
         r, w = t["load_read_bps"], t["load_write_bps"]
         if t["status"] in ("ok", "timeout") and (r is not None or w is not None):
-            out.append(((r or 0.0) + (w or 0.0)) / report.MB)
+            out.append(((r or 0.0) + (w or 0.0)) / MB)
     return out
 
 
@@ -365,7 +367,7 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return formats
 
 
-def write_plots(data: report.ReportData, outdir: str, formats: tuple[str, ...] = ("png",),
+def write_plots(data: ReportData, outdir: str, formats: tuple[str, ...] = ("png",),
                 violin: bool = False, *, tolerance: float = 0.10) -> list[str]:
     """Save every plot in every format into `outdir` (created); returns the paths written."""
     _check_formats(formats)
@@ -380,7 +382,7 @@ def write_plots(data: report.ReportData, outdir: str, formats: tuple[str, ...] =
     return paths
 
 
-def inline_pngs(data: report.ReportData, *, violin: bool = False,
+def inline_pngs(data: ReportData, *, violin: bool = False,
                 tolerance: float = 0.10) -> list[tuple[str, str, str, int]]:
     """(name, caption, base64 PNG, CSS width in px) of every plot, for the HTML report.
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .units import fmt_factor, fmt_pct
+
 #: 1 / Phi^-1(3/4), rounded: makes the MAD estimate sigma for normal data.
 MAD_NORMAL_SCALE = 1.4826
 #: Tukey's fence multiplier.
@@ -425,17 +427,6 @@ def compare(
 # --------------------------------------------------------------------------- verdict
 
 
-def _fmt_factor(x: float) -> str:
-    """Two decimals below 10x (enough to see the +/-10% band), fewer above; never 1e+03."""
-    if abs(x) >= 100:
-        return f"{x:.0f}"
-    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
-
-
-def _fmt_pct(fraction: float) -> str:
-    return f"{fraction * 100:g}%"
-
-
 def verdict(
     loaded: ArrayLike,
     baseline: ArrayLike,
@@ -453,31 +444,31 @@ def verdict(
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
     r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed)
-    conf = _fmt_pct(confidence)
+    conf = fmt_pct(confidence)
     if r.lo > 1.0 + tolerance:
         kind = "slower"
         text = (
-            f"{_fmt_factor(r.ratio)}\u00d7 slower than idle "
-            f"({conf} CI {_fmt_factor(r.lo)}\u2013{_fmt_factor(r.hi)}\u00d7)"
+            f"{fmt_factor(r.ratio)}\u00d7 slower than idle "
+            f"({conf} CI {fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}\u00d7)"
         )
     elif r.hi < 1.0 - tolerance:
         kind = "faster"
         text = (
-            f"{_fmt_factor(1 / r.ratio)}\u00d7 faster than idle "
-            f"({conf} CI {_fmt_factor(1 / r.hi)}\u2013{_fmt_factor(1 / r.lo)}\u00d7)"
+            f"{fmt_factor(1 / r.ratio)}\u00d7 faster than idle "
+            f"({conf} CI {fmt_factor(1 / r.hi)}\u2013{fmt_factor(1 / r.lo)}\u00d7)"
         )
     elif r.lo >= 1.0 - tolerance and r.hi <= 1.0 + tolerance:
         kind = "indistinguishable"
         text = (
-            f"indistinguishable from idle (within \u00b1{_fmt_pct(tolerance)}; "
-            f"{_fmt_factor(r.ratio)}\u00d7 idle, {conf} CI "
-            f"{_fmt_factor(r.lo)}\u2013{_fmt_factor(r.hi)}\u00d7)"
+            f"indistinguishable from idle (within \u00b1{fmt_pct(tolerance)}; "
+            f"{fmt_factor(r.ratio)}\u00d7 idle, {conf} CI "
+            f"{fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}\u00d7)"
         )
     else:
         kind = "inconclusive"
         text = (
-            f"inconclusive: {_fmt_factor(r.ratio)}\u00d7 idle ({conf} CI "
-            f"{_fmt_factor(r.lo)}\u2013{_fmt_factor(r.hi)}\u00d7); run more trials to decide"
+            f"inconclusive: {fmt_factor(r.ratio)}\u00d7 idle ({conf} CI "
+            f"{fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}\u00d7); run more trials to decide"
         )
     return Verdict(kind=kind, text=text, ratio=r)
 
@@ -513,7 +504,7 @@ def _too_few_trials(n: int, confidence: float, timeouts: int = 0) -> Warning_ | 
     head = "no completed trials" if n == 0 else f"only {n} trial{'s' if n != 1 else ''}"
     return Warning_(
         "too-few-trials",
-        f"{head}: too few for a {_fmt_pct(confidence)} interval of the median; "
+        f"{head}: too few for a {fmt_pct(confidence)} interval of the median; "
         f"use --trials {advise} or more",
     )
 

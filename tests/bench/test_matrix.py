@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections import Counter
 
 from backburner.bench import matrix
+from backburner.cell import Cell
 
 SCHEDS = ["mq-deadline", "bfq"]
 LOADS = ["none", "readers:2:seq", "install-loop"]
 POLICIES = ["default", "background", "gentle"]
 
 
-def _cells() -> list[matrix.Cell]:
+def _cells() -> list[Cell]:
     return matrix.build_cells("/bin/true", "testbed:1G", SCHEDS, LOADS, POLICIES)
 
 
@@ -30,14 +31,14 @@ def test_cells_unloaded_has_no_policy_and_one_per_scheduler() -> None:
 
 
 def test_cell_key_and_label() -> None:
-    c = matrix.Cell("p", "d", "bfq", "copy", "background")
+    c = Cell("p", "d", "bfq", "copy", "background")
     assert c.key == "p|d|bfq|copy|background"
-    assert not c.unloaded and matrix.Cell("p", "d", "bfq", "none", "-").unloaded
-    assert c.label() == "bfq · copy · background"
+    assert not c.unloaded and Cell("p", "d", "bfq", "none", "-").unloaded
+    assert c.label == "bfq · copy · background"
 
 
-def _rounds(slots: list[matrix.Slot]) -> dict[int, list[matrix.Cell]]:
-    out: dict[int, list[matrix.Cell]] = {}
+def _rounds(slots: list[matrix.Slot]) -> dict[int, list[Cell]]:
+    out: dict[int, list[Cell]] = {}
     for s in slots:
         out.setdefault(s.round, []).append(s.cell)
     return out

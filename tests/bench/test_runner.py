@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BB, TIMEOUT, bb
+from helpers import BB, TIMEOUT, bb
 
 from backburner import system
 from backburner.bench import devices, loads, matrix, probes, runner
@@ -153,7 +153,7 @@ def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None
     assert len(s.trials()) == len(cells) * cfg.trials  # warm-ups excluded by default
     # loaded cells got the abort limit from their scheduler's unloaded median
     for t in trials:
-        if by_id[t["cell_id"]].load == "none":
+        if by_id[t["cell_id"]].cell.load == "none":
             assert t["extra"]["limit_s"] == cfg.timeout_s
         elif t["round"] > 0 and _earlier_cold_unloaded(trials, t, by_id):
             # max(1 s, 30 × a few ms) from cold unloaded trials, never above the timeout
@@ -164,9 +164,9 @@ def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None
 
 
 def _earlier_cold_unloaded(trials: list[dict], t: dict, by_id: dict) -> bool:
-    sched = by_id[t["cell_id"]].scheduler
-    return any(u["id"] < t["id"] and u["cold"] and by_id[u["cell_id"]].load == "none"
-               and by_id[u["cell_id"]].scheduler == sched for u in trials)
+    sched = by_id[t["cell_id"]].cell.scheduler
+    return any(u["id"] < t["id"] and u["cold"] and by_id[u["cell_id"]].cell.load == "none"
+               and by_id[u["cell_id"]].cell.scheduler == sched for u in trials)
 
 
 def test_no_thread_runs_while_probes_are_spawned(tmp_path: Path, state_dir: Path,

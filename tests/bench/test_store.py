@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from backburner import store as store_mod
+from backburner.cell import Cell
 from backburner.errors import DataError, ExistsError, NotFoundError
 from backburner.store import TRIAL_FIELDS, Store
 
@@ -38,9 +39,11 @@ def test_round_trip(tmp_path: Path, reopen: bool) -> None:
     path = str(tmp_path / "r.db")
     s = Store.create(path)
     run_id = s.add_run("backburner bench --probe true", CONFIG, 5, ENV, "0.1.0")
-    c1 = s.add_cell(run_id, "k1", "/bin/true", "testbed:1G", "bfq", "none", "-")
-    c2 = s.add_cell(run_id, "k2", "/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
-    assert c1 != c2 and s.add_cell(run_id, "k1", "x", "x", "x", "x", "x") == c1  # idempotent
+    idle = Cell("/bin/true", "testbed:1G", "bfq", "none", "-")
+    loaded = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
+    c1 = s.add_cell(run_id, idle)
+    c2 = s.add_cell(run_id, loaded)
+    assert c1 != c2 and s.add_cell(run_id, idle) == c1  # idempotent
     trials = [_trial(i) for i in range(3)]
     for t in trials:
         s.add_trial(run_id, c2, **t)
@@ -60,8 +63,9 @@ def test_round_trip(tmp_path: Path, reopen: bool) -> None:
     assert run.finished_at is not None and run.finished_at >= run.started_at
     assert s.run(run_id) == run
     cells = s.cells(run_id)
-    assert [(c.id, c.key, c.scheduler, c.load, c.policy) for c in cells] == [
-        (c1, "k1", "bfq", "none", "-"), (c2, "k2", "bfq", "readers:1:seq", "background")]
+    assert [(c.id, c.run_id, c.cell) for c in cells] == [(c1, run_id, idle), (c2, run_id, loaded)]
+    assert [c.key for c in cells] == ["/bin/true|testbed:1G|bfq|none|-",
+                                      "/bin/true|testbed:1G|bfq|readers:1:seq|background"]
     got = s.trials(c2, include_warmup=True)
     assert len(got) == 3
     for want, have in zip(trials, got, strict=True):
@@ -72,7 +76,7 @@ def test_round_trip(tmp_path: Path, reopen: bool) -> None:
     assert aborted["status"] == "aborted" and aborted["wall_s"] is None
     assert aborted["extra"] == {}
     pairs = list(s.iter_trials_with_cells())
-    assert [(c.key, t["round"]) for c, t in pairs] == [("k2", 0), ("k2", 1), ("k2", 2), ("k1", 0)]
+    assert [(c.id, t["round"]) for c, t in pairs] == [(c2, 0), (c2, 1), (c2, 2), (c1, 0)]
     with pytest.raises(DataError):
         s.run(run_id + 1)
 
@@ -80,11 +84,11 @@ def test_round_trip(tmp_path: Path, reopen: bool) -> None:
 def test_add_trial_rejects_unknown_fields_and_duplicates(tmp_path: Path) -> None:
     s = Store.create(str(tmp_path / "r.db"))
     run_id = s.add_run("c", {}, 0, {}, "v")
-    cell = s.add_cell(run_id, "k", "p", "d", "s", "none", "-")
+    cell = s.add_cell(run_id, Cell("p", "d", "s", "none", "-"))
     with pytest.raises(ValueError, match="bogus"):
         s.add_trial(run_id, cell, bogus=1, **_trial(1))
     s.add_trial(run_id, cell, **_trial(1))
-    with pytest.raises(sqlite3.IntegrityError):  # one trial per (cell, round): append-only
+    with pytest.raises(DataError, match="append-only"):  # one trial per (cell, round)
         s.add_trial(run_id, cell, **_trial(1))
     assert len(s.trials(include_warmup=True)) == 1
 
@@ -94,7 +98,7 @@ def test_trial_is_committed_at_once(tmp_path: Path) -> None:
     path = str(tmp_path / "r.db")
     s = Store.create(path)
     run_id = s.add_run("c", {}, 0, {}, "v")
-    cell = s.add_cell(run_id, "k", "p", "d", "s", "none", "-")
+    cell = s.add_cell(run_id, Cell("p", "d", "s", "none", "-"))
     s.add_trial(run_id, cell, **_trial(1))
     other = Store.open(path, readonly=True)
     assert len(other.trials()) == 1
@@ -172,17 +176,18 @@ def test_done_keys(tmp_path: Path) -> None:
     s = Store.create(str(tmp_path / "r.db"))
     r1 = s.add_run("c", {}, 0, {}, "v")
     r2 = s.add_run("c", {}, 0, {}, "v")
-    a = s.add_cell(r1, "a", "p", "d", "s", "none", "-")
-    b = s.add_cell(r1, "b", "p", "d", "s", "copy", "default")
-    other = s.add_cell(r2, "a", "p", "d", "s", "none", "-")
+    ka, kb = Cell("p", "d", "s", "none", "-"), Cell("p", "d", "s", "copy", "default")
+    a = s.add_cell(r1, ka)
+    b = s.add_cell(r1, kb)
+    other = s.add_cell(r2, ka)
     assert s.done_keys(r1) == set()
     for cell, rnd in [(a, 0), (a, 1), (b, 0), (other, 5)]:
         s.add_trial(r1 if cell != other else r2, cell, **{**_trial(1), "round": rnd})
-    assert s.done_keys(r1) == {("a", 0), ("a", 1), ("b", 0)}
-    assert s.done_keys(r2) == {("a", 5)}
+    assert s.done_keys(r1) == {(ka.key, 0), (ka.key, 1), (kb.key, 0)}
+    assert s.done_keys(r2) == {(ka.key, 5)}
     s.close()
     s = Store.open(str(tmp_path / "r.db"))  # sqlite3.Row rows after open
-    assert s.done_keys(r1) == {("a", 0), ("a", 1), ("b", 0)}
+    assert s.done_keys(r1) == {(ka.key, 0), (ka.key, 1), (kb.key, 0)}
 
 
 def test_a_closed_writer_leaves_one_file(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import bb, one_line_error, wait_for
+from helpers import bb, one_line_error, wait_for
 
 from backburner.slowdisk.profiles import BUILTIN
 

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import timed_reads
 
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import HDD_7200
-
-from .timing import timed_reads
 
 pytestmark = [
     pytest.mark.root,

@@ -18,15 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TIMEOUT, bb, wait_for
+from helpers import TIMEOUT, bb, timed_reads, wait_for
 
 from backburner import system
 from backburner.errors import ExistsError, NotFoundError, SystemStateError, UsageError
 from backburner.slowdisk import device
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
-
-from .timing import timed_reads
 
 pytestmark = [
     pytest.mark.root,

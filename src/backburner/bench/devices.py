@@ -8,35 +8,18 @@ chrooted probe needs. All of it is gone when the transaction ends, or after `res
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import spawn, system
 from ..errors import NotFoundError, SystemStateError, UnavailableError, UsageError
+from ..units import MiB, parse_size
 
 WORK_ROOT = "/var/tmp/backburner"
-SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)([KMGT]?)i?B?", re.I)
-
-
-def parse_size(text: str) -> int:
-    m = SIZE_RE.fullmatch(text.strip())
-    if not m:
-        raise UsageError(f"size {text!r} does not parse", "use e.g. 512M, 8G")
-    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2).upper()]
-    size = int(float(m.group(1)) * scale)
-    if size <= 0:
-        raise UsageError(f"size {text!r} must be above 0")
-    return size
-
-
 def _bench_size(text: str) -> int:
-    size = parse_size(text)
-    if size < 64 * 2**20:
-        raise UsageError(f"size {text!r} is too small for a bench device",
-                         "it holds ext4, the probe and the load files: use 64M or more")
-    return size
+    """A bench device holds ext4, the probe's files and the load's files: 64M or more."""
+    return parse_size(text, what="bench device size", minimum=64 * MiB)
 
 
 @dataclass(frozen=True)

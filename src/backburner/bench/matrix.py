@@ -10,25 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Cell:
-    probe: str
-    device: str
-    scheduler: str
-    load: str
-    policy: str
-
-    @property
-    def key(self) -> str:
-        return "|".join((self.probe, self.device, self.scheduler, self.load, self.policy))
-
-    @property
-    def unloaded(self) -> bool:
-        return self.load == "none"
-
-    def label(self) -> str:
-        return f"{self.scheduler} · {self.load} · {self.policy}"
+from ..cell import NO_POLICY, UNLOADED, Cell
 
 
 def build_cells(probe: str, device: str, schedulers: list[str], loads: list[str],
@@ -37,7 +19,7 @@ def build_cells(probe: str, device: str, schedulers: list[str], loads: list[str]
     cells = []
     for sched in schedulers:
         for load in loads:
-            for pol in (["-"] if load == "none" else policies):
+            for pol in ([NO_POLICY] if load == UNLOADED else policies):
                 cells.append(Cell(probe, device, sched, load, pol))
     return cells
 

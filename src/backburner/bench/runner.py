@@ -31,6 +31,7 @@ from statistics import median
 from typing import Any
 
 from .. import __version__, job, priority, system
+from ..cell import Cell
 from ..errors import DataError, UsageError
 from ..store import Store, refuse_existing
 from . import devices, loads, matrix, probes
@@ -59,7 +60,7 @@ class BenchConfig:
     ready_file: str | None = None
     preset: str | None = None
 
-    def cells(self) -> list[matrix.Cell]:
+    def cells(self) -> list[Cell]:
         return matrix.build_cells(self.probe, self.device, self.schedulers, self.loads,
                                   self.policies)
 
@@ -240,7 +241,7 @@ class Bench:
 
     # --- one slot -----------------------------------------------------------------------
 
-    def limit_for(self, cell: matrix.Cell) -> float:
+    def limit_for(self, cell: Cell) -> float:
         base = self.unloaded.get(cell.scheduler)
         if cell.unloaded or not base:
             return self.cfg.timeout_s
@@ -310,12 +311,11 @@ class Bench:
             1 for s in slots if (s.cell.key, s.round) in done))
         with system.Transaction("bench") as tx:
             self.prepare(tx)
-            ids = {c.key: self.store.add_cell(self.run_id, c.key, c.probe, c.device,
-                                              c.scheduler, c.load, c.policy) for c in cells}
+            ids = {c.key: self.store.add_cell(self.run_id, c) for c in cells}
             for slot in slots:
                 if (slot.cell.key, slot.round) in done:
                     continue
-                progress.cell = slot.cell.label() + (" (warm-up)" if slot.warmup else "")
+                progress.cell = slot.cell.label + (" (warm-up)" if slot.warmup else "")
                 self.report(progress)
                 trial = self.run_slot(tx, slot, ids[slot.cell.key])
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
@@ -326,17 +326,18 @@ class Bench:
                 self.report(progress)
         self.store.finish_run(self.run_id)
 
-    def _reload_history(self, cells: list[matrix.Cell]) -> None:
+    def _reload_history(self, cells: list[Cell]) -> None:
         """On resume, the abort limits and timeout counts continue from what is stored."""
         by_id = {c.id: c for c in self.store.cells(self.run_id)}
         for t in self.store.trials(include_warmup=True):
-            cell = by_id.get(t["cell_id"])
-            if cell is None:
+            stored = by_id.get(t["cell_id"])
+            if stored is None:
                 continue
             if t["status"] == "timeout":
-                self.timeouts[cell.key] += 1
-            if cell.load == "none" and t["status"] == "ok" and bool(t["cold"]) == self.cfg.cold:
-                self.unloaded[cell.scheduler].append(t["wall_s"])
+                self.timeouts[stored.key] += 1
+            if (stored.cell.unloaded and t["status"] == "ok"
+                    and bool(t["cold"]) == self.cfg.cold):
+                self.unloaded[stored.cell.scheduler].append(t["wall_s"])
 
 
 def _slug(text: str) -> str:

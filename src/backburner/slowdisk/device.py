@@ -49,6 +49,7 @@ from ..errors import (
     UnavailableError,
     UsageError,
 )
+from ..units import human_size, size_text
 from .model import FlatProfile, Profile
 from .profiles import BUILTIN, get_profile
 
@@ -115,13 +116,6 @@ class SlowDisk:
 
 
 # --- input checks -------------------------------------------------------------------------
-
-
-def human_size(n: float) -> str:
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}".replace(".0 ", " ")
-    return f"{int(n)} B"
 
 
 def check_scheduler(name: str) -> str:
@@ -520,13 +514,6 @@ def profiles_json() -> list[dict[str, Any]]:
 # --- the bench's device -----------------------------------------------------------------------
 
 
-def _size_text(n: int) -> str:
-    for unit, scale in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if n % scale == 0:
-            return f"{n // scale}{unit}"
-    return str(n)
-
-
 def bench_device(spec: DeviceSpec, tx: system.Transaction,
                  make_testbed_on: Callable[..., Device]) -> Device:
     """A slowdisk testbed for `backburner bench --device slowdisk:PROFILE:SIZE`.
@@ -546,7 +533,7 @@ def bench_device(spec: DeviceSpec, tx: system.Transaction,
     tx.apply(system.MadeFile(image, spec.size))
     served = _serve(tx, work, profile, image, read_only=False)
     rotational = spec.rotational if spec.rotational is not None else int(profile.rotational)
-    label = f"slowdisk:{profile.name}:{_size_text(spec.size)}"
+    label = f"slowdisk:{profile.name}:{size_text(spec.size)}"
     dev = make_testbed_on(served.loop, work, label, tx, rotational)
     dev.facts["slowdisk"] = {**profile.as_dict(), "image_bytes": spec.size,
                              "fuse_mountpoint": served.mountpoint, "daemon_pid": served.pid}

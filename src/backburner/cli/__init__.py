@@ -1,0 +1,96 @@
+"""Command line: parse, call one function, print, map errors to exit statuses.
+
+Each command lives in its own module here with a `register(sub)`; this module builds the
+parser from them and turns every `BackburnerError` into one line and its exit status. No
+business logic and no system paths live in the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from .. import __version__, system
+from ..errors import BackburnerError, DataError, IOFailure
+from . import bench, run, slowdisk
+from .common import PROG, HelpFormatter, Parser, err
+
+#: Command modules in the order `--help` lists them.
+MODULES = (run, bench, slowdisk)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, description="Keep bulk work on the back burner.",
+                    formatter_class=HelpFormatter)
+    parser.add_argument("-V", "--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--debug", action="store_true", help="log details and show tracebacks")
+    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+    for module in MODULES:
+        module.register(sub)
+    return parser
+
+
+def _debug_before_command(args: Sequence[str]) -> bool:
+    """--debug among the options before the command only: a job's own `--debug` (after
+    `run --`) or an argument of a subcommand is not ours."""
+    for arg in args:
+        if arg == "--debug":
+            return True
+        if arg == "--" or not arg.startswith("-"):
+            return False
+    return False
+
+
+def _os_error_message(error: OSError) -> str:
+    what = error.strerror or str(error)
+    if error.filename is None:
+        return what
+    names = str(error.filename) + (f" -> {error.filename2}" if error.filename2 is not None
+                                   else "")
+    return f"{names}: {what}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_before_command(args_list)  # until the arguments are parsed
+    try:
+        args = build_parser().parse_args(args_list)
+        debug = args.debug
+        logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
+                            format=f"{PROG}: %(name)s: %(message)s")
+        if not args.cmd:
+            build_parser().print_help()
+            return 64
+        system.install_termination_handlers()
+        return args.handler(args)
+    except BackburnerError as error:
+        if debug:
+            raise
+        err(str(error))
+        return error.exit_status
+    except KeyboardInterrupt:
+        err("interrupted; system state restored")
+        return 130
+    except system.Terminated as term:
+        err(f"terminated by {term}; system state restored")
+        return 128 + term.signum
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as error:  # a file we were told to read or write: one line, no traceback
+        if debug:
+            raise
+        failure = IOFailure(_os_error_message(error))
+        err(str(failure))
+        return failure.exit_status
+    except Exception as error:
+        sqlite3 = sys.modules.get("sqlite3")  # not imported unless a database was opened
+        if debug or sqlite3 is None or not isinstance(error, sqlite3.Error):
+            raise
+        data_error = DataError(f"result database: {error}",
+                               "the file may be damaged or not written by backburner")
+        err(str(data_error))
+        return data_error.exit_status

@@ -1,0 +1,161 @@
+"""`bench`, `report` and `compare`: measure start-up under load, and read the results."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+from .. import system
+from ..errors import UsageError
+from .common import add_command, err, fraction, recover_if_needed
+
+#: bench options that define the matrix (argparse dest -> flag): --resume takes them from
+#: the database, so giving any of them with it is refused rather than silently ignored.
+_MATRIX_OPTIONS = {
+    "preset": "--preset", "probe": "--probe", "ready_line": "--ready-line",
+    "ready_file": "--ready-file", "load": "--load", "policy": "--policy",
+    "scheduler": "--scheduler", "device": "--device", "trials": "--trials", "cold": "--cold",
+    "warm": "--warm", "seed": "--seed", "settle": "--settle", "timeout": "--timeout",
+    "abort_factor": "--abort-factor", "rotational": "--rotational", "output": "--output",
+}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import runner, ui
+
+    if args.resume:
+        given = [flag for dest, flag in _MATRIX_OPTIONS.items()
+                 if getattr(args, dest) not in (None, False)]
+        if given:
+            raise UsageError("--resume continues the stored configuration; other matrix "
+                             "options are not allowed", f"drop {', '.join(given)}")
+        job = runner.Resume(args.resume)
+        try:
+            if job.complete:
+                job.run(lambda _p: None, err)  # marks it finished if needed; builds nothing
+                err(f"{args.resume}: the run is complete ({job.total} trials); "
+                    "nothing to resume")
+            else:
+                system.require_root("bench --resume")
+                err(job.header())
+                recover_if_needed()
+                with ui.progress_bar() as reporter:
+                    job.run(reporter, err)
+        finally:
+            job.store.close()
+        path = args.resume
+    else:
+        cfg = runner.config_from_options(
+            preset=args.preset, probe=args.probe, loads=args.load, policies=args.policy,
+            schedulers=args.scheduler, device=args.device, trials=args.trials, seed=args.seed,
+            settle_s=args.settle, timeout_s=args.timeout, abort_factor=args.abort_factor,
+            rotational=args.rotational, ready_line=args.ready_line, ready_file=args.ready_file,
+            cold=True if args.cold else False if args.warm else None)
+        system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
+        path = runner.prepare_output(args.output)
+        recover_if_needed()
+        err(runner.header(cfg, path))
+        with ui.progress_bar() as reporter:
+            store, _ = runner.start(cfg, path, reporter, err)
+        store.close()
+    return _show_report(path, html=args.html if args.html else _default_html(path))
+
+
+def _default_html(db: str) -> str:
+    return os.path.splitext(db)[0] + ".html"
+
+
+def _show_report(path: str, html: str | None = None) -> int:
+    from .. import report
+    from ..report import html as html_report
+
+    data = report.load(path)
+    report.console_for().print(report.render_terminal(data))
+    if html:
+        html_report.write_html(data, html)
+        print(f"results: {path}\nreport:  {html}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .. import plot, report
+    from ..report import html
+
+    formats = plot.parse_formats(args.format)  # a typo fails before anything is printed
+    data = report.load(args.database)
+    if args.export:
+        with (open(args.output, "w") if args.output else contextlib.nullcontext(sys.stdout)
+              ) as out:
+            report.export(data, args.export, out, tolerance=args.tolerance)
+        return 0
+    report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))
+    if args.html:
+        html.write_html(data, args.html, tolerance=args.tolerance)
+        print(f"report: {args.html}")
+    if args.plot:
+        for f in plot.write_plots(data, args.plot, formats, violin=args.violin,
+                                  tolerance=args.tolerance):
+            print(f"plot: {f}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .. import report
+
+    a, b = report.load(args.before), report.load(args.after)
+    print(report.render_compare(report.compare(a, b, tolerance=args.tolerance)))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "bench", cmd_bench,
+                    help="start-up latency under background load, as a matrix",
+                    description="Loads: none, readers:N:seq|rand[:direct|buffered], "
+                    "writers:N:seq|rand[:direct|buffered], A+B, "
+                    "install-loop[:shell-loop|long-lived], copy, cmd:'COMMAND'. "
+                    "Devices: testbed:SIZE, slowdisk:PROFILE:SIZE, or a path.")
+    p.add_argument("--preset", help="a named configuration (quick)")
+    p.add_argument("--probe", help="the command whose start-up is timed")
+    p.add_argument("--ready-line", help="regex on the probe's stdout that means 'started'")
+    p.add_argument("--ready-file", help="a file whose appearance means 'started'")
+    p.add_argument("--load", action="append", help="background load (repeatable)")
+    p.add_argument("--policy", action="append", help="policy for the load (repeatable)")
+    p.add_argument("--scheduler", action="append", help="IO scheduler (repeatable)")
+    p.add_argument("--device", help="testbed:SIZE, slowdisk:PROFILE:SIZE or a path")
+    p.add_argument("--trials", type=int, help="counted trials per cell (plus one warm-up)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--cold", action="store_true", help="drop caches before each counted "
+                      "trial (the default; the warm-up round runs warm, as the reference)")
+    mode.add_argument("--warm", action="store_true", help="do not drop caches")
+    p.add_argument("--seed", type=int, help="seed of the trial order (default: drawn at "
+                   "random and recorded)")
+    p.add_argument("--settle", type=float, help="seconds the load runs before the probe")
+    p.add_argument("--timeout", type=float, help="per-trial timeout in seconds")
+    p.add_argument("--abort-factor", type=float,
+                   help="a trial over this multiple of the unloaded median is a timeout")
+    p.add_argument("--rotational", type=int, choices=(0, 1),
+                   help="the testbed's rotational flag (default 1)")
+    p.add_argument("--output", "-o", help="result database to create (never overwritten)")
+    p.add_argument("--resume", metavar="DB", help="continue an interrupted run (its stored "
+                   "configuration: no matrix options)")
+    p.add_argument("--html", help="where to write the HTML report (default: next to the DB)")
+
+    r = add_command(sub, "report", cmd_report,
+                    help="statistics, plots and exports of a result database")
+    r.add_argument("database")
+    r.add_argument("--html", help="write a self-contained HTML report here")
+    r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
+    r.add_argument("--format", default="png", help="plot formats: png, svg, pdf (e.g. png,svg)")
+    r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
+    r.add_argument("--export", choices=("csv", "json", "markdown"))
+    r.add_argument("--output", "-o", help="file for --export (default: stdout)")
+    r.add_argument("--tolerance", type=fraction, default=0.10,
+                   help="'indistinguishable from idle' band, as a fraction")
+
+    c = add_command(sub, "compare", cmd_compare, help="the same cells in two result databases")
+    c.add_argument("before")
+    c.add_argument("after")
+    c.add_argument("--tolerance", type=fraction, default=0.10,
+                   help="'indistinguishable' band, as a fraction between 0 and 1")

@@ -1,0 +1,107 @@
+"""What every command module of the CLI shares: the parser class, messages, option types.
+
+A command module has one `register(sub)` that adds its parser(s) and sets
+``handler=function``; the function gets the parsed namespace, calls into the library and
+returns an exit status. No business logic and no system paths live in the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+
+from .. import system
+from ..errors import UsageError
+
+Handler = Callable[[argparse.Namespace], int]
+PROG = "backburner"
+
+
+def err(msg: str) -> None:
+    """One line on stderr with the tool's single prefix."""
+    print(f"{PROG}: {msg}", file=sys.stderr, flush=True)
+
+
+def quiet(_msg: str) -> None:
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad input; we want UsageError's status and our one-line format.
+
+    The message names the subcommand once ("report: …"), never the program twice.
+    """
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        where = self.prog.removeprefix(PROG).strip()
+        raise UsageError(f"{where}: {message}" if where else message, "see --help")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                    argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions keep their layout (grammar blocks, examples) and defaults are shown."""
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,
+                **kw: object) -> argparse.ArgumentParser:
+    kw.setdefault("formatter_class", HelpFormatter)
+    p = sub.add_parser(name, **kw)  # type: ignore[arg-type]
+    p.set_defaults(handler=handler)
+    return p
+
+
+def recover_if_needed() -> None:
+    """A crash mid-run is recovered by the next invocation that changes state."""
+    if system.is_root() and system.journal_dir().is_dir():
+        system.recover(report=err)
+
+
+def fraction(text: str) -> float:
+    """A --tolerance: strictly between 0 and 1 (0.10 is ±10%)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1 "
+                                         "(exclusive), e.g. 0.1 for 10%")
+    return value
+
+
+def finite(low: float | None = None, high: float | None = None, *,
+           low_open: bool = False) -> Callable[[str], float]:
+    """An argparse type for a finite float within [low, high] (or (low, high] if low_open)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        bad = (not math.isfinite(value) or (high is not None and value > high)
+               or (low is not None and (value <= low if low_open else value < low)))
+        if bad:
+            lo = "" if low is None else f"{'above' if low_open else 'at least'} {low:g}"
+            hi = "" if high is None else f"at most {high:g}"
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is out of range (a finite number{', ' if lo or hi else ''}"
+                f"{' and '.join(x for x in (lo, hi) if x)})")
+        return value
+
+    return parse
+
+
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type for a whole number within [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range ({low}..{high})")
+        return value
+
+    return parse

@@ -1,0 +1,89 @@
+"""`run`, `policies` and `restore`: one bulk job on the back burner, and putting things back."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import priority, system
+from ..errors import UsageError
+from .common import add_command, err, quiet, recover_if_needed
+
+
+def policy_from_args(args: argparse.Namespace) -> priority.Policy:
+    base = priority.parse_policy(args.policy or "default")
+    return base.with_overrides(
+        io=priority.IOPrio.parse(args.io) if args.io else None,
+        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
+        io_weight=priority.parse_weight(args.io_weight, "IO weight", 1000)
+        if args.io_weight is not None else None,
+        cpu_weight=priority.parse_weight(args.cpu_weight, "CPU weight", 10000)
+        if args.cpu_weight is not None else None,
+    )
+
+
+def add_policy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", help="a named policy (see `backburner policies`)")
+    p.add_argument("--io", metavar="CLASS", help="IO class: idle, be:0-7, rt:0-7, none")
+    p.add_argument("--cpu", metavar="POLICY", help="CPU: idle, batch[:N], nice:N, normal")
+    p.add_argument("--io-weight", metavar="N", help="cgroup IO weight 1-1000 (BFQ honours it)")
+    p.add_argument("--cpu-weight", metavar="N", help="cgroup CPU weight 1-10000 (100 default)")
+    p.add_argument("--no-cgroup", action="store_true", help="do not create a cgroup")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .. import job, spawn
+
+    policy = policy_from_args(args)
+    report = err if args.verbose else quiet
+    if args.pid is not None:
+        if args.command:
+            raise UsageError("give either --pid or a command, not both")
+        done = job.reprioritise(args.pid, policy, use_cgroup=not args.no_cgroup, report=report)
+        print(f"backburner: PID {done.pid}: {len(done.threads)} threads re-prioritised"
+              + (f", cgroup {', '.join(done.cgroups)}" if done.cgroups else ""), file=sys.stderr)
+        return 0
+    argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not argv:
+        raise UsageError("no command to run", "put it after --, e.g. backburner run -- tar xf a")
+    if policy.needs_cgroup and not args.no_cgroup:
+        recover_if_needed()
+    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report)
+    if args.verbose:
+        err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
+            f"(user {outcome.user_s:.3f}s, sys {outcome.sys_s:.3f}s, "
+            f"max RSS {outcome.max_rss_kb} KiB)")
+    spawn.die_like(outcome)
+    return outcome.shell_status  # not reached
+
+
+def cmd_policies(args: argparse.Namespace) -> int:
+    for name, pol in priority.BUILTIN.items():
+        sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
+        print(f"{name:<11} {sets}")
+        print(f"{'':<11} {pol.description}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from .. import job
+
+    system.require_root("restoring system state")
+    undone = system.restore_stale(report=print)
+    pruned = job.prune_pid_cgroups(report=print)
+    if not undone and not pruned:
+        print("nothing to restore: no journal of an interrupted run was found")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "run", cmd_run,
+                    help="run a bulk job (or re-prioritise one) on the back burner")
+    add_policy_options(p)
+    p.add_argument("--pid", type=int, help="re-prioritise a running process and its tree")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
+    add_command(sub, "policies", cmd_policies,
+                help="list the built-in policies and what each sets")
+    add_command(sub, "restore", cmd_restore,
+                help="undo system changes left by an interrupted run")

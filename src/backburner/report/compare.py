@@ -1,0 +1,197 @@
+"""Comparing two result databases: the same cells matched, B judged against A.
+
+Cells are matched by probe, scheduler, load and policy, with the same device label first and
+then without it (a study moved to another device). B/A is the ratio of medians with a
+bootstrap interval; Mann–Whitney U and Cliff's delta are shown beside it.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.text import Text
+
+from .. import stats
+from ..cell import Cell
+from ..units import fmt_factor, fmt_s
+from .data import CellData, ReportData
+from .summary import RESAMPLES, SEED, fmt_ratio, median_of
+from .terminal import AdaptiveTable, Column
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    cell: Cell      # A's cell; B's may differ in its device label only
+    device_b: str
+    n_a: int
+    n_b: int
+    timeouts_a: int
+    timeouts_b: int
+    median_a: float | None
+    median_b: float | None
+    ratio: stats.RatioCI | None          # median B / median A
+    mann_whitney: stats.MannWhitney | None
+    cliffs_delta: stats.CliffsDelta | None  # positive: B tends to be slower
+    kind: str                            # same | slower | faster | inconclusive | no-data
+    verdict: str
+
+    @property
+    def label(self) -> str:
+        return self.cell.label
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    a: str
+    b: str
+    tolerance: float
+    confidence: float
+    rows: list[CompareRow]
+    only_a: list[str]
+    only_b: list[str]
+    notes: list[str]
+
+
+def compare(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
+            confidence: float = 0.95) -> CompareResult:
+    """Match cells of A and B by (probe, scheduler, load, policy) and compare B against A."""
+    def ident(c: CellData) -> tuple[str, str, str, str]:
+        return (c.cell.probe, c.cell.scheduler, c.cell.load, c.cell.policy)
+
+    pairs: list[tuple[CellData, CellData]] = []
+    left_a, left_b = list(a.cells), list(b.cells)
+    # exact matches first (same device label), then by identity without the device
+    for with_device in (True, False):
+        index: dict[tuple[str, ...], list[CellData]] = {}
+        for c in left_b:
+            k = (*ident(c), c.cell.device) if with_device else ident(c)
+            index.setdefault(k, []).append(c)
+        still_a = []
+        for c in left_a:
+            k = (*ident(c), c.cell.device) if with_device else ident(c)
+            cands = index.get(k, [])
+            if len(cands) == 1 or (with_device and cands):
+                m = cands.pop(0)
+                pairs.append((c, m))
+                left_b.remove(m)
+            else:
+                still_a.append(c)
+        left_a = still_a
+    order = {c.key: i for i, c in enumerate(a.cells)}
+    pairs.sort(key=lambda p: order[p[0].key])
+
+    rows = [_compare_cells(ca, cb, tolerance, confidence) for ca, cb in pairs]
+    out_notes = []
+    dev_pairs = sorted({(ca.cell.device, cb.cell.device) for ca, cb in pairs
+                        if ca.cell.device != cb.cell.device})
+    if dev_pairs:
+        out_notes.append("device labels differ between A and B ("
+                         + ", ".join(f"{x} vs {y}" for x, y in dev_pairs)
+                         + "): cells were matched by probe, scheduler, load and policy")
+    modes = {(ca.mode, cb.mode) for ca, cb in pairs if ca.mode != cb.mode}
+    if modes:
+        out_notes.append("some matched cells are cold in one database and warm in the other")
+    for name, d in (("A", a), ("B", b)):
+        if not d.finished:
+            out_notes.append(f"{name} ({d.path}) is from an unfinished run")
+    return CompareResult(a.path, b.path, tolerance, confidence, rows,
+                         [f"{c.cell.probe} · {c.label}" for c in left_a],
+                         [f"{c.cell.probe} · {c.label}" for c in left_b], out_notes)
+
+
+def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
+                   confidence: float) -> CompareRow:
+    sa, sb = ca.samples(), cb.samples()
+    ma, mb = median_of(sa), median_of(sb)
+    ratio = mw = cd = None
+    tol = f"\u00b1{tolerance * 100:g}%"
+    if not sa or not sb:
+        kind = "no-data"
+        missing = " and ".join(n for n, s in (("A", sa), ("B", sb)) if not s)
+        verdict = f"no completed trials in {missing}"
+    elif ma == 0:
+        kind, verdict = "no-data", "median of A is zero: no ratio"
+    else:
+        v = stats.verdict(sb, sa, tolerance=tolerance, confidence=confidence, seed=SEED,
+                          resamples=RESAMPLES)
+        ratio = v.ratio
+        mw = stats.mann_whitney(sb, sa)
+        cd = stats.cliffs_delta(sb, sa)
+        f = fmt_factor
+        if v.kind == "slower":
+            kind, verdict = "slower", f"B {f(ratio.ratio)}\u00d7 slower"
+        elif v.kind == "faster":
+            kind, verdict = "faster", f"B {f(1 / ratio.ratio)}\u00d7 faster"
+        elif v.kind == "indistinguishable":
+            kind, verdict = "same", f"same within {tol}"
+        else:
+            kind, verdict = "inconclusive", "inconclusive"
+    return CompareRow(ca.cell, cb.cell.device,
+                      len(sa), len(sb), len(ca.timeout_limits()), len(cb.timeout_limits()),
+                      ma, mb, ratio, mw, cd, kind, verdict)
+
+
+def render_compare(result: CompareResult, *, width: int | None = None) -> str:
+    """The comparison as plain text: one row per matched cell, then unmatched cells and notes.
+
+    ``width`` defaults to the terminal's (160 when not a terminal); narrow widths stack columns.
+    """
+    if width is None:
+        width = shutil.get_terminal_size((160, 24)).columns
+    rows = result.rows
+    timeouts = any(r.timeouts_a or r.timeouts_b for r in rows)
+    mw = [f"{r.mann_whitney.p:.2g}" if r.mann_whitney else "\u2013" for r in rows]
+    cd = [f"{r.cliffs_delta.delta:+.2f} {r.cliffs_delta.magnitude}" if r.cliffs_delta
+          else "\u2013" for r in rows]
+    style = {"slower": "bold red", "faster": "green", "same": "green", "inconclusive": "yellow"}
+    verdict = Column("Verdict", [Text(r.verdict, style=style.get(r.kind, "")) for r in rows],
+                   wrap=True)
+    to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
+          if timeouts else [])
+    wide = [Column("Scheduler", [r.cell.scheduler for r in rows]),
+            Column("Load", [r.cell.load for r in rows]),
+            Column("Policy", [r.cell.policy for r in rows]),
+            Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
+            Column("Median A s", [fmt_s(r.median_a) for r in rows], "right"),
+            Column("Median B s", [fmt_s(r.median_b) for r in rows], "right"),
+            Column("B/A [CI]", [fmt_ratio(r.ratio) for r in rows], "right"),
+            Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
+    narrow = [Column("Cell", [f"{r.cell.scheduler}\n{r.cell.load}\n{r.cell.policy}\n"
+                              f"n {r.n_a}/{r.n_b}"
+                            + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
+                            for r in rows]),
+              Column("Median s\nA / B", [f"{fmt_s(r.median_a)}\n{fmt_s(r.median_b)}"
+                                       for r in rows], "right"),
+              Column("B/A\n[CI]", [fmt_ratio(r.ratio).replace(" ", "\n", 1) for r in rows],
+                   "right"),
+              Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
+                                  zip(mw, cd, strict=True)], "right"),
+              verdict]
+    middle = [Column("Scheduler", [r.cell.scheduler for r in rows]),
+              Column("Load", [r.cell.load for r in rows]),
+              Column("Policy", [r.cell.policy for r in rows]),
+              Column("n A/B", [f"{r.n_a}/{r.n_b}" + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}"
+                                                  if timeouts else "") for r in rows], "right"),
+              *narrow[1:]]
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
+                      highlight=False, emoji=False)
+    console.print(f"A = {result.a}\nB = {result.b}\n", markup=False)
+    if rows:
+        console.print(AdaptiveTable([wide, middle, narrow]))
+        console.print()
+        console.print(f"ratio = median B / median A [{result.confidence * 100:g}% bootstrap "
+                      "CI]; p = Mann\u2013Whitney U "
+                      "(two-sided); \u03b4 = Cliff's delta of B vs A (+ = B slower)",
+                      markup=False)
+    else:
+        console.print("no cells in common")
+    for name, items in (("only in A", result.only_a), ("only in B", result.only_b)):
+        for item in items:
+            console.print(f"{name}: {item}", markup=False)
+    for n in result.notes:
+        console.print(f"note: {n}", markup=False)
+    return buf.getvalue()

@@ -1,0 +1,212 @@
+"""Loading a result database for reporting: cells with all their trials, one snapshot.
+
+Reading never writes: the database is opened read-only and read inside one transaction, so a
+database `bench` is still writing (WAL) gives one consistent snapshot, and an interrupted run
+(no finished_at, cells with fewer trials) reports what it has. Every value was validated by
+the store as it was read.
+
+* A *cell* (see `backburner.cell`): trials of the same cell in several runs of one database
+  are pooled. Load "none" is the unloaded baseline (policy "-").
+* A cell's *samples* are ``wall_s`` of its counted trials (round > 0, warmup = 0) with status
+  ok. Timeouts are counted and shown, never sampled; failed and aborted trials are counted.
+* Cold trials (caches dropped) are the measurement; a cell with only warm counted trials is
+  reported warm.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cell import Cell
+from ..errors import DataError
+from ..store import Run, Store
+
+KNOWN_STATUSES = ("ok", "timeout", "aborted")
+
+
+@dataclass
+class CellData:
+    """One logical cell and all its trials (warm-ups included), oldest first."""
+
+    cell: Cell
+    cell_ids: tuple[int, ...]
+    run_ids: tuple[int, ...]
+    trials: list[dict[str, Any]]
+
+    @property
+    def key(self) -> str:
+        return self.cell.key
+
+    @property
+    def unloaded(self) -> bool:
+        return self.cell.unloaded
+
+    @property
+    def label(self) -> str:
+        return self.cell.label
+
+    @property
+    def counted(self) -> list[dict[str, Any]]:
+        """Trials that count (not warm-ups), any status."""
+        return [t for t in self.trials if not t["warmup"]]
+
+    @property
+    def mode(self) -> str:
+        """"cold" if any counted trial was cold (those are then the measurement), else "warm"."""
+        counted = self.counted
+        if not counted or any(t["cold"] for t in counted):
+            return "cold"
+        return "warm"
+
+    def mode_trials(self, mode: str | None = None) -> list[dict[str, Any]]:
+        want = 1 if (mode or self.mode) == "cold" else 0
+        return [t for t in self.counted if bool(t["cold"]) == bool(want)]
+
+    def samples(self, mode: str | None = None) -> list[float]:
+        return [t["wall_s"] for t in self.mode_trials(mode)
+                if t["status"] == "ok" and t["wall_s"] is not None]
+
+    def sample_trials(self, mode: str | None = None) -> list[dict[str, Any]]:
+        """The trials behind `samples`, in the same order."""
+        return [t for t in self.mode_trials(mode)
+                if t["status"] == "ok" and t["wall_s"] is not None]
+
+    def timeout_limits(self, mode: str | None = None) -> list[float]:
+        """For each counted timeout, the limit it hit (its wall_s, else extra.limit_s)."""
+        out = []
+        for t in self.mode_trials(mode):
+            if t["status"] == "timeout":
+                limit = t["wall_s"] if t["wall_s"] is not None else t["extra"].get("limit_s")
+                out.append(float(limit) if isinstance(limit, int | float) else math.nan)
+        return out
+
+    def count(self, status: str, mode: str | None = None) -> int:
+        return sum(1 for t in self.mode_trials(mode) if t["status"] == status)
+
+    def failed(self, mode: str | None = None) -> int:
+        """Failed trials and any status we do not know."""
+        return sum(1 for t in self.mode_trials(mode) if t["status"] not in KNOWN_STATUSES)
+
+    def warm_reference(self) -> list[dict[str, Any]]:
+        """Warm trials for the not-cold check: counted warm ones, else the warm-ups that ran
+        warm (bench runs round 0 without dropping caches)."""
+        ok = [t for t in self.mode_trials("warm") if t["status"] == "ok"]
+        return ok or [t for t in self.trials if t["warmup"] and not t["cold"]
+                      and t["status"] == "ok"]
+
+    @staticmethod
+    def blocks(trials: list[dict[str, Any]]) -> list[float]:
+        return [float(t["in_blocks"]) for t in trials if t.get("in_blocks") is not None]
+
+    def throughput(self, field_name: str) -> list[float]:
+        """Background device throughput (bytes/s) of counted ok/timeout trials that have it."""
+        return [float(t[field_name]) for t in self.mode_trials()
+                if t["status"] in ("ok", "timeout") and t[field_name] is not None]
+
+
+@dataclass
+class ReportData:
+    """Everything `load` read: runs, cells in display order, and the file's schema version."""
+
+    path: str
+    schema_version: int
+    runs: list[Run]
+    cells: list[CellData]
+    read_at: float
+    #: derived results (summary rows per tolerance), computed once per report
+    cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        return all(r.finished_at is not None for r in self.runs)
+
+    @property
+    def probes(self) -> list[str]:
+        return list(dict.fromkeys(c.cell.probe for c in self.cells))
+
+    @property
+    def devices(self) -> list[str]:
+        return list(dict.fromkeys(c.cell.device for c in self.cells))
+
+    @property
+    def policies(self) -> list[str]:
+        return list(dict.fromkeys(c.cell.policy for c in self.cells))
+
+    @property
+    def multi(self) -> bool:
+        """More than one probe or device: tables then name them in every row."""
+        return len(self.probes) > 1 or len(self.devices) > 1
+
+    @property
+    def trial_count(self) -> int:
+        return sum(len(c.trials) for c in self.cells)
+
+    def cell(self, key: str) -> CellData:
+        for c in self.cells:
+            if c.key == key:
+                return c
+        raise KeyError(key)
+
+    def baseline_of(self, cell: CellData) -> CellData | None:
+        if cell.unloaded:
+            return None
+        want = cell.cell.baseline()
+        for c in self.cells:
+            if c.cell == want:
+                return c
+        return None
+
+
+def load(path: str) -> ReportData:
+    """Read a result database (read-only, one snapshot). DataError if nothing is counted yet."""
+    store = Store.open(path, readonly=True)
+    try:
+        with store.snapshot():
+            runs = store.runs()
+            cells = store.cells()
+            trials = store.trials(include_warmup=True)
+        version = store.schema_version
+    finally:
+        store.close()
+    counted = sum(1 for t in trials if not t["warmup"])
+    if not counted:
+        what = (f"only {len(trials)} warm-up trial{'s' if len(trials) != 1 else ''}"
+                if trials else "no trials")
+        raise DataError(f"{path} has no counted trials yet ({what})",
+                        "let `backburner bench` run at least one round past the warm-up")
+    by_key: dict[str, CellData] = {}
+    cell_key = {}
+    for c in cells:
+        cell_key[c.id] = c.key
+        if c.key not in by_key:
+            by_key[c.key] = CellData(c.cell, (), (), [])
+        d = by_key[c.key]
+        d.cell_ids += (c.id,)
+        if c.run_id not in d.run_ids:
+            d.run_ids += (c.run_id,)
+    for t in trials:
+        key = cell_key.get(t["cell_id"])
+        if key is not None:
+            by_key[key].trials.append(t)
+    return ReportData(path, version, runs, display_order(list(by_key.values())), time.time())
+
+
+def display_order(cells: list[CellData]) -> list[CellData]:
+    """Probe, device, scheduler as first seen; unloaded first; then loads and policies as seen."""
+    def index(values: Iterable[str]) -> dict[str, int]:
+        return {v: i for i, v in enumerate(dict.fromkeys(values))}
+
+    probe = index(c.cell.probe for c in cells)
+    device = index(c.cell.device for c in cells)
+    sched = index(c.cell.scheduler for c in cells)
+    prepare = index(c.cell.prepare for c in cells)
+    load_ = index(c.cell.load for c in cells)
+    policy = index(c.cell.policy for c in cells)
+    return sorted(cells, key=lambda c: (probe[c.cell.probe], device[c.cell.device],
+                                        sched[c.cell.scheduler], prepare[c.cell.prepare],
+                                        not c.unloaded, load_[c.cell.load],
+                                        policy[c.cell.policy]))

@@ -1,0 +1,78 @@
+"""JSON: everything (runs, per-cell statistics and verdicts, every trial); see
+docs/json-schema.md."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from typing import Any, TextIO
+
+from ... import __version__, stats
+from ...store import TRIAL_FIELDS
+from ..data import ReportData
+from ..summary import RESAMPLES, SEED, notes, summary_rows
+from . import exporter
+
+FORMAT = "backburner-results"
+VERSION = 1
+
+
+@exporter("json")
+def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+    json.dump(to_json(data, tolerance=tolerance, confidence=confidence), out, indent=2,
+              ensure_ascii=False, allow_nan=False)
+    out.write("\n")
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf become null, tuples become lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value
+
+
+def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.95
+            ) -> dict[str, Any]:
+    """The JSON export as a dict."""
+    rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
+    cells = []
+    for c, r in zip(data.cells, rows, strict=True):
+        cells.append({
+            "key": c.key, **c.cell.as_dict(), "unloaded": c.unloaded, "ids": list(c.cell_ids),
+            "run_ids": list(c.run_ids), "mode": r.mode, "n": r.n,
+            "sample_trial_ids": [t["id"] for t in c.sample_trials(r.mode)],
+            "timeouts": r.timeouts,
+            "timeout_limit_s": r.timeout_limit, "failed": r.failed, "aborted": r.aborted,
+            "warmups": r.warmups,
+            "summary": asdict(r.summary) if r.summary else None,
+            "baseline": r.baseline_key,
+            "ratio_to_baseline": asdict(r.ratio) if r.ratio else None,
+            "verdict": {"kind": r.verdict_kind, "text": r.verdict},
+            "warnings": [asdict(w) for w in r.warnings],
+            "background_mbps": {"read": r.read_mbps, "write": r.write_mbps},
+        })
+    trials = []
+    for c in data.cells:
+        for t in c.trials:
+            trials.append({"id": t["id"], "run_id": t["run_id"], "cell_id": t["cell_id"],
+                           "cell_key": c.key, **{f: t[f] for f in TRIAL_FIELDS}})
+    trials.sort(key=lambda t: t["id"])
+    return clean({
+        "format": FORMAT,
+        "version": VERSION,
+        "generated_by": f"backburner {__version__}",
+        "generated_at": data.read_at,
+        "source": {"path": data.path, "schema_version": data.schema_version},
+        "statistics": {"tolerance": tolerance, "confidence": confidence,
+                       "bootstrap_resamples": RESAMPLES, "bootstrap_seed": SEED,
+                       "outlier_rule": stats.OUTLIER_RULE},
+        "notes": notes(data),
+        "runs": [asdict(r) for r in data.runs],
+        "cells": cells,
+        "trials": trials,
+    })

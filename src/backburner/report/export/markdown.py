@@ -1,0 +1,72 @@
+"""Markdown: the summary as a GitHub-flavoured table, warnings as a list below.
+
+Every stored text is escaped: a probe or load may hold ``|``, backticks, ``*`` or newlines,
+and none of them may break the table or turn into markup.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TextIO
+
+from ...units import fmt_range
+from ..data import ReportData
+from ..summary import (
+    background_text,
+    lost_text,
+    median_text,
+    notes,
+    policy_text,
+    summary_rows,
+    timeouts_text,
+)
+from . import exporter
+
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def text(value: str) -> str:
+    """Plain text for a table cell: markup characters escaped, one line."""
+    return _SPECIAL.sub(r"\\\1", " ".join(value.splitlines()))
+
+
+def code(value: str) -> str:
+    """An inline code span that no backtick or pipe in `value` can end or split."""
+    one_line = " ".join(value.splitlines()).replace("|", "\\|")
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", one_line)), default=0) + 1)
+    pad = " " if one_line.startswith("`") or one_line.endswith("`") else ""
+    return f"{ticks}{pad}{one_line}{pad}{ticks}"
+
+
+@exporter("markdown")
+def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+    out.write(render_markdown(data, tolerance=tolerance, confidence=confidence))
+
+
+def render_markdown(data: ReportData, *, tolerance: float = 0.10,
+                    confidence: float = 0.95) -> str:
+    rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
+    conf = f"{confidence * 100:g}%"
+    header = ["Scheduler", "Load", "Policy", "n", f"Median s [{conf} CI]", "Q1\u2013Q3 s",
+              "Timeouts", "Fail/Abort", "Verdict", "BG MB/s r/w"]
+    align = [":--", ":--", ":--", "--:", "--:", "--:", "--:", "--:", ":--", "--:"]
+    if data.multi:
+        header = ["Probe", "Device", *header]
+        align = [":--", ":--", *align]
+    lines = [f"**{text(', '.join(data.probes))}** on **{text(', '.join(data.devices))}**"
+             f" \u2014 tolerance \u00b1{tolerance * 100:g}%", "",
+             "| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    for r in rows:
+        cells = [text(r.cell.probe), text(r.cell.device)] if data.multi else []
+        verdict = text(r.verdict)
+        cells += [code(r.cell.scheduler), code(r.cell.load), code(policy_text(r)), str(r.n),
+                  text(median_text(r)), text(fmt_range(r.q1, r.q3)), text(timeouts_text(r)),
+                  text(lost_text(r)),
+                  f"**{verdict}**" if r.verdict_kind in ("slower", "timed-out") else verdict,
+                  text(background_text(r))]
+        lines.append("| " + " | ".join(cells) + " |")
+    extra = [f"- {text(r.cell.label)}: {text(w.message)}" for r in rows for w in r.warnings]
+    extra += [f"- {text(n)}" for n in notes(data)]
+    if extra:
+        lines += ["", *extra]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,279 @@
+"""The HTML report: one self-contained file (no scripts, no external references, plots
+inline). The only part of the report that draws: it alone imports `plot`."""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from .. import __version__, stats
+from ..units import fmt_bytes, fmt_range, fmt_s
+from .data import ReportData
+from .summary import (
+    RESAMPLES,
+    SEED,
+    Row,
+    background_text,
+    lost_text,
+    notes,
+    summary_rows,
+    timeouts_text,
+)
+
+
+def write_html(data: ReportData, path: str, *, tolerance: float = 0.10,
+               confidence: float = 0.95) -> None:
+    """One self-contained HTML file: no scripts, no external references, plots inline."""
+    from .. import plot  # matplotlib only when plots are wanted
+
+    rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
+    images = plot.inline_pngs(data, tolerance=tolerance)
+    page = _html_page(data, rows, images, tolerance, confidence)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
+
+
+_CSS = """
+:root { --fg:#1d232b; --muted:#5b6673; --line:#d8dde3; --bg:#ffffff; --soft:#f5f7f9;
+  --red:#b42318; --green:#1a7f37; --amber:#9a6700; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--fg);
+  font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","DejaVu Sans",sans-serif; }
+main { max-width:1360px; margin:0 auto; padding:28px 28px 64px; }
+.scroll { overflow-x:auto; }
+.legend { color:var(--muted); font-size:13px; margin:8px 0 0; }
+h1 { font-size:26px; margin:0 0 4px; }
+h2 { font-size:19px; margin:36px 0 10px; padding-bottom:4px; border-bottom:1px solid var(--line); }
+h3 { font-size:15px; margin:18px 0 6px; }
+.sub { color:var(--muted); margin:0 0 16px; }
+code, pre, .num { font-family:ui-monospace,"SFMono-Regular","DejaVu Sans Mono",Menlo,monospace; }
+pre { background:var(--soft); border:1px solid var(--line); border-radius:6px; padding:10px 12px;
+  overflow-x:auto; font-size:13px; white-space:pre-wrap; word-break:break-all; margin:6px 0; }
+table { border-collapse:collapse; width:100%; font-size:13.5px; }
+th, td { padding:6px 9px; border-bottom:1px solid var(--line); text-align:left;
+  vertical-align:top; }
+th { background:var(--soft); font-weight:600; white-space:nowrap; }
+td.num, th.num { text-align:right; white-space:nowrap; font-size:12.5px; }
+table.summary td:nth-child(-n+3) { white-space:nowrap; }
+table.summary td code { font-size:12.5px; }
+table.summary th, table.summary td { padding:6px 7px; }
+tr.base td { background:#fafbfc; color:var(--muted); }
+tr.group td { border-top:2px solid var(--line); }
+.v { font-weight:600; }
+.v-slower, .v-timed-out { color:var(--red); }
+.v-faster, .v-indistinguishable { color:var(--green); }
+.v-inconclusive, .v-no-baseline, .v-no-data { color:var(--amber); }
+.v-baseline { color:var(--muted); font-weight:400; }
+table.summary small { color:var(--muted); font-size:11.5px; }
+table.summary th small { font-weight:400; }
+table.summary td.v { min-width:230px; font-size:13px; }
+td.bad { color:var(--red); font-weight:600; }
+.warn { background:#fff8e6; border:1px solid #f0d58c; border-radius:6px;
+  padding:10px 14px 10px 30px; margin:8px 0; }
+.warn li { margin:3px 0; }
+.ok { color:var(--green); }
+figure { margin:16px 0 28px; }
+figure img { display:block; max-width:100%; height:auto; border:1px solid var(--line);
+  border-radius:6px; }
+figcaption { color:var(--muted); font-size:13px; margin-top:6px; }
+.kv { width:auto; min-width:50%; }
+.kv th { width:220px; background:none; font-weight:600; color:var(--muted); }
+details summary { cursor:pointer; color:var(--muted); margin:6px 0; }
+.notes li { margin:4px 0; }
+footer { margin-top:40px; color:var(--muted); font-size:12px; }
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, str, int]],
+               tolerance: float, confidence: float) -> str:
+    conf = f"{confidence * 100:g}%"
+    title = f"backburner: {', '.join(data.probes)} on {', '.join(data.devices)}"
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+             "img-src data:; style-src 'unsafe-inline'\">",
+             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+             "<h1>Start-up latency under background IO</h1>",
+             f'<p class="sub">{_e(title)} \u00b7 <code>{_e(data.path)}</code> \u00b7 '
+             f"{len(data.cells)} cells, {data.trial_count} trials \u00b7 "
+             f"{'finished' if data.finished else '<strong>unfinished run</strong>'}</p>"]
+
+    parts.append("<h2>Command</h2>")
+    for r in data.runs:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_at))
+        parts.append(f"<pre><code>{_e(r.command)}</code></pre>")
+        parts.append(f'<p class="sub">run {r.id}, started {started}, '
+                     + ("finished " + time.strftime("%H:%M:%S", time.localtime(r.finished_at))
+                        if r.finished_at else "not finished") + f", seed {_e(r.seed)}</p>")
+
+    parts.append("<h2>Summary</h2>")
+    parts.append(_html_table(data, rows, conf))
+    parts.append(f'<p class="legend">Times in seconds. Median with its {conf} bootstrap CI. '
+                 "Out. = outliers by Tukey's rule (kept in the data); T/O = timeouts (not in "
+                 "the samples; \u2265 the limit they hit); Fail / abort = failed / aborted trials. "
+                 "The verdict compares the cell's median with the unloaded median of the same "
+                 f"scheduler (ratio and its {conf} CI), with a tolerance of "
+                 f"\u00b1{tolerance * 100:g}%. BG = median background device throughput while "
+                 "the probe ran, read / write, in MB/s (10<sup>6</sup> bytes).</p>")
+
+    parts.append("<h2>Warnings</h2>")
+    warn_items = [f"<li><strong>{_e(r.cell.label)}</strong>: {_e(w.message)}</li>"
+                  for r in rows for w in r.warnings]
+    warn_items += [f"<li>{_e(n)}</li>" for n in notes(data)]
+    if warn_items:
+        parts.append('<ul class="warn">' + "".join(warn_items) + "</ul>")
+    else:
+        parts.append('<p class="ok">No warnings: enough trials, no timeouts, no bimodal '
+                     "cells, no outlier excess.</p>")
+
+    parts.append("<h2>Plots</h2>")
+    for name, caption, b64, width in images:
+        parts.append(f'<figure id="{_e(name)}"><img alt="{_e(caption)}" width="{width}" '
+                     f'src="data:image/png;base64,{b64}"></figure>')
+
+    parts.append("<h2>Environment</h2>")
+    parts.append(_html_environment(data))
+    parts.append("<h2>Statistics used</h2>")
+    parts.append(_html_notes(tolerance, confidence))
+    parts.append(f"<footer>Generated by backburner {_e(__version__)} on "
+                 f"{_e(time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(data.read_at)))} "
+                 f"from <code>{_e(data.path)}</code> (schema version "
+                 f"{_e(data.schema_version)}).</footer>")
+    parts.append("</main></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
+    multi = data.multi
+    head = (["Probe", "Device"] if multi else []) + ["Scheduler", "Load", "Policy"]
+    num = ["n", f"Median<br><small>{conf} CI</small>", "Q1\u2013Q3<br><small>min\u2013max</small>",
+           "Mean \u00b1 sd<br><small>MAD</small>", "Out.", "T/O", "Fail /<br>abort"]
+    out = ['<div class="scroll"><table class="summary"><thead><tr>',
+           *[f"<th>{_e(h)}</th>" for h in head],
+           *[f'<th class="num">{h}</th>' for h in num],
+           "<th>Verdict: ratio to idle [CI]</th>",
+           '<th class="num">BG MB/s<br><small>read / write</small></th>',
+           "</tr></thead><tbody>"]
+    prev = None
+
+    def two(top: str, below: str) -> str:
+        return f'<td class="num">{_e(top)}<br><small>{_e(below)}</small></td>'
+
+    for r in rows:
+        cls = []
+        if r.cell.unloaded:
+            cls.append("base")
+        group = (r.cell.probe, r.cell.device, r.cell.scheduler)
+        if prev is not None and group != prev:
+            cls.append("group")
+        prev = group
+        mean = ("\u2013" if r.mean is None else
+                fmt_s(r.mean) + (f" \u00b1 {fmt_s(r.stdev)}" if r.stdev is not None else ""))
+        tds = ([f"<td>{_e(r.cell.probe)}</td>", f"<td>{_e(r.cell.device)}</td>"] if multi else [])
+        tds += [f"<td><code>{_e(r.cell.scheduler)}</code></td>",
+                f"<td><code>{_e(r.cell.load)}</code></td>",
+                f"<td><code>{_e(r.cell.policy)}</code>"
+                + (" (warm)" if r.mode == "warm" else "") + "</td>"]
+        tds += [f'<td class="num">{r.n}</td>',
+                f'<td class="num"><b>{_e(fmt_s(r.median))}</b><br><small>'
+                f'{_e(fmt_range(*r.median_ci) if r.median_ci else "")}</small></td>',
+                two(fmt_range(r.q1, r.q3), fmt_range(r.min, r.max) if r.n else ""),
+                two(mean, fmt_s(r.mad) if r.n else ""),
+                f'<td class="num">{r.outliers}</td>',
+                f'<td class="num{" bad" if r.timeouts else ""}">{_e(timeouts_text(r))}</td>',
+                f'<td class="num{" bad" if r.failed or r.aborted else ""}">'
+                f"{_e(lost_text(r))}</td>"]
+        tds.append(f'<td class="v v-{_e(r.verdict_kind)}">{_e(r.verdict)}</td>')
+        tds.append(f'<td class="num">{_e(background_text(r))}</td>')
+        out.append(f'<tr class="{" ".join(cls)}">' + "".join(tds) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _kv_table(items: Iterable[tuple[str, Any]]) -> str:
+    out = ['<table class="kv"><tbody>']
+    for k, v in items:
+        if isinstance(v, dict):
+            cell = _kv_table(v.items())
+        elif isinstance(v, list):
+            cell = _e(", ".join(str(x) for x in v)) if all(
+                not isinstance(x, dict | list) for x in v) else f"<code>{_e(json.dumps(v))}</code>"
+        elif isinstance(k, str) and k.endswith("bytes"):
+            cell = f"{_e(fmt_bytes(v))} <span class=\"sub\">({_e(v)})</span>"
+        else:
+            cell = _e(v)
+        out.append(f"<tr><th>{_e(k)}</th><td>{cell}</td></tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+_ENV_LABELS = {"kernel": "Kernel", "kernel_version": "Kernel build", "machine": "Machine",
+               "cpu_model": "CPU", "cpus": "CPUs", "cpu_governor": "CPU governor",
+               "memory_bytes": "Memory", "hostname": "Host", "python": "Python",
+               "backburner": "backburner"}
+_ENV_ORDER = tuple(_ENV_LABELS)
+
+
+def _html_environment(data: ReportData) -> str:
+    out = []
+    for r in data.runs:
+        env = dict(r.environment)
+        device = env.pop("device", None)
+        if len(data.runs) > 1:
+            out.append(f"<h3>Run {r.id}</h3>")
+        items: list[tuple[str, Any]] = [(_ENV_LABELS[k], env.pop(k)) for k in _ENV_ORDER
+                                        if k in env]
+        if "Memory" in dict(items):
+            items = [(k, f"{fmt_bytes(v)} ({v} bytes)" if k == "Memory" else v)
+                     for k, v in items]
+        items += sorted(env.items())
+        items += [("Tool version", r.tool_version), ("Seed", r.seed)]
+        out.append(_kv_table(items))
+        out.append("<h3>Device under test</h3>")
+        out.append(_kv_table(device.items()) if isinstance(device, dict) and device
+                   else '<p class="sub">no device facts recorded (the run stopped before the '
+                   "device was set up)</p>")
+        out.append("<h3>Configuration</h3>")
+        out.append(f"<pre><code>{_e(json.dumps(r.config, indent=2, sort_keys=True))}"
+                   "</code></pre>")
+    return "".join(out)
+
+
+def _html_notes(tolerance: float, confidence: float) -> str:
+    conf = f"{confidence * 100:g}%"
+    items = [
+        "<b>Samples.</b> A cell's samples are the start-up times of its counted trials with "
+        "status ok. Round 0 is a warm-up and is never counted; it runs without dropping "
+        "caches (cold=0), so its time is the cell's warm reference for the not-cold check. "
+        "Timeouts are counted and shown at the limit they hit (red \u00d7 in the plots), never "
+        "averaged in; failed and aborted trials are counted and reported.",
+        f"<b>Median and its interval.</b> Each cell is summarised by its median with a {conf} "
+        f"percentile-bootstrap interval ({RESAMPLES:,} resamples, seed {SEED}, so the report "
+        "is reproducible); quartiles use numpy's linear method; MAD is the median absolute "
+        "deviation.",
+        f"<b>Ratio to idle.</b> Median of the loaded cell / median of the unloaded cell on the "
+        f"same scheduler, with a {conf} bootstrap CI from resampling both independently.",
+        f"<b>Verdict.</b> \u201cslower\u201d/\u201cfaster\u201d only when the whole CI lies "
+        f"beyond 1 \u00b1 {tolerance * 100:g}%; \u201cindistinguishable\u201d only when it lies "
+        "entirely within; otherwise \u201cinconclusive\u201d: a wide interval is not "
+        "evidence of no effect.",
+        "<b>Mann\u2013Whitney U</b> (two-sided; exact for small samples without ties, else the "
+        "normal approximation with tie and continuity corrections) and <b>Cliff's delta</b> "
+        "(P(B &gt; A) \u2212 P(B &lt; A), magnitudes after Romano et al. 2006) are used by "
+        "<code>compare</code>; neither assumes a distribution.",
+        f"<b>Outliers.</b> {_e(stats.OUTLIER_RULE)}.",
+        "<b>Warnings.</b> too few trials for a distribution-free interval of the median; "
+        "timeouts; bimodal samples (Sarle's bimodality coefficient &gt; 5/9); not cold: the "
+        "probe's cold trials read no more blocks from disk (wait4's in_blocks) than its warm "
+        "trials (its warm-up round runs without dropping caches (cold=0) for this), or, "
+        f"with 3 or more warm trials in the database, a cold median within "
+        f"{stats.NOT_COLD_FRACTION:.0%} of the warm median; more than 10% outliers.",
+    ]
+    return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"

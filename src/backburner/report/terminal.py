@@ -1,0 +1,169 @@
+"""The summary as a terminal table: every column when it fits, stacked or fewer when not.
+
+When standard output is not a terminal (a pipe, a file) nothing is dropped: the widest
+layout is printed unwrapped, or fitted to ``COLUMNS`` when that is set.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from dataclasses import dataclass
+from typing import IO, Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from ..units import fmt_range, fmt_s
+from .data import ReportData
+from .summary import (
+    Row,
+    background_text,
+    headline,
+    lost_text,
+    median_text,
+    notes,
+    policy_text,
+    summary_rows,
+    timeouts_text,
+)
+
+#: Width of "unlimited" output (a pipe or file): wide enough for every column.
+UNWRAPPED = 100_000
+
+
+def console_for(stream: IO[str] | None = None) -> Console:
+    """A console for stream (stdout): its terminal width, else COLUMNS, else unwrapped."""
+    stream = stream or sys.stdout
+    if stream.isatty():
+        return Console(file=stream)
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() and int(columns) > 0 else UNWRAPPED
+    return Console(file=stream, width=width, soft_wrap=width == UNWRAPPED)
+
+
+KIND_STYLE = {
+    "slower": "bold red", "timed-out": "bold red", "faster": "green",
+    "indistinguishable": "green", "inconclusive": "yellow", "baseline": "dim",
+    "no-baseline": "yellow", "no-data": "yellow",
+}
+
+
+@dataclass
+class Column:
+    header: str
+    cells: list[str | Text]
+    justify: str = "left"
+    wrap: bool = False  # only the verdict wraps; everything else keeps its line
+
+
+def estimate(cols: list[Column]) -> int:
+    """Width the table needs with every column unwrapped (a wrapping column: up to 26)."""
+    total = 0
+    for c in cols:
+        lines = [ln for x in (c.header, *c.cells) for ln in str(x).splitlines()] or [""]
+        widest = max(len(ln) for ln in lines)
+        total += (min(widest, 26) if c.wrap else widest) + 2
+    return total - 2 + max(len(cols) - 1, 0)  # no edge padding or edges; 1-space dividers
+
+
+def table_of(cols: list[Column]) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    for c in cols:
+        table.add_column(c.header, justify=c.justify, no_wrap=not c.wrap,  # type: ignore[arg-type]
+                         min_width=16 if c.wrap else None)
+    for i in range(len(cols[0].cells) if cols else 0):
+        table.add_row(*(c.cells[i] for c in cols))
+    return table
+
+
+class AdaptiveTable:
+    """A table that drops or stacks columns to fit the console instead of cropping them.
+
+    ``layouts`` go from the widest to the narrowest; the first that fits is drawn.
+    """
+
+    def __init__(self, layouts: list[list[Column]]) -> None:
+        self.layouts = layouts
+
+    @property
+    def row_count(self) -> int:
+        return len(self.layouts[0][0].cells) if self.layouts and self.layouts[0] else 0
+
+    def choose(self, width: int) -> list[Column]:
+        for cols in self.layouts:
+            if estimate(cols) <= width:
+                return cols
+        return self.layouts[-1]
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        yield table_of(self.choose(options.max_width))
+
+
+def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[Column]]:
+    multi = data.multi
+    lost = any(r.failed or r.aborted for r in rows)
+    pol = [policy_text(r) for r in rows]
+    where = ([Column("Probe", [r.cell.probe for r in rows]),
+              Column("Device", [r.cell.device for r in rows])] if multi else [])
+    cell = [Column("Scheduler", [r.cell.scheduler for r in rows]),
+            Column("Load", [r.cell.load for r in rows]), Column("Policy", pol)]
+    n = Column("n", [str(r.n) for r in rows], "right")
+    median = Column(f"Median s [{conf} CI]", [median_text(r) for r in rows], "right")
+    median2 = Column(f"Median s\n[{conf} CI]", [
+        fmt_s(r.median) + (f"\n[{fmt_range(*r.median_ci)}]" if r.median_ci else "")
+        for r in rows], "right")
+    quart = Column("Q1\u2013Q3", [fmt_range(r.q1, r.q3) for r in rows], "right")
+    out = Column("Out", [str(r.outliers) for r in rows], "right")
+    to = Column("T/O", [timeouts_text(r) for r in rows], "right")
+    to2 = Column("T/O", [str(r.timeouts) + (f"\n\u2265{fmt_s(r.timeout_limit)} s"
+                                            if r.timeouts else "") for r in rows], "right")
+    fa = [Column("Fail/Abort", [lost_text(r) for r in rows], "right")] if lost else []
+    fa2 = [Column("F/A", [lost_text(r) for r in rows], "right")] if lost else []
+    verdict = Column("Verdict", [Text(r.verdict, style=KIND_STYLE.get(r.verdict_kind, ""))
+                                 for r in rows], wrap=True)
+    bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
+    stacked = Column("Cell", ["\n".join(([r.cell.probe, r.cell.device] if multi else [])
+                                        + [r.cell.scheduler, r.cell.load, p])
+                              for r, p in zip(rows, pol, strict=True)])
+    return [
+        [*where, *cell, n, median, quart, out, to, *fa, verdict, bg],
+        [*where, *cell, n, median2, to2, *fa2, verdict, bg],
+        [*where, *cell, n, median2, to2, *fa2, verdict],
+        [stacked, n, median2, to2, *fa2, verdict],
+    ]
+
+
+def render_terminal(data: ReportData, *, tolerance: float = 0.10,
+                    confidence: float = 0.95) -> Group:
+    """Headline, the summary table (fitted to the console), legend, warnings and notes."""
+    rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
+    conf = f"{confidence * 100:g}%"
+    table = AdaptiveTable(_summary_layouts(data, rows, conf))
+    legend = Text(f"median [{conf} bootstrap CI] in seconds; Out = Tukey outliers (kept); "
+                  "T/O = timeouts; F/A = failed/aborted; verdicts against the unloaded cell "
+                  f"of the same scheduler, \u00b1{tolerance * 100:g}% tolerance; BG = "
+                  "background device throughput during the probe (median MB/s read / write)",
+                  style="dim")
+    lines: list[Text] = []
+    for r in rows:
+        for w in r.warnings:
+            lines.append(Text.assemble(("warning ", "yellow"), (f"{r.cell.label}: ", "bold"),
+                                       w.message))
+    for n in notes(data):
+        lines.append(Text.assemble(("note ", "cyan"), n))
+    return Group(Text(headline(data), style="bold"), Text(""), table, Text(""), legend,
+                 *lines)
+
+
+def render_text(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.95,
+                width: int = 160) -> str:
+    """`render_terminal` as plain text (no colour codes), for logs and tests."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
+                      highlight=False, emoji=False, legacy_windows=False)
+    console.print(render_terminal(data, tolerance=tolerance, confidence=confidence))
+    return buf.getvalue()

@@ -1,0 +1,116 @@
+"""Sizes and numbers as people type and read them: the one place that parses and formats them.
+
+Parsing is strict (a size that does not parse, is not finite or is absurdly large is a
+`UsageError`, never an OverflowError deep inside), and formatting is shared by the CLI,
+bench, slowdisk, the report and every new command, so "1.5 GiB" and "3.20×" look the same
+everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .errors import UsageError
+
+KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
+#: Larger than any block device or file Linux supports (8 EiB is the ext4/xfs limit).
+MAX_SIZE = 1 << 62
+_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
+_SCALE = {"": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
+DASH = "\u2013"
+
+
+def parse_size(text: str, *, what: str = "size", minimum: int = 1) -> int:
+    """'512M', '8G', '1.5GiB', '4096' -> bytes (binary multiples). UsageError otherwise."""
+    m = _SIZE_RE.fullmatch(str(text).strip())
+    if not m:
+        raise UsageError(f"{what} {text!r} does not parse", "use e.g. 512M, 8G, 4096")
+    value = float(m.group(1)) * _SCALE[m.group(2).upper()]
+    if not math.isfinite(value) or value > MAX_SIZE:
+        raise UsageError(f"{what} {text!r} is too large", f"at most {human_size(MAX_SIZE)}")
+    size = int(value)
+    if size < minimum:
+        raise UsageError(f"{what} {text!r} is too small",
+                         f"give at least {size_text(minimum)}" if minimum > 1
+                         else "it must be above 0")
+    return size
+
+
+def human_size(n: float) -> str:
+    """Bytes in binary units for reading: 1536 -> '1.5 KiB', 8 GiB -> '8 GiB'."""
+    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}".replace(".0 ", " ")
+    return f"{int(n)} B"
+
+
+def size_text(n: int) -> str:
+    """Bytes as a size option would be typed, exactly: 4 GiB -> '4G', 1000 -> '1000'."""
+    for unit, scale in (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB)):
+        if n and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def fmt_s(x: float | None) -> str:
+    """Seconds with about three significant digits; a dash when there is no value."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return DASH
+    ax = abs(x)
+    if ax >= 100:
+        return f"{x:.0f}"
+    if ax >= 10:
+        return f"{x:.1f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def fmt_ms(seconds: float) -> str:
+    """Seconds shown as milliseconds with three significant digits."""
+    ms = seconds * 1e3
+    return f"{ms:.0f} ms" if abs(ms) >= 100 else f"{ms:.3g} ms"
+
+
+def fmt_range(lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None:
+        return DASH
+    return f"{fmt_s(lo)}{DASH}{fmt_s(hi)}"
+
+
+def fmt_mbps(x: float | None) -> str:
+    """A rate in MB/s (10^6 bytes), whole above 10."""
+    if x is None or not math.isfinite(x):
+        return DASH
+    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.1f}"
+
+
+def fmt_factor(x: float) -> str:
+    """Two decimals below 10× (enough to see a ±10% band), fewer above; never 1e+03."""
+    if not math.isfinite(x):
+        return "\u221e" if x > 0 else DASH
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def fmt_pct(fraction: float) -> str:
+    """0.1 -> '10%'."""
+    return f"{fraction * 100:g}%"
+
+
+def fmt_bytes(n: object) -> str:
+    """A byte count from stored data (may be anything): binary units, or the value as text."""
+    try:
+        x = float(n)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(n)
+    if not math.isfinite(x):
+        return str(n)
+    return human_size(x)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 trial', '3 trials'."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
