@@ -4,17 +4,16 @@ option handling (now in bench.runner) and --resume rules."""
 
 from __future__ import annotations
 
-import os
+import re
 import sqlite3
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
 from backburner import errors
-from backburner.bench import matrix, presets, runner
-from backburner.errors import ExistsError, UsageError
+from backburner.bench import config, runner
+from backburner.errors import ExistsError
 from backburner.store import Store
 
 
@@ -28,9 +27,13 @@ def db(tmp_path: Path) -> str:
 # --- OS and SQLite errors: one line, not a traceback ------------------------------------------
 
 
-def test_io_failure_has_its_own_exit_status() -> None:
-    assert errors.IOFailure.exit_status == 74
-    assert errors.EXIT_STATUSES["IOFailure"] == 74
+def test_the_readme_documents_every_exit_status() -> None:
+    """The README's table of statuses is the error family's, no more and no less."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme[readme.index("| status | meaning |"):].split("\n\n", 1)[0]
+    documented = {int(m) for m in re.findall(r"^\| (\d+)\b", table, re.M)}
+    documented |= {int(m) for m in re.findall(r"^\| \d+ / (\d+)\b", table, re.M)}
+    assert documented == set(errors.EXIT_STATUSES.values()) - {70}
 
 
 @pytest.mark.parametrize("args", [["--html", "/nonexistent/x.html"],
@@ -105,34 +108,6 @@ def test_cold_and_warm_together_64(tmp_path: Path) -> None:
     assert not (tmp_path / "r.db").exists()
 
 
-# --- bench options, turned into a configuration by bench.runner -------------------------------
-
-
-def test_config_from_options_adds_the_baseline_and_draws_a_seed(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    drawn = iter([123456, 654321])
-    monkeypatch.setattr(runner.secrets, "randbelow", lambda n: next(drawn) % n)
-    cfg = runner.config_from_options(probe="/bin/true", loads=["readers:1:seq"])
-    assert cfg.loads == ["none", "readers:1:seq"] and cfg.seed == 123456 and cfg.cold
-    quick = runner.config_from_options(preset="quick")  # a preset's seed is random too
-    assert quick.seed == 654321 and quick.preset == "quick"
-    assert quick.loads == presets.quick().loads
-    fixed = runner.config_from_options(preset="quick", seed=7, cold=False, trials=3)
-    assert (fixed.seed, fixed.cold, fixed.trials) == (7, False, 3)
-
-
-def test_config_from_options_seed_is_really_random() -> None:
-    seeds = {runner.config_from_options(probe="/bin/true").seed for _ in range(5)}
-    assert len(seeds) > 1 and all(0 <= s < 2**31 for s in seeds)
-
-
-def test_config_from_options_errors() -> None:
-    with pytest.raises(UsageError, match="--probe"):
-        runner.config_from_options()
-    with pytest.raises(UsageError, match="--trials"):
-        runner.config_from_options(probe="/bin/true", trials=0)
-
-
 def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     existing = tmp_path / "r.db"
     existing.write_text("precious")
@@ -145,13 +120,6 @@ def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     path = runner.prepare_output(None)
     assert path == runner.default_output() or path.startswith("results/bench-")
     assert path.endswith(".db") and (tmp_path / "results").is_dir()
-
-
-def test_header_names_the_seed() -> None:
-    cfg = runner.BenchConfig(probe="/bin/true", loads=["none"], policies=["default"],
-                             schedulers=["bfq"], trials=3, seed=42)
-    line = runner.header(cfg, "r.db")
-    assert "seed 42" in line and "--seed 42" in line and "r.db" in line
 
 
 # --- --resume ---------------------------------------------------------------------------------
@@ -179,13 +147,13 @@ def test_resume_of_a_database_without_a_run_65(tmp_path: Path) -> None:
 def _complete_db(path: Path, *, finish: bool) -> None:
     """Every slot of a run stored, as bench would; its probe does not exist, so any attempt
     to set the run up again (resolve the probe, build a testbed) would fail."""
-    cfg = runner.BenchConfig(probe="/nonexistent/probe-xyz", loads=["none", "cmd:sleep 1"],
+    cfg = config.BenchConfig(probes=["/nonexistent/probe-xyz"], loads=["none", "cmd:sleep 1"],
                              policies=["default"], schedulers=["bfq"], trials=2, seed=5,
                              device="testbed:64M")
     store = Store.create(str(path))
-    run_id = store.add_run("bb test", asdict(cfg), cfg.seed, dict(ENV), "0")
+    run_id = store.add_run("bb test", cfg.to_dict(), cfg.seed, dict(ENV), "0")
     t = 1_700_000_000.0
-    for slot in matrix.order(cfg.cells(), cfg.trials, cfg.seed):
+    for slot in config.plan(cfg, resolve=False).slots():
         c = slot.cell
         cid = store.add_cell(run_id, c)
         wall = 0.1 if c.unloaded else 0.5
@@ -211,4 +179,4 @@ def test_resume_of_a_complete_run_shows_the_report(tmp_path: Path, state_dir: Pa
     s = Store.open(str(path), readonly=True)
     assert s.trials(include_warmup=True) == before  # nothing added
     assert s.runs()[0].finished_at is not None  # a lost finish time is set
-    assert not os.path.exists(f"/var/tmp/backburner/testbed-{r.pid}")
+    assert not (state_dir / "work").exists() or not any((state_dir / "work").iterdir())

@@ -76,6 +76,18 @@ class NotRootError(BackburnerError):
         super().__init__(f"{operation} needs root", "run it with sudo or as root")
 
 
+class UnsafePathError(BackburnerError):
+    """A path another user could have planted or can change (a state directory, a rule file):
+    refused, as sudo refuses a sudoers file writable by others."""
+
+    exit_status = 78  # EX_CONFIG
+
+
+class StartError(SystemStateError):
+    """A process could not be started for a reason other than a missing or non-executable
+    program (too many processes, no memory, an argument list too long)."""
+
+
 class CommandNotFound(BackburnerError):
     """The job's program does not exist (shell convention: 127)."""
 
@@ -100,6 +112,7 @@ EXIT_STATUSES: dict[str, int] = {
         BusyError,
         IOFailure,
         NotRootError,
+        UnsafePathError,
         BackburnerError,
         CommandNotExecutable,
         CommandNotFound,

@@ -7,13 +7,11 @@ This joins the three cores: `priority` says what to set, `system` creates the jo
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from . import priority, spawn, system
-from .errors import NotFoundError, SystemStateError
+from . import priority, procfs, spawn, system
+from .errors import NotFoundError, SystemStateError, UsageError
 
 Report = Callable[[str], None]
 
@@ -70,56 +68,67 @@ class Reprioritised:
     cgroups: list[str]
 
 
+def check_target(pid: int, force: bool = False) -> None:
+    """`run --pid` on PID 1, a kernel thread or one of our own ancestors would re-prioritise
+    the machine (every process inherits from PID 1; kthreadd's children are the kernel's
+    own workers) or backburner itself: refused unless forced."""
+    if procfs.start_time(pid) is None:
+        raise NotFoundError(f"no process with PID {pid}", "check it with `ps -p PID`")
+    if force:
+        return
+    why = None
+    if pid == 1:
+        why = "PID 1 (init: every process on the machine descends from it)"
+    elif pid == 2 or procfs.is_kernel_thread(pid):
+        why = f"PID {pid}, a kernel thread"
+    elif pid == os.getpid() or pid in procfs.ancestors_of(os.getpid()):
+        why = f"PID {pid}, which runs backburner itself (one of its ancestors)"
+    if why:
+        raise UsageError(f"refusing to re-prioritise {why}", "add --force if you mean it")
+
+
+def describe_targets(pid: int) -> str:
+    """What `run --pid` would change: the processes and threads of the tree."""
+    threads = priority.tree_threads(pid)
+    procs = sorted({p for p, _ in threads})
+    names = ", ".join(f"{p} ({procfs.comm_of(p) or '?'})" for p in procs[:5])
+    more = f" and {len(procs) - 5} more" if len(procs) > 5 else ""
+    return f"{len(procs)} process(es), {len(threads)} thread(s): {names}{more}"
+
+
 def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
-                 report: Report = _quiet) -> Reprioritised:
+                 force: bool = False, report: Report = _quiet) -> Reprioritised:
     """`run --pid`: every thread of pid and its descendants, present ones included.
 
-    The job outlives us, so its cgroup (``backburner/pid-PID``) is journaled and then handed
-    over to the job: when the job ends, the journal is stale and `backburner restore` (or
-    the next command that changes state) removes the group. If anything fails before the
-    hand-over, the group is removed at once and the processes moved back out.
+    The old priorities of every thread and the cgroup each process came from are journaled
+    (`system.Priorities`, `system.CgroupMove`) and the journal is handed over to the job:
+    when the job ends the journal is stale and `backburner restore` (or the next command
+    that changes state) removes the group; while it lives, `restore` puts its threads'
+    priorities and cgroups back as they were. If anything fails before the hand-over,
+    everything is put back at once.
     """
-    if not Path(f"/proc/{pid}").exists():
-        raise NotFoundError(f"no process with PID {pid}", "check it with `ps -p PID`")
-    if not (policy.needs_cgroup and use_cgroup):
-        report(f"applying {describe_plan(policy, None)}")
-        return Reprioritised(pid, priority.apply_to_tree(pid, policy), [])
-    system.require_root("moving a process into a cgroup with IO/CPU weights")
-    plan = priority.plan_cgroup(policy, f"pid-{pid}")
+    check_target(pid, force)
+    if policy.io is None and policy.cpu is None and not policy.needs_cgroup:
+        raise UsageError("nothing to change: give --policy, --io, --cpu, --io-weight or "
+                         "--cpu-weight with --pid")
+    if policy.needs_cgroup and use_cgroup:
+        system.require_root("moving a process into a cgroup with IO/CPU weights")
+    report(f"PID {pid}: {describe_targets(pid)}")
+    plan = priority.plan_cgroup(policy, f"pid-{pid}") if policy.needs_cgroup and use_cgroup \
+        else None
     with system.Transaction("run-pid") as tx:
-        for change in cgroup_changes(plan):
-            tx.apply(change)
-        for path in plan.dirs:
-            for proc in [pid, *priority.descendants_of(pid)]:
-                try:
-                    system.move_to_cgroup(path, proc)
-                except SystemStateError:
-                    if Path(f"/proc/{proc}").exists():
-                        raise
+        if plan is not None:
+            for change in cgroup_changes(plan):
+                tx.apply(change)
+            for path in plan.dirs:
+                for proc in [pid, *procfs.descendants_of(pid)]:
+                    try:
+                        tx.apply(system.CgroupMove(proc, path))
+                    except SystemStateError:
+                        if procfs.start_time(proc) is not None:
+                            raise
         report(f"applying {describe_plan(policy, plan)}")
-        threads = priority.apply_to_tree(pid, policy)
-        tx.hand_over(pid, note=f"cgroups of PID {pid}")
-    return Reprioritised(pid, threads, list(plan.dirs))
-
-
-def prune_pid_cgroups(report: Report = _quiet) -> list[str]:
-    """Remove `backburner/pid-N` groups left by `run --pid` whose processes have all ended."""
-    removed = []
-    for mount in {p.rsplit("/backburner/", 1)[0] for p in _pid_cgroups()}:
-        for path in sorted(Path(mount, "backburner").glob("pid-*")):
-            if re.fullmatch(r"pid-\d+", path.name) and not (path / "cgroup.procs").read_text():
-                try:
-                    path.rmdir()
-                except OSError:
-                    continue
-                removed.append(str(path))
-                report(f"removed empty cgroup {path}")
-        system.CgroupDir(str(Path(mount, "backburner")), shared=True).undo(None, None)
-    return removed
-
-
-def _pid_cgroups() -> list[str]:
-    found = []
-    for mount in ("/sys/fs/cgroup", *map(str, Path("/sys/fs/cgroup").glob("*"))):
-        found += [str(p) for p in Path(mount, "backburner").glob("pid-*")]
-    return found
+        threads = tx.apply(system.Priorities(pid, str(policy.io) if policy.io else None,
+                                             str(policy.cpu) if policy.cpu else None))
+        tx.hand_over(pid, note=f"PID {pid} re-prioritised")
+    return Reprioritised(pid, threads, list(plan.dirs) if plan else [])

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import procfs
 from .errors import NotFoundError, NotRootError, SystemStateError, UnavailableError, UsageError
 
 # ioprio_set(2) / ioprio_get(2): there is no glibc wrapper, so call the syscall directly.
@@ -214,10 +215,7 @@ def _syscall_numbers() -> tuple[int, int]:
 
 
 def ioprio_set(tid: int, prio: IOPrio) -> None:
-    nr_set, _ = _syscall_numbers()
-    if _libc.syscall(nr_set, IOPRIO_WHO_PROCESS, tid, prio.value) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"ioprio_set({tid}, {prio}): {os.strerror(err)}")
+    _ioprio_set_value(tid, prio.value)
 
 
 def ioprio_get(tid: int) -> IOPrio:
@@ -259,59 +257,94 @@ def apply_to_self(policy: Policy) -> None:
 # --- running processes (run --pid) ----------------------------------------------------------
 
 
-def threads_of(pid: int) -> list[int]:
-    try:
-        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
-    except FileNotFoundError:
-        return []
-
-
-def descendants_of(pid: int) -> list[int]:
-    """All processes below pid, found through every thread's `children` list (no /proc scan)."""
-    found: list[int] = []
-    queue = [pid]
-    while queue:
-        parent = queue.pop()
-        for tid in threads_of(parent):
-            try:
-                kids = Path(f"/proc/{parent}/task/{tid}/children").read_text().split()
-            except OSError:
-                continue
-            for kid in map(int, kids):
-                if kid not in found:
-                    found.append(kid)
-                    queue.append(kid)
-    return found
+def tree_threads(pid: int) -> list[tuple[int, int]]:
+    """(process, thread) pairs of pid and all its descendants."""
+    return [(proc, tid) for proc in [pid, *procfs.descendants_of(pid)]
+            for tid in procfs.threads_of(proc)]
 
 
 def apply_to_tree(pid: int, policy: Policy) -> list[int]:
-    """Re-prioritise every thread of pid and of its descendants; returns the thread ids done."""
+    """Re-prioritise every thread of pid and of its descendants; returns the thread ids done.
+
+    Only `system.Priorities` calls this (with the old values journaled first)."""
     if not Path(f"/proc/{pid}").exists():
         raise NotFoundError(f"no process with PID {pid}", "check the PID with `ps -p PID`")
     done: list[int] = []
-    for proc in [pid, *descendants_of(pid)]:
-        for tid in threads_of(proc):
-            try:
-                if policy.io is not None:
-                    ioprio_set(tid, policy.io)
-                if policy.cpu is not None:
-                    set_cpu(tid, policy.cpu)
-            except ProcessLookupError:
-                continue  # the thread ended while we walked: nothing left to change
-            except PermissionError as err:
-                if os.geteuid() != 0:
-                    raise NotRootError(
-                        f"changing the priorities of PID {pid} (another user's process, "
-                        "or a higher priority)") from None
-                raise SystemStateError(
-                    f"not allowed to change priorities of thread {tid}: {err.strerror}"
-                ) from None
-            except OSError as err:
-                if err.errno == 3:  # ESRCH from the raw syscall
-                    continue
-                raise SystemStateError(f"changing thread {tid}: {err}") from None
-            done.append(tid)
+    for _proc, tid in tree_threads(pid):
+        try:
+            if policy.io is not None:
+                ioprio_set(tid, policy.io)
+            if policy.cpu is not None:
+                set_cpu(tid, policy.cpu)
+        except ProcessLookupError:
+            continue  # the thread ended while we walked: nothing left to change
+        except PermissionError as err:
+            if os.geteuid() != 0:
+                raise NotRootError(
+                    f"changing the priorities of PID {pid} (another user's process, "
+                    "or a higher priority)") from None
+            raise SystemStateError(
+                f"not allowed to change priorities of thread {tid}: {err.strerror}"
+            ) from None
+        except OSError as err:
+            if err.errno == 3:  # ESRCH from the raw syscall
+                continue
+            raise SystemStateError(f"changing thread {tid}: {err}") from None
+        done.append(tid)
     return done
+
+
+def snapshot_thread(tid: int) -> dict[str, int] | None:
+    """What a thread has now: IO priority, CPU policy, nice, and its start time."""
+    start = procfs.start_time(tid)
+    if start is None:
+        return None
+    try:
+        io = ioprio_get(tid).value
+        policy = os.sched_getscheduler(tid)
+        nice = os.getpriority(os.PRIO_PROCESS, tid)
+    except (ProcessLookupError, OSError):
+        return None
+    return {"start": start, "io": io, "policy": policy, "nice": nice}
+
+
+def snapshot_tree(pid: int) -> dict[int, dict[str, int]]:
+    """Every thread's snapshot, keyed by thread id (a process's own id = its main thread)."""
+    out = {}
+    for _proc, tid in tree_threads(pid):
+        snap = snapshot_thread(tid)
+        if snap is not None:
+            out[tid] = snap
+    return out
+
+
+def restore_tree(pid: int, saved: dict[int, dict[str, int]]) -> int:
+    """Put back saved snapshots on the threads of pid's tree that still live. A thread born
+    after the snapshot gets what its process's main thread had (else what pid had). Returns
+    the number of threads restored."""
+    fallback = saved.get(pid)
+    restored = 0
+    for proc, tid in tree_threads(pid):
+        snap = saved.get(tid)
+        if snap is None or procfs.start_time(tid) != snap["start"]:
+            snap = saved.get(proc) or fallback
+        if snap is None:
+            continue
+        try:
+            _ioprio_set_value(tid, snap["io"])
+            os.sched_setscheduler(tid, snap["policy"], os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, tid, snap["nice"])
+            restored += 1
+        except (ProcessLookupError, OSError):
+            continue  # ended meanwhile
+    return restored
+
+
+def _ioprio_set_value(tid: int, value: int) -> None:
+    nr_set, _ = _syscall_numbers()
+    if _libc.syscall(nr_set, IOPRIO_WHO_PROCESS, tid, value) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"ioprio_set({tid}, {IOPrio.from_value(value)}): {os.strerror(err)}")
 
 
 # --- cgroups: which hierarchy, which files ----------------------------------------------------

@@ -7,9 +7,11 @@ what `backburner run` needs on top: signal forwarding and an exact mirror of the
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
+import re
 import resource
 import select
 import signal
@@ -18,14 +20,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from . import priority
+from . import priority, procfs
 from .errors import (
-    BackburnerError,
     CommandNotExecutable,
     CommandNotFound,
     NotRootError,
+    StartError,
     SystemStateError,
 )
 
@@ -102,17 +103,6 @@ def decode(pid: int, status: int, ru: resource.struct_rusage, started_ns: int, e
     )
 
 
-def start_time(pid: int) -> int | None:
-    """Start time of a live process (field 22 of /proc/PID/stat), which tells it apart from
-    a recycled PID; None when it is gone or a zombie (it has released everything, and its
-    parent, maybe PID 1, may reap it late)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 def _own_rss_kb() -> int:
     try:
         with open("/proc/self/statm") as f:
@@ -121,21 +111,30 @@ def _own_rss_kb() -> int:
         return 0
 
 
+#: Children that are ours to stop when the work they belong to ends (see `stop_all`).
+_LIVE: dict[int, Child] = {}
+
+
 class Child:
     """A launched process. Reaped only through `wait`/`poll` so that wait4's rusage is ours."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], started_ns: int, started_at: float):
+    def __init__(self, popen: subprocess.Popen[bytes], started_ns: int, started_at: float,
+                 *, detached: bool = False, own_group: bool = False):
         self.popen = popen
         self.pid = popen.pid
         self.started_ns = started_ns
         self.started_at = started_at
         self.launcher_rss_kb = _own_rss_kb()
         self.outcome: Outcome | None = None
+        self.detached = detached
+        self.own_group = own_group
         self._pidfd: int | None = None
         try:
             self._pidfd = os.pidfd_open(self.pid)
         except OSError:  # pragma: no cover - kernels before 5.3
             self._pidfd = None
+        if not detached:
+            _LIVE[self.pid] = self
 
     def _reap(self, flags: int) -> Outcome | None:
         if self.outcome is not None:
@@ -155,6 +154,7 @@ class Child:
         return self.outcome
 
     def _close(self) -> None:
+        _LIVE.pop(self.pid, None)
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
@@ -212,21 +212,140 @@ class Child:
                 pass
         return out
 
+    def tree(self) -> dict[int, int]:
+        """(pid -> start time) of the child's process group and all its descendants, which
+        includes those that left the group with setsid() (fio's job processes do)."""
+        found = set(procfs.descendants_of(self.pid))
+        if self.own_group:
+            found |= set(procfs.group_members(self.pid))
+        return {pid: start for pid in found
+                if pid != self.pid and (start := procfs.start_time(pid)) is not None}
+
+    def stop_tree(self, grace: float = 10.0, verify_s: float = 5.0) -> Outcome:
+        """SIGTERM the child's group (a load's own clean-up runs), then make sure by PID and
+        start time that nothing of its tree survives: SIGKILL what is left, and raise
+        SystemStateError naming survivors that would not die."""
+        tracked = self.tree()
+        send = self.signal_group if self.own_group else self.signal
+        send(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        out = None
+        while out is None and time.monotonic() < deadline:
+            tracked.update(self.tree())  # children forked while it shuts down
+            out = self.wait(min(0.05, max(deadline - time.monotonic(), 0)))
+        if out is None:
+            tracked.update(self.tree())
+            send(signal.SIGKILL)
+            out = self.wait()
+        assert out is not None
+        group = self.pid if self.own_group else None
+        left = _survivors(group, tracked)
+        deadline = time.monotonic() + verify_s
+        while left and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+            left = _survivors(group, tracked)
+        if left:
+            raise SystemStateError(f"processes {left} of {self.popen.args!r} survived stopping")
+        return out
+
+    def wait_ready(self, timeout: float, line: re.Pattern[str] | None = None,
+                   path: str | None = None) -> int | None:
+        """Wait until a line of the child's stdout matches `line` or `path` exists; the
+        monotonic time (ns) it happened, or None at timeout or when the child exits first."""
+        deadline = time.monotonic() + timeout
+        pipe = self.popen.stdout
+        buf = b""
+        while time.monotonic() < deadline:
+            if path and os.path.exists(path):
+                return time.monotonic_ns()
+            if pipe is None:
+                if self.poll() is not None:
+                    return None
+                time.sleep(0.005)
+                continue
+            readable, _, _ = select.select([pipe], [], [], 0.005)
+            if not readable:
+                continue
+            chunk = os.read(pipe.fileno(), 65536)
+            if not chunk:
+                pipe = None
+                continue
+            buf += chunk
+            now = time.monotonic_ns()
+            lines = buf.split(b"\n")
+            if line and any(line.search(ln.decode(errors="replace")) for ln in lines):
+                return now
+            buf = lines[-1]
+        return None
+
+
+def _survivors(pgid: int | None, tracked: dict[int, int]) -> list[int]:
+    left = set(procfs.group_members(pgid)) if pgid is not None else set()
+    left |= {pid for pid, start in tracked.items() if procfs.start_time(pid) == start}
+    return sorted(left)
+
+
+def terminate(pid: int, start: int, grace: float = 5.0) -> None:
+    """Stop a process that is not our child (a daemon whose starter died): SIGTERM, then
+    SIGKILL, each only while `pid` still has `start` as its start time (never a recycled
+    PID)."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        if procfs.start_time(pid) != start:
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if procfs.start_time(pid) != start:
+                return
+            time.sleep(0.02)
+
+
+def stop_all(grace: float = 5.0) -> None:
+    """Stop every child that is still ours (not detached), with its whole tree: called before
+    a transaction undoes its changes, so that no helper keeps writing into a filesystem that
+    is about to be unmounted (it would then write onto the disk beneath)."""
+    for child in list(_LIVE.values()):
+        if child.outcome is None:
+            try:
+                child.stop_tree(grace)
+            except SystemStateError as err:
+                log.warning("%s", err)
+        _LIVE.pop(child.pid, None)
+
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: no dlopen between fork and exec
+
 
 def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
-                 errpipe: int, extra: Callable[[], None] | None) -> Callable[[], None]:
+                 errpipe: int, die_with: int | None, chroot: str | None) -> Callable[[], None]:
     """Build the pre-exec hook. Errors go through `errpipe` so the parent can name them."""
 
     def setup() -> None:
         try:
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
+            if die_with is not None:
+                # SIGTERM when we die, even by SIGKILL (a load's own clean-up then runs)
+                if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+                    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+                if os.getppid() != die_with:  # we died before prctl took effect
+                    os.kill(os.getpid(), signal.SIGTERM)
             for procs in cgroup_procs:
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
             if policy is not None:
                 priority.apply_to_self(policy)
-            if extra is not None:
-                extra()
+            if chroot is not None:
+                os.chroot(chroot)
+                os.chdir("/")
         except BaseException as err:  # noqa: BLE001 - must report anything before exec fails
             os.write(errpipe, f"{type(err).__name__}: {err}".encode()[:1000])
             raise
@@ -246,9 +365,16 @@ def launch(
     stderr: int | None = None,
     new_group: bool = False,
     pass_fds: Sequence[int] = (),
-    extra_setup: Callable[[], None] | None = None,
+    die_with_parent: bool = False,
+    chroot: str | None = None,
+    detached: bool = False,
 ) -> Child:
     """Start argv with `policy` applied before exec. stdio is inherited unless given.
+
+    ``die_with_parent``: the child gets SIGTERM when we die (even by SIGKILL), for helpers
+    that must never outlive the command that started them. ``chroot``: run it inside that
+    root (a testbed). ``detached``: a daemon that is handed over and may outlive us; all
+    other children are stopped, with their trees, by `stop_all`.
 
     Raises CommandNotFound (127) / CommandNotExecutable (126) with a one-line message.
     """
@@ -257,9 +383,10 @@ def launch(
     rfd, wfd = os.pipe2(os.O_CLOEXEC)
     # A pre-exec hook forces fork() instead of vfork(): ~1.5 ms more per launch, which is
     # harness overhead in every trial. Use one only when something must happen in the child.
-    needs_hook = (policy is not None or bool(cgroup_procs) or extra_setup is not None
-                  or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
-    hook = _child_setup(policy, cgroup_procs, wfd, extra_setup) if needs_hook else None
+    needs_hook = (policy is not None or bool(cgroup_procs) or die_with_parent
+                  or chroot is not None or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+    die_with = os.getpid() if die_with_parent else None
+    hook = _child_setup(policy, cgroup_procs, wfd, die_with, chroot) if needs_hook else None
     started_at = time.time()
     started_ns = time.monotonic_ns()
     try:
@@ -282,7 +409,7 @@ def launch(
     except OSError as err:
         if err.errno in (errno.ENOEXEC, errno.EISDIR, errno.ELIBBAD):
             raise CommandNotExecutable(f"{argv[0]}: cannot execute: {err.strerror}") from None
-        raise BackburnerError(f"{argv[0]}: cannot start: {err.strerror}") from None
+        raise StartError(f"{argv[0]}: cannot start: {err.strerror}") from None
     except subprocess.SubprocessError:
         os.close(wfd)
         wfd = -1
@@ -301,7 +428,22 @@ def launch(
             os.close(wfd)
         os.close(rfd)
     log.debug("launched %s as %d", argv, popen.pid)
-    return Child(popen, started_ns, started_at)
+    return Child(popen, started_ns, started_at, detached=detached, own_group=new_group)
+
+
+def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | None = None,
+               stderr: int | None = None) -> Outcome:
+    """Run a helper to completion (fio laying out files, an archive being made): in its own
+    group, dying with us, and stopped with its whole tree if we are interrupted meanwhile."""
+    child = launch(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                   new_group=True, die_with_parent=True)
+    try:
+        out = child.wait()
+    except BaseException:
+        child.stop_tree(grace=2.0)
+        raise
+    assert out is not None
+    return out
 
 
 def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None,
@@ -366,14 +508,35 @@ class ToolResult:
 def run_tool(argv: Sequence[str], timeout: float = 120.0) -> ToolResult:
     """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
 
+    The tool dies with us and is killed with its group when we are interrupted (^C,
+    SIGTERM) while it runs: no mkfs or fio keeps going after we have given up on it.
     Raises FileNotFoundError when the tool is not installed, like subprocess does.
     """
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, process_group=0,
+                            preexec_fn=die_with_parent)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        _kill_group(proc.pid)
         out, err = proc.communicate()
         return ToolResult(None, out, err)
+    except BaseException:
+        _kill_group(proc.pid)
+        proc.wait()
+        raise
     return ToolResult(proc.returncode if proc.returncode >= 0 else None, out, err)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -17,7 +17,9 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -25,7 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .errors import NotRootError, SystemStateError
+from . import procfs, safepath
+from .errors import (
+    IOFailure,
+    NotRootError,
+    SystemStateError,
+    UnavailableError,
+    UnsafePathError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +43,31 @@ _SIGNALS_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get("BACKBURNER_STATE_DIR", DEFAULT_STATE_DIR))
+    """Root's is /var/lib/backburner; another user's (who can only re-prioritise their own
+    processes) is under their XDG state directory. BACKBURNER_STATE_DIR overrides both."""
+    if "BACKBURNER_STATE_DIR" in os.environ:
+        return Path(os.environ["BACKBURNER_STATE_DIR"])
+    if os.geteuid() == 0:
+        return Path(DEFAULT_STATE_DIR)
+    xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                            ".local", "state")
+    return Path(xdg, "backburner")
 
 
 def journal_dir() -> Path:
     return state_dir() / "journal"
+
+
+def work_root() -> Path:
+    """Where testbeds and slowdisk daemons keep their files: inside the state directory,
+    which only root can write (never a fixed name in a world-writable /var/tmp)."""
+    return state_dir() / "work"
+
+
+def trusted_dir(path: Path, what: str) -> Path:
+    """`path`, created 0700 if missing, refused if anyone but us could have planted or can
+    change any component of it (a journal entry may name any path to write as root)."""
+    return safepath.private_dir(path, what)
 
 
 def is_root() -> bool:
@@ -64,12 +93,6 @@ def install_termination_handlers() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, handler)
-
-
-def _proc_start_time(pid: int) -> int | None:
-    from . import spawn
-
-    return spawn.start_time(pid)
 
 
 # --- changes ------------------------------------------------------------------------------
@@ -98,8 +121,12 @@ class Change(ABC):
         """Make the change; return JSON-able facts the undo needs (e.g. the device created)."""
 
     @abstractmethod
-    def undo(self, old: Any, result: Any) -> None:
-        """Put back `old`. Must be idempotent and must cope with `result` being None."""
+    def undo(self, old: Any, result: Any) -> str | None:
+        """Put back `old`. Must be idempotent and must cope with `result` being None.
+
+        Returns None when the change is undone (or there was nothing left to undo), or a
+        note saying what was deliberately left in place and why (a shared group still in use).
+        """
 
     def apply_with(self, record: Callable[[Any], None]) -> Any:
         """`apply`, for changes that learn facts the undo needs before they finish (a
@@ -167,9 +194,43 @@ def _cgroup_procs(path: str) -> list[int]:
         return []
 
 
+def cgroup_mount_of(path: str) -> tuple[str, int, set[str]] | None:
+    """(mount point, cgroup version, controllers) of the cgroup hierarchy holding path."""
+    best: tuple[str, int, set[str]] | None = None
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 4 or parts[2] not in ("cgroup", "cgroup2"):
+            continue
+        mnt = parts[1]
+        if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and (
+                best is None or len(mnt) > len(best[0])):
+            best = (mnt, 2 if parts[2] == "cgroup2" else 1, set(parts[3].split(",")))
+    return best
+
+
+def cgroup_dir_of(pid: int, path_in_hierarchy: str) -> str | None:
+    """The cgroup directory of pid in the hierarchy that holds path_in_hierarchy."""
+    found = cgroup_mount_of(path_in_hierarchy)
+    if found is None:
+        return None
+    mnt, version, opts = found
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        num, ctrls, rel = line.split(":", 2)
+        mine = (num == "0" and not ctrls) if version == 2 else bool(set(ctrls.split(",")) & opts)
+        if mine:
+            return os.path.join(mnt, rel.lstrip("/")).rstrip("/") or mnt
+    return None
+
+
 @dataclass
 class CgroupDir(Change):
-    """A cgroup we create, with settings written into it. Undo evicts leftovers and removes it."""
+    """A cgroup we create, with settings written into it. Undo moves what is left in it to
+    where we were when we made it (the job's children that outlived it go back beside the
+    job's starter, never into a shared group) and removes it."""
 
     kind: ClassVar[str] = "cgroup"
     path: str
@@ -182,10 +243,11 @@ class CgroupDir(Change):
     def read(self) -> bool:
         return os.path.isdir(self.path)
 
-    def apply(self) -> None:
+    def apply(self) -> dict[str, str | None]:
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise SystemStateError(f"cgroup parent {parent} does not exist")
+        evict_to = cgroup_dir_of(os.getpid(), self.path)
         try:
             os.mkdir(self.path)
         except FileExistsError:
@@ -202,31 +264,72 @@ class CgroupDir(Change):
                     "the controller or IO scheduler providing it is not available",
                 )
             _write(os.path.join(self.path, found[0]), value)
+        return {"evict_to": evict_to}
 
-    def undo(self, old: Any, result: Any) -> None:
+    def undo(self, old: Any, result: Any) -> str | None:
         if self.shared:  # ours by name: removed by whichever run leaves it empty
             try:
                 os.rmdir(self.path)
+            except FileNotFoundError:
+                return None
             except OSError:
-                pass  # still in use by another run, which will remove it
-            return
+                return f"kept {self.path}: another run still uses it"
+            return None
         if old or not os.path.isdir(self.path):
-            return  # it existed before us, or it is already gone
-        parent = os.path.dirname(self.path)
+            return None  # it existed before us, or it is already gone
+        target = (result or {}).get("evict_to")
+        if not target or not os.path.isdir(target) or target.startswith(self.path + "/"):
+            target = os.path.dirname(self.path)
         for _ in range(50):
             for pid in _cgroup_procs(self.path):
                 try:
-                    _write(os.path.join(parent, "cgroup.procs"), str(pid))
+                    _write(os.path.join(target, "cgroup.procs"), str(pid))
                 except SystemStateError:
                     pass  # exited meanwhile
             try:
                 os.rmdir(self.path)
-                return
+                return None
             except FileNotFoundError:
-                return
+                return None
             except OSError:
                 time.sleep(0.02)  # a just-exited task is still being released
         raise SystemStateError(f"could not remove cgroup {self.path}: it stays busy")
+
+
+@dataclass
+class CgroupMove(Change):
+    """A running process (all its threads) moved into one of our cgroups. Undo puts it back
+    where it was, if it still lives and is still in ours (`run --pid`, `govern`)."""
+
+    kind: ClassVar[str] = "cgmove"
+    pid: int
+    path: str
+
+    def describe(self) -> str:
+        return f"process {self.pid} in cgroup {self.path}"
+
+    def read(self) -> dict[str, Any]:
+        start = procfs.start_time(self.pid)
+        if start is None:
+            raise SystemStateError(f"process {self.pid} is gone")
+        return {"start": start, "from": cgroup_dir_of(self.pid, self.path)}
+
+    def apply(self) -> None:
+        _write(os.path.join(self.path, "cgroup.procs"), str(self.pid))
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        if not old or procfs.start_time(self.pid) != old.get("start"):
+            return None  # gone, or the PID is someone else's now
+        if cgroup_dir_of(self.pid, self.path) != self.path or not old.get("from"):
+            return None  # moved elsewhere since: not ours to move back
+        if not os.path.isdir(old["from"]):
+            return f"process {self.pid} stays in {self.path}: {old['from']} is gone"
+        try:
+            _write(os.path.join(old["from"], "cgroup.procs"), str(self.pid))
+        except SystemStateError:
+            if procfs.start_time(self.pid) == old.get("start"):
+                raise
+        return None
 
 
 @dataclass
@@ -290,7 +393,8 @@ class MadeDir(Change):
 
 @dataclass
 class MadeFile(Change):
-    """A file we create (a testbed image). Undo deletes it; the caller creates it in apply."""
+    """A file we create (a testbed image), sparse at `size`. Undo deletes that file — the one
+    we made (same inode), never one somebody else put at that path."""
 
     kind: ClassVar[str] = "mkfile"
     path: str
@@ -300,22 +404,169 @@ class MadeFile(Change):
         return f"file {self.path} ({self.size} bytes)"
 
     def read(self) -> bool:
-        if os.path.exists(self.path):
+        if os.path.lexists(self.path):
             raise SystemStateError(f"{self.path} already exists", "remove it or choose another")
         return False
 
-    def apply(self) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    def apply(self) -> dict[str, int]:
         try:
+            fd = safepath.create_new(self.path)
+        except OSError as err:
+            raise IOFailure(f"{self.path}: {err.strerror}") from None
+        try:
+            st = os.fstat(fd)
             os.ftruncate(fd, self.size)
-        finally:
+        except OSError as err:
             os.close(fd)
+            os.unlink(self.path)
+            raise IOFailure(f"{self.path}: {err.strerror} ({self.size} bytes)") from None
+        os.close(fd)
+        return {"dev": st.st_dev, "ino": st.st_ino}
 
     def undo(self, old: Any, result: Any) -> None:
         try:
-            os.unlink(self.path)
+            st = os.lstat(self.path)
         except FileNotFoundError:
-            pass
+            return
+        if result and (st.st_dev, st.st_ino) != (result.get("dev"), result.get("ino")):
+            return  # not the file we made
+        os.unlink(self.path)
+
+
+@dataclass
+class PrivateDir(Change):
+    """A fresh directory with a random name, mode 0700, under a parent nobody else controls
+    (`work_root()`, or the directory of a --device path): what testbeds and slowdisks work
+    in. Nothing in it can have been planted. Undo removes it with whatever is left inside,
+    but never across a mount that is still there."""
+
+    kind: ClassVar[str] = "privdir"
+    parent: str
+    prefix: str
+
+    def describe(self) -> str:
+        return f"private directory {os.path.join(self.parent, self.prefix)}*"
+
+    def apply(self) -> str:
+        parent = trusted_dir(Path(self.parent), "work directory")
+        return tempfile.mkdtemp(prefix=self.prefix, dir=parent)
+
+    def undo(self, old: Any, result: Any) -> None:
+        if not result:
+            return
+        try:
+            st = os.lstat(result)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            raise SystemStateError(f"{result} is no longer our directory")
+        busy = mounts_under(result) + [dev for f in _files_under(result)
+                                       for dev in loops_backed_by(f)]
+        if busy:
+            raise SystemStateError(f"{result} is still in use ({', '.join(busy)})",
+                                   "its mounts and loop devices must go first")
+        shutil.rmtree(result)
+
+
+def mounts_under(path: str) -> list[str]:
+    real = os.path.realpath(path)
+    return [t for t in _mount_targets() if t == real or t.startswith(real + "/")]
+
+
+def _mount_targets() -> list[str]:
+    out = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        out.append(line.split()[1].replace("\\040", " "))
+    return out
+
+
+def _files_under(path: str) -> list[str]:
+    return [os.path.join(d, f) for d, _, files in os.walk(path) for f in files]
+
+
+@dataclass
+class Filesystem(Change):
+    """A new filesystem on a loop device over an image of ours (a testbed). The device must
+    be backed by `image`, so a real disk is never formatted. Undo has nothing to put back:
+    the filesystem lives and dies with the image, which has its own entry."""
+
+    kind: ClassVar[str] = "mkfs"
+    device: str
+    image: str
+    fstype: str = "ext4"
+    options: list[str] = field(default_factory=list)
+    timeout_s: float = 300.0
+
+    def describe(self) -> str:
+        return f"{self.fstype} on {self.device}"
+
+    def read(self) -> None:
+        if self.device not in loops_backed_by(self.image):
+            raise SystemStateError(f"{self.device} is not a loop device over {self.image}",
+                                   "only our own images are formatted")
+
+    def apply(self) -> None:
+        tool = f"mkfs.{self.fstype}"
+        try:
+            res = _run([tool, *self.options, self.device], timeout=self.timeout_s)
+        except FileNotFoundError:
+            raise UnavailableError(f"{tool} is not installed",
+                                   "apt-get install e2fsprogs (or the filesystem's tools)"
+                                   ) from None
+        if res.status != 0:
+            lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+            if lines:
+                why = f": {lines[-1]}"
+            elif res.status is None:
+                why = f" (timed out after {self.timeout_s:.0f} s, or killed by a signal)"
+            else:
+                why = f" (exit status {res.status})"
+            raise SystemStateError(f"{tool} on {self.device} failed{why}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        return None
+
+
+@dataclass
+class Priorities(Change):
+    """New IO class / CPU policy for every thread of a running process tree we did not start
+    (`run --pid`, `govern`). The old values of each thread are journaled, so undo (and
+    `restore` after a crash) puts back those of threads that still live; threads born since
+    get what their process had before."""
+
+    kind: ClassVar[str] = "priorities"
+    pid: int
+    io: str | None = None
+    cpu: str | None = None
+
+    def describe(self) -> str:
+        sets = ", ".join(f"{k} {v}" for k, v in (("io", self.io), ("cpu", self.cpu)) if v)
+        return f"priorities of PID {self.pid} and its tree ({sets or 'nothing'})"
+
+    def _policy(self) -> Any:
+        from . import priority
+
+        return priority.Policy("journaled",
+                               io=priority.IOPrio.parse(self.io) if self.io else None,
+                               cpu=priority.CPUPolicy.parse(self.cpu) if self.cpu else None)
+
+    def read(self) -> dict[str, Any]:
+        from . import priority
+
+        return {str(tid): snap for tid, snap in priority.snapshot_tree(self.pid).items()}
+
+    def apply(self) -> list[int]:
+        from . import priority
+
+        return priority.apply_to_tree(self.pid, self._policy())
+
+    def undo(self, old: Any, result: Any) -> None:
+        from . import priority
+
+        saved = {int(t): snap for t, snap in (old or {}).items()}
+        if not saved:
+            return
+        priority.restore_tree(self.pid, saved)
 
 
 def loops_backed_by(path: str) -> list[str]:
@@ -360,6 +611,17 @@ class LoopDevice(Change):
             time.sleep(0.02)
 
 
+def mount_options(path: str) -> set[str]:
+    """The per-mount options (ro/rw, nosuid, nodev, ...) of the mount at path."""
+    real = os.path.realpath(path)
+    found: set[str] = set()
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        parts = line.split()
+        if parts[4].replace("\\040", " ") == real:
+            found = set(parts[5].split(","))  # the last one mounted there is on top
+    return found
+
+
 def is_mountpoint(path: str) -> bool:
     real = os.path.realpath(path)
     for line in Path("/proc/self/mounts").read_text().splitlines():
@@ -371,7 +633,11 @@ def is_mountpoint(path: str) -> bool:
 
 @dataclass
 class Mount(Change):
-    """A filesystem mounted by us (mount(8), not in a hot path). Undo unmounts it."""
+    """A filesystem mounted by us (mount(8), not in a hot path). Undo unmounts it.
+
+    The target must be a real directory (not a symlink) in a chain of directories nobody
+    else controls: mount(2) follows symlinks, so a planted one would mount elsewhere. With
+    "ro" in the options (bind mounts included), the mount is checked to be read-only."""
 
     kind: ClassVar[str] = "mount"
     source: str
@@ -383,17 +649,24 @@ class Mount(Change):
         return f"mount {self.source} on {self.target}"
 
     def read(self) -> bool:
+        st = os.lstat(self.target)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise UnsafePathError(f"mount point {self.target} is not a plain directory")
+        safepath.check_chain(self.target, "mount point")
         if is_mountpoint(self.target):
             raise SystemStateError(f"{self.target} is already a mount point")
         return False
 
     def apply(self) -> None:
-        cmd = ["mount"]
+        cmd = ["mount", "--no-canonicalize"]
         if self.fstype:
             cmd += ["-t", self.fstype]
         if self.options:
             cmd += ["-o", self.options]
         _tool(cmd + [self.source, self.target], f"mounting {self.source}")
+        wanted = set(self.options.split(","))
+        if "ro" in wanted and "ro" not in mount_options(self.target):
+            raise SystemStateError(f"{self.target} was mounted writable despite 'ro'")
 
     def undo(self, old: Any, result: Any) -> None:
         for _ in range(25):
@@ -423,8 +696,8 @@ class Daemon(Change):
     def apply_with(self, record: Callable[[Any], None]) -> dict[str, int]:
         from . import spawn  # only spawn creates processes
 
-        child = spawn.launch(self.argv, new_group=True, stdin=subprocess.DEVNULL)
-        start = _proc_start_time(child.pid)
+        child = spawn.launch(self.argv, new_group=True, stdin=subprocess.DEVNULL, detached=True)
+        start = procfs.start_time(child.pid)
         result = {"pid": child.pid, "start": start or 0}
         _DAEMONS[child.pid] = child
         record(result)  # journaled before the wait: a SIGKILL now still finds the daemon
@@ -445,18 +718,9 @@ class Daemon(Change):
         if child is not None:
             child.stop(5.0, group=True)
             return
-        if _proc_start_time(pid) != result["start"]:
-            return  # gone, or the PID now belongs to someone else
-        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                return
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if _proc_start_time(pid) != result["start"]:
-                    return
-                time.sleep(0.02)
+        from . import spawn  # only spawn signals processes
+
+        spawn.terminate(pid, result["start"])
 
 
 _DAEMONS: dict[int, Any] = {}
@@ -527,10 +791,13 @@ class Journal:
         self.path = path
 
     def append(self, event: dict[str, Any]) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(event) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, (json.dumps(event) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def events(self) -> list[dict[str, Any]]:
         out = []
@@ -561,13 +828,12 @@ class Transaction:
         self.handed_over = False
 
     def __enter__(self) -> Transaction:
-        jdir = journal_dir()
-        jdir.mkdir(parents=True, exist_ok=True)
+        jdir = trusted_dir(journal_dir(), "state directory")
         pid = os.getpid()
         path = jdir / f"{self.label}-{pid}-{time.time_ns()}.jsonl"
         self.journal = Journal(path)
         self.journal.append({"event": "begin", "label": self.label, "pid": pid,
-                             "start": _proc_start_time(pid), "time": time.time()})
+                             "start": procfs.start_time(pid), "time": time.time()})
         return self
 
     def apply(self, change: Change) -> Any:
@@ -593,7 +859,7 @@ class Transaction:
         assert self.journal is not None
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
         try:
-            errors = _undo_entries(self.entries, self.journal)
+            errors = _errors(_undo_entries(self.entries, self.journal))
             self.entries.clear()
             if not errors:
                 self.journal.path.unlink(missing_ok=True)
@@ -611,7 +877,7 @@ class Transaction:
         and `restore_stale` undoes it; `undo_journal` undoes it on request (e.g. `remove`).
         """
         assert self.journal is not None
-        self.journal.append({"event": "owner", "pid": pid, "start": _proc_start_time(pid),
+        self.journal.append({"event": "owner", "pid": pid, "start": procfs.start_time(pid),
                              "note": note, "time": time.time()})
         self.entries.clear()
         self.handed_over = True
@@ -619,21 +885,43 @@ class Transaction:
     def __exit__(self, *exc: object) -> None:
         if self.handed_over and exc[0] is None:
             return
+        from . import spawn  # only spawn stops processes
+
+        spawn.stop_all()  # no helper may keep using what is about to be undone
         if self.handed_over:  # failed after handing over: take the changes back and undo
             assert self.journal is not None
             _, self.entries = _journal_entries(self.journal)
         self.undo_all()
 
 
-def _undo_entries(entries: list[_Entry], journal: Journal) -> list[str]:
-    errors = []
+@dataclass(frozen=True)
+class _Undone:
+    entry: _Entry
+    note: str | None = None   # deliberately left in place, and why
+    error: str | None = None  # could not be undone
+
+    @property
+    def message(self) -> str:
+        what = self.entry.change.describe()
+        if self.error:
+            return f"could not undo {what}: {self.error}"
+        return self.note or f"undid {what}"
+
+
+def _undo_entries(entries: list[_Entry], journal: Journal) -> list[_Undone]:
+    done = []
     for entry in reversed(entries):
         try:
-            entry.change.undo(entry.old, entry.result)
+            note = entry.change.undo(entry.old, entry.result)
             journal.append({"event": "undone", "seq": entry.seq})
+            done.append(_Undone(entry, note=note))
         except Exception as err:  # noqa: BLE001 - keep undoing the rest, report all
-            errors.append(f"{entry.change.describe()}: {err}")
-    return errors
+            done.append(_Undone(entry, error=str(err)))
+    return done
+
+
+def _errors(done: list[_Undone]) -> list[str]:
+    return [f"{d.entry.change.describe()}: {d.error}" for d in done if d.error]
 
 
 def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
@@ -662,7 +950,9 @@ def stale_journals() -> Iterator[Journal]:
     jdir = journal_dir()
     if not jdir.is_dir():
         return
+    safepath.check_chain(jdir, "state directory")
     for path in sorted(jdir.glob("*.jsonl")):
+        safepath.check_file(path, "journal")
         journal = Journal(path)
         try:
             header, _ = _journal_entries(journal)
@@ -670,7 +960,7 @@ def stale_journals() -> Iterator[Journal]:
             yield journal  # unreadable kinds: let the replay report it
             continue
         pid, start = header.get("pid"), header.get("start")
-        if pid and start is not None and _proc_start_time(pid) == start:
+        if pid and start is not None and procfs.start_time(pid) == start:
             continue  # its owner is alive (possibly us) and will undo itself
         yield journal
 
@@ -691,12 +981,13 @@ def journals() -> list[JournalInfo]:
     jdir = journal_dir()
     if not jdir.is_dir():
         return []
+    safepath.check_chain(jdir, "state directory")
     out = []
     for path in sorted(jdir.glob("*.jsonl")):
         journal = Journal(path)
         header, entries = _journal_entries(journal)
         pid, start = header.get("pid"), header.get("start")
-        alive = bool(pid) and start is not None and _proc_start_time(pid) == start
+        alive = bool(pid) and start is not None and procfs.start_time(pid) == start
         out.append(JournalInfo(journal, header.get("label", "?"), pid, alive,
                                header.get("note", ""), [e.result for e in entries]))
     return out
@@ -749,15 +1040,17 @@ def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
     header, entries = _journal_entries(journal)
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
     try:
-        errors = _undo_entries(entries, journal)
+        done = _undo_entries(entries, journal)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     undone: list[str] = []
-    for entry in reversed(entries):
-        msg = f"undid {entry.change.describe()} (left by {header.get('label')} " \
-              f"pid {header.get('pid')})"
+    for d in done:
+        if d.error:
+            continue  # raised below, together
+        msg = f"{d.message} (left by {header.get('label')} pid {header.get('pid')})"
         undone.append(msg)
         report(msg)
+    errors = _errors(done)
     if errors:
         raise SystemStateError(f"could not restore from {journal.path}: " + "; ".join(errors))
     journal.path.unlink(missing_ok=True)
@@ -767,6 +1060,40 @@ def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
 def remove_tree(path: str) -> None:
     """Remove a folder tree of our own (a testbed's files); not journaled: data, not state."""
     shutil.rmtree(path, ignore_errors=True)
+
+
+def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Remove our empty groups (`backburner/*` in every hierarchy, then `backburner` itself)
+    that no live journal still owns: what is left when a job outlived every record of it."""
+    owned = {r.get("path") for info in journals() if info.alive for r in _cgroup_specs(info)}
+    removed = []
+    for top in _our_cgroup_tops():
+        for child in sorted(p for p in top.iterdir() if p.is_dir()):
+            if str(child) in owned or _cgroup_procs(str(child)):
+                continue
+            try:
+                child.rmdir()
+            except OSError:
+                continue
+            removed.append(str(child))
+            report(f"removed empty cgroup {child}")
+        try:
+            top.rmdir()
+            removed.append(str(top))
+        except OSError:
+            pass
+    return removed
+
+
+def _our_cgroup_tops() -> list[Path]:
+    root = Path("/sys/fs/cgroup")
+    candidates = [root / "backburner", *(p / "backburner" for p in root.glob("*"))]
+    return [p for p in candidates if p.is_dir() and not p.is_symlink()]
+
+
+def _cgroup_specs(info: JournalInfo) -> list[dict[str, Any]]:
+    _, entries = _journal_entries(info.journal)
+    return [e.change.spec() for e in entries if isinstance(e.change, CgroupDir)]
 
 
 def drop_caches() -> None:

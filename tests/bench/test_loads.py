@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner import priority, spawn
+from backburner import priority, procfs, spawn
 from backburner.bench import loads
 from backburner.errors import UsageError
 
@@ -113,8 +113,8 @@ def test_fio_jobfile_for_a_mix(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _all_of(pid: int) -> dict[int, int | None]:
     """Its process group and all its descendants (fio's jobs setsid() out of the group)."""
-    return {p: spawn.start_time(p) for p in {*loads.group_members(pid),
-                                        *priority.descendants_of(pid)}}
+    return {p: procfs.start_time(p) for p in {*procfs.group_members(pid),
+                                        *procfs.descendants_of(pid)}}
 
 
 def _wait_members(load: loads.Load, at_least: int, timeout: float = 15) -> dict[int, int]:
@@ -132,7 +132,7 @@ def _wait_members(load: loads.Load, at_least: int, timeout: float = 15) -> dict[
 
 
 def _assert_all_gone(members: dict[int, int]) -> None:
-    alive = {p for p, start in members.items() if spawn.start_time(p) == start}
+    alive = {p for p, start in members.items() if procfs.start_time(p) == start}
     for pid in alive:  # leave nothing running when the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"load processes still alive after stop: {alive}"
@@ -192,7 +192,7 @@ def test_install_loop_long_lived_start_and_stop(small: None, load_dir: Path) -> 
     _, members = _run_and_stop("install-loop:long-lived", load_dir, at_least=1)
     cmdlines = {p: Path(f"/proc/{p}/cmdline") for p in members}
     assert cmdlines  # the installer was our own python, now gone
-    assert not any(c.exists() and spawn.start_time(p) == members[p] for p, c in cmdlines.items())
+    assert not any(c.exists() and procfs.start_time(p) == members[p] for p, c in cmdlines.items())
 
 
 @pytest.mark.root
@@ -223,12 +223,13 @@ def test_cmd_runs_in_the_load_dir_and_logs_there(load_dir: Path) -> None:
 @pytest.fixture
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     """Load.stop's SIGTERM grace (10 s) cut to 0.5 s to keep the suite fast."""
-    real = spawn.Child.stop
+    real = spawn.Child.stop_tree
 
-    def stop(self: spawn.Child, grace: float = 5.0, group: bool = False) -> spawn.Outcome:
-        return real(self, min(grace, 0.5), group)
+    def stop_tree(self: spawn.Child, grace: float = 10.0, verify_s: float = 5.0
+                  ) -> spawn.Outcome:
+        return real(self, min(grace, 0.5), verify_s)
 
-    monkeypatch.setattr(spawn.Child, "stop", stop)
+    monkeypatch.setattr(spawn.Child, "stop_tree", stop_tree)
 
 
 def test_load_ignoring_sigterm_is_still_stopped(load_dir: Path, short_grace: None) -> None:
@@ -281,7 +282,7 @@ def test_policy_is_applied_to_every_fio_process(small: None, load_dir: Path) -> 
         members = _wait_members(load, 3)
         seen = {}
         for pid in members:
-            for tid in priority.threads_of(pid):
+            for tid in procfs.threads_of(pid):
                 seen[tid] = (str(priority.ioprio_get(tid)), priority.read_cpu(tid)[0])
     finally:
         load.stop()
@@ -309,13 +310,13 @@ def test_a_killed_bench_leaves_no_fio_running(small: None, load_dir: Path) -> No
     """The bench process dies by SIGKILL mid-trial: its fio load must end by itself."""
     script = textwrap.dedent(f"""
         import sys, time
-        from backburner import priority, spawn
+        from backburner import priority, procfs, spawn
         from backburner.bench import loads
         loads.FIO_FILE_SIZE = "16m"
         load = loads.Load(loads.parse("readers:2:seq"), {str(load_dir)!r})
         load.prepare()
         load.start(priority.BUILTIN["default"], [])
-        while len(priority.descendants_of(load.child.pid)) < 2:
+        while len(procfs.descendants_of(load.child.pid)) < 2:
             time.sleep(0.02)
         print(load.child.pid, flush=True)
         time.sleep(100)
@@ -334,9 +335,10 @@ def test_a_killed_bench_leaves_no_fio_running(small: None, load_dir: Path) -> No
         bench.send_signal(signal.SIGKILL)
         bench.wait(10)
     deadline = time.monotonic() + 10
-    while any(spawn.start_time(p) == s for p, s in members.items()) and time.monotonic() < deadline:
+    while (any(procfs.start_time(p) == s for p, s in members.items())
+           and time.monotonic() < deadline):
         time.sleep(0.05)
-    left = [p for p, s in members.items() if spawn.start_time(p) == s]
+    left = [p for p, s in members.items() if procfs.start_time(p) == s]
     for pid in left:  # do not leave them running if the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not left, f"fio processes {left} outlived the killed bench"

@@ -169,7 +169,7 @@ def test_exec_interpreters_of_an_elf_and_a_script(tmp_path: Path) -> None:
 @pytest.mark.root
 def test_discover_and_install_true_into_a_chroot(tmp_path: Path) -> None:
     probe = probes.Probe.parse("/bin/true").resolve()
-    files = probes.discover_files(probe, timeout=30)
+    files = probes.discover_files(probe, str(tmp_path), timeout=30)
     assert probe.argv[0] in files
     assert any("libc.so" in f for f in files), files
     root = tmp_path / "root"
@@ -222,5 +222,5 @@ def test_discover_files_keeps_non_ascii_names(tmp_path: Path, name: str) -> None
     target.parent.mkdir()
     target.write_text("hi\n")
     probe = probes.Probe(("cat", str(target))).resolve()
-    files = probes.discover_files(probe, timeout=30)
+    files = probes.discover_files(probe, str(tmp_path), timeout=30)
     assert str(target) in files, [f for f in files if str(tmp_path) in f]

@@ -33,7 +33,7 @@ def test_progress_bar_starts_no_thread_and_redraws_itself() -> None:
 def test_bench_modules_start_no_native_threads() -> None:
     """Importing everything bench runs (numpy's BLAS would start threads) leaves one task."""
     code = ("import os, backburner.cli\n"
-            "from backburner.bench import devices, loads, matrix, presets, probes, runner, ui\n"
+            "from backburner.bench import config, devices, loads, matrix, probes, runner, ui\n"
             "from backburner.slowdisk import device\n"
             "print(len(os.listdir('/proc/self/task')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -91,7 +91,7 @@ def mount(tmp_path: Path) -> Iterator[Callable[..., Mount]]:
             f.seek(MARK_OFFSET)
             f.write(MARK)
         args = [*DAEMON, "--profile", profile, "--image", str(image), "--mountpoint", str(mnt)]
-        proc = subprocess.Popen([*args, "--foreground", *extra], env=_env(),
+        proc = subprocess.Popen([*args, *extra], env=_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         m = Mount(proc, mnt, image)
         started.append(m)
@@ -235,33 +235,6 @@ def _exited(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
-
-
-def test_background_mode_returns_once_mounted(tmp_path: Path) -> None:
-    image = tmp_path / "img"
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    with open(image, "wb") as f:
-        f.truncate(SIZE)
-    pid = None
-    try:
-        r = subprocess.run([*DAEMON, "--profile", "flat:1", "--image", str(image),
-                            "--mountpoint", str(mnt)], env=_env(), capture_output=True,
-                           timeout=MOUNT_TIMEOUT)
-        assert r.returncode == 0, r.stderr
-        assert r.stdout == b"" and r.stderr == b""
-        assert os.path.ismount(mnt)  # mounted by the time the command returned
-        with open(mnt / "stats.json") as f:
-            s = json.load(f)
-        pid = s["pid"]
-        assert s["profile"] == "flat:1"
-        os.kill(pid, signal.SIGTERM)
-        _wait(lambda: _exited(pid), 5, "daemon exit")
-        assert not os.path.ismount(mnt)
-    finally:
-        if pid is not None and not _exited(pid):
-            os.kill(pid, signal.SIGKILL)
-        _force_unmount(mnt)
 
 
 def test_errors_are_one_line_with_exit_status(tmp_path: Path) -> None:

@@ -1,8 +1,11 @@
 """Devices under test: a testbed loop device we create, or the device holding a path.
 
-Everything here that changes the system goes through a `system.Transaction`: the testbed
-image, the loop device, its queue settings, the filesystem mount, the bind mounts the
-chrooted probe needs. All of it is gone when the transaction ends, or after `restore`.
+Everything here that changes the system goes through a `system.Transaction`: a private
+work directory (0700, random name, under the root-owned work root), the testbed image, the
+loop device, its queue settings, the filesystem (mkfs), its mount (nosuid, nodev), the
+read-only bind mounts the chrooted probe needs. All of it is gone when the transaction ends,
+or after `restore`. Nothing is created, followed or mounted through a path another user
+could have planted.
 """
 
 from __future__ import annotations
@@ -12,42 +15,49 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import spawn, system
-from ..errors import NotFoundError, SystemStateError, UnavailableError, UsageError
+from .. import system
+from ..errors import NotFoundError, UsageError
 from ..units import MiB, parse_size
 
-WORK_ROOT = "/var/tmp/backburner"
+MIN_DEVICE = 64 * MiB
+TESTBED_MOUNT_OPTIONS = "noatime,nosuid,nodev"
+MKFS_OPTIONS = ["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"]
 def _bench_size(text: str) -> int:
     """A bench device holds ext4, the probe's files and the load's files: 64M or more."""
-    return parse_size(text, what="bench device size", minimum=64 * MiB)
+    return parse_size(text, what="bench device size", minimum=MIN_DEVICE)
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
+    """A device as typed (`label`, the cell's device) and what it means."""
+
     kind: str  # testbed | path | slowdisk
+    label: str
     size: int = 0
     path: str = ""
     profile: str = ""
-    rotational: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> DeviceSpec:
+        text = text.strip()
         if text.startswith("testbed:"):
-            return cls("testbed", size=_bench_size(text.split(":", 1)[1]))
+            return cls("testbed", text, size=_bench_size(text.split(":", 1)[1]))
         if text.startswith("slowdisk:"):
-            parts = text.split(":")
-            if len(parts) != 3:
+            profile, sep, size = text.removeprefix("slowdisk:").rpartition(":")
+            if not sep or not profile:
                 raise UsageError(f"device {text!r} does not parse", "use slowdisk:PROFILE:SIZE")
             from ..slowdisk.profiles import get_profile
 
-            get_profile(parts[1])  # an unknown profile is refused before anything starts
-            return cls("slowdisk", size=_bench_size(parts[2]), profile=parts[1])
-        if text.startswith("path:"):
-            text = text[5:]
-        if not os.path.exists(text):
+            get_profile(profile)  # an unknown profile is refused before anything starts
+            return cls("slowdisk", text, size=_bench_size(size), profile=profile)
+        path = text.removeprefix("path:")
+        if not os.path.exists(path):
             raise UsageError(f"device {text!r}: no such path",
                              "use testbed:SIZE, slowdisk:PROFILE:SIZE or an existing path")
-        return cls("path", path=os.path.abspath(text))
+        if not os.path.isdir(path):
+            raise UsageError(f"device {text!r} is not a directory",
+                             "give a directory on the disk to test; the loads write there")
+        return cls("path", text, path=os.path.abspath(path))
 
 
 @dataclass
@@ -59,6 +69,7 @@ class Device:
     queue: str  # /sys/block/NAME/queue
     load_dir: str
     chroot: str | None
+    workdir: str  # a private directory of ours for scratch files (never in the chroot)
     facts: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,6 +86,11 @@ class Device:
         """(bytes read, bytes written) from the device's own stat file."""
         fields = Path("/sys/block", self.name, "stat").read_text().split()
         return int(fields[2]) * 512, int(fields[6]) * 512
+
+
+def queue_dir(name: str) -> str:
+    """The sysfs queue directory of block device `name` (scheduler, rotational, ...)."""
+    return f"/sys/block/{name}/queue"
 
 
 def _sysfs_name(dev_path: str) -> str:
@@ -131,74 +147,58 @@ def _fs_of(mountpoint: str) -> str:
 
 def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1) -> Device:
     if spec.kind == "path":
-        name = _whole_disk(os.stat(spec.path).st_dev)
-        load_dir = os.path.join(spec.path, f".backburner-load-{os.getpid()}")
-        tx.apply(system.MadeDir(load_dir))
-        tx.apply(system.TreeOwned(load_dir))
-        dev = Device(spec.path, name, f"/sys/block/{name}/queue", load_dir, None)
-        dev.facts = {**describe_block(name), "filesystem": _fs_of(_mount_of(spec.path))}
-        return dev
+        return _on_path(spec, tx)
     if spec.kind == "slowdisk":
         from ..slowdisk import device as slowdevice
 
-        return slowdevice.bench_device(spec, tx, _make_testbed_on)
-    work = os.path.join(WORK_ROOT, f"testbed-{os.getpid()}")
-    # Shared by concurrent runs, so never undone: a run that created it must not fail its
-    # undo (rmdir: not empty) because another run's testbed is still inside.
-    os.makedirs(WORK_ROOT, exist_ok=True)
-    tx.apply(system.MadeDir(work))
+        blank = slowdevice.serve_blank(tx, spec.profile, spec.size)
+        dev = make_testbed(blank.loop, blank.served, blank.workdir, spec.label, tx, rotational)
+        dev.facts["slowdisk"] = blank.facts
+        return dev
+    work = str(tx.apply(system.PrivateDir(str(system.work_root()), "testbed-")))
     image = os.path.join(work, "disk.img")
     tx.apply(system.MadeFile(image, spec.size))
     loop = tx.apply(system.LoopDevice(image, direct_io=True))
-    return _make_testbed_on(loop, work, f"testbed:{spec.size >> 20}M", tx, rotational)
+    return make_testbed(loop, image, work, spec.label, tx, rotational)
 
 
-def _make_testbed_on(loop: str, work: str, label: str, tx: system.Transaction,
-                     rotational: int) -> Device:
-    """Queue settings, ext4, mount, chroot skeleton: shared by testbed and slowdisk."""
-    name = _sysfs_name(loop)
-    queue = f"/sys/block/{name}/queue"
-    tx.apply(system.SysfsValue(f"{queue}/rotational", str(rotational)))
-    mkfs(loop)
-    mnt = os.path.join(work, "mnt")
-    tx.apply(system.MadeDir(mnt))
-    tx.apply(system.Mount(loop, mnt, "ext4", "noatime"))
-    root = os.path.join(mnt, "root")
-    load_dir = os.path.join(mnt, "load")
-    os.makedirs(root)
-    os.makedirs(load_dir)
-    dev = Device(label, name, queue, load_dir, root)
-    dev.facts = {**describe_block(name), "filesystem": "ext4", "mount_options": "noatime"}
+def _on_path(spec: DeviceSpec, tx: system.Transaction) -> Device:
+    """The disk holding a user's directory: the loads write into a private directory made
+    there (refused where another user controls the path)."""
+    name = _whole_disk(os.stat(spec.path).st_dev)
+    load_dir = str(tx.apply(system.PrivateDir(spec.path, ".backburner-load-")))
+    dev = Device(spec.label, name, queue_dir(name), load_dir, None, load_dir)
+    dev.facts = {**describe_block(name), "filesystem": _fs_of(_mount_of(spec.path))}
     return dev
 
 
-MKFS_TIMEOUT_S = 300.0
-
-
-def mkfs(dev: str) -> None:
-    """ext4 on `dev`, inode tables and journal written now (not lazily during the trials)."""
-    argv = ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", dev]
-    try:
-        res = spawn.run_tool(argv, MKFS_TIMEOUT_S)
-    except FileNotFoundError:
-        raise UnavailableError("mkfs.ext4 is not installed", "apt-get install e2fsprogs") from None
-    if res.status != 0:
-        lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
-        if lines:
-            why = f": {lines[-1]}"
-        elif res.status is None:
-            why = f" (timed out after {MKFS_TIMEOUT_S:.0f} s, or killed by a signal)"
-        else:
-            why = f" (exit status {res.status})"
-        raise SystemStateError(f"mkfs.ext4 on {dev} failed{why}")
+def make_testbed(loop: str, image: str, work: str, label: str, tx: system.Transaction,
+                 rotational: int) -> Device:
+    """Queue settings, ext4, its mount (nosuid, nodev), the chroot's and loads' folders."""
+    name = _sysfs_name(loop)
+    queue = queue_dir(name)
+    tx.apply(system.SysfsValue(f"{queue}/rotational", str(rotational)))
+    tx.apply(system.Filesystem(loop, image, "ext4", MKFS_OPTIONS))
+    mnt = os.path.join(work, "mnt")
+    tx.apply(system.MadeDir(mnt))
+    tx.apply(system.Mount(loop, mnt, "ext4", TESTBED_MOUNT_OPTIONS))
+    root = os.path.join(mnt, "root")
+    load_dir = os.path.join(mnt, "load")
+    os.mkdir(root, 0o755)
+    os.mkdir(load_dir, 0o700)
+    dev = Device(label, name, queue, load_dir, root, work)
+    dev.facts = {**describe_block(name), "filesystem": "ext4",
+                 "mount_options": TESTBED_MOUNT_OPTIONS}
+    return dev
 
 
 def bind_virtual(root: str, tx: system.Transaction) -> None:
-    """/proc, /sys and /dev inside the probe's chroot (read-only where it can be)."""
+    """/proc, /sys and /dev inside the probe's chroot, read-only (device nodes such as
+    /dev/null stay writable: a read-only mount does not stop writes to a device)."""
     for virtual in ("/proc", "/sys", "/dev"):
         target = os.path.join(root, virtual.lstrip("/"))
         os.makedirs(target, exist_ok=True)
-        tx.apply(system.Mount(virtual, target, "", "bind"))
+        tx.apply(system.Mount(virtual, target, "", "bind,ro,nosuid"))
 
 
 def _mount_of(path: str) -> str:

@@ -9,25 +9,21 @@ Spec grammar (also in `backburner bench --help`):
   copy                                    one large file copied over and over (cp)
   cmd:'COMMAND'                           any command, run with sh -c in the load directory
 
-Every load runs in its own process group; `stop` ends the group and then verifies by PID
-that nothing of it is left.
+Every load runs in its own process group and dies with the bench (a parent-death signal);
+`stop` ends its whole tree and then verifies by PID that nothing of it is left. The helpers
+that lay out a load's files are stopped the same way if the bench is interrupted.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from .. import priority, spawn
+from .. import priority, safepath, spawn
 from ..errors import SystemStateError, UnavailableError, UsageError
 
 FIO_FILE_SIZE = "256m"
@@ -137,19 +133,21 @@ class Load:
         """Lay out data files so trials measure steady-state work, not file creation."""
         if self.spec.kind == "fio":
             require_fio()
-            job = Path(self.dir, "load.fio")
-            job.write_text(fio_jobfile(self.spec, self.dir))
-            _check(spawn.launch(["fio", "--create_only=1", "--output=/dev/null", str(job)],
-                                stdout=subprocess.DEVNULL).wait(), "laying out fio files")
+            job = os.path.join(self.dir, "load.fio")
+            _write_new(job, fio_jobfile(self.spec, self.dir))
+            _check(spawn.run_helper(["fio", "--create_only=1", "--output=/dev/null", job],
+                                    cwd=self.dir, stdout=subprocess.DEVNULL),
+                   "laying out fio files")
         elif self.spec.kind == "install-loop":
-            _check(spawn.launch([sys.executable, "-m", "backburner.bench.installer", "make",
-                                 "--archive", self._archive]).wait(), "making the archive")
+            _check(spawn.run_helper([sys.executable, "-m", "backburner.bench.installer", "make",
+                                     "--archive", self._archive], cwd=self.dir),
+                   "making the archive")
         elif self.spec.kind == "copy":
             require_fio()
-            _check(spawn.launch(["fio", "--name=copysrc", f"--filename={self._copy_src}",
-                                 f"--size={COPY_SIZE}", "--create_only=1",
-                                 "--output=/dev/null"], stdout=subprocess.DEVNULL).wait(),
-                   "making the file to copy")
+            _check(spawn.run_helper(["fio", "--name=copysrc", f"--filename={self._copy_src}",
+                                     f"--size={COPY_SIZE}", "--create_only=1",
+                                     "--output=/dev/null"], cwd=self.dir,
+                                    stdout=subprocess.DEVNULL), "making the file to copy")
 
     @property
     def _archive(self) -> str:
@@ -180,77 +178,32 @@ class Load:
     def start(self, policy: priority.Policy, cgroup_procs: list[str]) -> None:
         if self.spec.is_none:
             return
-        with open(self.log, "ab") as log:
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        try:
             self.child = spawn.launch(self.argv(), policy=policy, cgroup_procs=cgroup_procs,
                                       cwd=self.dir, new_group=True, stdin=subprocess.DEVNULL,
-                                      stdout=log.fileno(), stderr=log.fileno(),
-                                      extra_setup=_term_with(os.getpid()))
+                                      stdout=fd, stderr=fd, die_with_parent=True)
+        finally:
+            os.close(fd)
 
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None
 
     def stop(self) -> spawn.Outcome | None:
-        """End the load's whole process group and prove by PID that none of it survives.
-
-        Descendants that left the group are tracked too: fio's job processes call setsid(),
-        so they are in no group of ours (fio ends them on SIGTERM, not after a SIGKILL)."""
+        """End the load's whole process tree and prove by PID that none of it survives
+        (fio's job processes call setsid(), so they are in no group of ours: spawn tracks
+        descendants too)."""
         if self.child is None:
             return None
         child, self.child = self.child, None
-        tracked = {pid: start for pid in {*group_members(child.pid),
-                                          *priority.descendants_of(child.pid)}
-                   if (start := spawn.start_time(pid)) is not None}
-        outcome = child.stop(grace=10.0, group=True)
-        deadline = time.monotonic() + 5
-
-        def survivors() -> list[int]:
-            left = set(group_members(child.pid))
-            left |= {pid for pid, start in tracked.items() if spawn.start_time(pid) == start}
-            return sorted(left)
-
-        while (left := survivors()) and time.monotonic() < deadline:
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.05)
-        if left:
-            raise SystemStateError(f"load processes {left} survived stopping the load")
-        return outcome
+        return child.stop_tree(grace=10.0)
 
 
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: no dlopen between fork and exec
-
-
-def _term_with(parent: int) -> Callable[[], None]:
-    """Pre-exec hook of a load: SIGTERM it when the bench dies (even by SIGKILL), so a
-    killed bench leaves no load running (fio then stops its own job processes)."""
-
-    def setup() -> None:
-        if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
-        if os.getppid() != parent:  # the bench died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return setup
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live processes (not zombies) whose process group is pgid, read from /proc."""
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            found.append(int(entry.name))
-    return found
+def _write_new(path: str, text: str) -> None:
+    fd = safepath.create_new(path, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def _check(outcome: spawn.Outcome | None, what: str) -> None:

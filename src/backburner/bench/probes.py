@@ -12,13 +12,10 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import select
 import shlex
 import shutil
 import stat
 import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,10 +30,15 @@ class Probe:
     argv: tuple[str, ...]
     ready_line: str | None = None
     ready_file: str | None = None
+    label: str = ""  # how cells name it: the command as typed, or the NAME= given
+
+    @property
+    def label_slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.label or self.argv[0])[:40]
 
     @classmethod
     def parse(cls, text: str, ready_line: str | None = None,
-              ready_file: str | None = None) -> Probe:
+              ready_file: str | None = None, label: str | None = None) -> Probe:
         try:
             argv = tuple(shlex.split(text))
         except ValueError as err:
@@ -48,7 +50,7 @@ class Probe:
                 re.compile(ready_line)
             except re.error as err:
                 raise UsageError(f"--ready-line {ready_line!r} is not a regex: {err}") from None
-        return cls(argv, ready_line, ready_file)
+        return cls(argv, ready_line, ready_file, label if label is not None else text)
 
     @property
     def text(self) -> str:
@@ -60,7 +62,8 @@ class Probe:
         if exe is None:
             raise CommandNotFound(f"probe {self.argv[0]!r}: command not found",
                                   "give the probe as a command on PATH or an absolute path")
-        return Probe((os.path.realpath(exe), *self.argv[1:]), self.ready_line, self.ready_file)
+        return Probe((os.path.realpath(exe), *self.argv[1:]), self.ready_line, self.ready_file,
+                     self.label)
 
 
 @dataclass
@@ -76,20 +79,24 @@ _PATH_CALL = re.compile(
     r'|readlinkat)\((?:AT_FDCWD, |\d+, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+(-?\d+)')
 
 
-def discover_files(probe: Probe, timeout: float = 120) -> list[str]:
-    """Every path the probe successfully opened, executed, stat'ed or read a link of."""
+def discover_files(probe: Probe, workdir: str, timeout: float = 120) -> list[str]:
+    """Every path the probe successfully opened, executed, stat'ed or read a link of.
+
+    strace writes its trace into `workdir` (a private directory of ours), and it is
+    stopped with the probe if we are interrupted: no trace file is ever left elsewhere."""
     if shutil.which("strace") is None:
         raise UnavailableError("strace is not installed", "apt-get install strace")
-    with tempfile.NamedTemporaryFile("r", suffix=".strace") as trace:
-        argv = ["strace", "-f", "-qq", "-o", trace.name, "-e",
-                "trace=execve,open,openat,stat,lstat,newfstatat,statx,access,faccessat,"
-                "faccessat2,readlink,readlinkat", *probe.argv]
-        result = time_probe(Probe(tuple(argv), probe.ready_line, probe.ready_file), timeout,
-                            cwd="/")
+    trace = os.path.join(workdir, f"discover-{probe.label_slug}.strace")
+    argv = ["strace", "-f", "-qq", "-o", trace, "-e",
+            "trace=execve,open,openat,stat,lstat,newfstatat,statx,access,faccessat,"
+            "faccessat2,readlink,readlinkat", *probe.argv]
+    traced = Probe(tuple(argv), probe.ready_line, probe.ready_file, probe.label)
+    try:
+        result = time_probe(traced, timeout, cwd="/", always_die_with_us=True)
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
         paths = []
-        text = Path(trace.name).read_text(encoding="utf-8", errors="surrogateescape")
+        text = Path(trace).read_text(encoding="utf-8", errors="surrogateescape")
         for line in text.splitlines():
             m = _PATH_CALL.match(line)
             if m and int(m.group(3)) >= 0:
@@ -98,6 +105,9 @@ def discover_files(probe: Probe, timeout: float = 120) -> list[str]:
                 raw = codecs.escape_decode(m.group(2).encode(errors="surrogateescape"))[0]
                 path = os.fsdecode(raw)
                 paths.append(os.path.normpath(os.path.join("/", path)))
+    finally:
+        if os.path.exists(trace):
+            os.unlink(trace)
     return sorted(set(paths))
 
 
@@ -194,62 +204,35 @@ def devices_of(paths: list[str]) -> dict[int, list[str]]:
 
 
 def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
-               cwd: str | None = None) -> ProbeResult:
-    """Run the probe once; wall time to exit or to ready. Never leaves it running."""
-    setup = None
-    if chroot:
-        def setup() -> None:
-            os.chroot(chroot)
-            os.chdir("/")
-    want_stdout = probe.ready_line is not None
+               cwd: str | None = None, always_die_with_us: bool = False) -> ProbeResult:
+    """Run the probe once; wall time to exit or to ready. Never leaves it running: it is
+    stopped with its tree on timeout, once ready, and if we are interrupted meanwhile.
+
+    A probe that exits by itself and needs no chroot is started with vfork (no pre-exec
+    hook: ~1.5 ms less harness overhead per trial); any other one also dies with us."""
+    waits_for_ready = probe.ready_line is not None or probe.ready_file is not None
     child = spawn.launch(probe.argv, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE if want_stdout else subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, extra_setup=setup, cwd=cwd,
-                         new_group=True)
-    start = child.started_ns
-    if probe.ready_line is None and probe.ready_file is None:
-        outcome = child.wait(timeout)
-        if outcome is None:
-            outcome = child.stop(1.0, group=True)
-            return ProbeResult("timeout", outcome, timeout)
-        return ProbeResult("ok" if outcome.ok else "failed", outcome, outcome.wall_s)
-    ready_at = _wait_ready(child, probe, timeout, chroot)
-    outcome = child.stop(5.0, group=True)
+                         stdout=subprocess.PIPE if probe.ready_line else subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, cwd=cwd, chroot=chroot, new_group=True,
+                         die_with_parent=(always_die_with_us or waits_for_ready
+                                          or chroot is not None))
+    try:
+        if not waits_for_ready:
+            outcome = child.wait(timeout)
+            if outcome is None:
+                return ProbeResult("timeout", child.stop_tree(1.0), timeout)
+            return ProbeResult("ok" if outcome.ok else "failed", outcome, outcome.wall_s)
+        ready_file = probe.ready_file
+        if ready_file and chroot:
+            ready_file = os.path.join(chroot, ready_file.lstrip("/"))
+        pattern = re.compile(probe.ready_line) if probe.ready_line else None
+        ready_at = child.wait_ready(timeout, pattern, ready_file)
+        outcome = child.stop_tree(5.0)
+    except BaseException:
+        child.stop_tree(1.0)
+        raise
     if ready_at is None:
         if outcome.wall_s >= timeout:
             return ProbeResult("timeout", outcome, timeout)
         return ProbeResult("failed", outcome, outcome.wall_s, {"reason": "exited before ready"})
-    return ProbeResult("ok", outcome, (ready_at - start) / 1e9)
-
-
-def _wait_ready(child: spawn.Child, probe: Probe, timeout: float,
-                chroot: str | None) -> int | None:
-    deadline = time.monotonic() + timeout
-    pattern = re.compile(probe.ready_line) if probe.ready_line else None
-    ready_file = probe.ready_file
-    if ready_file and chroot:
-        ready_file = os.path.join(chroot, ready_file.lstrip("/"))
-    pipe = child.popen.stdout
-    buf = b""
-    while time.monotonic() < deadline:
-        if ready_file and os.path.exists(ready_file):
-            return time.monotonic_ns()
-        if pipe is not None:
-            readable, _, _ = select.select([pipe], [], [], 0.005)
-            if readable:
-                chunk = os.read(pipe.fileno(), 65536)
-                if not chunk:
-                    pipe = None
-                    continue
-                buf += chunk
-                now = time.monotonic_ns()
-                lines = buf.split(b"\n")
-                if pattern and any(pattern.search(ln.decode(errors="replace"))
-                                   for ln in lines):
-                    return now
-                buf = lines[-1]
-        else:
-            if child.poll() is not None:
-                return None
-            time.sleep(0.005)
-    return None
+    return ProbeResult("ok", outcome, (ready_at - child.started_ns) / 1e9)

@@ -1,4 +1,5 @@
-"""Runs the matrix: for each slot, scheduler → caches dropped → load → probe → stored.
+"""Runs the matrix of a `config.Plan`: for each slot, scheduler → caches dropped → load →
+probe → stored.
 
 All system changes of a run live in one `system.Transaction`; every trial is committed to
 the store as it ends. `--resume` rebuilds the same slot order from the stored seed and
@@ -19,100 +20,25 @@ from __future__ import annotations
 import logging
 import os
 import platform
-import secrets
 import shlex
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from .. import __version__, job, priority, system
-from ..cell import Cell
-from ..errors import DataError, UsageError
-from ..store import Store, refuse_existing
-from . import devices, loads, matrix, probes
+from ..cell import NO_POLICY, Cell
+from ..errors import DataError, SystemStateError, UnavailableError
+from ..store import Store, check_local_path, refuse_existing
+from . import config, devices, loads, probes
+from .config import Plan
+from .matrix import Slot
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class BenchConfig:
-    """Everything that defines a run; stored as JSON so --resume can rebuild it exactly."""
-
-    probe: str
-    loads: list[str]
-    policies: list[str]
-    schedulers: list[str]
-    device: str = "testbed:4G"
-    trials: int = 10
-    cold: bool = True
-    seed: int = 0
-    settle_s: float = 2.0
-    timeout_s: float = 60.0
-    abort_factor: float = 30.0
-    abort_after: int = 2
-    rotational: int = 1
-    ready_line: str | None = None
-    ready_file: str | None = None
-    preset: str | None = None
-
-    def cells(self) -> list[Cell]:
-        return matrix.build_cells(self.probe, self.device, self.schedulers, self.loads,
-                                  self.policies)
-
-    def validate(self) -> None:
-        if self.trials < 1:
-            raise UsageError("--trials must be at least 1")
-        if not self.settle_s >= 0:
-            raise UsageError(f"--settle {self.settle_s} out of range", "use 0 or more seconds")
-        for name, value in (("--timeout", self.timeout_s), ("--abort-factor", self.abort_factor)):
-            if not value > 0:
-                raise UsageError(f"{name} {value} out of range", f"{name} must be above 0")
-        for spec in self.loads:
-            loads.parse(spec)
-        for pol in self.policies:
-            priority.parse_policy(pol)
-        devices.DeviceSpec.parse(self.device)
-        probes.Probe.parse(self.probe, self.ready_line, self.ready_file)
-        if not self.schedulers:
-            raise UsageError("no scheduler given")
-
-
-_OPTION_FIELDS = frozenset(f.name for f in fields(BenchConfig)) - {"preset"}
-
-
-def config_from_options(*, preset: str | None = None, **options: Any) -> BenchConfig:
-    """The configuration of a new run from command-line options (None: not given).
-
-    A preset supplies defaults that the options override; without one, --probe is needed.
-    Given loads always get the unloaded baseline "none" added (every loaded cell needs it).
-    Without a seed one is drawn at random (it is recorded with the run).
-    """
-    from . import presets
-
-    unknown = set(options) - _OPTION_FIELDS
-    if unknown:
-        raise TypeError(f"unknown bench options {sorted(unknown)}")
-    if preset:
-        cfg = presets.get(preset)
-    else:
-        if not options.get("probe"):
-            raise UsageError("bench needs --probe COMMAND or --preset NAME")
-        cfg = BenchConfig(probe=options["probe"], loads=["none"], policies=["default"],
-                          schedulers=["mq-deadline", "bfq"])
-    for key, value in options.items():
-        if value is not None:
-            setattr(cfg, key, list(value) if isinstance(value, list) else value)
-    if options.get("loads") is not None and "none" not in cfg.loads:
-        cfg.loads.insert(0, "none")  # every loaded cell needs its unloaded baseline
-    if options.get("seed") is None:
-        cfg.seed = secrets.randbelow(2**31)
-    cfg.validate()
-    return cfg
 
 
 def default_output() -> str:
@@ -122,15 +48,16 @@ def default_output() -> str:
 def prepare_output(path: str | None) -> str:
     """The result database to create (default: under results/): refused if it exists (before
     anything is waited for or set up), its folder made."""
-    path = path or default_output()
+    path = check_local_path(path or default_output())
     refuse_existing(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     return path
 
 
-def header(config: BenchConfig, path: str, *, left: int | None = None) -> str:
+def header(plan: Plan, path: str, *, left: int | None = None) -> str:
     """The run's first line: its size, cache mode and seed (which reproduces the order)."""
-    cells = len(config.cells())
+    config = plan.config
+    cells = len(plan.cells)
     total = cells * (config.trials + 1)
     todo = f"{left} of {total} trials left" if left is not None else f"{total} trials"
     return (f"bench: {cells} cells × {config.trials} trials + 1 warm-up round ({todo}), "
@@ -179,17 +106,15 @@ def environment() -> dict[str, Any]:
 
 
 class Bench:
-    def __init__(self, config: BenchConfig, store: Store, run_id: int,
+    def __init__(self, plan: Plan, store: Store, run_id: int,
                  reporter: Reporter, warn: Warn) -> None:
-        self.cfg = config
+        self.plan = plan
+        self.cfg = plan.config
         self.store = store
         self.run_id = run_id
         self.report = reporter
         self.warn = warn
-        self.probe = probes.Probe.parse(config.probe, config.ready_line,
-                                        config.ready_file).resolve()
-        self.policies = {p: priority.parse_policy(p) for p in config.policies}
-        self.policies["-"] = priority.BUILTIN["default"]
+        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self.device: devices.Device | None = None
@@ -199,26 +124,28 @@ class Bench:
     # --- set-up -------------------------------------------------------------------------
 
     def prepare(self, tx: system.Transaction) -> None:
-        spec = devices.DeviceSpec.parse(self.cfg.device)
-        self.device = devices.setup(spec, tx, self.cfg.rotational)
+        self.device = devices.setup(self.plan.device, tx, self.cfg.rotational)
         offered = self.device.schedulers()
-        for sched in self.cfg.schedulers:
+        for sched in self.plan.schedulers:
             if sched not in offered:
-                raise UsageError(f"scheduler {sched!r} is not offered by {self.device.name}",
-                                 f"it offers: {', '.join(offered)}")
-        files = probes.discover_files(self.probe, self.cfg.timeout_s)
+                raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
+                                       f"{self.device.name}", f"it offers: {', '.join(offered)}")
+        copied = 0
+        for probe in self.plan.probes.values():
+            files = probes.discover_files(probe, self.device.workdir, self.cfg.timeout_s)
+            if self.device.chroot:
+                copied += probes.install(files, self.device.chroot)
+            else:
+                self._warn_other_devices(files)
         if self.device.chroot:
-            copied = probes.install(files, self.device.chroot)
             devices.bind_virtual(self.device.chroot, tx)
             self.device.facts["probe_files_copied"] = copied
-        else:
-            self._warn_other_devices(files)
-        for spec_text in self.cfg.loads:
-            directory = os.path.join(self.device.load_dir, _slug(spec_text))
-            os.makedirs(directory, exist_ok=True)
-            load = loads.Load(loads.parse(spec_text), directory)
+        for text, spec in self.plan.loads.items():
+            directory = os.path.join(self.device.load_dir, _slug(text))
+            os.mkdir(directory, 0o700)
+            load = loads.Load(spec, directory)
             load.prepare()
-            self.loads[spec_text] = load
+            self.loads[text] = load
         for name, pol in self.policies.items():
             if pol.needs_cgroup:
                 plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{_slug(name)}")
@@ -242,12 +169,12 @@ class Bench:
     # --- one slot -----------------------------------------------------------------------
 
     def limit_for(self, cell: Cell) -> float:
-        base = self.unloaded.get(cell.scheduler)
+        base = self.unloaded.get((cell.probe, cell.scheduler))
         if cell.unloaded or not base:
             return self.cfg.timeout_s
         return min(self.cfg.timeout_s, max(1.0, self.cfg.abort_factor * median(base)))
 
-    def run_slot(self, tx: system.Transaction, slot: matrix.Slot, cell_id: int) -> dict[str, Any]:
+    def run_slot(self, tx: system.Transaction, slot: Slot, cell_id: int) -> dict[str, Any]:
         assert self.device is not None
         cell = slot.cell
         cold = self.cfg.cold and not slot.warmup  # the warm-up is the warm reference
@@ -266,12 +193,13 @@ class Bench:
             if not load.spec.is_none:
                 time.sleep(self.cfg.settle_s)
                 if not load.alive():
-                    raise loads.SystemStateError(
+                    raise SystemStateError(
                         f"load {cell.load!r} ended during settling; see {load.log}")
             before = self.device.counters()
             t0 = time.monotonic()
             limit = self.limit_for(cell)
-            result = probes.time_probe(self.probe, limit, chroot=self.device.chroot)
+            result = probes.time_probe(self.plan.probes[cell.probe], limit,
+                                       chroot=self.device.chroot)
             window = max(time.monotonic() - t0, 1e-9)
             after = self.device.counters()
         finally:
@@ -280,7 +208,7 @@ class Bench:
         if result.status == "timeout":
             self.timeouts[cell.key] += 1
         elif cell.unloaded and result.status == "ok" and cold == self.cfg.cold:
-            self.unloaded[cell.scheduler].append(result.wall_s)
+            self.unloaded[(cell.probe, cell.scheduler)].append(result.wall_s)
         return {
             "status": result.status,
             "cold": int(cold),
@@ -303,10 +231,10 @@ class Bench:
     # --- the whole matrix ---------------------------------------------------------------
 
     def run(self) -> None:
-        cells = self.cfg.cells()
-        slots = matrix.order(cells, self.cfg.trials, self.cfg.seed)
+        cells = list(self.plan.cells)
+        slots = self.plan.slots()
         done = self.store.done_keys(self.run_id)
-        self._reload_history(cells)
+        self._reload_history()
         progress = Progress(total=len(slots), done=sum(
             1 for s in slots if (s.cell.key, s.round) in done))
         with system.Transaction("bench") as tx:
@@ -326,7 +254,7 @@ class Bench:
                 self.report(progress)
         self.store.finish_run(self.run_id)
 
-    def _reload_history(self, cells: list[Cell]) -> None:
+    def _reload_history(self) -> None:
         """On resume, the abort limits and timeout counts continue from what is stored."""
         by_id = {c.id: c for c in self.store.cells(self.run_id)}
         for t in self.store.trials(include_warmup=True):
@@ -337,29 +265,34 @@ class Bench:
                 self.timeouts[stored.key] += 1
             if (stored.cell.unloaded and t["status"] == "ok"
                     and bool(t["cold"]) == self.cfg.cold):
-                self.unloaded[stored.cell.scheduler].append(t["wall_s"])
+                self.unloaded[(stored.cell.probe, stored.cell.scheduler)].append(t["wall_s"])
 
 
 def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in text)[:60]
 
 
-def start(config: BenchConfig, output: str, reporter: Reporter, warn: Warn,
+def preflight(plan: Plan) -> None:
+    """The last checks before anything is built: root, a trustworthy work directory, and
+    room for the testbed image in it."""
+    system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
+    work = system.trusted_dir(system.work_root(), "work directory")
+    config.check_space(plan.device, str(work))
+
+
+def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
           command: str | None = None) -> tuple[Store, int]:
     """A new run into a new database (never overwrites)."""
-    config.validate()
-    system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
-    loads.require_fio() if any(loads.parse(s).kind in ("fio", "copy")
-                               for s in config.loads) else None
-    probes.Probe.parse(config.probe).resolve()
+    preflight(plan)
     store = Store.create(output)  # first: an existing database is refused before any wait
     try:
         busy = devices.busy_devices()
         if busy:
             warn(f"other heavy IO is running on {', '.join(busy)}: results will be noisy")
         cmd = command or shlex.join(["backburner", *sys.argv[1:]])
-        run_id = store.add_run(cmd, asdict(config), config.seed, environment(), __version__)
-        Bench(config, store, run_id, reporter, warn).run()
+        run_id = store.add_run(cmd, plan.config.to_dict(), plan.config.seed, environment(),
+                               __version__)
+        Bench(plan, store, run_id, reporter, warn).run()
     except BaseException:
         if not store.trials(include_warmup=True):
             store.close()
@@ -375,7 +308,8 @@ class Resume:
     """The last run stored in a database, to be continued: its configuration and what is left.
 
     A run with nothing left is only marked finished (if its finish time was lost): no testbed
-    is built and no root is needed."""
+    is built and no root is needed. The database stays locked while this is open, so a
+    second `--resume` of it is refused at once."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -386,15 +320,13 @@ class Resume:
                 raise DataError(f"{path} holds no bench run to resume",
                                 "start one with `backburner bench --output FILE`")
             run = runs[-1]
-            try:
-                self.config = BenchConfig(**run.config)
-            except TypeError:
-                raise DataError(f"{path}: the stored configuration of run {run.id} is not "
-                                "one this backburner can resume") from None
+            cfg = config.BenchConfig.from_dict(
+                run.config, f"{path}: the stored configuration of run {run.id}")
+            self.plan = config.plan(cfg, resolve=False)
             self.run_id = run.id
             self.finished = run.finished_at is not None
             done = self.store.done_keys(run.id)
-            slots = matrix.order(self.config.cells(), self.config.trials, self.config.seed)
+            slots = self.plan.slots()
             self.total = len(slots)
             self.left = sum(1 for s in slots if (s.cell.key, s.round) not in done)
         except BaseException:
@@ -406,15 +338,16 @@ class Resume:
         return self.left == 0
 
     def header(self) -> str:
-        return header(self.config, self.path, left=self.left)
+        return header(self.plan, self.path, left=self.left)
 
     def run(self, reporter: Reporter, warn: Warn) -> None:
         if self.complete:
             if not self.finished:  # every trial is stored; only the finish time was lost
                 self.store.finish_run(self.run_id)
             return
-        system.require_root("bench --resume")
-        Bench(self.config, self.store, self.run_id, reporter, warn).run()
+        plan = config.plan(self.plan.config)  # now the probes must exist, and fio
+        preflight(plan)
+        Bench(plan, self.store, self.run_id, reporter, warn).run()
 
 
 def resume(path: str, reporter: Reporter, warn: Warn) -> tuple[Store, int]:

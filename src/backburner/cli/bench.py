@@ -11,23 +11,26 @@ from .. import system
 from ..errors import UsageError
 from .common import add_command, err, fraction, recover_if_needed
 
-#: bench options that define the matrix (argparse dest -> flag): --resume takes them from
-#: the database, so giving any of them with it is refused rather than silently ignored.
-_MATRIX_OPTIONS = {
-    "preset": "--preset", "probe": "--probe", "ready_line": "--ready-line",
-    "ready_file": "--ready-file", "load": "--load", "policy": "--policy",
-    "scheduler": "--scheduler", "device": "--device", "trials": "--trials", "cold": "--cold",
-    "warm": "--warm", "seed": "--seed", "settle": "--settle", "timeout": "--timeout",
-    "abort_factor": "--abort-factor", "rotational": "--rotational", "output": "--output",
+#: Options that define the run (argparse dest -> config field; None: not a config field):
+#: --resume takes them from the database, so giving one with it is refused, not ignored.
+_RUN_OPTIONS = {
+    "preset": None, "probe": "probes", "ready_line": "ready_line", "ready_file": "ready_file",
+    "load": "loads", "policy": "policies", "scheduler": "schedulers", "device": "device",
+    "trials": "trials", "cold": None, "warm": None, "seed": None, "settle": "settle_s",
+    "timeout": "timeout_s", "abort_factor": "abort_factor", "rotational": "rotational",
+    "output": None,
 }
 
 
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import runner, ui
+    from ..bench import config, runner, ui
 
     if args.resume:
-        given = [flag for dest, flag in _MATRIX_OPTIONS.items()
-                 if getattr(args, dest) not in (None, False)]
+        given = [_flag(dest) for dest in _RUN_OPTIONS if getattr(args, dest) not in (None, False)]
         if given:
             raise UsageError("--resume continues the stored configuration; other matrix "
                              "options are not allowed", f"drop {', '.join(given)}")
@@ -47,18 +50,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             job.store.close()
         path = args.resume
     else:
-        cfg = runner.config_from_options(
-            preset=args.preset, probe=args.probe, loads=args.load, policies=args.policy,
-            schedulers=args.scheduler, device=args.device, trials=args.trials, seed=args.seed,
-            settle_s=args.settle, timeout_s=args.timeout, abort_factor=args.abort_factor,
-            rotational=args.rotational, ready_line=args.ready_line, ready_file=args.ready_file,
-            cold=True if args.cold else False if args.warm else None)
-        system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
+        options = {field: getattr(args, dest) for dest, field in _RUN_OPTIONS.items() if field}
+        cfg = config.from_options(preset_name=args.preset, seed=args.seed,
+                                  cold=True if args.cold else False if args.warm else None,
+                                  **options)
+        plan = config.plan(cfg)  # every option checked: nothing has been touched yet
+        runner.preflight(plan)
         path = runner.prepare_output(args.output)
         recover_if_needed()
-        err(runner.header(cfg, path))
+        err(runner.header(plan, path))
         with ui.progress_bar() as reporter:
-            store, _ = runner.start(cfg, path, reporter, err)
+            store, _ = runner.start(plan, path, reporter, err)
         store.close()
     return _show_report(path, html=args.html if args.html else _default_html(path))
 
@@ -117,7 +119,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "install-loop[:shell-loop|long-lived], copy, cmd:'COMMAND'. "
                     "Devices: testbed:SIZE, slowdisk:PROFILE:SIZE, or a path.")
     p.add_argument("--preset", help="a named configuration (quick)")
-    p.add_argument("--probe", help="the command whose start-up is timed")
+    p.add_argument("--probe", action="append",
+                   help="the command whose start-up is timed, or NAME='COMMAND' to label it "
+                   "(repeatable: probes are a matrix dimension)")
     p.add_argument("--ready-line", help="regex on the probe's stdout that means 'started'")
     p.add_argument("--ready-file", help="a file whose appearance means 'started'")
     p.add_argument("--load", action="append", help="background load (repeatable)")

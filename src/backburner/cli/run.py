@@ -39,7 +39,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.pid is not None:
         if args.command:
             raise UsageError("give either --pid or a command, not both")
-        done = job.reprioritise(args.pid, policy, use_cgroup=not args.no_cgroup, report=report)
+        done = job.reprioritise(args.pid, policy, use_cgroup=not args.no_cgroup,
+                                force=args.force, report=err)
         print(f"backburner: PID {done.pid}: {len(done.threads)} threads re-prioritised"
               + (f", cgroup {', '.join(done.cgroups)}" if done.cgroups else ""), file=sys.stderr)
         return 0
@@ -66,11 +67,9 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from .. import job
-
     system.require_root("restoring system state")
     undone = system.restore_stale(report=print)
-    pruned = job.prune_pid_cgroups(report=print)
+    pruned = system.prune_empty_cgroups(report=print)
     if not undone and not pruned:
         print("nothing to restore: no journal of an interrupted run was found")
     return 0
@@ -80,7 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "run", cmd_run,
                     help="run a bulk job (or re-prioritise one) on the back burner")
     add_policy_options(p)
-    p.add_argument("--pid", type=int, help="re-prioritise a running process and its tree")
+    p.add_argument("--pid", type=int, help="re-prioritise a running process and its tree "
+                   "(its old priorities are journaled: `restore` puts them back)")
+    p.add_argument("--force", action="store_true", help="with --pid: allow PID 1, kernel "
+                   "threads and backburner's own ancestors")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,

@@ -56,13 +56,13 @@ compiled extension (Cython + libfuse3 headers) and trio; fusepy has been unmaint
 Entry point::
 
     python -m backburner.slowdisk.daemon --profile NAME --image PATH --mountpoint DIR
-                                         [--read-only] [--foreground] [--roundtrip-us US]
-                                         [--log FILE]
+                                         [--read-only] [--roundtrip-us US] [--log FILE]
 
-Without ``--foreground`` the command returns (status 0) only once the file system is mounted
-and serving; the daemon then runs detached with stdio on /dev/null. On SIGTERM/SIGINT/SIGHUP
-libfuse leaves its loop, in-flight requests complete, the file system is unmounted and the
-process exits with status 0. Errors are one line on stderr and a sysexits-style status.
+The daemon always runs in the foreground: the process that starts it (backburner's
+`system.Daemon`, through `spawn`) owns it, journals its PID and stops it; it never forks
+itself away. On SIGTERM/SIGINT/SIGHUP libfuse leaves its loop, in-flight requests complete,
+the file system is unmounted and the process exits with status 0. Errors are one line on
+stderr and a sysexits-style status.
 """
 
 from __future__ import annotations
@@ -614,7 +614,7 @@ def _mount(fs: SlowDiskFS, mountpoint: str, read_only: bool) -> None:
 
 
 def serve(profile: Profile, image_path: str, mountpoint: str, *, read_only: bool = False,
-          foreground: bool = False, roundtrip_s: float | None = None) -> int:
+          roundtrip_s: float | None = None) -> int:
     """Mount and serve until unmounted or signalled. Returns the exit status (0)."""
     image_path = os.path.abspath(image_path)
     mountpoint = os.path.abspath(mountpoint)
@@ -627,75 +627,11 @@ def serve(profile: Profile, image_path: str, mountpoint: str, *, read_only: bool
     disk = Disk(profile, image.size)
     fs = SlowDiskFS(disk, image, read_only=read_only, mountpoint=mountpoint,
                     roundtrip_s=roundtrip_s)
-    if foreground:
-        try:
-            _mount(fs, mountpoint, read_only)
-        finally:
-            image.close()
-        return 0
-    return _daemonize(fs, image, mountpoint, read_only)
-
-
-def _daemonize(fs: SlowDiskFS, image: ImageFile, mountpoint: str, read_only: bool) -> int:
-    """Fork; the parent returns once the child has mounted (or reports why it could not)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid:
-        os.close(w)
-        image.close()
-        msg = b""
-        while chunk := os.read(r, 4096):
-            msg += chunk
-        os.close(r)
-        if msg.startswith(b"ok"):
-            return 0
-        try:
-            _, status = os.waitpid(pid, 0)
-            code = os.waitstatus_to_exitcode(status)
-        except ChildProcessError:
-            code = 71
-        text = msg.decode(errors="replace").strip() or "slowdisk daemon exited before mounting"
-        err = SystemStateError(text)
-        err.exit_status = code if code > 0 else 71
-        raise err
-
-    # Child.
-    os.close(r)
-    os.setsid()
-    os.chdir("/")
-
-    def ready() -> None:
-        try:
-            os.write(w, b"ok\n")
-            os.close(w)
-        except OSError:
-            pass
-        null = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(null, fd)
-        os.close(null)
-
-    fs.on_ready = ready
-    code = 0
     try:
         _mount(fs, mountpoint, read_only)
-    except BackburnerError as e:
-        code = e.exit_status
-        _try_write(w, str(e))
-    except BaseException as e:  # noqa: BLE001 - report anything to the waiting parent
-        code = 70
-        _try_write(w, f"slowdisk daemon failed: {e!r}")
     finally:
         image.close()
-    os._exit(code)
-
-
-def _try_write(fd: int, text: str) -> None:
-    try:
-        os.write(fd, text.encode())
-        os.close(fd)
-    except OSError:
-        pass
+    return 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -713,8 +649,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image", required=True, help="backing image file")
     p.add_argument("--mountpoint", required=True, help="empty directory to mount on")
     p.add_argument("--read-only", action="store_true", help="refuse writes (EROFS)")
-    p.add_argument("--foreground", action="store_true",
-                   help="stay in the foreground (default: return once mounted, run detached)")
     p.add_argument("--log", metavar="FILE",
                    help="append stdout and stderr to FILE (a daemon started by backburner must "
                    "not hold its parent's terminal or pipes open)")
@@ -748,7 +682,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--roundtrip-us must be between 0 and 1000")
             roundtrip = args.roundtrip_us / 1e6
         return serve(profile, args.image, args.mountpoint, read_only=args.read_only,
-                     foreground=args.foreground, roundtrip_s=roundtrip)
+                     roundtrip_s=roundtrip)
     except BackburnerError as e:
         print(f"slowdisk: {e}", file=sys.stderr)
         return e.exit_status

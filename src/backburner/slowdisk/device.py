@@ -4,8 +4,9 @@ Layers, top to bottom::
 
     /dev/loopN          queue: rotational as the profile says, an IO scheduler set explicitly
       | direct IO on    (no page cache between the loop device and the daemon)
-    FUSE disk.img       /var/tmp/backburner/slowdisk-<id>/fuse/disk.img, served with the
-      |                 profile's timing by `python -m backburner.slowdisk.daemon --foreground`
+    FUSE disk.img       <state dir>/work/slowdisk-<random>/fuse/disk.img (a private 0700
+      |                 directory), served with the profile's timing by
+      |                 `python -m backburner.slowdisk.daemon`
     the image           a (sparse) file of the user's
 
 Everything is set up through one `system.Transaction`: work dir, daemon log, FUSE mount
@@ -17,8 +18,8 @@ the loop device is gone before the daemon stops (otherwise it would return EIO).
 `create` hands the transaction over to the daemon (`Transaction.hand_over`), with a JSON note
 naming the loop device, profile, image and mount point: the slowdisk outlives the CLI,
 `remove` undoes that journal on request, and `backburner restore` undoes it once the daemon
-has died. `bench_device` does the same inside the bench's own transaction (no hand-over), with
-an ext4 testbed on the loop device.
+has died. `serve_blank` does the same inside a caller's transaction (no hand-over) for a new
+sparse image: the bench builds its ext4 testbed on the loop device it returns.
 
 Default IO scheduler: mq-deadline, what the kernel picks for a real single-queue disk (a SATA
 hard disk, an SD card reader), so a slowdisk is scheduled like the device it stands for.
@@ -31,7 +32,6 @@ import json
 import logging
 import math
 import os
-import secrets
 import signal
 import stat
 import sys
@@ -39,7 +39,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import system
 from ..errors import (
@@ -49,17 +49,13 @@ from ..errors import (
     UnavailableError,
     UsageError,
 )
-from ..units import human_size, size_text
+from ..units import human_size
 from .model import FlatProfile, Profile
 from .profiles import BUILTIN, get_profile
-
-if TYPE_CHECKING:  # the bench imports us, not the other way round
-    from ..bench.devices import Device, DeviceSpec
 
 log = logging.getLogger(__name__)
 
 LABEL = "slowdisk"  # the journal label of `slowdisk create`
-WORK_ROOT = "/var/tmp/backburner"
 DEFAULT_SCHEDULER = "mq-deadline"
 SCHEDULERS = ("mq-deadline", "bfq", "kyber", "none")
 SERVED_NAME = "disk.img"
@@ -192,16 +188,12 @@ def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
 
 def _crash_point(stage: str) -> None:
     if os.environ.get(CRASH_ENV) == stage:
-        os.kill(os.getpid(), signal.SIGKILL)
+        signal.raise_signal(signal.SIGKILL)
 
 
 def _new_workdir(prefix: str, tx: system.Transaction) -> str:
-    # The shared parent is left in place (like the state directory): with several slowdisks
-    # and benches in it, no single journal can own it.
-    os.makedirs(WORK_ROOT, exist_ok=True)
-    work = os.path.join(WORK_ROOT, f"{prefix}-{os.getpid()}-{secrets.token_hex(3)}")
-    tx.apply(system.MadeDir(work))
-    return work
+    """A private (0700, random name) directory under the root-owned work root."""
+    return str(tx.apply(system.PrivateDir(str(system.work_root()), f"{prefix}-")))
 
 
 def _last_line(path: str) -> str:
@@ -228,7 +220,7 @@ def _serve(tx: system.Transaction, work: str, profile: Profile, image: str,
     tx.apply(system.MadeDir(mnt))
     tx.apply(system.FuseMount(mnt))  # before the daemon: undone after it stops, even if killed
     argv = [sys.executable, "-m", "backburner.slowdisk.daemon", "--profile", profile.name,
-            "--image", image, "--mountpoint", mnt, "--foreground", "--log", daemon_log]
+            "--image", image, "--mountpoint", mnt, "--log", daemon_log]
     if read_only:
         argv.append("--read-only")
     daemon = system.Daemon(argv, ready_path=os.path.join(mnt, STATS_NAME),
@@ -511,33 +503,35 @@ def profiles_json() -> list[dict[str, Any]]:
     return [p.as_dict() for p in BUILTIN.values()]
 
 
-# --- the bench's device -----------------------------------------------------------------------
+# --- a blank slowdisk for a caller's transaction -------------------------------------------
 
 
-def bench_device(spec: DeviceSpec, tx: system.Transaction,
-                 make_testbed_on: Callable[..., Device]) -> Device:
-    """A slowdisk testbed for `backburner bench --device slowdisk:PROFILE:SIZE`.
+@dataclass(frozen=True)
+class Blank:
+    """A slowdisk over a new sparse image, inside someone else's transaction."""
 
-    Everything is applied in the bench's transaction (no hand-over): a sparse image in a work
-    dir, the daemon, the loop device, then `make_testbed_on` (rotational, ext4, mount).
-    """
-    profile = get_profile(spec.profile)
+    loop: str
+    served: str  # the file the loop device is over: the daemon's view of the image
+    workdir: str
+    profile: Profile
+    facts: dict[str, Any]
+
+
+def serve_blank(tx: system.Transaction, profile_name: str, size: int) -> Blank:
+    """A new sparse image served with `profile`'s timing as a loop device, everything applied
+    in `tx` (no hand-over): the bench builds its testbed on the loop device."""
+    profile = get_profile(profile_name)
     if profile.read_only_medium:
         raise UsageError(f"a {profile.name} slowdisk is read-only: the bench needs to write "
                          "its files", "use hdd-5400, hdd-7200, sdcard or flat:MS")
-    if spec.size < 64 << 20:
-        raise UsageError("a slowdisk bench device needs at least 64M")
     _check_fuse()
     work = _new_workdir("slowdisk-bench", tx)
     image = os.path.join(work, "image.img")
-    tx.apply(system.MadeFile(image, spec.size))
+    tx.apply(system.MadeFile(image, size))
     served = _serve(tx, work, profile, image, read_only=False)
-    rotational = spec.rotational if spec.rotational is not None else int(profile.rotational)
-    label = f"slowdisk:{profile.name}:{size_text(spec.size)}"
-    dev = make_testbed_on(served.loop, work, label, tx, rotational)
-    dev.facts["slowdisk"] = {**profile.as_dict(), "image_bytes": spec.size,
-                             "fuse_mountpoint": served.mountpoint, "daemon_pid": served.pid}
-    return dev
+    facts = {**profile.as_dict(), "image_bytes": size, "fuse_mountpoint": served.mountpoint,
+             "daemon_pid": served.pid}
+    return Blank(served.loop, os.path.join(served.mountpoint, SERVED_NAME), work, profile, facts)
 
 
 __all__ = [
@@ -546,7 +540,7 @@ __all__ = [
     "Entry",
     "SlowDisk",
     "attach",
-    "bench_device",
+    "serve_blank",
     "create",
     "entries",
     "find",

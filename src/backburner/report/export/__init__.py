@@ -1,24 +1,14 @@
 """Exports of a report, one module per format behind a small registry (as hyperfine's
-`export/`): each format registers a writer ``(data, out, tolerance, confidence)``."""
+`export/`): each format module registers a writer ``(data, out, tolerance, confidence)``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TextIO
 
 from ...errors import UsageError
 from ..data import ReportData
-
-Writer = Callable[[ReportData, TextIO, float, float], None]
-EXPORTERS: dict[str, Writer] = {}
-
-
-def exporter(name: str) -> Callable[[Writer], Writer]:
-    def register(fn: Writer) -> Writer:
-        EXPORTERS[name] = fn
-        return fn
-
-    return register
+from . import csv, json, markdown  # noqa: F401  - each registers itself
+from .registry import EXPORTERS
 
 
 def export(data: ReportData, fmt: str, out: TextIO, *, tolerance: float = 0.10,
@@ -34,6 +24,3 @@ def export(data: ReportData, fmt: str, out: TextIO, *, tolerance: float = 0.10,
 
 def formats() -> tuple[str, ...]:
     return tuple(EXPORTERS)
-
-
-from . import csv, json, markdown  # noqa: E402, F401  - each registers itself

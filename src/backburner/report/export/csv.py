@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 from ...store import TRIAL_FIELDS
 from ..data import ReportData
-from . import exporter
+from .registry import exporter
 
 CELL_FIELDS = ("run_id", "cell_id", "cell_key", "probe", "device", "scheduler", "load",
                "policy")

@@ -12,7 +12,7 @@ from ... import __version__, stats
 from ...store import TRIAL_FIELDS
 from ..data import ReportData
 from ..summary import RESAMPLES, SEED, notes, summary_rows
-from . import exporter
+from .registry import exporter
 
 FORMAT = "backburner-results"
 VERSION = 1

@@ -20,7 +20,7 @@ from ..summary import (
     summary_rows,
     timeouts_text,
 )
-from . import exporter
+from .registry import exporter
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 

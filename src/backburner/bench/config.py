@@ -1,0 +1,270 @@
+"""What a bench run is: its configuration, the named presets, and the one `plan()` that turns
+the configuration into typed parts, validated before anything on the machine is touched.
+
+`BenchConfig` is what the user asked for, as plain values: it is stored with the run (JSON)
+so that `--resume` rebuilds exactly the same run. `plan()` parses every string once — the
+probes, loads, policies, the device, the scheduler names (checked against the kernel's known
+IO schedulers) — and checks every number is finite and in range, so that a typo costs no
+root setup: the runner consumes only the `Plan`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .. import priority
+from ..cell import Cell
+from ..errors import DataError, UsageError
+from ..units import human_size
+from . import loads as loadspec
+from . import matrix
+from .devices import DeviceSpec
+from .probes import Probe
+
+#: The IO schedulers (elevators) of Linux's block layer; a device offers a subset of them.
+KNOWN_SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
+MAX_TRIALS = 10_000
+MAX_TIMEOUT_S = 24 * 3600.0
+MAX_SETTLE_S = 3600.0
+MAX_ABORT_FACTOR = 1e6
+#: fio jobs of one load: more would measure the harness, not the device (and can exhaust
+#: memory with 256 MiB files each).
+MAX_FIO_JOBS = 64
+
+
+@dataclass
+class BenchConfig:
+    """Everything that defines a run; stored as JSON so --resume can rebuild it exactly."""
+
+    probes: list[str]
+    loads: list[str]
+    policies: list[str]
+    schedulers: list[str]
+    device: str = "testbed:4G"
+    trials: int = 10
+    cold: bool = True
+    seed: int = 0
+    settle_s: float = 2.0
+    timeout_s: float = 60.0
+    abort_factor: float = 30.0
+    abort_after: int = 2
+    rotational: int = 1
+    ready_line: str | None = None
+    ready_file: str | None = None
+    preset: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "the configuration") -> BenchConfig:
+        """A stored configuration (older runs stored one `probe` string)."""
+        data = dict(data)
+        if "probe" in data and "probes" not in data:
+            data["probes"] = [data.pop("probe")]
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise DataError(f"{where} has keys this backburner does not know: "
+                            f"{', '.join(unknown)}", "it was written by a newer version")
+        try:
+            return cls(**data)
+        except TypeError as err:
+            raise DataError(f"{where} is incomplete: {err}") from None
+
+
+OPTION_FIELDS = tuple(f.name for f in fields(BenchConfig) if f.name != "preset")
+
+
+# --- presets ------------------------------------------------------------------------------
+
+#: A cold start of the Python interpreter running this tool, importing a few stdlib
+#: packages: a couple of hundred small files, read through the device under test.
+PYTHON_PROBE = shlex.join([os.path.realpath(sys.executable), "-I", "-c",
+                           "import json, email.parser, http.client, asyncio"])
+
+
+def _quick() -> BenchConfig:
+    """The README's demonstration: a few minutes, and the classic result (BFQ and the idle
+    IO class protect start-up from sequential readers)."""
+    return BenchConfig(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
+                       policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
+                       device="testbed:4G", trials=8, settle_s=2.0, timeout_s=60.0,
+                       preset="quick")
+
+
+PRESETS = {"quick": _quick}
+
+
+def preset(name: str) -> BenchConfig:
+    try:
+        return PRESETS[name]()
+    except KeyError:
+        raise UsageError(f"unknown preset {name!r}", f"presets: {', '.join(PRESETS)}") from None
+
+
+# --- options -> configuration ---------------------------------------------------------------
+
+
+def from_options(*, preset_name: str | None = None, seed: int | None = None,
+                 **options: Any) -> BenchConfig:
+    """The configuration of a new run from command-line options (None: not given).
+
+    A preset supplies defaults that the options override; without one, a probe is needed.
+    Given loads always get the unloaded baseline "none" added (every loaded cell needs it).
+    Without a seed one is drawn at random (it is recorded with the run).
+    """
+    import secrets
+
+    unknown = set(options) - set(OPTION_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown bench options {sorted(unknown)}")
+    if preset_name:
+        cfg = preset(preset_name)
+    else:
+        if not options.get("probes"):
+            raise UsageError("bench needs --probe COMMAND or --preset NAME")
+        cfg = BenchConfig(probes=[], loads=["none"], policies=["default"],
+                          schedulers=["mq-deadline", "bfq"])
+    for key, value in options.items():
+        if value is not None:
+            setattr(cfg, key, list(value) if isinstance(value, list | tuple) else value)
+    if options.get("loads") is not None and "none" not in cfg.loads:
+        cfg.loads.insert(0, "none")
+    cfg.seed = seed if seed is not None else secrets.randbelow(2**31)
+    return cfg
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated configuration: typed parts the runner uses, nothing left to parse."""
+
+    config: BenchConfig
+    probes: dict[str, Probe]  # label -> probe (program resolved to an absolute path)
+    loads: dict[str, loadspec.LoadSpec]
+    policies: dict[str, priority.Policy]
+    schedulers: tuple[str, ...]
+    device: DeviceSpec
+    cells: tuple[Cell, ...] = field(default=())
+
+    @property
+    def needs_fio(self) -> bool:
+        return any(spec.kind in ("fio", "copy") for spec in self.loads.values())
+
+    def slots(self) -> list[matrix.Slot]:
+        return matrix.order(list(self.cells), self.config.trials, self.config.seed)
+
+
+def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
+    """Check everything that can be checked without root or a device; UsageError otherwise.
+
+    ``resolve=False`` leaves the probes' programs unresolved and the tools unchecked: enough
+    to know a stored run's cells and slots (a complete `--resume` builds nothing)."""
+    _check_numbers(cfg)
+    probes = _probes(cfg, resolve)
+    loads = {text: loadspec.parse(text) for text in dict.fromkeys(cfg.loads)}
+    for spec in loads.values():
+        jobs = sum(part.jobs for part in spec.fio)
+        if jobs > MAX_FIO_JOBS:
+            raise UsageError(f"load {spec.text!r} asks for {jobs} fio jobs",
+                             f"at most {MAX_FIO_JOBS}")
+    if not loads:
+        raise UsageError("no load given")
+    policies = {p: priority.parse_policy(p) for p in dict.fromkeys(cfg.policies)}
+    if not policies:
+        raise UsageError("no policy given")
+    schedulers = tuple(dict.fromkeys(cfg.schedulers))
+    if not schedulers:
+        raise UsageError("no scheduler given")
+    for name in schedulers:
+        check_scheduler(name)
+    device = DeviceSpec.parse(cfg.device)
+    if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
+        loadspec.require_fio()
+    cells = tuple(c for label in probes for c in matrix.build_cells(
+        label, device.label, list(schedulers), list(loads), list(policies)))
+    return Plan(cfg, probes, loads, policies, schedulers, device, cells)
+
+
+def check_scheduler(name: str) -> str:
+    if name not in known_schedulers():
+        near = [k for k in KNOWN_SCHEDULERS if k.replace("-", "") == name.replace("-", "")]
+        raise UsageError(f"unknown IO scheduler {name!r}",
+                         f"did you mean {near[0]}?" if near else
+                         "use " + ", ".join(known_schedulers()))
+    return name
+
+
+def known_schedulers() -> tuple[str, ...]:
+    """Linux's elevators, plus any other one a block device here offers right now."""
+    offered: list[str] = []
+    for queue in Path("/sys/block").glob("*/queue/scheduler"):
+        try:
+            offered += queue.read_text().replace("[", " ").replace("]", " ").split()
+        except OSError:
+            continue
+    return tuple(dict.fromkeys([*KNOWN_SCHEDULERS, *offered]))
+
+
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def split_probe(text: str) -> tuple[str, str]:
+    """'NAME=COMMAND' -> (NAME, COMMAND); a plain command is labelled by itself as typed."""
+    head, sep, rest = text.partition("=")
+    if sep and _LABEL.fullmatch(head) and rest.strip():
+        return head, rest.strip()
+    return text.strip(), text.strip()
+
+
+def _probes(cfg: BenchConfig, resolve: bool) -> dict[str, Probe]:
+    if not cfg.probes:
+        raise UsageError("bench needs --probe COMMAND or --preset NAME")
+    out: dict[str, Probe] = {}
+    for text in cfg.probes:
+        label, command = split_probe(text)
+        if label in out:
+            raise UsageError(f"two probes are labelled {label!r}",
+                             "label them apart: --probe NAME='COMMAND'")
+        probe = Probe.parse(command, cfg.ready_line, cfg.ready_file, label)
+        out[label] = probe.resolve() if resolve else probe
+    return out
+
+
+def _check_numbers(cfg: BenchConfig) -> None:
+    if not 1 <= cfg.trials <= MAX_TRIALS:
+        raise UsageError(f"--trials {cfg.trials} out of range", f"use 1..{MAX_TRIALS}")
+    checks = (("--settle", cfg.settle_s, 0.0, MAX_SETTLE_S, False),
+              ("--timeout", cfg.timeout_s, 0.0, MAX_TIMEOUT_S, True),
+              ("--abort-factor", cfg.abort_factor, 1.0, MAX_ABORT_FACTOR, True))
+    for name, value, low, high, low_open in checks:
+        ok = isinstance(value, int | float) and math.isfinite(value) and value <= high and (
+            value > low if low_open else value >= low)
+        if not ok:
+            bound = f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
+            raise UsageError(f"{name} {value} out of range", f"give a finite number {bound}")
+    if cfg.rotational not in (0, 1):
+        raise UsageError(f"--rotational {cfg.rotational} out of range", "use 0 or 1")
+    if not 1 <= cfg.abort_after <= MAX_TRIALS:
+        raise UsageError(f"abort_after {cfg.abort_after} out of range")
+
+
+def check_space(spec: DeviceSpec, where: str) -> None:
+    """Refuse a testbed image bigger than the free space of the filesystem that holds it."""
+    if spec.kind == "path":
+        return
+    st = os.statvfs(where)
+    free = st.f_bavail * st.f_frsize
+    if spec.size > free:
+        raise UsageError(f"a {human_size(spec.size)} testbed does not fit in {where}: "
+                         f"{human_size(free)} free", "give a smaller size, e.g. testbed:4G")

@@ -1,0 +1,107 @@
+"""What /proc says about processes and threads: read-only facts, shared by every module that
+needs to tell a process apart from a recycled PID, walk a process tree or find a group.
+
+A PID alone names nothing for long: the kernel reuses it. (pid, start time) does, so every
+record of a process we keep (journals, governed processes, tracked load children) carries
+its start time and is checked against it before anything is done to the PID.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (which may hold spaces and ')')."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot, field 22) of a live process or thread; None when it
+    is gone or a zombie (it has released everything; its parent may reap it late)."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def parent_of(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def pgid_of(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[2]) if fields else None
+
+
+def is_kernel_thread(pid: int) -> bool:
+    """Kernel threads (kthreadd and its children) have the PF_KTHREAD flag (0x00200000)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and bool(int(fields[6]) & 0x00200000)
+
+
+def comm_of(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().rstrip("\n")
+    except OSError:
+        return None
+
+
+def threads_of(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return []
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children, from every thread's `children` list (no scan of /proc)."""
+    kids: list[int] = []
+    for tid in threads_of(pid):
+        try:
+            text = Path(f"/proc/{pid}/task/{tid}/children").read_text()
+        except OSError:
+            continue
+        kids += [int(k) for k in text.split() if int(k) not in kids]
+    return kids
+
+
+def descendants_of(pid: int) -> list[int]:
+    """All processes below pid, breadth first."""
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        for kid in children_of(queue.pop(0)):
+            if kid not in found:
+                found.append(kid)
+                queue.append(kid)
+    return found
+
+
+def ancestors_of(pid: int) -> list[int]:
+    """pid's parent, its parent, ... up to PID 1 (or 0 for kernel threads)."""
+    out = []
+    cur = parent_of(pid)
+    while cur and cur not in out:
+        out.append(cur)
+        cur = parent_of(cur)
+    return out
+
+
+def pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes (not zombies) whose process group is pgid."""
+    found = []
+    for pid in pids():
+        fields = _stat_fields(pid)
+        if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+            found.append(pid)
+    return found

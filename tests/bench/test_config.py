@@ -1,0 +1,142 @@
+"""bench.config: options become one configuration, presets, and `plan()` refuses every bad
+option before anything is touched (it needs no root and starts nothing)."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+
+import pytest
+
+from backburner.bench import config
+from backburner.bench.config import BenchConfig
+from backburner.errors import CommandNotFound, DataError, UsageError
+
+
+def _cfg(**kw: object) -> BenchConfig:
+    base: dict = dict(probes=["/bin/true"], loads=["none", "readers:1:seq"],
+                      policies=["default"], schedulers=["bfq"], device="testbed:1G", seed=3)
+    base.update(kw)
+    return BenchConfig(**base)  # type: ignore[arg-type]
+
+
+def test_from_options_adds_the_baseline_and_draws_a_seed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import secrets
+
+    drawn = iter([123456, 654321])
+    monkeypatch.setattr(secrets, "randbelow", lambda n: next(drawn) % n)
+    cfg = config.from_options(probes=["/bin/true"], loads=["readers:1:seq"])
+    assert cfg.loads == ["none", "readers:1:seq"] and cfg.seed == 123456 and cfg.cold
+    quick = config.from_options(preset_name="quick")  # a preset's seed is random too
+    assert quick.seed == 654321 and quick.preset == "quick"
+    assert quick.loads == config.preset("quick").loads
+    fixed = config.from_options(preset_name="quick", seed=7, cold=False, trials=3)
+    assert (fixed.seed, fixed.cold, fixed.trials) == (7, False, 3)
+
+
+def test_the_seed_is_really_random() -> None:
+    seeds = {config.from_options(probes=["/bin/true"]).seed for _ in range(5)}
+    assert len(seeds) > 1 and all(0 <= s < 2**31 for s in seeds)
+
+
+def test_no_probe_and_unknown_preset() -> None:
+    with pytest.raises(UsageError, match="--probe"):
+        config.from_options()
+    with pytest.raises(UsageError, match="unknown preset 'slow'"):
+        config.from_options(preset_name="slow")
+
+
+def test_plan_types_every_part() -> None:
+    p = config.plan(_cfg(probes=["/bin/true", "sh=sh -c true"], policies=["default", "gentle"],
+                         schedulers=["mq-deadline", "bfq"]))
+    assert list(p.probes) == ["/bin/true", "sh"]
+    assert p.probes["sh"].argv == (os.path.realpath(shutil.which("sh") or ""), "-c", "true")
+    assert p.probes["sh"].label == "sh" and p.probes["/bin/true"].label == "/bin/true"
+    assert [s.kind for s in p.loads.values()] == ["none", "fio"]
+    assert list(p.policies) == ["default", "gentle"]
+    assert p.schedulers == ("mq-deadline", "bfq") and p.device.kind == "testbed"
+    # 2 probes x 2 schedulers x (none + 1 load x 2 policies)
+    assert len(p.cells) == 12 and len({c.key for c in p.cells}) == 12
+    assert {c.probe for c in p.cells} == {"/bin/true", "sh"}
+    assert p.needs_fio
+
+
+@pytest.mark.parametrize(("text", "label", "command"), [
+    ("/bin/true", "/bin/true", "/bin/true"),
+    ("py=python3 -c 'print(1)'", "py", "python3 -c 'print(1)'"),
+    ("env FOO=1 true", "env FOO=1 true", "env FOO=1 true"),  # not a label: a space before =
+    ("x=", "x=", "x="),
+])
+def test_probe_labels(text: str, label: str, command: str) -> None:
+    assert config.split_probe(text) == (label, command)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"trials": 0}, "--trials 0 out of range"),
+    ({"trials": 10_001}, "--trials"),
+    ({"settle_s": -1.0}, "--settle"),
+    ({"settle_s": math.inf}, "--settle"),
+    ({"timeout_s": 0.0}, "--timeout"),
+    ({"timeout_s": math.inf}, "--timeout"),
+    ({"timeout_s": math.nan}, "--timeout"),
+    ({"abort_factor": math.inf}, "--abort-factor"),
+    ({"abort_factor": 0.5}, "--abort-factor"),
+    ({"rotational": 2}, "--rotational"),
+    ({"probes": []}, "--probe"),
+    ({"probes": ["a=/bin/true", "a=/bin/false"]}, "two probes are labelled 'a'"),
+    ({"probes": ["'unclosed"]}, "does not parse"),
+    ({"loads": ["readers:x:seq"]}, "does not parse"),
+    ({"loads": ["readers:65:seq"]}, "65 fio jobs"),
+    ({"loads": ["readers:40:seq+writers:40:rand"]}, "80 fio jobs"),
+    ({"loads": []}, "no load"),
+    ({"policies": ["fast"]}, "unknown policy"),
+    ({"policies": []}, "no policy"),
+    ({"schedulers": ["bqf"]}, "unknown IO scheduler 'bqf'"),
+    ({"schedulers": ["cfq"]}, "unknown IO scheduler 'cfq'"),
+    ({"schedulers": []}, "no scheduler"),
+    ({"device": "testbed:1M"}, "too small"),
+    ({"device": "testbed:1e99999G"}, "does not parse"),
+    ({"device": "slowdisk:warp:1G"}, "profile"),
+    ({"device": "/nonexistent/place"}, "no such path"),
+    ({"ready_line": "(unclosed"}, "not a regex"),
+])
+def test_every_bad_option_is_refused_by_the_plan(change: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        config.plan(_cfg(**change))
+
+
+def test_a_typo_of_a_scheduler_gets_a_suggestion() -> None:
+    with pytest.raises(UsageError) as err:
+        config.plan(_cfg(schedulers=["mqdeadline"]))
+    assert "did you mean mq-deadline" in str(err.value)
+
+
+def test_a_missing_probe_is_127_unless_only_planned() -> None:
+    cfg = _cfg(probes=["/nonexistent/probe-xyz"])
+    with pytest.raises(CommandNotFound):
+        config.plan(cfg)
+    assert len(config.plan(cfg, resolve=False).cells) == 2
+
+
+def test_documented_devices_are_accepted() -> None:
+    assert config.plan(_cfg(device="slowdisk:flat:5:1G")).device.profile == "flat:5"
+
+
+def test_stored_configurations(tmp_path: object) -> None:
+    cfg = _cfg()
+    assert BenchConfig.from_dict(cfg.to_dict()) == cfg
+    legacy = {k: v for k, v in cfg.to_dict().items() if k != "probes"} | {"probe": "/bin/true"}
+    assert BenchConfig.from_dict(legacy) == cfg  # runs stored before probes were a list
+    with pytest.raises(DataError, match="warp_factor"):
+        BenchConfig.from_dict({**cfg.to_dict(), "warp_factor": 9})
+    with pytest.raises(DataError, match="incomplete"):
+        BenchConfig.from_dict({"loads": []})
+
+
+def test_space_check(tmp_path: object) -> None:
+    spec = config.DeviceSpec.parse("testbed:65536T")
+    with pytest.raises(UsageError, match="does not fit"):
+        config.check_space(spec, str(tmp_path))
+    config.check_space(config.DeviceSpec.parse("testbed:64M"), str(tmp_path))

@@ -1,0 +1,184 @@
+"""The rules of the house (ARCHITECTURE.md), checked over all of src/ by reading the code:
+no import cycles; only spawn.py creates, signals or reaps processes; only system.py (and
+spawn.py's pre-exec hook, which puts a child into its cgroup) writes under /sys, /proc or a
+cgroup file system."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import backburner
+
+SRC = Path(backburner.__file__).parent
+PROCESS_MODULES = {"spawn.py"}
+STATE_MODULES = {"system.py", "spawn.py"}
+
+_OS_PROCESS_CALLS = {"fork", "forkpty", "system", "popen", "kill", "killpg", "setsid",
+                     "wait", "waitpid", "wait3", "wait4", "waitid", "pidfd_open"}
+_OS_PREFIXES = ("exec", "spawn", "posix_spawn")
+_WRITE_CALLS = {"write_text", "write_bytes", "mkdir", "makedirs", "rmdir", "rmtree",
+                "unlink", "remove", "symlink", "chmod", "chown"}
+_STATE_PATHS = ("/sys/", "/proc/")
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py"))
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(SRC))
+
+
+def _module_name(path: Path) -> str:
+    parts = ["backburner", *path.relative_to(SRC).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of this package that `path` imports (relative imports resolved)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("backburner"):
+                continue
+            out.add(mod)
+            out |= {f"{mod}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("backburner")}
+    return out
+
+
+def test_no_import_cycles() -> None:
+    names = {_module_name(p): p for p in _modules()}
+    graph = {n: {m for m in _imports(p) if m in names and m != n} for n, p in names.items()}
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                cycles.append(" -> ".join(stack[stack.index(m):] + [m]))
+            elif m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+    # a package's __init__ importing its own modules is how a package shows its face; a
+    # module importing its package's __init__ while __init__ imports it is a real cycle
+    assert cycles == []
+
+
+def _calls(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            attr = node.func.attr
+            if isinstance(owner, ast.Name):
+                found.append((node.lineno, f"{owner.id}.{attr}"))
+    return found
+
+
+def test_only_spawn_creates_signals_or_reaps_processes() -> None:
+    offenders = []
+    for path in _modules():
+        if path.name in PROCESS_MODULES:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                process_module = any(n.split(".")[0] in ("subprocess", "multiprocessing", "pty")
+                                     for n in names if n)
+                if process_module and not _type_only(path):
+                    offenders.append(f"{_rel(path)}:{node.lineno}: imports {names}")
+        for line, call in _calls(tree):
+            owner, _, attr = call.partition(".")
+            if owner == "os" and (attr in _OS_PROCESS_CALLS or attr.startswith(_OS_PREFIXES)):
+                offenders.append(f"{_rel(path)}:{line}: {call}")
+            if owner in ("subprocess", "signal") and attr in (
+                    "Popen", "run", "call", "check_call", "check_output", "getoutput",
+                    "pidfd_send_signal", "pthread_kill"):
+                offenders.append(f"{_rel(path)}:{line}: {call}")
+    assert offenders == []
+
+
+def _type_only(path: Path) -> bool:
+    """`import subprocess` only for its constants (DEVNULL, PIPE) passed to spawn."""
+    source = path.read_text()
+    uses = {n.attr for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "subprocess"}
+    return uses <= {"DEVNULL", "PIPE", "STDOUT"}
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """String constants, docstrings left out."""
+    docs = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Expr)
+            and isinstance(n.value, ast.Constant)}
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs]
+
+
+def _writes(func: ast.AST) -> list[int]:
+    lines = []
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else (
+            node.func.id if isinstance(node.func, ast.Name) else "")
+        if name in _WRITE_CALLS:
+            lines.append(node.lineno)
+        elif name == "open":
+            modes = [s for s in _strings(node) if set(s) <= set("rwabxt+") and s]
+            flags = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            if any(set(m) & set("wax+") for m in modes) or flags & {"O_WRONLY", "O_RDWR"}:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_system_writes_under_sys_proc_and_cgroupfs() -> None:
+    """A function outside system.py that names /sys, /proc or a cgroup path must not write
+    files or directories (reading them is fine: sysfs facts, /proc/PID/stat)."""
+    offenders = []
+    for path in _modules():
+        if path.name in STATE_MODULES:
+            continue
+        tree = ast.parse(path.read_text())
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            state_paths = [s for s in _strings(func)
+                           if s.startswith(_STATE_PATHS) or "cgroup" in s]
+            if state_paths:
+                offenders += [f"{_rel(path)}:{ln}: {func.name} writes near {state_paths[0]!r}"
+                              for ln in _writes(func)]
+    assert offenders == []
+
+
+def test_the_scans_find_what_they_look_for(tmp_path: Path) -> None:
+    """The scans themselves can fail: planted offenders are found."""
+    planted = ast.parse(
+        "import os\n"
+        "def f():\n"
+        "    os.kill(1, 9)\n"
+        "def g():\n"
+        "    open('/sys/block/sda/queue/scheduler', 'w').write('none')\n")
+    funcs = [n for n in ast.walk(planted) if isinstance(n, ast.FunctionDef)]
+    assert _writes(funcs[1]) == [5]
+    assert any(c == "os.kill" for _, c in _calls(planted))
