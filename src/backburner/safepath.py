@@ -24,11 +24,14 @@ def _trusted_owner(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid())
 
 
-def check_chain(path: str | os.PathLike[str], what: str = "directory") -> None:
+def check_chain(path: str | os.PathLike[str], what: str = "directory", *,
+                sticky_ok: bool = False) -> None:
     """Every ancestor of `path` (and `path` itself, if it exists) is one nobody else controls.
 
     UnsafePathError names the first component that is a symlink, owned by another user, or
-    writable by others without the sticky bit.
+    writable by others without the sticky bit. ``sticky_ok``: `path` itself may be a sticky
+    world-writable directory (like /tmp), for callers that only create a random-named,
+    private directory in it (others can neither predict, replace nor rename it).
     """
     absolute = Path(os.path.abspath(path))
     parts = [absolute, *absolute.parents][::-1]
@@ -48,7 +51,8 @@ def check_chain(path: str | os.PathLike[str], what: str = "directory") -> None:
         if not _trusted_owner(st):
             raise UnsafePathError(f"{what} {path}: {comp} is owned by uid {st.st_uid}",
                                   "it must be owned by root")
-        if st.st_mode & _WRITABLE_BY_OTHERS and (last or not st.st_mode & stat.S_ISVTX):
+        sticky = bool(st.st_mode & stat.S_ISVTX)
+        if st.st_mode & _WRITABLE_BY_OTHERS and (not sticky or (last and not sticky_ok)):
             raise UnsafePathError(f"{what} {path}: {comp} is writable by other users",
                                   f"chmod go-w {comp}")
 

@@ -448,7 +448,11 @@ class PrivateDir(Change):
         return f"private directory {os.path.join(self.parent, self.prefix)}*"
 
     def apply(self) -> str:
-        parent = trusted_dir(Path(self.parent), "work directory")
+        parent = Path(self.parent)
+        if parent.exists():
+            safepath.check_chain(parent, "work directory", sticky_ok=True)
+        else:
+            trusted_dir(parent, "work directory")
         return tempfile.mkdtemp(prefix=self.prefix, dir=parent)
 
     def undo(self, old: Any, result: Any) -> None:
@@ -948,9 +952,9 @@ def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
 def stale_journals() -> Iterator[Journal]:
     """Journals whose owning process is gone (crashed, killed, or the machine rebooted)."""
     jdir = journal_dir()
+    safepath.check_chain(jdir, "state directory")
     if not jdir.is_dir():
         return
-    safepath.check_chain(jdir, "state directory")
     for path in sorted(jdir.glob("*.jsonl")):
         safepath.check_file(path, "journal")
         journal = Journal(path)
@@ -979,9 +983,9 @@ class JournalInfo:
 
 def journals() -> list[JournalInfo]:
     jdir = journal_dir()
+    safepath.check_chain(jdir, "state directory")
     if not jdir.is_dir():
         return []
-    safepath.check_chain(jdir, "state directory")
     out = []
     for path in sorted(jdir.glob("*.jsonl")):
         journal = Journal(path)

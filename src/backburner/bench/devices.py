@@ -11,6 +11,7 @@ could have planted.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,8 @@ class Device:
     chroot: str | None
     workdir: str  # a private directory of ours for scratch files (never in the chroot)
     facts: dict[str, Any] = field(default_factory=dict)
+    #: raises SystemStateError when what serves the device has died (a slowdisk daemon)
+    check_alive: Callable[[], None] = field(default=lambda: None, repr=False)
 
     @property
     def scheduler_file(self) -> str:
@@ -154,6 +157,7 @@ def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1) -> Devi
         blank = slowdevice.serve_blank(tx, spec.profile, spec.size)
         dev = make_testbed(blank.loop, blank.served, blank.workdir, spec.label, tx, rotational)
         dev.facts["slowdisk"] = blank.facts
+        dev.check_alive = blank.check_alive
         return dev
     work = str(tx.apply(system.PrivateDir(str(system.work_root()), "testbed-")))
     image = os.path.join(work, "disk.img")

@@ -187,6 +187,16 @@ class Load:
         finally:
             os.close(fd)
 
+    def last_words(self) -> str:
+        """The last line of the load's log, for a message that outlives the log (which goes
+        with the testbed)."""
+        try:
+            with open(self.log, "rb") as f:
+                lines = f.read()[-4096:].decode(errors="replace").strip().splitlines()
+        except OSError:
+            lines = []
+        return lines[-1] if lines else "it wrote nothing to its log"
+
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None
 

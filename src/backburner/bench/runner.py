@@ -30,7 +30,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from .. import __version__, job, priority, system
+from .. import __version__, job, priority, safepath, system
 from ..cell import NO_POLICY, Cell
 from ..errors import DataError, SystemStateError, UnavailableError
 from ..store import Store, check_local_path, refuse_existing
@@ -124,6 +124,7 @@ class Bench:
     # --- set-up -------------------------------------------------------------------------
 
     def prepare(self, tx: system.Transaction) -> None:
+        log.debug("phase: device")
         self.device = devices.setup(self.plan.device, tx, self.cfg.rotational)
         offered = self.device.schedulers()
         for sched in self.plan.schedulers:
@@ -131,6 +132,7 @@ class Bench:
                 raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
                                        f"{self.device.name}", f"it offers: {', '.join(offered)}")
         copied = 0
+        log.debug("phase: discovery")
         for probe in self.plan.probes.values():
             files = probes.discover_files(probe, self.device.workdir, self.cfg.timeout_s)
             if self.device.chroot:
@@ -140,6 +142,7 @@ class Bench:
         if self.device.chroot:
             devices.bind_virtual(self.device.chroot, tx)
             self.device.facts["probe_files_copied"] = copied
+        log.debug("phase: layout")
         for text, spec in self.plan.loads.items():
             directory = os.path.join(self.device.load_dir, _slug(text))
             os.mkdir(directory, 0o700)
@@ -178,6 +181,7 @@ class Bench:
         assert self.device is not None
         cell = slot.cell
         cold = self.cfg.cold and not slot.warmup  # the warm-up is the warm reference
+        self.device.check_alive()
         if self.timeouts[cell.key] >= self.cfg.abort_after:
             now = time.time()
             return {"status": "aborted", "cold": int(cold), "started_at": now, "ended_at": now,
@@ -194,7 +198,7 @@ class Bench:
                 time.sleep(self.cfg.settle_s)
                 if not load.alive():
                     raise SystemStateError(
-                        f"load {cell.load!r} ended during settling; see {load.log}")
+                        f"load {cell.load!r} ended during settling: {load.last_words()}")
             before = self.device.counters()
             t0 = time.monotonic()
             limit = self.limit_for(cell)
@@ -239,6 +243,7 @@ class Bench:
             1 for s in slots if (s.cell.key, s.round) in done))
         with system.Transaction("bench") as tx:
             self.prepare(tx)
+            log.debug("phase: trials")
             ids = {c.key: self.store.add_cell(self.run_id, c) for c in cells}
             for slot in slots:
                 if (slot.cell.key, slot.round) in done:
@@ -278,6 +283,8 @@ def preflight(plan: Plan) -> None:
     system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
     work = system.trusted_dir(system.work_root(), "work directory")
     config.check_space(plan.device, str(work))
+    if plan.device.kind == "path":  # the loads' private directory is made in it
+        safepath.check_chain(plan.device.path, "work directory", sticky_ok=True)
 
 
 def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
 
 from .. import system
 from ..errors import UsageError
 from .common import add_command, err, fraction, recover_if_needed
+
+log = logging.getLogger(__name__)
 
 #: Options that define the run (argparse dest -> config field; None: not a config field):
 #: --resume takes them from the database, so giving one with it is refused, not ignored.
@@ -71,6 +74,8 @@ def _default_html(db: str) -> str:
 
 def _show_report(path: str, html: str | None = None) -> int:
     from .. import report
+
+    log.debug("phase: report")
     from ..report import html as html_report
 
     data = report.load(path)

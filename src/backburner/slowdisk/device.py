@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import system
+from .. import procfs, system
 from ..errors import (
     ExistsError,
     NotFoundError,
@@ -209,6 +209,8 @@ class _Served:
     loop: str
     mountpoint: str
     pid: int
+    start: int
+    log: str
 
 
 def _serve(tx: system.Transaction, work: str, profile: Profile, image: str,
@@ -247,7 +249,7 @@ def _serve(tx: system.Transaction, work: str, profile: Profile, image: str,
     if dio != "1":
         raise SystemStateError(f"{loop}: direct IO could not be enabled on the loop device",
                                "the page cache would hide the modelled timing")
-    return _Served(loop, mnt, int(result["pid"]))
+    return _Served(loop, mnt, int(result["pid"]), int(result["start"]), daemon_log)
 
 
 def _apply_queue(tx: system.Transaction, loop: str, rotational: bool, scheduler: str) -> None:
@@ -515,6 +517,15 @@ class Blank:
     workdir: str
     profile: Profile
     facts: dict[str, Any]
+    daemon: _Served
+
+    def check_alive(self) -> None:
+        """A daemon that died leaves every read failing with EIO: say so, with the last line
+        of its log (the log itself goes with the work directory when the run is undone)."""
+        if procfs.start_time(self.daemon.pid) != self.daemon.start:
+            why = _last_line(self.daemon.log) or "nothing in its log"
+            raise SystemStateError(f"the slowdisk daemon (pid {self.daemon.pid}) died: {why}",
+                                   "the trials stored so far are kept; --resume continues")
 
 
 def serve_blank(tx: system.Transaction, profile_name: str, size: int) -> Blank:
@@ -531,7 +542,8 @@ def serve_blank(tx: system.Transaction, profile_name: str, size: int) -> Blank:
     served = _serve(tx, work, profile, image, read_only=False)
     facts = {**profile.as_dict(), "image_bytes": size, "fuse_mountpoint": served.mountpoint,
              "daemon_pid": served.pid}
-    return Blank(served.loop, os.path.join(served.mountpoint, SERVED_NAME), work, profile, facts)
+    return Blank(served.loop, os.path.join(served.mountpoint, SERVED_NAME), work, profile, facts,
+                 served)
 
 
 __all__ = [
