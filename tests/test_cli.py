@@ -4,8 +4,10 @@ option handling (now in bench.runner) and --resume rules."""
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,7 +51,8 @@ def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
 def test_debug_before_the_command_shows_the_traceback(db: str) -> None:
     r = bb("--debug", "report", db, "--html", "/nonexistent/x.html")
     assert r.returncode != 0
-    assert "Traceback" in r.err and "FileNotFoundError" in r.err
+    assert "Traceback" in r.err and "IOFailure: /nonexistent/x.html" in r.err
+    assert "matplotlib" not in r.err  # our debug logging only, not every library's
 
 
 def test_a_jobs_own_debug_argument_is_not_ours() -> None:
@@ -180,3 +183,51 @@ def test_resume_of_a_complete_run_shows_the_report(tmp_path: Path, state_dir: Pa
     assert s.trials(include_warmup=True) == before  # nothing added
     assert s.runs()[0].finished_at is not None  # a lost finish time is set
     assert not (state_dir / "work").exists() or not any((state_dir / "work").iterdir())
+
+
+# --- a full disk ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tiny tmpfs, filled up."""
+    import subprocess
+
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,nosuid,nodev", "tmpfs", str(mnt)],
+                   check=True, timeout=30)
+    try:
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"x" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True, timeout=30)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("args", [["--html", "FULL/r.html"],
+                                  ["--export", "csv", "-o", "FULL/r.csv"],
+                                  ["--plot", "FULL/plots"]])
+def test_a_full_disk_is_74_naming_the_file(db: str, full_disk: Path, args: list[str]) -> None:
+    args = [a.replace("FULL", str(full_disk)) for a in args]
+    r = bb("report", db, *args)
+    assert r.returncode == 74, r.err
+    line = one_line_error(r)
+    assert str(full_disk) in line and "No space left on device" in line, line
+
+
+@pytest.mark.root
+def test_a_bench_database_on_a_full_disk_is_74(full_disk: Path, state_dir: Path) -> None:
+    out = full_disk / "r.db"
+    r = bb("bench", "--probe", "/bin/true", "--device", "testbed:64M", "--trials", "1",
+           "--scheduler", "bfq", "-o", str(out), timeout=120)
+    assert r.returncode == 74, r.err
+    assert str(out) in r.err.strip().splitlines()[-1]
+    assert not (state_dir / "work").exists() or not list((state_dir / "work").iterdir())

@@ -104,3 +104,73 @@ def test_renders_in_chromium(page: tuple[Path, report.ReportData], tmp_path: Pat
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert len(re.findall(r"<img\b", dom.stdout)) == len(plot.figures(data))
     assert "Start-up latency under background IO" in dom.stdout
+
+
+# --- strict HTML5, and hostile strings in every stored field ---------------------------------
+
+HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</td></tr><td>",
+           "&amp;&lt;", "' onmouseover='alert(3)", "<!--", "]]>", "\u202egnp.exe"]
+
+
+def _strict_parse(text: str):  # noqa: ANN202 - an html5lib tree
+    import html5lib
+
+    parser = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False)
+    return parser.parse(text)
+
+
+def test_the_page_is_valid_html5(page: tuple[Path, report.ReportData]) -> None:
+    path, _ = page
+    _strict_parse(path.read_text())  # raises on any parse error (unclosed, stray end tags)
+
+
+def _hostile_db(path: Path) -> None:
+    from backburner.cell import Cell
+    from backburner.store import Store
+
+    store = Store.create(str(path))
+    env = {h: h for h in HOSTILE} | {"device": {h: [h, {"x": h}] for h in HOSTILE}}
+    config = {"probes": HOSTILE, "note": HOSTILE[1]}
+    run = store.add_run(" ".join(HOSTILE), config, 7, env, HOSTILE[0])
+    t = 1_700_000_000.0
+    for i, h in enumerate(HOSTILE):
+        for load, policy in (("none", "-"), (h, h)):
+            cid = store.add_cell(run, Cell(h, HOSTILE[-1 - i], h, load, policy))
+            for rnd in range(7):
+                store.add_trial(run, cid, round=rnd, warmup=int(rnd == 0), status="ok",
+                                cold=1, wall_s=0.1 + 0.01 * rnd + (0.3 if load != "none" else 0),
+                                in_blocks=100, started_at=t, ended_at=t + 1,
+                                extra={"note": h})
+                t += 2
+    store.finish_run(run)
+    store.close()
+
+
+def test_hostile_strings_in_every_stored_field_stay_text(tmp_path: Path) -> None:
+    _hostile_db(tmp_path / "h.db")
+    data = report.load(str(tmp_path / "h.db"))
+    out = tmp_path / "h.html"
+    html_report.write_html(data, str(out))
+    text = out.read_text()
+    tree = _strict_parse(text)
+    elements = list(tree.iter())
+    assert not [e for e in elements if e.tag == "script"]
+    assert not [e for e in elements if any(a.lower().startswith("on") for a in e.attrib)]
+    imgs = [e for e in elements if e.tag == "img"]
+    assert imgs and all(e.attrib["src"].startswith("data:image/png;base64,") for e in imgs)
+    flat = "".join(tree.itertext())
+    for h in HOSTILE:
+        assert h in flat  # shown as text, exactly
+
+
+def test_hostile_strings_in_the_markdown_export(tmp_path: Path) -> None:
+    _hostile_db(tmp_path / "h.db")
+    data = report.load(str(tmp_path / "h.db"))
+    out = io.StringIO()
+    report.export(data, "markdown", out)
+    table = [ln for ln in out.getvalue().splitlines() if ln.startswith("|")]
+    header_cells = table[0].count(" | ")
+    for row in table[2:]:  # every row keeps the column count: no | or newline got through
+        assert re.sub(r"\\\|", "", row).count(" | ") == header_cells, row
+    outside_code = re.sub(r"(`+).*?\1", "", out.getvalue())  # code spans show text as is
+    assert not re.search(r"(?<!\\)<", outside_code)  # every other < is escaped

@@ -24,6 +24,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from . import outfile
 from .errors import UsageError
 from .report.data import CellData, ReportData
 from .report.summary import MB, Row, summary_rows
@@ -371,13 +372,14 @@ def write_plots(data: ReportData, outdir: str, formats: tuple[str, ...] = ("png"
                 violin: bool = False, *, tolerance: float = 0.10) -> list[str]:
     """Save every plot in every format into `outdir` (created); returns the paths written."""
     _check_formats(formats)
-    os.makedirs(outdir, exist_ok=True)
+    outfile.make_dirs(outdir)
     paths = []
     for pf in figures(data, violin=violin, tolerance=tolerance):
         for fmt in formats:
             path = os.path.join(outdir, f"{pf.name}.{fmt}")
-            pf.figure.savefig(path, format=fmt, dpi=DPI * 1.5,
-                              metadata={"Software": None} if fmt == "png" else None)
+            with outfile.replaced(path, "wb") as f:
+                pf.figure.savefig(f, format=fmt, dpi=DPI * 1.5,
+                                  metadata={"Software": None} if fmt == "png" else None)
             paths.append(path)
     return paths
 

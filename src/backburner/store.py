@@ -85,6 +85,9 @@ STATUSES = ("ok", "failed", "timeout", "aborted")
 _EPOCH_RANGE = (0.0, float(2**33))
 _NON_NEGATIVE = ("wall_s", "user_s", "sys_s", "max_rss_kb", "in_blocks", "out_blocks",
                  "load_read_bps", "load_write_bps")
+#: No trial lasts 30 years: a duration beyond this is damage, not a measurement.
+_MAX_SECONDS = 1e9
+_DURATIONS = ("wall_s", "user_s", "sys_s")
 
 
 @dataclass(frozen=True)
@@ -419,9 +422,12 @@ class Store:
             if t[name] is None:
                 continue
             v = _float(t[name])
-            if v is None or (name in _NON_NEGATIVE and v < 0):
+            if v is None or (name in _NON_NEGATIVE and v < 0) or (
+                    name in _DURATIONS and v > _MAX_SECONDS):
                 want = "a finite number of 0 or more" if name in _NON_NEGATIVE else "a number"
-                raise self._bad(where, name, t[name], want)
+                raise self._bad(where, name, t[name],
+                                f"{want} (at most {_MAX_SECONDS:g} s)" if name in _DURATIONS
+                                else want)
         t["extra"] = self._json_object(where, "extra", t["extra"])
         return t
 

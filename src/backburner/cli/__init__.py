@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__, system
-from ..errors import BackburnerError, DataError, IOFailure
+from ..errors import BackburnerError, DataError, IOFailure, UsageError
 from . import bench, run, slowdisk
 from .common import PROG, HelpFormatter, Parser, err
 
@@ -59,11 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(args_list)
         debug = args.debug
-        logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                            format=f"{PROG}: %(name)s: %(message)s")
+        logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+        if debug:  # ours only: a library's debug chatter is not what --debug is for
+            logging.getLogger("backburner").setLevel(logging.DEBUG)
         if not args.cmd:
-            build_parser().print_help()
-            return 64
+            raise UsageError("no command given", "see backburner --help")
         system.install_termination_handlers()
         return args.handler(args)
     except BackburnerError as error:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
-import sys
 
-from .. import system
+from .. import outfile, system
 from ..errors import UsageError
 from .common import add_command, err, fraction, recover_if_needed
 
@@ -93,8 +91,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     formats = plot.parse_formats(args.format)  # a typo fails before anything is printed
     data = report.load(args.database)
     if args.export:
-        with (open(args.output, "w") if args.output else contextlib.nullcontext(sys.stdout)
-              ) as out:
+        with outfile.text_output(args.output) as out:
             report.export(data, args.export, out, tolerance=args.tolerance)
         return 0
     report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))

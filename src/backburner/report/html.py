@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .. import __version__, stats
+from .. import __version__, outfile, stats
 from ..units import fmt_bytes, fmt_range, fmt_s
 from .data import ReportData
 from .summary import (
@@ -32,7 +32,7 @@ def write_html(data: ReportData, path: str, *, tolerance: float = 0.10,
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     images = plot.inline_pngs(data, tolerance=tolerance)
     page = _html_page(data, rows, images, tolerance, confidence)
-    with open(path, "w", encoding="utf-8") as f:
+    with outfile.replaced(path) as f:
         f.write(page)
 
 

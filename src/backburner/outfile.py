@@ -1,0 +1,82 @@
+"""Files written for the user (reports, exports, plots, packs): whole or not at all, and a
+failure names the file.
+
+The content goes to a temporary file in the same directory, which replaces the target only
+once it is complete: a full disk or an interrupt never leaves half a report where the last
+good one was. Any OSError on the way becomes an `IOFailure` (74) naming the target, because
+a write() error alone says "No space left on device" without saying where.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+from .errors import IOFailure
+
+
+def failure(path: str, err: OSError) -> IOFailure:
+    return IOFailure(f"{path}: {err.strerror or err}")
+
+
+@contextlib.contextmanager
+def replaced(path: str, mode: str = "w") -> Iterator[IO]:
+    """``with replaced("r.html") as f: f.write(...)``: `path` appears complete or unchanged."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".~", suffix=".tmp", dir=directory)
+    except OSError as err:
+        raise failure(path, err) from None
+    try:
+        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if "b" not in mode else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as err:
+        _discard(tmp)
+        raise failure(path, err) from None
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def _discard(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with replaced(path, "wb") as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def text_output(path: str | None) -> Iterator[IO[str]]:
+    """A file (written whole) or, without a path, standard output (errors named as such)."""
+    if path:
+        with replaced(path) as f:
+            yield f
+        return
+    buf = io.StringIO()
+    yield buf
+    try:
+        sys.stdout.write(buf.getvalue())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as err:
+        raise failure("standard output", err) from None
+
+
+def make_dirs(path: str) -> None:
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise failure(path, err) from None

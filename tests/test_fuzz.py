@@ -1,0 +1,237 @@
+"""Fuzzing the command line and the result databases: whatever is typed or stored, the answer
+is one line on stderr and a documented exit status, never a traceback.
+
+The cases run in one child process (not one per case, to stay fast), which calls the CLI's
+`main` for each and reports its status and stderr. In that child every action that would
+change the machine is replaced by a sentinel that raises `WouldRun`: a case that passes
+all validation is reported as such instead of building a testbed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import make_db
+
+from backburner import errors
+
+DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0}
+
+DRIVER = r'''
+import io, json, os, sys, contextlib, tempfile
+from backburner import cli, job, system
+from backburner.bench import runner
+from backburner.slowdisk import device
+
+class WouldRun(Exception):
+    pass
+
+def stop(*a, **k):
+    raise WouldRun()
+
+runner.preflight = stop                 # bench: every check passed, nothing built
+job.run_job = stop                      # run
+job.reprioritise = stop                 # run --pid
+device.create = stop                    # slowdisk create
+device.remove = stop
+system.restore_stale = stop             # restore
+results = []
+for argv in json.load(open(sys.argv[1])):
+    err = io.StringIO()
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            status = cli.main(argv)
+    except WouldRun:
+        status = "would-run"
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 0
+    except BaseException as e:
+        import traceback
+        status = "exception"
+        err.write(traceback.format_exc())
+    results.append({"argv": argv, "status": status, "err": err.getvalue()})
+json.dump(results, open(sys.argv[2], "w"))
+'''
+
+
+def run_cases(tmp_path: Path, cases: list[list[str]]) -> list[dict]:
+    src, dst = tmp_path / "cases.json", tmp_path / "results.json"
+    src.write_text(json.dumps(cases))
+    r = subprocess.run([sys.executable, "-c", DRIVER, str(src), str(dst)], cwd=tmp_path,
+                       capture_output=True, timeout=600,
+                       env={"BACKBURNER_STATE_DIR": str(tmp_path / "state"),
+                            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    return json.loads(dst.read_text())
+
+
+def check(results: list[dict], allowed: set[int | str]) -> None:
+    bad = []
+    for res in results:
+        status, err = res["status"], res["err"]
+        lines = err.strip().splitlines()
+        if "Traceback" in err or status not in allowed:
+            bad.append((res["argv"], status, err[-500:]))
+        elif status not in (0, "would-run") and (
+                len(lines) != 1 or not lines[0].startswith("backburner: ")):
+            bad.append((res["argv"], status, "not one line: " + err[-500:]))
+    assert bad == []
+
+
+NUMBERS = ["", "0", "-1", "1e999", "inf", "-inf", "nan", "NaN", "9" * 40, "1e-400", "0x10",
+           "\u00bd", "\uff11", " 5 ", "5G", "-0", "1.5", "2147483648", "-9" * 30]
+STRINGS = ["", " ", "a|b", "../../etc/passwd", "postgresql://u@h/db", "x" * 3000, "\U0001f4a5",
+           "-", "--", "none", "readers:0:seq", "readers:99999:seq", "cmd:", "testbed:",
+           "slowdisk:::", "io=idle,cpu=", "be:9", "rt:-1", "nice:99", "batch:x", "'unclosed",
+           "\\", "$(reboot)", "%s%n", "\n", "bfq\nnone"]
+OPTIONS = {
+    "bench": (["--probe", "/bin/true"], {
+        "--trials": NUMBERS, "--settle": NUMBERS, "--timeout": NUMBERS,
+        "--abort-factor": NUMBERS, "--seed": NUMBERS, "--rotational": NUMBERS,
+        "--load": STRINGS, "--policy": STRINGS, "--scheduler": STRINGS, "--device": STRINGS,
+        "--probe": STRINGS, "--ready-line": STRINGS, "--output": STRINGS, "--preset": STRINGS,
+        "--resume": STRINGS}),
+    "run": ([], {"--io": STRINGS, "--cpu": STRINGS, "--io-weight": NUMBERS,
+                 "--cpu-weight": NUMBERS, "--policy": STRINGS, "--pid": NUMBERS}),
+    "report": (["DB"], {"--tolerance": NUMBERS, "--format": STRINGS, "--export": STRINGS,
+                        "--plot": ["plots/sub", "x" * 300, "r.db"]}),
+    "compare": (["DB", "DB"], {"--tolerance": NUMBERS}),
+    "slowdisk create": (["IMG", "--profile", "flat:1"], {
+        "--size": NUMBERS + ["1e30G", "99999999999T", "4096T"], "--profile": STRINGS,
+        "--scheduler": STRINGS}),
+    "slowdisk stats": ([], {}),
+}
+
+
+def _cli_cases(db: str, img: str, n: int, seed: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    cases = []
+    for command, (base, options) in OPTIONS.items():
+        base = [db if a == "DB" else img if a == "IMG" else a for a in base]
+        for option, values in options.items():
+            for value in values:  # every value once, for every option
+                argv = [*command.split(), *base, option, value]
+                if command == "run" and option != "--pid":
+                    argv += ["--", "true"]
+                cases.append(argv)
+    for _ in range(n):  # and random combinations
+        command = rng.choice(list(OPTIONS))
+        base, options = OPTIONS[command]
+        argv = [*command.split(), *[db if a == "DB" else img if a == "IMG" else a
+                                    for a in base]]
+        for option in rng.sample(list(options), k=min(3, len(options))):
+            argv += [option, rng.choice(options[option])]
+        cases.append(argv)
+    cases += [["slowdisk", "stats", "/dev/" + "loop" * 100], ["slowdisk", "remove", "x"],
+              [], ["nonsense"], ["bench"], ["run"], ["run", "--pid", "1"],
+              ["run", "--pid", "1", "--io", "idle"], ["restore", "extra"]]
+    return cases
+
+
+def test_every_option_and_value_gets_one_line_and_a_documented_status(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.db")
+    make_db(db, trials=3)
+    cases = _cli_cases(db, str(tmp_path / "img"), n=150, seed=11)
+    results = run_cases(tmp_path, cases)
+    assert len(results) == len(cases) > 700
+    check(results, DOCUMENTED | {"would-run"})
+    statuses = {r["status"] for r in results}
+    assert {64, "would-run"} <= statuses  # the fuzz reached both refusal and acceptance
+    tried = sum(1 for r in results if r["status"] != "would-run")
+    print(f"fuzz: {len(results)} command lines, {tried} refused with one line")
+
+
+# --- damaged databases ------------------------------------------------------------------------
+
+MUTATIONS = [
+    "UPDATE meta SET value='abc' WHERE key='schema_version'",
+    "UPDATE meta SET value='1.5' WHERE key='schema_version'",
+    "DELETE FROM meta",
+    "ALTER TABLE trials DROP COLUMN wall_s",
+    "ALTER TABLE cells DROP COLUMN policy",
+    "DROP TABLE cells",
+    "UPDATE trials SET wall_s='text' WHERE id=3",
+    "UPDATE trials SET wall_s=9e999 WHERE id=3",
+    "UPDATE trials SET wall_s=-9e999 WHERE id=3",
+    "UPDATE trials SET wall_s=-1 WHERE id=3",
+    "UPDATE trials SET wall_s=1e300 WHERE id=3",
+    "UPDATE trials SET extra='{bad json' WHERE id=3",
+    "UPDATE trials SET extra='[1, 2]' WHERE id=3",
+    "UPDATE runs SET config='not json'",
+    "UPDATE runs SET environment='[]'",
+    "UPDATE trials SET started_at=1e20 WHERE id=3",
+    "UPDATE trials SET ended_at=-1e20 WHERE id=3",
+    "UPDATE runs SET started_at='yesterday'",
+    "UPDATE trials SET status='weird' WHERE id=3",
+    "UPDATE trials SET round=-5 WHERE id=3",
+    "UPDATE trials SET cold=7 WHERE id=3",
+    "UPDATE trials SET warmup='yes' WHERE id=3",
+    "UPDATE trials SET load_read_bps=-5 WHERE id=3",
+    "UPDATE trials SET in_blocks=9e999 WHERE id=3",
+    "UPDATE runs SET seed='x'",
+    "UPDATE trials SET cell_id=99999 WHERE id=3",
+    "DELETE FROM trials",
+    "DELETE FROM runs",
+    "UPDATE cells SET probe=x'80ff'",
+]
+
+
+def _damaged(tmp_path: Path, name: str, sql: str | None, rng: random.Random) -> str:
+    path = tmp_path / name
+    make_db(path, trials=3)
+    if sql is not None:
+        conn = sqlite3.connect(path)
+        conn.execute(sql)
+        conn.commit()
+        conn.close()
+    else:  # bytes damaged in the middle of the file
+        data = bytearray(path.read_bytes())
+        for _ in range(20):
+            data[rng.randrange(len(data) // 4, len(data))] = rng.randrange(256)
+        path.write_bytes(bytes(data))
+    return str(path)
+
+
+def test_damaged_databases_are_one_line_65_never_a_traceback(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    good = str(tmp_path / "good.db")
+    make_db(good, trials=3)
+    dbs = [_damaged(tmp_path, f"m{i}.db", sql, rng) for i, sql in enumerate(MUTATIONS)]
+    dbs += [_damaged(tmp_path, f"bytes{i}.db", None, rng) for i in range(8)]
+    half = tmp_path / "half.db"
+    shutil.copy(good, half)
+    half.write_bytes(half.read_bytes()[: half.stat().st_size // 2])
+    dbs.append(str(half))
+    cases = []
+    for db in dbs:
+        cases += [["report", db], ["report", db, "--export", "json"],
+                  ["report", db, "--export", "csv"], ["report", db, "--export", "markdown"],
+                  ["report", db, "--html", db + ".html"],
+                  ["report", db, "--plot", db + ".plots"], ["compare", good, db],
+                  ["bench", "--resume", db]]
+    results = run_cases(tmp_path, cases)
+    check(results, {0, 65, "would-run"})
+    by_db = {}
+    for res in results:
+        by_db.setdefault(res["argv"][-1] if res["argv"][0] != "report" else res["argv"][1],
+                         []).append(res["status"])
+    refused = [db for db in dbs if 65 in by_db.get(db, [])]
+    assert len(refused) >= len(MUTATIONS) - 3  # (a few are harmless: no counted trial lost)
+    print(f"fuzz: {len(dbs)} damaged databases, {len(results)} commands")
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE trials SET wall_s=-1 WHERE id=3", "UPDATE trials SET wall_s=9e999 WHERE id=3"])
+def test_impossible_times_are_damage_not_medians(tmp_path: Path, sql: str) -> None:
+    db = _damaged(tmp_path, "d.db", sql, random.Random(1))
+    results = run_cases(tmp_path, [["report", db]])
+    assert results[0]["status"] == 65
+    assert "trial 3: wall_s is" in results[0]["err"]
