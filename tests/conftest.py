@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import PgCluster, start_pg_cluster, stop_pg_cluster
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -15,6 +17,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster]:
+    """One throwaway PostgreSQL server for the whole session (root only: it runs as the
+    postgres user)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    cluster = start_pg_cluster()
+    try:
+        yield cluster
+    finally:
+        stop_pg_cluster(cluster)
+
+
+@pytest.fixture
+def pg_url(pg_cluster: PgCluster) -> str:
+    """A fresh, empty database on the session's server."""
+    return pg_cluster.new_database()
 
 
 @pytest.fixture

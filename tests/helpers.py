@@ -208,3 +208,86 @@ SPECIAL = {
 }
 
 
+
+
+# --- a throwaway PostgreSQL cluster --------------------------------------------------------
+
+
+@dataclass
+class PgCluster:
+    """A private PostgreSQL server run as the `postgres` user on a Unix socket only."""
+
+    root: str
+    socket_dir: str
+    port: int
+
+    def url(self, dbname: str, user: str = "postgres") -> str:
+        return f"postgresql://{user}@/{dbname}?host={self.socket_dir}&port={self.port}"
+
+    def psql(self, sql: str, dbname: str = "postgres") -> str:
+        r = subprocess.run(["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h",
+                            self.socket_dir, "-p", str(self.port), "-U", "postgres", "-d",
+                            dbname, "-c", sql], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    def new_database(self) -> str:
+        PgCluster._count += 1
+        name = f"bb_{os.getpid()}_{PgCluster._count}"
+        self.psql(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    _count = 0
+
+
+def pg_binary(name: str) -> str | None:
+    import glob
+    import shutil
+
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+def start_pg_cluster() -> PgCluster:
+    """initdb + pg_ctl start in a private directory owned by `postgres` (the server refuses
+    to run as root). Local connections are trusted, except for the role `secured`, which
+    must give a password (to test refused credentials)."""
+    import pwd
+    import socket
+    import tempfile
+
+    initdb, pg_ctl = pg_binary("initdb"), pg_binary("pg_ctl")
+    if not initdb or not pg_ctl:
+        raise RuntimeError("PostgreSQL's initdb/pg_ctl are not installed (apt-get install "
+                           "postgresql; scripts/setup --test does)")
+    pw = pwd.getpwnam("postgres")
+    root = tempfile.mkdtemp(prefix="bb-pg-")
+    os.chown(root, pw.pw_uid, pw.pw_gid)
+    os.chmod(root, 0o755)  # the socket must be reachable; the data dir inside stays 0700
+    data, sock = os.path.join(root, "data"), root
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_pg, initdb, "-D", data, "-A", "trust", "-U", "postgres", "--no-sync",
+                    "-E", "UTF8"], check=True, capture_output=True, timeout=120)
+    hba = os.path.join(data, "pg_hba.conf")
+    with open(hba) as f:
+        rules = f.read()
+    with open(hba, "w") as f:
+        f.write("local all secured scram-sha-256\n" + rules)
+    subprocess.run([*as_pg, pg_ctl, "-D", data, "-w", "-t", "60", "-l",
+                    os.path.join(root, "log"), "-o",
+                    f"-k {sock} -c listen_addresses='' -p {port} -F -c max_connections=100",
+                    "start"], check=True, capture_output=True, timeout=120)
+    return PgCluster(root, sock, port)
+
+
+def stop_pg_cluster(cluster: PgCluster) -> None:
+    import shutil
+
+    pg_ctl = pg_binary("pg_ctl")
+    subprocess.run(["runuser", "-u", "postgres", "--", str(pg_ctl), "-D",
+                    os.path.join(cluster.root, "data"), "-m", "immediate", "stop"],
+                   capture_output=True, timeout=60)
+    shutil.rmtree(cluster.root, ignore_errors=True)

@@ -74,7 +74,7 @@ def test_sqlite_error_is_a_data_error_65(tmp_path: Path) -> None:
     conn.close()
     r = bb("report", str(path))
     assert r.returncode == 65, r.err
-    assert "no such table" in one_line_error(r)
+    assert "has no table runs" in one_line_error(r)
 
 
 # --- validation before anything is printed ----------------------------------------------------

@@ -35,6 +35,9 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+_ALL_MODULES: set[str] = set()
+
+
 def _imports(path: Path) -> set[str]:
     """Modules of this package that `path` imports (relative imports resolved)."""
     name = _module_name(path)
@@ -50,8 +53,9 @@ def _imports(path: Path) -> set[str]:
                 mod = node.module or ""
             if not mod.startswith("backburner"):
                 continue
-            out.add(mod)
-            out |= {f"{mod}.{a.name}" for a in node.names}
+            submodules = {f"{mod}.{a.name}" for a in node.names} & _ALL_MODULES
+            # `from . import sibling` needs the sibling, not the package's face
+            out |= submodules if len(submodules) == len(node.names) else {mod, *submodules}
         elif isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("backburner")}
     return out
@@ -59,6 +63,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_no_import_cycles() -> None:
     names = {_module_name(p): p for p in _modules()}
+    _ALL_MODULES.update(names)
     graph = {n: {m for m in _imports(p) if m in names and m != n} for n, p in names.items()}
     cycles = []
     state: dict[str, int] = {}

@@ -67,6 +67,12 @@ class IOFailure(BackburnerError):
     exit_status = 74  # EX_IOERR
 
 
+class AccessError(BackburnerError):
+    """Access was denied by something other than our own uid (a database's credentials)."""
+
+    exit_status = 77  # EX_NOPERM
+
+
 class NotRootError(BackburnerError):
     """An operation needs root; the message names the operation."""
 
@@ -112,6 +118,7 @@ EXIT_STATUSES: dict[str, int] = {
         BusyError,
         IOFailure,
         NotRootError,
+        AccessError,
         UnsafePathError,
         BackburnerError,
         CommandNotExecutable,

@@ -30,10 +30,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from .. import __version__, job, priority, safepath, system
+from .. import __version__, job, outfile, priority, safepath, system
 from ..cell import NO_POLICY, Cell
 from ..errors import DataError, SystemStateError, UnavailableError
-from ..store import Store, check_local_path, refuse_existing
+from ..store import Store, backend_for, looks_like_url, machine_id, refuse_existing
 from . import config, devices, loads, probes
 from .config import Plan
 from .matrix import Slot
@@ -48,9 +48,12 @@ def default_output() -> str:
 def prepare_output(path: str | None) -> str:
     """The result database to create (default: under results/): refused if it exists (before
     anything is waited for or set up), its folder made."""
-    path = check_local_path(path or default_output())
+    path = path or default_output()
+    backend_for(path)  # an address that is not one of ours is refused, never made a file
+    if looks_like_url(path):
+        return path  # a shared database: the run is added to it
     refuse_existing(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    outfile.make_dirs(os.path.dirname(os.path.abspath(path)))
     return path
 
 
@@ -292,6 +295,7 @@ def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
     """A new run into a new database (never overwrites)."""
     preflight(plan)
     store = Store.create(output)  # first: an existing database is refused before any wait
+    run_id = None
     try:
         busy = devices.busy_devices()
         if busy:
@@ -301,22 +305,22 @@ def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
                                __version__)
         Bench(plan, store, run_id, reporter, warn).run()
     except BaseException:
-        if not store.trials(include_warmup=True):
+        measured = run_id is not None and store.trials(include_warmup=True, run_ids=[run_id])
+        if measured:
             store.close()
-            os.unlink(output)  # nothing measured: leave no half-made database behind
-            for suffix in ("-wal", "-shm"):
-                if os.path.exists(output + suffix):
-                    os.unlink(output + suffix)
+        else:
+            store.discard()  # nothing measured: leave no half-made database behind
         raise
     return store, run_id
 
 
 class Resume:
-    """The last run stored in a database, to be continued: its configuration and what is left.
+    """The last run of this machine in a database (or, in a file copied from another
+    machine, its last run), to be continued: its configuration and what is left.
 
     A run with nothing left is only marked finished (if its finish time was lost): no testbed
-    is built and no root is needed. The database stays locked while this is open, so a
-    second `--resume` of it is refused at once."""
+    is built and no root is needed. The run stays locked while this is open (the file, or
+    the run in a shared database), so a second `--resume` of it is refused at once."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -326,7 +330,9 @@ class Resume:
             if not runs:
                 raise DataError(f"{path} holds no bench run to resume",
                                 "start one with `backburner bench --output FILE`")
-            run = runs[-1]
+            mine = [r for r in runs if r.machine_id == machine_id()]
+            run = (mine or runs)[-1]
+            self.store.lock_run(run)
             cfg = config.BenchConfig.from_dict(
                 run.config, f"{path}: the stored configuration of run {run.id}")
             self.plan = config.plan(cfg, resolve=False)

@@ -1,4 +1,5 @@
-"""store: the append-only SQLite result database (round trips, refusals, resume keys)."""
+"""The SQLite backend: files never overwritten, foreign and damaged files refused, odd
+names, one file after the writer closes, one writer at a time, and an old version migrated."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from backburner import store as store_mod
 from backburner.cell import Cell
-from backburner.errors import DataError, ExistsError, NotFoundError
+from backburner.errors import BusyError, DataError, ExistsError, NotFoundError
 from backburner.store import TRIAL_FIELDS, Store
 
 CONFIG = {"probe": "/bin/true", "loads": ["none", "readers:1:seq"], "trials": 2, "seed": 5}
@@ -32,65 +33,6 @@ def test_trial_fields_cover_the_schema(tmp_path: Path) -> None:
     assert set(cols) - set(TRIAL_FIELDS) == {"id", "run_id", "cell_id"}
     assert set(TRIAL_FIELDS) <= set(cols)
     assert set(_trial(1)) == set(TRIAL_FIELDS)
-
-
-@pytest.mark.parametrize("reopen", [False, True])
-def test_round_trip(tmp_path: Path, reopen: bool) -> None:
-    path = str(tmp_path / "r.db")
-    s = Store.create(path)
-    run_id = s.add_run("backburner bench --probe true", CONFIG, 5, ENV, "0.1.0")
-    idle = Cell("/bin/true", "testbed:1G", "bfq", "none", "-")
-    loaded = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
-    c1 = s.add_cell(run_id, idle)
-    c2 = s.add_cell(run_id, loaded)
-    assert c1 != c2 and s.add_cell(run_id, idle) == c1  # idempotent
-    trials = [_trial(i) for i in range(3)]
-    for t in trials:
-        s.add_trial(run_id, c2, **t)
-    s.add_trial(run_id, c1, round=0, warmup=1, status="aborted", cold=0, started_at=1.0,
-                ended_at=2.0)  # an aborted slot: most fields absent
-    s.update_environment(run_id, {"device": {"name": "loop7"}})
-    s.update_environment(run_id, {"extra": 1})
-    s.finish_run(run_id)
-    if reopen:
-        s.close()
-        s = Store.open(path, readonly=True)
-
-    (run,) = s.runs()
-    assert (run.id, run.command, run.config, run.seed, run.tool_version) == (
-        run_id, "backburner bench --probe true", CONFIG, 5, "0.1.0")
-    assert run.environment == {**ENV, "device": {"name": "loop7"}, "extra": 1}
-    assert run.finished_at is not None and run.finished_at >= run.started_at
-    assert s.run(run_id) == run
-    cells = s.cells(run_id)
-    assert [(c.id, c.run_id, c.cell) for c in cells] == [(c1, run_id, idle), (c2, run_id, loaded)]
-    assert [c.key for c in cells] == ["/bin/true|testbed:1G|bfq|none|-",
-                                      "/bin/true|testbed:1G|bfq|readers:1:seq|background"]
-    got = s.trials(c2, include_warmup=True)
-    assert len(got) == 3
-    for want, have in zip(trials, got, strict=True):
-        assert {k: have[k] for k in TRIAL_FIELDS} == want
-        assert (have["run_id"], have["cell_id"]) == (run_id, c2)
-    assert [t["round"] for t in s.trials(c2)] == [1, 2]  # warm-up left out by default
-    (aborted,) = s.trials(c1, include_warmup=True)
-    assert aborted["status"] == "aborted" and aborted["wall_s"] is None
-    assert aborted["extra"] == {}
-    pairs = list(s.iter_trials_with_cells())
-    assert [(c.id, t["round"]) for c, t in pairs] == [(c2, 0), (c2, 1), (c2, 2), (c1, 0)]
-    with pytest.raises(DataError):
-        s.run(run_id + 1)
-
-
-def test_add_trial_rejects_unknown_fields_and_duplicates(tmp_path: Path) -> None:
-    s = Store.create(str(tmp_path / "r.db"))
-    run_id = s.add_run("c", {}, 0, {}, "v")
-    cell = s.add_cell(run_id, Cell("p", "d", "s", "none", "-"))
-    with pytest.raises(ValueError, match="bogus"):
-        s.add_trial(run_id, cell, bogus=1, **_trial(1))
-    s.add_trial(run_id, cell, **_trial(1))
-    with pytest.raises(DataError, match="append-only"):  # one trial per (cell, round)
-        s.add_trial(run_id, cell, **_trial(1))
-    assert len(s.trials(include_warmup=True)) == 1
 
 
 def test_trial_is_committed_at_once(tmp_path: Path) -> None:
@@ -172,24 +114,6 @@ def test_open_odd_file_names(tmp_path: Path, name: str) -> None:
     assert len(Store.open(path, readonly=True).runs()) == 1
 
 
-def test_done_keys(tmp_path: Path) -> None:
-    s = Store.create(str(tmp_path / "r.db"))
-    r1 = s.add_run("c", {}, 0, {}, "v")
-    r2 = s.add_run("c", {}, 0, {}, "v")
-    ka, kb = Cell("p", "d", "s", "none", "-"), Cell("p", "d", "s", "copy", "default")
-    a = s.add_cell(r1, ka)
-    b = s.add_cell(r1, kb)
-    other = s.add_cell(r2, ka)
-    assert s.done_keys(r1) == set()
-    for cell, rnd in [(a, 0), (a, 1), (b, 0), (other, 5)]:
-        s.add_trial(r1 if cell != other else r2, cell, **{**_trial(1), "round": rnd})
-    assert s.done_keys(r1) == {(ka.key, 0), (ka.key, 1), (kb.key, 0)}
-    assert s.done_keys(r2) == {(ka.key, 5)}
-    s.close()
-    s = Store.open(str(tmp_path / "r.db"))  # sqlite3.Row rows after open
-    assert s.done_keys(r1) == {(ka.key, 0), (ka.key, 1), (kb.key, 0)}
-
-
 def test_a_closed_writer_leaves_one_file(tmp_path: Path) -> None:
     """WAL lets report read while bench writes; after the run the database is one file
     again (no -wal/-shm next to it), also after a read-only reader has opened it."""
@@ -201,3 +125,95 @@ def test_a_closed_writer_leaves_one_file(tmp_path: Path) -> None:
     reader.close()
     store.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one.db"]
+
+
+V1_SCHEMA = '''
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    command TEXT NOT NULL,        -- the exact command line that produced the data
+    config TEXT NOT NULL,         -- JSON: the full bench configuration (matrix, trials, ...)
+    seed INTEGER NOT NULL,
+    environment TEXT NOT NULL,    -- JSON: kernel, CPU, governor, memory, device, tool version
+    tool_version TEXT NOT NULL
+);
+CREATE TABLE cells (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    key TEXT NOT NULL,            -- identity across databases: probe|device|sched|load|policy
+    probe TEXT NOT NULL,
+    device TEXT NOT NULL,
+    scheduler TEXT NOT NULL,
+    load TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    UNIQUE (run_id, key)
+);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    cell_id INTEGER NOT NULL REFERENCES cells(id),
+    round INTEGER NOT NULL,       -- 0 is the warm-up round
+    warmup INTEGER NOT NULL,      -- 1: not counted in statistics
+    status TEXT NOT NULL,         -- ok | failed | timeout | aborted
+    cold INTEGER NOT NULL,        -- 1: caches were dropped before this trial
+    wall_s REAL,                  -- probe start-up time (to exit, or to ready)
+    user_s REAL, sys_s REAL, max_rss_kb INTEGER,
+    in_blocks INTEGER, out_blocks INTEGER,
+    exit_code INTEGER, signal INTEGER,
+    load_read_bps REAL,           -- device throughput while the probe ran (device counters)
+    load_write_bps REAL,
+    started_at REAL NOT NULL, ended_at REAL NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (run_id, cell_id, round)
+);
+'''
+
+
+def _v1_database(path: Path) -> None:
+    """A database as backburner 0.1 wrote it (schema version 1)."""
+    conn = sqlite3.connect(path)
+    conn.executescript(V1_SCHEMA)
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.execute("INSERT INTO meta VALUES ('application', 'backburner')")
+    conn.execute("INSERT INTO runs (started_at, command, config, seed, environment, "
+                 "tool_version) VALUES (1700000000, 'old', '{}', 3, '{}', '0.1.0')")
+    conn.execute("INSERT INTO cells (run_id, key, probe, device, scheduler, load, policy) "
+                 "VALUES (1, 'p|d|bfq|none|-', 'p', 'd', 'bfq', 'none', '-')")
+    conn.execute("INSERT INTO trials (run_id, cell_id, round, warmup, status, cold, wall_s, "
+                 "started_at, ended_at) VALUES (1, 1, 1, 0, 'ok', 1, 0.5, 1700000001, "
+                 "1700000002)")
+    conn.commit()
+    conn.close()
+
+
+def test_an_old_database_is_read_as_it_is_and_migrated_when_written(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    _v1_database(path)
+    before = path.read_bytes()
+    s = Store.open(str(path), readonly=True)
+    (run,) = s.runs()
+    assert s.schema_version == 1 and run.uuid == "local-1" and run.hostname == ""
+    assert s.cells()[0].cell.prepare == "none" and len(s.trials()) == 1
+    s.close()
+    assert path.read_bytes() == before  # a reader changes nothing
+    s = Store.open(str(path))  # a writer (bench --resume) migrates, additively
+    assert s.schema_version == store_mod.SCHEMA_VERSION == 2
+    (run,) = s.runs()
+    assert len(run.uuid) == 32 and run.command == "old"
+    assert [c.key for c in s.cells()] == ["p|d|bfq|none|-"] and len(s.trials()) == 1
+    s.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+
+
+def test_one_writer_at_a_time(tmp_path: Path) -> None:
+    path = str(tmp_path / "r.db")
+    writer = Store.create(path)
+    with pytest.raises(BusyError) as err:
+        Store.open(path)
+    assert err.value.exit_status == 75
+    Store.open(path, readonly=True).close()  # readers are never kept out
+    writer.close()
+    Store.open(path).close()

@@ -1,0 +1,163 @@
+"""The shared backend: a PostgreSQL database many lab machines write into at once.
+
+Why psycopg 3: the maintained PostgreSQL driver for Python (libpq underneath, binary wheels
+with no compiler), with conninfo parsing and per-error exception classes we can translate.
+
+Every statement is its own transaction (autocommit), so a trial is durable the moment its
+INSERT returns, like SQLite's per-trial commit; runs of different machines never touch the
+same rows (each run has its own cells), so writers do not conflict. A run being written or
+resumed holds a session advisory lock on it: a second `--resume` of the same run is refused.
+The password comes only from libpq's own mechanisms (PGPASSWORD, ~/.pgpass, a service file):
+a connection string that holds one is refused, so it never reaches a command line, a
+process list or a stored result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import (
+    AccessError,
+    BusyError,
+    DataError,
+    IOFailure,
+    UnavailableError,
+    UsageError,
+)
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise UnavailableError("the PostgreSQL store needs psycopg 3",
+                               "pip install 'psycopg[binary]' (scripts/setup installs it)"
+                               ) from None
+    return psycopg
+
+
+def parse_target(url: str) -> dict[str, str]:
+    """The connection parameters of `url`; refused if it holds a password."""
+    psycopg = _psycopg()
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as err:
+        raise UsageError(f"database address does not parse: {str(err).splitlines()[0]}"
+                         ) from None
+    if params.get("password"):
+        raise UsageError("a password in the database address would show in process lists "
+                         "and in the stored command line",
+                         "give it with PGPASSWORD or ~/.pgpass instead")
+    return {k: str(v) for k, v in params.items()}
+
+
+class PostgresBackend:
+    dialect = "postgres"
+    placeholder = "%s"
+
+    def __init__(self, url: str) -> None:
+        self.params = parse_target(url)
+        self.host = self.params.get("host", "localhost")
+        self.target = url
+        self._conn: Any = None
+
+    # --- opening ---------------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        psycopg = _psycopg()
+        try:
+            conn = psycopg.connect(self.target, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as err:
+            raise self._connect_error(err) from None
+        self._conn = conn
+        return conn
+
+    def _connect_error(self, err: Exception) -> Exception:
+        text = " ".join(str(err).split())
+        where = f"database on {self.host}"
+        if any(s in text for s in ("password authentication failed", "no password supplied",
+                                   "permission denied", "role", "pg_hba.conf")):
+            return AccessError(f"{where}: access denied ({_first_reason(text)})",
+                               "check the user name and PGPASSWORD / ~/.pgpass")
+        return UnavailableError(f"{where} is unreachable ({_first_reason(text)})",
+                                "check the address, or give --fallback FILE.db to keep the "
+                                "results locally")
+
+    def create(self) -> Any:
+        return self._connect()
+
+    def open(self, readonly: bool) -> Any:
+        conn = self._connect()
+        if readonly:
+            conn.execute("SET default_transaction_read_only = on")
+        return conn
+
+    def after_create(self, conn: Any) -> None:
+        pass
+
+    # --- statements ------------------------------------------------------------------------
+
+    def insert(self, conn: Any, sql: str, params: tuple[Any, ...]) -> int:
+        return int(conn.execute(sql + " RETURNING id", params).fetchone()[0])
+
+    @contextlib.contextmanager
+    def snapshot(self, conn: Any) -> Iterator[None]:
+        with self.errors(), conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+
+    def columns(self, conn: Any, table: str) -> set[str]:
+        rows = conn.execute("SELECT column_name FROM information_schema.columns "
+                            "WHERE table_name = %s AND table_schema = current_schema()",
+                            (table,)).fetchall()
+        return {r[0] for r in rows}
+
+    @contextlib.contextmanager
+    def errors(self, writing: bool = False) -> Iterator[None]:
+        psycopg = _psycopg()
+        errors = psycopg.errors
+        try:
+            yield
+        except errors.UniqueViolation as err:
+            raise DataError(f"database on {self.host}: {_first_reason(str(err))}",
+                            "results are append-only: a trial is stored once") from None
+        except (errors.UndefinedTable, errors.UndefinedColumn) as err:
+            raise DataError(f"database on {self.host} is not a backburner result database "
+                            f"({_first_reason(str(err))})") from None
+        except (errors.DiskFull, errors.ReadOnlySqlTransaction) as err:
+            raise IOFailure(f"database on {self.host}: {_first_reason(str(err))}") from None
+        except errors.InsufficientPrivilege as err:
+            raise AccessError(f"database on {self.host}: {_first_reason(str(err))}") from None
+        except psycopg.OperationalError as err:
+            raise self._connect_error(err) from None
+        except psycopg.DataError as err:
+            raise DataError(f"database on {self.host}: {_first_reason(str(err))}") from None
+
+    # --- closing and locking ---------------------------------------------------------------
+
+    def close(self, conn: Any) -> None:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    def release(self) -> None:
+        if self._conn is not None:
+            self.close(self._conn)
+
+    def lock_run(self, conn: Any, run_uuid: str) -> None:
+        """A session advisory lock on the run: one writer per run, across all machines."""
+        key = int.from_bytes(hashlib.sha256(run_uuid.encode()).digest()[:8], "big", signed=True)
+        got = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+        if not got:
+            raise BusyError(f"run {run_uuid} in the database on {self.host} is being written "
+                            "by another backburner process", "wait for it to finish")
+
+    def discard(self) -> None:
+        """A shared database is never removed; an empty run is left to be seen as such."""
+
+
+def _first_reason(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "no reason given"
+    return line.removeprefix("connection failed: ")
