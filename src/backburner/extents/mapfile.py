@@ -190,9 +190,20 @@ class Moved:
         return f"file bytes {s.logical}+{s.length}: was {was}, now {now}{more}"
 
 
+def _in_place(s: SavedSegment, logical: int, _length: int, kind: str, physical: int | None
+              ) -> bool:
+    """A current piece of saved segment ``s`` is where ``s`` said its bytes were."""
+    if kind != s.kind:
+        return False
+    if physical is None or s.physical is None:
+        return physical is s.physical
+    return physical == s.physical + logical - s.logical
+
+
 def moved(saved: Sequence[SavedSegment], current: Sequence[Segment]) -> list[Moved]:
-    """Saved segments whose range is not now one piece of the same kind at the same
-    device offset. Both sides must cover the same ``[0, size)``."""
+    """Saved segments some of whose bytes are not where they were, or not of the same
+    kind now (however the current runs happen to be cut). Both sides must cover the same
+    ``[0, size)``."""
     out = []
     j = 0
     for s in saved:
@@ -206,7 +217,6 @@ def moved(saved: Sequence[SavedSegment], current: Sequence[Segment]) -> list[Mov
             phys = None if c.run is None else c.run.physical + lo - c.run.logical
             pieces.append((lo, hi - lo, c.kind, phys))
             k += 1
-        same = len(pieces) == 1 and pieces[0][2] == s.kind and pieces[0][3] == s.physical
-        if not same:
+        if not all(_in_place(s, *p) for p in pieces):
             out.append(Moved(s, tuple(pieces)))
     return out

@@ -53,7 +53,7 @@ class Problem:
     overridable: bool
 
     def describe(self) -> str:
-        return f"{self.kind} at file bytes {self.logical}+{self.length}"
+        return f"file bytes {self.logical}+{self.length} ({self.kind})"
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def refusal(found: Sequence[Problem], what: str) -> DataError:
     if not all(p.overridable for p in found):
         fixes.append("; ".join(sorted({f"{p.kind}: {p.why}" for p in found
                                        if not p.overridable})))
-    return DataError(f"refusing {what}: device bytes would differ from the file's at "
+    return DataError(f"refusing {what}: the device's bytes would not be the file's at "
                      f"{shown}{more}", "; ".join(fixes))
 
 
