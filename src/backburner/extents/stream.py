@@ -9,7 +9,6 @@ and the device is kept busy. Threads, not processes: nothing here is spawned.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import mmap
@@ -70,18 +69,15 @@ class DeviceReader:
         lo = offset - offset % self.block
         hi = -(-(offset + length) // self.block) * self.block
         view = memoryview(buf)[:hi - lo]
-        got = 0
-        while got < hi - lo:
-            try:
-                n = os.preadv(self.fd, [view[got:]], lo + got)
-            except OSError as err:
-                raise IOFailure(f"{self.path}: reading at byte {lo + got}: "
-                                f"{err.strerror}") from None
-            if n == 0:
-                raise IOFailure(f"{self.path}: ends at byte {lo + got}, before byte "
-                                f"{offset + length} of the map")
-            got += n
-        return view[offset - lo:offset - lo + length]
+        try:
+            _fill(view, lambda v, at: os.preadv(self.fd, [v], lo + at), offset + length - lo,
+                  f"{self.path}: reading at byte", lo)
+        except BaseException:
+            view.release()  # an exported view would keep the buffer from being closed
+            raise
+        out = view[offset - lo:offset - lo + length]
+        view.release()
+        return out
 
     def close(self) -> None:
         os.close(self.fd)
@@ -93,21 +89,36 @@ class DeviceReader:
         self.close()
 
 
+def _fill(view: memoryview, read: Callable[[memoryview, int], int], need: int, what: str,
+          base: int) -> int:
+    """Read into ``view`` until it is full or at least ``need`` bytes came (a device or file
+    may end inside the last aligned block); IOFailure on an error, DataError at an end."""
+    got = 0
+    while got < len(view):
+        try:
+            n = read(view[got:], got)
+        except InterruptedError:
+            continue
+        except OSError as err:
+            raise IOFailure(f"{what} {base + got}: {err.strerror}") from None
+        if n == 0:
+            if got >= need:
+                break
+            raise DataError(f"{what} {base + got}: it ends there, inside the map",
+                            "the file or device changed while it was read: map it again")
+        got += n
+    return got
+
+
 def read_file_into(fd: int, buf: mmap.mmap, offset: int, length: int, name: str
                    ) -> memoryview:
     view = memoryview(buf)[:length]
-    got = 0
-    while got < length:
-        try:
-            n = os.preadv(fd, [view[got:]], offset + got)
-        except OSError as err:
-            if err.errno == errno.EINTR:
-                continue
-            raise IOFailure(f"{name}: reading at byte {offset + got}: {err.strerror}") from None
-        if n == 0:
-            raise DataError(f"{name} ends at byte {offset + got}, inside its own map",
-                            "the file changed while it was read: map it again")
-        got += n
+    try:
+        _fill(view, lambda v, at: os.preadv(fd, [v], offset + at), length,
+              f"{name}: reading at byte", offset)
+    except BaseException:
+        view.release()
+        raise
     return view
 
 
