@@ -42,7 +42,7 @@ class Layout:
 
     @cached_property
     def totals(self) -> Totals:
-        return totals(self.runs, self.file.size, self.extents)
+        return totals(self.runs, self.file.size, self.extents, self.segments)
 
 
 def layout_of(path: str | os.PathLike[str], *, sync: bool = True) -> Layout:

@@ -46,7 +46,17 @@ HEADER = (f"{'#':>6} {'file offset':>14} {'length':>12} {'device offset':>15} "
 def _sectors(nbytes: int) -> str:
     """Bytes as 512-byte sectors; exact, with the remainder shown when there is one."""
     whole, rest = divmod(nbytes, SECTOR)
-    return str(whole) if not rest else f"{whole}+{rest}B"
+    return f"{whole}+{rest}B" if rest else str(whole)
+
+
+_FLAGS_TEXT: dict[int, str] = {}
+
+
+def _flags_text(flags: int) -> str:
+    text = _FLAGS_TEXT.get(flags)
+    if text is None:  # a few distinct values per file: built once each
+        text = _FLAGS_TEXT[flags] = ",".join(flag_names(flags)) or "-"
+    return text
 
 
 def _row(i: int, seg: Segment) -> str:
@@ -54,9 +64,9 @@ def _row(i: int, seg: Segment) -> str:
     if run is None:
         return (f"{'-':>6} {seg.logical:>14} {seg.length:>12} {'-':>15} {'-':>12} "
                 f"{_sectors(seg.length):>10}  hole")
-    flags = ",".join(flag_names(run.flags)) or "-"
     return (f"{i:>6} {seg.logical:>14} {seg.length:>12} {run.physical:>15} "
-            f"{_sectors(run.physical):>12} {_sectors(seg.length):>10}  {flags}")
+            f"{_sectors(run.physical):>12} {_sectors(seg.length):>10}  "
+            f"{_flags_text(run.flags)}")
 
 
 def show_text(lay: Layout) -> str:

@@ -13,7 +13,6 @@ import hashlib
 import logging
 import mmap
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from ..units import MiB
 log = logging.getLogger(__name__)
 
 CHUNK = 8 * MiB
-DEPTH = 3  # device chunks in flight or waiting
+THREADS = 2  # device reads in flight
 DIGEST = "sha256"
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -50,10 +49,10 @@ class PieceResult:
 class DeviceReader:
     """O_DIRECT reads of any byte range of a block device, whatever its alignment."""
 
-    def __init__(self, path: str, block: int, chunk: int = CHUNK) -> None:
+    def __init__(self, path: str, block: int, chunk: int | None = None) -> None:
         self.path = path
         self.block = max(block, 512)
-        self.chunk = chunk
+        self.chunk = chunk or CHUNK
         try:
             self.fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
         except PermissionError:
@@ -144,51 +143,75 @@ def _chunks(pieces: Sequence[Piece], chunk: int) -> Iterator[tuple[int, Piece, i
 
 
 class _Prefetcher:
-    """Reads the device chunks of ``pieces`` ahead, in order, on a thread of its own."""
+    """Reads the device chunks of ``pieces`` ahead on ``THREADS`` threads (so that several
+    reads are in flight, as fio's iodepth), handing them over in order.
+
+    A thread takes a free buffer and the next chunk together, under one lock, so chunks
+    are claimed in order and the one the consumer waits for always has its buffer.
+    """
 
     def __init__(self, reader: DeviceReader, pieces: Sequence[Piece]) -> None:
         self.reader = reader
-        self.free: queue.Queue[mmap.mmap] = queue.Queue()
-        self.ready: queue.Queue[tuple[memoryview, mmap.mmap] | BaseException | None] = \
-            queue.Queue()
-        self.stop = threading.Event()
-        self.buffers = [reader.buffer() for _ in range(DEPTH)]
-        for b in self.buffers:
-            self.free.put(b)
         self.work = [(p.physical + off, n) for _, p, off, n in _chunks(pieces, reader.chunk)
                      if p.physical is not None]
-        self.thread = threading.Thread(target=self._run, name="extents-device-read",
-                                       daemon=True)
-        self.thread.start()
+        self.buffers = [reader.buffer() for _ in range(THREADS + 2)]
+        self.free = list(self.buffers)
+        self.cond = threading.Condition()
+        self.claimed = 0
+        self.taken = 0
+        self.done: dict[int, tuple[memoryview, mmap.mmap] | BaseException] = {}
+        self.stopped = False
+        self.threads = [threading.Thread(target=self._run, name=f"extents-read-{i}",
+                                         daemon=True) for i in range(THREADS)]
+        for t in self.threads:
+            t.start()
+
+    def _claim(self) -> tuple[int, mmap.mmap] | None:
+        with self.cond:
+            while not self.stopped and not self.free and self.claimed < len(self.work):
+                self.cond.wait()
+            if self.stopped or self.claimed >= len(self.work):
+                return None
+            self.claimed += 1
+            return self.claimed - 1, self.free.pop()
 
     def _run(self) -> None:
-        try:
-            for offset, length in self.work:
-                buf = self.free.get()
-                if self.stop.is_set():
-                    return
-                self.ready.put((self.reader.read_into(buf, offset, length), buf))
-        except BaseException as err:  # noqa: BLE001 - handed to the consumer, raised there
-            self.ready.put(err)
+        while (claim := self._claim()) is not None:
+            i, buf = claim
+            item: tuple[memoryview, mmap.mmap] | BaseException
+            try:
+                item = (self.reader.read_into(buf, *self.work[i]), buf)
+            except BaseException as err:  # noqa: BLE001 - handed to the consumer, raised there
+                item = err
+            with self.cond:
+                self.done[i] = item
+                self.cond.notify_all()
+            if isinstance(item, BaseException):
+                return
 
     def next(self) -> tuple[memoryview, mmap.mmap]:
-        item = self.ready.get()
+        with self.cond:
+            while self.taken not in self.done:
+                self.cond.wait()
+            item = self.done.pop(self.taken)
+            self.taken += 1
         if isinstance(item, BaseException):
             raise item
-        assert item is not None
         return item
 
     def release(self, view: memoryview, buf: mmap.mmap) -> None:
         view.release()
-        self.free.put(buf)
+        with self.cond:
+            self.free.append(buf)
+            self.cond.notify_all()
 
     def close(self) -> None:
-        self.stop.set()
-        for b in self.buffers:  # wake a reader waiting for a buffer
-            self.free.put(b)
-        self.thread.join()
-        while not self.ready.empty():
-            item = self.ready.get()
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join()
+        for item in self.done.values():
             if isinstance(item, tuple):
                 item[0].release()
         for b in self.buffers:
