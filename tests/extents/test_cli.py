@@ -142,7 +142,7 @@ def test_verify_and_its_mismatch_report(ext4: Bed) -> None:
     data = write_random(f, 2 * MiB, seed=6)
     ok = extents("verify", f)
     assert ok.returncode == 0, ok.err
-    assert ok.out.startswith("identical: 2 MiB in")
+    assert ok.out.startswith("identical: 2 MiB in") and ok.err == ""  # no bar: not a tty
     # change one byte on the device behind the filesystem's back; the page cache still
     # holds the file's bytes, which is what the filesystem returns
     assert f.read_bytes() == data
@@ -300,3 +300,33 @@ def test_show_for_anyone_verify_for_root(public_dir: Path, make_bed) -> None:
     v = _as_nobody("verify", f)
     assert v.returncode == errors.NotRootError.exit_status == 77
     assert f"reading the block device {ext4.device} needs root" in one_line_error(v)
+
+
+def test_progress_bar_on_a_terminal(make_bed) -> None:
+    import pty
+
+    ext4: Bed = make_bed("ext4", 256 * MiB)
+    f = ext4.path("large")
+    write_random(f, 80 * MiB)
+    master, slave = pty.openpty()
+    try:
+        with subprocess.Popen([sys.executable, "-m", "backburner", "extents", "verify", str(f)],
+                              stdout=subprocess.PIPE, stderr=slave) as proc:
+            out, _ = proc.communicate(timeout=60)
+        os.close(slave)
+        slave = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the other side is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert proc.returncode == 0 and out.startswith(b"identical: 80 MiB")
+    assert b"80.0/80.0 MiB" in shown

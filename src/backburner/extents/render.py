@@ -120,6 +120,9 @@ def verify_text(r: VerifyResult) -> str:
     lay = r.layout
     if r.mismatch:
         return f"MISMATCH: {r.mismatch.describe()}"
+    if not r.checked_bytes:
+        return (f"nothing compared: {lay.file.path} has no data on {lay.device.path} to read"
+                f"{_skipped(r.skipped)}")
     return (f"identical: {human_size(r.checked_bytes)} in {plural(r.checked_runs, 'run')} of "
             f"{lay.file.path} read from {lay.device.path} match the file "
             f"({fmt_s(r.seconds)} s, {_rate(r.checked_bytes, r.seconds)})"
