@@ -60,8 +60,9 @@ def test_show_text_and_json(ext4: Bed) -> None:
     assert j.returncode == 0, j.err
     doc = json.loads(j.out)
     assert doc["totals"]["runs"] == lay.totals.runs and doc["device"]["path"] == ext4.device
-    assert [(s["logical"], s["physical"], s["length"]) for s in doc["segments"]] == \
-        [(r.logical, r.physical, r.length) for r in lay.runs]
+    assert [(s["logical"], s["physical"], s["length"], s["physical_sector"])
+            for s in doc["segments"]] == \
+        [(r.logical, r.physical, r.length, r.physical // 512) for r in lay.runs]
 
 
 @pytest.mark.parametrize("fstype", ["ext4", "xfs", "btrfs"])
@@ -252,9 +253,22 @@ def test_bad_map_files(saved_map: tuple[Path, dict], tmp_path: Path) -> None:
         assert r.out == ""
 
 
-def test_bad_files(tmp_path: Path) -> None:
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_bad_files(tmp_path: Path, tmpfs: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
+    (tmpfs / "f").write_bytes(b"x" * 4096)
     for args, status, words in (
+        (("show", tmpfs / "f"), 69, "does not report extents (FIEMAP)"),
         (("show", tmp_path), 64, "is a directory"),
         (("verify", tmp_path / "fifo"), 64, "is a FIFO"),
         (("show", "/proc/version"), 69, "does not report extents (FIEMAP)"),

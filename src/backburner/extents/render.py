@@ -101,8 +101,14 @@ def _seg_json(seg: Segment) -> dict[str, Any]:
     run = seg.run
     return {"logical": seg.logical, "length": seg.length, "kind": seg.kind,
             "physical": None if run is None else run.physical,
+            "physical_sector": None if run is None else _json_sector(run.physical),
             "flags": [] if run is None else flag_names(run.flags),
             "extents": 0 if run is None else run.extents}
+
+
+def _json_sector(nbytes: int) -> int | float:
+    """A whole sector number, or a fraction where the data is not sector-aligned."""
+    return nbytes // SECTOR if nbytes % SECTOR == 0 else nbytes / SECTOR
 
 
 def _rate(nbytes: int, seconds: float) -> str:

@@ -135,11 +135,11 @@ def first_difference(a: memoryview, b: memoryview) -> int | None:
     return None  # pragma: no cover - unreachable: the whole differed, so a block does
 
 
-def _chunks(pieces: Sequence[Piece], chunk: int) -> Iterator[tuple[int, Piece, int, int]]:
-    """(piece index, piece, offset in piece, length) for every chunk, in order."""
-    for i, piece in enumerate(pieces):
+def _chunks(pieces: Sequence[Piece], chunk: int) -> Iterator[tuple[Piece, int, int]]:
+    """(piece, offset in piece, length) for every chunk, in order."""
+    for piece in pieces:
         for off in range(0, piece.length, chunk):
-            yield i, piece, off, min(chunk, piece.length - off)
+            yield piece, off, min(chunk, piece.length - off)
 
 
 class _Prefetcher:
@@ -152,7 +152,7 @@ class _Prefetcher:
 
     def __init__(self, reader: DeviceReader, pieces: Sequence[Piece]) -> None:
         self.reader = reader
-        self.work = [(p.physical + off, n) for _, p, off, n in _chunks(pieces, reader.chunk)
+        self.work = [(p.physical + off, n) for p, off, n in _chunks(pieces, reader.chunk)
                      if p.physical is not None]
         self.buffers = [reader.buffer() for _ in range(THREADS + 2)]
         self.free = list(self.buffers)
@@ -225,50 +225,58 @@ def run_pass(pieces: Sequence[Piece], file_fd: int | None, name: str,
     it has a place and ``device``), comparing them (``compare``) and hashing each side
     (``digest``). Stops after the first piece that differs: its result says where."""
     total = sum(p.length for p in pieces)
-    done = 0
-    results: list[PieceResult] = []
-    fetch = _Prefetcher(device, pieces) if device is not None else None
-    fbuf = mmap.mmap(-1, device.chunk if device else CHUNK) if file_fd is not None else None
     chunk = device.chunk if device else CHUNK
+    fetch = _Prefetcher(device, pieces) if device is not None else None
+    fbuf = mmap.mmap(-1, chunk) if file_fd is not None else None
+    results: list[PieceResult] = []
+    done = 0
     try:
-        current, fh, dh, bad = -1, None, None, None
-        for i, piece, off, n in _chunks(pieces, chunk):
-            if i != current:
-                if current >= 0:
-                    results.append(PieceResult(_hex(fh), _hex(dh), bad))
-                current, bad = i, None
-                fh = hashlib.new(DIGEST) if digest and file_fd is not None else None
-                dh = hashlib.new(DIGEST) if digest and fetch and piece.physical is not None \
-                    else None
-            fview = read_file_into(file_fd, fbuf, piece.logical + off, n, name) \
-                if file_fd is not None and fbuf is not None else None
-            dview, dbuf = fetch.next() if fetch and piece.physical is not None else (None, None)
-            try:
-                if fh is not None and fview is not None:
-                    fh.update(fview)
-                if dh is not None and dview is not None:
-                    dh.update(dview)
-                if compare and fview is not None and dview is not None and bad is None:
-                    diff = first_difference(fview, dview)
-                    bad = None if diff is None else off + diff
-            finally:
-                if fview is not None:
-                    fview.release()
-                if fetch and dview is not None and dbuf is not None:
-                    fetch.release(dview, dbuf)
-            done += n
-            if progress is not None:
-                progress(done, total)
+        for piece in pieces:
+            fh = hashlib.new(DIGEST) if digest and fbuf is not None else None
+            dh = hashlib.new(DIGEST) if digest and fetch and piece.physical is not None \
+                else None
+            bad = None
+            for off in range(0, piece.length, chunk):
+                n = min(chunk, piece.length - off)
+                fview = read_file_into(file_fd, fbuf, piece.logical + off, n, name) \
+                    if file_fd is not None and fbuf is not None else None
+                dview, dbuf = fetch.next() if fetch and piece.physical is not None \
+                    else (None, None)
+                try:
+                    diff = _digest_and_compare(fview, dview, fh, dh, compare)
+                finally:
+                    if fview is not None:
+                        fview.release()
+                    if fetch and dview is not None and dbuf is not None:
+                        fetch.release(dview, dbuf)
+                done += n
+                if progress is not None:
+                    progress(done, total)
+                if diff is not None:
+                    bad = off + diff
+                    break
+            results.append(PieceResult(_hex(fh), _hex(dh), bad))
             if bad is not None:
                 break
-        if current >= 0:
-            results.append(PieceResult(_hex(fh), _hex(dh), bad))
     finally:
         if fetch is not None:
             fetch.close()
         if fbuf is not None:
             fbuf.close()
     return results
+
+
+def _digest_and_compare(fview: memoryview | None, dview: memoryview | None,
+                        fh: hashlib._Hash | None, dh: hashlib._Hash | None,
+                        compare: bool) -> int | None:
+    """Hash each side of one chunk; the offset of its first difference, if compared."""
+    if fh is not None and fview is not None:
+        fh.update(fview)
+    if dh is not None and dview is not None:
+        dh.update(dview)
+    if compare and fview is not None and dview is not None:
+        return first_difference(fview, dview)
+    return None
 
 
 def _hex(h: hashlib._Hash | None) -> str | None:
