@@ -203,6 +203,9 @@ def test_save_then_defrag_then_check(ext4: Bed) -> None:
     moved = extents("check", m)
     assert moved.returncode == 1, moved.out + moved.err
     assert moved.out.startswith("moved:") and "was data at device byte" in moved.out
+    n = int(moved.out.split(": ")[2].split()[0])  # "... says: N segments moved of M"
+    assert 0 < n <= before
+    assert (f"... and {n - 5} more" in moved.out) == (n > 5)
     assert extents("check", "--quick", m).returncode == 1
     with open(f, "r+b") as fh:
         fh.seek(123456)

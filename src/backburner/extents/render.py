@@ -143,6 +143,10 @@ def save_text(r: SaveResult) -> str:
             f"{r.layout.device.path}, every byte checked ({fmt_s(r.seconds)} s)")
 
 
+def _more(items: list[Any]) -> list[str]:
+    return [f"  ... and {len(items) - SHOWN_CHANGES} more"] if len(items) > SHOWN_CHANGES else []
+
+
 def check_text(r: CheckResult) -> str:
     s = r.saved
     lines = []
@@ -153,15 +157,16 @@ def check_text(r: CheckResult) -> str:
     elif r.state == "moved":
         lines.append(f"moved: {s.path} is no longer (all) where the map says: "
                      f"{plural(len(r.moved), 'segment')} moved of {len(s.segments)}")
-        lines += [f"  {m.describe()}" for m in r.moved[:SHOWN_CHANGES]]
+        lines += [f"  {m.describe()}" for m in r.moved[:SHOWN_CHANGES]] + _more(r.moved)
         stale = [x for x in r.stale if all(m.saved != x for m in r.moved)]
         lines += [f"  file bytes {x.logical}+{x.length}: the device bytes at {x.physical} "
-                  "differ from the saved ones" for x in stale[:SHOWN_CHANGES]]
+                  "differ from the saved ones" for x in stale[:SHOWN_CHANGES]] + _more(stale)
     else:
         what = (f"{plural(len(r.changed), 'segment')} of {len(s.segments)} differ"
                 if r.changed else "its size or modification time changed")
         lines.append(f"content changed: {s.path} no longer holds the bytes the map was saved "
                      f"with: {what}")
         lines += [f"  file bytes {c.logical}+{c.length}" for c in r.changed[:SHOWN_CHANGES]]
+        lines += _more(r.changed)
     lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines)
