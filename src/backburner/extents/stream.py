@@ -226,6 +226,8 @@ def run_pass(pieces: Sequence[Piece], file_fd: int | None, name: str,
     (``digest``). Stops after the first piece that differs: its result says where."""
     total = sum(p.length for p in pieces)
     chunk = device.chunk if device else CHUNK
+    log.debug("%s: %d pieces, %d bytes, device %s", name, len(pieces), total,
+              device.path if device else "-")
     fetch = _Prefetcher(device, pieces) if device is not None else None
     fbuf = mmap.mmap(-1, chunk) if file_fd is not None else None
     results: list[PieceResult] = []
