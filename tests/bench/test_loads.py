@@ -246,11 +246,16 @@ def test_fio_jobs_outside_the_group_are_stopped(small: None, load_dir: Path,
     load.prepare()
     load.start(DEFAULT, [])
     try:
-        members = _wait_members(load, 3)
         assert load.child is not None
         main = load.child.pid
-        jobs = [p for p in members if p != main]
-        assert all(os.getpgid(p) != main for p in jobs)  # not reachable through the group
+        deadline = time.monotonic() + 15
+        while True:  # fio's jobs call setsid() shortly after they are forked
+            members = _wait_members(load, 3)
+            jobs = [p for p in members if p != main]
+            if all(procfs.pgid_of(p) not in (main, None) for p in jobs):
+                break
+            assert time.monotonic() < deadline, "fio's jobs never left the load's group"
+            time.sleep(0.02)
         os.kill(main, signal.SIGSTOP)
     finally:
         load.stop()
