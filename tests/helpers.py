@@ -141,7 +141,8 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             seed: int = 1, spread: float = 0.03, finish: bool = True,
             special: dict | None = None, rounds: dict | None = None, cold: int = 1,
             device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
-            close: bool = True) -> Store:
+            close: bool = True, hostname: str | None = None,
+            env: dict | None = None) -> Store:
     """A result database as bench would write it.
 
     special: {(sched, load, policy, round): status} overrides ("timeout", "failed",
@@ -157,7 +158,8 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
     loads = list(dict.fromkeys(k[1] for k in medians))
     config = {"probe": PROBE, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
               "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device}
-    run = store.add_run(command, config, seed, {**ENV}, "0.1.0")
+    run = store.add_run(command, config, seed, {**ENV, **(env or {})}, "0.1.0",
+                        hostname=hostname)
     rng = np.random.default_rng(seed)
     t0 = 1_700_000_000.0
     for (sched, load, pol), med in medians.items():

@@ -462,3 +462,72 @@ def test_database_being_written(tmp_path: Path) -> None:
         stop.set()
         thread.join()
     assert seen == sorted(seen) and seen[-1] > before + 1
+
+
+# --- results from many machines ------------------------------------------------------------
+
+
+def _two_machines(path: Path) -> None:
+    store = make_db(path, close=False, hostname="hdd-laptop-3", env={"kernel": "6.1.0"})
+    slower = {k: v * (2.0 if k == ("mq-deadline", LOAD, "default") else 1.0)
+              for k, v in MEDIANS.items()}
+    make_db(None, store=store, medians=slower, seed=2, hostname="ssd-desktop",
+            env={"kernel": "6.18.0"})
+
+
+@pytest.mark.parametrize("by", ["machine", "kernel", "run"])
+def test_compare_by_groups_one_database(tmp_path: Path, by: str) -> None:
+    _two_machines(tmp_path / "lab.db")
+    data = report.load(str(tmp_path / "lab.db"))
+    (result,) = report.compare_groups(data, by)
+    rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in result.rows}
+    assert len(rows) == len(MEDIANS)
+    assert rows[("mq-deadline", LOAD, "default")].kind == "slower"
+    assert rows[("mq-deadline", LOAD, "default")].ratio.ratio == pytest.approx(2.0, rel=0.1)
+    assert rows[("bfq", LOAD, "default")].kind in ("same", "inconclusive")
+    label = {"machine": "ssd-desktop", "kernel": "6.18.0", "run": "run 2"}[by]
+    assert label in result.b
+
+
+def test_compare_by_needs_two_groups(db: str) -> None:
+    with pytest.raises(errors.DataError, match="one machine only"):
+        report.compare_groups(report.load(db), "machine")
+
+
+def test_filters_pick_runs(tmp_path: Path) -> None:
+    from backburner.store import Filter
+
+    _two_machines(tmp_path / "lab.db")
+    only = report.load(str(tmp_path / "lab.db"), Filter(machine="ssd-desktop"))
+    assert [r.hostname for r in only.runs] == ["ssd-desktop"]
+    assert {t["run_id"] for c in only.cells for t in c.trials} == {only.runs[0].id}
+    with pytest.raises(errors.DataError, match="no run that matches --machine nowhere"):
+        report.load(str(tmp_path / "lab.db"), Filter(machine="nowhere"))
+
+
+def test_hyperfine_json_has_hyperfines_own_shape(db: str, tmp_path: Path) -> None:
+    """The same keys and types as hyperfine's own --export-json (run here when installed,
+    else its documented shape), so its plot scripts read our results."""
+    import shutil
+    import subprocess
+
+    out = io.StringIO()
+    report.export(report.load(db), "hyperfine-json", out)
+    ours = json.loads(out.getvalue())
+    if shutil.which("hyperfine"):
+        ref = tmp_path / "ref.json"
+        subprocess.run(["hyperfine", "-N", "--runs", "2", "--export-json", str(ref), "true"],
+                       check=True, capture_output=True, timeout=60)
+        theirs = json.loads(ref.read_text())["results"][0]
+        shape = {k: type(v) for k, v in theirs.items()}
+    else:
+        shape = {k: float for k in ("mean", "stddev", "median", "user", "system", "min",
+                                    "max")} | {"command": str, "times": list, "exit_codes": list}
+    assert list(ours) == ["results"] and ours["results"]
+    for result in ours["results"]:
+        for key, kind in shape.items():
+            assert isinstance(result[key], kind), (key, result[key])
+        assert result["median"] == pytest.approx(float(np.median(result["times"])))
+        assert all(isinstance(t, float) for t in result["times"])
+    data = report.load(db)
+    assert len(ours["results"]) == sum(1 for c in data.cells if c.samples())

@@ -1,4 +1,4 @@
-"""`bench`, `report` and `compare`: measure start-up under load, and read the results."""
+"""`bench`: start-up latency of a real program under background load, as a matrix."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 import logging
 import os
 
-from .. import outfile, system
+from .. import system
 from ..errors import UsageError
-from .common import add_command, err, fraction, recover_if_needed
+from .common import add_command, err, recover_if_needed
 
 log = logging.getLogger(__name__)
 
@@ -84,35 +84,6 @@ def _show_report(path: str, html: str | None = None) -> int:
     return 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from .. import plot, report
-    from ..report import html
-
-    formats = plot.parse_formats(args.format)  # a typo fails before anything is printed
-    data = report.load(args.database)
-    if args.export:
-        with outfile.text_output(args.output) as out:
-            report.export(data, args.export, out, tolerance=args.tolerance)
-        return 0
-    report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))
-    if args.html:
-        html.write_html(data, args.html, tolerance=args.tolerance)
-        print(f"report: {args.html}")
-    if args.plot:
-        for f in plot.write_plots(data, args.plot, formats, violin=args.violin,
-                                  tolerance=args.tolerance):
-            print(f"plot: {f}")
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    from .. import report
-
-    a, b = report.load(args.before), report.load(args.after)
-    print(report.render_compare(report.compare(a, b, tolerance=args.tolerance)))
-    return 0
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "bench", cmd_bench,
                     help="start-up latency under background load, as a matrix",
@@ -147,21 +118,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="DB", help="continue an interrupted run (its stored "
                    "configuration: no matrix options)")
     p.add_argument("--html", help="where to write the HTML report (default: next to the DB)")
-
-    r = add_command(sub, "report", cmd_report,
-                    help="statistics, plots and exports of a result database")
-    r.add_argument("database")
-    r.add_argument("--html", help="write a self-contained HTML report here")
-    r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
-    r.add_argument("--format", default="png", help="plot formats: png, svg, pdf (e.g. png,svg)")
-    r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
-    r.add_argument("--export", choices=("csv", "json", "markdown"))
-    r.add_argument("--output", "-o", help="file for --export (default: stdout)")
-    r.add_argument("--tolerance", type=fraction, default=0.10,
-                   help="'indistinguishable from idle' band, as a fraction")
-
-    c = add_command(sub, "compare", cmd_compare, help="the same cells in two result databases")
-    c.add_argument("before")
-    c.add_argument("after")
-    c.add_argument("--tolerance", type=fraction, default=0.10,
-                   help="'indistinguishable' band, as a fraction between 0 and 1")

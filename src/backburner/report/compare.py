@@ -16,8 +16,9 @@ from rich.text import Text
 
 from .. import stats
 from ..cell import Cell
+from ..errors import DataError
 from ..units import fmt_factor, fmt_s
-from .data import CellData, ReportData
+from .data import CellData, ReportData, split
 from .summary import RESAMPLES, SEED, fmt_ratio, median_of
 from .terminal import AdaptiveTable, Column
 
@@ -195,3 +196,16 @@ def render_compare(result: CompareResult, *, width: int | None = None) -> str:
     for n in result.notes:
         console.print(f"note: {n}", markup=False)
     return buf.getvalue()
+
+
+def compare_groups(data: ReportData, by: str, *, tolerance: float = 0.10,
+                   confidence: float = 0.95) -> list[CompareResult]:
+    """Each machine, kernel or run of one database against the first one seen: the same
+    cells matched and judged as `compare` does two databases."""
+    groups = split(data, by)
+    if len(groups) < 2:
+        raise DataError(f"{data.path} holds one {by} only ({groups[0][0] if groups else '-'})",
+                        f"--by {by} compares two or more")
+    (_, reference), rest = groups[0], groups[1:]
+    return [compare(reference, other, tolerance=tolerance, confidence=confidence)
+            for _, other in rest]

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..cell import Cell
 from ..errors import DataError
-from ..store import Run, Store
+from ..store import Filter, Run, Store, StoredCell
 
 KNOWN_STATUSES = ("ok", "timeout", "aborted")
 
@@ -161,17 +161,27 @@ class ReportData:
         return None
 
 
-def load(path: str) -> ReportData:
-    """Read a result database (read-only, one snapshot). DataError if nothing is counted yet."""
+def load(path: str, selection: Filter | None = None) -> ReportData:
+    """Read a result database (read-only, one snapshot), or the runs of it `selection`
+    picks. DataError if nothing is counted yet."""
     store = Store.open(path, readonly=True)
     try:
         with store.snapshot():
-            runs = store.runs()
-            cells = store.cells()
-            trials = store.trials(include_warmup=True)
+            runs = store.runs(selection)
+            ids = [r.id for r in runs] if selection is not None else None
+            cells = store.cells(run_ids=ids)
+            trials = store.trials(include_warmup=True, run_ids=ids)
         version = store.schema_version
     finally:
         store.close()
+    if selection is not None and not runs:
+        raise DataError(f"{path} has no run that matches {selection.describe()}")
+    return assemble(path, version, runs, cells, trials)
+
+
+def assemble(path: str, version: int, runs: list[Run], cells: list[StoredCell],
+             trials: list[dict[str, Any]]) -> ReportData:
+    """ReportData from stored rows: trials of the same cell in several runs pooled."""
     counted = sum(1 for t in trials if not t["warmup"])
     if not counted:
         what = (f"only {len(trials)} warm-up trial{'s' if len(trials) != 1 else ''}"
@@ -193,6 +203,29 @@ def load(path: str) -> ReportData:
         if key is not None:
             by_key[key].trials.append(t)
     return ReportData(path, version, runs, display_order(list(by_key.values())), time.time())
+
+
+GROUPINGS = ("machine", "kernel", "run")
+
+
+def split(data: ReportData, by: str) -> list[tuple[str, ReportData]]:
+    """The data of each machine, kernel or run apart, in order of first appearance: for
+    `compare --by`, one group against another with the same statistics."""
+    def group_of(run: Run) -> str:
+        return {"machine": run.machine, "kernel": run.kernel, "run": f"run {run.id}"}[by]
+
+    groups: dict[str, list[Run]] = {}
+    for run in data.runs:
+        groups.setdefault(group_of(run), []).append(run)
+    out = []
+    for label, runs in groups.items():
+        ids = {r.id for r in runs}
+        cells = [CellData(c.cell, c.cell_ids, tuple(r for r in c.run_ids if r in ids),
+                          [t for t in c.trials if t["run_id"] in ids]) for c in data.cells]
+        cells = [c for c in cells if c.trials]
+        out.append((label, ReportData(f"{data.path} ({by} {label})", data.schema_version,
+                                      runs, cells, data.read_at)))
+    return out
 
 
 def display_order(cells: list[CellData]) -> list[CellData]:

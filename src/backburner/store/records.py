@@ -59,6 +59,12 @@ class Filter:
     machine: str | None = None  # host name, or a prefix of the machine id
     since: float | None = None  # started at or after (epoch seconds)
 
+    def describe(self) -> str:
+        parts = [f"--run {self.run}" if self.run is not None else "",
+                 f"--machine {self.machine}" if self.machine else "",
+                 f"--since {self.since:.0f}" if self.since is not None else ""]
+        return " ".join(p for p in parts if p) or "no filter"
+
     def matches(self, run: Run) -> bool:
         if self.run is not None and run.id != self.run:
             return False

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from ...errors import UsageError
 from ..data import ReportData
-from . import csv, json, markdown  # noqa: F401  - each registers itself
+from . import csv, hyperfine, json, markdown  # noqa: F401  - each registers itself
 from .registry import EXPORTERS
 
 

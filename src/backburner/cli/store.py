@@ -1,0 +1,46 @@
+"""`store`: result databases themselves (copying runs between them)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_command
+
+
+def _copy(args: argparse.Namespace) -> int:
+    from ..store import Store
+    from ..store.copy import copy
+
+    src = Store.open(args.source, readonly=True)
+    try:
+        dst = Store.create(args.destination) if _new(args.destination) \
+            else Store.open(args.destination)
+        try:
+            result = copy(src, dst, report=print)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    print(f"copied: {result.runs_added} run(s) added, {result.runs_completed} completed, "
+          f"{result.runs_unchanged} already there; {result.trials_added} trial(s) added, "
+          f"{result.trials_present} already there")
+    return 0
+
+
+def _new(target: str) -> bool:
+    """A file that does not exist yet is created; an address gets the schema if it lacks it."""
+    import os
+
+    from ..store import looks_like_url
+
+    return looks_like_url(target) or not os.path.exists(target)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("store", help="result databases: copy runs between them")
+    s = p.add_subparsers(dest="store_cmd", metavar="ACTION", required=True)
+    c = add_command(s, "copy", _copy, help="copy every run of SOURCE into DESTINATION "
+                    "(idempotent: no trial twice)")
+    c.add_argument("source", help="a result file or postgresql:// address")
+    c.add_argument("destination", help="a result file (created if missing) or a "
+                   "postgresql:// address")
