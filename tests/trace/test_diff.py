@@ -75,11 +75,13 @@ def test_profiles_side_by_side(make_profile, make_run) -> None:
 def test_notes_say_what_limits_the_diff(make_profile, make_run) -> None:
     a = make_profile("a", [make_run(0, {"read": 1})], engine="strace")
     b = make_profile("b", [make_run(0, {"read": 9}, exit_code=3)])
+    b.runs[0].lost_events = 500
     d = diff.diff(a, b)
     assert not d.changed and "syscall:read:calls" in [r.key for r in d.apart]
     notes = " ".join(d.notes())
     assert "different engines" in notes and "cannot show a change" in notes
     assert "1 of 1 runs ended with status 3" in notes
+    assert "B: the tracer lost events in run(s) 1" in notes
 
 
 def test_untraced_profiles_do_not_invent_zero_syscalls(make_profile, make_run) -> None:

@@ -126,3 +126,10 @@ def test_perf_tasks_give_processes_and_comms() -> None:
     parsers.apply_perf_tasks(threads, tasks)
     assert threads[16293].pid == 16291 and threads[16291].pid == 16291
     assert threads[16291].comm == "python3.11"
+
+
+def test_perf_lost_events() -> None:
+    text = PERF_TASKS + "      dd 17131 [000]  3014.743514: PERF_RECORD_LOST lost 8701\n" \
+        "      dd 17131 [001]  3014.9: PERF_RECORD_LOST_SAMPLES lost 12\n"
+    assert parsers.perf_lost_events(text) == 8713
+    assert parsers.perf_lost_events(PERF_TASKS) == 0

@@ -16,13 +16,14 @@ def test_round_trip(make_profile, make_run, tmp_path: Path) -> None:
     p = make_profile("prog --x", [make_run(0, {"read": 5}, errnos={"read": {"EINTR": 2}}),
                                   make_run(1, {"read": 7})],
                      calibration=[make_run(0, traced=False, wall_s=0.5)])
+    p.runs[1].lost_events = 3
     path = str(tmp_path / "t.json")
     profile.save(p, path)
     back = profile.load(path)
     assert profile.to_dict(back) == profile.to_dict(p)
     assert back.runs[0].threads[0].syscalls["read"].errnos == {"EINTR": 2}
     assert json.loads(Path(path).read_text())["version"] == profile.VERSION == 1
-    assert back.overhead() == pytest.approx(2.0)
+    assert back.overhead() == pytest.approx(2.0) and back.lost_runs() == [2]
 
 
 @pytest.mark.parametrize("mutate, message", [

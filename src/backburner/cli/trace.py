@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import ExistsError, IOFailure, UsageError
 from .common import add_command, bounded_int, err, quiet
+
+if TYPE_CHECKING:
+    from ..trace import record
 
 FORMATS = ("text", "markdown", "json")
 
@@ -28,7 +32,7 @@ def _check_output(path: str, force: bool) -> None:
         raise IOFailure(f"{path}: cannot write there (no such folder or no permission)")
 
 
-def _options(args: argparse.Namespace):  # -> record.Options
+def _options(args: argparse.Namespace) -> record.Options:
     from ..trace import record
 
     return record.Options(runs=args.runs, engine=args.engine, overhead=args.overhead,
@@ -124,14 +128,10 @@ def _compare(args: argparse.Namespace) -> int:
 def _engines(args: argparse.Namespace) -> int:
     from ..trace import engines
 
-    first = True
+    default = engines.default_name()
     for name, why in engines.status():
-        cls = engines.ENGINES[name]
-        mark = "default" if why is None and first and name != "none" else (
-            "available" if why is None else "unavailable")
-        if why is None and name != "none":
-            first = False
-        print(f"{name:<7} {mark:<12} {why or cls.note}")
+        mark = "default" if name == default else "unavailable" if why else "available"
+        print(f"{name:<7} {mark:<12} {why or engines.ENGINES[name].note}")
     return 0
 
 
@@ -184,7 +184,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = add_command(s, "compare", _compare,
                     help="record two commands interleaved, then diff them",
                     description="Runs CMD_A and CMD_B alternately (A B B A ...), each --runs "
-                    "times, traced the same way, then prints the diff.")
+                    "times, traced the same way, then prints the diff (A is the reference). "
+                    "Exits 0 once the diff is printed; runs that failed are named in its "
+                    "notes. CMD_A cannot contain a bare -- (wrap it in sh -c).")
     _add_record_options(c)
     c.add_argument("-o", "--output", metavar="PREFIX",
                    help="also keep the traces as PREFIX-a.json and PREFIX-b.json")

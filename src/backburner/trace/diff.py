@@ -70,6 +70,8 @@ class Diff:
     status_b: list[int] = field(default_factory=list)
     overhead_a: float | None = None
     overhead_b: float | None = None
+    lost_a: list[int] = field(default_factory=list)
+    lost_b: list[int] = field(default_factory=list)
 
     @property
     def rule(self) -> str:
@@ -89,6 +91,10 @@ class Diff:
             out.append(f"{self.n_a} and {self.n_b} runs cannot show a change at p < "
                        f"{self.alpha:g} (at best p = {self.min_p:.3g}); record at least 4 "
                        "runs a side (--runs 5)")
+        for side, lost in (("A", self.lost_a), ("B", self.lost_b)):
+            if lost:
+                out.append(f"{side}: the tracer lost events in run(s) "
+                           f"{', '.join(map(str, lost))}: their syscall counts are short")
         for label, statuses in ((self.label_a, self.status_a), (self.label_b, self.status_b)):
             bad = sorted({s for s in statuses if s != 0})
             if bad:
@@ -170,7 +176,8 @@ def diff(a: Profile, b: Profile, *, alpha: float = ALPHA) -> Diff:
                   b.engine.get("name", "?"), alpha,
                   status_a=[r.shell_status for r in a.runs],
                   status_b=[r.shell_status for r in b.runs],
-                  overhead_a=a.overhead(), overhead_b=b.overhead())
+                  overhead_a=a.overhead(), overhead_b=b.overhead(),
+                  lost_a=a.lost_runs(), lost_b=b.lost_runs())
     info = {**info_b, **info_a}
     for key in sorted(info):
         sa, sb = _series(va, key), _series(vb, key)

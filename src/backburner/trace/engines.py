@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from abc import ABC, abstractmethod
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -26,6 +27,16 @@ from ..errors import UnavailableError, UsageError
 from . import parsers
 
 log = logging.getLogger(__name__)
+RING_PAGES = 2048  # perf's ring buffer per CPU, in pages (a power of two)
+
+
+@dataclass
+class Collected:
+    """What an engine read back from one run: per-thread syscalls of the job (the launcher
+    left out), and how many events the tracer said it lost (its counts are short then)."""
+
+    threads: dict[int, parsers.TracedThread] = field(default_factory=dict)
+    lost_events: int = 0
 
 
 class Engine(ABC):
@@ -60,8 +71,7 @@ class Engine(ABC):
     def command(self, inner: list[str], workdir: Path) -> list[str]: ...
 
     @abstractmethod
-    def collect(self, workdir: Path, shim_pid: int, job_pid: int
-                ) -> dict[int, parsers.TracedThread]:
+    def collect(self, workdir: Path, shim_pid: int, job_pid: int) -> Collected:
         """Per-thread syscall counts of the job (the launcher's own threads left out)."""
 
 
@@ -81,9 +91,8 @@ class NoEngine(Engine):
     def command(self, inner: list[str], workdir: Path) -> list[str]:
         return inner
 
-    def collect(self, workdir: Path, shim_pid: int, job_pid: int
-                ) -> dict[int, parsers.TracedThread]:
-        return {}
+    def collect(self, workdir: Path, shim_pid: int, job_pid: int) -> Collected:
+        return Collected()
 
 
 class StraceEngine(Engine):
@@ -100,8 +109,7 @@ class StraceEngine(Engine):
         return ["strace", "-f", "-ff", "-qq", "-T", "-I", "2", "-e", "signal=none",
                 "-o", str(workdir / "strace"), "--", *inner]
 
-    def collect(self, workdir: Path, shim_pid: int, job_pid: int
-                ) -> dict[int, parsers.TracedThread]:
+    def collect(self, workdir: Path, shim_pid: int, job_pid: int) -> Collected:
         threads: dict[int, parsers.TracedThread] = {}
         for path in workdir.glob("strace.*"):
             tid = int(path.suffix[1:]) if path.suffix[1:].isdigit() else None
@@ -111,7 +119,7 @@ class StraceEngine(Engine):
                 threads[tid] = parsers.parse_strace(tid, f, after_exec=tid == job_pid)
         parsers.assign_processes(threads, [shim_pid, job_pid])
         _drop_process(threads, shim_pid)
-        return threads
+        return Collected(threads)  # ptrace stops the job: nothing is ever lost
 
 
 def tracefs_mount() -> str | None:
@@ -172,21 +180,24 @@ class PerfEngine(Engine):
         ensure_tracefs(stack)
 
     def command(self, inner: list[str], workdir: Path) -> list[str]:
-        return ["perf", "trace", "record", "-q", "-o", str(workdir / "perf.data"), "--", *inner]
+        # 8 MiB of ring buffer per CPU (default 512 KiB): a syscall storm on a busy machine
+        # overran the default and lost events; lost events are counted and reported anyway.
+        return ["perf", "trace", "record", "-q", "-m", str(RING_PAGES), "-o",
+                str(workdir / "perf.data"), "--", *inner]
 
-    def collect(self, workdir: Path, shim_pid: int, job_pid: int
-                ) -> dict[int, parsers.TracedThread]:
+    def collect(self, workdir: Path, shim_pid: int, job_pid: int) -> Collected:
         data = str(workdir / "perf.data")
         summary = workdir / "summary.txt"
         _perf(["perf", "trace", "-i", data, "-s", "--errno-summary", "-o", str(summary)],
               "summarising the trace")
         threads = parsers.parse_perf_summary(summary.read_text(errors="replace"))
-        # --tid 1 keeps the sample lines out (PID 1 is never in our tree); task events stay.
-        tasks = _perf(["perf", "script", "-i", data, "--show-task-events", "--tid", "1"],
-                      "reading the trace's task events")
+        # --tid 1 keeps the sample lines out (PID 1 is never in our tree); task and lost
+        # records stay.
+        tasks = _perf(["perf", "script", "-i", data, "--show-task-events",
+                       "--show-lost-events", "--tid", "1"], "reading the trace's task events")
         parsers.apply_perf_tasks(threads, parsers.parse_perf_tasks(tasks))
         _drop_process(threads, shim_pid)
-        return threads
+        return Collected(threads, parsers.perf_lost_events(tasks))
 
 
 def _perf(argv: list[str], what: str) -> str:
@@ -229,6 +240,11 @@ def choose(name: str = "auto") -> Engine:
         raise UnavailableError(f"engine {name}: {why}",
                                f"install {engine.package}" if engine.package else None)
     return engine
+
+
+def default_name() -> str:
+    """What `auto` would choose here: the first engine of PREFERENCE that can run."""
+    return next((n for n in PREFERENCE if ENGINES[n]().missing() is None), "none")
 
 
 def status() -> list[tuple[str, str | None]]:

@@ -204,6 +204,14 @@ def parse_perf_tasks(text: str) -> PerfTasks:
     return out
 
 
+_LOST = re.compile(r"PERF_RECORD_LOST(?:_SAMPLES)? lost (\d+)")
+
+
+def perf_lost_events(text: str) -> int:
+    """The events perf says it lost (`perf script --show-lost-events` LOST records)."""
+    return sum(int(m.group(1)) for m in _LOST.finditer(text))
+
+
 def apply_perf_tasks(threads: dict[int, TracedThread], tasks: PerfTasks) -> None:
     """Give every summarised thread its process and its last comm."""
     for t in threads.values():

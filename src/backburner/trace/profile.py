@@ -44,6 +44,8 @@ class Run:
     counters: dict[str, Any]
     threads: list[Thread] = field(default_factory=list)
     sched_sweeps: int = 0
+    #: events the tracer said it lost (perf's ring buffer overran): syscall counts are short
+    lost_events: int = 0
 
     @property
     def shell_status(self) -> int:
@@ -63,6 +65,10 @@ class Profile:
     #: untraced runs of the same command, only to measure the tracer's overhead
     calibration: list[Run] = field(default_factory=list)
     tool: str = ""
+
+    def lost_runs(self) -> list[int]:
+        """1-based numbers of the runs whose tracer lost events."""
+        return [i + 1 for i, r in enumerate(self.runs) if r.lost_events]
 
     def overhead(self) -> float | None:
         """Median traced wall time / median untraced wall time, when both were measured."""
@@ -91,7 +97,7 @@ def _syscall_dict(s: SyscallStats) -> dict[str, Any]:
 
 def _run_dict(r: Run) -> dict[str, Any]:
     return {"index": r.index, "traced": r.traced, "outcome": r.outcome, "counters": r.counters,
-            "sched_sweeps": r.sched_sweeps,
+            "sched_sweeps": r.sched_sweeps, "lost_events": r.lost_events,
             "threads": [{"tid": t.tid, "pid": t.pid, "comm": t.comm, "sched": t.sched,
                          "syscalls": {k: _syscall_dict(v) for k, v in sorted(t.syscalls.items())}}
                         for t in r.threads]}
@@ -169,8 +175,9 @@ def _run(c: _Check, d: Any, where: str) -> Run:
         threads.append(Thread(int(c.get(t, "tid", int, w)), int(c.get(t, "pid", int, w)),
                               str(c.get(t, "comm", str, w)),
                               _syscalls(c, c.get(t, "syscalls", dict, w), w), sched))
+    lost = c.get(d, "lost_events", int, where, optional=True) or 0
     return Run(int(c.get(d, "index", int, where)), bool(c.get(d, "traced", bool, where)),
-               outcome, counters, threads, int(d.get("sched_sweeps", 0) or 0))
+               outcome, counters, threads, int(d.get("sched_sweeps", 0) or 0), int(lost))
 
 
 def from_dict(d: Any, source: str = "trace") -> Profile:

@@ -119,11 +119,16 @@ class Session:
             _raise_from(data["error"])
         outcome = spawn.Outcome(**{k: v for k, v in data["outcome"].items()
                                    if k in _OUTCOME_FIELDS})
-        traced_threads = engine.collect(rundir, int(data["shim_pid"]), outcome.pid)
-        threads = _threads(traced_threads, seen, include_unseen=engine.name == "none")
+        got = engine.collect(rundir, int(data["shim_pid"]), outcome.pid)
+        threads = _threads(got.threads, seen, include_unseen=engine.name == "none")
         shutil.rmtree(rundir, ignore_errors=True)  # perf.data can be large: free it now
+        log.debug("run %d (%s): %d threads, %d schedstat sweeps", index, engine.name,
+                  len(threads), sampler.sweeps)
         run = Run(index, engine.name != "none", data["outcome"], data["counters"], threads,
-                  sampler.sweeps)
+                  sampler.sweeps, got.lost_events)
+        if got.lost_events:
+            log.warning("%s lost %d events in run %d: its syscall counts are short",
+                        engine.name, got.lost_events, index + 1)
         return run, outcome
 
 
@@ -158,8 +163,9 @@ def _threads(traced: dict[int, TracedThread], seen: dict[int, counters.ThreadSch
     return out
 
 
-def _label(side: str, outcome: spawn.Outcome) -> str:
-    return f"{side}{outcome.describe()} after {outcome.wall_s:.3f} s"
+def _progress(what: str, i: int, runs: int, traced: bool, outcome: spawn.Outcome) -> str:
+    return (f"{what}run {i + 1}/{runs}{'' if traced else ' (untraced)'}: "
+            f"{outcome.describe()} after {outcome.wall_s:.3f} s")
 
 
 def record(argv: Sequence[str], opts: Options, report: Report = _quiet
@@ -182,8 +188,7 @@ def record(argv: Sequence[str], opts: Options, report: Report = _quiet
                     last = outcome
                 else:
                     profile.calibration.append(run)
-                report(f"run {i + 1}/{opts.runs}{'' if traced else ' (untraced)'}: "
-                       + _label("", outcome))
+                report(_progress("", i, opts.runs, traced, outcome))
     assert last is not None
     return profile, last
 
@@ -207,6 +212,5 @@ def compare(argv_a: Sequence[str], argv_b: Sequence[str], opts: Options,
                                            traced=traced and engine.name != "none")
                 target = profiles[side].runs if traced else profiles[side].calibration
                 target.append(run)
-                report(f"{side} run {i + 1}/{opts.runs}{'' if traced else ' (untraced)'}: "
-                       + _label("", outcome))
+                report(_progress(f"{side} ", i, opts.runs, traced, outcome))
     return profiles["A"], profiles["B"]

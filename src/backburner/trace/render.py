@@ -102,6 +102,9 @@ def header_lines(p: Profile) -> list[str]:
              f"engine: {eng.get('name')} ({eng.get('version', '?')}); {eng.get('note', '')}",
              f"runs: {len(p.runs)}, {_status_text(p.runs)}; kernel {p.host.get('kernel', '?')},"
              f" {p.host.get('cpus', '?')} CPUs"]
+    if p.lost_runs():
+        lines.append(f"warning: the tracer lost events in run(s) "
+                     f"{', '.join(map(str, p.lost_runs()))}: their syscall counts are short")
     overhead = p.overhead()
     if overhead is not None:
         lines.append(f"tracer overhead: traced / untraced wall time = {fmt_factor(overhead)}"
