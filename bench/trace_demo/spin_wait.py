@@ -1,14 +1,16 @@
 """Demo for `backburner trace compare`: a waiter that spins with sched_yield(2).
 
-The main thread waits for a worker thread to finish a fixed amount of hashing by polling a
-flag and calling os.sched_yield() in between, the pattern behind many "why is it spinning"
-regressions. Compare it with futex_wait.py, which waits on a threading.Condition (a futex).
+The main thread waits for a worker thread to finish a fixed amount of work (hashing, with
+short waits in between) by polling a flag and calling os.sched_yield() meanwhile, the
+pattern behind many "why is it spinning" regressions. Compare it with futex_wait.py, which
+waits on a threading.Condition (a futex).
 
-Both pin themselves to one CPU (--cpus 1, the default), standing for a busy machine: there,
-every yield hands the CPU to the worker and comes back as an involuntary context switch.
-hashlib releases the GIL on large buffers, so the worker really runs while the waiter spins.
+Both pin themselves to one CPU (--cpus 1, the default), as on a busy machine: while the
+worker waits, the spinner yields in a tight loop; each time the worker wakes, it has to
+preempt the spinner (an involuntary context switch). hashlib releases the GIL on large
+buffers, so the worker really runs while the waiter spins.
 
-    python3 bench/trace_demo/spin_wait.py [--rounds 1000] [--cpus 1]
+    python3 bench/trace_demo/spin_wait.py [--rounds 1500] [--cpus 1]
 """
 
 from __future__ import annotations

@@ -205,8 +205,8 @@ def test_readme_demo_puts_sched_yield_first(tmp_path: Path, state_dir: Path) -> 
         pytest.fail(f"perf cannot run here: {engines.PerfEngine().missing()}")
     py = sys.executable
     r = bb("trace", "compare", "-q", "--runs", "4", "--format", "json", "--",
-           py, str(DEMO / "futex_wait.py"), "--rounds", "300", "--",
-           py, str(DEMO / "spin_wait.py"), "--rounds", "300", timeout=150)
+           py, str(DEMO / "futex_wait.py"), "--rounds", "600", "--",
+           py, str(DEMO / "spin_wait.py"), "--rounds", "600", timeout=150)
     assert r.returncode == 0, r.err
     data = json.loads(r.out)
     top = [row["key"] for row in data["changed"][:3]]
@@ -214,5 +214,5 @@ def test_readme_demo_puts_sched_yield_first(tmp_path: Path, state_dir: Path) -> 
     yields = next(x for x in data["changed"] if x["key"] == "syscall:sched_yield:calls")
     assert max(yields["a"]) == 0 and min(yields["b"]) > 0
     every = {x["key"]: x for x in data["changed"] + data["apart"] + data["noise"]}
-    switches = every["rusage:nivcsw"]
-    assert switches["median_b"] > switches["median_a"]
+    switches = every["rusage:nivcsw"]  # every wake of the worker preempts the spinner
+    assert switches["median_b"] > 2 * switches["median_a"], switches

@@ -34,7 +34,8 @@ def test_number_formats() -> None:
     assert render.fmt_value(2048, "KiB") == "2 MiB"
     assert render.fmt_signed(-3, "count") == "\u22123" and render.fmt_signed(0, "count") == "0"
     assert render.fmt_ratio(float("inf")) == "from 0" and render.fmt_ratio(None) == "\u2013"
-    assert render.fmt_ratio(22354.5) == "22354\u00d7"
+    assert render.fmt_ratio(22354.5) == "22354\u00d7" and render.fmt_ratio(0) == "to 0"
+    assert render.fmt_ratio(0.25) == "0.25\u00d7" and render.fmt_ratio(1 / 1210) == "1/1210\u00d7"
     assert render.fmt_spread([1, 2, 3], "count") == "2 [1\u20133]"
     assert render.fmt_spread([4, 4], "count") == "4"
 

@@ -67,10 +67,15 @@ def fmt_signed(x: float, unit: str) -> str:
 
 
 def fmt_ratio(ratio: float | None) -> str:
+    """B / A: "from 0" and "to 0" at the ends, 1/N below 1% (0.00× would hide how much)."""
     if ratio is None:
         return DASH
     if math.isinf(ratio):
         return "from 0"
+    if ratio == 0:
+        return "to 0"
+    if ratio < 0.01:
+        return f"1/{fmt_factor(1 / ratio)}\u00d7"
     return f"{fmt_factor(ratio)}\u00d7"
 
 
