@@ -92,6 +92,10 @@ def test_device_resolution() -> None:
     assert window.kernel_dev(7, 3) == 7 * 2**20 + 3
     with pytest.raises(UsageError):
         window.IOAttribution("no-such-disk-bb", method="bogus")
+    loopish = next((d.name for d in Path("/sys/class/block").iterdir()), None)
+    if loopish:
+        with pytest.raises(RuntimeError):
+            window.IOAttribution(loopish).stop()
 
 
 # --- for real ------------------------------------------------------------------------------

@@ -420,6 +420,8 @@ class IOAttribution:
 
     def stop(self, *, probe_pids: Iterable[int] | None = None,
              load_pids: Iterable[int] | None = None) -> dict[str, Any]:
+        if not self.used:
+            raise RuntimeError("IOAttribution.stop() before start()")
         probe = tuple(self.probe_pids if probe_pids is None else probe_pids)
         load = tuple(self.load_pids if load_pids is None else load_pids)
         window = time.monotonic() - self._started
