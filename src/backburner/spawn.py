@@ -55,6 +55,11 @@ class Outcome:
     # Linux keeps the pre-exec high-water mark in ru_maxrss, and a forked child starts with
     # its parent's RSS: max_rss_kb is only the job's own peak when it exceeds this value.
     launcher_rss_kb: int = 0
+    # The rest of wait4's rusage, for `trace` (defaults keep older callers working).
+    minflt: int = 0
+    majflt: int = 0
+    nvcsw: int = 0  # voluntary context switches: the job blocked
+    nivcsw: int = 0  # involuntary: the job was preempted while it could have run
 
     @property
     def max_rss_is_own(self) -> bool:
@@ -100,6 +105,10 @@ def decode(pid: int, status: int, ru: resource.struct_rusage, started_ns: int, e
         out_blocks=ru.ru_oublock,
         started_at=started_at,
         launcher_rss_kb=launcher_rss_kb,
+        minflt=ru.ru_minflt,
+        majflt=ru.ru_majflt,
+        nvcsw=ru.ru_nvcsw,
+        nivcsw=ru.ru_nivcsw,
     )
 
 
