@@ -145,18 +145,20 @@ def test_verify_and_its_mismatch_report(ext4: Bed) -> None:
     assert ok.returncode == 0, ok.err
     assert ok.out.startswith("identical: 2 MiB in") and ok.err == ""  # no bar: not a tty
     # change one byte on the device behind the filesystem's back; the page cache still
-    # holds the file's bytes, which is what the filesystem returns
-    assert f.read_bytes() == data
-    run = layout_of(f).runs[-1]
-    at = run.physical + 4096 + 77
-    _poke_device(ext4.device, at)
-    bad = extents("verify", f)
-    assert bad.returncode == 1, bad.err
-    want = f"file byte {run.logical + 4096 + 77} differs from byte {at} of {ext4.device}"
-    assert bad.out.strip() == f"MISMATCH: {want}"
-    out = ext4.mnt.parent / "v.map"
-    saved = extents("save", f, "-o", out)
-    assert saved.returncode == 1 and want in saved.out and not out.exists()
+    # holds the file's bytes, which is what the filesystem returns (the pages are kept
+    # mapped: a drop_caches by anything else on the machine cannot evict mapped pages)
+    with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, prot=mmap.PROT_READ) as pinned:
+        assert pinned[:] == data
+        run = layout_of(f).runs[-1]
+        at = run.physical + 4096 + 77
+        _poke_device(ext4.device, at)
+        bad = extents("verify", f)
+        assert bad.returncode == 1, bad.err
+        want = f"file byte {run.logical + 4096 + 77} differs from byte {at} of {ext4.device}"
+        assert bad.out.strip() == f"MISMATCH: {want}"
+        out = ext4.mnt.parent / "v.map"
+        saved = extents("save", f, "-o", out)
+        assert saved.returncode == 1 and want in saved.out and not out.exists()
 
 
 def _poke_device(dev: str, at: int) -> None:
