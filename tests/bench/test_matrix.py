@@ -13,7 +13,7 @@ POLICIES = ["default", "background", "gentle"]
 
 
 def _cells() -> list[Cell]:
-    return matrix.build_cells("/bin/true", "testbed:1G", SCHEDS, LOADS, POLICIES)
+    return matrix.build_cells(["/bin/true"], "testbed:1G", SCHEDS, LOADS, POLICIES, ["none"])
 
 
 def test_cells_unloaded_has_no_policy_and_one_per_scheduler() -> None:
@@ -90,10 +90,51 @@ def test_counted_rounds_do_not_put_unloaded_first() -> None:
     assert firsts == {True, False}
 
 
-def test_no_warmup() -> None:
+def test_no_warmup_and_several() -> None:
     cells = _cells()
-    slots = matrix.order(cells, trials=3, seed=1, warmup=False)
+    slots = matrix.order(cells, trials=3, seed=1, warmups=0)
     assert len(slots) == 3 * len(cells)
-    assert sorted(_rounds(slots)) == [1, 2, 3]
+    assert sorted(_rounds(slots)) == [0, 1, 2]
     assert not any(s.warmup for s in slots)
-    assert slots[0].round == 1
+    slots = matrix.order(cells, trials=2, seed=1, warmups=3)
+    assert [s.round for s in slots if s.warmup] == [r for r in range(3) for _ in cells]
+    assert sorted({s.round for s in slots if not s.warmup}) == [3, 4]
+
+
+def test_probes_and_preparations_are_dimensions() -> None:
+    cells = matrix.build_cells(["a", "b"], "d", ["bfq"], ["none", "copy"], ["default"],
+                               ["none", "replay"])
+    assert len(cells) == 2 * 2 * 2 and len({c.key for c in cells}) == 8
+    assert {(c.probe, c.prepare) for c in cells} == {
+        (p, r) for p in "ab" for r in ("none", "replay")}
+    replay = next(c for c in cells if c.prepare == "replay" and not c.unloaded)
+    assert replay.baseline() == Cell(replay.probe, "d", "bfq", "none", "-", "replay")
+
+
+def test_blocks_keep_a_cells_trials_together() -> None:
+    """--load-lifetime cell: each cell's counted trials come in blocks of consecutive slots
+    (one run of the load), the blocks of all cells shuffled per pass."""
+    cells = _cells()
+    slots = matrix.order(cells, trials=6, seed=3, warmups=1, block=4)
+    counted = [s for s in slots if not s.warmup]
+    assert Counter(s.cell.key for s in counted) == {c.key: 6 for c in cells}
+    blocks: dict[int, list[matrix.Slot]] = {}
+    for s in counted:
+        blocks.setdefault(s.block, []).append(s)
+    for members in blocks.values():
+        assert len({s.cell.key for s in members}) == 1
+        assert [s.first_in_block for s in members] == [True] + [False] * (len(members) - 1)
+        assert [s.last_in_block for s in members] == [False] * (len(members) - 1) + [True]
+        rounds = [s.round for s in members]
+        assert rounds == list(range(rounds[0], rounds[0] + len(rounds)))
+    assert sorted(len(m) for m in blocks.values()) == sorted([4, 2] * len(cells))
+    # consecutive in the run order, not just in round numbers
+    positions = {id(s): i for i, s in enumerate(counted)}
+    for members in blocks.values():
+        idx = [positions[id(s)] for s in members]
+        assert idx == list(range(idx[0], idx[0] + len(idx)))
+
+
+def test_one_trial_blocks_are_the_plain_order() -> None:
+    cells = _cells()
+    assert matrix.order(cells, 3, 5) == matrix.order(cells, 3, 5, warmups=1, block=1)

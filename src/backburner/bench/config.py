@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import priority
 from ..cell import Cell
-from ..errors import DataError, UsageError
+from ..errors import DataError, NotFoundError, UsageError
 from ..units import human_size
 from . import loads as loadspec
 from . import matrix
@@ -59,6 +59,16 @@ class BenchConfig:
     ready_line: str | None = None
     ready_file: str | None = None
     preset: str | None = None
+    warmup: int = 1
+    #: preparation steps, a matrix dimension: "before:NAME=COMMAND" runs after the cache drop
+    #: and before the probe; "during:NAME=COMMAND" starts with the probe (as at boot)
+    prepares: list[str] = field(default_factory=list)
+    load_lifetime: str = "trial"  # trial | cell
+    block: int = 4  # consecutive trials of a cell that share one run of the load ("cell")
+    probe_layout: str = "touched"  # touched | directories | aged
+    probe_root: str | None = None
+    trace: bool = False  # per-trial kernel counters and who issued the device's IO
+    ignore_failure: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +91,32 @@ class BenchConfig:
 
 
 OPTION_FIELDS = tuple(f.name for f in fields(BenchConfig) if f.name != "preset")
+LOAD_LIFETIMES = ("trial", "cell")
+PROBE_LAYOUTS = ("touched", "directories", "aged")
+MAX_WARMUP = 100
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """A preparation step: a command run after the cache drop, before the probe or with it."""
+
+    name: str
+    command: str
+    during: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Prepare:
+        mode, _, rest = text.partition(":")
+        name, sep, command = rest.partition("=")
+        if mode not in ("before", "during") or not sep or not _LABEL.fullmatch(name) \
+                or not command.strip():
+            raise UsageError(f"preparation {text!r} does not parse",
+                             "use --prepare NAME='COMMAND' (or --prepare-during)")
+        if name == "none":
+            raise UsageError("'none' names the cells without a preparation step",
+                             "choose another name")
+        shlex_split(command)
+        return cls(name, command.strip(), mode == "during")
 
 
 # --- presets ------------------------------------------------------------------------------
@@ -151,6 +187,7 @@ class Plan:
 
     config: BenchConfig
     probes: dict[str, Probe]  # label -> probe (program resolved to an absolute path)
+    prepares: dict[str, Prepare | None]  # name -> step; "none" -> None
     loads: dict[str, loadspec.LoadSpec]
     policies: dict[str, priority.Policy]
     schedulers: tuple[str, ...]
@@ -162,7 +199,9 @@ class Plan:
         return any(spec.kind in ("fio", "copy") for spec in self.loads.values())
 
     def slots(self) -> list[matrix.Slot]:
-        return matrix.order(list(self.cells), self.config.trials, self.config.seed)
+        cfg = self.config
+        block = cfg.block if cfg.load_lifetime == "cell" else 1
+        return matrix.order(list(self.cells), cfg.trials, cfg.seed, cfg.warmup, block)
 
 
 def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
@@ -191,9 +230,40 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     device = DeviceSpec.parse(cfg.device)
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
         loadspec.require_fio()
-    cells = tuple(c for label in probes for c in matrix.build_cells(
-        label, device.label, list(schedulers), list(loads), list(policies)))
-    return Plan(cfg, probes, loads, policies, schedulers, device, cells)
+    prepares = _prepares(cfg)
+    _check_choices(cfg)
+    cells = tuple(matrix.build_cells(list(probes), device.label, list(schedulers), list(loads),
+                                     list(policies), list(prepares)))
+    return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells)
+
+
+def _prepares(cfg: BenchConfig) -> dict[str, Prepare | None]:
+    steps = [Prepare.parse(t) for t in cfg.prepares]
+    names = [p.name for p in steps]
+    if len(set(names)) != len(names):
+        raise UsageError("two preparation steps share a name", "name them apart")
+    return {"none": None, **{p.name: p for p in steps}}
+
+
+def _check_choices(cfg: BenchConfig) -> None:
+    if cfg.load_lifetime not in LOAD_LIFETIMES:
+        raise UsageError(f"--load-lifetime {cfg.load_lifetime!r} is not one of "
+                         f"{', '.join(LOAD_LIFETIMES)}")
+    if cfg.probe_layout not in PROBE_LAYOUTS:
+        raise UsageError(f"--probe-layout {cfg.probe_layout!r} is not one of "
+                         f"{', '.join(PROBE_LAYOUTS)}")
+    if not 0 <= cfg.warmup <= MAX_WARMUP:
+        raise UsageError(f"--warmup {cfg.warmup} out of range", f"use 0..{MAX_WARMUP}")
+    if not 1 <= cfg.block <= MAX_TRIALS:
+        raise UsageError(f"block {cfg.block} out of range", f"use 1..{MAX_TRIALS}")
+    if cfg.probe_root is not None:
+        root = cfg.probe_root
+        if not os.path.exists(root):
+            raise NotFoundError(f"--probe-root {root}: no such directory or image")
+        if not (os.path.isdir(root) or os.path.isfile(root)):
+            raise UsageError(f"--probe-root {root} is neither a directory nor an image file")
+        if cfg.probe_layout != "touched":
+            raise UsageError("--probe-root is used as it is: it takes no --probe-layout")
 
 
 def check_scheduler(name: str) -> str:
@@ -217,6 +287,13 @@ def known_schedulers() -> tuple[str, ...]:
 
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def shlex_split(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError as err:
+        raise UsageError(f"command {command!r} does not parse: {err}") from None
 
 
 def split_probe(text: str) -> tuple[str, str]:

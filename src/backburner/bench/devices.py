@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import system
-from ..errors import NotFoundError, UsageError
+from .. import spawn, system
+from ..errors import NotFoundError, SystemStateError, UsageError
 from ..units import MiB, parse_size
 
 MIN_DEVICE = 64 * MiB
@@ -91,6 +91,30 @@ class Device:
         return int(fields[2]) * 512, int(fields[6]) * 512
 
 
+#: BFQ's weight raising lasts between 3 and 25 s (mainline computes it from the device's rate
+#: and clamps it there, and exports no tunable for it unless patched with wr_max_time).
+BFQ_WR_MAX_S = 25.0
+
+
+def weight_raising_s(queue: str, scheduler: str) -> float:
+    """How long BFQ favours a newly started queue on this device: its wr_max_time tunable
+    (ms) where the kernel exports one, else the upper bound; 0 when low_latency is off or
+    the scheduler is not BFQ."""
+    if scheduler != "bfq":
+        return 0.0
+    iosched = Path(queue, "iosched")
+    try:
+        if (iosched / "low_latency").read_text().strip() == "0":
+            return 0.0
+    except OSError:
+        return 0.0
+    try:
+        ms = int((iosched / "wr_max_time").read_text().split()[0])
+        return ms / 1000 if ms > 0 else BFQ_WR_MAX_S
+    except (OSError, ValueError, IndexError):
+        return BFQ_WR_MAX_S
+
+
 def queue_dir(name: str) -> str:
     """The sysfs queue directory of block device `name` (scheduler, rotational, ...)."""
     return f"/sys/block/{name}/queue"
@@ -148,7 +172,10 @@ def _fs_of(mountpoint: str) -> str:
     return "?"
 
 
-def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1) -> Device:
+def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1,
+          image: str | None = None) -> Device:
+    """The device under test, ready: a testbed (made fresh, or from a copy of `image`, a
+    filesystem image used as it is), a slowdisk testbed, or the disk holding a path."""
     if spec.kind == "path":
         return _on_path(spec, tx)
     if spec.kind == "slowdisk":
@@ -160,10 +187,35 @@ def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1) -> Devi
         dev.check_alive = blank.check_alive
         return dev
     work = str(tx.apply(system.PrivateDir(str(system.work_root()), "testbed-")))
-    image = os.path.join(work, "disk.img")
-    tx.apply(system.MadeFile(image, spec.size))
-    loop = tx.apply(system.LoopDevice(image, direct_io=True))
-    return make_testbed(loop, image, work, spec.label, tx, rotational)
+    disk = os.path.join(work, "disk.img")
+    if image is not None:
+        return _from_image(image, disk, work, spec.label, tx, rotational)
+    tx.apply(system.MadeFile(disk, spec.size))
+    loop = tx.apply(system.LoopDevice(disk, direct_io=True))
+    return make_testbed(loop, disk, work, spec.label, tx, rotational)
+
+
+def _from_image(source: str, disk: str, work: str, label: str, tx: system.Transaction,
+                rotational: int) -> Device:
+    """A copy of a prepared filesystem image (sparse, reflinked where the filesystem can):
+    its files lie exactly as in the image; the user's image is never written to."""
+    res = spawn.run_tool(["cp", "--sparse=always", "--reflink=auto", "--", source, disk],
+                         timeout=3600)
+    if res.status != 0:
+        lines = res.stderr.strip().splitlines()
+        raise SystemStateError(f"copying {source} failed: {lines[-1] if lines else 'timeout'}")
+    loop = tx.apply(system.LoopDevice(disk, direct_io=True))
+    name = _sysfs_name(loop)
+    queue = queue_dir(name)
+    tx.apply(system.SysfsValue(f"{queue}/rotational", str(rotational)))
+    mnt = os.path.join(work, "mnt")
+    tx.apply(system.MadeDir(mnt))
+    tx.apply(system.Mount(loop, mnt, "", TESTBED_MOUNT_OPTIONS))
+    load_dir = str(tx.apply(system.PrivateDir(mnt, ".backburner-load-")))
+    dev = Device(label, name, queue, load_dir, mnt, work)
+    dev.facts = {**describe_block(name), "filesystem": _fs_of(mnt),
+                 "mount_options": TESTBED_MOUNT_OPTIONS, "image": source}
+    return dev
 
 
 def _on_path(spec: DeviceSpec, tx: system.Transaction) -> Device:

@@ -6,7 +6,7 @@ Spec grammar (also in `backburner bench --help`):
   writers:N:seq|rand[:direct|buffered]    fio, N jobs writing their own files
   A+B                                     several of the above at once (a mix)
   install-loop[:shell-loop|long-lived]    unpack thousands of small files with fsync, delete, repeat
-  copy                                    one large file copied over and over (cp)
+  copy                                    one large file copied over and over, fsync'd
   cmd:'COMMAND'                           any command, run with sh -c in the load directory
 
 Every load runs in its own process group and dies with the bench (a parent-death signal);
@@ -21,6 +21,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 from .. import priority, safepath, spawn
@@ -114,20 +115,49 @@ def require_fio() -> str:
     return path
 
 
-def _installer_argv(archive: str, dest: str, once: bool) -> list[str]:
+def _installer_argv(archive: str, dest: str, once: bool, progress: str) -> list[str]:
     argv = [sys.executable, "-m", "backburner.bench.installer", "run", "--archive", archive,
-            "--dest", dest]
+            "--dest", dest, "--progress", progress]
     return argv + (["--once"] if once else [])
 
 
+@dataclass(frozen=True)
+class Bulk:
+    """How much work the load itself did while it ran: the price of protecting the probe.
+
+    unit: "bytes" (fio, copy: what it read and wrote), "files" (install-loop: files
+    installed with fsync), "units" (a cmd load's own count, appended to $BACKBURNER_PROGRESS)
+    or "device bytes" (a cmd load that counts nothing: the device's traffic while it ran,
+    the probe's own reads and writes taken out).
+    """
+
+    unit: str
+    units: float
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.units / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, float | str]:
+        return {"unit": self.unit, "units": self.units, "seconds": self.seconds}
+
+
+PROGRESS_ENV = "BACKBURNER_PROGRESS"
+
+
 class Load:
-    """A load bound to a directory: `prepare` once, then `start`/`stop` around each trial."""
+    """A load bound to a directory: `prepare` once, then `start`/`stop` around each trial
+    (or around each block of trials, when the load lives for a cell's block)."""
 
     def __init__(self, spec: LoadSpec, directory: str) -> None:
         self.spec = spec
         self.dir = directory
         self.child: spawn.Child | None = None
         self.log = os.path.join(directory, "load.log")
+        self.progress = os.path.join(directory, "progress")
+        self._fio_json = os.path.join(directory, "fio.json")
+        self._started = 0.0
 
     def prepare(self) -> None:
         """Lay out data files so trials measure steady-state work, not file creation."""
@@ -160,17 +190,17 @@ class Load:
     def argv(self) -> list[str]:
         kind = self.spec.kind
         if kind == "fio":
-            return ["fio", "--output=/dev/null", os.path.join(self.dir, "load.fio")]
+            return ["fio", "--output-format=json", f"--output={self._fio_json}",
+                    os.path.join(self.dir, "load.fio")]
         if kind == "install-loop":
             dest = os.path.join(self.dir, "install.d")
             if self.spec.variant == "long-lived":
-                return _installer_argv(self._archive, dest, once=False)
-            one = shlex.join(_installer_argv(self._archive, dest, once=True))
+                return _installer_argv(self._archive, dest, False, self.progress)
+            one = shlex.join(_installer_argv(self._archive, dest, True, self.progress))
             return ["sh", "-c", f"while :; do {one} || exit 1; done"]
         if kind == "copy":
-            dst = shlex.quote(os.path.join(self.dir, "copy.dst"))
-            src = shlex.quote(self._copy_src)
-            return ["sh", "-c", f"while :; do cp {src} {dst} && sync {dst} && rm -f {dst}; done"]
+            return [sys.executable, "-m", "backburner.bench.copier", self._copy_src,
+                    os.path.join(self.dir, "copy.dst"), "--progress", self.progress]
         if kind == "cmd":
             return ["sh", "-c", self.spec.command]
         raise AssertionError(kind)
@@ -178,14 +208,20 @@ class Load:
     def start(self, policy: priority.Policy, cgroup_procs: list[str]) -> None:
         if self.spec.is_none:
             return
+        for stale in (self.progress, self._fio_json):
+            if os.path.lexists(stale):
+                os.unlink(stale)
+        os.close(safepath.create_new(self.progress))
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o600)
         try:
             self.child = spawn.launch(self.argv(), policy=policy, cgroup_procs=cgroup_procs,
                                       cwd=self.dir, new_group=True, stdin=subprocess.DEVNULL,
-                                      stdout=fd, stderr=fd, die_with_parent=True)
+                                      stdout=fd, stderr=fd, die_with_parent=True,
+                                      env={**os.environ, PROGRESS_ENV: self.progress})
         finally:
             os.close(fd)
+        self._started = time.monotonic()
 
     def last_words(self) -> str:
         """The last line of the load's log, for a message that outlives the log (which goes
@@ -208,6 +244,52 @@ class Load:
             return None
         child, self.child = self.child, None
         return child.stop_tree(grace=10.0)
+
+    def ran_s(self) -> float:
+        return max(time.monotonic() - self._started, 1e-9) if self._started else 0.0
+
+    def bulk(self) -> Bulk | None:
+        """The load's own work since it started, once it is stopped (None: it counts none)."""
+        seconds = self.ran_s()
+        if self.spec.kind == "fio":
+            return Bulk("bytes", _fio_bytes(self._fio_json), seconds)
+        if self.spec.kind in ("install-loop", "copy", "cmd"):
+            counted = _sum_lines(self.progress)
+            if counted is None:
+                return None
+            return Bulk("files" if self.spec.kind == "install-loop" else
+                        "bytes" if self.spec.kind == "copy" else "units", counted, seconds)
+        return None
+
+
+def _fio_bytes(path: str) -> float:
+    """Bytes fio read and wrote, from the JSON it writes when it ends (also on SIGTERM)."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode(errors="replace")
+        data = json.loads(text[text.index("{"):])
+    except (OSError, ValueError):
+        return 0.0
+    return float(sum(job.get(d, {}).get("io_bytes", 0) for job in data.get("jobs", [])
+                     for d in ("read", "write", "trim")))
+
+
+def _sum_lines(path: str) -> float | None:
+    """The sum of the numbers a load appended, one per line; None when it wrote none."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split()
+    except OSError:
+        return None
+    total = 0.0
+    for line in lines:
+        try:
+            total += float(line)
+        except ValueError:
+            continue
+    return total if lines else None
 
 
 def _write_new(path: str, text: str) -> None:

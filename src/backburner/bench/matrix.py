@@ -1,8 +1,9 @@
-"""The benchmark matrix: cells (scheduler × load × policy) and a fair, seeded trial order.
+"""The benchmark matrix: cells (probe × preparation × scheduler × load × policy) and a fair,
+seeded trial order.
 
-Pure: data in, data out. Round 0 is the warm-up (run, stored, not counted). Every round
-runs every cell once, in an order shuffled afresh per round from the recorded seed, so slow
-drift of the machine spreads over all cells instead of biasing the ones that ran last.
+Pure: data in, data out. The first rounds are warm-ups (run, stored, not counted). Every
+round runs every cell once, in an order shuffled afresh per round from the recorded seed, so
+slow drift of the machine spreads over all cells instead of biasing the ones that ran last.
 """
 
 from __future__ import annotations
@@ -13,35 +14,54 @@ from dataclasses import dataclass
 from ..cell import NO_POLICY, UNLOADED, Cell
 
 
-def build_cells(probe: str, device: str, schedulers: list[str], loads: list[str],
-                policies: list[str]) -> list[Cell]:
-    """The unloaded cell has no background job, so no policy: one per scheduler."""
-    cells = []
-    for sched in schedulers:
-        for load in loads:
-            for pol in ([NO_POLICY] if load == UNLOADED else policies):
-                cells.append(Cell(probe, device, sched, load, pol))
-    return cells
-
-
 @dataclass(frozen=True)
 class Slot:
     round: int
     cell: Cell
+    warmup: bool = False
+    #: with --load-lifetime cell: the slots of one block share one run of the load; the first
+    #: slot of a block starts it and the last one stops it
+    block: int = 0
+    first_in_block: bool = True
+    last_in_block: bool = True
 
-    @property
-    def warmup(self) -> bool:
-        return self.round == 0
+
+def build_cells(probes: list[str], device: str, schedulers: list[str], loads: list[str],
+                policies: list[str], prepares: list[str]) -> list[Cell]:
+    """The unloaded cell has no background job, so no policy: one per scheduler."""
+    return [Cell(probe, device, sched, load, pol, prep)
+            for probe in probes for prep in prepares for sched in schedulers
+            for load in loads for pol in ([NO_POLICY] if load == UNLOADED else policies)]
 
 
-def order(cells: list[Cell], trials: int, seed: int, warmup: bool = True) -> list[Slot]:
-    """All (round, cell) slots in run order; reproducible from `seed` alone."""
+def order(cells: list[Cell], trials: int, seed: int, warmups: int = 1,
+          block: int = 1) -> list[Slot]:
+    """All slots in run order; reproducible from `seed` alone.
+
+    Rounds 0..warmups-1 are warm-ups (unloaded cells first: a --warm run's abort limits use
+    them), then `trials` counted rounds. With ``block`` > 1 (a load that lives for a whole
+    block of trials) each cell's counted trials come in blocks of that many consecutive
+    slots, the blocks of all cells shuffled together per pass, so drift still spreads over
+    every cell.
+    """
     rng = random.Random(seed)
     slots: list[Slot] = []
-    for rnd in range(0 if warmup else 1, trials + 1):
+    for rnd in range(warmups):
         round_cells = list(cells)
         rng.shuffle(round_cells)
-        if rnd == 0:  # unloaded cells warm up first (a --warm run's abort limits use them)
-            round_cells.sort(key=lambda c: not c.unloaded)
-        slots.extend(Slot(rnd, c) for c in round_cells)
+        round_cells.sort(key=lambda c: not c.unloaded)
+        slots.extend(Slot(rnd, c, warmup=True) for c in round_cells)
+    block = max(1, min(block, trials))
+    first = warmups
+    block_no = 0
+    while first < warmups + trials:
+        size = min(block, warmups + trials - first)
+        pass_cells = list(cells)
+        rng.shuffle(pass_cells)
+        for c in pass_cells:
+            block_no += 1
+            for i in range(size):
+                slots.append(Slot(first + i, c, block=block_no, first_in_block=i == 0,
+                                  last_in_block=i == size - 1))
+        first += size
     return slots

@@ -66,6 +66,41 @@ class Probe:
                      self.label)
 
 
+class ProbeOutput:
+    """Where the probe's output goes: shown on the terminal (--show-output), or its stderr
+    kept in a private file whose last lines are stored with a failed trial."""
+
+    TAIL_LINES = 5
+    TAIL_CHARS = 600
+
+    def __init__(self, workdir: str, show: bool = False) -> None:
+        self.show = show
+        self.path = os.path.join(workdir, "probe.stderr")
+        self._fd: int | None = None
+
+    def streams(self) -> dict[str, int | None]:
+        if self.show:
+            return {"stdout": None, "stderr": None}
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                           | os.O_CLOEXEC, 0o600)
+        return {"stdout": subprocess.DEVNULL, "stderr": self._fd}
+
+    def tail(self) -> list[str]:
+        if self.show:
+            return []
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4 * self.TAIL_CHARS))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return []
+        lines = [ln for ln in text.splitlines() if ln.strip()][-self.TAIL_LINES:]
+        return [ln[-self.TAIL_CHARS:] for ln in lines]
+
+
 @dataclass
 class ProbeResult:
     status: str  # ok | failed | timeout
@@ -139,11 +174,11 @@ def exec_interpreters(path: str) -> list[str]:
     return []
 
 
-def _is_virtual(path: str) -> bool:
+def is_virtual(path: str) -> bool:
     return any(path == r or path.startswith(r + "/") for r in VIRTUAL_ROOTS)
 
 
-def _mirror(path: str, root: str, depth: int = 0) -> bool:
+def mirror(path: str, root: str, depth: int = 0) -> bool:
     """Recreate path under root component by component: a symlink in the path (merged /usr:
     /lib -> usr/lib) is recreated as a symlink and followed. True if a file was copied."""
     if depth > 40:
@@ -152,7 +187,7 @@ def _mirror(path: str, root: str, depth: int = 0) -> bool:
     cur = "/"
     for i, part in enumerate(parts):
         host = os.path.join(cur, part)
-        if _is_virtual(host):
+        if is_virtual(host):
             return False
         try:
             st = os.lstat(host)
@@ -164,7 +199,7 @@ def _mirror(path: str, root: str, depth: int = 0) -> bool:
             if not os.path.lexists(dest):
                 os.symlink(target, dest)
             resolved = os.path.normpath(os.path.join(cur, target))
-            return _mirror(os.path.join(resolved, *parts[i + 1:]), root, depth + 1)
+            return mirror(os.path.join(resolved, *parts[i + 1:]), root, depth + 1)
         if stat.S_ISDIR(st.st_mode):
             os.makedirs(dest, exist_ok=True)
             cur = host
@@ -183,7 +218,7 @@ def install(paths: list[str], root: str) -> int:
     todo = list(paths)
     for path in paths:
         todo += exec_interpreters(path)
-    copied = sum(_mirror(p, root) for p in sorted(set(todo)))
+    copied = sum(mirror(p, root) for p in sorted(set(todo)))
     for virtual in VIRTUAL_ROOTS:
         os.makedirs(os.path.join(root, virtual.lstrip("/")), exist_ok=True)
     os.chmod(os.path.join(root, "tmp"), 0o1777)
@@ -198,22 +233,26 @@ def devices_of(paths: list[str]) -> dict[int, list[str]]:
             st = os.stat(p)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and not _is_virtual(p):
+        if stat.S_ISREG(st.st_mode) and not is_virtual(p):
             out.setdefault(st.st_dev, []).append(p)
     return out
 
 
 def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
-               cwd: str | None = None, always_die_with_us: bool = False) -> ProbeResult:
+               cwd: str | None = None, always_die_with_us: bool = False,
+               stdout: int | None = subprocess.DEVNULL,
+               stderr: int | None = subprocess.DEVNULL) -> ProbeResult:
     """Run the probe once; wall time to exit or to ready. Never leaves it running: it is
     stopped with its tree on timeout, once ready, and if we are interrupted meanwhile.
 
-    A probe that exits by itself and needs no chroot is started with vfork (no pre-exec
-    hook: ~1.5 ms less harness overhead per trial); any other one also dies with us."""
+    stdout/stderr: where its output goes (an open fd, DEVNULL, or None to show it); a
+    --ready-line probe's stdout is always read by us. A probe that exits by itself and needs
+    no chroot is started with vfork (no pre-exec hook: ~1.5 ms less harness overhead per
+    trial); any other one also dies with us."""
     waits_for_ready = probe.ready_line is not None or probe.ready_file is not None
     child = spawn.launch(probe.argv, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE if probe.ready_line else subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, cwd=cwd, chroot=chroot, new_group=True,
+                         stdout=subprocess.PIPE if probe.ready_line else stdout,
+                         stderr=stderr, cwd=cwd, chroot=chroot, new_group=True,
                          die_with_parent=(always_die_with_us or waits_for_ready
                                           or chroot is not None))
     try:

@@ -34,9 +34,12 @@ from .. import __version__, job, outfile, priority, safepath, system
 from ..cell import NO_POLICY, Cell
 from ..errors import DataError, SystemStateError, UnavailableError
 from ..store import Store, backend_for, looks_like_url, machine_id, refuse_existing
-from . import config, devices, loads, probes
+from . import config, devices, loads, proberoot, probes
 from .config import Plan
+from .devices import weight_raising_s
 from .matrix import Slot
+from .prepare import prepare_step, start_during
+from .tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +64,10 @@ def header(plan: Plan, path: str, *, left: int | None = None) -> str:
     """The run's first line: its size, cache mode and seed (which reproduces the order)."""
     config = plan.config
     cells = len(plan.cells)
-    total = cells * (config.trials + 1)
+    total = cells * (config.trials + config.warmup)
     todo = f"{left} of {total} trials left" if left is not None else f"{total} trials"
-    return (f"bench: {cells} cells × {config.trials} trials + 1 warm-up round ({todo}), "
+    rounds = f"{config.warmup} warm-up round{'s' if config.warmup != 1 else ''}"
+    return (f"bench: {cells} cells × {config.trials} trials + {rounds} ({todo}), "
             f"{'cold' if config.cold else 'warm'}, seed {config.seed} (--seed {config.seed} "
             f"repeats the order) → {path}")
 
@@ -83,7 +87,7 @@ Reporter = Callable[[Progress], None]
 Warn = Callable[[str], None]
 
 
-def environment() -> dict[str, Any]:
+def capture_environment() -> dict[str, Any]:
     def read(path: str) -> str:
         try:
             return Path(path).read_text().strip()
@@ -110,7 +114,7 @@ def environment() -> dict[str, Any]:
 
 class Bench:
     def __init__(self, plan: Plan, store: Store, run_id: int,
-                 reporter: Reporter, warn: Warn) -> None:
+                 reporter: Reporter, warn: Warn, show_output: bool = False) -> None:
         self.plan = plan
         self.cfg = plan.config
         self.store = store
@@ -121,30 +125,37 @@ class Bench:
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self.device: devices.Device | None = None
-        self.unloaded: dict[str, list[float]] = defaultdict(list)
+        self.unloaded: dict[tuple[str, str], list[float]] = defaultdict(list)
         self.timeouts: dict[str, int] = defaultdict(int)
+        self.show_output = show_output
+        self.output = probes.ProbeOutput("/dev/null", show=True)  # replaced in prepare()
+        self._load_bytes = (0, 0)
+        self._probe_blocks = [0, 0]
 
     # --- set-up -------------------------------------------------------------------------
 
     def prepare(self, tx: system.Transaction) -> None:
         log.debug("phase: device")
-        self.device = devices.setup(self.plan.device, tx, self.cfg.rotational)
+        root = self.cfg.probe_root
+        image = root if root is not None and os.path.isfile(root) else None
+        self.device = devices.setup(self.plan.device, tx, self.cfg.rotational, image)
+        self.output = probes.ProbeOutput(self.device.workdir, show=self.show_output)
         offered = self.device.schedulers()
         for sched in self.plan.schedulers:
             if sched not in offered:
                 raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
                                        f"{self.device.name}", f"it offers: {', '.join(offered)}")
-        copied = 0
         log.debug("phase: discovery")
-        for probe in self.plan.probes.values():
-            files = probes.discover_files(probe, self.device.workdir, self.cfg.timeout_s)
-            if self.device.chroot:
-                copied += probes.install(files, self.device.chroot)
-            else:
-                self._warn_other_devices(files)
+        touched: list[str] = []
+        if root is None:
+            for probe in self.plan.probes.values():
+                touched += probes.discover_files(probe, self.device.workdir,
+                                                 self.cfg.timeout_s)
+            if not self.device.chroot:
+                self._warn_other_devices(touched)
         if self.device.chroot:
+            self._build_root(touched, root, image)
             devices.bind_virtual(self.device.chroot, tx)
-            self.device.facts["probe_files_copied"] = copied
         log.debug("phase: layout")
         for text, spec in self.plan.loads.items():
             directory = os.path.join(self.device.load_dir, _slug(text))
@@ -159,6 +170,23 @@ class Bench:
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files
         self.store.update_environment(self.run_id, {"device": self.device.facts})
+
+    def _build_root(self, touched: list[str], root: str | None, image: str | None) -> None:
+        """The probe's files on the testbed, laid out as --probe-layout / --probe-root say,
+        and the layout's facts recorded with the run."""
+        assert self.device is not None and self.device.chroot is not None
+        mode = self.cfg.probe_layout
+        if image is not None:
+            mode = "image"
+        elif root is not None:
+            proberoot.copy_tree(root, self.device.chroot)
+            mode = "tree"
+        else:
+            copied = proberoot.build(mode, touched, self.device.chroot, self.cfg.seed)
+            self.device.facts["probe_files_copied"] = copied
+        facts = proberoot.facts(mode, touched, self.device.chroot,
+                                self.cfg.seed if mode == "aged" else None)
+        self.device.facts["probe_layout"] = facts.as_dict()
 
     def _warn_other_devices(self, files: list[str]) -> None:
         assert self.device is not None
@@ -180,42 +208,112 @@ class Bench:
             return self.cfg.timeout_s
         return min(self.cfg.timeout_s, max(1.0, self.cfg.abort_factor * median(base)))
 
-    def run_slot(self, tx: system.Transaction, slot: Slot, cell_id: int) -> dict[str, Any]:
+    def _lives_for_block(self, load: loads.Load) -> bool:
+        return self.cfg.load_lifetime == "cell" and not load.spec.is_none
+
+    def run_slot(self, tx: system.Transaction, slot: Slot) -> dict[str, Any]:
         assert self.device is not None
         cell = slot.cell
         cold = self.cfg.cold and not slot.warmup  # the warm-up is the warm reference
         self.device.check_alive()
+        load = self.loads[cell.load]
+        block = self._lives_for_block(load)
         if self.timeouts[cell.key] >= self.cfg.abort_after:
             now = time.time()
+            extra: dict[str, Any] = {
+                "reason": f"{self.timeouts[cell.key]} earlier trials timed out"}
+            if load.child is not None and (not block or slot.last_in_block):
+                self._stop_load(load, extra)
             return {"status": "aborted", "cold": int(cold), "started_at": now, "ended_at": now,
-                    "extra": {"reason": f"{self.timeouts[cell.key]} earlier trials timed out"}}
-        if self.device.current_scheduler() != cell.scheduler:
-            tx.apply(system.SysfsValue(self.device.scheduler_file, cell.scheduler))
-        if cold:
-            system.drop_caches()
-        load = self.loads[cell.load]
-        load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
+                    "extra": extra}
+        extra = {}
+        if not block or slot.first_in_block or not load.alive():
+            if self.device.current_scheduler() != cell.scheduler:
+                tx.apply(system.SysfsValue(self.device.scheduler_file, cell.scheduler))
+            if cold and not block:
+                system.drop_caches()
+            self._start_load(load, cell, extra)
+        if cold and block:
+            system.drop_caches()  # while the load runs, as on a machine that is updating
         started_at = time.time()
         try:
-            if not load.spec.is_none:
-                time.sleep(self.cfg.settle_s)
-                if not load.alive():
-                    raise SystemStateError(
-                        f"load {cell.load!r} ended during settling: {load.last_words()}")
-            before = self.device.counters()
-            t0 = time.monotonic()
-            limit = self.limit_for(cell)
-            result = probes.time_probe(self.plan.probes[cell.probe], limit,
-                                       chroot=self.device.chroot)
-            window = max(time.monotonic() - t0, 1e-9)
-            after = self.device.counters()
+            result, window, moved = self._measure(cell, extra)
         finally:
-            load.stop()
+            if load.child is not None and (not block or slot.last_in_block):
+                self._stop_load(load, extra)
+        return self._record(cell, cold, result, window, moved, started_at, extra)
+
+    def _start_load(self, load: loads.Load, cell: Cell, extra: dict[str, Any]) -> None:
+        """Start the load and let it settle: --settle seconds, and with a load that lives
+        for a block of trials at least BFQ's weight-raising time, so the probe meets a load
+        that has lost any head start a newly started queue gets."""
+        if load.spec.is_none:
+            return
+        assert self.device is not None
+        self._load_bytes = self.device.counters()
+        self._probe_blocks = [0, 0]
+        load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
+        settle = self.cfg.settle_s
+        if self._lives_for_block(load):
+            settle = max(settle, weight_raising_s(self.device.queue, cell.scheduler))
+        extra["settle_s"] = settle
+        time.sleep(settle)
+        if not load.alive():
+            raise SystemStateError(f"load {cell.load!r} ended during settling: "
+                                   f"{load.last_words()}")
+
+    def _stop_load(self, load: loads.Load, extra: dict[str, Any]) -> None:
+        """Stop the load and keep what it did while it ran (the price of the protection)."""
+        assert self.device is not None
+        load.stop()
+        bulk = load.bulk()
+        if bulk is None:  # a command that counts nothing: the device's traffic, not the probe's
+            after = self.device.counters()
+            moved = sum(after) - sum(self._load_bytes) - 512 * sum(self._probe_blocks)
+            bulk = loads.Bulk("device bytes", max(0.0, float(moved)), load.ran_s())
+        extra["bulk"] = bulk.as_dict()
+
+    def _measure(self, cell: Cell, extra: dict[str, Any]
+                 ) -> tuple[probes.ProbeResult, float, tuple[int, int]]:
+        """The probe's start, with its preparation step, its output kept, and the device's
+        traffic in the window (optionally: kernel counters and who issued the IO)."""
+        assert self.device is not None
+        step = self.plan.prepares.get(cell.prepare)
+        if step is not None and not step.during:
+            extra["prepare"] = prepare_step(step, self.device, self.cfg.timeout_s).as_dict()
+        tracing = Tracing(self.device, self.loads[cell.load]) if self.cfg.trace else None
+        if tracing:
+            tracing.start()
+        during = start_during(step, self.device) if step is not None and step.during else None
+        before = self.device.counters()
+        t0 = time.monotonic()
+        result = probes.time_probe(self.plan.probes[cell.probe], self.limit_for(cell),
+                                   chroot=self.device.chroot, **self.output.streams())
+        window = max(time.monotonic() - t0, 1e-9)
+        after = self.device.counters()
+        if during is not None:
+            extra["prepare"] = during.finish(self.cfg.timeout_s).as_dict()
+        if tracing:
+            extra.update(tracing.stop(result))
+        extra["limit_s"] = self.limit_for(cell)
+        return result, window, (after[0] - before[0], after[1] - before[1])
+
+    def _record(self, cell: Cell, cold: bool, result: probes.ProbeResult, window: float,
+                moved: tuple[int, int], started_at: float, extra: dict[str, Any]
+                ) -> dict[str, Any]:
         out = result.outcome
         if result.status == "timeout":
             self.timeouts[cell.key] += 1
         elif cell.unloaded and result.status == "ok" and cold == self.cfg.cold:
             self.unloaded[(cell.probe, cell.scheduler)].append(result.wall_s)
+        in_blocks = out.in_blocks if out else 0
+        out_blocks = out.out_blocks if out else 0
+        self._probe_blocks[0] += in_blocks
+        self._probe_blocks[1] += out_blocks
+        if result.status != "ok":
+            tail = self.output.tail()
+            if tail:
+                extra["stderr_tail"] = tail
         return {
             "status": result.status,
             "cold": int(cold),
@@ -227,12 +325,13 @@ class Bench:
             "out_blocks": out.out_blocks if out else None,
             "exit_code": out.exit_code if out else None,
             "signal": out.signal if out else None,
-            "load_read_bps": (after[0] - before[0]) / window,
-            "load_write_bps": (after[1] - before[1]) / window,
+            # the device's traffic in the probe's window, the probe's own taken out
+            "load_read_bps": max(0, moved[0] - 512 * in_blocks) / window,
+            "load_write_bps": max(0, moved[1] - 512 * out_blocks) / window,
             "started_at": started_at,
             "ended_at": time.time(),
-            "extra": {"limit_s": limit, "launcher_rss_kb": out.launcher_rss_kb if out else None,
-                      **result.detail},
+            "extra": {"launcher_rss_kb": out.launcher_rss_kb if out else None,
+                      **extra, **result.detail},
         }
 
     # --- the whole matrix ---------------------------------------------------------------
@@ -253,7 +352,7 @@ class Bench:
                     continue
                 progress.cell = slot.cell.label + (" (warm-up)" if slot.warmup else "")
                 self.report(progress)
-                trial = self.run_slot(tx, slot, ids[slot.cell.key])
+                trial = self.run_slot(tx, slot)
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
                                      warmup=int(slot.warmup), **trial)
                 progress.done += 1
@@ -265,7 +364,7 @@ class Bench:
     def _reload_history(self) -> None:
         """On resume, the abort limits and timeout counts continue from what is stored."""
         by_id = {c.id: c for c in self.store.cells(self.run_id)}
-        for t in self.store.trials(include_warmup=True):
+        for t in self.store.trials(include_warmup=True, run_ids=[self.run_id]):
             stored = by_id.get(t["cell_id"])
             if stored is None:
                 continue
@@ -291,8 +390,9 @@ def preflight(plan: Plan) -> None:
 
 
 def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
-          command: str | None = None) -> tuple[Store, int]:
-    """A new run into a new database (never overwrites)."""
+          command: str | None = None, environment: dict[str, Any] | None = None,
+          show_output: bool = False) -> tuple[Store, int]:
+    """A new run into a new database (never overwrites), or into a shared one."""
     preflight(plan)
     store = Store.create(output)  # first: an existing database is refused before any wait
     run_id = None
@@ -301,9 +401,9 @@ def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
         if busy:
             warn(f"other heavy IO is running on {', '.join(busy)}: results will be noisy")
         cmd = command or shlex.join(["backburner", *sys.argv[1:]])
-        run_id = store.add_run(cmd, plan.config.to_dict(), plan.config.seed, environment(),
-                               __version__)
-        Bench(plan, store, run_id, reporter, warn).run()
+        env = {**capture_environment(), **(environment or {})}
+        run_id = store.add_run(cmd, plan.config.to_dict(), plan.config.seed, env, __version__)
+        Bench(plan, store, run_id, reporter, warn, show_output).run()
     except BaseException:
         measured = run_id is not None and store.trials(include_warmup=True, run_ids=[run_id])
         if measured:
@@ -353,14 +453,14 @@ class Resume:
     def header(self) -> str:
         return header(self.plan, self.path, left=self.left)
 
-    def run(self, reporter: Reporter, warn: Warn) -> None:
+    def run(self, reporter: Reporter, warn: Warn, show_output: bool = False) -> None:
         if self.complete:
             if not self.finished:  # every trial is stored; only the finish time was lost
                 self.store.finish_run(self.run_id)
             return
         plan = config.plan(self.plan.config)  # now the probes must exist, and fio
         preflight(plan)
-        Bench(plan, self.store, self.run_id, reporter, warn).run()
+        Bench(plan, self.store, self.run_id, reporter, warn, show_output).run()
 
 
 def resume(path: str, reporter: Reporter, warn: Warn) -> tuple[Store, int]:

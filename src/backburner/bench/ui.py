@@ -26,7 +26,10 @@ from .runner import Reporter
 
 
 @contextmanager
-def progress_bar(console: Console | None = None) -> Iterator[Reporter]:
+def progress_bar(console: Console | None = None, enabled: bool = True) -> Iterator[Reporter]:
+    if not enabled:  # --quiet
+        yield lambda _p: None
+        return
     console = console or Console(stderr=True)
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),

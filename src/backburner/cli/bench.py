@@ -7,114 +7,263 @@ import logging
 import os
 
 from .. import system
-from ..errors import UsageError
-from .common import add_command, err, recover_if_needed
+from ..errors import UnavailableError, UsageError
+from .common import add_command, err, quiet, recover_if_needed
+from .report import DB_ENV
 
 log = logging.getLogger(__name__)
 
 #: Options that define the run (argparse dest -> config field; None: not a config field):
 #: --resume takes them from the database, so giving one with it is refused, not ignored.
 _RUN_OPTIONS = {
-    "preset": None, "probe": "probes", "ready_line": "ready_line", "ready_file": "ready_file",
-    "load": "loads", "policy": "policies", "scheduler": "schedulers", "device": "device",
-    "trials": "trials", "cold": None, "warm": None, "seed": None, "settle": "settle_s",
-    "timeout": "timeout_s", "abort_factor": "abort_factor", "rotational": "rotational",
-    "output": None,
+    "preset": None, "study": None, "probe": "probes", "ready_line": "ready_line",
+    "ready_file": "ready_file", "load": "loads", "policy": "policies",
+    "scheduler": "schedulers", "device": "device", "trials": "trials", "warmup": "warmup",
+    "cold": None, "warm": None, "seed": None, "settle": "settle_s", "timeout": "timeout_s",
+    "abort_factor": "abort_factor", "rotational": "rotational", "prepare": None,
+    "prepare_during": None, "load_lifetime": "load_lifetime", "block": "block",
+    "probe_layout": "probe_layout", "probe_root": "probe_root", "trace": "trace",
+    "ignore_failure": "ignore_failure", "output": None,
 }
+
+DESCRIPTION = """\
+Times the cold start of a program (the probe) under background load, for every
+combination of IO scheduler x policy of the load x load x probe x preparation, with
+every trial kept, and reports each cell against the same probe unloaded.
+
+loads (--load, repeatable; "none", the unloaded baseline, is always added):
+  readers:N:seq|rand[:direct|buffered]   N fio jobs reading their own files
+  writers:N:seq|rand[:direct|buffered]   N fio jobs writing their own files
+  A+B                                    several of the above at once
+  install-loop[:shell-loop|long-lived]   unpack thousands of small files with fsync
+  copy                                   one large file copied over and over
+  cmd:'COMMAND'                          any command (append numbers to
+                                         $BACKBURNER_PROGRESS to report its progress)
+devices (--device): testbed:SIZE (a loop device made for the run), slowdisk:PROFILE:SIZE
+  (simulated slow hardware), or a directory on the disk to test
+policies (--policy): a name from `backburner policies`, or io=...,cpu=...,io-weight=...
+"""
+
+EXAMPLES = """\
+examples:
+  backburner bench --preset quick
+  backburner bench --probe 'python3 -c "import json"' --load readers:10:seq \\
+      --policy default --policy background --scheduler mq-deadline --scheduler bfq
+  backburner bench --probe app='lowriter --terminate_after_init' --load install-loop \\
+      --device slowdisk:hdd-5400:8G -r 15 -o results.db
+  backburner bench --study office.toml --output postgresql://bench@db.lab/backburner
+  backburner bench --resume results.db
+"""
 
 
 def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import config, runner, ui
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    value = getattr(args, dest)
+    return value is not None and value is not False  # (0 is given: `0 in (None, False)`)
 
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import runner, ui
+
+    report = quiet if args.quiet else err
     if args.resume:
-        given = [_flag(dest) for dest in _RUN_OPTIONS if getattr(args, dest) not in (None, False)]
+        given = [_flag(dest) for dest in _RUN_OPTIONS if _given(args, dest)]
         if given:
             raise UsageError("--resume continues the stored configuration; other matrix "
                              "options are not allowed", f"drop {', '.join(given)}")
         job = runner.Resume(args.resume)
         try:
             if job.complete:
-                job.run(lambda _p: None, err)  # marks it finished if needed; builds nothing
-                err(f"{args.resume}: the run is complete ({job.total} trials); "
-                    "nothing to resume")
+                job.run(lambda _p: None, report)  # marks it finished if needed
+                report(f"{args.resume}: the run is complete ({job.total} trials); "
+                       "nothing to resume")
             else:
                 system.require_root("bench --resume")
-                err(job.header())
+                report(job.header())
                 recover_if_needed()
-                with ui.progress_bar() as reporter:
-                    job.run(reporter, err)
+                with ui.progress_bar(enabled=not args.quiet) as reporter:
+                    job.run(reporter, report, show_output=args.show_output)
         finally:
             job.store.close()
         path = args.resume
     else:
-        options = {field: getattr(args, dest) for dest, field in _RUN_OPTIONS.items() if field}
-        cfg = config.from_options(preset_name=args.preset, seed=args.seed,
-                                  cold=True if args.cold else False if args.warm else None,
-                                  **options)
-        plan = config.plan(cfg)  # every option checked: nothing has been touched yet
+        plan, study = _plan(args)
         runner.preflight(plan)
-        path = runner.prepare_output(args.output)
+        path = runner.prepare_output(args.output or os.environ.get(DB_ENV))
         recover_if_needed()
-        err(runner.header(plan, path))
-        with ui.progress_bar() as reporter:
-            store, _ = runner.start(plan, path, reporter, err)
-        store.close()
-    return _show_report(path, html=args.html if args.html else _default_html(path))
+        report(runner.header(plan, path))
+        path = _start(plan, study, path, args, report)
+    return _finish(path, args)
 
 
-def _default_html(db: str) -> str:
-    return os.path.splitext(db)[0] + ".html"
+def _plan(args: argparse.Namespace):  # noqa: ANN202 - (Plan, Study | None)
+    from ..bench import config, study
+
+    loaded = study.load(args.study) if args.study else None
+    options = dict(loaded.options) if loaded else {}
+    for dest, field in _RUN_OPTIONS.items():
+        if field and _given(args, dest):
+            options[field] = getattr(args, dest)
+    prepares = [f"before:{p}" for p in args.prepare or []]
+    prepares += [f"during:{p}" for p in args.prepare_during or []]
+    if prepares:
+        options["prepares"] = prepares
+    if args.cold or args.warm:
+        options["cold"] = bool(args.cold)
+    seed = args.seed if args.seed is not None else options.pop("seed", None)
+    preset = args.preset or (loaded.preset if loaded else None)
+    cfg = config.from_options(preset_name=preset, seed=seed, **options)
+    return config.plan(cfg), loaded  # every option checked: nothing touched yet
 
 
-def _show_report(path: str, html: str | None = None) -> int:
-    from .. import report
+def _start(plan, study, path: str, args: argparse.Namespace, report) -> str:  # noqa: ANN001
+    from ..bench import runner, ui
 
-    log.debug("phase: report")
+    extra = {"study": {"path": study.path, "text": study.text}} if study else None
+    try:
+        with ui.progress_bar(enabled=not args.quiet) as reporter:
+            store, _ = runner.start(plan, path, reporter, report, environment=extra,
+                                    show_output=args.show_output)
+    except UnavailableError as error:
+        if not args.fallback or "://" not in path:
+            raise
+        report(f"{error}; keeping the results in {args.fallback} instead")
+        path = runner.prepare_output(args.fallback)
+        with ui.progress_bar(enabled=not args.quiet) as reporter:
+            store, _ = runner.start(plan, path, reporter, report, environment=extra,
+                                    show_output=args.show_output)
+    store.close()
+    return path
+
+
+def _finish(path: str, args: argparse.Namespace) -> int:
+    """The report, the exports asked for, and the exit status: 1 when a cell has no
+    successful trial (unless --ignore-failure), as hyperfine fails a benchmark that fails."""
+    from .. import outfile, report
     from ..report import html as html_report
 
-    data = report.load(path)
-    report.console_for().print(report.render_terminal(data))
+    log.debug("phase: report")
+    data = report.load(path, _this_run(path))
+    if not args.quiet:
+        report.console_for().print(report.render_terminal(data))
+    html = args.html or (None if "://" in path else os.path.splitext(path)[0] + ".html")
     if html:
         html_report.write_html(data, html)
-        print(f"results: {path}\nreport:  {html}")
+    for fmt, target in (("json", args.export_json), ("markdown", args.export_markdown),
+                        ("csv", args.export_csv)):
+        if target:
+            with outfile.text_output(target) as out:
+                report.export(data, fmt, out)
+    if not args.quiet:
+        print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
+    failed = [c.label for c in data.cells if not c.samples()]
+    if failed and not (args.ignore_failure or data.runs[-1].config.get("ignore_failure")):
+        err(f"{len(failed)} cell(s) without a successful trial: {'; '.join(failed[:3])}"
+            + ("; ..." if len(failed) > 3 else ""))
+        return 1
     return 0
 
 
+def _this_run(path: str):  # noqa: ANN202 - Filter | None
+    """In a shared database, the report after a run is of this machine's last run."""
+    if "://" not in path:
+        return None
+    from ..store import Filter, Store, machine_id
+
+    store = Store.open(path, readonly=True)
+    try:
+        mine = [r for r in store.runs() if r.machine_id == machine_id()]
+    finally:
+        store.close()
+    return Filter(run=mine[-1].id) if mine else None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    from ..bench.config import LOAD_LIFETIMES, PRESETS, PROBE_LAYOUTS
+
     p = add_command(sub, "bench", cmd_bench,
                     help="start-up latency under background load, as a matrix",
-                    description="Loads: none, readers:N:seq|rand[:direct|buffered], "
-                    "writers:N:seq|rand[:direct|buffered], A+B, "
-                    "install-loop[:shell-loop|long-lived], copy, cmd:'COMMAND'. "
-                    "Devices: testbed:SIZE, slowdisk:PROFILE:SIZE, or a path.")
-    p.add_argument("--preset", help="a named configuration (quick)")
-    p.add_argument("--probe", action="append",
-                   help="the command whose start-up is timed, or NAME='COMMAND' to label it "
-                   "(repeatable: probes are a matrix dimension)")
-    p.add_argument("--ready-line", help="regex on the probe's stdout that means 'started'")
-    p.add_argument("--ready-file", help="a file whose appearance means 'started'")
-    p.add_argument("--load", action="append", help="background load (repeatable)")
-    p.add_argument("--policy", action="append", help="policy for the load (repeatable)")
-    p.add_argument("--scheduler", action="append", help="IO scheduler (repeatable)")
-    p.add_argument("--device", help="testbed:SIZE, slowdisk:PROFILE:SIZE or a path")
-    p.add_argument("--trials", type=int, help="counted trials per cell (plus one warm-up)")
-    mode = p.add_mutually_exclusive_group()
+                    description=DESCRIPTION, epilog=EXAMPLES)
+    what = p.add_argument_group("what is measured")
+    what.add_argument("--preset", choices=sorted(PRESETS), help="a named configuration")
+    what.add_argument("--study", metavar="FILE.toml", help="the whole matrix from a study "
+                      "file (keys named like these options; options given here override it)")
+    what.add_argument("--probe", action="append", metavar="[NAME=]COMMAND",
+                      help="the command whose start-up is timed; NAME= labels it "
+                      "(repeatable: probes are a matrix dimension)")
+    what.add_argument("--ready-line", metavar="REGEX",
+                      help="a line on the probe's stdout that means 'started' (for programs "
+                      "that do not exit by themselves)")
+    what.add_argument("--ready-file", metavar="PATH",
+                      help="a file whose appearance means 'started'")
+    what.add_argument("--load", action="append", metavar="SPEC",
+                      help="background load (repeatable; grammar above)")
+    what.add_argument("--policy", action="append", metavar="POLICY",
+                      help="priority policy of the load (repeatable)")
+    what.add_argument("--scheduler", action="append", metavar="NAME",
+                      help="IO scheduler: mq-deadline, bfq, kyber, none (repeatable)")
+    what.add_argument("--device", metavar="DEVICE", help="testbed:SIZE (default testbed:4G), "
+                      "slowdisk:PROFILE:SIZE, or a directory on the disk to test")
+    what.add_argument("--prepare", action="append", metavar="NAME=COMMAND",
+                      help="a preparation step after the cache drop, before the probe "
+                      "(repeatable: a matrix dimension, 'none' is always added; the command "
+                      "gets $BACKBURNER_ROOT and $BACKBURNER_DEVICE)")
+    what.add_argument("--prepare-during", action="append", metavar="NAME=COMMAND",
+                      help="a preparation step started together with the probe (as a "
+                      "readahead replay at boot)")
+    how = p.add_argument_group("how it is measured")
+    how.add_argument("-r", "--runs", "--trials", dest="trials", type=int, metavar="N",
+                     help="counted trials per cell (default 10)")
+    how.add_argument("-w", "--warmup", type=int, metavar="N",
+                     help="warm-up rounds, run and stored but not counted (default 1)")
+    mode = how.add_mutually_exclusive_group()
     mode.add_argument("--cold", action="store_true", help="drop caches before each counted "
-                      "trial (the default; the warm-up round runs warm, as the reference)")
+                      "trial (the default; warm-up rounds run warm, as the reference)")
     mode.add_argument("--warm", action="store_true", help="do not drop caches")
-    p.add_argument("--seed", type=int, help="seed of the trial order (default: drawn at "
-                   "random and recorded)")
-    p.add_argument("--settle", type=float, help="seconds the load runs before the probe")
-    p.add_argument("--timeout", type=float, help="per-trial timeout in seconds")
-    p.add_argument("--abort-factor", type=float,
-                   help="a trial over this multiple of the unloaded median is a timeout")
-    p.add_argument("--rotational", type=int, choices=(0, 1),
-                   help="the testbed's rotational flag (default 1)")
-    p.add_argument("--output", "-o", help="result database to create (never overwritten)")
-    p.add_argument("--resume", metavar="DB", help="continue an interrupted run (its stored "
-                   "configuration: no matrix options)")
-    p.add_argument("--html", help="where to write the HTML report (default: next to the DB)")
+    how.add_argument("--seed", type=int, help="seed of the trial order (default: drawn at "
+                     "random and recorded)")
+    how.add_argument("--settle", type=float, metavar="S",
+                     help="seconds the load runs before the probe (default 2)")
+    how.add_argument("--load-lifetime", choices=LOAD_LIFETIMES,
+                     help="trial: the load starts and stops around every trial (default); "
+                     "cell: it runs through a block of a cell's trials, past BFQ's "
+                     "weight-raising time, as a long update does")
+    how.add_argument("--block", type=int, metavar="N",
+                     help="with --load-lifetime cell: consecutive trials per block (default 4)")
+    how.add_argument("--probe-layout", choices=PROBE_LAYOUTS,
+                     help="on a testbed: touched (only the files the probe opens, "
+                     "contiguous; default), directories (their whole directories, as a "
+                     "package install writes them), aged (the same among filler files and "
+                     "deletions: fragmented free space)")
+    how.add_argument("--probe-root", metavar="DIR|IMAGE",
+                     help="use this tree or filesystem image as the probe's root, as it is")
+    how.add_argument("--timeout", type=float, metavar="S",
+                     help="per-trial timeout in seconds (default 60)")
+    how.add_argument("--abort-factor", type=float, metavar="X",
+                     help="a trial over X times the unloaded median is a timeout (default 30)")
+    how.add_argument("--rotational", type=int, choices=(0, 1),
+                     help="the testbed's rotational flag (default 1)")
+    how.add_argument("--trace", action="store_true", help="record kernel counters and who "
+                     "issued the device's IO during every probe (perf; costs time)")
+    out = p.add_argument_group("results")
+    out.add_argument("--output", "-o", metavar="DB", help="result database to create (never "
+                     f"overwritten), or a postgresql:// address (default: ${DB_ENV}, else "
+                     "results/bench-DATE.db)")
+    out.add_argument("--fallback", metavar="FILE.db",
+                     help="if the --output server is unreachable, keep the results here")
+    out.add_argument("--resume", metavar="DB",
+                     help="continue an interrupted run (its stored configuration)")
+    out.add_argument("--html", metavar="FILE",
+                     help="where to write the HTML report (default: next to the database)")
+    out.add_argument("--export-json", metavar="FILE", help="also export JSON here")
+    out.add_argument("--export-markdown", metavar="FILE", help="also export Markdown here")
+    out.add_argument("--export-csv", metavar="FILE", help="also export CSV here")
+    out.add_argument("--show-output", action="store_true",
+                     help="show the probe's output instead of keeping its stderr's last lines")
+    out.add_argument("--ignore-failure", action="store_true",
+                     help="exit 0 even when a cell has no successful trial")
+    out.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress and no table (errors only)")

@@ -1,0 +1,102 @@
+"""Study files: a whole bench matrix in one TOML file, so a lab runs the same study on every
+machine (`bench --study office.toml`).
+
+Every command-line option of `bench` has a key of the same name (``probe``, ``load``,
+``policy``, ``scheduler``, ``device``, ``trials``, ``settle``, ``timeout``, ...); options
+that may be repeated take a list. An unknown key or a value of the wrong type is a
+`UsageError` (64) naming the key. Options given on the command line override the file's.
+The file's text is stored with the run.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import NotFoundError, UsageError
+
+#: key -> (config field, type): "list" takes a string or a list of strings
+KEYS: dict[str, tuple[str, str]] = {
+    "preset": ("preset", "str"), "probe": ("probes", "list"), "ready-line": ("ready_line", "str"),
+    "ready-file": ("ready_file", "str"), "load": ("loads", "list"),
+    "policy": ("policies", "list"), "scheduler": ("schedulers", "list"),
+    "device": ("device", "str"), "trials": ("trials", "int"), "warmup": ("warmup", "int"),
+    "cold": ("cold", "bool"), "seed": ("seed", "int"), "settle": ("settle_s", "float"),
+    "timeout": ("timeout_s", "float"), "abort-factor": ("abort_factor", "float"),
+    "rotational": ("rotational", "int"), "prepare": ("prepares", "list"),
+    "prepare-during": ("prepares", "list"), "load-lifetime": ("load_lifetime", "str"),
+    "block": ("block", "int"), "probe-layout": ("probe_layout", "str"),
+    "probe-root": ("probe_root", "str"), "trace": ("trace", "bool"),
+    "ignore-failure": ("ignore_failure", "bool"),
+}
+
+
+@dataclass(frozen=True)
+class Study:
+    path: str
+    text: str
+    options: dict[str, Any]  # config field -> value
+    preset: str | None
+
+
+def load(path: str) -> Study:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"study file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"study file {path} cannot be read: {err}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise UsageError(f"study file {path} does not parse: {err}") from None
+    return Study(path, text, *parse(data, path))
+
+
+def parse(data: dict[str, Any], path: str = "study") -> tuple[dict[str, Any], str | None]:
+    """TOML data -> (config fields, preset). Pure."""
+    options: dict[str, Any] = {}
+    preset = None
+    for key, value in data.items():
+        if key not in KEYS:
+            raise UsageError(f"{path}: unknown key {key!r}",
+                             "keys are the options of `backburner bench`: "
+                             + ", ".join(sorted(KEYS)))
+        field, kind = KEYS[key]
+        value = _typed(path, key, value, kind)
+        if key in ("prepare", "prepare-during"):
+            mode = "during" if key == "prepare-during" else "before"
+            value = options.get("prepares", []) + [f"{mode}:{v}" for v in value]
+        if field == "preset":
+            preset = value
+        else:
+            options[field] = value
+    return options, preset
+
+
+def _typed(path: str, key: str, value: Any, kind: str) -> Any:
+    def wrong(want: str) -> UsageError:
+        return UsageError(f"{path}: key {key!r} must be {want}, not {type(value).__name__}")
+
+    if kind == "list":
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+            raise wrong("a string or a list of strings")
+        return list(items)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise wrong("true or false")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise wrong("a whole number")
+        return value
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise wrong("a number")
+        return float(value)
+    if not isinstance(value, str):
+        raise wrong("a string")
+    return value
