@@ -1068,12 +1068,17 @@ def remove_tree(path: str) -> None:
 
 def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Remove our empty groups (`backburner/*` in every hierarchy, then `backburner` itself)
-    that no live journal still owns: what is left when a job outlived every record of it."""
+    whose owner is gone: what is left when a job outlived every record of it.
+
+    A group's name carries the PID of what owns it (run-PID, pid-PID, bench-PID-POLICY,
+    govern-PID-RULE): while that process lives the group is left alone, even when it is
+    empty for a moment (a bench's group before its load starts) and even when its journal is
+    in another state directory."""
     owned = {r.get("path") for info in journals() if info.alive for r in _cgroup_specs(info)}
     removed = []
     for top in _our_cgroup_tops():
         for child in sorted(p for p in top.iterdir() if p.is_dir()):
-            if str(child) in owned or _cgroup_procs(str(child)):
+            if str(child) in owned or _cgroup_procs(str(child)) or _owner_alive(child.name):
                 continue
             try:
                 child.rmdir()
@@ -1087,6 +1092,12 @@ def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list
         except OSError:
             pass
     return removed
+
+
+def _owner_alive(name: str) -> bool:
+    parts = name.split("-")
+    pid = next((int(p) for p in parts[1:2] if p.isdigit()), None)
+    return pid is not None and procfs.start_time(pid) is not None
 
 
 def _our_cgroup_tops() -> list[Path]:

@@ -314,6 +314,12 @@ def _probes(cfg: BenchConfig, resolve: bool) -> dict[str, Probe]:
             raise UsageError(f"two probes are labelled {label!r}",
                              "label them apart: --probe NAME='COMMAND'")
         probe = Probe.parse(command, cfg.ready_line, cfg.ready_file, label)
+        if cfg.probe_root is not None:  # its program lives in that root, not on this host
+            if not os.path.isabs(probe.argv[0]):
+                raise UsageError(f"with --probe-root, the probe's program must be an absolute "
+                                 f"path inside that root, not {probe.argv[0]!r}")
+            out[label] = probe
+            continue
         out[label] = probe.resolve() if resolve else probe
     return out
 

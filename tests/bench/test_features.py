@@ -1,0 +1,211 @@
+"""bench's options on real testbeds: what each one stores, seen in the result database.
+
+Each run is small (a 512M testbed, /bin/true or python as the probe, 2 trials) and checks
+several options at once to keep the suite fast."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import Result, bb, one_line_error
+
+from backburner.store import Store
+
+pytestmark = pytest.mark.root
+
+SMALL = "from backburner.bench import loads; loads.FIO_FILE_SIZE = '32m'; loads.COPY_SIZE = '32m'"
+
+
+def bench(tmp_path: Path, *args: str, timeout: float = 300) -> tuple[Result, Store]:
+    db = tmp_path / "r.db"
+    code = f"import sys; {SMALL}; from backburner.cli import main; sys.exit(main())"
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code, "bench", "--device", "testbed:512M",
+                        "--scheduler", "bfq", "--settle", "0.3", "--seed", "3", "-o", str(db),
+                        *args], capture_output=True, timeout=timeout, text=True,
+                       stdin=subprocess.DEVNULL)
+    assert "Traceback" not in r.stderr, r.stderr
+    return Result(0, r.returncode, r.stdout.encode(), r.stderr.encode()), \
+        Store.open(str(db), readonly=True)
+
+
+def _trials(store: Store, **cell: str) -> list[dict]:
+    ids = {c.id for c in store.cells()
+           if all(getattr(c.cell, k) == v for k, v in cell.items())}
+    return [t for t in store.trials(include_warmup=True) if t["cell_id"] in ids]
+
+
+def test_bulk_work_background_and_preparation(tmp_path: Path, state_dir: Path) -> None:
+    """fio's own bytes and a cmd load's own count are kept per load run; the unloaded
+    cell's background throughput is ~0 (the probe's reads are not "background"); a
+    preparation step runs before the probe with the testbed's root and device."""
+    marker = tmp_path / "prepared"
+    prep = f"echo \"$BACKBURNER_ROOT $BACKBURNER_DEVICE\" >> {shlex.quote(str(marker))}"
+    count = "cmd:'while :; do echo 5 >> \"$BACKBURNER_PROGRESS\"; sleep 0.05; done'"
+    py = shlex.join([sys.executable, "-I", "-c", "import json, email.parser"])
+    r, s = bench(tmp_path, "--probe", f"py={py}", "--load", "readers:1:seq", "--load", count,
+                 "--trials", "2", "--prepare", f"mark={prep}")
+    assert r.returncode == 0, r.err
+    for t in _trials(s, load="readers:1:seq"):
+        bulk = t["extra"]["bulk"]
+        assert bulk["unit"] == "bytes" and bulk["units"] > 1e6 and bulk["seconds"] >= 0.3
+    for t in _trials(s, load=count):
+        assert t["extra"]["bulk"]["unit"] == "units" and t["extra"]["bulk"]["units"] >= 5
+    idle = [t for t in _trials(s, load="none") if not t["warmup"]]
+    assert idle and all(t["load_read_bps"] < 2e6 for t in idle), [
+        (t["load_read_bps"], t["in_blocks"]) for t in idle]  # the probe read ~MBs itself
+    prepared = [t for t in s.trials(include_warmup=True) if "prepare" in t["extra"]]
+    assert prepared and all(t["extra"]["prepare"]["status"] == "ok" for t in prepared)
+    root, dev = marker.read_text().splitlines()[0].split()
+    assert root.endswith("/mnt/root") and dev.startswith("/dev/loop")
+    cells = {c.cell.prepare for c in s.cells()}
+    assert cells == {"none", "mark"}
+    env = s.runs()[0].environment["device"]["probe_layout"]
+    assert env["mode"] == "touched" and env["probe_files"] > 10 and env["physical_runs"] >= 10
+
+
+def test_a_load_that_lives_for_a_block(tmp_path: Path, state_dir: Path) -> None:
+    """--load-lifetime cell: one run of the load per block of consecutive trials, settled
+    past BFQ's weight raising; its bulk work recorded once per block."""
+    r, s = bench(tmp_path, "--probe", "/bin/true", "--load", "install-loop:long-lived",
+                 "--trials", "3", "--block", "3", "--load-lifetime", "cell", "--warmup", "0",
+                 "--settle", "0.3", "--scheduler", "mq-deadline", timeout=400)
+    assert r.returncode == 0, r.err
+    loaded = sorted(_trials(s, load="install-loop:long-lived", scheduler="mq-deadline"),
+                    key=lambda t: t["id"])
+    assert [t["round"] for t in loaded] == [0, 1, 2]  # no warm-up, one block
+    assert "bulk" not in loaded[0]["extra"] and "bulk" in loaded[-1]["extra"]
+    assert loaded[-1]["extra"]["bulk"]["unit"] == "files"
+    assert loaded[-1]["extra"]["bulk"]["units"] > 0
+    assert loaded[0]["extra"]["settle_s"] == 0.3  # no weight raising under mq-deadline
+    assert all("settle_s" not in t["extra"] for t in loaded[1:])  # started once
+
+
+def test_failures_exit_1_and_keep_stderr(tmp_path: Path, state_dir: Path) -> None:
+    probe = "sh -c 'echo first line >&2; echo the reason it failed >&2; exit 3'"
+    r, s = bench(tmp_path, "--probe", probe, "--trials", "1", "-q")
+    assert r.returncode == 1
+    assert one_line_error(r).startswith("backburner: 1 cell(s) without a successful trial")
+    assert r.out == ""  # --quiet
+    t = [t for t in s.trials() if t["status"] == "failed"][0]
+    assert t["exit_code"] == 3
+    assert t["extra"]["stderr_tail"] == ["first line", "the reason it failed"]
+    again = tmp_path / "again"
+    again.mkdir()
+    r2, _ = bench(again, "--probe", probe, "--trials", "1", "--ignore-failure", "-q")
+    assert r2.returncode == 0, r2.err
+
+
+@pytest.mark.parametrize("layout", ["directories", "aged"])
+def test_probe_layouts_spread_the_files(tmp_path: Path, state_dir: Path, layout: str) -> None:
+    py = shlex.join([sys.executable, "-I", "-c", "import json"])
+    r, s = bench(tmp_path, "--probe", py, "--trials", "1", "--probe-layout", layout,
+                 "--device", "testbed:1G")
+    assert r.returncode == 0, r.err
+    facts = s.runs()[0].environment["device"]["probe_layout"]
+    assert facts["mode"] == layout and facts["files"] > facts["probe_files"] > 10
+    if layout == "aged":
+        assert facts["seed"] == 3
+
+
+def test_probe_root_as_a_tree_and_as_an_image(tmp_path: Path, state_dir: Path) -> None:
+    import subprocess
+
+    tree = tmp_path / "tree"
+    (tree / "bin").mkdir(parents=True)
+    probe = tree / "bin" / "probe"  # a static program: the tree needs no libraries
+    probe.write_bytes(_static_true())
+    probe.chmod(0o755)
+    image = tmp_path / "root.img"
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(image), "64M"], check=True,
+                   capture_output=True)
+    for root in (tree, image):
+        d = tmp_path / ("run-" + root.name.replace(".", "_"))
+        d.mkdir()
+        r, s = bench(d, "--probe", "/bin/probe", "--trials", "1", "--probe-root", str(root))
+        assert r.returncode == 0, r.err
+        facts = s.runs()[0].environment["device"]["probe_layout"]
+        assert facts["mode"] == ("tree" if root == tree else "image")
+    assert image.stat().st_size == 64 << 20  # the user's image itself was never used
+
+
+def test_study_files(tmp_path: Path, state_dir: Path) -> None:
+    study = tmp_path / "s.toml"
+    study.write_text('probe = "/bin/true"\ntrials = 1\nscheduler = ["bfq"]\n'
+                     'device = "testbed:256M"\nsettle = 0.2\n')
+    r, s = bench(tmp_path, "--study", str(study), "--trials", "2")  # the command line wins
+    assert r.returncode == 0, r.err
+    run = s.runs()[0]
+    assert run.config["trials"] == 2 and run.config["probes"] == ["/bin/true"]
+    assert run.environment["study"]["text"] == study.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('probe = "/bin/true"\nwarp = 9\n')
+    r = bb("bench", "--study", str(bad))
+    assert r.returncode == 64 and "unknown key 'warp'" in one_line_error(r)
+    bad.write_text('trials = "many"\n')
+    r = bb("bench", "--study", str(bad))
+    assert r.returncode == 64 and "'trials' must be a whole number" in one_line_error(r)
+
+
+def test_trace_records_counters_and_who_did_the_io(tmp_path: Path, state_dir: Path) -> None:
+    r, s = bench(tmp_path, "--probe", "/bin/true", "--load", "readers:1:seq", "--trials",
+                 "1", "--trace", "--warmup", "0")
+    assert r.returncode == 0, r.err
+    loaded = _trials(s, load="readers:1:seq")
+    extra = loaded[0]["extra"]
+    assert "psi_io_some_s" in extra["counters"] and "ctxt" in extra["counters"]
+    assert extra["io_by"]["method"] in ("perf", "proc-io")
+    assert extra["io_by"]["groups"]["load"]["requests"] > 0, json.dumps(extra["io_by"])
+
+
+def _static_true() -> bytes:
+    """The smallest static x86-64 ELF that exits 0 (exit_group(0)), built here: no compiler
+    or library is needed inside the prepared root."""
+    import platform
+    import struct
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the hand-made static probe is x86-64 code")
+    code = bytes.fromhex("31ff" "b8e7000000" "0f05")  # xor edi,edi; mov eax,231; syscall
+    base = 0x400000
+    ehdr = struct.pack("<4sBBBBB7sHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1, 0, 0, b"\0" * 7,
+                       2, 62, 1, base + 120, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+    phdr = struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, 120 + len(code), 120 + len(code),
+                       0x1000)
+    return ehdr + phdr + code
+
+
+def test_an_unreachable_server_falls_back_only_when_asked(tmp_path: Path,
+                                                         state_dir: Path) -> None:
+    url = "postgresql://bench@/lab?host=/nonexistent-socket-dir&port=1"
+    r = bb("bench", "--probe", "/bin/true", "--trials", "1", "--scheduler", "bfq",
+           "--device", "testbed:256M", "-o", url, timeout=120)
+    assert r.returncode == 69 and "unreachable" in r.err.strip().splitlines()[-1]
+    fallback = tmp_path / "local.db"
+    r = bb("bench", "--probe", "/bin/true", "--trials", "1", "--scheduler", "bfq",
+           "--device", "testbed:256M", "-o", url, "--fallback", str(fallback),
+           "--export-json", str(tmp_path / "r.json"), timeout=120)
+    assert r.returncode == 0, r.err
+    assert f"keeping the results in {fallback} instead" in r.err
+    assert len(Store.open(str(fallback), readonly=True).trials(include_warmup=True)) == 2
+    assert json.loads((tmp_path / "r.json").read_text())["format"] == "backburner-results"
+
+
+def test_weight_raising_time(tmp_path: Path) -> None:
+    from backburner.bench.devices import BFQ_WR_MAX_S, weight_raising_s
+
+    iosched = tmp_path / "queue" / "iosched"
+    iosched.mkdir(parents=True)
+    (iosched / "low_latency").write_text("1\n")
+    queue = str(tmp_path / "queue")
+    assert weight_raising_s(queue, "mq-deadline") == 0.0
+    assert weight_raising_s(queue, "bfq") == BFQ_WR_MAX_S == 25.0  # mainline: no tunable
+    (iosched / "wr_max_time").write_text("6000\n")  # a kernel that exports it (ms)
+    assert weight_raising_s(queue, "bfq") == 6.0
+    (iosched / "low_latency").write_text("0\n")  # no weight raising at all
+    assert weight_raising_s(queue, "bfq") == 0.0
