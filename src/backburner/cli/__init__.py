@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from .. import __version__, system
 from ..errors import BackburnerError, DataError, IOFailure, UsageError
-from . import apply, bench, run, slowdisk
+from . import apply, bench, completion, run, slowdisk
 from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
-MODULES = (run, bench, slowdisk, apply)
+MODULES = (run, bench, slowdisk, apply, completion)
 
 
 def build_parser() -> argparse.ArgumentParser:
