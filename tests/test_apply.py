@@ -280,3 +280,13 @@ def test_undo_leaves_a_file_changed_since(tmp_path: Path, state_dir: Path) -> No
     path.write_text("ours\n")
     assert change.undo(old, None) is None and not path.exists()
     assert change.undo(old, None) is None  # idempotent
+
+
+def test_an_empty_file_replaced_comes_back_empty(tmp_path: Path, state_dir: Path) -> None:
+    path = tmp_path / "empty.rules"
+    path.write_text("")
+    change = system.InstalledFile(str(path), "ours\n")
+    old = change.read()
+    change.apply()
+    assert change.undo(old, None) is None
+    assert path.exists() and path.read_text() == ""

@@ -1224,9 +1224,9 @@ class InstalledFile(Change):
         directory, name = os.path.split(self.path)
         for left in Path(directory).glob(f".{name}.backburner-*"):  # a crash mid-write
             left.unlink(missing_ok=True)
-        target = base64.b64decode(old["content"]) if old and old.get("content") else None
         if old is None:
             return None  # failed before anything was read: nothing was changed
+        target = base64.b64decode(old["content"]) if old.get("content") is not None else None
         ours = self.content.encode() if self.content is not None else None
         if not os.path.isdir(directory):
             if ours is not None or target is None:

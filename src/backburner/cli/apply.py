@@ -7,7 +7,7 @@ import argparse
 
 from .. import apply, priority
 from ..errors import UsageError
-from .common import add_command, err
+from .common import add_command, err, recover_if_needed
 
 EPILOG = """\
 examples:
@@ -27,6 +27,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.remove:
         if args.scheduler or args.unit:
             raise UsageError("--remove takes every file apply wrote; give no --scheduler/--unit")
+        recover_if_needed()
         removed = apply.remove(args.root, report=print)
         if not removed:
             print(f"nothing to remove: no file written by backburner apply under {args.root}")
@@ -41,6 +42,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(apply.render(files, args.root), end="")
         return 0
+    recover_if_needed()
     apply.install(files, args.root, force=args.force, report=print)
     if args.root == "/":
         err(apply.RELOAD_HINT)
