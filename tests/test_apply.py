@@ -261,9 +261,11 @@ def test_restore_puts_back_the_old_file_after_a_sigkill(tmp_path: Path, state_di
         killed = subprocess.run([sys.executable, "-c", CRASH, str(path)], timeout=TIMEOUT)
         assert killed.returncode == -signal.SIGKILL
         assert path.read_text() == "# ours\n"
-    res = bb("restore")
-    assert res.returncode == 0, res.err
-    assert res.out.count("undid install") == 2
+    # what `backburner restore` does first; not the CLI itself, whose pruning of empty
+    # cgroups would reach the groups of benches other tests run at the same time
+    said: list[str] = []
+    system.restore_stale(report=said.append)
+    assert sum("undid install" in m for m in said) == 2, said
     assert target.read_text() == "# the old rule\n" and oct(target.stat().st_mode) == "0o100640"
     assert not fresh.exists()
     assert sorted(os.listdir(target.parent)) == ["x.rules"]
