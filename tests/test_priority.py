@@ -121,7 +121,7 @@ def test_launch_applies_policy_before_exec_seen_from_parent() -> None:
     before = (priority.ioprio_get(0), priority.read_cpu(0))
     child = spawn.launch(["sleep", "5"], policy=policy)
     try:
-        assert priority.ioprio_get(child.pid) == IOPrio("idle")
+        assert priority.ioprio_get(child.pid).klass == "idle"
         assert priority.read_cpu(child.pid) == ("batch", 7)
         assert os.sched_getscheduler(child.pid) == os.SCHED_BATCH
     finally:
@@ -357,3 +357,78 @@ def test_cgroup_settings_take_the_first_file_that_exists(tmp_path: Path) -> None
     assert (group / "io.bfq.weight").read_text() == "20"
     with pytest.raises(system.SystemStateError):
         system.CgroupDir(str(group), {"cpu.weight": "5"}).apply()
+
+
+# --- ioprio system call numbers on every Debian architecture --------------------------------
+
+#: Debian architecture -> the platform.machine() names it reports, and the ABI's numbers.
+DEBIAN_ARCHES = {
+    "amd64": (["x86_64"], 64, (251, 252)),
+    "i386": (["i386", "i586", "i686"], 32, (289, 290)),
+    "arm64": (["aarch64"], 64, (30, 31)),
+    "armel/armhf": (["armv5tel", "armv6l", "armv7l", "armv8l"], 32, (314, 315)),
+    "mips64el": (["mips64"], 64, (5273, 5274)),
+    "ppc64el": (["ppc64le"], 64, (273, 274)),
+    "riscv64": (["riscv64"], 64, (30, 31)),
+    "s390x": (["s390x"], 64, (282, 283)),
+    "loong64": (["loongarch64"], 64, (30, 31)),
+}
+
+
+@pytest.mark.parametrize("arch", sorted(DEBIAN_ARCHES))
+def test_ioprio_syscall_numbers_for_every_debian_architecture(arch: str) -> None:
+    machines, bits, numbers = DEBIAN_ARCHES[arch]
+    for machine in machines:
+        assert priority.syscall_numbers(machine, bits) == numbers, machine
+
+
+@pytest.mark.parametrize("machine, numbers", [("x86_64", (289, 290)), ("aarch64", (314, 315)),
+                                              ("mips64", (4314, 4315)), ("s390x", (282, 283))])
+def test_a_32_bit_userland_on_a_64_bit_kernel_uses_the_32_bit_abi(machine: str,
+                                                                  numbers: tuple) -> None:
+    assert priority.syscall_numbers(machine, 32) == numbers
+
+
+def test_an_unknown_architecture_is_unavailable_not_a_wrong_syscall() -> None:
+    with pytest.raises(UnavailableError, match="sparc64"):
+        priority.syscall_numbers("sparc64", 64)
+
+
+def test_the_numbers_for_this_machine_are_the_c_library_headers() -> None:
+    """The running ABI's numbers as the system headers define them (the C preprocessor picks
+    the header for this ABI, as a compiled program would)."""
+    import platform
+    import shutil
+    import struct
+    import warnings
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    src = b"#include <sys/syscall.h>\nioprio: __NR_ioprio_set __NR_ioprio_get\n"
+    done = subprocess.run([cc, "-E", "-P", "-"], input=src, capture_output=True,
+                          timeout=TIMEOUT) if cc else None
+    if done is None or done.returncode != 0:
+        warnings.warn("no C compiler or libc headers here: the numbers are checked only by "
+                      "the ionice test", stacklevel=1)
+        return
+    out = done.stdout.decode()
+    line = [ln for ln in out.splitlines() if ln.startswith("ioprio:")][-1]
+    expected = tuple(int(n.strip("()")) for n in line.split()[1:])
+    machine = platform.machine()
+    assert priority.syscall_numbers(machine, struct.calcsize("P") * 8) == expected
+
+
+def test_ioprio_set_and_get_agree_with_ionice_on_the_running_kernel() -> None:
+    """The numbers are right if the kernel does what they say: a level set through them is
+    what util-linux's ionice (built for this ABI) reads back, and vice versa."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        priority.ioprio_set(child.pid, IOPrio("be", 6))
+        out = subprocess.run(["ionice", "-p", str(child.pid)], capture_output=True, text=True,
+                             check=True, timeout=TIMEOUT).stdout
+        assert out.strip() == "best-effort: prio 6"
+        subprocess.run(["ionice", "-c", "3", "-p", str(child.pid)], check=True,
+                       timeout=TIMEOUT)
+        assert priority.ioprio_get(child.pid).klass == "idle"
+    finally:
+        child.kill()
+        child.wait()

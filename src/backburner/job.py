@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import priority, procfs, spawn, system
+from . import priority, procfs, spawn, system, systemd
 from .errors import NotFoundError, SystemStateError, UsageError
 
 Report = Callable[[str], None]
@@ -44,21 +44,45 @@ def describe_plan(policy: priority.Policy, plan: priority.CgroupPlan | None) -> 
 
 
 def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = True,
-            report: Report = _quiet) -> spawn.Outcome:
+            report: Report = _quiet, facts: systemd.Facts | None = None,
+            systemd_run: str = systemd.SYSTEMD_RUN) -> spawn.Outcome:
     """Run argv to completion under policy; the job's cgroup is removed after it, whatever
-    happens. Returns the job's Outcome for the caller to mirror."""
+    happens. Returns the job's Outcome for the caller to mirror.
+
+    Where systemd owns the cgroup tree (`facts`, read from the machine unless given), the
+    job's group is a transient scope that systemd makes and collects; elsewhere we make it.
+    """
     if policy.io is not None and policy.io.klass == "rt":
         system.require_root("the realtime IO class (rt)")
     if not (policy.needs_cgroup and use_cgroup):
         report(f"applying {describe_plan(policy, None)}")
         return spawn.run_foreground(argv, policy=policy)
     system.require_root("placing the job in a cgroup with IO/CPU weights (--no-cgroup avoids it)")
+    if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
+        return run_in_scope(argv, policy, report=report, systemd_run=systemd_run)
     plan = priority.plan_cgroup(policy, f"run-{os.getpid()}")
     with system.Transaction("run") as tx:
         for change in cgroup_changes(plan):
             tx.apply(change)
         report(f"applying {describe_plan(policy, plan)}")
         return spawn.run_foreground(argv, policy=policy, cgroup_procs=plan.procs_files)
+
+
+def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report = _quiet,
+                 systemd_run: str = systemd.SYSTEMD_RUN) -> spawn.Outcome:
+    """The job in a transient systemd scope with the policy's weights. systemd-run execs the
+    job in place, so the Outcome (exit status, signal, rusage) is the job's own; the IO class
+    and CPU policy are set on systemd-run before it starts and the job inherits them."""
+    systemd.check_command(argv[0])
+    version = systemd.tool_version(systemd_run)
+    unit = systemd.scope_unit_name(os.getpid())
+    cmd = systemd.scope_argv(policy, argv, version=version, unit=unit)
+    cmd[0] = systemd_run
+    own = replace(policy, io_weight=None, cpu_weight=None)  # the scope carries the weights
+    props = ", ".join(f"{k}={v}" for k, v in systemd.scope_properties(policy).items())
+    parts = [f"{k} {v}" for k, v in own.settings().items() if v not in ("-", "inherit")]
+    report(f"applying {'; '.join([*parts, f'systemd scope {unit} ({props})'])}")
+    return spawn.run_foreground(cmd, policy=own)
 
 
 @dataclass(frozen=True)

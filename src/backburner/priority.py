@@ -14,6 +14,7 @@ import ctypes
 import os
 import platform
 import re
+import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -21,7 +22,34 @@ from . import procfs
 from .errors import NotFoundError, NotRootError, SystemStateError, UnavailableError, UsageError
 
 # ioprio_set(2) / ioprio_get(2): there is no glibc wrapper, so call the syscall directly.
-_SYSCALLS = {"x86_64": (251, 252), "aarch64": (30, 31), "i686": (289, 290)}
+# (ioprio_set, ioprio_get) by the userland ABI, keyed by platform.machine() names, for every
+# architecture Debian ships. Checked against the kernel's tables: arch/x86/entry/syscalls/
+# syscall_{64,32}.tbl, arch/arm/tools/syscall.tbl, arch/powerpc/kernel/syscalls/syscall.tbl,
+# arch/s390/kernel/syscalls/syscall.tbl, arch/mips/kernel/syscalls/syscall_{n64,o32}.tbl
+# (plus __NR_Linux 5000 / 4000), and include/uapi/asm-generic/unistd.h for arm64, riscv64
+# and loong64, which use the generic table.
+_GENERIC = (30, 31)
+_I386 = (289, 290)
+_ARM = (314, 315)  # EABI (armel, armhf)
+_POWERPC = (273, 274)  # ppc64el, and 32-bit powerpc
+_S390 = (282, 283)
+_MIPS_O32 = (4314, 4315)
+_SYSCALLS: dict[str, tuple[int, int]] = {
+    "x86_64": (251, 252),  # amd64
+    "i386": _I386, "i486": _I386, "i586": _I386, "i686": _I386,  # i386
+    "aarch64": _GENERIC, "arm64": _GENERIC,  # arm64
+    "armv5tel": _ARM, "armv5tejl": _ARM, "armv6l": _ARM, "armv7l": _ARM, "armv8l": _ARM,
+    "mips64": (5273, 5274),  # mips64el: the n64 ABI
+    "mips": _MIPS_O32,
+    "ppc64le": _POWERPC, "ppc64": _POWERPC, "ppc": _POWERPC,  # ppc64el
+    "riscv64": _GENERIC,
+    "s390x": _S390, "s390": _S390,
+    "loongarch64": _GENERIC,  # loong64
+}
+# A 32-bit userland on a 64-bit kernel (armhf on an arm64 board, i386 on amd64) reports the
+# kernel's machine but makes the 32-bit ABI's system calls.
+_COMPAT_32 = {"x86_64": "i686", "aarch64": "armv7l", "arm64": "armv7l", "mips64": "mips",
+              "ppc64le": "ppc", "ppc64": "ppc", "s390x": "s390"}
 IOPRIO_WHO_PROCESS = 1
 IOPRIO_CLASS_SHIFT = 13
 IO_CLASSES = {"none": 0, "rt": 1, "be": 2, "idle": 3}
@@ -207,11 +235,21 @@ def parse_policy(spec: str) -> Policy:
 # --- kernel calls -------------------------------------------------------------------------
 
 
-def _syscall_numbers() -> tuple[int, int]:
+def syscall_numbers(machine: str, pointer_bits: int) -> tuple[int, int]:
+    """(ioprio_set, ioprio_get) for a `platform.machine()` name and the size of a pointer
+    in this process (32 for a 32-bit userland on a 64-bit kernel)."""
+    if pointer_bits == 32:
+        machine = _COMPAT_32.get(machine, machine)
     try:
-        return _SYSCALLS[platform.machine()]
+        return _SYSCALLS[machine]
     except KeyError:
-        raise UnavailableError(f"ioprio syscalls unknown on {platform.machine()}") from None
+        raise UnavailableError(
+            f"the ioprio system call numbers of {machine} ({pointer_bits}-bit) are unknown",
+            "--io is not available here; --cpu and the cgroup weights are") from None
+
+
+def _syscall_numbers() -> tuple[int, int]:
+    return syscall_numbers(platform.machine(), struct.calcsize("P") * 8)
 
 
 def ioprio_set(tid: int, prio: IOPrio) -> None:

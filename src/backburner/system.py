@@ -12,6 +12,7 @@ because after a crash it may run for a change that was only half applied.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -1138,3 +1139,132 @@ class TreeOwned(Change):
 
     def undo(self, old: Any, result: Any) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+# --- apply: configuration files we install (udev rules, systemd drop-ins) -------------------
+
+_CONFIG_MAX = 1 << 20  # a udev rule or a unit drop-in; anything bigger is not what we think
+
+
+def _read_config(path: str) -> bytes | None:
+    """The bytes of a regular file, None if there is none; never through a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise UnsafePathError(f"{path}: {err.strerror}", "it must be a regular file") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafePathError(f"{path} is not a regular file")
+        if st.st_size > _CONFIG_MAX:
+            raise SystemStateError(f"{path} is {st.st_size} bytes: not a file of ours")
+        return os.read(fd, _CONFIG_MAX + 1)
+    finally:
+        os.close(fd)
+
+
+def _write_config(path: str, data: bytes, mode: int) -> None:
+    """Replace `path` whole (a temporary file beside it, fsync'd, renamed over it), so a
+    reader — udev, systemd, a crash — sees the old file or the new one, never half."""
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.backburner-{os.urandom(4).hex()}")
+    fd = safepath.create_new(tmp, mode)
+    try:
+        os.fchmod(fd, mode)  # not narrowed by the umask
+        os.write(fd, data)
+        os.fsync(fd)
+    except OSError as err:
+        os.close(fd)
+        os.unlink(tmp)
+        raise IOFailure(f"{path}: {err.strerror}") from None
+    os.close(fd)
+    os.rename(tmp, path)
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+@dataclass
+class InstalledFile(Change):
+    """A configuration file we install (``content``) or take out again (``content`` None):
+    a udev rule, a systemd drop-in. Its old content, or its absence, is journaled, so an
+    interrupted `apply` is undone whole and `restore` after a crash puts back what was. Undo
+    puts the old file back only while the file is still what we left there; one changed
+    since is left alone, with a note."""
+
+    kind: ClassVar[str] = "configfile"
+    path: str
+    content: str | None
+    mode: int = 0o644
+    prune_parent: bool = False  # removing: take out the parent directory if left empty
+
+    def describe(self) -> str:
+        return f"{'install' if self.content is not None else 'remove'} {self.path}"
+
+    def read(self) -> dict[str, Any]:
+        safepath.check_chain(os.path.dirname(self.path), "configuration directory")
+        data = _read_config(self.path)
+        if data is None:
+            return {"content": None}
+        st = os.lstat(self.path)
+        return {"content": base64.b64encode(data).decode(), "mode": stat.S_IMODE(st.st_mode),
+                "uid": st.st_uid, "gid": st.st_gid}
+
+    def apply(self) -> dict[str, Any]:
+        if self.content is not None:
+            _write_config(self.path, self.content.encode(), self.mode)
+            return {"pruned": False}
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        pruned = False
+        if self.prune_parent:
+            try:
+                os.rmdir(os.path.dirname(self.path))
+                pruned = True
+            except OSError:
+                pass  # something else lives there too
+        return {"pruned": pruned}
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        directory, name = os.path.split(self.path)
+        for left in Path(directory).glob(f".{name}.backburner-*"):  # a crash mid-write
+            left.unlink(missing_ok=True)
+        if old is None:
+            return None  # failed before anything was read: nothing was changed
+        target = base64.b64decode(old["content"]) if old.get("content") is not None else None
+        ours = self.content.encode() if self.content is not None else None
+        if not os.path.isdir(directory):
+            if ours is not None or target is None:
+                return None  # gone with its directory: nothing of ours is left
+            os.mkdir(directory, 0o755)
+        now = _read_config(self.path)
+        if now == target:
+            return None
+        if now != ours:
+            return f"left {self.path} as it is: it was changed after backburner wrote it"
+        if target is None:
+            os.unlink(self.path)
+            return None
+        _write_config(self.path, target, old.get("mode", 0o644))
+        if is_root():
+            os.chown(self.path, old.get("uid", 0), old.get("gid", 0))
+        return None
+
+
+def commit(tx: Transaction) -> None:
+    """Keep what `tx` applied (an `apply` that finished): its journal goes in one unlink,
+    so neither the end of the ``with`` block nor a later `restore` undoes it. Before this,
+    every change is undone on an error, ^C, SIGTERM, or by `restore` after a crash."""
+    assert tx.journal is not None, "commit inside the transaction"
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
+    try:
+        tx.entries.clear()
+        tx.journal.path.unlink(missing_ok=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)

@@ -1,0 +1,177 @@
+"""`apply`: write what a distribution would ship to keep bulk work on the back burner — a
+udev rule that selects an IO scheduler for matching disks, and systemd drop-ins that put
+bulk-work services (updates, backups, indexers) in the idle IO class with low weights.
+
+Rendering is pure (`udev_rule`, `dropin`, `plan`); installing goes through `system`: each
+file is an `InstalledFile` change, journaled with the old content, in one transaction that
+is committed only when every file is in place. An interrupted apply is undone whole, and
+`apply --remove` takes out every file carrying our marker line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import safepath, system, systemd
+from .errors import ExistsError, NotFoundError, UsageError
+from .priority import Policy
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[str], None]
+
+MARKER = "# Written by `backburner apply`; `backburner apply --remove` takes it out."
+UDEV_DIR = "etc/udev/rules.d"
+UDEV_RULE = "65-backburner-scheduler.rules"  # after the 60-* rules that set defaults
+UNIT_DIR = "etc/systemd/system"
+DROPIN = "50-backburner.conf"
+#: Whole disks that have a scheduler: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe.
+DEFAULT_KERNEL = "sd*|vd*|xvd*|mmcblk*|nvme*"
+DEVICE_CLASSES = {"rotational": "1", "non-rotational": "0", "all": None}
+
+_SCHEDULER = re.compile(r"[a-z][a-z0-9-]{0,31}")
+_KERNEL_GLOB = re.compile(r"[A-Za-z0-9*?\[\]!|_-]{1,200}")
+
+
+@dataclass(frozen=True)
+class SchedulerRule:
+    """Which disks get which IO scheduler (udev matches, see udev(7))."""
+
+    scheduler: str
+    kernel: str = DEFAULT_KERNEL
+    rotational: str | None = "1"  # "1" spinning, "0" solid state, None any
+
+    def __post_init__(self) -> None:
+        if not _SCHEDULER.fullmatch(self.scheduler):
+            raise UsageError(f"{self.scheduler!r} is not an IO scheduler name",
+                             "e.g. bfq, mq-deadline, kyber or none")
+        if not _KERNEL_GLOB.fullmatch(self.kernel) or "||" in self.kernel \
+                or self.kernel.startswith("|") or self.kernel.endswith("|"):
+            raise UsageError(f"{self.kernel!r} is not a kernel device name pattern",
+                             "use globs joined by |, e.g. 'sd*|mmcblk*'")
+
+
+@dataclass(frozen=True)
+class File:
+    """A file to install: its path under the root, and its text."""
+
+    path: str  # relative, e.g. etc/udev/rules.d/65-backburner-scheduler.rules
+    content: str
+
+
+def udev_rule(rule: SchedulerRule) -> str:
+    matches = ['ACTION=="add|change"', 'SUBSYSTEM=="block"', 'ENV{DEVTYPE}=="disk"',
+               f'KERNEL=="{rule.kernel}"']
+    if rule.rotational is not None:
+        matches.append(f'ATTR{{queue/rotational}}=="{rule.rotational}"')
+    which = {"1": "rotational disks", "0": "solid-state disks", None: "disks"}[rule.rotational]
+    return (f"{MARKER}\n# The {rule.scheduler} IO scheduler for {which}.\n"
+            + ", ".join([*matches, f'ATTR{{queue/scheduler}}="{rule.scheduler}"']) + "\n")
+
+
+def dropin(unit: str, policy: Policy) -> str:
+    props = systemd.service_properties(policy)
+    if not props:
+        raise UsageError(f"policy {policy.name!r} sets nothing for {unit}",
+                         "give --policy background, or --io/--cpu/--io-weight/--cpu-weight")
+    lines = [MARKER, f"# {unit}: bulk work on the back burner (policy {policy.spec()}).",
+             "[Service]", *(f"{k}={v}" for k, v in props.items())]
+    return "\n".join(lines) + "\n"
+
+
+def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy) -> list[File]:
+    """The files `apply` writes, from explicit choices (the report's recommendation later)."""
+    if rule is None and not units:
+        raise UsageError("nothing to apply", "give --scheduler and/or --unit")
+    files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rule(rule))] if rule else []
+    for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
+        files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy)))
+    return files
+
+
+def render(files: Sequence[File], root: str = "/") -> str:
+    """What --dry-run prints: each file's full path and text."""
+    return "\n".join(f"### {os.path.join(root, f.path)}\n{f.content}" for f in files)
+
+
+def _root(root: str) -> Path:
+    path = Path(os.path.abspath(root))
+    if not path.is_dir():
+        raise NotFoundError(f"root {root} is not a directory", "create it first")
+    safepath.check_chain(path, "root directory")
+    if str(path) == "/":
+        system.require_root("installing udev rules and systemd drop-ins under /etc")
+    return path
+
+
+def _ours(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.readline().rstrip(b"\n") == MARKER.encode()
+    except OSError:
+        return False
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories that must be made for `path`, outermost first; refused when one of
+    them exists as something else."""
+    missing = []
+    for parent in path.parents:
+        if parent.is_dir() and not parent.is_symlink():
+            break
+        if os.path.lexists(parent):
+            raise UsageError(f"{parent} is in the way: it is not a directory")
+        missing.append(parent)
+    return missing[::-1]
+
+
+def install(files: Sequence[File], root: str = "/", *, force: bool = False,
+            report: Report = lambda _m: None) -> list[str]:
+    """Write every file under root, all or nothing; returns the paths written."""
+    base = _root(root)
+    targets = [(base / f.path, f) for f in files]
+    for path, _ in targets:
+        if os.path.lexists(path) and not _ours(path) and not force:
+            raise ExistsError(f"{path} exists and was not written by backburner",
+                              "move it away, or use --force to replace it")
+    done = []
+    with system.Transaction("apply") as tx:
+        for path, f in targets:
+            for directory in _missing_dirs(path):
+                tx.apply(system.MadeDir(str(directory)))
+            tx.apply(system.InstalledFile(str(path), f.content))
+            done.append(str(path))
+            report(f"installed {path}")
+        system.commit(tx)
+    return done
+
+
+def installed(root: str = "/") -> list[Path]:
+    """Files under root that `apply` wrote (they start with our marker line)."""
+    base = Path(os.path.abspath(root))
+    found = [*(base / UDEV_DIR).glob("*backburner*.rules"),
+             *(base / UNIT_DIR).glob(f"*.d/{DROPIN}")]
+    return sorted(p for p in found if p.is_file() and not p.is_symlink() and _ours(p))
+
+
+def remove(root: str = "/", report: Report = lambda _m: None) -> list[str]:
+    """Take out every file `apply` wrote under root (and drop-in directories left empty),
+    all or nothing."""
+    base = _root(root)
+    paths = installed(str(base))
+    with system.Transaction("apply-remove") as tx:
+        for path in paths:
+            tx.apply(system.InstalledFile(str(path), None,
+                                          prune_parent=path.name == DROPIN))
+            report(f"removed {path}")
+        system.commit(tx)
+    return [str(p) for p in paths]
+
+
+RELOAD_HINT = ("to use them now: systemctl daemon-reload; udevadm control --reload && "
+               "udevadm trigger --subsystem-match=block --action=change")

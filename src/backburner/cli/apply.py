@@ -1,0 +1,89 @@
+"""`apply`: install what a distribution would ship (a udev scheduler rule, systemd drop-ins
+for bulk-work services), print it (--dry-run), or take it out again (--remove)."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import apply, priority
+from ..errors import UsageError
+from .common import add_command, err, recover_if_needed
+
+EPILOG = """\
+examples:
+  backburner apply --scheduler bfq                       # BFQ for every spinning disk
+  backburner apply --scheduler bfq --devices all --unit apt-daily-upgrade --unit backup.service
+  backburner apply --unit packagekit --policy gentle --dry-run
+  backburner apply --root image/ --scheduler bfq --unit apt-daily-upgrade   # an image build
+  backburner apply --remove
+
+files:
+  /etc/udev/rules.d/65-backburner-scheduler.rules
+  /etc/systemd/system/UNIT.d/50-backburner.conf
+"""
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    if args.remove:
+        if args.scheduler or args.unit:
+            raise UsageError("--remove takes every file apply wrote; give no --scheduler/--unit")
+        recover_if_needed()
+        removed = apply.remove(args.root, report=print)
+        if not removed:
+            print(f"nothing to remove: no file written by backburner apply under {args.root}")
+        return 0
+    rule = apply.SchedulerRule(args.scheduler, args.kernel, apply.DEVICE_CLASSES[args.devices]) \
+        if args.scheduler else None
+    policy = priority.parse_policy(args.policy).with_overrides(
+        io=priority.IOPrio.parse(args.io) if args.io else None,
+        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
+        io_weight=args.io_weight, cpu_weight=args.cpu_weight)
+    files = apply.plan(rule, args.unit, policy)
+    if args.dry_run:
+        print(apply.render(files, args.root), end="")
+        return 0
+    recover_if_needed()
+    apply.install(files, args.root, force=args.force, report=print)
+    if args.root == "/":
+        err(apply.RELOAD_HINT)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "apply", cmd_apply, epilog=EPILOG,
+                    help="install a udev IO-scheduler rule and systemd drop-ins for bulk work",
+                    description="Write what a distribution would ship: a udev rule selecting "
+                    "an IO scheduler for matching disks, and a drop-in per bulk-work service "
+                    "with the IO class, CPU policy and weights of a policy. All or nothing; "
+                    "`backburner restore` undoes an interrupted apply.")
+    p.add_argument("--scheduler", metavar="NAME", help="IO scheduler for the matching disks "
+                   "(bfq, mq-deadline, kyber, none)")
+    p.add_argument("--devices", choices=sorted(apply.DEVICE_CLASSES), default="rotational",
+                   help="which disks the scheduler rule matches")
+    p.add_argument("--kernel", metavar="GLOBS", default=apply.DEFAULT_KERNEL,
+                   help="kernel device names the rule matches, globs joined by |")
+    p.add_argument("--unit", action="append", default=[], metavar="UNIT",
+                   help="a bulk-work service to put on the back burner (repeatable)")
+    p.add_argument("--policy", default="background",
+                   help="the policy of the drop-ins (see `backburner policies`)")
+    p.add_argument("--io", metavar="CLASS", help="IO class: idle, be:0-7, rt:0-7")
+    p.add_argument("--cpu", metavar="POLICY", help="CPU: idle, batch[:N], nice:N, normal")
+    p.add_argument("--io-weight", metavar="N", type=_weight(1000), help="IOWeight= (1-1000)")
+    p.add_argument("--cpu-weight", metavar="N", type=_weight(10000),
+                   help="CPUWeight= (1-10000)")
+    p.add_argument("--root", metavar="DIR", default="/",
+                   help="install under DIR instead of / (a staging root for an image)")
+    p.add_argument("--dry-run", action="store_true", help="print the files, change nothing")
+    p.add_argument("--force", action="store_true",
+                   help="replace a file at our paths that backburner did not write")
+    p.add_argument("--remove", action="store_true", help="take out every file apply wrote")
+
+
+def _weight(top: int):  # noqa: ANN202 - an argparse type
+    def parse(text: str) -> int:
+        try:
+            return priority.parse_weight(text, "weight", top)
+        except UsageError as error:
+            raise argparse.ArgumentTypeError(error.message) from None
+
+    return parse

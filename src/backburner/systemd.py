@@ -1,0 +1,189 @@
+"""systemd as the owner of the cgroup tree: whether it is, how to ask it for a job's group,
+and how a policy reads as unit settings.
+
+Where systemd is PID 1 it owns the cgroup hierarchy ("a single writer"): groups that others
+make at its root are moved or removed behind their backs. There a job with cgroup weights
+goes into a transient scope that systemd makes for it (``systemd-run --scope``), and only
+where systemd does not manage cgroups does `run` write cgroup files itself.
+
+Everything here is pure (data in, data out) except `read_facts`, `check_command` and
+`tool_version`, which only look: the job is launched by `spawn`; the decision and the argv
+live here, tested.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CommandNotExecutable, CommandNotFound, UnavailableError, UsageError
+from .priority import CPUPolicy, IOPrio, Policy
+
+log = logging.getLogger(__name__)
+
+SYSTEMD_RUN = "systemd-run"
+#: systemd-run expands $VARIABLES in a scope's command line since 254, which also brought
+#: --expand-environment=no to turn that off (252, Debian 12's, neither expands nor knows it).
+EXPAND_ENVIRONMENT_SINCE = 254
+#: sd_booted(3): "systemd is the init system" is exactly "this directory exists".
+BOOTED_DIR = "/run/systemd/system"
+
+_IO_CLASS = {"rt": "realtime", "be": "best-effort", "idle": "idle"}
+_CPU_POLICY = {"idle": "idle", "batch": "batch", "normal": "other"}
+_UNIT_NAME = re.compile(r"[A-Za-z0-9:_.\\@-]+")
+_UNIT_TYPES = (".service",)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What decides whether systemd owns the cgroup tree (read by `read_facts`)."""
+
+    booted: bool  # /run/systemd/system exists
+    pid1_cgroup: str  # the text of /proc/1/cgroup
+
+
+def read_facts(booted_dir: str = BOOTED_DIR, pid1_cgroup: str = "/proc/1/cgroup") -> Facts:
+    try:
+        cgroup = Path(pid1_cgroup).read_text()
+    except OSError:
+        cgroup = ""
+    return Facts(os.path.isdir(booted_dir), cgroup)
+
+
+def manages_cgroups(facts: Facts) -> bool:
+    """systemd is PID 1 (sd_booted) and has put itself into its own ``init.scope`` — the
+    group it creates when it takes over the tree, in the unified hierarchy (``0::``) or in
+    its named v1 one (``name=systemd``). A container's systemd shows the same, relative to
+    its cgroup namespace. Anything else (another init, systemd without cgroup management)
+    leaves the groups to us."""
+    if not facts.booted:
+        return False
+    for line in facts.pid1_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        num, controllers, path = parts
+        ours = (num == "0" and controllers == "") or controllers == "name=systemd"
+        if ours and (path.rstrip("/") + "/").endswith("/init.scope/"):
+            return True
+    return False
+
+
+def parse_version(text: str) -> int | None:
+    """``systemd 252 (252.38-1~deb12u1)`` -> 252."""
+    m = re.match(r"\s*systemd\s+(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def scope_properties(policy: Policy) -> dict[str, str]:
+    """The cgroup settings of a policy as unit properties. A scope takes only cgroup and
+    kill settings (IOSchedulingClass=, Nice= and friends belong to services: systemd-run
+    refuses them for --scope), so the IO class and CPU policy are applied to systemd-run
+    itself before it starts, and the job inherits them across its exec."""
+    props = {}
+    if policy.io_weight is not None:
+        props["IOWeight"] = str(policy.io_weight)
+    if policy.cpu_weight is not None:
+        props["CPUWeight"] = str(policy.cpu_weight)
+    return props
+
+
+def service_properties(policy: Policy) -> dict[str, str]:
+    """A policy as [Service] settings of a unit drop-in (systemd.exec(5), systemd.resource-
+    control(5)): what a distribution would ship for a bulk-work unit."""
+    props: dict[str, str] = {}
+    if policy.io is not None:
+        props.update(_io_properties(policy.io))
+    if policy.cpu is not None:
+        props.update(_cpu_properties(policy.cpu))
+    props.update(scope_properties(policy))
+    return props
+
+
+def _io_properties(io: IOPrio) -> dict[str, str]:
+    if io.klass == "none":  # "no class": the kernel derives it from the CPU nice value
+        return {}
+    props = {"IOSchedulingClass": _IO_CLASS[io.klass]}
+    if io.klass in ("be", "rt"):
+        props["IOSchedulingPriority"] = str(io.level)
+    return props
+
+
+def _cpu_properties(cpu: CPUPolicy) -> dict[str, str]:
+    props = {"CPUSchedulingPolicy": _CPU_POLICY[cpu.kind]}
+    if cpu.nice is not None:
+        props["Nice"] = str(cpu.nice)
+    return props
+
+
+def scope_unit_name(pid: int) -> str:
+    """A name no other run can have at the same time: our PID plus a random part."""
+    return f"backburner-run-{pid}-{secrets.token_hex(4)}.scope"
+
+
+def scope_argv(policy: Policy, argv: Sequence[str], *, version: int, unit: str) -> list[str]:
+    """``systemd-run --scope`` running argv in place (it execs the command itself, so the
+    job's wait status is the job's own) in a transient scope with the policy's weights."""
+    out = [SYSTEMD_RUN, "--scope", "--quiet", "--collect", f"--unit={unit}",
+           "--description=backburner run: a bulk job on the back burner"]
+    if version >= EXPAND_ENVIRONMENT_SINCE:
+        out.append("--expand-environment=no")  # the job gets its arguments as typed
+    for key, value in scope_properties(policy).items():
+        out += ["-p", f"{key}={value}"]
+    return [*out, "--", *argv]
+
+
+def check_command(name: str, path: str | None = None) -> None:
+    """Raise CommandNotFound (127) / CommandNotExecutable (126) as a direct start would.
+
+    systemd-run reports a command it cannot execute with its own status 1, which would
+    read as the job's; checked before, a job that exits 1 stays distinguishable."""
+    if "/" in name:
+        if not os.path.lexists(name):
+            raise CommandNotFound(f"{name}: command not found")
+        if os.path.isdir(name) or not os.access(name, os.X_OK):
+            raise CommandNotExecutable(f"{name}: cannot execute: Permission denied")
+        return
+    if shutil.which(name, path=path) is None:
+        if shutil.which(name, mode=os.F_OK, path=path) is not None:
+            raise CommandNotExecutable(f"{name}: cannot execute: Permission denied")
+        raise CommandNotFound(f"{name}: command not found")
+
+
+def check_unit_name(name: str) -> str:
+    """A service unit name as systemctl would take it ("foo" -> "foo.service"); refused
+    when it could not be a unit name (a path, a newline, another unit type)."""
+    name = name.strip()
+    if name and "." not in name:
+        name += ".service"
+    if not name or len(name) > 255 or not _UNIT_NAME.fullmatch(name) or name.startswith("."):
+        raise UsageError(f"{name!r} is not a unit name",
+                         "give a service unit such as apt-daily-upgrade.service")
+    if not name.endswith(_UNIT_TYPES):
+        raise UsageError(f"{name}: only service units take [Service] settings",
+                         "give a .service unit")
+    return name
+
+
+def tool_version(tool: str = SYSTEMD_RUN) -> int:
+    """The systemd version of a systemd tool, from ``TOOL --version``."""
+    from . import spawn  # only spawn starts processes
+
+    try:
+        res = spawn.run_tool([tool, "--version"], 10.0)
+    except FileNotFoundError:
+        raise UnavailableError(f"systemd manages the cgroups here, but {tool} is not installed",
+                               "install systemd, or use --no-cgroup") from None
+    version = parse_version(res.stdout)
+    if res.status != 0 or version is None:
+        said = (res.stdout or res.stderr).strip()[:60]
+        raise UnavailableError(f"could not tell the version of {tool}",
+                               f"`{tool} --version` said {said!r}")
+    log.debug("%s is systemd %d", tool, version)
+    return version

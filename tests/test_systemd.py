@@ -1,0 +1,219 @@
+"""systemd as the owner of the cgroup tree: the decision (pure), the systemd-run argv
+(pure), the policy as unit settings (checked by the real systemd-analyze in test_apply.py),
+and `run` through a transient scope.
+
+This machine does not run systemd as PID 1, so the scope path cannot run end to end here:
+it is exercised with a stand-in for systemd-run that does what the real one does in --scope
+mode after systemd has made the scope (exec the command in place), which tests our side —
+the argv, the priorities set before it starts, the exit mirroring — and nothing of systemd's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from backburner import job, priority, systemd
+from backburner.errors import CommandNotExecutable, CommandNotFound, UsageError
+from backburner.systemd import Facts
+
+BACKGROUND = priority.BUILTIN["background"]
+
+# --- the decision (pure) --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("booted, cgroup, managed", [
+    (True, "0::/init.scope\n", True),                                   # unified
+    (True, "12:pids:/init.scope\n1:name=systemd:/init.scope\n0::/init.scope\n", True),  # hybrid
+    (True, "10:cpu:/\n1:name=systemd:/init.scope\n", True),             # legacy v1
+    (True, "0::/machine.slice/box.scope/init.scope\n", True),           # container, no cgroupns
+    (False, "0::/init.scope\n", False),                                 # not booted with systemd
+    (True, "0::/\n", False),                                            # another init
+    (True, "9:name=systemd:/\n1:cpu:/\n0::/\n", False),                 # this VM: not ours
+    (True, "0::/system.slice/init.scope.d\n", False),
+    (True, "1:cpu:/init.scope\n", False),                               # a controller, not systemd
+    (True, "", False),
+    (True, "garbage\n0:/init.scope\n", False),
+])
+def test_systemd_manages_cgroups_only_when_booted_and_in_its_init_scope(
+        booted: bool, cgroup: str, managed: bool) -> None:
+    assert systemd.manages_cgroups(Facts(booted, cgroup)) is managed
+
+
+def test_the_decision_on_this_machine_matches_who_pid_1_is() -> None:
+    """An independent look: systemd as PID 1 calls itself systemd."""
+    comm = Path("/proc/1/comm").read_text().strip()
+    expected = Path("/run/systemd/system").is_dir() and comm == "systemd"
+    assert systemd.manages_cgroups(systemd.read_facts()) is expected
+
+
+def test_version_of_the_real_systemd_run() -> None:
+    out = subprocess.run(["systemd-run", "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    version = systemd.parse_version(out)
+    assert version is not None and version >= 200
+    assert systemd.tool_version() == version
+    assert systemd.parse_version("systemd 252 (252.38-1~deb12u1)\n+PAM +AUDIT") == 252
+    assert systemd.parse_version("not systemd") is None
+
+
+# --- the argv (pure) ------------------------------------------------------------------------
+
+
+def test_scope_argv_carries_the_weights_and_the_command_verbatim() -> None:
+    job_argv = ["sh", "-c", 'echo "$HOME" $$ %h', "--", "-p"]
+    argv = systemd.scope_argv(BACKGROUND, job_argv, version=252, unit="u.scope")
+    assert argv[:4] == ["systemd-run", "--scope", "--quiet", "--collect"]
+    assert "--unit=u.scope" in argv
+    split = argv.index("--")
+    assert argv[split + 1:] == job_argv
+    opts = argv[:split]
+    props = [opts[i + 1] for i, a in enumerate(opts) if a == "-p"]
+    assert props == ["IOWeight=10", "CPUWeight=10"]
+    assert not any(a.startswith("--expand-environment") for a in opts)  # 252 has no such option
+
+
+def test_scope_argv_turns_off_dollar_expansion_where_systemd_run_does_it() -> None:
+    argv = systemd.scope_argv(BACKGROUND, ["true"], version=254, unit="u.scope")
+    assert "--expand-environment=no" in argv[:argv.index("--")]
+
+
+def test_scope_gets_no_exec_settings_which_scopes_refuse() -> None:
+    argv = systemd.scope_argv(BACKGROUND, ["true"], version=256, unit="u.scope")
+    for refused in ("IOSchedulingClass", "CPUSchedulingPolicy", "Nice", "IOSchedulingPriority"):
+        assert not any(a.startswith(refused) for a in argv)
+
+
+def test_unit_names_are_unique_per_run() -> None:
+    names = {systemd.scope_unit_name(123) for _ in range(50)}
+    assert len(names) == 50
+    assert all(n.startswith("backburner-run-123-") and n.endswith(".scope") for n in names)
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("background", {"IOSchedulingClass": "idle", "CPUSchedulingPolicy": "idle",
+                    "IOWeight": "10", "CPUWeight": "10"}),
+    ("gentle", {"IOSchedulingClass": "best-effort", "IOSchedulingPriority": "7",
+                "CPUSchedulingPolicy": "other", "Nice": "19"}),
+    ("io=rt:2,cpu=batch:5", {"IOSchedulingClass": "realtime", "IOSchedulingPriority": "2",
+                             "CPUSchedulingPolicy": "batch", "Nice": "5"}),
+    ("io=none,cpu=normal", {"CPUSchedulingPolicy": "other"}),
+    ("default", {}),
+])
+def test_service_properties_of_a_policy(spec: str, expected: dict[str, str]) -> None:
+    assert systemd.service_properties(priority.parse_policy(spec)) == expected
+
+
+@pytest.mark.parametrize("name, unit", [("apt-daily-upgrade", "apt-daily-upgrade.service"),
+                                        ("backup@home.service", "backup@home.service")])
+def test_unit_names(name: str, unit: str) -> None:
+    assert systemd.check_unit_name(name) == unit
+
+
+@pytest.mark.parametrize("name", ["", "../etc/passwd", "a b.service", "x.service\n[Unit]",
+                                  "foo.timer", ".service", "a" * 300])
+def test_bad_unit_names_are_usage_errors(name: str) -> None:
+    with pytest.raises(UsageError):
+        systemd.check_unit_name(name)
+
+
+def test_a_missing_or_unexecutable_command_is_127_or_126_before_systemd_run(
+        tmp_path: Path) -> None:
+    with pytest.raises(CommandNotFound):
+        systemd.check_command("no-such-command-here-xyz")
+    with pytest.raises(CommandNotFound):
+        systemd.check_command(str(tmp_path / "missing"))
+    plain = tmp_path / "plain"
+    plain.write_text("echo hi\n")
+    with pytest.raises(CommandNotExecutable):
+        systemd.check_command(str(plain))
+    with pytest.raises(CommandNotExecutable):
+        systemd.check_command("plain", path=str(tmp_path))
+    with pytest.raises(CommandNotExecutable):
+        systemd.check_command(str(tmp_path))
+    systemd.check_command("sh")
+
+
+# --- run through a scope, with a stand-in for systemd-run ------------------------------------
+
+STAND_IN = """#!/bin/sh
+# Stand-in for systemd-run (systemd is not PID 1 on the test machine): answers --version,
+# records its arguments and the priorities it was started with, then does what the real one
+# does in --scope mode once the scope exists: exec the command in place.
+if [ "$1" = "--version" ]; then echo "systemd 255 (255.4-1)"; exit 0; fi
+printf '%s\\n' "$@" > "$RECORD"
+ionice -p $$ > "$RECORD.io"
+chrt -p $$ | head -1 > "$RECORD.cpu"
+while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+exec "$@"
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
+    tool = tmp_path / "systemd-run"
+    tool.write_text(STAND_IN)
+    tool.chmod(0o755)
+    record = tmp_path / "record"
+    monkeypatch.setenv("RECORD", str(record))
+    return str(tool), record
+
+
+MANAGED = Facts(True, "0::/init.scope\n")
+
+
+@pytest.mark.root
+def test_run_goes_through_a_scope_where_systemd_manages_cgroups(
+        state_dir: Path, stand_in: tuple[str, Path]) -> None:
+    tool, record = stand_in
+    said: list[str] = []
+    out = job.run_job(["sh", "-c", "exit 3"], BACKGROUND, facts=MANAGED, systemd_run=tool,
+                      report=said.append)
+    assert (out.exit_code, out.signal) == (3, None)
+    argv = record.read_text().splitlines()
+    assert argv[:4] == ["--scope", "--quiet", "--collect", argv[3]]
+    assert argv[3].startswith(f"--unit=backburner-run-{os.getpid()}-")
+    assert "--expand-environment=no" in argv  # the stand-in says it is systemd 255
+    assert argv[argv.index("--") + 1:] == ["sh", "-c", "exit 3"]
+    assert "IOWeight=10" in argv and "CPUWeight=10" in argv
+    # set on systemd-run before it started, so the job inherits them across exec
+    assert record.with_suffix(".io").read_text().strip() == "idle"
+    assert "SCHED_IDLE" in record.with_suffix(".cpu").read_text()
+    assert "systemd scope backburner-run-" in said[0]
+    assert not list(state_dir.rglob("*.jsonl"))  # no group of ours: nothing to undo
+
+
+@pytest.mark.root
+def test_a_signalled_job_in_a_scope_is_mirrored_exactly(
+        state_dir: Path, stand_in: tuple[str, Path]) -> None:
+    """systemd-run --scope execs the job in place: the process we wait for is the job, so
+    its death by a signal is a signal (not systemd-run's status 1)."""
+    tool, _ = stand_in
+    out = job.run_job(["sh", "-c", "kill -SEGV $$"], BACKGROUND, facts=MANAGED,
+                      systemd_run=tool)
+    assert out.signal == signal.SIGSEGV and out.exit_code is None
+    assert os.WIFSIGNALED(out.status) and os.WTERMSIG(out.status) == signal.SIGSEGV
+
+
+@pytest.mark.root
+def test_a_missing_command_is_127_not_systemd_runs_1(state_dir: Path,
+                                                     stand_in: tuple[str, Path]) -> None:
+    tool, record = stand_in
+    with pytest.raises(CommandNotFound):
+        job.run_job(["no-such-command-xyz"], BACKGROUND, facts=MANAGED, systemd_run=tool)
+    assert not record.exists()  # systemd-run was never started
+
+
+@pytest.mark.root
+def test_without_systemd_the_job_gets_our_own_cgroup(state_dir: Path, tmp_path: Path) -> None:
+    """The fallback, on the real kernel: the job reads its own cgroup membership."""
+    out_file = tmp_path / "cgroup"
+    out = job.run_job(["sh", "-c", f"cat /proc/self/cgroup > {out_file}"],
+                      priority.Policy("w", cpu_weight=50), facts=Facts(False, ""))
+    assert out.exit_code == 0
+    assert f"/backburner/run-{os.getpid()}" in out_file.read_text()
