@@ -1,13 +1,19 @@
 # bash completion for backburner; generated from its parser by `backburner completion bash`.
 _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
     case "$1" in
-        "") _bb_subs="apply bench compare completion policies report restore run slowdisk"; _bb_opts="-h --help -V --version --debug"; _bb_job=0;;
+        "") _bb_subs="apply bench compare completion extents policies report restore run slowdisk store trace"; _bb_opts="-h --help -V --version --debug"; _bb_job=0;;
         "apply") _bb_subs=""; _bb_opts="-h --help --scheduler --devices --kernel --unit --policy --io --cpu --io-weight --cpu-weight --root --dry-run --force --remove"; _bb_job=0;;
-        "bench") _bb_subs=""; _bb_opts="-h --help --preset --probe --ready-line --ready-file --load --policy --scheduler --device --trials --cold --warm --seed --settle --timeout --abort-factor --rotational --output -o --resume --html"; _bb_job=0;;
-        "compare") _bb_subs=""; _bb_opts="-h --help --tolerance"; _bb_job=0;;
+        "bench") _bb_subs=""; _bb_opts="-h --help --preset --study --probe --ready-line --ready-file --load --policy --scheduler --device --prepare --prepare-during -r --runs --trials -w --warmup --cold --warm --seed --settle --load-lifetime --block --probe-layout --probe-root --timeout --abort-factor --rotational --trace --output -o --fallback --resume --html --export-json --export-markdown --export-csv --show-output --ignore-failure -q --quiet"; _bb_job=0;;
+        "compare") _bb_subs=""; _bb_opts="-h --help --by --run --machine --since --plot --tolerance"; _bb_job=0;;
         "completion") _bb_subs="bash"; _bb_opts="-h --help"; _bb_job=0;;
+        "extents") _bb_subs="check map save show verify"; _bb_opts="-h --help"; _bb_job=0;;
+        "extents check") _bb_subs=""; _bb_opts="-h --help --quick"; _bb_job=0;;
+        "extents map") _bb_subs=""; _bb_opts="-h --help --dm-table --loop-args --zero-unwritten --allow-shared"; _bb_job=0;;
+        "extents save") _bb_subs=""; _bb_opts="-h --help -o --output --force"; _bb_job=0;;
+        "extents show") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
+        "extents verify") _bb_subs=""; _bb_opts="-h --help --include-unwritten"; _bb_job=0;;
         "policies") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
-        "report") _bb_subs=""; _bb_opts="-h --help --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
+        "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
         "restore") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
         "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force -v --verbose"; _bb_job=1;;
         "slowdisk") _bb_subs="create list profiles remove stats"; _bb_opts="-h --help"; _bb_job=0;;
@@ -16,6 +22,14 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "slowdisk profiles") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
         "slowdisk remove") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
         "slowdisk stats") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
+        "store") _bb_subs="copy"; _bb_opts="-h --help"; _bb_job=0;;
+        "store copy") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
+        "trace") _bb_subs="compare diff engines record show"; _bb_opts="-h --help"; _bb_job=0;;
+        "trace compare") _bb_subs=""; _bb_opts="-h --help --runs --engine --overhead --sample-ms --force -q --quiet -o --output --html --format --top"; _bb_job=1;;
+        "trace diff") _bb_subs=""; _bb_opts="-h --help --html --format --top"; _bb_job=0;;
+        "trace engines") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
+        "trace record") _bb_subs=""; _bb_opts="-h --help -o --output --runs --engine --overhead --sample-ms --force -q --quiet"; _bb_job=1;;
+        "trace show") _bb_subs=""; _bb_opts="-h --help --by --run --format --top"; _bb_job=0;;
         *) _bb_subs=""; _bb_opts=""; _bb_job=0;;
     esac
 }
@@ -32,7 +46,8 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "apply|--io-weight") echo "__any__";;
         "apply|--cpu-weight") echo "__any__";;
         "apply|--root") echo "__any__";;
-        "bench|--preset") echo "__any__";;
+        "bench|--preset") echo "quick";;
+        "bench|--study") echo "__any__";;
         "bench|--probe") echo "__any__";;
         "bench|--ready-line") echo "__any__";;
         "bench|--ready-file") echo "__any__";;
@@ -40,21 +55,45 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "bench|--policy") echo "__any__";;
         "bench|--scheduler") echo "__any__";;
         "bench|--device") echo "__any__";;
+        "bench|--prepare") echo "__any__";;
+        "bench|--prepare-during") echo "__any__";;
+        "bench|-r") echo "__any__";;
+        "bench|--runs") echo "__any__";;
         "bench|--trials") echo "__any__";;
+        "bench|-w") echo "__any__";;
+        "bench|--warmup") echo "__any__";;
         "bench|--seed") echo "__any__";;
         "bench|--settle") echo "__any__";;
+        "bench|--load-lifetime") echo "cell trial";;
+        "bench|--block") echo "__any__";;
+        "bench|--probe-layout") echo "aged directories touched";;
+        "bench|--probe-root") echo "__any__";;
         "bench|--timeout") echo "__any__";;
         "bench|--abort-factor") echo "__any__";;
         "bench|--rotational") echo "0 1";;
         "bench|--output") echo "__any__";;
         "bench|-o") echo "__any__";;
+        "bench|--fallback") echo "__any__";;
         "bench|--resume") echo "__any__";;
         "bench|--html") echo "__any__";;
+        "bench|--export-json") echo "__any__";;
+        "bench|--export-markdown") echo "__any__";;
+        "bench|--export-csv") echo "__any__";;
+        "compare|--by") echo "kernel machine run";;
+        "compare|--run") echo "__any__";;
+        "compare|--machine") echo "__any__";;
+        "compare|--since") echo "__any__";;
+        "compare|--plot") echo "__any__";;
         "compare|--tolerance") echo "__any__";;
+        "extents save|-o") echo "__any__";;
+        "extents save|--output") echo "__any__";;
+        "report|--run") echo "__any__";;
+        "report|--machine") echo "__any__";;
+        "report|--since") echo "__any__";;
         "report|--html") echo "__any__";;
         "report|--plot") echo "__any__";;
         "report|--format") echo "__any__";;
-        "report|--export") echo "csv json markdown";;
+        "report|--export") echo "csv hyperfine-json json markdown";;
         "report|--output") echo "__any__";;
         "report|-o") echo "__any__";;
         "report|--tolerance") echo "__any__";;
@@ -67,6 +106,26 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "slowdisk create|--profile") echo "__any__";;
         "slowdisk create|--size") echo "__any__";;
         "slowdisk create|--scheduler") echo "__any__";;
+        "trace compare|--runs") echo "__any__";;
+        "trace compare|--engine") echo "auto none perf strace";;
+        "trace compare|--sample-ms") echo "__any__";;
+        "trace compare|-o") echo "__any__";;
+        "trace compare|--output") echo "__any__";;
+        "trace compare|--html") echo "__any__";;
+        "trace compare|--format") echo "json markdown text";;
+        "trace compare|--top") echo "__any__";;
+        "trace diff|--html") echo "__any__";;
+        "trace diff|--format") echo "json markdown text";;
+        "trace diff|--top") echo "__any__";;
+        "trace record|-o") echo "__any__";;
+        "trace record|--output") echo "__any__";;
+        "trace record|--runs") echo "__any__";;
+        "trace record|--engine") echo "auto none perf strace";;
+        "trace record|--sample-ms") echo "__any__";;
+        "trace show|--by") echo "merged process thread";;
+        "trace show|--run") echo "__any__";;
+        "trace show|--format") echo "json markdown text";;
+        "trace show|--top") echo "__any__";;
         *) return 1;;
     esac
 }

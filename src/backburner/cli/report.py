@@ -93,7 +93,8 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..report import formats, groupings
+    from ..report.data import GROUPINGS
+    from ..report.export.registry import FORMATS
 
     r = add_command(sub, "report", cmd_report,
                     help="statistics, plots and exports of a result database")
@@ -104,7 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
     r.add_argument("--format", default="png", help="plot formats: png, svg, pdf (e.g. png,svg)")
     r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
-    r.add_argument("--export", choices=formats())
+    r.add_argument("--export", choices=FORMATS)
     r.add_argument("--output", "-o", help="file for --export (default: stdout)")
     r.add_argument("--tolerance", type=fraction, default=0.10,
                    help="'indistinguishable from idle' band, as a fraction")
@@ -114,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "kernels or runs of one")
     c.add_argument("before", nargs="?", help=f"database A (default: ${DB_ENV})")
     c.add_argument("after", nargs="?", help="database B")
-    c.add_argument("--by", choices=groupings(),
+    c.add_argument("--by", choices=GROUPINGS,
                    help="compare the groups of one database: each against the first")
     _filters(c)
     c.add_argument("--plot", metavar="DIR", help="with --by: one box per group, per cell")

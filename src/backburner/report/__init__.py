@@ -1,18 +1,33 @@
 """Reports from a result database: loading, summary rows, terminal table, exports, compare,
-HTML. `report.html` (the one part that draws plots) is imported on its own."""
+HTML. `report.html` (the one part that draws plots) is imported on its own.
 
-from .compare import CompareResult, CompareRow, compare, compare_groups, render_compare
-from .data import GROUPINGS, CellData, ReportData, load, split
-from .export import export, formats
-from .summary import Row, headline, notes, summary_rows
-from .terminal import console_for, render_terminal, render_text
+The names below load their modules on first use: the CLI builds its parser from this
+package's constants without importing numpy, rich or matplotlib (`run` needs none of them).
+"""
 
-__all__ = [
-    "GROUPINGS", "CellData", "CompareResult", "CompareRow", "ReportData", "Row", "compare",
-    "compare_groups", "console_for", "export", "formats", "groupings", "headline", "load",
-    "notes", "render_compare", "render_terminal", "render_text", "split", "summary_rows",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "CompareResult": "compare", "CompareRow": "compare", "compare": "compare",
+    "compare_groups": "compare", "render_compare": "compare",
+    "GROUPINGS": "data", "CellData": "data", "ReportData": "data", "load": "data",
+    "split": "data",
+    "export": "export", "formats": "export",
+    "Row": "summary", "headline": "summary", "notes": "summary", "summary_rows": "summary",
+    "console_for": "terminal", "render_terminal": "terminal", "render_text": "terminal",
+}
+
+__all__ = sorted(_WHERE)
 
 
-def groupings() -> tuple[str, ...]:
-    return GROUPINGS
+def __getattr__(name: str) -> Any:
+    try:
+        module = importlib.import_module(f".{_WHERE[name]}", __name__)
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(module, name)
+    globals()[name] = value
+    return value

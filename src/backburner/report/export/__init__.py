@@ -7,13 +7,14 @@ from typing import TextIO
 
 from ...errors import UsageError
 from ..data import ReportData
-from . import csv, hyperfine, json, markdown  # noqa: F401  - each registers itself
-from .registry import EXPORTERS
+from .registry import EXPORTERS, FORMATS
 
 
 def export(data: ReportData, fmt: str, out: TextIO, *, tolerance: float = 0.10,
            confidence: float = 0.95) -> None:
     """Write `data` in format `fmt` (see `formats()`) to `out`."""
+    from . import csv, hyperfine, json, markdown  # noqa: F401  - each registers itself
+
     try:
         writer = EXPORTERS[fmt]
     except KeyError:
@@ -23,4 +24,4 @@ def export(data: ReportData, fmt: str, out: TextIO, *, tolerance: float = 0.10,
 
 
 def formats() -> tuple[str, ...]:
-    return tuple(EXPORTERS)
+    return FORMATS
