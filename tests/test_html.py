@@ -62,12 +62,12 @@ def test_contents(page: tuple[Path, report.ReportData]) -> None:
         for w in r.warnings:
             assert html.escape(w.message) in text
     for needle in ("Synthetic CPU", "performance", "6.1.0-test", "loop7", "Seed",
-                   "Tool version", "Mann\u2013Whitney", "Cliff", "Tukey", "bootstrap",
+                   "backburner", "Mann\u2013Whitney", "Cliff", "Tukey", "bootstrap",
                    "\u00b110%"):
         assert needle in text, needle
     n_plots = len(plot.figures(data))
     imgs = re.findall(r"<img\b[^>]*>", text)
-    assert len(imgs) == n_plots == 2
+    assert len(imgs) == n_plots == 4  # box, ECDF, run order, scatter
     for tag in imgs:  # every inline image is a valid PNG
         b64 = re.search(r'base64,([^"]+)"', tag).group(1)
         with Image.open(io.BytesIO(base64.b64decode(b64))) as im:
@@ -167,7 +167,7 @@ def test_hostile_strings_in_the_markdown_export(tmp_path: Path) -> None:
     _hostile_db(tmp_path / "h.db")
     data = report.load(str(tmp_path / "h.db"))
     out = io.StringIO()
-    report.export(data, "markdown", out)
+    report.export_to(data, "markdown", out)
     table = [ln for ln in out.getvalue().splitlines() if ln.startswith("|")]
     header_cells = table[0].count(" | ")
     for row in table[2:]:  # every row keeps the column count: no | or newline got through

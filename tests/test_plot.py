@@ -32,8 +32,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> report.ReportData:
 @pytest.mark.parametrize("violin", [False, True])
 def test_every_cell_and_sample_is_drawn(data: report.ReportData, violin: bool) -> None:
     figs = plot.figures(data, violin=violin)
-    dists = [f for f in figs if f.kind != "scatter"]
-    assert [f.kind for f in figs] == ["violin" if violin else "box"] * 2 + ["scatter"]
+    dists = [f for f in figs if f.kind in ("box", "violin")]
+    kind = "violin" if violin else "box"
+    assert [f.kind for f in figs] == [kind, kind, "ecdf", "ecdf", "order", "scatter"]
     assert len(dists) == 2  # one per load
     for pf, load in zip(dists, (LOAD, LOAD2), strict=True):
         cells = [c for c in data.cells if c.cell.load in ("none", load)]
@@ -58,6 +59,16 @@ def test_every_cell_and_sample_is_drawn(data: report.ReportData, violin: bool) -
             assert a.get_segments()[0][0][1] == pytest.approx(medians[a.get_gid()[5:]])
         assert "gimp --version" in pf.figure._suptitle.get_text()
         assert "testbed:4G" in pf.figure._suptitle.get_text()
+    for pf, load in zip(figs[2:4], (LOAD, LOAD2), strict=True):  # the ECDFs: every sample
+        cells = [c for c in data.cells if c.cell.load in ("none", load)]
+        lines = gid_artists(pf.figure, "ecdf:")
+        assert {a.get_gid()[5:] for a in lines} == {c.key for c in cells if c.samples()}
+        for a in lines:
+            cell = data.cell(a.get_gid()[5:])
+            assert sorted(a.get_xdata()) == pytest.approx(sorted(cell.samples()))
+            assert a.get_ydata()[-1] == pytest.approx(1.0)
+    order = gid_artists(figs[4].figure, "order:")  # every counted ok trial, in run order
+    assert points(order) == sum(len(c.samples()) for c in data.cells)
     scatter = figs[-1].figure
     assert len(gid_artists(scatter, "point:")) == len(data.cells)
     labels = [t.get_text() for t in scatter.axes[0].texts]
@@ -96,7 +107,7 @@ def test_log_scale_only_for_a_wide_range(tmp_path: Path, data: report.ReportData
 def test_write_plots_writes_every_format(tmp_path: Path, data: report.ReportData) -> None:
     out = tmp_path / "plots"
     paths = plot.write_plots(data, str(out), ("png", "svg"))
-    assert len(paths) == 3 * 2
+    assert len(paths) == len(plot.figures(data)) * 2 == 6 * 2
     for p in paths:
         assert Path(p).parent == out and Path(p).stat().st_size > 1000
     pngs = [p for p in paths if p.endswith(".png")]
@@ -113,7 +124,7 @@ def test_all_timed_out_cell_is_plotted_at_its_limit(tmp_path: Path) -> None:
     make_db(path, medians=medians, trials=5,
             special={("mq-deadline", LOAD, "default", r): "timeout" for r in range(1, 6)})
     data = report.load(str(path))
-    box, scatter = plot.figures(data)
+    box, _ecdf, _order, scatter = plot.figures(data)
     assert len(gid_artists(box.figure, "box:")) == 1  # nothing to box, only the idle cell
     assert points(gid_artists(box.figure, "timeouts:")) == 5
     (pt,) = [a for a in gid_artists(scatter.figure, "point:") if LOAD in a.get_gid()]

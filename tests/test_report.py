@@ -241,7 +241,7 @@ def test_render_text_fits_the_terminal_without_cropping(db: str, width: int) -> 
 def test_csv_has_every_trial_and_field(db: str) -> None:
     data = report.load(db)
     out = io.StringIO()
-    report.export(data, "csv", out)
+    report.export_to(data, "csv", out)
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
     conn = sqlite3.connect(db)
     total = conn.execute("SELECT count(*) FROM trials").fetchone()[0]
@@ -265,7 +265,7 @@ def test_csv_has_every_trial_and_field(db: str) -> None:
 def test_json_round_trips(db: str) -> None:
     data = report.load(db)
     out = io.StringIO()
-    report.export(data, "json", out)
+    report.export_to(data, "json", out)
     doc = json.loads(out.getvalue())
     assert doc["format"] == "backburner-results" and doc["version"] == 1
     assert doc["runs"][0]["command"] == COMMAND
@@ -283,7 +283,7 @@ def test_json_round_trips(db: str) -> None:
         r = rows[cell["key"]]
         assert cell["n"] == r.n and cell["verdict"]["kind"] == r.verdict_kind
         assert cell["summary"]["median"] == r.median
-        assert cell["summary"]["median_ci"] == list(r.median_ci)
+        assert cell["summary"]["median_ci_exact"] == list(r.median_ci)  # the one shown
         walls = {t["id"]: t["wall_s"] for t in doc["trials"]}
         assert [walls[i] for i in cell["sample_trial_ids"]] == raw_samples(db, cell["key"])
     mq = next(c for c in doc["cells"] if c["key"] == key_of("mq-deadline", LOAD, "default"))
@@ -293,7 +293,7 @@ def test_json_round_trips(db: str) -> None:
 
 def test_markdown_table_shape(db: str) -> None:
     out = io.StringIO()
-    report.export(report.load(db), "markdown", out)
+    report.export_to(report.load(db), "markdown", out)
     text = out.getvalue()
     table = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert len(table) == 2 + len(MEDIANS)
@@ -307,7 +307,7 @@ def test_markdown_table_shape(db: str) -> None:
 def test_unknown_export_format_is_a_usage_error(db: str) -> None:
     out = io.StringIO()
     with pytest.raises(errors.UsageError):
-        report.export(report.load(db), "xlsx", out)
+        report.export_to(report.load(db), "xlsx", out)
     assert out.getvalue() == ""
 
 
@@ -322,19 +322,19 @@ def test_compare_matches_cells_and_lists_the_rest(tmp_path: Path) -> None:
     mb[("bfq", LOAD, "default")] = 0.45
     mb[("kyber", "none", "-")] = 0.27
     make_db(b, medians=mb, seed=7, device="sda")
-    result = report.compare(report.load(a), report.load(b))
+    result = report.compare_reports(report.load(a), report.load(b))
     by = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in result.rows}
     assert len(result.rows) == len(MEDIANS) - 1
     slow = by[("mq-deadline", LOAD, "default")]
-    assert slow.kind == "slower" and slow.verdict.startswith("B 2.")
+    assert slow.kind == "slower" and slow.verdict.startswith("changed: B 2.")
     assert slow.ratio.ratio == pytest.approx(
         np.median(raw_samples(b, key_of("mq-deadline", LOAD, "default", device="sda")))
         / np.median(raw_samples(a, key_of("mq-deadline", LOAD, "default"))))
     assert slow.cliffs_delta.delta == 1.0 and slow.cliffs_delta.magnitude == "large"
     assert slow.mann_whitney.p < 0.001
     assert by[("bfq", LOAD, "default")].kind == "faster"
-    assert by[("bfq", LOAD, "default")].verdict.startswith("B 2.")
-    assert by[("mq-deadline", "none", "-")].verdict == "same within \u00b110%"
+    assert by[("bfq", LOAD, "default")].verdict.startswith("changed: B 2.")
+    assert by[("mq-deadline", "none", "-")].verdict == "equivalent within \u00b110%"
     assert result.only_a == [f"{PROBE} · bfq · {LOAD} · gentle"]
     assert result.only_b == [f"{PROBE} · kyber · none · -"]
     assert any("device labels differ" in n and DEVICE in n and "sda" in n for n in result.notes)
@@ -484,7 +484,7 @@ def test_compare_by_groups_one_database(tmp_path: Path, by: str) -> None:
     assert len(rows) == len(MEDIANS)
     assert rows[("mq-deadline", LOAD, "default")].kind == "slower"
     assert rows[("mq-deadline", LOAD, "default")].ratio.ratio == pytest.approx(2.0, rel=0.1)
-    assert rows[("bfq", LOAD, "default")].kind in ("same", "inconclusive")
+    assert rows[("bfq", LOAD, "default")].kind in ("equivalent", "inconclusive")
     label = {"machine": "ssd-desktop", "kernel": "6.18.0", "run": "run 2"}[by]
     assert label in result.b
 
@@ -512,7 +512,7 @@ def test_hyperfine_json_has_hyperfines_own_shape(db: str, tmp_path: Path) -> Non
     import subprocess
 
     out = io.StringIO()
-    report.export(report.load(db), "hyperfine-json", out)
+    report.export_to(report.load(db), "hyperfine-json", out)
     ours = json.loads(out.getvalue())
     if shutil.which("hyperfine"):
         ref = tmp_path / "ref.json"
@@ -531,3 +531,41 @@ def test_hyperfine_json_has_hyperfines_own_shape(db: str, tmp_path: Path) -> Non
         assert all(isinstance(t, float) for t in result["times"])
     data = report.load(db)
     assert len(ours["results"]) == sum(1 for c in data.cells if c.samples())
+
+
+def test_a_copy_of_a_database_is_no_change(db: str, tmp_path: Path) -> None:
+    """A byte-identical copy: every cell "no change", none "inconclusive"."""
+    import shutil
+
+    copy = str(tmp_path / "copy.db")
+    shutil.copy(db, copy)
+    result = report.compare_reports(report.load(db), report.load(copy))
+    assert {r.kind for r in result.rows if r.n_a} == {"equivalent"}
+    assert all(r.verdict == "no change (identical samples)" for r in result.rows if r.n_a)
+
+
+@pytest.mark.parametrize(("args", "status"), [
+    ([], 0), (["--fail-if-slower", "10"], 1), (["--fail-if-slower", "200"], 0),
+    (["--fail-if-changed"], 1)])
+def test_compare_gates_for_ci(tmp_path: Path, args: list[str], status: int) -> None:
+    from helpers import bb
+
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, seed=1)
+    slower = dict(MEDIANS)
+    slower[("mq-deadline", LOAD, "default")] = 3.4 * 1.5
+    make_db(b, medians=slower, seed=1)
+    r = bb("compare", a, b, *args)
+    assert r.returncode == status, r.err
+    if status:
+        assert "fail the gate" in r.err and "mq-deadline" in r.err
+
+
+def test_no_lazy_name_of_the_report_package_is_a_module_name() -> None:
+    """`report.compare` would become the module once imported: names must not collide."""
+    import pkgutil
+
+    from backburner import report as pkg
+
+    modules = {m.name for m in pkgutil.iter_modules(pkg.__path__)}
+    assert modules & set(pkg._WHERE) == set()

@@ -126,9 +126,21 @@ def figures(data: ReportData, *, violin: bool = False,
                        "the scheduler, red \u00d7 = timeout at its limit.")
             out.append(PlotFigure(unique(_slug(f"{kind}-{probe}-{device}-{load}")), kind,
                                   caption, fig))
+        for load in loads:
+            members = [c for c in cells if c.unloaded or c.cell.load == load]
+            caption = (f"Empirical CDF of the start-up times of {probe} on {device} under "
+                       f"load {load}: how long the slowest starts took, cell by cell.")
+            out.append(PlotFigure(unique(_slug(f"ecdf-{probe}-{device}-{load}")), "ecdf",
+                                  caption, _ecdf_figure(probe, device, load, members,
+                                                        colours)))
+        caption = (f"Every counted trial of {probe} on {device} in the order it ran: a drift "
+                   "or step shows the machine changing during the run.")
+        out.append(PlotFigure(unique(_slug(f"order-{probe}-{device}")), "order", caption,
+                              _order_figure(probe, device, cells, colours)))
         fig = _scatter_figure(probe, device, cells, rows, colours)
-        caption = (f"Median start-up time of {probe} on {device} against the median background "
-                   "throughput during the probe; bars span the quartiles of both.")
+        caption = (f"Median start-up time of {probe} on {device} against the bulk work's own "
+                   "speed relative to unprotected (or, for results without it, the background "
+                   "throughput during the probe).")
         out.append(PlotFigure(unique(_slug(f"scatter-{probe}-{device}")), "scatter", caption,
                               fig))
     return out
@@ -283,11 +295,17 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
                for i, s in enumerate(dict.fromkeys(c.cell.scheduler for c in cells))}
     ys: list[float] = []
     labels: list[tuple[float, float, str, str]] = []
+    by_bulk = any(rows[c.key].bulk is not None for c in cells)
+    if by_bulk:  # the price of protection: the load's own speed against unprotected
+        cells = [c for c in cells if _bulk_x(rows[c.key]) is not None]
     for cell in cells:
         row = rows[cell.key]
-        tput = _throughput_mbps(cell)
-        tx, (tlo, thi) = ((float(np.median(tput)), np.quantile(tput, [0.25, 0.75]))
-                          if tput else (0.0, (0.0, 0.0)))
+        if by_bulk:
+            tx, tlo, thi = _bulk_x(row)  # type: ignore[misc]
+        else:
+            tput = _throughput_mbps(cell)
+            tx, (tlo, thi) = ((float(np.median(tput)), np.quantile(tput, [0.25, 0.75]))
+                              if tput else (0.0, (0.0, 0.0)))
         timed_out = row.median is None
         if timed_out:
             if row.timeout_limit is None:
@@ -314,11 +332,92 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
     ax.margins(x=0.08)
     ax.set_xlim(left=-0.03 * max(ax.get_xlim()[1], 1e-9))
     _place_labels(ax, labels)
-    ax.set_xlabel("background device throughput during the probe (MB/s, read + write)")
+    if by_bulk:
+        ax.set_xlabel("bulk work's own speed, relative to the same load unprotected "
+                      "(1 = full speed)")
+        _titles(fig, ax, f"Start-up time of {probe} on {device} vs the bulk work's speed",
+                "one point per loaded cell: median start-up time against the load's own "
+                "speed over the whole time it ran; bars: quartiles (y) and the ratio's CI "
+                "(x); colour = policy, shape = scheduler")
+    else:
+        ax.set_xlabel("background device throughput during the probe (MB/s, read + write)")
+        _titles(fig, ax, f"Start-up time of {probe} on {device} vs background throughput",
+                "one point per cell: median start-up time against median background "
+                "throughput; bars span the quartiles; colour = policy, shape = scheduler")
     ax.set_ylabel("median start-up time (s)")
-    _titles(fig, ax, f"Start-up time of {probe} on {device} vs background throughput",
-            "one point per cell: median start-up time against median background throughput; "
-            "bars span the quartiles; colour = policy, shape = scheduler")
+    return fig
+
+
+def _bulk_x(row: Row) -> tuple[float, float, float] | None:
+    if row.bulk is None:
+        return None
+    if row.cell.policy == "default":
+        return 1.0, 1.0, 1.0
+    r = row.bulk.ratio
+    return (r.ratio, r.lo, r.hi) if r is not None else None
+
+
+def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
+                 colours: dict[str, str]) -> Figure:
+    """The whole distribution, tail included: fraction of starts done by each time."""
+    fig = Figure(figsize=(8.5, 5.0), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(color="#E3E6EA", linewidth=0.8)
+    styles = {s: ("-", "--", ":", "-.")[i % 4]
+              for i, s in enumerate(dict.fromkeys(c.cell.scheduler for c in cells))}
+    values: list[float] = []
+    for cell in cells:
+        samples = sorted(cell.samples())
+        if not samples:
+            continue
+        values += samples
+        frac = np.arange(1, len(samples) + 1) / len(samples)
+        label = f"{cell.cell.scheduler} · {'idle' if cell.unloaded else cell.cell.policy}"
+        ax.step(samples, frac, where="post", color=colours.get(cell.cell.policy, IDLE_COLOUR),
+                linestyle=styles[cell.cell.scheduler], linewidth=1.6, label=label,
+                gid=f"ecdf:{cell.key}")
+    if values and use_log_scale(values):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("start-up time (s)")
+    ax.set_ylabel("fraction of starts done")
+    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    what = f"load {load}" if load != "none" else "unloaded"
+    _titles(fig, ax, f"Start-up times of {probe} on {device}, {what}: the whole distribution",
+            "empirical CDF of every counted trial; the right end is the tail a user meets")
+    return fig
+
+
+def _order_figure(probe: str, device: str, cells: list[CellData],
+                  colours: dict[str, str]) -> Figure:
+    """Every trial in the order it ran: drift, warming, a machine that got busier."""
+    fig = Figure(figsize=(10.0, 4.6), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(color="#E3E6EA", linewidth=0.8)
+    trials = sorted(((t["started_at"], t, c) for c in cells for t in c.counted
+                     if t["status"] == "ok" and t["wall_s"] is not None),
+                    key=lambda x: x[0])
+    markers = {s: MARKERS[i % len(MARKERS)]
+               for i, s in enumerate(dict.fromkeys(c.cell.scheduler for c in cells))}
+    values = []
+    for cell in cells:
+        xs = [i for i, (_, _, c) in enumerate(trials) if c is cell]
+        ys = [trials[i][1]["wall_s"] for i in xs]
+        if not xs:
+            continue
+        values += ys
+        ax.scatter(xs, ys, s=16, color=colours.get(cell.cell.policy, IDLE_COLOUR),
+                   marker=markers[cell.cell.scheduler], edgecolors="#1d232b", linewidths=0.3,
+                   label=cell.label if not cell.unloaded else f"{cell.cell.scheduler} · "
+                   "idle", gid=f"order:{cell.key}")
+    _set_y_scale(ax, values)
+    ax.set_xlabel("trial, in the order they ran")
+    ax.set_ylabel("start-up time (s)")
+    ax.legend(fontsize=7.5, frameon=False, ncol=2, loc="upper left")
+    _titles(fig, ax, f"Every trial of {probe} on {device}, in run order",
+            "a drift or a step here means the machine changed during the run "
+            "(the order is shuffled per round, so it cannot favour one cell)")
     return fig
 
 

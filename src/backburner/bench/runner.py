@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import shlex
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import median
 from typing import Any
 
@@ -37,6 +35,8 @@ from ..store import Store, backend_for, looks_like_url, machine_id, refuse_exist
 from . import config, devices, loads, proberoot, probes
 from .config import Plan
 from .devices import weight_raising_s
+from .environment import capture as capture_environment
+from .environment import device_settings
 from .matrix import Slot
 from .prepare import prepare_step, start_during
 from .tracing import Tracing
@@ -87,31 +87,6 @@ Reporter = Callable[[Progress], None]
 Warn = Callable[[str], None]
 
 
-def capture_environment() -> dict[str, Any]:
-    def read(path: str) -> str:
-        try:
-            return Path(path).read_text().strip()
-        except OSError:
-            return ""
-
-    cpu = next((ln.split(":", 1)[1].strip() for ln in read("/proc/cpuinfo").splitlines()
-                if ln.startswith("model name")), platform.processor())
-    mem = next((ln.split()[1] for ln in read("/proc/meminfo").splitlines()
-                if ln.startswith("MemTotal")), "0")
-    return {
-        "kernel": platform.release(),
-        "kernel_version": platform.version(),
-        "machine": platform.machine(),
-        "cpu_model": cpu,
-        "cpus": os.cpu_count(),
-        "cpu_governor": read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "n/a",
-        "memory_bytes": int(mem) * 1024,
-        "python": platform.python_version(),
-        "backburner": __version__,
-        "hostname": platform.node(),
-    }
-
-
 class Bench:
     def __init__(self, plan: Plan, store: Store, run_id: int,
                  reporter: Reporter, warn: Warn, show_output: bool = False) -> None:
@@ -141,10 +116,15 @@ class Bench:
         self.device = devices.setup(self.plan.device, tx, self.cfg.rotational, image)
         self.output = probes.ProbeOutput(self.device.workdir, show=self.show_output)
         offered = self.device.schedulers()
+        queues = {}
         for sched in self.plan.schedulers:
             if sched not in offered:
                 raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
                                        f"{self.device.name}", f"it offers: {', '.join(offered)}")
+            if self.device.current_scheduler() != sched:
+                tx.apply(system.SysfsValue(self.device.scheduler_file, sched))
+            queues[sched] = device_settings(self.device.queue)  # its tunables, as selected
+        self.device.facts["queue"] = queues
         log.debug("phase: discovery")
         touched: list[str] = []
         if root is None:

@@ -156,7 +156,7 @@ def _finish(path: str, args: argparse.Namespace) -> int:
                         ("csv", args.export_csv)):
         if target:
             with outfile.text_output(target) as out:
-                report.export(data, fmt, out)
+                report.export_to(data, fmt, out)
     if not args.quiet:
         print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
     failed = [c.label for c in data.cells if not c.samples()]

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 from .. import outfile
 from ..errors import UsageError
 from ..store import Filter
-from .common import add_command, fraction
+from .common import add_command, err, finite, fraction
 
 DB_ENV = "BACKBURNER_DB"
 
@@ -29,6 +30,11 @@ def selection(args: argparse.Namespace) -> Filter | None:
     return Filter(run=args.run, machine=args.machine, since=args.since)
 
 
+def percent(text: str) -> float:
+    """--fail-if-slower: a percentage, 0 to 1000 (10 means 10%)."""
+    return finite(0.0, 1000.0)(text) / 100
+
+
 def _date(text: str) -> float:
     """--since: YYYY-MM-DD or YYYY-MM-DDTHH:MM, local time."""
     for fmt in ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M"):
@@ -45,9 +51,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     formats = plot.parse_formats(args.format)  # a typo fails before anything is printed
     data = report.load(database(args, args.database), selection(args))
+    if args.recommend:
+        from ..report import recommend
+
+        print(recommend.render(recommend.recommend(data, tolerance=args.tolerance)), end="")
+        return 0
     if args.export:
         with outfile.text_output(args.output) as out:
-            report.export(data, args.export, out, tolerance=args.tolerance)
+            report.export_to(data, args.export, out, tolerance=args.tolerance)
         return 0
     report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))
     if args.html:
@@ -63,24 +74,31 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .. import report
 
+    color = sys.stdout.isatty()
     if args.by:
         if args.after:
             raise UsageError("--by compares the groups of one database", "give one database")
         data = report.load(database(args, args.before), selection(args))
         results = report.compare_groups(data, args.by, tolerance=args.tolerance)
         for result in results:
-            print(report.render_compare(result))
+            print(report.render_compare(result, color=color))
         if args.plot:
             from .. import plot
 
             for f in plot.write_group_plots(data, args.by, args.plot):
                 print(f"plot: {f}")
-        return 0
-    if not args.after:
-        raise UsageError("compare needs two databases, or one with --by machine|kernel|run")
-    a = report.load(database(args, args.before), selection(args))
-    b = report.load(args.after, selection(args))
-    print(report.render_compare(report.compare(a, b, tolerance=args.tolerance)))
+    else:
+        if not args.after:
+            raise UsageError("compare needs two databases, or one with --by machine|kernel|run")
+        a = report.load(database(args, args.before), selection(args))
+        b = report.load(args.after, selection(args))
+        results = [report.compare_reports(a, b, tolerance=args.tolerance)]
+        print(report.render_compare(results[0], color=color))
+    failing = [f for result in results for f in report.gate(
+        result, slower_than=args.fail_if_slower, changed=args.fail_if_changed)]
+    if failing:
+        err(f"{len(failing)} cell(s) fail the gate: " + "; ".join(failing))
+        return 1
     return 0
 
 
@@ -101,6 +119,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("database", nargs="?",
                    help=f"a result file, or a postgresql:// address (default: ${DB_ENV})")
     _filters(r)
+    r.add_argument("--recommend", action="store_true",
+                   help="the best scheduler and policy for each load, with the evidence, "
+                   "the commands that apply it and what this machine limits")
     r.add_argument("--html", help="write a self-contained HTML report here")
     r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
     r.add_argument("--format", default="png", help="plot formats: png, svg, pdf (e.g. png,svg)")
@@ -120,4 +141,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _filters(c)
     c.add_argument("--plot", metavar="DIR", help="with --by: one box per group, per cell")
     c.add_argument("--tolerance", type=fraction, default=0.10,
-                   help="'indistinguishable' band, as a fraction between 0 and 1")
+                   help="'equivalent' band, as a fraction between 0 and 1")
+    c.add_argument("--fail-if-slower", type=percent, metavar="PCT",
+                   help="exit 1 if a cell of B is slower than A by more than PCT percent "
+                   "(its whole B/A interval above 1 + PCT/100): a CI regression gate")
+    c.add_argument("--fail-if-changed", action="store_true",
+                   help="exit 1 if a cell changed either way beyond the tolerance")

@@ -11,16 +11,17 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "CompareResult": "compare", "CompareRow": "compare", "compare": "compare",
-    "compare_groups": "compare", "render_compare": "compare",
+    "CompareResult": "compare", "CompareRow": "compare", "compare_reports": "compare",
+    "compare_groups": "compare", "render_compare": "compare", "gate": "compare",
     "GROUPINGS": "data", "CellData": "data", "ReportData": "data", "load": "data",
     "split": "data",
-    "export": "export", "formats": "export",
+    "export_to": "export", "formats": "export",
     "Row": "summary", "headline": "summary", "notes": "summary", "summary_rows": "summary",
     "console_for": "terminal", "render_terminal": "terminal", "render_text": "terminal",
 }
 
 __all__ = sorted(_WHERE)
+# (no name here may be a module's name: importing report.compare would replace it)
 
 
 def __getattr__(name: str) -> Any:

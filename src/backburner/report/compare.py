@@ -36,7 +36,7 @@ class CompareRow:
     ratio: stats.RatioCI | None          # median B / median A
     mann_whitney: stats.MannWhitney | None
     cliffs_delta: stats.CliffsDelta | None  # positive: B tends to be slower
-    kind: str                            # same | slower | faster | inconclusive | no-data
+    kind: str                            # equivalent | slower | faster | inconclusive | no-data
     verdict: str
 
     @property
@@ -56,7 +56,7 @@ class CompareResult:
     notes: list[str]
 
 
-def compare(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
+def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
             confidence: float = 0.95) -> CompareResult:
     """Match cells of A and B by (probe, scheduler, load, policy) and compare B against A."""
     def ident(c: CellData) -> tuple[str, str, str, str]:
@@ -122,20 +122,38 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
         mw = stats.mann_whitney(sb, sa)
         cd = stats.cliffs_delta(sb, sa)
         f = fmt_factor
-        if v.kind == "slower":
-            kind, verdict = "slower", f"B {f(ratio.ratio)}\u00d7 slower"
+        if sorted(sa) == sorted(sb):  # the same trials (a copy of the database): no change
+            kind, verdict = "equivalent", "no change (identical samples)"
+        elif v.kind == "slower":
+            kind, verdict = "slower", f"changed: B {f(ratio.ratio)}\u00d7 slower"
         elif v.kind == "faster":
-            kind, verdict = "faster", f"B {f(1 / ratio.ratio)}\u00d7 faster"
+            kind, verdict = "faster", f"changed: B {f(1 / ratio.ratio)}\u00d7 faster"
         elif v.kind == "indistinguishable":
-            kind, verdict = "same", f"same within {tol}"
+            kind, verdict = "equivalent", f"equivalent within {tol}"
         else:
-            kind, verdict = "inconclusive", "inconclusive"
+            kind, verdict = "inconclusive", (f"inconclusive: B/A {f(ratio.lo)}\u2013"
+                                             f"{f(ratio.hi)} straddles {tol}")
     return CompareRow(ca.cell, cb.cell.device,
                       len(sa), len(sb), len(ca.timeout_limits()), len(cb.timeout_limits()),
                       ma, mb, ratio, mw, cd, kind, verdict)
 
 
-def render_compare(result: CompareResult, *, width: int | None = None) -> str:
+def gate(result: CompareResult, *, slower_than: float | None = None,
+         changed: bool = False) -> list[str]:
+    """The cells that fail a CI gate: significantly slower than 1 + `slower_than` (the whole
+    B/A interval above it), or (with `changed`) changed either way beyond the tolerance."""
+    failing = []
+    for r in result.rows:
+        if slower_than is not None and r.ratio is not None and r.ratio.lo > 1 + slower_than:
+            failing.append(f"{r.label}: B {fmt_factor(r.ratio.ratio)}\u00d7 A (CI from "
+                           f"{fmt_factor(r.ratio.lo)}\u00d7)")
+        elif changed and r.kind in ("slower", "faster"):
+            failing.append(f"{r.label}: {r.verdict}")
+    return failing
+
+
+def render_compare(result: CompareResult, *, width: int | None = None,
+                   color: bool = False) -> str:
     """The comparison as plain text: one row per matched cell, then unmatched cells and notes.
 
     ``width`` defaults to the terminal's (160 when not a terminal); narrow widths stack columns.
@@ -147,7 +165,8 @@ def render_compare(result: CompareResult, *, width: int | None = None) -> str:
     mw = [f"{r.mann_whitney.p:.2g}" if r.mann_whitney else "\u2013" for r in rows]
     cd = [f"{r.cliffs_delta.delta:+.2f} {r.cliffs_delta.magnitude}" if r.cliffs_delta
           else "\u2013" for r in rows]
-    style = {"slower": "bold red", "faster": "green", "same": "green", "inconclusive": "yellow"}
+    style = {"slower": "bold red", "faster": "green", "equivalent": "green",
+             "inconclusive": "yellow"}
     verdict = Column("Verdict", [Text(r.verdict, style=style.get(r.kind, "")) for r in rows],
                    wrap=True)
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
@@ -178,8 +197,8 @@ def render_compare(result: CompareResult, *, width: int | None = None) -> str:
                                                   if timeouts else "") for r in rows], "right"),
               *narrow[1:]]
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False,
-                      highlight=False, emoji=False)
+    console = Console(file=buf, width=width, color_system="standard" if color else None,
+                      force_terminal=color, highlight=False, emoji=False)
     console.print(f"A = {result.a}\nB = {result.b}\n", markup=False)
     if rows:
         console.print(AdaptiveTable([wide, middle, narrow]))
@@ -207,5 +226,5 @@ def compare_groups(data: ReportData, by: str, *, tolerance: float = 0.10,
         raise DataError(f"{data.path} holds one {by} only ({groups[0][0] if groups else '-'})",
                         f"--by {by} compares two or more")
     (_, reference), rest = groups[0], groups[1:]
-    return [compare(reference, other, tolerance=tolerance, confidence=confidence)
+    return [compare_reports(reference, other, tolerance=tolerance, confidence=confidence)
             for _, other in rest]

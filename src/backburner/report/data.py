@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cell import Cell
@@ -150,6 +150,11 @@ class ReportData:
             if c.key == key:
                 return c
         raise KeyError(key)
+
+    def unprotected_of(self, cell: CellData) -> CellData | None:
+        """The same load at policy default (nothing done to it) on the same scheduler."""
+        want = replace(cell.cell, policy="default")
+        return next((c for c in self.cells if c.cell == want), None)
 
     def baseline_of(self, cell: CellData) -> CellData | None:
         if cell.unloaded:

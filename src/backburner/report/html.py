@@ -10,13 +10,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import __version__, outfile, stats
-from ..units import fmt_bytes, fmt_range, fmt_s
+from ..units import fmt_bytes, fmt_factor, fmt_range, fmt_s
 from .data import ReportData
 from .summary import (
     RESAMPLES,
     SEED,
     Row,
     background_text,
+    bulk_ratio_text,
+    bulk_speed_text,
     lost_text,
     notes,
     summary_rows,
@@ -105,23 +107,26 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
              f"{len(data.cells)} cells, {data.trial_count} trials \u00b7 "
              f"{'finished' if data.finished else '<strong>unfinished run</strong>'}</p>"]
 
-    parts.append("<h2>Command</h2>")
-    for r in data.runs:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_at))
-        parts.append(f"<pre><code>{_e(r.command)}</code></pre>")
-        parts.append(f'<p class="sub">run {r.id}, started {started}, '
-                     + ("finished " + time.strftime("%H:%M:%S", time.localtime(r.finished_at))
-                        if r.finished_at else "not finished") + f", seed {_e(r.seed)}</p>")
+    parts.append("<h2>Conclusion</h2>")
+    parts.append(_conclusion(data, rows, tolerance, confidence))
 
     parts.append("<h2>Summary</h2>")
     parts.append(_html_table(data, rows, conf))
-    parts.append(f'<p class="legend">Times in seconds. Median with its {conf} bootstrap CI. '
+    parts.append(f'<p class="legend">Times in seconds. Median with its exact {conf} '
+                 "order-statistic interval (distribution-free; none below 6 trials at 95%). "
                  "Out. = outliers by Tukey's rule (kept in the data); T/O = timeouts (not in "
                  "the samples; \u2265 the limit they hit); Fail / abort = failed / aborted trials. "
                  "The verdict compares the cell's median with the unloaded median of the same "
                  f"scheduler (ratio and its {conf} CI), with a tolerance of "
                  f"\u00b1{tolerance * 100:g}%. BG = median background device throughput while "
-                 "the probe ran, read / write, in MB/s (10<sup>6</sup> bytes).</p>")
+                 "the probe ran, read / write, in MB/s (10<sup>6</sup> bytes), the probe's "
+                 "own reads and writes not counted. Bulk = the load's own work rate over the "
+                 "whole time it ran, and that rate relative to the same load unprotected "
+                 "(policy default) on the same scheduler, with its CI.</p>")
+    why = _why(data, rows)
+    if why:
+        parts.append("<h2>Why: what the probe waited on</h2>")
+        parts.append(why)
 
     parts.append("<h2>Warnings</h2>")
     warn_items = [f"<li><strong>{_e(r.cell.label)}</strong>: {_e(w.message)}</li>"
@@ -136,7 +141,16 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
     parts.append("<h2>Plots</h2>")
     for name, caption, b64, width in images:
         parts.append(f'<figure id="{_e(name)}"><img alt="{_e(caption)}" width="{width}" '
-                     f'src="data:image/png;base64,{b64}"></figure>')
+                     f'src="data:image/png;base64,{b64}"><figcaption>{_e(caption)}'
+                     "</figcaption></figure>")
+
+    parts.append("<h2>Runs</h2>")
+    for r in data.runs:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started_at))
+        parts.append(f"<pre><code>{_e(r.command)}</code></pre>")
+        parts.append(f'<p class="sub">run {r.id} on {_e(r.machine)}, started {started}, '
+                     + ("finished " + time.strftime("%H:%M:%S", time.localtime(r.finished_at))
+                        if r.finished_at else "not finished") + f", seed {_e(r.seed)}</p>")
 
     parts.append("<h2>Environment</h2>")
     parts.append(_html_environment(data))
@@ -160,6 +174,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
            *[f'<th class="num">{h}</th>' for h in num],
            "<th>Verdict: ratio to idle [CI]</th>",
            '<th class="num">BG MB/s<br><small>read / write</small></th>',
+           '<th class="num">Bulk<br><small>vs unprotected</small></th>',
            "</tr></thead><tbody>"]
     prev = None
 
@@ -192,6 +207,8 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
                 f"{_e(lost_text(r))}</td>"]
         tds.append(f'<td class="v v-{_e(r.verdict_kind)}">{_e(r.verdict)}</td>')
         tds.append(f'<td class="num">{_e(background_text(r))}</td>')
+        tds.append(f'<td class="num">{_e(bulk_speed_text(r))}<br><small>'
+                   f"{_e(bulk_ratio_text(r))}</small></td>")
         out.append(f'<tr class="{" ".join(cls)}">' + "".join(tds) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
@@ -214,10 +231,12 @@ def _kv_table(items: Iterable[tuple[str, Any]]) -> str:
     return "".join(out)
 
 
-_ENV_LABELS = {"kernel": "Kernel", "kernel_version": "Kernel build", "machine": "Machine",
-               "cpu_model": "CPU", "cpus": "CPUs", "cpu_governor": "CPU governor",
-               "memory_bytes": "Memory", "hostname": "Host", "python": "Python",
-               "backburner": "backburner"}
+_ENV_LABELS = {"hostname": "Host", "os": "Distribution", "kernel": "Kernel",
+               "kernel_version": "Kernel build", "kernel_cmdline": "Kernel command line",
+               "machine": "Architecture", "cpu_model": "CPU", "cpus": "CPUs",
+               "cpu_governor": "CPU governor", "memory_bytes": "Memory",
+               "vm_dirty": "vm.dirty_* (writeback)", "cgroup_version": "cgroup version",
+               "fio": "fio", "python": "Python", "backburner": "backburner"}
 _ENV_ORDER = tuple(_ENV_LABELS)
 
 
@@ -228,21 +247,27 @@ def _html_environment(data: ReportData) -> str:
         device = env.pop("device", None)
         if len(data.runs) > 1:
             out.append(f"<h3>Run {r.id}</h3>")
+        study = env.pop("study", None)
+        env.setdefault("backburner", r.tool_version)
         items: list[tuple[str, Any]] = [(_ENV_LABELS[k], env.pop(k)) for k in _ENV_ORDER
                                         if k in env]
         if "Memory" in dict(items):
             items = [(k, f"{fmt_bytes(v)} ({v} bytes)" if k == "Memory" else v)
                      for k, v in items]
-        items += sorted(env.items())
-        items += [("Tool version", r.tool_version), ("Seed", r.seed)]
+        items += [(k.replace("_", " ").capitalize(), v) for k, v in sorted(env.items())]
+        items += [("Machine id", r.machine_id or "–"), ("Run id", r.uuid),
+                  ("Seed", r.seed)]
         out.append(_kv_table(items))
+        if isinstance(study, dict):
+            out.append(f"<details><summary>Study file {_e(study.get('path', ''))}</summary>"
+                       f"<pre><code>{_e(study.get('text', ''))}</code></pre></details>")
         out.append("<h3>Device under test</h3>")
         out.append(_kv_table(device.items()) if isinstance(device, dict) and device
                    else '<p class="sub">no device facts recorded (the run stopped before the '
                    "device was set up)</p>")
-        out.append("<h3>Configuration</h3>")
-        out.append(f"<pre><code>{_e(json.dumps(r.config, indent=2, sort_keys=True))}"
-                   "</code></pre>")
+        out.append("<details><summary>Configuration (JSON, as stored with the run)</summary>"
+                   f"<pre><code>{_e(json.dumps(r.config, indent=2, sort_keys=True))}"
+                   "</code></pre></details>")
     return "".join(out)
 
 
@@ -254,12 +279,16 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         "caches (cold=0), so its time is the cell's warm reference for the not-cold check. "
         "Timeouts are counted and shown at the limit they hit (red \u00d7 in the plots), never "
         "averaged in; failed and aborted trials are counted and reported.",
-        f"<b>Median and its interval.</b> Each cell is summarised by its median with a {conf} "
-        f"percentile-bootstrap interval ({RESAMPLES:,} resamples, seed {SEED}, so the report "
-        "is reproducible); quartiles use numpy's linear method; MAD is the median absolute "
-        "deviation.",
+        f"<b>Median and its interval.</b> Each cell is summarised by its median with the exact "
+        f"{conf} order-statistic interval [x<sub>(k)</sub>, x<sub>(n−k+1)</sub>]: "
+        "distribution-free, its coverage is at least the confidence asked for (a percentile "
+        "bootstrap of a median covers less at the small n of a cell, which a simulation test "
+        "shows); below 6 trials at 95% there is none. Quartiles use numpy's linear method; "
+        "MAD is the median absolute deviation.",
         f"<b>Ratio to idle.</b> Median of the loaded cell / median of the unloaded cell on the "
-        f"same scheduler, with a {conf} bootstrap CI from resampling both independently.",
+        f"same scheduler, with a {conf} percentile-bootstrap CI from resampling both "
+        f"independently ({RESAMPLES:,} resamples, seed {SEED}, so the report is "
+        "reproducible; its coverage is checked by simulation in the tests).",
         f"<b>Verdict.</b> \u201cslower\u201d/\u201cfaster\u201d only when the whole CI lies "
         f"beyond 1 \u00b1 {tolerance * 100:g}%; \u201cindistinguishable\u201d only when it lies "
         "entirely within; otherwise \u201cinconclusive\u201d: a wide interval is not "
@@ -277,3 +306,75 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         f"{stats.NOT_COLD_FRACTION:.0%} of the warm median; more than 10% outliers.",
     ]
     return '<ul class="notes">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _conclusion(data: ReportData, rows: list[Row], tolerance: float,
+                confidence: float) -> str:
+    """One paragraph a reader acts on, then the recommended action per load."""
+    from .recommend import recommend
+
+    loaded = [r for r in rows if not r.cell.unloaded and r.ratio is not None]
+    if not loaded:
+        return ('<p class="conclusion">Only unloaded cells (or none with a ratio to idle): '
+                "this run is a baseline. Add a --load to see what background work costs.</p>")
+    worst = max(loaded, key=lambda r: r.ratio.ratio if r.ratio else 0.0)
+    best = min(loaded, key=lambda r: r.ratio.ratio if r.ratio else float("inf"))
+    assert worst.ratio and best.ratio
+    text = (f"Under background load the probe started up to {fmt_factor(worst.ratio.ratio)}"
+            f"\u00d7 slower than idle ({worst.cell.label}); the best protected cell reached "
+            f"{fmt_factor(best.ratio.ratio)}\u00d7 ({best.cell.label}).")
+    out = [f'<p class="conclusion">{_e(text)}</p>', '<ul class="recommend">']
+    for rec in recommend(data, tolerance=tolerance, confidence=confidence):
+        cmds = "\n".join(rec.commands)
+        limits = "".join(f'<li class="limit">{_e(n)}</li>' for n in rec.limits)
+        out.append(f"<li><b>Recommended {_e(rec.title)}:</b> {_e(rec.evidence)}"
+                   f"<pre><code>{_e(cmds)}</code></pre>"
+                   f"<details><summary>as a govern rule</summary><pre><code>"
+                   f"{_e(rec.govern_rule)}</code></pre></details>"
+                   + (f"<ul>{limits}</ul>" if limits else "") + "</li>")
+    out.append("</ul>")
+    return "".join(out)
+
+
+def _why(data: ReportData, rows: list[Row]) -> str:
+    """From --trace trials: how long the probe's window stalled on IO, and whose requests
+    the device served meanwhile (probe, load, writeback, journal, others)."""
+    lines = []
+    for cell, row in zip(data.cells, rows, strict=True):
+        traced = [t for t in cell.counted if "io_by" in t["extra"]]
+        if not traced:
+            continue
+        stall = _median([t["extra"].get("counters", {}).get("psi_io_some_s") for t in traced])
+        shares: dict[str, list[float]] = {}
+        for t in traced:
+            groups = t["extra"]["io_by"].get("groups", {})
+            total = sum(g.get("bytes", 0) for g in groups.values()) or 1
+            for name, g in groups.items():
+                shares.setdefault(name, []).append(g.get("bytes", 0) / total)
+        share = ", ".join(f"{name} {100 * (_median(v) or 0):.0f}%" for name, v in
+                          sorted(shares.items(), key=lambda kv: -(_median(kv[1]) or 0)))
+        blocks = _median([t["in_blocks"] for t in traced])
+        lines.append(f"<tr><td>{_e(row.cell.label)}</td>"
+                     f'<td class="num">{_e(fmt_s(row.median))}</td>'
+                     f'<td class="num">{_e(fmt_s(stall))}</td>'
+                     f'<td class="num">{_e(f"{blocks:.0f}" if blocks is not None else "-")}</td>'
+                     f"<td>{_e(share or '-')}</td></tr>")
+    if not lines:
+        return ""
+    method = next((t["extra"]["io_by"].get("method") for c in data.cells for t in c.counted
+                   if "io_by" in t["extra"]), "?")
+    return ('<table class="summary"><thead><tr><th>Cell</th><th class="num">Median s</th>'
+            '<th class="num">IO stall s<br><small>PSI some</small></th>'
+            '<th class="num">Blocks read</th><th>Device bytes by issuer (median share)</th>'
+            "</tr></thead><tbody>" + "".join(lines) + "</tbody></table>"
+            f'<p class="legend">From <code>bench --trace</code>: the kernel\'s IO pressure '
+            f"stall over the probe's window, the blocks the probe read, and who issued the "
+            f"bytes the device served meanwhile (method: {_e(method)}).</p>")
+
+
+def _median(values: list[Any]) -> float | None:
+    nums = sorted(float(v) for v in values if isinstance(v, int | float))
+    if not nums:
+        return None
+    mid = len(nums) // 2
+    return nums[mid] if len(nums) % 2 else (nums[mid - 1] + nums[mid]) / 2

@@ -9,7 +9,9 @@
   is used only through its block count.)
 * The baseline of a loaded cell is the unloaded cell with the same probe, device, scheduler
   and preparation (and the same cold/warm mode).
-* Bootstraps use seed 0 and 10,000 resamples, so a report is reproducible.
+* A cell's median is shown with its exact order-statistic interval (distribution-free: its
+  coverage is at least the confidence asked for); ratios to idle with a percentile
+  bootstrap (seed 0, 10,000 resamples, so a report is reproducible).
 
 The short texts that every renderer shows for a row (median with CI, timeouts, background)
 are here too, so the terminal, Markdown and HTML say the same thing.
@@ -40,8 +42,9 @@ class Row:
     mode: str                      # cold | warm
     n: int                         # samples: counted ok trials
     median: float | None
-    median_ci: tuple[float, float] | None        # bootstrap
-    median_ci_exact: tuple[float, float] | None  # order statistics (None if n too small)
+    #: the exact order-statistic interval, the one shown (None when n is too small for one)
+    median_ci: tuple[float, float] | None
+    median_ci_bootstrap: tuple[float, float] | None  # percentile bootstrap, for the record
     confidence: float
     q1: float | None
     q3: float | None
@@ -64,6 +67,25 @@ class Row:
     read_mbps: float | None
     write_mbps: float | None
     summary: stats.Summary | None
+    bulk: Bulk | None = None
+
+
+@dataclass(frozen=True)
+class Bulk:
+    """The load's own work rate while it ran (not only while the probe ran), and that rate
+    relative to the same load unprotected (policy default) on the same scheduler: the price
+    the bulk work pays for the probe's protection."""
+
+    unit: str                      # bytes | files | units | device bytes
+    runs: int                      # load runs measured
+    speed: float                   # median units per second
+    speed_ci: tuple[float, float] | None
+    reference_key: str | None      # the unprotected cell
+    ratio: stats.RatioCI | None    # speed / the unprotected cell's speed
+
+    @property
+    def per_second(self) -> str:
+        return f"{self.unit}/s"
 
 
 def summary_rows(data: ReportData, *, tolerance: float = 0.10,
@@ -156,8 +178,8 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
         cell=cell.cell, mode=mode,
         n=len(samples),
         median=s.median if s else None,
-        median_ci=s.median_ci if s else None,
-        median_ci_exact=s.median_ci_exact if s else None,
+        median_ci=s.median_ci_exact if s else None,
+        median_ci_bootstrap=s.median_ci if s else None,
         confidence=confidence,
         q1=s.q1 if s else None, q3=s.q3 if s else None,
         min=s.min if s else None, max=s.max if s else None,
@@ -174,7 +196,42 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
         read_mbps=(median_of(reads) or 0.0) / MB if reads else None,
         write_mbps=(median_of(writes) or 0.0) / MB if writes else None,
         summary=summary,
+        bulk=_bulk(data, cell, confidence),
     )
+
+
+def bulk_rates(cell: CellData) -> tuple[str, list[float]]:
+    """(unit, per-run rates) of the load's own work, from the trials that stopped a load."""
+    rates, units = [], []
+    for t in cell.counted:
+        b = t["extra"].get("bulk")
+        if isinstance(b, dict) and isinstance(b.get("seconds"), int | float) \
+                and b["seconds"] > 0 and isinstance(b.get("units"), int | float):
+            rates.append(float(b["units"]) / float(b["seconds"]))
+            units.append(str(b.get("unit", "units")))
+    unit = max(set(units), key=units.count) if units else ""
+    return unit, rates
+
+
+def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
+    if cell.unloaded:
+        return None
+    unit, rates = bulk_rates(cell)
+    if not rates:
+        return None
+    ci = None
+    if len(rates) >= 2:
+        ci = stats.bootstrap_median_ci(rates, confidence=confidence, resamples=RESAMPLES,
+                                       seed=SEED)
+    ref = data.unprotected_of(cell)
+    ratio = None
+    if ref is not None and ref is not cell:
+        ref_unit, ref_rates = bulk_rates(ref)
+        if ref_rates and ref_unit == unit and float(np.median(ref_rates)) > 0:
+            ratio = stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
+                                           resamples=RESAMPLES, seed=SEED)
+    return Bulk(unit, len(rates), float(np.median(rates)), ci, ref.key if ref else None,
+                ratio)
 
 
 def _s(n: int) -> str:
@@ -221,6 +278,28 @@ def background_text(r: Row) -> str:
     if r.read_mbps is None and r.write_mbps is None:
         return DASH
     return f"{fmt_mbps(r.read_mbps)} / {fmt_mbps(r.write_mbps)}"
+
+
+def bulk_speed_text(r: Row) -> str:
+    """The load's own speed: MB/s for bytes, else its unit per second."""
+    b = r.bulk
+    if b is None:
+        return DASH
+    if b.unit.endswith("bytes"):
+        return f"{fmt_mbps(b.speed / MB)} MB/s"
+    return f"{b.speed:.3g} {b.unit}/s"
+
+
+def bulk_ratio_text(r: Row) -> str:
+    b = r.bulk
+    if b is None:
+        return ""
+    if r.cell.policy == "default":
+        return "unprotected"
+    if b.ratio is None:
+        return "no unprotected cell"
+    return f"{fmt_factor(b.ratio.ratio)}\u00d7 [{fmt_factor(b.ratio.lo)}\u2013" \
+           f"{fmt_factor(b.ratio.hi)}]"
 
 
 def timeouts_text(r: Row) -> str:

@@ -143,7 +143,8 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     conf = f"{confidence * 100:g}%"
     table = AdaptiveTable(_summary_layouts(data, rows, conf))
-    legend = Text(f"median [{conf} bootstrap CI] in seconds; Out = Tukey outliers (kept); "
+    legend = Text(f"median [{conf} CI, exact order statistics] in seconds; Out = Tukey "
+                  "outliers (kept); "
                   "T/O = timeouts; F/A = failed/aborted; verdicts against the unloaded cell "
                   f"of the same scheduler, \u00b1{tolerance * 100:g}% tolerance; BG = "
                   "background device throughput during the probe (median MB/s read / write)",

@@ -55,6 +55,9 @@ def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.
             "verdict": {"kind": r.verdict_kind, "text": r.verdict},
             "warnings": [asdict(w) for w in r.warnings],
             "background_mbps": {"read": r.read_mbps, "write": r.write_mbps},
+            "bulk_speed": r.bulk.speed if r.bulk else None,
+            "bulk_speed_unit": f"{r.bulk.unit}/s" if r.bulk else None,
+            "bulk_speed_ratio": asdict(r.bulk.ratio) if r.bulk and r.bulk.ratio else None,
         })
     trials = []
     for c in data.cells:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
-from ...units import fmt_range
+from ...units import DASH, fmt_range
 from ..data import ReportData
 from ..summary import (
     background_text,
+    bulk_ratio_text,
+    bulk_speed_text,
     lost_text,
     median_text,
     notes,
@@ -48,8 +50,9 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     conf = f"{confidence * 100:g}%"
     header = ["Scheduler", "Load", "Policy", "n", f"Median s [{conf} CI]", "Q1\u2013Q3 s",
-              "Timeouts", "Fail/Abort", "Verdict", "BG MB/s r/w"]
-    align = [":--", ":--", ":--", "--:", "--:", "--:", "--:", "--:", ":--", "--:"]
+              "Timeouts", "Fail/Abort", "Verdict", "BG MB/s r/w", "bulk_speed",
+              "bulk_speed_ratio"]
+    align = [":--", ":--", ":--", "--:", "--:", "--:", "--:", "--:", ":--", "--:", "--:", "--:"]
     if data.multi:
         header = ["Probe", "Device", *header]
         align = [":--", ":--", *align]
@@ -63,7 +66,8 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
                   text(median_text(r)), text(fmt_range(r.q1, r.q3)), text(timeouts_text(r)),
                   text(lost_text(r)),
                   f"**{verdict}**" if r.verdict_kind in ("slower", "timed-out") else verdict,
-                  text(background_text(r))]
+                  text(background_text(r)), text(bulk_speed_text(r)),
+                  text(bulk_ratio_text(r) or DASH)]
         lines.append("| " + " | ".join(cells) + " |")
     extra = [f"- {text(r.cell.label)}: {text(w.message)}" for r in rows for w in r.warnings]
     extra += [f"- {text(n)}" for n in notes(data)]

@@ -1,0 +1,180 @@
+"""From numbers to a decision (`report --recommend`, and the HTML report's conclusion).
+
+For every load (per probe, device and preparation): the cells that are Pareto-best for
+start-up time (ratio to idle, lower is better) against the bulk work's own speed (relative
+to the same load unprotected, higher is better); the recommended scheduler and policy with
+its evidence and uncertainty; the exact commands that apply it (`run`, `apply`, a `govern`
+rule); and what this machine limits, with the reason. Pure: summary rows and the run's
+recorded environment in, recommendations out.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DataError
+from ..units import fmt_factor
+from .data import ReportData
+from .summary import Row, summary_rows
+
+BUFFERED_WRITERS = ("install-loop", "copy", "writers:", "cmd:")
+NO_PRIORITIES = {"none": "none", "kyber": "kyber"}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    probe: str
+    device: str
+    prepare: str
+    load: str
+    best: Row
+    pareto: tuple[Row, ...]
+    evidence: str
+    commands: tuple[str, ...]
+    govern_rule: str
+    limits: tuple[str, ...] = field(default=())
+
+    @property
+    def title(self) -> str:
+        where = f"{self.probe} on {self.device}"
+        prep = "" if self.prepare == "none" else f", prepared with {self.prepare}"
+        return f"under load {self.load} ({where}{prep})"
+
+
+def _start(r: Row) -> float:
+    return r.ratio.ratio if r.ratio else float("inf")
+
+
+def _bulk(r: Row) -> float | None:
+    if r.bulk is None:
+        return None
+    if r.cell.policy == "default":
+        return 1.0
+    return r.bulk.ratio.ratio if r.bulk.ratio else None
+
+
+def pareto(rows: list[Row]) -> list[Row]:
+    """Rows no other row beats on both start-up ratio (lower) and bulk speed (higher);
+    without bulk figures, on start-up alone."""
+    def dominated(r: Row) -> bool:
+        for o in rows:
+            if o is r:
+                continue
+            ob, rb = _bulk(o), _bulk(r)
+            if ob is None or rb is None:
+                if _start(o) < _start(r):
+                    return True
+                continue
+            if _start(o) <= _start(r) and ob >= rb and (_start(o) < _start(r) or ob > rb):
+                return True
+        return False
+
+    return sorted((r for r in rows if not dominated(r)), key=_start)
+
+
+def choose(rows: list[Row], tolerance: float) -> Row:
+    """The lowest start-up ratio; among cells within the tolerance of it, the one whose
+    bulk work keeps the most of its speed."""
+    best = min(_start(r) for r in rows)
+    close = [r for r in rows if _start(r) <= best * (1 + tolerance)]
+    return max(close, key=lambda r: (_bulk(r) or 0.0, -_start(r)))
+
+
+def _ci(ratio: Any) -> str:
+    return f"{fmt_factor(ratio.ratio)}\u00d7 [{fmt_factor(ratio.lo)}\u2013{fmt_factor(ratio.hi)}]"
+
+
+def evidence(r: Row, rows: list[Row]) -> str:
+    parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up "
+             + (f"{_ci(r.ratio)} idle" if r.ratio else "not measured")]
+    if r.bulk is not None and r.cell.policy != "default" and r.bulk.ratio is not None:
+        parts.append(f"bulk work at {_ci(r.bulk.ratio)} of its unprotected speed")
+    elif r.bulk is not None and r.cell.policy == "default":
+        parts.append("bulk work unprotected (full speed)")
+    defaults = {x.cell.scheduler: x for x in rows if x.cell.policy == "default" and x.ratio}
+    if "bfq" in defaults and len(defaults) > 1:
+        others = [x for s, x in defaults.items() if s != "bfq"]
+        bfq, other = defaults["bfq"], min(others, key=_start)
+        assert bfq.ratio and other.ratio
+        if bfq.ratio.hi < other.ratio.lo:
+            parts.append(f"BFQ alone brings the start to {fmt_factor(bfq.ratio.ratio)}\u00d7 "
+                         f"(vs {fmt_factor(other.ratio.ratio)}\u00d7 on "
+                         f"{other.cell.scheduler})")
+        else:
+            parts.append("BFQ does not help here: its unprotected start is no better than "
+                         f"{other.cell.scheduler}'s")
+    return "; ".join(parts)
+
+
+def commands(r: Row) -> tuple[str, ...]:
+    out = [f"backburner apply --scheduler {r.cell.scheduler}   # the IO scheduler, for "
+           "matching disks (a udev rule)"]
+    if r.cell.policy != "default":
+        out.append(f"backburner run --policy {shlex.quote(r.cell.policy)} -- "
+                   "YOUR-BULK-COMMAND")
+        out.append(f"backburner apply --unit YOUR-UPDATER.service --policy "
+                   f"{shlex.quote(r.cell.policy)}   # for a systemd unit")
+    return tuple(out)
+
+
+def govern_rule(r: Row) -> str:
+    policy = r.cell.policy if r.cell.policy not in ("default", "-") else "background"
+    return ("[[rule]]\n"
+            'name = "bulk-work"\n'
+            'match = { comm = ["YOUR-BULK-PROGRAM"] }\n'
+            f'policy = "{policy}"\n')
+
+
+def limits(data: ReportData, r: Row) -> tuple[str, ...]:
+    """What on this machine keeps some protection from working, with the reason."""
+    out = []
+    env = data.runs[-1].environment if data.runs else {}
+    device = env.get("device", {}) if isinstance(env.get("device"), dict) else {}
+    queue = device.get("queue", {}) if isinstance(device.get("queue"), dict) else {}
+    if env.get("cgroup_version") == 1 and r.cell.load.startswith(BUFFERED_WRITERS):
+        out.append("cgroup v1 does not attribute buffered writeback to the load's cgroup: the "
+                   "kernel's flusher threads write its data, so IO weights cannot slow those "
+                   "writes (only the idle IO class of its own reads and fsyncs helps)")
+    bfq = queue.get("bfq", {}) if isinstance(queue.get("bfq"), dict) else {}
+    if bfq.get("low_latency") == "0":
+        out.append("BFQ's low_latency is off on this device: a starting program gets no "
+                   "weight raising (echo 1 > /sys/block/DEV/queue/iosched/low_latency)")
+    if r.cell.scheduler in NO_PRIORITIES and r.cell.policy != "default":
+        out.append(f"{r.cell.scheduler} ignores IO classes and weights: on it a policy can "
+                   "only work through the CPU")
+    return tuple(out)
+
+
+def recommend(data: ReportData, *, tolerance: float = 0.10,
+              confidence: float = 0.95) -> list[Recommendation]:
+    rows = [r for r in summary_rows(data, tolerance=tolerance, confidence=confidence)
+            if not r.cell.unloaded and r.ratio is not None]
+    if not rows:
+        raise DataError(f"{data.path} has no loaded cell with a ratio to idle",
+                        "a recommendation needs loaded cells and their unloaded baseline")
+    groups: dict[tuple[str, str, str, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.cell.probe, r.cell.device, r.cell.prepare, r.cell.load),
+                          []).append(r)
+    out = []
+    for (probe, device, prepare, load), members in groups.items():
+        best = choose(members, tolerance)
+        out.append(Recommendation(probe, device, prepare, load, best,
+                                  tuple(pareto(members)), evidence(best, members),
+                                  commands(best), govern_rule(best), limits(data, best)))
+    return out
+
+
+def render(recs: list[Recommendation]) -> str:
+    lines = []
+    for rec in recs:
+        lines.append(f"Recommended {rec.title}: {rec.evidence}")
+        front = ", ".join(f"{r.cell.scheduler} + {r.cell.policy}" for r in rec.pareto)
+        lines.append(f"  Pareto-best (start-up vs bulk work): {front}")
+        lines += [f"  $ {c}" for c in rec.commands]
+        lines.append("  govern rule: " + rec.govern_rule.strip().replace("\n", "; "))
+        lines += [f"  limit: {note}" for note in rec.limits]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
