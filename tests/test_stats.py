@@ -537,3 +537,14 @@ def test_the_ratio_interval_covers_about_95_percent() -> None:
         r = bs.ratio_of_medians(a, b, resamples=500, seed=i)
         hits += r.lo <= 1.0 <= r.hi
     assert hits / sims >= 0.95 - 2 * math.sqrt(0.95 * 0.05 / sims)
+
+
+def test_the_order_statistic_interval_for_large_cells() -> None:
+    """No overflow at thousands of trials (2**n is no float there), and still exact: the
+    interval a binomial quantile gives, checked against scipy's own test of the median."""
+    for n in (1001, 5000, 20000):
+        x = np.arange(n, dtype=float)
+        lo, hi = bs.order_statistic_ci(x, 0.95)
+        ref = ss.quantile_test(x, q=np.median(x)).confidence_interval(0.95)
+        assert lo <= np.median(x) <= hi
+        assert (hi - lo) <= (ref.high - ref.low) + 2  # not wider than scipy's exact one

@@ -54,7 +54,7 @@ class Summary:
 
     n: int
     median: float
-    median_ci: tuple[float, float]
+    median_ci: tuple[float, float] | None  # percentile bootstrap (None above a few thousand)
     median_ci_exact: tuple[float, float] | None
     confidence: float
     q1: float
@@ -151,12 +151,26 @@ def _check_resamples(resamples: int) -> None:
 # --------------------------------------------------------------------------- bootstrap
 
 
+#: Above this many samples a cell's median gets no bootstrap interval (only the exact one).
+BOOTSTRAP_MEDIAN_MAX_N = 2000
+#: Values drawn per bootstrap at most: a cell of thousands of trials (a lab's pooled
+#: results) gets fewer resamples (never under MIN_RESAMPLES), where so many are not needed.
+BOOTSTRAP_WORK = 1 << 23
+MIN_RESAMPLES = 500
+
+
+def effective_resamples(resamples: int, n: int) -> int:
+    return max(min(resamples, MIN_RESAMPLES), min(resamples, BOOTSTRAP_WORK // max(n, 1)))
+
+
 def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of ``resamples`` resamples of ``x``, drawn in bounded-memory chunks.
+    """Medians of resamples of ``x`` (``resamples`` of them, fewer for a very large ``x``:
+    `effective_resamples`), drawn in bounded-memory chunks.
 
     The chunk size depends only on ``len(x)``, so a given seed always gives the same result.
     """
     n = x.size
+    resamples = effective_resamples(resamples, n)
     rows = max(1, _CHUNK_VALUES // n)
     out = np.empty(resamples)
     for start in range(0, resamples, rows):
@@ -193,8 +207,9 @@ def _median_interval_coverage(n: int, k: int) -> float:
     Exact for any continuous distribution, because each sample falls below the true
     median with probability 1/2 independently.
     """
-    tail = sum(math.comb(n, i) for i in range(k))
-    return 1.0 - 2.0 * tail / 2**n
+    from scipy.stats import binom
+
+    return 1.0 - 2.0 * float(binom.cdf(k - 1, n, 0.5))
 
 
 def min_trials(confidence: float = 0.95) -> int:
@@ -221,7 +236,13 @@ def order_statistic_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[fl
     n = x.size
     if _median_interval_coverage(n, 1) < confidence:
         return None
-    k = 1
+    from scipy.stats import binom
+
+    # the largest k with 2 P(B <= k-1) <= 1 - confidence: k-1 is the (1-c)/2 quantile's
+    # neighbourhood; check it and its neighbours exactly (binom.ppf is discrete)
+    k = max(1, int(binom.ppf((1 - confidence) / 2, n, 0.5)))
+    while k > 1 and _median_interval_coverage(n, k) < confidence:
+        k -= 1
     while k + 1 <= (n + 1) // 2 and _median_interval_coverage(n, k + 1) >= confidence:
         k += 1
     return float(x[k - 1]), float(x[n - k])
@@ -255,7 +276,10 @@ def summarize(
     return Summary(
         n=int(x.size),
         median=median,
-        median_ci=bootstrap_median_ci(x, confidence=confidence, resamples=resamples, seed=seed),
+        # (for the record: the order-statistic interval is the one shown; above a few
+        # thousand samples, where it and the bootstrap agree, the bootstrap is not drawn)
+        median_ci=(bootstrap_median_ci(x, confidence=confidence, resamples=resamples,
+                                       seed=seed) if x.size <= BOOTSTRAP_MEDIAN_MAX_N else None),
         median_ci_exact=order_statistic_ci(x, confidence),
         confidence=confidence,
         q1=q1,
@@ -295,6 +319,7 @@ def ratio_of_medians(
     if med_b == 0.0:
         raise ValueError("median of b is zero, so the ratio of medians is undefined")
     rng = np.random.default_rng(seed)
+    resamples = effective_resamples(resamples, max(xa.size, xb.size))  # the same for both
     boot_a = _bootstrap_medians(xa, resamples, rng)
     boot_b = _bootstrap_medians(xb, resamples, rng)
     with np.errstate(divide="ignore", invalid="ignore"):

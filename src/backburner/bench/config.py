@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -136,7 +137,27 @@ def _quick() -> BenchConfig:
                        preset="quick")
 
 
-PRESETS = {"quick": _quick}
+def _office_hdd() -> BenchConfig:
+    """The scenario that started the project: an office suite's cold start while packages
+    install, on a simulated 5400 rpm laptop disk. LibreOffice when installed, else a lighter
+    stand-in of the same shape (an interpreter importing a large package tree: hundreds of
+    files), named so in the results."""
+    office = shutil.which("soffice")
+    if office:
+        argv = [office, "--headless", "--norestore", "--terminate_after_init"]
+        probe = f"office={shlex.join(argv)}"
+    else:
+        probe = "office-standin=" + shlex.join([
+            os.path.realpath(sys.executable), "-c",
+            "import matplotlib.pyplot, numpy, email.parser, http.client, asyncio, json"])
+    return BenchConfig(probes=[probe],
+                       loads=["none", "install-loop:shell-loop", "install-loop:long-lived"],
+                       policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
+                       device="slowdisk:hdd-5400:4G", trials=6, settle_s=2.0, timeout_s=60.0,
+                       preset="office-hdd")
+
+
+PRESETS = {"quick": _quick, "office-hdd": _office_hdd}
 
 
 def preset(name: str) -> BenchConfig:

@@ -22,6 +22,8 @@ from .data import ReportData
 from .summary import (
     Row,
     background_text,
+    bulk_ratio_text,
+    bulk_speed_text,
     headline,
     lost_text,
     median_text,
@@ -126,10 +128,15 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
     verdict = Column("Verdict", [Text(r.verdict, style=KIND_STYLE.get(r.verdict_kind, ""))
                                  for r in rows], wrap=True)
     bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
+    has_bulk = any(r.bulk is not None for r in rows)
+    bulk = [Column("Bulk speed\nvs unprotected", [
+        bulk_speed_text(r) + (f"\n{bulk_ratio_text(r)}" if r.bulk else "") for r in rows],
+        "right")] if has_bulk else []
     stacked = Column("Cell", ["\n".join(([r.cell.probe, r.cell.device] if multi else [])
                                         + [r.cell.scheduler, r.cell.load, p])
                               for r, p in zip(rows, pol, strict=True)])
     return [
+        [*where, *cell, n, median, quart, out, to, *fa, verdict, bg, *bulk],
         [*where, *cell, n, median, quart, out, to, *fa, verdict, bg],
         [*where, *cell, n, median2, to2, *fa2, verdict, bg],
         [*where, *cell, n, median2, to2, *fa2, verdict],
@@ -147,7 +154,9 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
                   "outliers (kept); "
                   "T/O = timeouts; F/A = failed/aborted; verdicts against the unloaded cell "
                   f"of the same scheduler, \u00b1{tolerance * 100:g}% tolerance; BG = "
-                  "background device throughput during the probe (median MB/s read / write)",
+                  "background device throughput during the probe (median MB/s read / write, "
+                  "the probe's own IO not counted); Bulk = the load's own speed over its "
+                  "whole run, and relative to the same load unprotected",
                   style="dim")
     lines: list[Text] = []
     for r in rows:
