@@ -45,11 +45,60 @@ def is_kernel_thread(pid: int) -> bool:
     return bool(fields) and bool(int(fields[6]) & 0x00200000)
 
 
-def comm_of(pid: int) -> str | None:
+def read_small(path: str, size: int = 65536) -> bytes | None:
+    """One read of a small /proc file (os-level: a third of the cost of Path.read_text,
+    which matters to `govern`, which looks at every program started); None when gone."""
     try:
-        return Path(f"/proc/{pid}/comm").read_text().rstrip("\n")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def comm_of(pid: int) -> str | None:
+    data = read_small(f"/proc/{pid}/comm", 64)
+    return None if data is None else data.decode(errors="replace").rstrip("\n")
+
+
+def exe_of(pid: int) -> str:
+    """The program's path ('' for kernel threads, processes gone, or no permission). A
+    binary replaced by an upgrade while it runs reads "PATH (deleted)": the PATH is kept."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe").removesuffix(" (deleted)")
+    except OSError:
+        return ""
+
+
+def cmdline_of(pid: int) -> list[str]:
+    data = read_small(f"/proc/{pid}/cmdline", 1 << 20)
+    if not data:
+        return []
+    return data.rstrip(b"\0").decode(errors="replace").split("\0")
+
+
+def uid_of(pid: int) -> int:
+    """The effective uid (the user the process acts as), -1 when gone."""
+    data = read_small(f"/proc/{pid}/status")
+    for line in (data or b"").splitlines():
+        if line.startswith(b"Uid:"):
+            return int(line.split()[2])
+    return -1
+
+
+def cgroup_lines(pid: int) -> list[tuple[str, str, str]]:
+    """(hierarchy id, controllers, path) of each line of /proc/PID/cgroup."""
+    data = read_small(f"/proc/{pid}/cgroup")
+    out = []
+    for line in (data or b"").decode(errors="replace").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
 
 
 def threads_of(pid: int) -> list[int]:

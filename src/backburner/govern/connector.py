@@ -1,0 +1,236 @@
+"""The kernel's process events connector: fork, exec, comm change and exit, as they happen.
+
+A netlink socket (AF_NETLINK, NETLINK_CONNECTOR) bound to the CN_IDX_PROC multicast group,
+subscribed with PROC_CN_MCAST_LISTEN, receives one datagram per event from the kernel
+(drivers/connector/cn_proc.c). The layout of each, all native-endian:
+
+    struct nlmsghdr   { u32 len; u16 type; u16 flags; u32 seq; u32 pid; }        16 bytes
+    struct cn_msg     { u32 idx; u32 val; u32 seq; u32 ack; u16 len; u16 flags; } 20 bytes
+    struct proc_event { u32 what; u32 cpu; u64 timestamp_ns; union event_data; }
+
+event_data: fork {parent_pid, parent_tgid, child_pid, child_tgid}, exec {pid, tgid},
+comm {pid, tgid, char comm[16]}, exit {pid, tgid, exit_code, exit_signal, parent_pid,
+parent_tgid}; all pids are ints. "pid" is the thread id, "tgid" the process id.
+
+Events can be lost: when our socket's receive buffer is full the kernel drops them and the
+next recv fails with ENOBUFS; an allocation failure in the kernel drops one silently. The
+kernel numbers events per CPU (cn_msg.seq from a per-CPU counter, proc_event.cpu says
+which), so a gap in one CPU's numbers is a loss too. Either way the caller rescans /proc.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..errors import NotRootError, UnavailableError
+
+log = logging.getLogger(__name__)
+
+NETLINK_CONNECTOR = 11
+CN_IDX_PROC = 1
+CN_VAL_PROC = 1
+PROC_CN_MCAST_LISTEN = 1
+PROC_CN_MCAST_IGNORE = 2
+NLMSG_DONE = 3
+SO_RCVBUFFORCE = 33
+
+NONE, FORK, EXEC, UID, GID, SID, PTRACE, COMM = 0, 1, 2, 4, 0x40, 0x80, 0x100, 0x200
+COREDUMP, EXIT = 0x40000000, 0x80000000
+NAMES = {NONE: "none", FORK: "fork", EXEC: "exec", UID: "uid", GID: "gid", SID: "sid",
+         PTRACE: "ptrace", COMM: "comm", COREDUMP: "coredump", EXIT: "exit"}
+
+_NLMSGHDR = struct.Struct("=IHHII")
+_HEAD = struct.Struct("=IHHII" "IIIIHH" "IIQ")  # nlmsghdr + cn_msg + proc_event head
+_DATA_AT = _HEAD.size  # 52
+_FORK = struct.Struct("=iiii")
+_PAIR = struct.Struct("=ii")
+_COMM = struct.Struct("=ii16s")
+_ACK = struct.Struct("=I")
+RCVBUF = 8 << 20  # room for bursts (a `make -j` forks thousands per second)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One process event. For fork: pid/tgid are the child's, ppid/ptgid the parent's."""
+
+    what: int
+    cpu: int
+    seq: int
+    pid: int
+    tgid: int
+    ppid: int = 0
+    ptgid: int = 0
+    comm: str = ""
+
+    @property
+    def name(self) -> str:
+        return NAMES.get(self.what, hex(self.what))
+
+    @property
+    def is_thread(self) -> bool:
+        return self.pid != self.tgid
+
+
+def parse(buf: bytes | bytearray | memoryview, length: int) -> Iterator[Event]:
+    """The events in one datagram (normally one; several netlink messages are allowed)."""
+    offset = 0
+    while offset + _DATA_AT <= length:
+        (nl_len, _typ, _fl, _nseq, _npid, idx, val, seq, _ack, _clen, _cfl, what, cpu,
+         _ts) = _HEAD.unpack_from(buf, offset)
+        if nl_len < _DATA_AT or idx != CN_IDX_PROC or val != CN_VAL_PROC:
+            if nl_len < _NLMSGHDR.size:
+                return
+            offset += (nl_len + 3) & ~3
+            continue
+        at = offset + _DATA_AT
+        if what == FORK:
+            ppid, ptgid, pid, tgid = _FORK.unpack_from(buf, at)
+            yield Event(what, cpu, seq, pid, tgid, ppid, ptgid)
+        elif what == COMM:
+            pid, tgid, raw = _COMM.unpack_from(buf, at)
+            yield Event(what, cpu, seq, pid, tgid,
+                        comm=raw.split(b"\0", 1)[0].decode(errors="replace"))
+        elif what == NONE:
+            (err,) = _ACK.unpack_from(buf, at)
+            yield Event(what, cpu, seq, err, 0)
+        else:  # exec, exit and the rest start with (pid, tgid)
+            pid, tgid = _PAIR.unpack_from(buf, at)
+            yield Event(what, cpu, seq, pid, tgid)
+        offset += (nl_len + 3) & ~3
+
+
+class SeqTracker:
+    """Per-CPU sequence numbers: how many events were skipped since the last one seen."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, int] = {}
+
+    def missed(self, cpu: int, seq: int) -> int:
+        prev = self.last.get(cpu)
+        self.last[cpu] = seq
+        if prev is None:
+            return 0
+        return (seq - prev - 1) & 0xFFFFFFFF if seq != prev else 0
+
+    def reset(self) -> None:
+        self.last.clear()
+
+
+def _control(op: int) -> bytes:
+    cn = struct.pack("=IIIIHH", CN_IDX_PROC, CN_VAL_PROC, 0, 0, 4, 0) + struct.pack("=I", op)
+    return _NLMSGHDR.pack(_NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, 0) + cn
+
+
+@dataclass
+class Batch:
+    """What one drain of the socket brought: events in order, and whether any were lost."""
+
+    events: list[Event]
+    lost: int = 0
+    overflow: bool = False
+
+    @property
+    def incomplete(self) -> bool:
+        return self.overflow or self.lost > 0
+
+
+class Connector:
+    """A subscribed process-events socket. `fileno()` is for poll(); `drain()` reads all
+    that is queued without blocking."""
+
+    def __init__(self, rcvbuf: int = RCVBUF) -> None:
+        try:
+            self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+                                      NETLINK_CONNECTOR)
+        except OSError as err:
+            raise UnavailableError(
+                f"no process events connector: {err.strerror}",
+                "the kernel needs CONFIG_CONNECTOR and CONFIG_PROC_EVENTS") from None
+        self.buf = bytearray(4096)
+        self.view = memoryview(self.buf)
+        self.seqs = SeqTracker()
+        self._pending: list[Event] = []
+        try:
+            self._set_rcvbuf(rcvbuf)
+            self.sock.bind((0, CN_IDX_PROC))
+            self._subscribe()
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _set_rcvbuf(self, size: int) -> None:
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+        except PermissionError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+
+    def _subscribe(self, timeout: float = 5.0) -> None:
+        try:
+            self.sock.send(_control(PROC_CN_MCAST_LISTEN))
+        except PermissionError:
+            raise NotRootError("listening to process events (the netlink connector)") from None
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise UnavailableError(
+                    "the process events connector did not answer",
+                    "it serves only the initial PID and user namespace (not a container)")
+            n = self.sock.recv_into(self.buf)
+            for ev in parse(self.view, n):
+                if ev.what == NONE:
+                    if ev.pid:  # the ack's error code
+                        raise UnavailableError(f"subscribing to process events failed: "
+                                               f"{os.strerror(ev.pid)}")
+                    self.seqs.missed(ev.cpu, ev.seq)
+                    self.sock.setblocking(False)
+                    return
+                self._pending.append(ev)  # events that overtook the ack
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def drain(self, limit: int = 4096) -> Batch:
+        """Up to `limit` queued events (the caller comes back for more after acting)."""
+        events, self._pending = self._pending, []
+        lost = 0
+        missed = self.seqs.missed
+        recv = self.sock.recv_into
+        view = self.view
+        while len(events) < limit:
+            try:
+                n = recv(self.buf)
+            except BlockingIOError:
+                break
+            except OSError as err:
+                if err.errno == errno.ENOBUFS:
+                    log.debug("process events overflowed the socket buffer")
+                    self.seqs.reset()
+                    return Batch(events, lost, overflow=True)
+                raise
+            for ev in parse(view, n):
+                lost += missed(ev.cpu, ev.seq)
+                if ev.what != NONE:
+                    events.append(ev)
+        return Batch(events, lost)
+
+    def close(self) -> None:
+        try:
+            self.sock.send(_control(PROC_CN_MCAST_IGNORE))
+        except OSError:
+            pass
+        self.sock.close()
+
+    def __enter__(self) -> Connector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
