@@ -9,14 +9,31 @@ its start time and is checked against it before anything is done to the PID.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+
+def read_small(path: str, size: int = 65536) -> bytes | None:
+    """One read of a small /proc file (os-level: a third of the cost of Path.read_text,
+    which matters to `govern`, which looks at every program started); None when gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _stat_fields(pid: int) -> list[str] | None:
     """Fields of /proc/PID/stat after the command name (which may hold spaces and ')')."""
+    data = read_small(f"/proc/{pid}/stat", 4096)
+    if not data:
+        return None
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return data.rsplit(b")", 1)[1].decode().split()
+    except IndexError:
         return None
 
 
@@ -43,21 +60,6 @@ def is_kernel_thread(pid: int) -> bool:
     """Kernel threads (kthreadd and its children) have the PF_KTHREAD flag (0x00200000)."""
     fields = _stat_fields(pid)
     return bool(fields) and bool(int(fields[6]) & 0x00200000)
-
-
-def read_small(path: str, size: int = 65536) -> bytes | None:
-    """One read of a small /proc file (os-level: a third of the cost of Path.read_text,
-    which matters to `govern`, which looks at every program started); None when gone."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def comm_of(pid: int) -> str | None:
@@ -112,11 +114,9 @@ def children_of(pid: int) -> list[int]:
     """Direct children, from every thread's `children` list (no scan of /proc)."""
     kids: list[int] = []
     for tid in threads_of(pid):
-        try:
-            text = Path(f"/proc/{pid}/task/{tid}/children").read_text()
-        except OSError:
-            continue
-        kids += [int(k) for k in text.split() if int(k) not in kids]
+        text = read_small(f"/proc/{pid}/task/{tid}/children")
+        if text:
+            kids += [int(k) for k in text.split() if int(k) not in kids]
     return kids
 
 

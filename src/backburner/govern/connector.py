@@ -29,6 +29,7 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import NotRootError, UnavailableError
 
@@ -57,8 +58,7 @@ _ACK = struct.Struct("=I")
 RCVBUF = 8 << 20  # room for bursts (a `make -j` forks thousands per second)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One process event. For fork: pid/tgid are the child's, ppid/ptgid the parent's."""
 
     what: int
@@ -124,9 +124,18 @@ class SeqTracker:
         self.last.clear()
 
 
-def _control(op: int) -> bytes:
-    cn = struct.pack("=IIIIHH", CN_IDX_PROC, CN_VAL_PROC, 0, 0, 4, 0) + struct.pack("=I", op)
+def _control(op: int, events: int | None = None) -> bytes:
+    """PROC_CN_MCAST_LISTEN/IGNORE; with `events` (kernel 6.6+) a struct proc_input
+    {mcast_op, event_type} that makes the kernel send only those event types."""
+    body = struct.pack("=I", op) if events is None else struct.pack("=II", op, events)
+    cn = struct.pack("=IIIIHH", CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
     return _NLMSGHDR.pack(_NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, 0) + cn
+
+
+#: What the daemon needs while it governs nothing: new programs and renames. Forks and
+#: exits matter only for processes it governs (children inherit, exits end a record).
+STARTS = EXEC | COMM
+ALL = 0xFFFFFFFF  # PROC_EVENT_ALL
 
 
 @dataclass
@@ -143,8 +152,15 @@ class Batch:
 
 
 class Connector:
-    """A subscribed process-events socket. `fileno()` is for poll(); `drain()` reads all
-    that is queued without blocking."""
+    """A subscribed process-events socket. `fileno()` is for poll(); `drain()` reads what
+    is queued (waiting for the first event if told to block).
+
+    `narrow(True)` asks the kernel (6.6+) for exec and comm events only: most of a busy
+    machine's events are forks and exits (of threads, too) that concern no governed
+    process, and every event received is a wake-up. Sequence gaps are counted only while
+    all events are received (the kernel numbers events before filtering them); overflows
+    (ENOBUFS) are always seen.
+    """
 
     def __init__(self, rcvbuf: int = RCVBUF) -> None:
         try:
@@ -157,6 +173,7 @@ class Connector:
         self.buf = bytearray(4096)
         self.view = memoryview(self.buf)
         self.seqs = SeqTracker()
+        self.narrowed = False
         self._pending: list[Event] = []
         try:
             self._set_rcvbuf(rcvbuf)
@@ -173,6 +190,8 @@ class Connector:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
     def _subscribe(self, timeout: float = 5.0) -> None:
+        """Listen to everything and wait for the kernel's acknowledgement (a filtered
+        listener would not get it: acknowledgements are events of type "none")."""
         try:
             self.sock.send(_control(PROC_CN_MCAST_LISTEN))
         except PermissionError:
@@ -191,23 +210,34 @@ class Connector:
                         raise UnavailableError(f"subscribing to process events failed: "
                                                f"{os.strerror(ev.pid)}")
                     self.seqs.missed(ev.cpu, ev.seq)
-                    self.sock.setblocking(False)
                     return
                 self._pending.append(ev)  # events that overtook the ack
+
+    def narrow(self, starts_only: bool) -> None:
+        """Switch between exec/comm events only and all events. The kernel applies it
+        before send() returns; a kernel before 6.6 ignores it (and sends everything)."""
+        if starts_only == self.narrowed:
+            return
+        self.sock.send(_control(PROC_CN_MCAST_LISTEN, STARTS if starts_only else ALL))
+        self.narrowed = starts_only
+        self.seqs.reset()
 
     def fileno(self) -> int:
         return self.sock.fileno()
 
-    def drain(self, limit: int = 4096) -> Batch:
-        """Up to `limit` queued events (the caller comes back for more after acting)."""
+    def drain(self, block: bool = False, limit: int = 4096) -> Batch:
+        """Up to `limit` queued events (the caller comes back for more after acting); with
+        `block`, sleep in recv() until the first one arrives."""
         events, self._pending = self._pending, []
         lost = 0
+        count_gaps = not self.narrowed
         missed = self.seqs.missed
         recv = self.sock.recv_into
-        view = self.view
+        view, buf = self.view, self.buf
+        flags = 0 if block and not events else socket.MSG_DONTWAIT
         while len(events) < limit:
             try:
-                n = recv(self.buf)
+                n = recv(buf, 0, flags)
             except BlockingIOError:
                 break
             except OSError as err:
@@ -216,8 +246,10 @@ class Connector:
                     self.seqs.reset()
                     return Batch(events, lost, overflow=True)
                 raise
+            flags = socket.MSG_DONTWAIT
             for ev in parse(view, n):
-                lost += missed(ev.cpu, ev.seq)
+                if count_gaps:
+                    lost += missed(ev.cpu, ev.seq)
                 if ev.what != NONE:
                     events.append(ev)
         return Batch(events, lost)

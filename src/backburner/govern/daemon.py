@@ -40,6 +40,7 @@ from .rules import Rule, Ruleset
 log = logging.getLogger(__name__)
 
 STATUS_EVERY_S = 5.0  # counters-only refreshes of the status file, at most this often
+STATUS_DELAY_S = 0.25  # a change is written this much later, with those that follow it
 STATUS_LIST_MAX = 2000  # governed processes listed in the status file
 
 
@@ -114,18 +115,40 @@ class Governor:
     """The decisions and changes, event by event (the loop is in `serve`)."""
 
     def __init__(self, ruleset: Ruleset, tx: system.LiveTransaction | None,
-                 report: Callable[[str], None] = log.info) -> None:
+                 report: Callable[[str], None] = log.info,
+                 on_governing: Callable[[bool], None] = lambda _any: None) -> None:
         self.ruleset = ruleset
         self.tx = tx
         self.dry_run = tx is None
         self.report = report
+        self.on_governing = on_governing  # told when the first is governed / the last goes
         self.governed: dict[int, Governed] = {}
+        self.n_throttled = 0
         self.groups: dict[str, Groups] = {}
         self.problems: dict[str, str] = {}
         self.counters = Counters()
         self.protected = _protected()
         self.dirty = True
         self.throttle: throttle.Throttle | None = None
+        self.triggers: list[throttle.Trigger] = []
+        self.watch: list[str] = []
+
+    def _put(self, g: Governed) -> None:
+        old = self.governed.get(g.pid)
+        if old is not None:
+            self.n_throttled -= old.throttled
+        self.governed[g.pid] = g
+        self.n_throttled += g.throttled
+        self.dirty = True
+
+    def _drop(self, pid: int) -> Governed | None:
+        g = self.governed.pop(pid, None)
+        if g is not None:
+            self.n_throttled -= g.throttled
+            self.dirty = True
+            if not self.governed:
+                self.on_governing(False)
+        return g
 
     # --- events -----------------------------------------------------------------------------
 
@@ -162,11 +185,16 @@ class Governor:
                 log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
 
     def consider(self, pid: int, comm: str | None = None) -> Rule | None:
-        """Match a process against the rules and govern it if one matches."""
-        info = procinfo.ProcInfo(pid, comm)
-        candidates = self.ruleset.candidates(info.comm)
+        """Match a process against the rules and govern it if one matches. The hot path of
+        the daemon: for a program no rule names, one read of its name and a dict lookup."""
+        if comm is None:
+            comm = procfs.comm_of(pid)
+            if comm is None:
+                return None
+        candidates = self.ruleset.candidates(comm)
         if not candidates or pid in self.protected:
             return None
+        info = procinfo.ProcInfo(pid, comm)
         for rule in candidates:
             if rule.holds(info):
                 self._govern(pid, rule, info.comm)
@@ -189,9 +217,10 @@ class Governor:
         g = Governed(pid, start, comm, rule.name, rule.sets(), time.time(), io, cpu,
                      rule.throttle)
         self.counters.matched += 1
+        if not self.governed:
+            self.on_governing(True)  # forks and exits matter from now on
         if self.tx is None:
-            self.governed[pid] = g
-            self.dirty = True
+            self._put(g)
             self.report(f"would govern PID {pid} ({comm}) by rule {rule.name}: {g.sets}")
             return
         try:
@@ -208,15 +237,16 @@ class Governor:
                 g.entries.append(entry)
                 g.moves[path] = entry.old.get("from") or ""
         except (BackburnerError, OSError) as err:
-            if self._gone(pid, start):
+            if self._gone(pid, start) or not g.entries:
                 self._retire(g)
-                self.counters.gone += 1
-                return
-            if not g.entries:
+                if not self.governed:
+                    self.on_governing(False)
+                if self._gone(pid, start):
+                    self.counters.gone += 1
+                    return
                 raise
             self._problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
-        self.governed[pid] = g
-        self.dirty = True
+        self._put(g)
         self.report(f"governing PID {pid} ({comm}) by rule {rule.name}: {g.sets}")
         self._adopt_descendants(g)
 
@@ -244,7 +274,7 @@ class Governor:
             except (BackburnerError, OSError):
                 self.counters.gone += 1
                 continue
-            self.governed[child] = kid
+            self._put(kid)
             self.counters.inherited += 1
 
     def _inherit(self, pid: int, parent: Governed) -> None:
@@ -264,8 +294,7 @@ class Governor:
             child.start = entry.old["start"]
         else:
             child.start = procfs.start_time(pid) or 0
-        self.governed[pid] = child
-        self.dirty = True
+        self._put(child)
 
     def _check_thread(self, g: Governed, tid: int) -> None:
         """A new thread inherits its creator's priorities; one created while we changed the
@@ -292,6 +321,7 @@ class Governor:
         io, cpu = _io_cpu(rule)
         groups = self._groups(rule) if self.tx is not None else Groups()
         same = (io, cpu) == (g.io, g.cpu) and set(groups.dirs) == set(g.moves)
+        self.n_throttled += rule.throttle - g.throttled
         g.rule, g.sets, g.throttled, g.parent = rule.name, rule.sets(), rule.throttle, None
         self.counters.matched += 1
         self.dirty = True
@@ -311,10 +341,9 @@ class Governor:
         self.report(f"governing PID {g.pid} ({g.comm}) by rule {rule.name}: {g.sets}")
 
     def _forget(self, pid: int) -> None:
-        g = self.governed.pop(pid, None)
+        g = self._drop(pid)
         if g is not None:
             self._retire(g)
-            self.dirty = True
 
     def _retire(self, g: Governed) -> None:
         if self.tx is not None:
@@ -406,7 +435,28 @@ class Governor:
     # --- throttling -------------------------------------------------------------------------
 
     def throttle_active(self) -> bool:
-        return any(g.throttled for g in self.governed.values())
+        return self.n_throttled > 0
+
+    def sync_triggers(self) -> bool:
+        """PSI triggers are open while throttled work is governed (and only then: every
+        trigger is a kernel timer). True when the set changed."""
+        want = self.throttle is not None and self.n_throttled > 0
+        if want == bool(self.triggers):
+            return False
+        if want:
+            assert self.throttle is not None
+            self.triggers, problems = throttle.open_triggers(self.ruleset.throttle)
+            for p in problems:
+                self._problem(p, p)
+            window = min((t.window_s for t in self.triggers), default=None)
+            if window is not None:
+                self.throttle.hold_s = 1.5 * window
+            return bool(self.triggers)
+        if self.throttle is not None and self.throttle.force_thaw(time.monotonic()):
+            self.act("thaw")
+        throttle.close_triggers(self.triggers)
+        self.triggers = []
+        return True
 
     def freezers(self) -> list[system.CgroupFreezer]:
         return [f for g in self.groups.values() for f in g.freezers]
@@ -435,8 +485,7 @@ class Governor:
 
     # --- status -----------------------------------------------------------------------------
 
-    def status(self, opts: Options, started: float, triggers: list[throttle.Trigger],
-               running: bool = True) -> dict[str, Any]:
+    def status(self, opts: Options, started: float, running: bool = True) -> dict[str, Any]:
         listed = sorted(self.governed.values(), key=lambda g: (g.parent is not None, g.pid))
         thr = self.throttle
         stats = thr.stats if thr else throttle.PauseStats()
@@ -450,7 +499,7 @@ class Governor:
             "governed_total": len(self.governed),
             "governed": [g.to_json() for g in listed[:STATUS_LIST_MAX]],
             "throttle": {
-                "watch": [t.path for t in triggers], "triggers": [t.spec for t in triggers],
+                "watch": self.watch, "triggers": [t.spec for t in self.triggers],
                 "groups": [f.path for f in self.freezers()],
                 "frozen": bool(thr and thr.frozen), "pauses": stats.pauses,
                 "paused_s": round(stats.paused_s, 3), "longest_s": round(stats.longest_s, 3),
@@ -520,19 +569,19 @@ def run(opts: Options) -> Stopped:
     with state.Lock(), connector.Connector() as conn:
         tx_cm = nullcontext(None) if opts.dry_run else system.LiveTransaction("govern")
         gov: Governor | None = None
-        triggers: list[throttle.Trigger] = []
         reason = "stopped"
         try:
             with tx_cm as tx:
-                gov = Governor(ruleset, tx)
-                gov.scan()
+                gov = Governor(ruleset, tx, on_governing=lambda on: conn.narrow(not on))
                 if any(r.throttle for r in ruleset.rules):
-                    triggers, problems = throttle.open_triggers(ruleset.throttle)
+                    gov.throttle = throttle.Throttle.from_settings(ruleset.throttle)
+                    gov.watch, problems = throttle.watch_paths(ruleset.throttle)
                     for p in problems:
                         gov._problem(p, p)
-                    window = min((t.window_s for t in triggers), default=None)
-                    gov.throttle = throttle.Throttle.from_settings(ruleset.throttle, window)
-                state.write(gov.status(opts, started, triggers))
+                gov.scan()
+                if not gov.governed:
+                    conn.narrow(True)
+                state.write(gov.status(opts, started))
                 _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
                           f"{len(gov.governed)} processes")
@@ -540,58 +589,74 @@ def run(opts: Options) -> Stopped:
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
                 try:
-                    serve(gov, conn, triggers, opts, started)
+                    serve(gov, conn, opts, started)
                 except (KeyboardInterrupt, system.Terminated) as stop:
                     reason = f"stopped by {stop}" if str(stop) else "interrupted"
                     sd_notify("STOPPING=1")
-                    if gov.throttle is not None:
-                        gov.throttle.force_thaw(time.monotonic())
                     raise
         except (KeyboardInterrupt, system.Terminated):
             pass
         finally:
-            throttle.close_triggers(triggers)
             if gov is not None:
-                state.write(gov.status(opts, started, triggers, running=False))
+                throttle.close_triggers(gov.triggers)
+                if gov.throttle is not None:
+                    gov.throttle.force_thaw(time.monotonic())
+                state.write(gov.status(opts, started, running=False))
     return Stopped(reason, len(gov.governed) if gov else 0)
 
 
-def serve(gov: Governor, conn: connector.Connector, triggers: list[throttle.Trigger],
-          opts: Options, started: float) -> None:
+def serve(gov: Governor, conn: connector.Connector, opts: Options, started: float) -> None:
+    """The loop. With nothing due and no trigger open it sleeps in recv() on the
+    connector (one wake-up per event, nothing else); otherwise in poll() with the trigger
+    fds and a timeout for the next pause boundary or status write."""
     poller = select.poll()
     conn_fd = conn.fileno()
     poller.register(conn_fd, select.POLLIN)
-    by_fd = {t.fd: t for t in triggers}
-    for fd in by_fd:
-        poller.register(fd, select.POLLPRI)
     thr = gov.throttle
     written = time.monotonic()
+    status_due: float | None = None  # a rename costs ~1 ms on ext4: changes are batched
     while True:
+        if gov.sync_triggers():
+            poller = select.poll()
+            poller.register(conn_fd, select.POLLIN)
+            for t in gov.triggers:
+                poller.register(t.fd, select.POLLPRI)
         now = time.monotonic()
-        deadline = thr.deadline(now) if thr else None
-        timeout = None if deadline is None else max(0, math.ceil((deadline - now) * 1000))
-        for fd, mask in poller.poll(timeout):
-            if fd == conn_fd:
-                batch = conn.drain()
-                gov.handle(batch.events)
-                if batch.incomplete:
-                    gov.counters.overflows += int(batch.overflow)
-                    gov.counters.lost_events += batch.lost
-                    log.warning("process events were lost (%s): rescanning /proc",
-                                "socket overflow" if batch.overflow else f"{batch.lost} missed")
-                    gov.scan()
-            elif mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
-                poller.unregister(fd)
-                gov._problem(f"watch {by_fd[fd].path}", f"stopped watching {by_fd[fd].path} "
-                             "(its group was removed)")
-            elif thr is not None and mask & select.POLLPRI:
-                gov.act(thr.pressure(time.monotonic(), gov.throttle_active()))
+        deadlines = [d for d in (thr.deadline(now) if thr else None, status_due)
+                     if d is not None]
+        if not deadlines and not gov.triggers:
+            _events(gov, conn, conn.drain(block=True))
+        else:
+            timeout = max(0, math.ceil((min(deadlines) - now) * 1000)) if deadlines else None
+            for fd, mask in poller.poll(timeout):
+                if fd == conn_fd:
+                    _events(gov, conn, conn.drain())
+                elif mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                    poller.unregister(fd)
+                    path = next((t.path for t in gov.triggers if t.fd == fd), str(fd))
+                    gov._problem(f"watch {path}", f"stopped watching {path} (its group was "
+                                 "removed)")
+                elif thr is not None and mask & select.POLLPRI:
+                    gov.act(thr.pressure(time.monotonic(), gov.throttle_active()))
         now = time.monotonic()
         if thr is not None:
             due = thr.deadline(now)
             if due is not None and now >= due:
                 gov.act(thr.due(now, gov.throttle_active()))
-        if gov.dirty or now - written > STATUS_EVERY_S:
-            state.write(gov.status(opts, started, triggers))
+        if gov.dirty and status_due is None:
+            status_due = now + STATUS_DELAY_S
+        if (status_due is not None and now >= status_due) or now - written > STATUS_EVERY_S:
+            state.write(gov.status(opts, started))
             gov.dirty = False
+            status_due = None
             written = now
+
+
+def _events(gov: Governor, conn: connector.Connector, batch: connector.Batch) -> None:
+    gov.handle(batch.events)
+    if batch.incomplete:
+        gov.counters.overflows += int(batch.overflow)
+        gov.counters.lost_events += batch.lost
+        log.warning("process events were lost (%s): rescanning /proc",
+                    "socket overflow" if batch.overflow else f"{batch.lost} missed")
+        gov.scan()

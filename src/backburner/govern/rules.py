@@ -484,8 +484,8 @@ class Ruleset:
     rules: tuple[Rule, ...]
     throttle: ThrottleSettings = ThrottleSettings()
     files: tuple[str, ...] = ()
-    _by_comm: dict[str, list[int]] = field(init=False, repr=False, compare=False)
-    _always: list[int] = field(init=False, repr=False, compare=False)
+    _by_comm: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
+    _always: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, list[int]] = {}
@@ -498,18 +498,16 @@ class Ruleset:
                         index.setdefault(key, []).append(i)
             else:
                 always.append(i)
-        object.__setattr__(self, "_by_comm", index)
-        object.__setattr__(self, "_always", always)
+        object.__setattr__(self, "_by_comm", {
+            name: tuple(self.rules[i] for i in sorted({*found, *always}))
+            for name, found in index.items()})
+        object.__setattr__(self, "_always", tuple(self.rules[i] for i in always))
 
-    def candidates(self, comm: str) -> list[Rule]:
+    def candidates(self, comm: str) -> tuple[Rule, ...]:
         """The rules worth evaluating for a program named `comm`: those listing that exact
         name, and those with no exact-name list. For most processes this is empty, and
         nothing else about the process needs to be read."""
-        found = self._by_comm.get(comm, ())
-        always = self._always
-        if not found:
-            return [self.rules[i] for i in always]
-        return [self.rules[i] for i in sorted({*found, *always})]
+        return self._by_comm.get(comm, self._always)
 
     def first_match(self, facts: Facts) -> Rule | None:
         for rule in self.candidates(facts.comm):
