@@ -189,7 +189,8 @@ class Governor:
         the daemon: for a program no rule names, one read of its name and a dict lookup."""
         if comm is None:
             comm = procfs.comm_of(pid)
-            if comm is None:
+            if comm is None:  # it exited before we could look: skipped, counted
+                self.counters.gone += 1
                 return None
         candidates = self.ruleset.candidates(comm)
         if not candidates or pid in self.protected:
