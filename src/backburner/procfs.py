@@ -46,6 +46,14 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def start_and_kthread(pid: int) -> tuple[int | None, bool]:
+    """start_time() and is_kernel_thread() from one read of /proc/PID/stat."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
+        return None, False
+    return int(fields[19]), bool(int(fields[6]) & 0x00200000)
+
+
 def parent_of(pid: int) -> int | None:
     fields = _stat_fields(pid)
     return int(fields[1]) if fields else None

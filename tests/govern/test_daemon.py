@@ -199,14 +199,23 @@ def test_governs_every_thread_later_threads_and_children_and_puts_back_on_sigter
         child = late.fork()
         assert_governed(child)
         late.quit()  # the child is re-parented: the daemon must still put it back
-        st = bb("govern", "status")
-        assert st.returncode == 0, st.err
-        assert re.search(rf"^\s+{early.pid}\s+t\s+", st.out, re.M), st.out
-        data = json.loads(bb("govern", "status", "--json").out)
+        data: dict = {}
+
+        def status_shows_the_exit() -> bool:  # the file is rewritten shortly after changes
+            nonlocal data
+            data = json.loads(bb("govern", "status", "--json").out)
+            pids = {g["pid"] for g in data["governed"]}
+            return child in pids and late.pid not in pids
+
+        wait_for(status_shows_the_exit, what="the status file to show the exit")
         assert data["running"] and not data["dry_run"]
         governed = {g["pid"]: g for g in data["governed"]}
         assert governed[child]["inherited_from"] == late.pid
-        assert late.pid not in governed  # it exited: its record was retired
+        assert governed[early.pid]["rule"] == "t" and governed[early.pid]["set"] == \
+            "io idle, cpu idle"
+        st = bb("govern", "status")
+        assert st.returncode == 0, st.err
+        assert re.search(rf"^\s+{early.pid}\s+t\s+", st.out, re.M), st.out
         assert list((state_dir / "journal").glob("govern-*.jsonl"))
     finally:
         code, err = daemon.finish(signal.SIGTERM)

@@ -132,6 +132,13 @@ class Governor:
         self.throttle: throttle.Throttle | None = None
         self.triggers: list[throttle.Trigger] = []
         self.watch: list[str] = []
+        self._sets_text: dict[str, str] = {}
+
+    def _sets(self, rule: Rule) -> str:
+        text = self._sets_text.get(rule.name)
+        if text is None:
+            text = self._sets_text[rule.name] = rule.sets()
+        return text
 
     def _put(self, g: Governed) -> None:
         old = self.governed.get(g.pid)
@@ -208,19 +215,20 @@ class Governor:
         return start is None or procfs.start_time(pid) != start
 
     def _govern(self, pid: int, rule: Rule, comm: str) -> None:
-        start = procfs.start_time(pid)
+        start, kthread = procfs.start_and_kthread(pid)
         if start is None:
             self.counters.gone += 1
             return
-        if procinfo.is_kernel_thread(pid):
+        if kthread:
             return
         io, cpu = _io_cpu(rule)
-        g = Governed(pid, start, comm, rule.name, rule.sets(), time.time(), io, cpu,
+        g = Governed(pid, start, comm, rule.name, self._sets(rule), time.time(), io, cpu,
                      rule.throttle)
         self.counters.matched += 1
-        if not self.governed:
-            self.on_governing(True)  # forks and exits matter from now on
+        first = not self.governed
         if self.tx is None:
+            if first:
+                self.on_governing(True)
             self._put(g)
             self.report(f"would govern PID {pid} ({comm}) by rule {rule.name}: {g.sets}")
             return
@@ -240,13 +248,13 @@ class Governor:
         except (BackburnerError, OSError) as err:
             if self._gone(pid, start) or not g.entries:
                 self._retire(g)
-                if not self.governed:
-                    self.on_governing(False)
                 if self._gone(pid, start):
                     self.counters.gone += 1
                     return
                 raise
             self._problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
+        if first:  # forks and exits matter from now on (those of the moment in between are
+            self.on_governing(True)  # caught by the walk of its descendants just below)
         self._put(g)
         self.report(f"governing PID {pid} ({comm}) by rule {rule.name}: {g.sets}")
         self._adopt_descendants(g)
@@ -323,7 +331,7 @@ class Governor:
         groups = self._groups(rule) if self.tx is not None else Groups()
         same = (io, cpu) == (g.io, g.cpu) and set(groups.dirs) == set(g.moves)
         self.n_throttled += rule.throttle - g.throttled
-        g.rule, g.sets, g.throttled, g.parent = rule.name, rule.sets(), rule.throttle, None
+        g.rule, g.sets, g.throttled, g.parent = rule.name, self._sets(rule), rule.throttle, None
         self.counters.matched += 1
         self.dirty = True
         if same or self.tx is None:
