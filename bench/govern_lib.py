@@ -6,7 +6,9 @@ probe's name, so the driver is never governed itself):
 - `probe T0 LIMIT_NS`: spins on ioprio_get(2) for its own thread until its IO class is
   idle, and prints the nanoseconds since T0 (CLOCK_MONOTONIC, taken by the driver's child
   just before execve), or -1 after LIMIT_NS;
-- `drive PROBE N GAP_US`: N times fork, take T0, execve PROBE; wait; sleep GAP_US;
+- `start T0 X`: prints the nanoseconds since T0 at once (the baseline: exec to main());
+- `drive PROBE N GAP_US MODE`: N times fork, take T0, execve PROBE in MODE (probe or
+  start); wait; sleep GAP_US;
 - `spawn PROGRAM N RATE`: N times vfork+execve PROGRAM (no arguments) and wait, at RATE
   per second on an absolute schedule (0: as fast as possible).
 """
@@ -53,14 +55,14 @@ static int probe(long long t0, long long limit) {
     }
 }
 
-static int drive(const char *path, int n, int gap_us) {
+static int drive(const char *path, int n, int gap_us, const char *mode) {
     for (int i = 0; i < n; i++) {
         pid_t pid = fork();
         if (pid < 0) { perror("fork"); return 1; }
         if (pid == 0) {
             char t0[32];
             snprintf(t0, sizeof t0, "%lld", now_ns());
-            execl(path, path, "probe", t0, "1000000000", (char *)0);
+            execl(path, path, mode, t0, "1000000000", (char *)0);
             _exit(127);
         }
         int st;
@@ -98,9 +100,15 @@ static int spawn(const char *path, long n, double rate) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "probe")) return probe(atoll(argv[2]), atoll(argv[3]));
-    if (argc == 5 && !strcmp(argv[1], "drive")) return drive(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc == 4 && !strcmp(argv[1], "start")) {  /* the baseline: exec until main() */
+        printf("%lld\n", now_ns() - atoll(argv[2]));
+        return 0;
+    }
+    if (argc == 6 && !strcmp(argv[1], "drive"))
+        return drive(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
     if (argc == 5 && !strcmp(argv[1], "spawn")) return spawn(argv[2], atol(argv[3]), atof(argv[4]));
-    fprintf(stderr, "usage: probe T0 LIMIT | drive PROBE N GAP_US | spawn PROGRAM N RATE\n");
+    fprintf(stderr, "usage: probe T0 LIMIT | start T0 X | drive PROBE N GAP_US MODE | "
+            "spawn PROGRAM N RATE\n");
     return 2;
 }
 """

@@ -11,8 +11,11 @@ starts with the driver's (default) IO class. Between probes the driver sleeps `-
 so every exec finds the daemon idle (a machine starts a few programs a second, not
 thousands).
 
+The same driver first measures the baseline without the daemon: exec until the program's
+main() runs (the part of the reaction time that is the kernel's and the loader's).
+
 Usage (as root): .venv/bin/python bench/govern_reaction.py [--runs 1000] [--gap-ms 5]
-    [--policy io-cpu|background]
+    [--policy io-cpu|background] [--nice N]
 Prints the percentiles; exit status 0, 69 without a C compiler.
 """
 
@@ -49,11 +52,14 @@ def main() -> int:
         driver, probe = lib.compile_tools(where, name)
         rules = lib.rules_dir(where, f'[[rule]]\nname = "bench-reaction"\n'
                                      f'match = {{ comm = "{name}" }}\n{POLICIES[args.policy]}')
+        gap = str(int(args.gap_ms * 1000))
+        base = sorted(int(x) / 1e6 for x in subprocess.run(
+            [str(driver), "drive", str(probe), str(args.runs), gap, "start"],
+            capture_output=True, text=True, check=True).stdout.split())
         daemon = lib.Daemon(where, rules, nice=args.nice)
         cpu0 = daemon.cpu_s()
-        out = subprocess.run([str(driver), "drive", str(probe), str(args.runs),
-                              str(int(args.gap_ms * 1000))], capture_output=True, text=True,
-                             check=True).stdout
+        out = subprocess.run([str(driver), "drive", str(probe), str(args.runs), gap, "probe"],
+                             capture_output=True, text=True, check=True).stdout
         cpu = daemon.cpu_s() - cpu0
         rss = daemon.rss_kib()
         code = daemon.stop()
@@ -72,6 +78,9 @@ def main() -> int:
         print(f"| {lib.percentile(lat, 50):.3f} ms | {lib.percentile(lat, 90):.3f} ms "
               f"| {lib.percentile(lat, 99):.3f} ms | {lat[-1]:.3f} ms "
               f"| {statistics.fmean(lat):.3f} ms | {missed} |")
+        print(f"baseline without the daemon, exec until main() of the same program: p50 "
+              f"{lib.percentile(base, 50):.3f} ms, p90 {lib.percentile(base, 90):.3f} ms, "
+              f"p99 {lib.percentile(base, 99):.3f} ms")
         print(f"daemon CPU for the {len(values)} matches: {cpu * 1e3:.0f} ms "
               f"({cpu / max(1, len(values)) * 1e6:.0f} µs per governed process, with "
               f"journal, cgroups and status); RSS {rss} KiB")
