@@ -8,12 +8,15 @@ and nothing here is re-prioritised. A C loop (vfork + execve of /bin/true, on an
 schedule) then starts programs:
 
 1. 100 per second for 60 s: the daemon's CPU time (utime + stime from /proc/PID/stat)
-   over the wall time, as a share of one core. Each program is 3 events (fork, exec, exit).
+   over the wall time, as a share of one core. While it governs nothing, the daemon asks
+   the kernel for exec events only (forks and exits are filtered out): one wake-up each.
+   For reference, the same schedule is then measured with a bare Python loop that only
+   receives those events (the cost of waking a Python process at all, on this machine).
 2. 100,000 as fast as they go: the daemon's RSS (VmRSS) before, every 10,000 execs and
    after, and its CPU time per exec.
 
 Usage (as root): .venv/bin/python bench/govern_cost.py [--rate 100] [--seconds 60]
-    [--execs 100000] [--nice N]
+    [--execs 100000] [--floor-seconds 20] [--nice N]
 Exit status 0; 69 without a C compiler.
 """
 
@@ -25,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import govern_lib as lib
 
@@ -55,11 +59,45 @@ def shaped_like_defaults() -> str:
     return text
 
 
+FLOOR = r"""
+import resource, signal, subprocess, sys
+from backburner.govern import connector
+conn = connector.Connector()
+conn.narrow(True)
+class Done(Exception):
+    pass
+def done(*_):
+    raise Done
+signal.signal(signal.SIGCHLD, done)
+driver, true, n, rate = sys.argv[1:]
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+subprocess.Popen([driver, "spawn", true, n, rate])
+try:
+    while True:
+        conn.sock.recv_into(conn.buf)
+except Done:
+    pass
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+"""
+
+
+def bare_listener_cost(driver: Path, true: str, rate: float, seconds: float) -> float:
+    """CPU share of a process that does nothing but receive the exec events."""
+    n = int(rate * seconds)
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", FLOOR, str(driver), true, str(n), str(rate)],
+                         capture_output=True, text=True, check=True).stdout
+    return float(out) / (time.monotonic() - t0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=float, default=100.0)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--execs", type=int, default=100_000)
+    ap.add_argument("--floor-seconds", type=float, default=20.0,
+                    help="how long to measure the bare-listener reference (0: skip)")
     ap.add_argument("--nice", type=int, default=None,
                     help="run the daemon at this nice value (the unit uses -10)")
     args = ap.parse_args()
@@ -82,7 +120,13 @@ def main() -> int:
               "built-in ones, none matching:")
         print(f"- {n} execs at {n / wall:.1f}/s for {wall:.1f} s: daemon CPU "
               f"{cpu * 1e3:.0f} ms = {cpu / wall * 100:.3f}% of one core "
-              f"({cpu / n * 1e6:.1f} µs per exec, 3 events each)")
+              f"({cpu / n * 1e6:.1f} µs per exec; one exec event each, the kernel filters "
+              "forks and exits while nothing is governed)")
+        if args.floor_seconds > 0:
+            floor = bare_listener_cost(driver, true, args.rate, args.floor_seconds)
+            print(f"- reference, same schedule: a bare Python loop that only receives the "
+                  f"same exec events costs {floor * 100:.3f}% of one core here (what any "
+                  "Python listener pays per wake-up on this machine)")
 
         rss = [daemon.rss_kib()]
         step = max(1, args.execs // 10)

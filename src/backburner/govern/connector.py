@@ -27,7 +27,7 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -55,6 +55,7 @@ _FORK = struct.Struct("=iiii")
 _PAIR = struct.Struct("=ii")
 _COMM = struct.Struct("=ii16s")
 _ACK = struct.Struct("=I")
+EVENT_SIZE = _DATA_AT + _COMM.size  # 76: every event datagram has the union's full size
 RCVBUF = 8 << 20  # room for bursts (a `make -j` forks thousands per second)
 
 
@@ -172,8 +173,10 @@ class Connector:
                 "the kernel needs CONFIG_CONNECTOR and CONFIG_PROC_EVENTS") from None
         self.buf = bytearray(4096)
         self.view = memoryview(self.buf)
+        self.ints = self.view.cast("i")  # what at [9], pid and tgid at [13] and [14]
         self.seqs = SeqTracker()
         self.narrowed = False
+        self._overflowed = False
         self._pending: list[Event] = []
         try:
             self._set_rcvbuf(rcvbuf)
@@ -229,6 +232,10 @@ class Connector:
         """Up to `limit` queued events (the caller comes back for more after acting); with
         `block`, sleep in recv() until the first one arrives."""
         events, self._pending = self._pending, []
+        if self._overflowed:
+            self._overflowed = False
+            self.seqs.reset()
+            return Batch(events, 0, overflow=True)
         lost = 0
         count_gaps = not self.narrowed
         missed = self.seqs.missed
@@ -253,6 +260,58 @@ class Connector:
                 if ev.what != NONE:
                     events.append(ev)
         return Batch(events, lost)
+
+    def wait_start(self, names: Container[bytes], counts: Callable[[int, int, int], None]
+                   ) -> Event | None:
+        """The daemon's idle loop: with the socket narrowed to exec and comm events, sleep
+        until a program starts (or renames itself) with one of `names` (kernel names, as
+        bytes), and return that event with the name in `comm`; None for anything else worth
+        the full path
+        (another kind of event, an overflow: `drain()` then sees it). Others are only
+        counted: counts(events, execs, gone). Deliberately a few lines of plain Python with
+        no calls of our own: it runs for every program started on the machine, each time
+        after a sleep, when nothing of it is in the CPU's caches any more."""
+        recv, buf, ints = self.sock.recv_into, self.buf, self.ints
+        open_, read, close, rdonly = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
+        events = execs = gone = 0
+        try:
+            while True:
+                try:
+                    n = recv(buf)
+                except OSError as err:
+                    if err.errno != errno.ENOBUFS:
+                        raise
+                    self._overflowed = True
+                    return None
+                events += 1
+                what, pid, tgid = ints[9], ints[13], ints[14]
+                if n != EVENT_SIZE or what not in (EXEC, COMM) or pid != tgid:
+                    if n == EVENT_SIZE and what == COMM:
+                        continue  # a thread renamed itself: rules look at processes
+                    self._pending.extend(parse(self.view, n))
+                    events -= 1  # counted again by the full path
+                    return None
+                if what == EXEC:
+                    execs += 1
+                    try:  # procfs.comm_of, inlined: /proc/PID/comm
+                        fd = open_(f"/proc/{tgid}/comm", rdonly)
+                    except OSError:
+                        gone += 1  # it has exited already
+                        continue
+                    try:
+                        raw = read(fd, 64)
+                    except OSError:
+                        gone += 1
+                        continue
+                    finally:
+                        close(fd)
+                    name = raw[:-1]  # without the newline
+                else:
+                    name = bytes(buf[_DATA_AT + 8:EVENT_SIZE]).split(b"\0", 1)[0]
+                if name in names:
+                    return Event(what, 0, 0, pid, tgid, comm=name.decode(errors="replace"))
+        finally:
+            counts(events, execs, gone)
 
     def close(self) -> None:
         try:

@@ -633,7 +633,9 @@ def serve(gov: Governor, conn: connector.Connector, opts: Options, started: floa
         now = time.monotonic()
         deadlines = [d for d in (thr.deadline(now) if thr else None, status_due)
                      if d is not None]
-        if not deadlines and not gov.triggers:
+        if not deadlines and not gov.triggers and not gov.governed and conn.narrowed:
+            _idle(gov, conn)
+        elif not deadlines and not gov.triggers:
             _events(gov, conn, conn.drain(block=True))
         else:
             timeout = max(0, math.ceil((min(deadlines) - now) * 1000)) if deadlines else None
@@ -659,6 +661,36 @@ def serve(gov: Governor, conn: connector.Connector, opts: Options, started: floa
             gov.dirty = False
             status_due = None
             written = now
+
+
+def _idle(gov: Governor, conn: connector.Connector) -> None:
+    """Nothing governed, nothing due: the tight loop of `Connector.wait_start` until a
+    program a rule may name starts; then the full path decides."""
+    c = gov.counters
+    names = gov.ruleset.names_bytes()
+    if names is None:  # a rule without a plain list of names: every start needs a look
+        _events(gov, conn, conn.drain(block=True))
+        return
+
+    def counts(events: int, execs: int, gone: int) -> None:
+        c.events += events
+        c.execs += execs
+        c.gone += gone
+
+    ev = conn.wait_start(names, counts)
+    if ev is None:
+        _events(gov, conn, conn.drain())
+        return
+    c.events += 1
+    if ev.what == EXEC:
+        c.execs += 1
+    else:
+        c.comms += 1
+    try:
+        gov.consider(ev.tgid, ev.comm)
+    except (OSError, BackburnerError) as err:
+        c.errors += 1
+        log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
 
 
 def _events(gov: Governor, conn: connector.Connector, batch: connector.Batch) -> None:

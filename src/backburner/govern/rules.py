@@ -486,6 +486,7 @@ class Ruleset:
     files: tuple[str, ...] = ()
     _by_comm: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
     _always: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    _names: frozenset[bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, list[int]] = {}
@@ -502,6 +503,7 @@ class Ruleset:
             name: tuple(self.rules[i] for i in sorted({*found, *always}))
             for name, found in index.items()})
         object.__setattr__(self, "_always", tuple(self.rules[i] for i in always))
+        object.__setattr__(self, "_names", frozenset(n.encode() for n in index))
 
     def candidates(self, comm: str) -> tuple[Rule, ...]:
         """The rules worth evaluating for a program named `comm`: those listing that exact
@@ -515,9 +517,10 @@ class Ruleset:
                 return rule
         return None
 
-    @property
-    def needs_comm_only(self) -> bool:
-        return not self._always
+    def names_bytes(self) -> frozenset[bytes] | None:
+        """Every program name some rule lists, as the kernel spells it (bytes), when every
+        rule has such a list; None when some rule must look at every process."""
+        return None if self._always else self._names
 
     def by_name(self, name: str) -> Rule | None:
         return next((r for r in self.rules if r.name == name), None)
