@@ -1220,13 +1220,20 @@ class _VolatileJournal(Journal):
     survive is the daemon's own death, even by SIGKILL, and the page cache does. An fsync
     per governed process would cost milliseconds exactly when the disk is busy."""
 
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.fd: int | None = None  # kept open: a governed process costs one write
+
     def append(self, event: dict[str, Any]) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                     | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, (json.dumps(event) + "\n").encode())
-        finally:
-            os.close(fd)
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                              | os.O_CLOEXEC, 0o600)
+        os.write(self.fd, (json.dumps(event) + "\n").encode())
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 class LiveTransaction(Transaction):
@@ -1248,6 +1255,13 @@ class LiveTransaction(Transaction):
         self._header = self.journal.events()[0]
         self.journal = _VolatileJournal(self.journal.path)
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            if isinstance(self.journal, _VolatileJournal):
+                self.journal.close()
 
     def record(self, change: Change) -> _Entry:
         """apply() a change and return its entry (old state, result) for a later `retire`.
@@ -1296,6 +1310,8 @@ class LiveTransaction(Transaction):
         finally:
             os.close(fd)
         os.replace(tmp, self.journal.path)
+        if isinstance(self.journal, _VolatileJournal):
+            self.journal.close()  # the next line goes to the new file
         self._retired = 0
 
 
