@@ -12,9 +12,12 @@ On SIGTERM, SIGHUP or Ctrl-C the transaction undoes everything still live (prior
 processes that still run, cgroup membership, frozen state); after a SIGKILL the journal is
 stale and `backburner restore` does the same.
 
-The daemon sleeps in poll() on the connector socket and the PSI trigger fds; its only
-timeouts are the ends of running pauses. It never touches PID 1, kernel threads, itself or
-its own ancestors, and starts no processes.
+While it governs nothing the daemon asks the kernel for exec and comm events only and
+sleeps in recv() (`Connector.wait_start`: one wake-up per program started, a few lines of
+Python each); while it governs something it takes all events and sleeps in poll() on the
+connector and the PSI trigger fds. Its only timeouts are the end of a running pause and a
+pending rewrite of the status file. It never touches PID 1, kernel threads, itself or its
+own ancestors, and starts no processes.
 """
 
 from __future__ import annotations
@@ -252,7 +255,7 @@ class Governor:
                     self.counters.gone += 1
                     return
                 raise
-            self._problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
+            self.problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
         if first:  # forks and exits matter from now on (those of the moment in between are
             self.on_governing(True)  # caught by the walk of its descendants just below)
         self._put(g)
@@ -374,7 +377,7 @@ class Governor:
                 plan = priority.plan_cgroup(rule.policy, f"govern-{rule.name}")
                 self._make_groups(rule, job.cgroup_changes(plan), groups)
             except (UnavailableError, SystemStateError) as err:
-                self._problem(f"rule {rule.name} weights", f"no cgroup weights: {err}")
+                self.problem(f"rule {rule.name} weights", f"no cgroup weights: {err}")
         if rule.throttle:
             self._make_freezer(rule, groups)
         return groups
@@ -385,7 +388,7 @@ class Governor:
             try:
                 self.tx.apply(change)
             except SystemStateError as err:
-                self._problem(f"rule {rule.name} {change.describe()}", str(err))
+                self.problem(f"rule {rule.name} {change.describe()}", str(err))
                 if not isinstance(change, system.CgroupDir) or change.shared:
                     return
                 continue
@@ -396,7 +399,7 @@ class Governor:
         assert self.tx is not None
         target = throttle.freezer_group(rule.name)
         if target is None:
-            self._problem(f"rule {rule.name} throttle", "no cgroup freezer (v1 freezer or "
+            self.problem(f"rule {rule.name} throttle", "no cgroup freezer (v1 freezer or "
                           "cgroup v2) is mounted: it cannot be paused")
             return
         path, version = target
@@ -411,9 +414,9 @@ class Governor:
             self.tx.apply(freezer)
             groups.freezers.append(freezer)
         except SystemStateError as err:
-            self._problem(f"rule {rule.name} throttle", f"cannot be paused: {err}")
+            self.problem(f"rule {rule.name} throttle", f"cannot be paused: {err}")
 
-    def _problem(self, key: str, message: str) -> None:
+    def problem(self, key: str, message: str) -> None:
         if self.problems.get(key) != message:
             log.warning("%s: %s", key, message)
         self.problems[key] = message
@@ -456,7 +459,7 @@ class Governor:
             assert self.throttle is not None
             self.triggers, problems = throttle.open_triggers(self.ruleset.throttle)
             for p in problems:
-                self._problem(p, p)
+                self.problem(p, p)
             window = min((t.window_s for t in self.triggers), default=None)
             if window is not None:
                 self.throttle.hold_s = 1.5 * window
@@ -490,7 +493,7 @@ class Governor:
             try:
                 fz.freeze() if action == "freeze" else fz.thaw()
             except SystemStateError as err:
-                self._problem(f"freezer {fz.path}", str(err))
+                self.problem(f"freezer {fz.path}", str(err))
 
     # --- status -----------------------------------------------------------------------------
 
@@ -586,7 +589,7 @@ def run(opts: Options) -> Stopped:
                     gov.throttle = throttle.Throttle.from_settings(ruleset.throttle)
                     gov.watch, problems = throttle.watch_paths(ruleset.throttle)
                     for p in problems:
-                        gov._problem(p, p)
+                        gov.problem(p, p)
                 gov.scan()
                 if not gov.governed:
                     conn.narrow(True)
@@ -645,7 +648,7 @@ def serve(gov: Governor, conn: connector.Connector, opts: Options, started: floa
                 elif mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
                     poller.unregister(fd)
                     path = next((t.path for t in gov.triggers if t.fd == fd), str(fd))
-                    gov._problem(f"watch {path}", f"stopped watching {path} (its group was "
+                    gov.problem(f"watch {path}", f"stopped watching {path} (its group was "
                                  "removed)")
                 elif thr is not None and mask & select.POLLPRI:
                     gov.act(thr.pressure(time.monotonic(), gov.throttle_active()))
