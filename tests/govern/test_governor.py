@@ -156,3 +156,28 @@ def test_apply_failure_is_undone_at_once_and_not_kept(state_dir: Path) -> None:
         with pytest.raises(Exception, match="no process"):
             tx.record(system.Priorities(proc.pid, "idle", None))
         assert tx.entries == []
+
+
+def test_missing_controller_other_actions_still_apply_and_status_says_so(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        parent: tuple[subprocess.Popen[str], str]) -> None:
+    """A machine without the blkio/io and cpu controllers (the mount table says so): the
+    rule's IO class and CPU policy are applied anyway, and the status names the problem."""
+    proc, comm = parent
+    mounts = tmp_path / "mounts"
+    mounts.write_text("proc /proc proc rw 0 0\n")
+    real = priority.plan_cgroup
+    monkeypatch.setattr(priority, "plan_cgroup",
+                        lambda policy, name: real(policy, name, mounts_file=str(mounts)))
+    text = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{comm}" }}\npolicy = "background"\n'
+    rs, _ = rules.combine([rules.parse_file(text, "w.toml")])
+    with system.LiveTransaction("govern") as tx:
+        gov = daemon.Governor(rs, tx)
+        assert gov.consider(proc.pid) is not None
+        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+        assert os.sched_getscheduler(proc.pid) == os.SCHED_IDLE
+        st = gov.status(daemon.Options(), 0.0)
+        (problem,) = st["problems"]
+        assert "no cgroup weights" in problem and "blkio" in problem
+        assert st["governed"][0]["cgroups"] == []
+    assert priority.ioprio_get(proc.pid) == IOPrio("none")
