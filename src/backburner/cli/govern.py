@@ -52,10 +52,10 @@ def _explain(args: argparse.Namespace) -> int:
 def _rules_options(p: argparse.ArgumentParser, positional: bool = False) -> None:
     if positional:
         p.add_argument("dir", nargs="?", metavar="DIR",
-                       help="rules directory (default /etc/backburner/rules.d)")
+                       help="rules directory; None: /etc/backburner/rules.d")
     else:
         p.add_argument("--rules", metavar="DIR",
-                       help="rules directory (default /etc/backburner/rules.d)")
+                       help="rules directory; None: /etc/backburner/rules.d")
     p.add_argument("--no-defaults", action="store_true",
                    help="leave out the built-in rules shipped with backburner")
 
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="create PATH (a new file, in a directory only root can write) once "
                    "subscribed to process events and /proc is scanned")
     r.add_argument("-q", "--quiet", action="store_true",
-                   help="log only problems (default: each governed process and each pause)")
+                   help="log only problems, not each governed process and each pause")
     st = add_command(s, "status", _status,
                      help="each governed process: rule, what was set, since when")
     st.add_argument("--json", action="store_true", help="the status file as it is")
