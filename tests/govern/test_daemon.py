@@ -494,3 +494,18 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     r = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True,
                        text=True, timeout=TIMEOUT)
     assert "broken.service:11: Failed to parse service type" in r.stderr  # it does check
+
+
+def test_not_root_77(tmp_path: Path) -> None:
+    """As nobody (with read access everywhere, so it finds the code): refused before it
+    reads any rule or subscribes to anything."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "PYTHONPATH": str(Path(priority.__file__).resolve().parents[1]),
+           "BACKBURNER_STATE_DIR": str(tmp_path / "state")}
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                 "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    r = subprocess.run([*as_nobody, sys.executable, "-m", "backburner", "govern", "run"],
+                       env=env, cwd="/", capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 77, r.stderr
+    assert "needs root" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "state").exists()
