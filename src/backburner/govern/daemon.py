@@ -118,7 +118,7 @@ class Governor:
     """The decisions and changes, event by event (the loop is in `serve`)."""
 
     def __init__(self, ruleset: Ruleset, tx: system.LiveTransaction | None,
-                 report: Callable[[str], None] = log.info,
+                 report: Callable[..., None] = log.info,
                  on_governing: Callable[[bool], None] = lambda _any: None) -> None:
         self.ruleset = ruleset
         self.tx = tx
@@ -233,7 +233,7 @@ class Governor:
             if first:
                 self.on_governing(True)
             self._put(g)
-            self.report(f"would govern PID {pid} ({comm}) by rule {rule.name}: {g.sets}")
+            self.report("would govern PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
             return
         try:
             if io or cpu:
@@ -259,7 +259,7 @@ class Governor:
         if first:  # forks and exits matter from now on (those of the moment in between are
             self.on_governing(True)  # caught by the walk of its descendants just below)
         self._put(g)
-        self.report(f"governing PID {pid} ({comm}) by rule {rule.name}: {g.sets}")
+        self.report("governing PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
         self._adopt_descendants(g)
 
     def _adopt_descendants(self, g: Governed) -> None:
@@ -350,7 +350,7 @@ class Governor:
             g.entries.append(entry)
             origin = entry.old.get("from") or ""
             g.moves[path] = ours.get(origin) or origin
-        self.report(f"governing PID {g.pid} ({g.comm}) by rule {rule.name}: {g.sets}")
+        self.report("governing PID %d (%s) by rule %s: %s", g.pid, g.comm, rule.name, g.sets)
 
     def _forget(self, pid: int) -> None:
         g = self._drop(pid)
@@ -483,10 +483,10 @@ class Governor:
         if action == "freeze":
             log.debug("pausing throttled groups (IO pressure)")
         else:
-            self.report(f"paused throttled bulk work for {thr.stats.last_length_s * 1e3:.0f} ms "
-                        f"(IO pressure); it runs at least "
-                        f"{max(0.0, thr.run_until - time.monotonic()) * 1e3:.0f} ms before "
-                        "the next pause" + (" [dry run]" if self.dry_run else ""))
+            self.report("paused throttled bulk work for %.0f ms (IO pressure); it runs at least "
+                        "%.0f ms before the next pause%s", thr.stats.last_length_s * 1e3,
+                        max(0.0, thr.run_until - time.monotonic()) * 1e3,
+                        " [dry run]" if self.dry_run else "")
         if self.dry_run:
             return
         for fz in self.freezers():
