@@ -181,7 +181,7 @@ class Governor:
                     if ev.tgid in governed:
                         self._reexec(governed[ev.tgid])
                     else:
-                        self.consider(ev.tgid)
+                        self.consider(ev.tgid, execed=True)
                 elif what == EXIT:
                     c.exits += 1
                     if ev.pid == ev.tgid and ev.tgid in governed:
@@ -194,9 +194,11 @@ class Governor:
                 c.errors += 1
                 log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
 
-    def consider(self, pid: int, comm: str | None = None) -> Rule | None:
+    def consider(self, pid: int, comm: str | None = None, execed: bool = False
+                 ) -> Rule | None:
         """Match a process against the rules and govern it if one matches. The hot path of
-        the daemon: for a program no rule names, one read of its name and a dict lookup."""
+        the daemon: for a program no rule names, one read of its name and a dict lookup.
+        `execed`: it has just run a program, so it is no kernel thread (those never do)."""
         if comm is None:
             comm = procfs.comm_of(pid)
             if comm is None:  # it exited before we could look: skipped, counted
@@ -208,22 +210,26 @@ class Governor:
         info = procinfo.ProcInfo(pid, comm)
         for rule in candidates:
             if rule.holds(info):
-                self._govern(pid, rule, info.comm)
+                self._govern(pid, rule, info.comm, execed)
                 return rule
         return None
 
     # --- changes ----------------------------------------------------------------------------
 
     def _gone(self, pid: int, start: int | None) -> bool:
-        return start is None or procfs.start_time(pid) != start
+        now = procfs.start_time(pid)
+        return now is None if not start else now != start  # 0: not read yet
 
-    def _govern(self, pid: int, rule: Rule, comm: str) -> None:
-        start, kthread = procfs.start_and_kthread(pid)
-        if start is None:
-            self.counters.gone += 1
-            return
-        if kthread:
-            return
+    def _govern(self, pid: int, rule: Rule, comm: str, execed: bool = False) -> None:
+        if execed and self.tx is not None:
+            start: int | None = 0  # taken from the snapshot below: not a read more first
+        else:
+            start, kthread = procfs.start_and_kthread(pid)
+            if start is None:
+                self.counters.gone += 1
+                return
+            if kthread:
+                return
         io, cpu = _io_cpu(rule)
         g = Governed(pid, start, comm, rule.name, self._sets(rule), time.time(), io, cpu,
                      rule.throttle)
@@ -240,9 +246,13 @@ class Governor:
                 entry = self.tx.record(system.Priorities(pid, io, cpu))
                 g.entries.append(entry)
                 g.prio_entry = entry
-                g.old = _without_start(entry.old.get(str(pid)))
+                snap = entry.old.get(str(pid)) or {}
+                g.old = _without_start(snap)
                 if not g.old:
                     raise NotFoundError(f"PID {pid} is gone")
+                start = g.start = snap["start"]
+            elif not start:
+                start = g.start = procfs.start_time(pid) or 0
             groups = self._groups(rule)
             for path in groups.dirs:
                 entry = self.tx.record(system.CgroupMove(pid, path))
@@ -690,7 +700,7 @@ def _idle(gov: Governor, conn: connector.Connector) -> None:
     else:
         c.comms += 1
     try:
-        gov.consider(ev.tgid, ev.comm)
+        gov.consider(ev.tgid, ev.comm, execed=ev.what == EXEC)
     except (OSError, BackburnerError) as err:
         c.errors += 1
         log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
