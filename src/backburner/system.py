@@ -1214,6 +1214,46 @@ class Inherited(Change):
         return "; ".join(n for n in notes if n) or None
 
 
+@dataclass
+class PrioritiesFirst(Priorities):
+    """`Priorities` for `govern`'s reaction to a new program: the threads read() found (the
+    process itself first) get the new values at once, then the usual walk of the whole tree
+    catches threads and children born meanwhile. The same journal record and the same undo;
+    the program's IO class changes a tree walk sooner."""
+
+    kind: ClassVar[str] = "priorities-first"
+    _POLICIES: ClassVar[dict[tuple[str | None, str | None], Any]] = {}
+
+    def spec(self) -> dict[str, Any]:
+        return {"pid": self.pid, "io": self.io, "cpu": self.cpu}
+
+    def _policy(self) -> Any:
+        key = (self.io, self.cpu)
+        found = self._POLICIES.get(key)
+        if found is None:
+            found = self._POLICIES[key] = super()._policy()
+        return found
+
+    def read(self) -> dict[str, Any]:
+        old = super().read()
+        self.__dict__["_seen"] = sorted((int(t) for t in old), key=lambda t: t != self.pid)
+        return old
+
+    def apply(self) -> list[int]:
+        from . import priority
+
+        policy = self._policy()
+        for tid in self.__dict__.pop("_seen", ()):
+            try:
+                if policy.io is not None:
+                    priority.ioprio_set(tid, policy.io)
+                if policy.cpu is not None:
+                    priority.set_cpu(tid, policy.cpu)
+            except OSError:
+                pass  # ended meanwhile; anything else is raised by the walk below
+        return priority.apply_to_tree(self.pid, policy)
+
+
 class _VolatileJournal(Journal):
     """A journal whose lines are written but not fsync'd, for changes that cannot outlive a
     reboot anyway (priorities of running processes, cgroups, freezer states): what must

@@ -243,7 +243,7 @@ class Governor:
             return
         try:
             if io or cpu:
-                entry = self.tx.record(system.Priorities(pid, io, cpu))
+                entry = self.tx.record(system.PrioritiesFirst(pid, io, cpu))
                 g.entries.append(entry)
                 g.prio_entry = entry
                 snap = entry.old.get(str(pid)) or {}
