@@ -275,3 +275,19 @@ def test_explain_says_why_for_every_key() -> None:
                      verdicts[1].reasons[0])
     assert "user root (uid 0) matches" in verdicts[1].reasons[1]
     assert verdicts[2].reasons[1] == "parent ancestors apt matches ['apt']"
+
+
+def test_sure_match_only_when_the_name_alone_decides() -> None:
+    text = ('[[rule]]\nname = "both"\nmatch = { comm = "a", user = "x" }\nio = "idle"\n'
+            '[[rule]]\nname = "name"\nmatch = { comm = ["a", "b", "a-very-long-program-name"] }'
+            '\nio = "idle"\n'
+            '[[rule]]\nname = "glob"\nmatch = { comm = "c*" }\nio = "idle"\n')
+    ruleset, _ = rules.combine([parse_file(text, "f.toml")])
+    assert ruleset.sure_match("a") is None  # "both" comes first and asks for a user too
+    assert ruleset.sure_match("b").name == "name"
+    assert ruleset.sure_match("a-very-long-pro").name == "name"  # as the kernel cuts it
+    assert ruleset.sure_match("cat") is None  # only indexed names are sure
+    for comm in ("a", "b", "a-very-long-pro", "cat", "zz"):
+        sure = ruleset.sure_match(comm)
+        if sure is not None:
+            assert ruleset.first_match(facts(comm=comm, user="y", uid=2)) == sure

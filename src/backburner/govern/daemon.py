@@ -207,6 +207,10 @@ class Governor:
         candidates = self.ruleset.candidates(comm)
         if not candidates or pid in self.protected:
             return None
+        sure = self.ruleset.sure_match(comm)
+        if sure is not None:
+            self._govern(pid, sure, comm, execed)
+            return sure
         info = procinfo.ProcInfo(pid, comm)
         for rule in candidates:
             if rule.holds(info):

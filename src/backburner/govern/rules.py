@@ -487,6 +487,7 @@ class Ruleset:
     _by_comm: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
     _always: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     _names: frozenset[bytes] = field(init=False, repr=False, compare=False)
+    _sure: dict[str, Rule] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         index: dict[str, list[int]] = {}
@@ -504,12 +505,22 @@ class Ruleset:
             for name, found in index.items()})
         object.__setattr__(self, "_always", tuple(self.rules[i] for i in always))
         object.__setattr__(self, "_names", frozenset(n.encode() for n in index))
+        # names whose first candidate rule asks for nothing but the name: matched for sure
+        object.__setattr__(self, "_sure", {
+            name: rules[0] for name, rules in self._by_comm.items()
+            if rules[0].match.given() == ["comm"] and name in index
+            and self.rules.index(rules[0]) in index[name]})
 
     def candidates(self, comm: str) -> tuple[Rule, ...]:
         """The rules worth evaluating for a program named `comm`: those listing that exact
         name, and those with no exact-name list. For most processes this is empty, and
         nothing else about the process needs to be read."""
         return self._by_comm.get(comm, self._always)
+
+    def sure_match(self, comm: str) -> Rule | None:
+        """The rule that governs a program of this name whatever else is true of it (the
+        first candidate lists the name and asks for nothing else), without reading more."""
+        return self._sure.get(comm)
 
     def first_match(self, facts: Facts) -> Rule | None:
         for rule in self.candidates(facts.comm):
