@@ -181,3 +181,19 @@ def test_missing_controller_other_actions_still_apply_and_status_says_so(
         assert "no cgroup weights" in problem and "blkio" in problem
         assert st["governed"][0]["cgroups"] == []
     assert priority.ioprio_get(proc.pid) == IOPrio("none")
+
+
+def test_never_pid1_kernel_threads_itself_or_its_ancestors(state_dir: Path) -> None:
+    """Even a rule marked broad that names them all: PID 1, a kernel thread, the daemon and
+    the process that started it are left alone."""
+    names = {Path(f"/proc/{pid}/comm").read_text().strip()
+             for pid in (1, 2, os.getpid(), os.getppid())}
+    text = f'[[rule]]\nname = "all"\nmatch = {{ comm = {sorted(names)!r} }}\n'.replace(
+        "'", '"') + 'io = "idle"\nbroad = true\n'
+    rs, errors = rules.combine([rules.parse_file(text, "all.toml")])
+    assert not errors
+    with system.LiveTransaction("govern") as tx:
+        gov = daemon.Governor(rs, tx)
+        for pid in (1, 2, os.getpid(), os.getppid()):  # (no scan: other processes of
+            assert gov.consider(pid) is None, pid    # these names are not ours to change)
+        assert gov.governed == {} and tx.entries == []

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import wait_for
 
 from backburner import system
 from backburner.govern import throttle
@@ -176,3 +177,32 @@ def _state(pid: int) -> str:
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])
+
+
+@pytest.mark.root
+def test_cgroup_v2_freeze_of_a_live_process() -> None:
+    """cgroup v2's cgroup.freeze (what a machine without the v1 freezer uses)."""
+    root = throttle.v2_root()
+    assert root is not None, "no cgroup v2 hierarchy on this machine"
+    path = os.path.join(root, f"bbgt-freeze-{uuid.uuid4().hex[:8]}")
+    os.mkdir(path)
+    proc = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        Path(path, "cgroup.procs").write_text(str(proc.pid))
+        fz = system.CgroupFreezer(path, 2)
+        assert fz.read() is False
+        fz.freeze()
+        wait_for(lambda: "frozen 1" in Path(path, "cgroup.events").read_text(),
+                 what="the v2 group to freeze")
+        cpu = _cpu_ticks(proc.pid)
+        time.sleep(0.2)
+        assert _cpu_ticks(proc.pid) == cpu
+        fz.undo(True, None)  # undo thaws, whatever the state it found
+        wait_for(lambda: "frozen 0" in Path(path, "cgroup.events").read_text(),
+                 what="the v2 group to thaw")
+    finally:
+        proc.kill()
+        proc.wait()
+        wait_for(lambda: not Path(path, "cgroup.procs").read_text().split(),
+                 what="the group to empty")
+        os.rmdir(path)
