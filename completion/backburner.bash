@@ -1,10 +1,10 @@
 # bash completion for backburner; generated from its parser by `backburner completion bash`.
 _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
     case "$1" in
-        "") _bb_subs="apply bench compare completion extents policies report restore run slowdisk store trace"; _bb_opts="-h --help -V --version --debug"; _bb_job=0;;
+        "") _bb_subs="apply bench compare completion extents govern policies report restore run slowdisk store trace"; _bb_opts="-h --help -V --version --debug"; _bb_job=0;;
         "apply") _bb_subs=""; _bb_opts="-h --help --scheduler --devices --kernel --unit --policy --io --cpu --io-weight --cpu-weight --root --dry-run --force --remove"; _bb_job=0;;
         "bench") _bb_subs=""; _bb_opts="-h --help --preset --study --probe --ready-line --ready-file --load --policy --scheduler --device --prepare --prepare-during -r --runs --trials -w --warmup --cold --warm --seed --settle --load-lifetime --block --probe-layout --probe-root --timeout --abort-factor --rotational --trace --output -o --fallback --resume --html --export-json --export-markdown --export-csv --show-output --ignore-failure -q --quiet"; _bb_job=0;;
-        "compare") _bb_subs=""; _bb_opts="-h --help --by --run --machine --since --plot --tolerance"; _bb_job=0;;
+        "compare") _bb_subs=""; _bb_opts="-h --help --by --run --machine --since --plot --tolerance --fail-if-slower --fail-if-changed"; _bb_job=0;;
         "completion") _bb_subs="bash"; _bb_opts="-h --help"; _bb_job=0;;
         "extents") _bb_subs="check map save show verify"; _bb_opts="-h --help"; _bb_job=0;;
         "extents check") _bb_subs=""; _bb_opts="-h --help --quick"; _bb_job=0;;
@@ -12,8 +12,13 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "extents save") _bb_subs=""; _bb_opts="-h --help -o --output --force"; _bb_job=0;;
         "extents show") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
         "extents verify") _bb_subs=""; _bb_opts="-h --help --include-unwritten"; _bb_job=0;;
+        "govern") _bb_subs="check explain run status"; _bb_opts="-h --help"; _bb_job=0;;
+        "govern check") _bb_subs=""; _bb_opts="-h --help --no-defaults"; _bb_job=0;;
+        "govern explain") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults"; _bb_job=0;;
+        "govern run") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults --dry-run --ready-file -q --quiet"; _bb_job=0;;
+        "govern status") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
         "policies") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
-        "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
+        "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --recommend --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
         "restore") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
         "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force -v --verbose"; _bb_job=1;;
         "slowdisk") _bb_subs="create list profiles remove stats"; _bb_opts="-h --help"; _bb_job=0;;
@@ -46,7 +51,7 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "apply|--io-weight") echo "__any__";;
         "apply|--cpu-weight") echo "__any__";;
         "apply|--root") echo "__any__";;
-        "bench|--preset") echo "quick";;
+        "bench|--preset") echo "office-hdd quick";;
         "bench|--study") echo "__any__";;
         "bench|--probe") echo "__any__";;
         "bench|--ready-line") echo "__any__";;
@@ -85,8 +90,12 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "compare|--since") echo "__any__";;
         "compare|--plot") echo "__any__";;
         "compare|--tolerance") echo "__any__";;
+        "compare|--fail-if-slower") echo "__any__";;
         "extents save|-o") echo "__any__";;
         "extents save|--output") echo "__any__";;
+        "govern explain|--rules") echo "__any__";;
+        "govern run|--rules") echo "__any__";;
+        "govern run|--ready-file") echo "__any__";;
         "report|--run") echo "__any__";;
         "report|--machine") echo "__any__";;
         "report|--since") echo "__any__";;

@@ -41,7 +41,7 @@ def offered(script: Path, line: str) -> list[str]:
 
 @pytest.mark.parametrize("line, expected", [
     ("", ["apply", "bench", "compare", "completion", "extents", "policies", "report",
-          "restore", "run", "slowdisk", "store", "trace"]),
+          "govern", "restore", "run", "slowdisk", "store", "trace"]),
     ("ap", ["apply"]),
     ("--v", ["--version"]),
     ("apply --sch", ["--scheduler"]),

@@ -1268,3 +1268,247 @@ def commit(tx: Transaction) -> None:
         tx.journal.path.unlink(missing_ok=True)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+# --- govern (issue 10): a daemon's long-lived transaction, inherited priorities, freezer ----
+
+
+@dataclass
+class CgroupFreezer(Change):
+    """The freezer of one of our cgroups (v1 `freezer.state`, v2 `cgroup.freeze`), which
+    `govern` toggles in short, bounded slices while interactive work is stalled on IO.
+    apply() changes nothing; freeze()/thaw() do, and undo() thaws whatever state is left,
+    so a daemon stopped, crashed or killed mid-pause never leaves the bulk work frozen
+    (after a SIGKILL, `backburner restore` replays this undo)."""
+
+    kind: ClassVar[str] = "freezer"
+    path: str
+    version: int = 1
+
+    def describe(self) -> str:
+        return f"freezer of {self.path}"
+
+    @property
+    def _file(self) -> str:
+        return os.path.join(self.path, "freezer.state" if self.version == 1
+                            else "cgroup.freeze")
+
+    def read(self) -> bool:
+        try:
+            return self.frozen()
+        except FileNotFoundError:
+            raise SystemStateError(f"{self._file} does not exist",
+                                   "no cgroup freezer for this group") from None
+
+    def frozen(self) -> bool:
+        text = Path(self._file).read_text().strip()
+        return text in ("FROZEN", "FREEZING") if self.version == 1 else text == "1"
+
+    def apply(self) -> None:
+        pass
+
+    def freeze(self) -> None:
+        _write(self._file, "FROZEN" if self.version == 1 else "1")
+
+    def thaw(self) -> None:
+        _write(self._file, "THAWED" if self.version == 1 else "0")
+
+    def undo(self, old: Any, result: Any) -> None:
+        if os.path.exists(self._file):
+            self.thaw()
+
+
+@dataclass
+class Inherited(Change):
+    """A process born of a governed one (fork): it inherited the new priorities and cgroups
+    from its parent, so its "old" values are not what it has but what the governed ancestor
+    had before (`old`: io, policy, nice; `moves`: our cgroup -> the group it came from).
+    apply() only closes the race of a fork during the ancestor's change; undo() puts the
+    ancestor's old values on it if it still lives, even after its parent has exited."""
+
+    kind: ClassVar[str] = "inherited"
+    pid: int
+    io: str | None = None
+    cpu: str | None = None
+    old: dict[str, int] = field(default_factory=dict)
+    moves: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        return f"priorities and cgroups PID {self.pid} inherited from a governed parent"
+
+    def read(self) -> dict[str, Any]:
+        start = procfs.start_time(self.pid)
+        if start is None:
+            raise SystemStateError(f"process {self.pid} is gone")
+        return {"start": start}
+
+    def apply(self) -> None:
+        if self.io or self.cpu:
+            Priorities(self.pid, self.io, self.cpu).apply()
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        from . import priority
+
+        start = (old or {}).get("start")
+        if start is None or procfs.start_time(self.pid) != start:
+            return None  # gone, or the PID is someone else's now
+        if self.old:
+            priority.restore_tree(self.pid, {self.pid: {**self.old, "start": start}})
+        notes = [CgroupMove(self.pid, path).undo({"start": start, "from": origin}, None)
+                 for path, origin in self.moves.items()]
+        return "; ".join(n for n in notes if n) or None
+
+
+@dataclass
+class PrioritiesFirst(Priorities):
+    """`Priorities` for `govern`'s reaction to a new program: the threads read() found (the
+    process itself first) get the new values at once, then the usual walk of the whole tree
+    catches threads and children born meanwhile. The same journal record and the same undo;
+    the program's IO class changes a tree walk sooner."""
+
+    kind: ClassVar[str] = "priorities-first"
+    _POLICIES: ClassVar[dict[tuple[str | None, str | None], Any]] = {}
+
+    def spec(self) -> dict[str, Any]:
+        return {"pid": self.pid, "io": self.io, "cpu": self.cpu}
+
+    def _policy(self) -> Any:
+        key = (self.io, self.cpu)
+        found = self._POLICIES.get(key)
+        if found is None:
+            found = self._POLICIES[key] = super()._policy()
+        return found
+
+    def read(self) -> dict[str, Any]:
+        old = super().read()
+        self.__dict__["_seen"] = sorted((int(t) for t in old), key=lambda t: t != self.pid)
+        return old
+
+    def apply(self) -> list[int]:
+        from . import priority
+
+        policy = self._policy()
+        for tid in self.__dict__.pop("_seen", ()):
+            try:
+                if policy.io is not None:
+                    priority.ioprio_set(tid, policy.io)
+                if policy.cpu is not None:
+                    priority.set_cpu(tid, policy.cpu)
+            except OSError:
+                pass  # ended meanwhile; anything else is raised by the walk below
+        return priority.apply_to_tree(self.pid, policy)
+
+
+class _VolatileJournal(Journal):
+    """A journal whose lines are written but not fsync'd, for changes that cannot outlive a
+    reboot anyway (priorities of running processes, cgroups, freezer states): what must
+    survive is the daemon's own death, even by SIGKILL, and the page cache does. An fsync
+    per governed process would cost milliseconds exactly when the disk is busy."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.fd: int | None = None  # kept open: a governed process costs one write
+
+    def append(self, event: dict[str, Any]) -> None:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                              | os.O_CLOEXEC, 0o600)
+        os.write(self.fd, (json.dumps(event) + "\n").encode())
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class LiveTransaction(Transaction):
+    """A transaction as long-lived as a daemon (`govern`): changes come and go (a governed
+    process exits: its entries are retired, since there is nothing left to undo), and the
+    journal is compacted when retired lines outweigh live ones, so neither memory nor the
+    journal grows with the number of processes ever governed."""
+
+    COMPACT_AFTER = 2000  # retired entries before the journal is rewritten
+
+    def __init__(self, label: str) -> None:
+        super().__init__(label)
+        self._retired = 0
+        self._header: dict[str, Any] = {}
+
+    def __enter__(self) -> LiveTransaction:
+        super().__enter__()
+        assert self.journal is not None
+        self._header = self.journal.events()[0]
+        self.journal = _VolatileJournal(self.journal.path)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            if isinstance(self.journal, _VolatileJournal):
+                self.journal.close()
+
+    def record(self, change: Change) -> _Entry:
+        """apply() a change and return its entry (old state, result) for a later `retire`.
+        If apply fails, what it did is undone at once and the error is raised."""
+        self.apply_or_undo(change)
+        return self.entries[-1]
+
+    def apply_or_undo(self, change: Change) -> Any:
+        try:
+            return self.apply(change)
+        except Exception:
+            entry = next((e for e in reversed(self.entries) if e.change is change), None)
+            if entry is not None:
+                try:
+                    entry.change.undo(entry.old, entry.result)
+                finally:
+                    self.retire(entry)
+            raise
+
+    def retire(self, entry: _Entry) -> None:
+        """Forget an entry whose change needs no undo any more (its process has exited)."""
+        assert self.journal is not None
+        try:
+            self.entries.remove(entry)
+        except ValueError:
+            return
+        self.journal.append({"event": "undone", "seq": entry.seq})
+        self._retired += 1
+        if self._retired >= max(self.COMPACT_AFTER, 2 * len(self.entries)):
+            self.compact()
+
+    def compact(self) -> None:
+        """Rewrite the journal with only the live entries (atomically: a crash leaves the
+        old or the new one, both complete)."""
+        assert self.journal is not None
+        lines = [self._header]
+        for e in self.entries:
+            lines.append({"event": "intent", "seq": e.seq, "kind": e.change.kind,
+                          "spec": e.change.spec(), "old": e.old})
+            lines.append({"event": "applied", "seq": e.seq, "result": e.result})
+        tmp = self.journal.path.with_name(f".{self.journal.path.name}.{os.getpid()}.tmp")
+        fd = safepath.create_new(tmp)
+        try:
+            os.write(fd, "".join(json.dumps(ln) + "\n" for ln in lines).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.journal.path)
+        if isinstance(self.journal, _VolatileJournal):
+            self.journal.close()  # the next line goes to the new file
+        self._retired = 0
+
+
+def psi_trigger(path: str, trigger: str) -> int:
+    """A PSI trigger ("some 100000 1000000" on /proc/pressure/io or a cgroup's io.pressure):
+    an fd that poll() reports POLLPRI on when the stall threshold is crossed. Not journaled:
+    the kernel removes the trigger when the fd is closed (or its owner dies). Raises OSError
+    (EINVAL for a window this caller may not use, EOPNOTSUPP without PSI)."""
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        os.write(fd, trigger.encode() + b"\0")  # the kernel overwrites the last byte with NUL
+    except OSError:
+        os.close(fd)
+        raise
+    return fd

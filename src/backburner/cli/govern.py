@@ -1,0 +1,89 @@
+"""`govern`: the daemon that puts known bulk work on the back burner, and its tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from .common import add_command, err, recover_if_needed
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..govern import daemon
+
+    logging.getLogger("backburner.govern").setLevel(
+        logging.WARNING if args.quiet else logging.INFO)
+    if not args.dry_run:
+        recover_if_needed()
+    stopped = daemon.run(daemon.Options(rules_dir=args.rules, dry_run=args.dry_run,
+                                        defaults=not args.no_defaults,
+                                        ready_file=args.ready_file))
+    err(f"govern: {stopped.reason}; "
+        + ("nothing was changed (dry run)" if args.dry_run else
+           f"everything it changed is put back ({stopped.governed} processes were governed)"))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from ..govern import state, views
+
+    st = state.read()
+    print(json.dumps(st, indent=1) if args.json else views.format_status(st))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from ..govern import views
+
+    result = views.check(args.dir, defaults=not args.no_defaults)
+    print(views.format_check(result))
+    return 65 if result.errors else 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from ..govern import views
+
+    print(views.format_explain(views.explain_pid(args.pid, args.rules,
+                                                 defaults=not args.no_defaults)))
+    return 0
+
+
+def _rules_options(p: argparse.ArgumentParser, positional: bool = False) -> None:
+    if positional:
+        p.add_argument("dir", nargs="?", metavar="DIR",
+                       help="rules directory; None: /etc/backburner/rules.d")
+    else:
+        p.add_argument("--rules", metavar="DIR",
+                       help="rules directory; None: /etc/backburner/rules.d")
+    p.add_argument("--no-defaults", action="store_true",
+                   help="leave out the built-in rules shipped with backburner")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("govern", help="a daemon that puts known bulk work on the back burner",
+                       description="Watch every program started (kernel process events) and "
+                       "put those the rules name on the back burner: priorities on every "
+                       "thread, cgroup weights, pauses while interactive work is stalled on "
+                       "IO. Everything is put back when it stops. See docs/govern.md.")
+    s = p.add_subparsers(dest="govern_cmd", metavar="ACTION", required=True)
+    r = add_command(s, "run", _run, help="the daemon, in the foreground (the systemd unit "
+                    "runs this)")
+    _rules_options(r)
+    r.add_argument("--dry-run", action="store_true",
+                   help="log what would be done and change nothing")
+    r.add_argument("--ready-file", metavar="PATH",
+                   help="create PATH (a new file, in a directory only root can write) once "
+                   "subscribed to process events and /proc is scanned")
+    r.add_argument("-q", "--quiet", action="store_true",
+                   help="log only problems, not each governed process and each pause")
+    st = add_command(s, "status", _status,
+                     help="each governed process: rule, what was set, since when")
+    st.add_argument("--json", action="store_true", help="the status file as it is")
+    c = add_command(s, "check", _check, help="validate rules; show which running processes "
+                    "each would match")
+    _rules_options(c, positional=True)
+    e = add_command(s, "explain", _explain,
+                    help="which rule matches this process and why (or why none does)")
+    e.add_argument("pid", type=int, help="a process ID")
+    _rules_options(e)

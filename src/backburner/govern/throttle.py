@@ -1,0 +1,227 @@
+"""Pausing bulk work while interactive work is stalled on IO, with a guaranteed duty cycle.
+
+Pressure comes from PSI triggers (Documentation/accounting/psi.rst): a file descriptor on
+/proc/pressure/io or on a cgroup v2 group's io.pressure, written "some STALL WINDOW", which
+poll() reports POLLPRI on when tasks of that group were stalled on IO for STALL µs within
+WINDOW µs (at most once per window). The daemon sleeps on those fds with the connector's;
+nothing here wakes up on a timer unless a pause is running or due.
+
+The decision (`Throttle`) is pure: pressure events and the clock in, "freeze"/"thaw" out.
+Its guarantees, tested with synthetic pressure:
+- no pause without pressure in the last `hold_s`, and none while no bulk work is governed;
+- every pause ends after at most `pause_s`;
+- after a pause of length L the bulk work runs at least L * d / (1 - d) before the next
+  one, so over any stretch of throttling it runs at least a share d (`min_duty`) of the time.
+
+Which pressure counts: that of the groups where interactive work lives (`watch`, cgroup v2;
+by default user.slice where it exists), since the bulk work governed with `throttle = true`
+is moved out of them into its own group. Without such groups, the system-wide
+/proc/pressure/io, which also counts the bulk work's own stalls: the duty cycle then
+still guarantees its progress (docs/govern.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import system
+from .rules import ThrottleSettings
+
+log = logging.getLogger(__name__)
+
+SYSTEM_PRESSURE = "/proc/pressure/io"
+UNPRIVILEGED_WINDOW_US = 2_000_000  # without CAP_SYS_RESOURCE: windows in multiples of 2 s
+
+
+@dataclass
+class PauseStats:
+    pauses: int = 0
+    paused_s: float = 0.0
+    longest_s: float = 0.0
+    last_start: float | None = None
+    last_length_s: float = 0.0
+
+
+@dataclass
+class Throttle:
+    """The duty-cycle state machine. Times are seconds on a monotonic clock."""
+
+    pause_s: float = 0.5
+    min_duty: float = 0.5
+    hold_s: float = 1.5
+    frozen_since: float | None = None
+    run_until: float = float("-inf")
+    pressure_until: float = float("-inf")
+    stats: PauseStats = field(default_factory=PauseStats)
+
+    @classmethod
+    def from_settings(cls, s: ThrottleSettings, window_s: float | None = None) -> Throttle:
+        window = window_s if window_s is not None else s.window_ms / 1000
+        return cls(pause_s=s.pause_ms / 1000, min_duty=s.min_duty, hold_s=1.5 * window)
+
+    @property
+    def frozen(self) -> bool:
+        return self.frozen_since is not None
+
+    def pressure(self, now: float, active: bool) -> str | None:
+        """A trigger fired: pressure counts for `hold_s`. Returns "freeze" when a pause
+        starts now."""
+        self.pressure_until = max(self.pressure_until, now + self.hold_s)
+        return self._maybe_freeze(now, active)
+
+    def due(self, now: float, active: bool) -> str | None:
+        """The clock reached `deadline()` (or anything else happened): "thaw" when a pause
+        ends, "freeze" when the next one starts, else None."""
+        if self.frozen_since is not None:
+            if now >= self.frozen_since + self.pause_s or not active:
+                return self._thaw(now)
+            return None
+        return self._maybe_freeze(now, active)
+
+    def deadline(self, now: float) -> float | None:
+        """When `due` must be called next; None: not before the next pressure event."""
+        if self.frozen_since is not None:
+            return self.frozen_since + self.pause_s
+        if now < self.run_until < self.pressure_until:
+            return self.run_until
+        return None
+
+    def _maybe_freeze(self, now: float, active: bool) -> str | None:
+        if (self.frozen_since is None and active and now >= self.run_until
+                and now < self.pressure_until):
+            self.frozen_since = now
+            return "freeze"
+        return None
+
+    def _thaw(self, now: float) -> str:
+        assert self.frozen_since is not None
+        length = max(0.0, now - self.frozen_since)
+        self.run_until = now + length * self.min_duty / (1 - self.min_duty)
+        st = self.stats
+        st.pauses += 1
+        st.paused_s += length
+        st.longest_s = max(st.longest_s, length)
+        st.last_start, st.last_length_s = self.frozen_since, length
+        self.frozen_since = None
+        return "thaw"
+
+    def force_thaw(self, now: float) -> bool:
+        """Thaw at once (the bulk group emptied, or we stop); True if a pause was running."""
+        if self.frozen_since is None:
+            return False
+        self._thaw(now)
+        return True
+
+
+# --- where pressure is read, where bulk work is frozen ------------------------------------
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    out = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
+            out.append((parts[1], parts[2], set(parts[3].split(","))))
+    return out
+
+
+def v2_root() -> str | None:
+    return next((m for m, fs, _ in _mounts() if fs == "cgroup2"), None)
+
+
+def freezer_group(rule_name: str) -> tuple[str, int] | None:
+    """Where a throttled rule's processes are frozen: the v1 freezer hierarchy where it is
+    mounted (hybrid and legacy systems), else cgroup v2 (`cgroup.freeze`, in every non-root
+    group). None when neither exists."""
+    for mnt, fs, opts in _mounts():
+        if fs == "cgroup" and "freezer" in opts:
+            return os.path.join(mnt, "backburner", f"govern-{rule_name}"), 1
+    root = v2_root()
+    if root is not None:
+        return os.path.join(root, "backburner", f"govern-{rule_name}"), 2
+    return None
+
+
+def watch_paths(settings: ThrottleSettings) -> tuple[list[str], list[str]]:
+    """Pressure files to watch, and problems (a listed group that does not exist). An entry
+    of `watch` is "system" (the whole machine) or a cgroup v2 group, relative to the v2
+    mount or absolute."""
+    root = v2_root()
+    problems: list[str] = []
+    wanted = list(settings.watch)
+    if not wanted:
+        if root and os.path.isdir(os.path.join(root, "user.slice")):
+            wanted = ["user.slice"]
+        else:
+            wanted = ["system"]
+    paths = []
+    for item in wanted:
+        if item == "system":
+            paths.append(SYSTEM_PRESSURE)
+            continue
+        if root is None:
+            problems.append(f"throttle: cannot watch {item}: no cgroup v2 hierarchy")
+            continue
+        group = item if item.startswith("/") else os.path.join(root, item)
+        if not os.path.realpath(group).startswith(root.rstrip("/") + "/"):
+            problems.append(f"throttle: {item} is not a group of the cgroup v2 hierarchy")
+            continue
+        pressure = os.path.join(group, "io.pressure")
+        if not os.path.exists(pressure):
+            problems.append(f"throttle: cannot watch {item}: {pressure} does not exist")
+            continue
+        paths.append(pressure)
+    return paths, problems
+
+
+@dataclass
+class Trigger:
+    path: str
+    fd: int
+    spec: str  # what was written: "some STALL_US WINDOW_US"
+
+    @property
+    def window_s(self) -> float:
+        return int(self.spec.split()[2]) / 1e6
+
+
+def open_trigger(path: str, stall_us: int, window_us: int) -> Trigger:
+    """A PSI trigger on `path`. Without CAP_SYS_RESOURCE the kernel takes only windows in
+    multiples of 2 s: then the window is rounded up and the stall scaled with it (the same
+    share of time). OSError if PSI cannot be used at all."""
+    spec = f"some {stall_us} {window_us}"
+    try:
+        return Trigger(path, system.psi_trigger(path, spec), spec)
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EPERM, errno.EACCES) \
+                or window_us % UNPRIVILEGED_WINDOW_US == 0:
+            raise
+    window = -(-window_us // UNPRIVILEGED_WINDOW_US) * UNPRIVILEGED_WINDOW_US
+    stall = min(window - 1, stall_us * window // window_us)
+    spec = f"some {stall} {window}"
+    log.info("PSI trigger window raised to %.0f s on %s (no CAP_SYS_RESOURCE)", window / 1e6,
+             path)
+    return Trigger(path, system.psi_trigger(path, spec), spec)
+
+
+def open_triggers(settings: ThrottleSettings) -> tuple[list[Trigger], list[str]]:
+    paths, problems = watch_paths(settings)
+    out = []
+    for path in paths:
+        try:
+            out.append(open_trigger(path, settings.stall_ms * 1000, settings.window_ms * 1000))
+        except OSError as err:
+            problems.append(f"throttle: no PSI trigger on {path}: {err.strerror}")
+    return out, problems
+
+
+def close_triggers(triggers: list[Trigger]) -> None:
+    for t in triggers:
+        try:
+            os.close(t.fd)
+        except OSError:
+            pass

@@ -1,0 +1,511 @@
+"""`govern run` on the real kernel: real processes of a distinctive name are governed on every
+thread (and threads and children made later inherit it), cgroups and pauses are real, and
+everything is put back after SIGTERM, and by `backburner restore` after SIGKILL. The daemon
+runs through the CLI as a subprocess with a private state directory and a root-owned rules
+directory; the kernel's view (ioprio_get, sched_getscheduler, /proc/PID/cgroup) is checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import BB, TIMEOUT, bb, one_line_error, wait_for
+
+from backburner import priority
+from backburner.govern import throttle
+from backburner.priority import IOPrio
+
+pytestmark = pytest.mark.root
+
+TARGET = r"""
+import os, subprocess, sys, threading, time
+for _ in range(2):
+    threading.Thread(target=time.sleep, args=(300,), daemon=True).start()
+print(os.getpid(), flush=True)
+for line in sys.stdin:
+    cmd = line.strip()
+    if cmd == "thread":
+        got, ready = [], threading.Event()
+        def run():
+            got.append(threading.get_native_id())
+            ready.set()
+            time.sleep(300)
+        threading.Thread(target=run, daemon=True).start()
+        ready.wait()
+        print(got[0], flush=True)
+    elif cmd == "fork":  # a child that outlives us (re-parented when we exit)
+        child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        print(child.pid, flush=True)
+    elif cmd == "quit":
+        break
+"""
+
+
+class Target:
+    """A multi-threaded Python process started under a distinctive name (a symlink to the
+    interpreter: the kernel names a process after the path it was executed by)."""
+
+    def __init__(self, link: Path) -> None:
+        self.proc = subprocess.Popen([str(link), "-c", TARGET], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.pid = int(self.ask(None))
+        self.children: list[int] = []
+
+    def ask(self, cmd: str | None) -> str:
+        assert self.proc.stdin and self.proc.stdout
+        if cmd is not None:
+            self.proc.stdin.write(cmd + "\n")
+            self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def fork(self) -> int:
+        pid = int(self.ask("fork"))
+        self.children.append(pid)
+        return pid
+
+    def quit(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+            self.proc.wait(TIMEOUT)
+
+    def close(self) -> None:
+        for pid in self.children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(TIMEOUT)
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f and not f.closed:
+                f.close()
+
+
+class Daemon:
+    """`backburner govern run` as a subprocess, ready once its ready file exists."""
+
+    def __init__(self, tmp_path: Path, rules: Path, *extra: str) -> None:
+        ready_dir = tmp_path / f"ready-{uuid.uuid4().hex[:6]}"
+        ready_dir.mkdir(mode=0o700)
+        self.ready = ready_dir / "ready"
+        self.proc = subprocess.Popen([*BB, "govern", "run", "--rules", str(rules),
+                                      "--no-defaults", "--ready-file", str(self.ready),
+                                      *extra], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None,
+                 what="the daemon to be ready")
+        assert self.ready.exists(), self.finish()[1]
+        assert int(self.ready.read_text()) == self.proc.pid
+
+    def finish(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err.decode(errors="replace")
+
+
+def _name() -> str:
+    return f"bbgt{uuid.uuid4().hex[:10]}"  # within the kernel's 15 characters
+
+
+@pytest.fixture
+def link(tmp_path: Path) -> Path:
+    path = tmp_path / _name()
+    path.symlink_to(sys.executable)
+    return path
+
+
+def rules_dir(tmp_path: Path, text: str, name: str = "test.toml") -> Path:
+    d = tmp_path / "rules"
+    d.mkdir(mode=0o755, exist_ok=True)
+    d.chmod(0o755)
+    (d / name).write_text(text)
+    (d / name).chmod(0o644)
+    return d
+
+
+@pytest.fixture
+def targets() -> Iterator[list[Target]]:
+    made: list[Target] = []
+    yield made
+    for t in made:
+        t.close()
+
+
+def tasks(pid: int) -> list[int]:
+    return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+
+
+def io_of(tid: int) -> str:
+    return str(priority.ioprio_get(tid))
+
+
+def wait_idle(pid: int) -> None:
+    wait_for(lambda: priority.ioprio_get(pid) == IOPrio("idle"), timeout=10,
+             what=f"PID {pid} to be governed")
+
+
+def assert_governed(pid: int) -> None:
+    for tid in tasks(pid):
+        assert io_of(tid) == "idle", tid
+        assert os.sched_getscheduler(tid) == os.SCHED_IDLE, tid
+
+
+def assert_put_back(pid: int) -> None:
+    for tid in tasks(pid):
+        assert io_of(tid) == "none", tid  # what an unchanged process has: no class set
+        assert os.sched_getscheduler(tid) == os.SCHED_OTHER, tid
+
+
+def no_journal(state_dir: Path) -> bool:
+    return not list((state_dir / "journal").glob("*.jsonl"))
+
+
+def test_governs_every_thread_later_threads_and_children_and_puts_back_on_sigterm(
+        tmp_path: Path, state_dir: Path, link: Path, targets: list[Target]) -> None:
+    rule = f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\nio = "idle"\n' \
+           'cpu = "idle"\n'
+    early = Target(link)  # running before the daemon: found by its scan of /proc
+    targets.append(early)
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule))
+    try:
+        wait_idle(early.pid)
+        late = Target(link)  # started later: governed on its exec event
+        targets.append(late)
+        wait_idle(late.pid)
+        for t in (early, late):
+            assert len(tasks(t.pid)) == 3
+            assert_governed(t.pid)
+        new_thread = int(late.ask("thread"))  # created after the match: inherits
+        assert new_thread in tasks(late.pid)
+        assert io_of(new_thread) == "idle"
+        assert os.sched_getscheduler(new_thread) == os.SCHED_IDLE
+        child = late.fork()
+        assert_governed(child)
+        late.quit()  # the child is re-parented: the daemon must still put it back
+        data: dict = {}
+
+        def status_shows_the_exit() -> bool:  # the file is rewritten shortly after changes
+            nonlocal data
+            data = json.loads(bb("govern", "status", "--json").out)
+            pids = {g["pid"] for g in data["governed"]}
+            return child in pids and late.pid not in pids
+
+        wait_for(status_shows_the_exit, what="the status file to show the exit")
+        assert data["running"] and not data["dry_run"]
+        governed = {g["pid"]: g for g in data["governed"]}
+        assert governed[child]["inherited_from"] == late.pid
+        assert governed[early.pid]["rule"] == "t" and governed[early.pid]["set"] == \
+            "io idle, cpu idle"
+        st = bb("govern", "status")
+        assert st.returncode == 0, st.err
+        assert re.search(rf"^\s+{early.pid}\s+t\s+", st.out, re.M), st.out
+        assert list((state_dir / "journal").glob("govern-*.jsonl"))
+    finally:
+        code, err = daemon.finish(signal.SIGTERM)
+    assert code == 0, err
+    assert "stopped by SIGTERM" in err
+    assert_put_back(early.pid)
+    assert_put_back(child)
+    assert no_journal(state_dir)
+    st = json.loads(bb("govern", "status", "--json").out)
+    assert not st["running"]
+    assert "NOT running" in bb("govern", "status").out
+
+
+def _cgroups(pid: int) -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        for c in ctrls.split(",") if ctrls else ["v2"]:
+            out[c] = path
+    return out
+
+
+def test_sigkill_then_restore_puts_priorities_and_cgroups_back(
+        tmp_path: Path, state_dir: Path, link: Path, targets: list[Target]) -> None:
+    name = f"t{uuid.uuid4().hex[:8]}"
+    rule = (f'[[rule]]\nname = "{name}"\nmatch = {{ comm = "{link.name}" }}\n'
+            'policy = "background"\nthrottle = true\n')
+    target = Target(link)
+    targets.append(target)
+    before = _cgroups(target.pid)
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule))
+    try:
+        wait_idle(target.pid)
+        assert_governed(target.pid)
+        groups = _cgroups(target.pid)
+        ours = {c: p for c, p in groups.items() if p == f"/backburner/govern-{name}"}
+        assert {"blkio", "cpu"} <= set(ours), groups  # the weights (cgroup v1 here)
+        freezer = throttle.freezer_group(name)
+        assert freezer is not None and Path(freezer[0]).is_dir()
+        child = target.fork()  # born inside the groups
+        assert _cgroups(child)["blkio"] == f"/backburner/govern-{name}"
+    finally:
+        code, _err = daemon.finish(signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert_governed(target.pid)  # nobody put it back yet: the journal is stale
+    assert not no_journal(state_dir)
+    r = bb("restore")
+    assert r.returncode == 0, r.err
+    assert "left by govern" in r.out
+    for pid in (target.pid, child):
+        assert_put_back(pid)
+        assert _cgroups(pid) == before, pid
+    assert not Path(freezer[0]).exists()
+    for mnt in ("blkio", "cpu"):
+        assert not Path(f"/sys/fs/cgroup/{mnt}/backburner/govern-{name}").exists()
+    assert no_journal(state_dir)
+
+
+def _reader(path: Path, group: Path) -> subprocess.Popen[bytes]:
+    """An "interactive" process stalled on IO in the watched group: O_DIRECT reads."""
+    code = ("import mmap, os, random, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)\n"
+            "buf = mmap.mmap(-1, 4096)\n"
+            "size = os.fstat(fd).st_size // 4096\n"
+            "while True:\n"
+            "    os.preadv(fd, [buf], random.randrange(size) * 4096)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    (group / "cgroup.procs").write_text(str(proc.pid))
+    return proc
+
+
+@pytest.fixture
+def watched_group() -> Iterator[Path]:
+    root = throttle.v2_root()
+    if root is None:
+        pytest.fail("no cgroup v2 hierarchy: the pressure of a group cannot be watched")
+    group = Path(root) / f"bbgt-watch-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    try:
+        yield group
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_for(lambda: not (group / "cgroup.procs").read_text().split(),
+                 what="the watched group to empty")
+        group.rmdir()
+
+
+def test_throttle_pauses_in_bounded_slices_under_pressure_and_thaws_on_stop(
+        tmp_path: Path, state_dir: Path, link: Path, targets: list[Target],
+        watched_group: Path) -> None:
+    name = f"t{uuid.uuid4().hex[:8]}"
+    rule = (f'[[rule]]\nname = "{name}"\nmatch = {{ comm = "{link.name}" }}\n'
+            'io = "idle"\nthrottle = true\n\n'
+            f'[throttle]\nwatch = ["{watched_group.name}"]\nstall_ms = 20\n'
+            'window_ms = 2000\npause_ms = 200\nmin_duty = 0.5\n')
+    data = tmp_path / "data"
+    with open(data, "wb") as f:
+        f.write(random.Random(1).randbytes(16 << 20))
+    target = Target(link)
+    targets.append(target)
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule))
+    reader = None
+    try:
+        wait_idle(target.pid)
+        freezer = throttle.freezer_group(name)
+        assert freezer is not None
+        reader = _reader(data, watched_group)
+        st: dict[str, object] = {}
+
+        def paused_twice() -> bool:
+            nonlocal st
+            st = json.loads(bb("govern", "status", "--json").out)["throttle"]
+            return st["pauses"] >= 2  # type: ignore[operator]
+
+        wait_for(paused_twice, timeout=20, what="pauses under IO pressure")
+        assert st["watch"] == [str(watched_group / "io.pressure")]
+        assert st["groups"] == [freezer[0]]
+        # every pause bounded (200 ms, plus the daemon's wake-up)
+        assert 0 < st["longest_s"] <= 0.2 + 0.1, st  # type: ignore[operator]
+    finally:
+        if reader is not None:
+            reader.kill()
+            reader.wait()
+        code, err = daemon.finish(signal.SIGTERM)
+    assert code == 0, err
+    assert re.search(r"paused throttled bulk work for \d+ ms", err), err
+    assert not Path(freezer[0]).exists()
+    assert _cgroups(target.pid)["freezer"] == "/"
+    assert_put_back(target.pid)
+    assert no_journal(state_dir)
+
+
+def test_dry_run_changes_nothing(tmp_path: Path, state_dir: Path, link: Path,
+                                 targets: list[Target]) -> None:
+    rule = (f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\n'
+            'policy = "background"\nthrottle = true\n')
+    target = Target(link)
+    targets.append(target)
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule), "--dry-run")
+    try:
+        late = Target(link)
+        targets.append(late)
+        wait_for(lambda: late.pid in {g["pid"] for g in json.loads(
+            bb("govern", "status", "--json").out)["governed"]}, what="the dry-run record")
+        st = json.loads(bb("govern", "status", "--json").out)
+        assert st["dry_run"] and st["throttle"]["groups"] == []
+        for t in (target, late):
+            assert_put_back(t.pid)
+            assert "backburner" not in Path(f"/proc/{t.pid}/cgroup").read_text()
+        assert not list((state_dir / "journal").glob("*.jsonl"))
+    finally:
+        code, err = daemon.finish()
+    assert code == 0, err
+    assert f"would govern PID {late.pid}" in err
+    assert "nothing was changed (dry run)" in err
+
+
+def test_bad_rule_file_refused_with_file_and_line_65(tmp_path: Path, state_dir: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "loud"\n')
+    r = bb("govern", "run", "--rules", str(d), "--no-defaults")
+    assert r.returncode == 65
+    line = one_line_error(r)
+    assert f"{d / 'test.toml'}:4:" in line and "unknown IO class" in line
+    assert not (state_dir / "journal").exists() or no_journal(state_dir)
+
+
+def test_check_lists_every_error_65(tmp_path: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "loud"\n\n'
+                  '[[rule]]\nname = "b"\nmatch = { comm = "bash" }\nio = "idle"\n', "a.toml")
+    rules_dir(tmp_path, 'x = [\n', "b.toml")
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65, r.err
+    lines = r.out.strip().splitlines()
+    assert lines[0].startswith(f"{d / 'a.toml'}:4: rule 'a': unknown IO class")
+    assert any(ln.startswith(f"{d / 'a.toml'}:6: rule 'b' is too broad") and "shell" in ln
+               for ln in lines), lines
+    assert any(ln.startswith(f"{d / 'b.toml'}:") and "not valid TOML" in ln for ln in lines)
+    assert lines[-1] == "3 errors in 2 rule files"
+
+
+def test_check_shows_rules_and_running_matches(tmp_path: Path, link: Path,
+                                               targets: list[Target]) -> None:
+    d = rules_dir(tmp_path, f'[[rule]]\nname = "mine"\nmatch = {{ comm = "{link.name}" }}\n'
+                  'policy = "gentle"\n')
+    target = Target(link)
+    targets.append(target)
+    r = bb("govern", "check", str(d))
+    assert r.returncode == 0, r.out + r.err
+    assert "(built-in) 20-indexers.toml" in r.out  # the defaults are listed too
+    assert f"matches now: {target.pid} ({link.name})" in r.out
+    assert re.search(r"^\d+ rules in \d+ files: OK$", r.out, re.M)
+
+
+@pytest.mark.parametrize("how, words", [("chmod", "writable by other users"),
+                                        ("chown", "owned by uid 65534")])
+def test_unsafe_rule_file_refused_78(tmp_path: Path, how: str, words: str) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n')
+    f = d / "test.toml"
+    if how == "chmod":
+        f.chmod(0o664)
+    else:
+        os.chown(f, 65534, -1)
+    for cmd in (["run", "--rules", str(d)], ["check", str(d)]):
+        r = bb("govern", *cmd)
+        assert r.returncode == 78, (cmd, r.err)
+        line = one_line_error(r)
+        assert str(f) in line and words in line, line
+
+
+def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
+    d = rules_dir(tmp_path, f'[[rule]]\nname = "mine"\nmatch = {{ comm = "{link.name}", '
+                  'user = "root" }\nio = "idle"\n')
+    target = Target(link)
+    targets.append(target)
+    r = bb("govern", "explain", str(target.pid), "--rules", str(d), "--no-defaults")
+    assert r.returncode == 0, r.err
+    assert f"MATCH  mine ({d / 'test.toml'}:1)" in r.out
+    assert f"comm '{link.name}' matches ['{link.name}']" in r.out
+    assert "user root (uid 0) matches ['root']" in r.out
+    assert "=> rule mine governs it: io idle" in r.out
+    r = bb("govern", "explain", str(os.getpid()), "--rules", str(d), "--no-defaults")
+    assert "=> no rule matches" in r.out
+    assert "=> not governed: PID 1" in bb("govern", "explain", "1", "--rules", str(d)).out
+    r = bb("govern", "explain", "999999999")
+    assert r.returncode == 66 and "no process with PID 999999999" in one_line_error(r)
+
+
+def test_status_before_any_run_66(state_dir: Path) -> None:
+    r = bb("govern", "status")
+    assert r.returncode == 66
+    assert "govern has not run here" in one_line_error(r)
+
+
+def test_second_daemon_on_the_same_state_is_busy_75(tmp_path: Path, state_dir: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nmatch = { comm = "zz-none" }\nio = "idle"\n')
+    first = Daemon(tmp_path, d)
+    try:
+        r = bb("govern", "run", "--rules", str(d), "--no-defaults")
+        assert r.returncode == 75
+        assert f"another govern daemon runs (PID {first.proc.pid})" in one_line_error(r)
+    finally:
+        code, err = first.finish()
+    assert code == 0, err
+
+
+def test_ready_file_is_never_an_existing_one(tmp_path: Path, state_dir: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nmatch = { comm = "zz-none" }\nio = "idle"\n')
+    ready = tmp_path / "ready"
+    ready.write_text("planted")
+    r = bb("govern", "run", "--rules", str(d), "--no-defaults", "--ready-file", str(ready))
+    assert r.returncode == 74
+    assert str(ready) in one_line_error(r)
+    assert ready.read_text() == "planted"
+    assert no_journal(state_dir)
+
+
+def test_systemd_unit_verifies(tmp_path: Path) -> None:
+    unit = Path(__file__).resolve().parents[2] / "systemd" / "backburner-govern.service"
+    text = unit.read_text()
+    assert "ExecStart=/usr/bin/backburner govern run" in text
+    entry = Path(sys.executable).with_name("backburner")
+    assert entry.exists(), entry
+    copy = tmp_path / "backburner-govern.service"
+    copy.write_text(text.replace("/usr/bin/backburner", str(entry)))
+    r = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert "backburner-govern.service" not in r.stderr, r.stderr  # no warning about it
+    broken = tmp_path / "broken.service"
+    broken.write_text(text.replace("Type=notify", "Type=nonsense").replace(
+        "/usr/bin/backburner", str(entry)))
+    r = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert "broken.service:11: Failed to parse service type" in r.stderr  # it does check
+
+
+def test_not_root_77(tmp_path: Path) -> None:
+    """As nobody (with read access everywhere, so it finds the code): refused before it
+    reads any rule or subscribes to anything."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "PYTHONPATH": str(Path(priority.__file__).resolve().parents[1]),
+           "BACKBURNER_STATE_DIR": str(tmp_path / "state")}
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                 "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    r = subprocess.run([*as_nobody, sys.executable, "-m", "backburner", "govern", "run"],
+                       env=env, cwd="/", capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 77, r.stderr
+    assert "needs root" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "state").exists()

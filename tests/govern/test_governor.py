@@ -1,0 +1,199 @@
+"""govern/daemon.py's Governor in-process, fed real and synthetic events about real
+processes: a process gone before it is looked at, forks missed while events were lost (a
+rescan adopts them), a thread born with the old priorities, exits retiring journal entries,
+and the long-lived journal: compacted, and still undone by `restore` after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import bb
+
+from backburner import priority, system
+from backburner.govern import connector as cn
+from backburner.govern import daemon, rules
+from backburner.priority import IOPrio
+
+pytestmark = pytest.mark.root
+
+PARENT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    print(os.getpid(), flush=True)
+    sys.stdin.readline()
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    print(child.pid, flush=True)
+    sys.stdin.readline()
+""")
+
+
+def ruleset(comm: str, extra: str = "") -> rules.Ruleset:
+    text = f'[[rule]]\nname = "g"\nmatch = {{ comm = "{comm}" }}\nio = "idle"\ncpu = "idle"\n'
+    rs, errors = rules.combine([rules.parse_file(text + extra, "g.toml")])
+    assert not errors
+    return rs
+
+
+@pytest.fixture
+def parent(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    link = tmp_path / "bbgov-parent"
+    link.symlink_to(sys.executable)
+    proc = subprocess.Popen([str(link), "-c", PARENT], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout
+    assert int(proc.stdout.readline()) == proc.pid
+    yield proc, link.name
+    proc.kill()
+    proc.wait()
+    proc.stdin.close()  # type: ignore[union-attr]
+    proc.stdout.close()
+
+
+def test_gone_before_looked_at_is_counted(state_dir: Path) -> None:
+    gov = daemon.Governor(ruleset("zz-nothing"), None)
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    gov.handle([cn.Event(cn.EXEC, 0, 0, proc.pid, proc.pid)])
+    assert gov.counters.gone == 1 and gov.counters.execs == 1 and not gov.governed
+
+
+def test_rescan_adopts_forks_missed_and_undo_puts_them_back(
+        state_dir: Path, parent: tuple[subprocess.Popen[str], str]) -> None:
+    proc, comm = parent
+    assert proc.stdin and proc.stdout
+    with system.LiveTransaction("govern") as tx:
+        gov = daemon.Governor(ruleset(comm), tx)
+        assert gov.consider(proc.pid) is not None
+        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+        proc.stdin.write("fork\n")
+        proc.stdin.flush()
+        child = int(proc.stdout.readline())
+        assert priority.ioprio_get(child) == IOPrio("idle")  # inherited from its parent
+        assert child not in gov.governed  # its fork event was "lost"
+        gov.scan()
+        record = gov.governed[child]
+        assert record.parent == proc.pid and gov.counters.inherited == 1
+        kinds = [e.change.kind for e in record.entries]
+        assert kinds == ["inherited"]
+        # the parent exits: its entries retire; the child keeps its own
+        proc.stdin.write("quit\n")
+        proc.stdin.flush()
+        proc.wait()
+        gov.handle([cn.Event(cn.EXIT, 0, 0, proc.pid, proc.pid)])
+        assert proc.pid not in gov.governed
+        assert [e.change.kind for e in tx.entries] == ["inherited"]
+    try:
+        assert priority.ioprio_get(child) == IOPrio("none")
+        assert os.sched_getscheduler(child) == os.SCHED_OTHER
+    finally:
+        os.kill(child, 9)
+
+
+def test_thread_born_with_old_priorities_is_fixed(
+        state_dir: Path, parent: tuple[subprocess.Popen[str], str]) -> None:
+    proc, comm = parent
+    with system.LiveTransaction("govern") as tx:
+        gov = daemon.Governor(ruleset(comm), tx)
+        gov.consider(proc.pid)
+        tid = max(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
+        priority.ioprio_set(tid, IOPrio("none"))  # as if cloned while we changed the rest
+        gov.handle([cn.Event(cn.FORK, 0, 0, tid, proc.pid, proc.pid, proc.pid)])
+        assert priority.ioprio_get(tid) == IOPrio("idle")
+    assert priority.ioprio_get(tid) == IOPrio("none")
+
+
+def test_journal_is_compacted_and_a_sigkilled_owner_is_restored(
+        state_dir: Path, tmp_path: Path, parent: tuple[subprocess.Popen[str], str]) -> None:
+    """A long-lived transaction retires entries of processes that exit and rewrites its
+    journal once those outweigh the live ones; `restore` replays the rewritten journal."""
+    proc, comm = parent
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        from backburner import system
+        system.LiveTransaction.COMPACT_AFTER = 20
+        with system.LiveTransaction("govern") as tx:
+            for _ in range(50):  # short-lived processes, governed then retired
+                p = subprocess.Popen(["sleep", "30"])
+                e = tx.record(system.Priorities(p.pid, "idle", None))
+                p.kill(); p.wait()
+                tx.retire(e)
+            tx.record(system.Priorities({proc.pid}, "idle", "idle"))
+            print(tx.journal.path, flush=True)
+            time.sleep(300)
+    """))
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout
+        journal = Path(owner.stdout.readline().strip())
+        events = [json.loads(line) for line in journal.read_text().splitlines()]
+        intents = [e for e in events if e["event"] == "intent"]
+        assert len(events) < 2 * 50, "retired entries were compacted away"
+        assert intents[-1]["spec"]["pid"] == proc.pid
+        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+    finally:
+        owner.kill()
+        owner.wait()
+        owner.stdout.close()  # type: ignore[union-attr]
+    r = bb("restore")
+    assert r.returncode == 0, r.err
+    assert priority.ioprio_get(proc.pid) == IOPrio("none")
+    assert os.sched_getscheduler(proc.pid) == os.SCHED_OTHER
+    assert not journal.exists()
+
+
+def test_apply_failure_is_undone_at_once_and_not_kept(state_dir: Path) -> None:
+    proc = subprocess.Popen(["sleep", "30"])
+    proc.kill()
+    proc.wait()
+    with system.LiveTransaction("govern") as tx:
+        with pytest.raises(Exception, match="no process"):
+            tx.record(system.Priorities(proc.pid, "idle", None))
+        assert tx.entries == []
+
+
+def test_missing_controller_other_actions_still_apply_and_status_says_so(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        parent: tuple[subprocess.Popen[str], str]) -> None:
+    """A machine without the blkio/io and cpu controllers (the mount table says so): the
+    rule's IO class and CPU policy are applied anyway, and the status names the problem."""
+    proc, comm = parent
+    mounts = tmp_path / "mounts"
+    mounts.write_text("proc /proc proc rw 0 0\n")
+    real = priority.plan_cgroup
+    monkeypatch.setattr(priority, "plan_cgroup",
+                        lambda policy, name: real(policy, name, mounts_file=str(mounts)))
+    text = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{comm}" }}\npolicy = "background"\n'
+    rs, _ = rules.combine([rules.parse_file(text, "w.toml")])
+    with system.LiveTransaction("govern") as tx:
+        gov = daemon.Governor(rs, tx)
+        assert gov.consider(proc.pid) is not None
+        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+        assert os.sched_getscheduler(proc.pid) == os.SCHED_IDLE
+        st = gov.status(daemon.Options(), 0.0)
+        (problem,) = st["problems"]
+        assert "no cgroup weights" in problem and "blkio" in problem
+        assert st["governed"][0]["cgroups"] == []
+    assert priority.ioprio_get(proc.pid) == IOPrio("none")
+
+
+def test_never_pid1_kernel_threads_itself_or_its_ancestors(state_dir: Path) -> None:
+    """Even a rule marked broad that names them all: PID 1, a kernel thread, the daemon and
+    the process that started it are left alone."""
+    names = {Path(f"/proc/{pid}/comm").read_text().strip()
+             for pid in (1, 2, os.getpid(), os.getppid())}
+    text = f'[[rule]]\nname = "all"\nmatch = {{ comm = {sorted(names)!r} }}\n'.replace(
+        "'", '"') + 'io = "idle"\nbroad = true\n'
+    rs, errors = rules.combine([rules.parse_file(text, "all.toml")])
+    assert not errors
+    with system.LiveTransaction("govern") as tx:
+        gov = daemon.Governor(rs, tx)
+        for pid in (1, 2, os.getpid(), os.getppid()):  # (no scan: other processes of
+            assert gov.consider(pid) is None, pid    # these names are not ours to change)
+        assert gov.governed == {} and tx.entries == []

@@ -1,0 +1,293 @@
+"""govern/rules.py: parsing with file and line in every error, matching, broad rules,
+explanations; exact and fast (no /proc, no root)."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+
+import pytest
+
+from backburner.govern import load, rules
+from backburner.govern.rules import StaticFacts, parse_file
+
+GOOD = """\
+# a comment
+[[rule]]
+name = "indexers"
+match = { comm = ["updatedb", "plocate"] }
+policy = "background"
+throttle = true
+
+[[rule]]
+name = "custom"
+match = { exe = "/opt/*/bin/backup", user = ["root", 1000] }
+policy = "gentle"
+io = "idle"
+cpu_weight = 20
+
+[[rule]]
+name = "under-apt"
+match = { comm = "dpkg", parent = "apt" }
+io = "be:7"
+"""
+
+
+def facts(**kw: object) -> StaticFacts:
+    return StaticFacts(**kw)  # type: ignore[arg-type]
+
+
+def one(text: str) -> rules.Rule:
+    parsed = parse_file(text, "f.toml")
+    assert parsed.errors == []
+    (rule,) = parsed.rules
+    return rule
+
+
+def errors_of(text: str, file: str = "f.toml") -> list[str]:
+    return [str(e) for e in parse_file(text, file).errors]
+
+
+def test_good_file_parses_with_policies_and_lines() -> None:
+    parsed = parse_file(GOOD, "good.toml")
+    assert parsed.errors == []
+    idx, custom, under = parsed.rules
+    assert (idx.name, idx.line, idx.throttle, idx.broad) == ("indexers", 2, True, False)
+    assert idx.policy.io is not None and str(idx.policy.io) == "idle"
+    assert idx.policy.io_weight == 10 and idx.policy.cpu_weight == 10
+    assert idx.match.comm == ("updatedb", "plocate")
+    # gentle (be:7, nice 19) with io overridden and a CPU weight added
+    assert str(custom.policy.io) == "idle" and str(custom.policy.cpu) == "nice:19"
+    assert custom.policy.cpu_weight == 20 and custom.line == 8
+    assert custom.match.user == ("root", "1000")
+    assert str(under.policy.io) == "be:7" and under.policy.cpu is None and under.line == 15
+    assert "throttled" in idx.sets() and "io idle" in idx.sets()
+
+
+@pytest.mark.parametrize("pattern, comm, expected", [
+    ("updatedb", "updatedb", True),
+    ("updatedb", "updatedb2", False),
+    ("unattended-upgrades", "unattended-upgr", True),  # the kernel keeps 15 characters
+    ("unattended-upgrades", "unattended-upgrades", True),
+    ("unattended-upgrades", "unattended-upg", False),
+    ("tracker-*", "tracker-miner-f", True),
+    ("tracker-*", "xtracker-", False),
+    ("x", "", False),
+])
+def test_comm_matching(pattern: str, comm: str, expected: bool) -> None:
+    assert rules.comm_matches(pattern, comm) is expected
+
+
+def test_every_key_must_hold_and_any_value_of_a_key() -> None:
+    rule = one('[[rule]]\nname="r"\nio="idle"\nmatch = { comm = ["a", "b"], '
+               'exe = "/usr/bin/*", cmdline = "--full\\\\b", parent = ["cron", "/usr/sbin/*"], '
+               'unit = "*.timer-job.service", cgroup = "/system.slice/*", user = "backup" }\n')
+    ok = facts(comm="b", exe="/usr/bin/b", cmdline=["b", "--full", "x"],
+               ancestors=[("sh", "/bin/sh"), ("cron", "/usr/sbin/cron")],
+               unit="x.timer-job.service", cgroup="/system.slice/x.timer-job.service",
+               user="backup", uid=34)
+    assert rule.holds(ok)
+    for change in [dict(comm="c"), dict(exe="/opt/b"), dict(cmdline=["b", "--fullx"]),
+                   dict(ancestors=[("sh", "/bin/sh")]), dict(unit="x.service"),
+                   dict(cgroup="/user.slice/x"), dict(user="alice", uid=1000),
+                   dict(cmdline=[]), dict(exe="")]:
+        assert not rule.holds(facts(**{**vars(ok), **change})), change
+    # a parent given as a path matches an ancestor's exe, as a name its comm
+    assert rule.holds(facts(**{**vars(ok), "ancestors": [("x", "/usr/sbin/anacron")]}))
+
+
+def test_user_matches_name_or_uid() -> None:
+    rule = one('[[rule]]\nname="r"\nio="idle"\nmatch = { comm = "x", user = 1000 }\n')
+    assert rule.holds(facts(comm="x", user="alice", uid=1000))
+    assert not rule.holds(facts(comm="x", user="bob", uid=1001))
+    assert not rule.holds(facts(comm="x", user="", uid=-1))  # gone: never matches
+
+
+@pytest.mark.parametrize("text, line, words", [
+    ("[[rule]\nname = 1\n", 1, "not valid TOML"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\ncolour = "red"\n', 5,
+     "unknown key 'colour'"),
+    ('[[rule]]\nmatch = { comm = "x" }\nio = "idle"\n', 1, "missing `name`"),
+    ('[[rule]]\nname = "a b"\nmatch = { comm = "x" }\nio = "idle"\n', 2, "name must be"),
+    ('[[rule]]\nname = "a"\nio = "idle"\n', 1, "missing `match`"),
+    ('[[rule]]\nname = "a"\nmatch = {}\nio = "idle"\n', 3, "match is empty"),
+    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = [] }\n', 4, "non-empty"),
+    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x", colour = "y" }\n', 4,
+     "unknown match key 'colour'"),
+    ('[[rule]]\nname = "a"\nio = "idle"\n\nmatch = { cmdline = "(" }\n', 5,
+     "not a valid regular expression"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\npolicy = "fast"\n', 4,
+     "unknown policy 'fast'"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "rt:0"\n', 4, "realtime"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\ncpu = "nice:-5"\n', 4, "negative nice"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio_weight = 5000\n', 4, "out of range"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "sometimes"\n', 4,
+     "unknown IO class"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\n', 1, "sets nothing"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\nthrottle = "yes"\n', 5,
+     "throttle must be true or false"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n[throttle]\nmin_duty = 1.5\n',
+     6, "min_duty"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n[throttle]\n'
+     'stall_ms = 900\nwindow_ms = 800\n', 6, "stall_ms must be below window_ms"),
+    ('[rules]\nx = 1\n', 1, "unknown top-level key 'rules'"),
+])
+def test_errors_name_file_and_line(text: str, line: int, words: str) -> None:
+    errs = parse_file(text, "bad.toml").errors
+    assert errs, text
+    assert errs[0].file == "bad.toml"
+    assert errs[0].line == line, errs
+    assert words in errs[0].message, errs
+
+
+def test_every_error_of_a_file_is_listed() -> None:
+    text = ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "sometimes"\n\n'
+            '[[rule]]\nname = "b"\nmatch = { cmdline = "[" }\nio = "idle"\n\n'
+            '[[rule]]\nname = "c"\nmatch = { comm = "y" }\n')
+    errs = parse_file(text, "many.toml").errors
+    assert [(e.line, e.message.split(":")[0]) for e in errs] == [
+        (4, "rule 'a'"), (8, "rule 'b'"), (11, "rule 'c' sets nothing")]
+
+
+def test_duplicate_names_and_second_throttle_table_across_files() -> None:
+    a = parse_file('[[rule]]\nname = "x"\nmatch = { comm = "a" }\nio = "idle"\n'
+                   '[throttle]\npause_ms = 200\n', "a.toml")
+    b = parse_file('\n[[rule]]\nname = "x"\nmatch = { comm = "b" }\nio = "idle"\n'
+                   '[throttle]\npause_ms = 300\n', "b.toml")
+    ruleset, errs = rules.combine([a, b])
+    assert [str(e) for e in errs] == [
+        "b.toml:2: rule name 'x' is already used at a.toml:1",
+        "b.toml:1: a second [throttle] table (the first is in a.toml)"]
+    assert [r.name for r in ruleset.rules] == ["x"] and ruleset.throttle.pause_ms == 200
+
+
+def test_rules_error_is_one_line_with_the_first_and_a_count() -> None:
+    err = rules.RulesError([rules.RuleError("a.toml", 3, "bad"),
+                            rules.RuleError("b.toml", 4, "worse")])
+    assert err.exit_status == 65
+    assert str(err) == ("a.toml:3: bad; and 1 more error; `backburner govern check` lists "
+                        "them all")
+
+
+@pytest.mark.parametrize("match, why", [
+    ('comm = "bash"', "interactive shell"),
+    ('exe = "/usr/bin/*"', "interactive shell"),
+    ('cmdline = "."', "PID 1"),
+    ('user = "root"', "PID 1"),
+    ('parent = "systemd"', "any process"),
+    ('cgroup = "/*"', "PID 1"),
+    ('unit = "*.service"', "any process"),
+    ('comm = "systemd"', "PID 1"),
+])
+def test_broad_rules_are_refused_unless_marked(match: str, why: str) -> None:
+    text = f'[[rule]]\nname = "wide"\nmatch = {{ {match} }}\nio = "idle"\n'
+    ruleset, errs = rules.combine([parse_file(text, "w.toml")])
+    assert errs == []
+    (err,) = rules.broad_errors(ruleset)
+    assert err.line == 1 and "too broad" in err.message and why in err.message, err
+    marked, _ = rules.combine([parse_file(text + "broad = true\n", "w.toml")])
+    assert rules.broad_errors(marked) == []
+
+
+def test_broad_check_uses_the_real_pid1_too() -> None:
+    rule = one('[[rule]]\nname = "r"\nio = "idle"\nmatch = { comm = "my-init" }\n')
+    pid1 = facts(pid=1, comm="my-init", exe="/sbin/my-init", user="root", uid=0)
+    assert rules.broad_reasons(rule) == []
+    assert rules.broad_reasons(rule, pid1) == ["it would match PID 1"]
+
+
+def test_builtin_rules_parse_are_not_broad_and_each_cites_why() -> None:
+    found = load.builtin_sources()
+    assert len(found) >= 3
+    ruleset, errors = load.parse(found)
+    assert errors == []
+    names = {r.name for r in ruleset.rules}
+    assert {"apt", "dnf-rpm", "packagekit", "flatpak-system-helper", "flatpak-update",
+            "ostree-updaters", "snapd", "fwupd", "man-db", "locate", "tracker-localsearch",
+            "baloo", "rsync", "backup-tools", "deja-dup"} <= names
+    for src in found:  # a comment right above every [[rule]] says why
+        lines = src.text.splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() == "[[rule]]":
+                assert lines[i + 1].startswith("#"), f"{src.name}:{i + 2} has no reason"
+    # what they are for: known bulk workers match, shells and init do not
+    for comm in ("unattended-upgr", "dpkg", "updatedb.plocat", "baloo_file", "restic",
+                 "packagekitd", "tracker-miner-f", "localsearch-3"):
+        assert ruleset.first_match(facts(comm=comm)) is not None, comm
+    assert ruleset.first_match(facts(comm="flatpak", cmdline=["flatpak", "update", "-y"]))
+    assert not ruleset.first_match(facts(comm="flatpak", cmdline=["flatpak", "run", "x"]))
+    assert not ruleset.first_match(facts(comm="rclone", ancestors=[("bash", "/bin/bash")]))
+    assert ruleset.first_match(facts(comm="rclone", ancestors=[("deja-dup", "/x")]))
+
+
+def test_candidates_index_and_first_match_order() -> None:
+    text = ('[[rule]]\nname = "one"\nmatch = { comm = ["a", "b"] }\nio = "idle"\n'
+            '[[rule]]\nname = "glob"\nmatch = { comm = "c*" }\nio = "idle"\n'
+            '[[rule]]\nname = "two"\nmatch = { comm = "a", user = "x" }\ncpu = "idle"\n'
+            '[[rule]]\nname = "exe"\nmatch = { exe = "/opt/*" }\nio = "idle"\n')
+    ruleset, _ = rules.combine([parse_file(text, "f.toml")])
+    names = [r.name for r in ruleset.candidates("a")]
+    assert names == ["one", "glob", "two", "exe"]  # file order kept
+    assert [r.name for r in ruleset.candidates("zzz")] == ["glob", "exe"]
+    assert ruleset.first_match(facts(comm="a", user="x", uid=1)).name == "one"
+    assert ruleset.first_match(facts(comm="cat")).name == "glob"
+    assert ruleset.first_match(facts(comm="q", exe="/opt/q")).name == "exe"
+    assert ruleset.first_match(facts(comm="q", exe="/usr/bin/q")) is None
+
+
+def test_index_agrees_with_trying_every_rule_seeded() -> None:
+    """Seeded random rule sets and processes: the comm index never changes the verdict."""
+    rng = random.Random(10)
+    alphabet = string.ascii_lowercase[:6]
+    for _ in range(200):
+        body = []
+        for i in range(rng.randint(1, 6)):
+            comms = ["".join(rng.choices(alphabet, k=rng.randint(1, 18)))
+                     for _ in range(rng.randint(1, 3))]
+            if rng.random() < 0.2:
+                comms.append(rng.choice(alphabet) + "*")
+            keys = f"comm = {comms!r}".replace("'", '"')
+            if rng.random() < 0.3:
+                keys += ', user = "u"'
+            body.append(f'[[rule]]\nname = "r{i}"\nmatch = {{ {keys} }}\nio = "idle"\n')
+        ruleset, errs = rules.combine([parse_file("\n".join(body), "r.toml")])
+        assert errs == []
+        for _ in range(30):
+            comm = "".join(rng.choices(alphabet, k=rng.randint(1, 15)))
+            if rng.random() < 0.5:  # often a name (cut to 15) of one of the rules
+                comm = rng.choice([c for r in ruleset.rules for c in r.match.comm])[:15]
+            f = facts(comm=comm, user=rng.choice(["u", "v"]), uid=1)
+            brute = next((r for r in ruleset.rules if r.holds(f)), None)
+            assert ruleset.first_match(f) == brute, (comm, body)
+
+
+def test_explain_says_why_for_every_key() -> None:
+    ruleset, _ = rules.combine([parse_file(GOOD, "good.toml")])
+    f = facts(comm="dpkg", exe="/usr/bin/dpkg", ancestors=[("apt", "/usr/bin/apt")],
+              user="root", uid=0)
+    verdicts = rules.explain(ruleset, f)
+    assert [(v.rule.name, v.matched) for v in verdicts] == [
+        ("indexers", False), ("custom", False), ("under-apt", True)]
+    assert verdicts[0].reasons == (
+        "comm 'dpkg' does not match ['updatedb', 'plocate']",)
+    assert re.search(r"exe '/usr/bin/dpkg' does not match \['/opt/\*/bin/backup'\]",
+                     verdicts[1].reasons[0])
+    assert "user root (uid 0) matches" in verdicts[1].reasons[1]
+    assert verdicts[2].reasons[1] == "parent ancestors apt matches ['apt']"
+
+
+def test_sure_match_only_when_the_name_alone_decides() -> None:
+    text = ('[[rule]]\nname = "both"\nmatch = { comm = "a", user = "x" }\nio = "idle"\n'
+            '[[rule]]\nname = "name"\nmatch = { comm = ["a", "b", "a-very-long-program-name"] }'
+            '\nio = "idle"\n'
+            '[[rule]]\nname = "glob"\nmatch = { comm = "c*" }\nio = "idle"\n')
+    ruleset, _ = rules.combine([parse_file(text, "f.toml")])
+    assert ruleset.sure_match("a") is None  # "both" comes first and asks for a user too
+    assert ruleset.sure_match("b").name == "name"
+    assert ruleset.sure_match("a-very-long-pro").name == "name"  # as the kernel cuts it
+    assert ruleset.sure_match("cat") is None  # only indexed names are sure
+    for comm in ("a", "b", "a-very-long-pro", "cat", "zz"):
+        sure = ruleset.sure_match(comm)
+        if sure is not None:
+            assert ruleset.first_match(facts(comm=comm, user="y", uid=2)) == sure
