@@ -382,7 +382,8 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("start-up time (s)")
     ax.set_ylabel("fraction of starts done")
-    ax.legend(fontsize=8, frameon=False, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, frameon=False, loc="lower right")
     what = f"load {load}" if load != "none" else "unloaded"
     _titles(fig, ax, f"Start-up times of {probe} on {device}, {what}: the whole distribution",
             "empirical CDF of every counted trial; the right end is the tail a user meets")
@@ -414,7 +415,8 @@ def _order_figure(probe: str, device: str, cells: list[CellData],
     _set_y_scale(ax, values)
     ax.set_xlabel("trial, in the order they ran")
     ax.set_ylabel("start-up time (s)")
-    ax.legend(fontsize=7.5, frameon=False, ncol=2, loc="upper left")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7.5, frameon=False, ncol=2, loc="upper left")
     _titles(fig, ax, f"Every trial of {probe} on {device}, in run order",
             "a drift or a step here means the machine changed during the run "
             "(the order is shuffled per round, so it cannot favour one cell)")
