@@ -109,7 +109,7 @@ def test_renders_in_chromium(page: tuple[Path, report.ReportData], tmp_path: Pat
 # --- strict HTML5, and hostile strings in every stored field ---------------------------------
 
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</td></tr><td>",
-           "&amp;&lt;", "' onmouseover='alert(3)", "<!--", "]]>", "\u202egnp.exe"]
+           "&amp;&lt;", "' onmouseover='alert(3)", "<!--", "]]>", "\u202egnp.exe", "$$x$$ $HOME"]
 
 
 def _strict_parse(text: str):  # noqa: ANN202 - an html5lib tree

@@ -20,6 +20,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -100,7 +101,15 @@ def _slug(text: str) -> str:
 
 def figures(data: ReportData, *, violin: bool = False,
             tolerance: float = 0.10) -> list[PlotFigure]:
-    """All plots of `data`, unsaved: box (or violin) plots per load, then scatters."""
+    """All plots of `data`, unsaved: per load box (or violin) plots and an ECDF, per probe
+    and device the trials in run order and a scatter. Every text is plain: a `$` in a probe
+    or load (a shell command) is no mathtext."""
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _figures(data, violin=violin, tolerance=tolerance)
+
+
+def _figures(data: ReportData, *, violin: bool = False,
+             tolerance: float = 0.10) -> list[PlotFigure]:
     rows = {r.cell.key: r for r in summary_rows(data, tolerance=tolerance)}
     colours = policy_colours(data)
     out: list[PlotFigure] = []
@@ -506,6 +515,11 @@ def inline_pngs(data: ReportData, *, violin: bool = False,
 def group_figures(data: ReportData, by: str) -> list[PlotFigure]:
     """For `compare --by`: per probe and load, one box per machine (kernel, run) for each
     scheduler and policy, the same colour per group in every figure."""
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _group_figures(data, by)
+
+
+def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
     from .report.data import split
 
     groups = split(data, by)

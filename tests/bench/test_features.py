@@ -209,3 +209,19 @@ def test_weight_raising_time(tmp_path: Path) -> None:
     assert weight_raising_s(queue, "bfq") == 6.0
     (iosched / "low_latency").write_text("0\n")  # no weight raising at all
     assert weight_raising_s(queue, "bfq") == 0.0
+
+
+def test_a_governed_load_is_put_on_the_back_burner_by_the_daemon(tmp_path: Path,
+                                                                 state_dir: Path) -> None:
+    """--policy govern: the load starts unprotected and a govern daemon's rule (naming its
+    command) gives it the idle IO class; in the default cell it stays as started."""
+    seen = tmp_path / "ioclass"
+    probe_cmd = f"while :; do ionice -p $$ >> {shlex.quote(str(seen))}; sleep 0.1; done"
+    r, s = bench(tmp_path, "--probe", "/bin/true", "--load", f"cmd:'{probe_cmd}'",
+                 "--policy", "default", "--policy", "govern", "--trials", "1", "--warmup", "0",
+                 "--scheduler", "mq-deadline", "--settle", "0.6", timeout=300)
+    assert r.returncode == 0, r.err
+    assert {c.cell.policy for c in s.cells()} == {"-", "default", "govern"}
+    lines = [ln for ln in seen.read_text().splitlines() if not ln.startswith("==")]
+    assert any(ln.startswith("idle") for ln in lines), lines  # governed: idle, by the rule
+    assert any(not ln.startswith("idle") for ln in lines), lines  # default: as started

@@ -38,6 +38,8 @@ MAX_ABORT_FACTOR = 1e6
 #: fio jobs of one load: more would measure the harness, not the device (and can exhaust
 #: memory with 256 MiB files each).
 MAX_FIO_JOBS = 64
+#: The policy of cells whose load a `govern` daemon puts on the back burner (see governed.py)
+GOVERNED = "govern"
 
 
 @dataclass
@@ -240,7 +242,9 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
                              f"at most {MAX_FIO_JOBS}")
     if not loads:
         raise UsageError("no load given")
-    policies = {p: priority.parse_policy(p) for p in dict.fromkeys(cfg.policies)}
+    policies = {p: priority.Policy(GOVERNED, description="the govern daemon's rule applies it")
+                if p == GOVERNED else priority.parse_policy(p)
+                for p in dict.fromkeys(cfg.policies)}
     if not policies:
         raise UsageError("no policy given")
     schedulers = tuple(dict.fromkeys(cfg.schedulers))

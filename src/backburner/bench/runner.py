@@ -37,6 +37,7 @@ from .config import Plan
 from .devices import weight_raising_s
 from .environment import capture as capture_environment
 from .environment import device_settings
+from .governed import Governor
 from .matrix import Slot
 from .prepare import prepare_step, start_during
 from .tracing import Tracing
@@ -106,6 +107,7 @@ class Bench:
         self.output = probes.ProbeOutput("/dev/null", show=True)  # replaced in prepare()
         self._load_bytes = (0, 0)
         self._probe_blocks = [0, 0]
+        self._governor: Governor | None = None
 
     # --- set-up -------------------------------------------------------------------------
 
@@ -232,6 +234,10 @@ class Bench:
         assert self.device is not None
         self._load_bytes = self.device.counters()
         self._probe_blocks = [0, 0]
+        if cell.policy == config.GOVERNED:  # the daemon's rule, not us, protects it
+            assert self.device is not None
+            self._governor = Governor(load.spec, self.device.workdir)
+            self._governor.start()
         load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
         settle = self.cfg.settle_s
         if self._lives_for_block(load):
@@ -245,7 +251,12 @@ class Bench:
     def _stop_load(self, load: loads.Load, extra: dict[str, Any]) -> None:
         """Stop the load and keep what it did while it ran (the price of the protection)."""
         assert self.device is not None
-        load.stop()
+        try:
+            load.stop()
+        finally:
+            if self._governor is not None:
+                self._governor.stop()
+                self._governor = None
         bulk = load.bulk()
         if bulk is None:  # a command that counts nothing: the device's traffic, not the probe's
             after = self.device.counters()
