@@ -322,6 +322,9 @@ class Bench:
             "started_at": started_at,
             "ended_at": time.time(),
             "extra": {"launcher_rss_kb": out.launcher_rss_kb if out else None,
+                      # the probe's own wait4 counters: waits and preemptions, page faults
+                      **({"nvcsw": out.nvcsw, "nivcsw": out.nivcsw, "majflt": out.majflt}
+                         if out else {}),
                       **extra, **result.detail},
         }
 

@@ -354,21 +354,25 @@ def _why(data: ReportData, rows: list[Row]) -> str:
         share = ", ".join(f"{name} {100 * (_median(v) or 0):.0f}%" for name, v in
                           sorted(shares.items(), key=lambda kv: -(_median(kv[1]) or 0)))
         blocks = _median([t["in_blocks"] for t in traced])
+        preempted = _median([t["extra"].get("nivcsw") for t in traced])
         lines.append(f"<tr><td>{_e(row.cell.label)}</td>"
                      f'<td class="num">{_e(fmt_s(row.median))}</td>'
                      f'<td class="num">{_e(fmt_s(stall))}</td>'
                      f'<td class="num">{_e(f"{blocks:.0f}" if blocks is not None else "-")}</td>'
-                     f"<td>{_e(share or '-')}</td></tr>")
+                     f'<td class="num">{_e(f"{preempted:.0f}" if preempted is not None else "-")}'
+                     f"</td><td>{_e(share or '-')}</td></tr>")
     if not lines:
         return ""
     method = next((t["extra"]["io_by"].get("method") for c in data.cells for t in c.counted
                    if "io_by" in t["extra"]), "?")
     return ('<table class="summary"><thead><tr><th>Cell</th><th class="num">Median s</th>'
             '<th class="num">IO stall s<br><small>PSI some</small></th>'
-            '<th class="num">Blocks read</th><th>Device bytes by issuer (median share)</th>'
+            '<th class="num">Blocks read</th><th class="num">Preempted</th>'
+            "<th>Device bytes by issuer (median share)</th>"
             "</tr></thead><tbody>" + "".join(lines) + "</tbody></table>"
             f'<p class="legend">From <code>bench --trace</code>: the kernel\'s IO pressure '
-            f"stall over the probe's window, the blocks the probe read, and who issued the "
+            f"stall over the probe's window, the blocks the probe read, how often it was "
+            "switched out involuntarily, and who issued the "
             f"bytes the device served meanwhile (method: {_e(method)}).</p>")
 
 
