@@ -63,6 +63,19 @@ def _procs_mentioning(text: str) -> list[int]:
     return found
 
 
+def _own_fds_under(path: Path) -> list[str]:
+    """Our own open descriptors on the device under test: one would keep it from unmounting."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(f"{path}/"):
+            found.append(target)
+    return found
+
+
 def _bench_cgroups(pid: int) -> list[Path]:
     return [p for hier in CGROUP_ROOT.iterdir() if hier.is_dir()
             for p in (hier / "backburner").glob(f"bench-{pid}-*")]
@@ -242,8 +255,9 @@ def own_disk(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         assert system.selected((queue / "scheduler").read_text()) == "none"
         yield mnt, queue
     finally:
-        subprocess.run(["umount", str(mnt)], timeout=TIMEOUT)
+        unmounted = subprocess.run(["umount", str(mnt)], timeout=TIMEOUT).returncode == 0
         subprocess.run(["losetup", "-d", dev], timeout=TIMEOUT, check=True)
+        assert unmounted, f"{mnt} stayed busy after the bench"
 
 
 def _sched(queue: Path) -> str:
@@ -274,6 +288,7 @@ def test_path_device_scheduler_restored(own_disk: tuple[Path, Path], tmp_path: P
     assert {"bfq", "mq-deadline"} <= set(seen)  # it really switched
     assert _sched(queue) == "none"
     assert sorted(os.listdir(mnt)) == ["lost+found"]  # its private load dir is gone
+    assert _own_fds_under(mnt) == []  # nothing keeps the user's filesystem busy
     assert _journals(state_dir) == []
     assert _bench_cgroups(os.getpid()) == []
     s = Store.open(db, readonly=True)
@@ -306,6 +321,7 @@ def test_path_device_scheduler_restored_after_interrupt(
     assert sorted(os.listdir(mnt)) == ["lost+found"]
     assert _journals(state_dir) == []
     assert _procs_mentioning(str(mnt)) == []
+    assert _own_fds_under(mnt) == []
     s = Store.open(db, readonly=True)  # the one finished trial is kept; the run is unfinished
     assert len(s.trials(include_warmup=True)) == 1
     assert s.runs()[0].finished_at is None

@@ -79,13 +79,19 @@ class ProbeOutput:
         self._fd: int | None = None
 
     def streams(self) -> dict[str, int | None]:
+        """Streams for one probe start; `release()` after it, so that no descriptor of ours
+        keeps the device under test busy (a path device must unmount when we are done)."""
         if self.show:
             return {"stdout": None, "stderr": None}
-        if self._fd is not None:
-            os.close(self._fd)
+        self.release()
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
                            | os.O_CLOEXEC, 0o600)
         return {"stdout": subprocess.DEVNULL, "stderr": self._fd}
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def tail(self) -> list[str]:
         if self.show:

@@ -278,8 +278,11 @@ class Bench:
         during = start_during(step, self.device) if step is not None and step.during else None
         before = self.device.counters()
         t0 = time.monotonic()
-        result = probes.time_probe(self.plan.probes[cell.probe], self.limit_for(cell),
-                                   chroot=self.device.chroot, **self.output.streams())
+        try:
+            result = probes.time_probe(self.plan.probes[cell.probe], self.limit_for(cell),
+                                       chroot=self.device.chroot, **self.output.streams())
+        finally:
+            self.output.release()
         window = max(time.monotonic() - t0, 1e-9)
         after = self.device.counters()
         if during is not None:
