@@ -135,3 +135,17 @@ def test_launch_names_a_failure_before_exec(tmp_path: Path) -> None:
     with pytest.raises(SystemStateError) as info:
         spawn.launch(["true"], cgroup_procs=[missing])
     assert "FileNotFoundError" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_nested_transaction_stops_only_its_own_children(state_dir: Path) -> None:
+    """Closing an inner transaction (e.g. mounting tracefs for one trial) must not stop the
+    outer one's load; the outer one's end stops both."""
+    from backburner import system
+
+    with system.Transaction("outer"):
+        load = spawn.launch(["sleep", "60"])
+        with system.Transaction("inner"):
+            helper = spawn.launch(["sleep", "60"])
+        assert helper.poll() is not None  # the inner one's child is stopped with it
+        assert load.poll() is None  # the outer one's is still running
+    assert load.poll() is not None

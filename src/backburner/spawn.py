@@ -122,6 +122,14 @@ def _own_rss_kb() -> int:
 
 #: Children that are ours to stop when the work they belong to ends (see `stop_all`).
 _LIVE: dict[int, Child] = {}
+#: How many children have been launched: a transaction stops only those launched after it
+#: opened (`launched()` then), so closing a nested one cannot kill an outer one's load.
+_launched = 0
+
+
+def launched() -> int:
+    """The launch count now; pass it to `stop_all(since=...)` later."""
+    return _launched
 
 
 class Child:
@@ -142,6 +150,9 @@ class Child:
             self._pidfd = os.pidfd_open(self.pid)
         except OSError:  # pragma: no cover - kernels before 5.3
             self._pidfd = None
+        global _launched
+        _launched += 1
+        self.seq = _launched
         if not detached:
             _LIVE[self.pid] = self
 
@@ -317,11 +328,14 @@ def terminate(pid: int, start: int, grace: float = 5.0) -> None:
             time.sleep(0.02)
 
 
-def stop_all(grace: float = 5.0) -> None:
-    """Stop every child that is still ours (not detached), with its whole tree: called before
-    a transaction undoes its changes, so that no helper keeps writing into a filesystem that
-    is about to be unmounted (it would then write onto the disk beneath)."""
+def stop_all(grace: float = 5.0, since: int = 0) -> None:
+    """Stop every child that is still ours (not detached) and was launched after `since`,
+    with its whole tree: called before a transaction undoes its changes, so that no helper
+    keeps writing into a filesystem that is about to be unmounted (it would then write onto
+    the disk beneath)."""
     for child in list(_LIVE.values()):
+        if child.seq <= since:
+            continue
         if child.outcome is None:
             try:
                 child.stop_tree(grace)

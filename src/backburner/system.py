@@ -830,9 +830,13 @@ class Transaction:
         self.entries: list[_Entry] = []
         self.journal: Journal | None = None
         self._seq = 0
+        self._launched_before = 0
         self.handed_over = False
 
     def __enter__(self) -> Transaction:
+        from . import spawn
+
+        self._launched_before = spawn.launched()
         jdir = trusted_dir(journal_dir(), "state directory")
         pid = os.getpid()
         path = jdir / f"{self.label}-{pid}-{time.time_ns()}.jsonl"
@@ -892,7 +896,8 @@ class Transaction:
             return
         from . import spawn  # only spawn stops processes
 
-        spawn.stop_all()  # no helper may keep using what is about to be undone
+        # no helper of ours may keep using what is about to be undone
+        spawn.stop_all(since=self._launched_before)
         if self.handed_over:  # failed after handing over: take the changes back and undo
             assert self.journal is not None
             _, self.entries = _journal_entries(self.journal)

@@ -71,10 +71,11 @@ def test_bulk_work_background_and_preparation(tmp_path: Path, state_dir: Path) -
 
 def test_a_load_that_lives_for_a_block(tmp_path: Path, state_dir: Path) -> None:
     """--load-lifetime cell: one run of the load per block of consecutive trials, settled
-    past BFQ's weight raising; its bulk work recorded once per block."""
+    past BFQ's weight raising; its bulk work recorded once per block. With --trace too: the
+    per-trial IO attribution must not stop the load between trials."""
     r, s = bench(tmp_path, "--probe", "/bin/true", "--load", "install-loop:long-lived",
                  "--trials", "3", "--block", "3", "--load-lifetime", "cell", "--warmup", "0",
-                 "--settle", "0.3", "--scheduler", "mq-deadline", timeout=400)
+                 "--settle", "0.3", "--scheduler", "mq-deadline", "--trace", timeout=400)
     assert r.returncode == 0, r.err
     loaded = sorted(_trials(s, load="install-loop:long-lived", scheduler="mq-deadline"),
                     key=lambda t: t["id"])
@@ -84,6 +85,7 @@ def test_a_load_that_lives_for_a_block(tmp_path: Path, state_dir: Path) -> None:
     assert loaded[-1]["extra"]["bulk"]["units"] > 0
     assert loaded[0]["extra"]["settle_s"] == 0.3  # no weight raising under mq-deadline
     assert all("settle_s" not in t["extra"] for t in loaded[1:])  # started once
+    assert all("io_by" in t["extra"] for t in loaded)
 
 
 def test_failures_exit_1_and_keep_stderr(tmp_path: Path, state_dir: Path) -> None:
@@ -225,3 +227,21 @@ def test_a_governed_load_is_put_on_the_back_burner_by_the_daemon(tmp_path: Path,
     lines = [ln for ln in seen.read_text().splitlines() if not ln.startswith("==")]
     assert any(ln.startswith("idle") for ln in lines), lines  # governed: idle, by the rule
     assert any(not ln.startswith("idle") for ln in lines), lines  # default: as started
+
+
+def test_loads_alike_in_60_characters_and_a_quiet_loads_device_bytes(
+        tmp_path: Path, state_dir: Path) -> None:
+    """Two cmd loads alike in their first 60 characters get a directory each; a load that
+    counts nothing is measured by the device's bytes, and those exclude the probe's own."""
+    pad = "#" + "x" * 70
+    r, s = bench(tmp_path, "--probe", "python3 -c 'import json, email, http.client'",
+                 "--load", f"cmd:'sleep 60 {pad}1'", "--load", f"cmd:'sleep 60 {pad}2'",
+                 "--trials", "1", "--warmup", "0", "--policy", "default")
+    assert r.returncode == 0, r.err
+    loaded = [t for t in s.trials(include_warmup=True) if "bulk" in t["extra"]]
+    assert len(loaded) == 2
+    for t in loaded:
+        assert t["extra"]["bulk"]["unit"] == "device bytes"
+        probe_bytes = 512 * t["in_blocks"]
+        assert probe_bytes > 1 << 20, t  # a cold start that read from the testbed
+        assert t["extra"]["bulk"]["units"] < probe_bytes / 4, (t["extra"]["bulk"], probe_bytes)

@@ -436,3 +436,21 @@ def test_resume_of_a_finished_run_adds_nothing(tmp_path: Path, state_dir: Path,
     after = Store.open(db, readonly=True).trials(include_warmup=True)
     assert after == before and len(after) == 2 * 2
     assert_nothing_left(os.getpid(), state_dir)
+
+
+def test_the_abort_limit_comes_from_the_cells_own_baseline() -> None:
+    """A replayed (prepared) idle start 7× faster must not set the limit for cells without
+    the preparation: each loaded cell is limited by its own unloaded baseline."""
+    from types import SimpleNamespace
+
+    from backburner.bench.runner import Bench
+    from backburner.cell import Cell
+
+    bench = Bench.__new__(Bench)
+    bench.cfg = SimpleNamespace(timeout_s=300.0, abort_factor=30.0)
+    bench.unloaded = {Cell("p", "d", "bfq", "none", "-"): [0.7],
+                      Cell("p", "d", "bfq", "none", "-", "replay"): [0.1]}
+    plain = Cell("p", "d", "bfq", "readers:1:seq", "default")
+    replayed = Cell("p", "d", "bfq", "readers:1:seq", "default", "replay")
+    assert bench.limit_for(plain) == pytest.approx(21.0)
+    assert bench.limit_for(replayed) == pytest.approx(3.0)

@@ -24,6 +24,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -40,7 +41,7 @@ from .environment import device_settings
 from .governed import Governor
 from .matrix import Slot
 from .prepare import prepare_step, start_during
-from .tracing import Tracing
+from .tracing import Tracing, hold_tracefs
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Bench:
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self.device: devices.Device | None = None
-        self.unloaded: dict[tuple[str, str], list[float]] = defaultdict(list)
+        self.unloaded: dict[Cell, list[float]] = defaultdict(list)  # by baseline cell
         self.timeouts: dict[str, int] = defaultdict(int)
         self.show_output = show_output
         self.output = probes.ProbeOutput("/dev/null", show=True)  # replaced in prepare()
@@ -139,15 +140,16 @@ class Bench:
             self._build_root(touched, root, image)
             devices.bind_virtual(self.device.chroot, tx)
         log.debug("phase: layout")
-        for text, spec in self.plan.loads.items():
-            directory = os.path.join(self.device.load_dir, _slug(text))
+        for i, (text, spec) in enumerate(self.plan.loads.items()):
+            # numbered: two loads may share their first 60 characters
+            directory = os.path.join(self.device.load_dir, f"{i:02d}-{_slug(text)}")
             os.mkdir(directory, 0o700)
             load = loads.Load(spec, directory)
             load.prepare()
             self.loads[text] = load
-        for name, pol in self.policies.items():
+        for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
-                plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{_slug(name)}")
+                plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{i}-{_slug(name)}")
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files
@@ -185,7 +187,7 @@ class Bench:
     # --- one slot -----------------------------------------------------------------------
 
     def limit_for(self, cell: Cell) -> float:
-        base = self.unloaded.get((cell.probe, cell.scheduler))
+        base = self.unloaded.get(cell.baseline())
         if cell.unloaded or not base:
             return self.cfg.timeout_s
         return min(self.cfg.timeout_s, max(1.0, self.cfg.abort_factor * median(base)))
@@ -283,6 +285,9 @@ class Bench:
                                        chroot=self.device.chroot, **self.output.streams())
         finally:
             self.output.release()
+        if result.outcome is not None:  # before the load stops: its bytes exclude the probe's
+            self._probe_blocks[0] += result.outcome.in_blocks
+            self._probe_blocks[1] += result.outcome.out_blocks
         window = max(time.monotonic() - t0, 1e-9)
         after = self.device.counters()
         if during is not None:
@@ -299,11 +304,9 @@ class Bench:
         if result.status == "timeout":
             self.timeouts[cell.key] += 1
         elif cell.unloaded and result.status == "ok" and cold == self.cfg.cold:
-            self.unloaded[(cell.probe, cell.scheduler)].append(result.wall_s)
+            self.unloaded[cell.baseline()].append(result.wall_s)
         in_blocks = out.in_blocks if out else 0
         out_blocks = out.out_blocks if out else 0
-        self._probe_blocks[0] += in_blocks
-        self._probe_blocks[1] += out_blocks
         if result.status != "ok":
             tail = self.output.tail()
             if tail:
@@ -340,8 +343,10 @@ class Bench:
         self._reload_history()
         progress = Progress(total=len(slots), done=sum(
             1 for s in slots if (s.cell.key, s.round) in done))
-        with system.Transaction("bench") as tx:
+        with system.Transaction("bench") as tx, ExitStack() as held:
             self.prepare(tx)
+            if self.cfg.trace:
+                hold_tracefs(held)
             log.debug("phase: trials")
             ids = {c.key: self.store.add_cell(self.run_id, c) for c in cells}
             for slot in slots:
@@ -369,7 +374,7 @@ class Bench:
                 self.timeouts[stored.key] += 1
             if (stored.cell.unloaded and t["status"] == "ok"
                     and bool(t["cold"]) == self.cfg.cold):
-                self.unloaded[(stored.cell.probe, stored.cell.scheduler)].append(t["wall_s"])
+                self.unloaded[stored.cell.baseline()].append(t["wall_s"])
 
 
 def _slug(text: str) -> str:
