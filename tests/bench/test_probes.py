@@ -224,3 +224,53 @@ def test_discover_files_keeps_non_ascii_names(tmp_path: Path, name: str) -> None
     probe = probes.Probe(("cat", str(target))).resolve()
     files = probes.discover_files(probe, str(tmp_path), timeout=30)
     assert str(target) in files, [f for f in files if str(tmp_path) in f]
+
+
+def test_a_ready_file_left_by_an_earlier_start_is_not_taken_for_this_one(
+        tmp_path: Path) -> None:
+    flag = tmp_path / "ready.flag"
+    script = _script(tmp_path, f"sleep 0.3; touch {flag}; exec sleep 5")
+    probe = probes.Probe.parse(script, ready_file=str(flag))
+    walls = [probes.time_probe(probe, timeout=10).wall_s for _ in range(2)]
+    assert all(w >= 0.3 for w in walls), walls  # the second waited for its own file
+
+
+@pytest.mark.root
+def test_a_ready_file_reached_through_a_planted_symlink_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "tmp").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "ready").write_text("keep me")
+    (root / "tmp" / "link").symlink_to(outside)
+    probe = probes.Probe(("/bin/true",), ready_file="/tmp/link/ready")
+    with pytest.raises(UsageError, match="leads outside the testbed"):
+        probes.time_probe(probe, timeout=10, chroot=str(root))
+    assert (outside / "ready").read_text() == "keep me"
+
+
+@pytest.mark.root
+def test_discovery_sees_every_thread_and_leaves_no_ready_file(tmp_path: Path) -> None:
+    """Files opened by several threads at once are all found (strace -f into one file splits
+    such calls into <unfinished>/<resumed> halves that match nothing); the ready file the
+    discovery run created on the host is removed again."""
+    names = [tmp_path / f"f{i}" for i in range(8)]
+    for n in names:
+        n.write_text("x")
+    flag = tmp_path / "ready"
+    code = ("import threading, time\n"
+            f"names = {[str(n) for n in names]!r}\n"
+            "gate = threading.Barrier(len(names))\n"
+            "def read(n):\n"
+            "    gate.wait(); open(n).read()\n"
+            "ts = [threading.Thread(target=read, args=(n,)) for n in names]\n"
+            "[t.start() for t in ts]; [t.join() for t in ts]\n"
+            f"open({str(flag)!r}, 'w').close(); time.sleep(5)\n")
+    script = tmp_path / "threads.py"
+    script.write_text(code)
+    probe = probes.Probe((sys.executable, str(script)), ready_file=str(flag)).resolve()
+    (tmp_path / "work").mkdir()
+    files = probes.discover_files(probe, str(tmp_path / "work"), timeout=30)
+    assert {str(n) for n in names} <= set(files), sorted(set(map(str, names)) - set(files))
+    assert not flag.exists()
+    assert os.listdir(tmp_path / "work") == []  # no trace file left

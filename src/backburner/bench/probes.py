@@ -127,29 +127,62 @@ def discover_files(probe: Probe, workdir: str, timeout: float = 120) -> list[str
     stopped with the probe if we are interrupted: no trace file is ever left elsewhere."""
     if shutil.which("strace") is None:
         raise UnavailableError("strace is not installed", "apt-get install strace")
+    # -ff: one file per thread, so no call is split into <unfinished ...>/<... resumed>
+    # halves (a multi-threaded probe's opens would be lost)
     trace = os.path.join(workdir, f"discover-{probe.label_slug}.strace")
-    argv = ["strace", "-f", "-qq", "-o", trace, "-e",
+    argv = ["strace", "-ff", "-qq", "-o", trace, "-e",
             "trace=execve,open,openat,stat,lstat,newfstatat,statx,access,faccessat,"
             "faccessat2,readlink,readlinkat", *probe.argv]
     traced = Probe(tuple(argv), probe.ready_line, probe.ready_file, probe.label)
+    ready_existed = probe.ready_file is not None and os.path.lexists(probe.ready_file)
     try:
         result = time_probe(traced, timeout, cwd="/", always_die_with_us=True)
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
-        paths = []
-        text = Path(trace).read_text(encoding="utf-8", errors="surrogateescape")
-        for line in text.splitlines():
-            m = _PATH_CALL.match(line)
-            if m and int(m.group(3)) >= 0:
-                # strace escapes non-ASCII bytes as octal (\303\274): back to the raw bytes,
-                # then to a str the way os does it (UTF-8, surrogateescape for the rest)
-                raw = codecs.escape_decode(m.group(2).encode(errors="surrogateescape"))[0]
-                path = os.fsdecode(raw)
-                paths.append(os.path.normpath(os.path.join("/", path)))
+        paths = [path for name in _per_thread(trace) for path in _paths_in(name)]
     finally:
-        if os.path.exists(trace):
-            os.unlink(trace)
+        for name in _per_thread(trace):
+            os.unlink(name)
+        if probe.ready_file is not None and not ready_existed:
+            _clear_ready(probe.ready_file, None)  # the host as we found it
     return sorted(set(paths))
+
+
+def _per_thread(trace: str) -> list[str]:
+    prefix = os.path.basename(trace) + "."
+    directory = os.path.dirname(trace)
+    return [os.path.join(directory, n) for n in os.listdir(directory)
+            if n.startswith(prefix) and n[len(prefix):].isdigit()]
+
+
+def _paths_in(trace: str) -> list[str]:
+    paths = []
+    text = Path(trace).read_text(encoding="utf-8", errors="surrogateescape")
+    for line in text.splitlines():
+        m = _PATH_CALL.match(line)
+        if m and int(m.group(3)) >= 0:
+            # strace escapes non-ASCII bytes as octal (\303\274): back to the raw bytes,
+            # then to a str the way os does it (UTF-8, surrogateescape for the rest)
+            raw = codecs.escape_decode(m.group(2).encode(errors="surrogateescape"))[0]
+            path = os.fsdecode(raw)
+            paths.append(os.path.normpath(os.path.join("/", path)))
+    return paths
+
+
+def _clear_ready(path: str, chroot: str | None) -> None:
+    """Remove a ready file left by an earlier start, so that this one is timed to its own.
+    Inside a testbed, only through directories that stay inside it (the probe may have
+    planted a symlink there)."""
+    if chroot is not None:
+        parent = os.path.realpath(os.path.dirname(path))
+        if parent != chroot and not parent.startswith(chroot.rstrip("/") + "/"):
+            raise UsageError(f"--ready-file {path!r} leads outside the testbed")
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        raise UsageError(f"--ready-file {path!r} is a directory") from None
 
 
 def exec_interpreters(path: str) -> list[str]:
@@ -256,6 +289,11 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
     no chroot is started with vfork (no pre-exec hook: ~1.5 ms less harness overhead per
     trial); any other one also dies with us."""
     waits_for_ready = probe.ready_line is not None or probe.ready_file is not None
+    ready_file = probe.ready_file
+    if ready_file and chroot:
+        ready_file = os.path.join(chroot, ready_file.lstrip("/"))
+    if ready_file:
+        _clear_ready(ready_file, os.path.realpath(chroot) if chroot else None)
     child = spawn.launch(probe.argv, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE if probe.ready_line else stdout,
                          stderr=stderr, cwd=cwd, chroot=chroot, new_group=True,
@@ -267,9 +305,6 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
             if outcome is None:
                 return ProbeResult("timeout", child.stop_tree(1.0), timeout)
             return ProbeResult("ok" if outcome.ok else "failed", outcome, outcome.wall_s)
-        ready_file = probe.ready_file
-        if ready_file and chroot:
-            ready_file = os.path.join(chroot, ready_file.lstrip("/"))
         pattern = re.compile(probe.ready_line) if probe.ready_line else None
         ready_at = child.wait_ready(timeout, pattern, ready_file)
         outcome = child.stop_tree(5.0)
