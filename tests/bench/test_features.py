@@ -126,14 +126,23 @@ def test_probe_root_as_a_tree_and_as_an_image(tmp_path: Path, state_dir: Path) -
     image = tmp_path / "root.img"
     subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(image), "64M"], check=True,
                    capture_output=True)
-    for root in (tree, image):
-        d = tmp_path / ("run-" + root.name.replace(".", "_"))
+    for root, device in ((tree, "testbed:512M"), (image, "testbed:512M"),
+                         (image, "slowdisk:sdcard:64M")):
+        d = tmp_path / ("run-" + root.name.replace(".", "_") + device.split(":")[0])
         d.mkdir()
-        r, s = bench(d, "--probe", "/bin/probe", "--trials", "1", "--probe-root", str(root))
+        r, s = bench(d, "--probe", "/bin/probe", "--trials", "1", "--probe-root", str(root),
+                     "--device", device)
         assert r.returncode == 0, r.err
-        facts = s.runs()[0].environment["device"]["probe_layout"]
-        assert facts["mode"] == ("tree" if root == tree else "image")
+        env = s.runs()[0].environment["device"]
+        assert env["probe_layout"]["mode"] == ("tree" if root == tree else "image")
+        ok = [t for t in s.trials() if t["status"] == "ok"]
+        assert len(ok) == 1 and ok[0]["in_blocks"] > 0  # read cold from the device
+        if device.startswith("slowdisk"):
+            assert env["slowdisk"]["image_bytes"] == 64 << 20
     assert image.stat().st_size == 64 << 20  # the user's image itself was never used
+    r = bb("bench", "--probe", "/bin/probe", "--probe-root", str(tree), "--device",
+           str(tmp_path))
+    assert r.returncode == 64 and "needs a testbed or slowdisk" in one_line_error(r)
 
 
 def test_study_files(tmp_path: Path, state_dir: Path) -> None:

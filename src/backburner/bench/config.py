@@ -257,6 +257,10 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
         loadspec.require_fio()
     prepares = _prepares(cfg)
     _check_choices(cfg)
+    if cfg.probe_root is not None and device.kind == "path":
+        raise UsageError("--probe-root needs a testbed or slowdisk device: on a directory the "
+                         "probe runs from this machine's own files",
+                         "use --device testbed:SIZE or slowdisk:PROFILE:SIZE")
     cells = tuple(matrix.build_cells(list(probes), device.label, list(schedulers), list(loads),
                                      list(policies), list(prepares)))
     return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells)

@@ -181,30 +181,42 @@ def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1,
     if spec.kind == "slowdisk":
         from ..slowdisk import device as slowdevice
 
-        blank = slowdevice.serve_blank(tx, spec.profile, spec.size)
-        dev = make_testbed(blank.loop, blank.served, blank.workdir, spec.label, tx, rotational)
+        if image is None:
+            blank = slowdevice.serve_blank(tx, spec.profile, spec.size)
+            dev = make_testbed(blank.loop, blank.served, blank.workdir, spec.label, tx,
+                               rotational)
+        else:  # the image's filesystem as it is, behind the simulated disk
+            blank = slowdevice.serve_blank(tx, spec.profile, spec.size,
+                                           fill=lambda dest: copy_image(image, dest))
+            dev = _mount_image(blank.loop, blank.workdir, spec.label, tx, rotational, image)
         dev.facts["slowdisk"] = blank.facts
         dev.check_alive = blank.check_alive
         return dev
     work = str(tx.apply(system.PrivateDir(str(system.work_root()), "testbed-")))
     disk = os.path.join(work, "disk.img")
     if image is not None:
-        return _from_image(image, disk, work, spec.label, tx, rotational)
+        copy_image(image, disk)
+        loop = tx.apply(system.LoopDevice(disk, direct_io=True))
+        return _mount_image(loop, work, spec.label, tx, rotational, image)
     tx.apply(system.MadeFile(disk, spec.size))
     loop = tx.apply(system.LoopDevice(disk, direct_io=True))
     return make_testbed(loop, disk, work, spec.label, tx, rotational)
 
 
-def _from_image(source: str, disk: str, work: str, label: str, tx: system.Transaction,
-                rotational: int) -> Device:
-    """A copy of a prepared filesystem image (sparse, reflinked where the filesystem can):
-    its files lie exactly as in the image; the user's image is never written to."""
+def copy_image(source: str, disk: str) -> None:
+    """A copy of a prepared filesystem image (sparse, reflinked where the filesystem can),
+    into our private work directory: the user's image is never written to."""
     res = spawn.run_tool(["cp", "--sparse=always", "--reflink=auto", "--", source, disk],
                          timeout=3600)
     if res.status != 0:
         lines = res.stderr.strip().splitlines()
         raise SystemStateError(f"copying {source} failed: {lines[-1] if lines else 'timeout'}")
-    loop = tx.apply(system.LoopDevice(disk, direct_io=True))
+
+
+def _mount_image(loop: str, work: str, label: str, tx: system.Transaction, rotational: int,
+                 source: str) -> Device:
+    """A copied image's filesystem mounted as it is: its files lie exactly as in the image,
+    and its root is the probe's root."""
     name = _sysfs_name(loop)
     queue = queue_dir(name)
     tx.apply(system.SysfsValue(f"{queue}/rotational", str(rotational)))

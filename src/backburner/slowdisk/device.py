@@ -528,9 +528,11 @@ class Blank:
                                    "the trials stored so far are kept; --resume continues")
 
 
-def serve_blank(tx: system.Transaction, profile_name: str, size: int) -> Blank:
+def serve_blank(tx: system.Transaction, profile_name: str, size: int,
+                fill: Callable[[str], None] | None = None) -> Blank:
     """A new sparse image served with `profile`'s timing as a loop device, everything applied
-    in `tx` (no hand-over): the bench builds its testbed on the loop device."""
+    in `tx` (no hand-over): the bench builds its testbed on the loop device. `fill(path)`
+    writes the image instead (a copy of a prepared one), in our private work directory."""
     profile = get_profile(profile_name)
     if profile.read_only_medium:
         raise UsageError(f"a {profile.name} slowdisk is read-only: the bench needs to write "
@@ -538,10 +540,13 @@ def serve_blank(tx: system.Transaction, profile_name: str, size: int) -> Blank:
     _check_fuse()
     work = _new_workdir("slowdisk-bench", tx)
     image = os.path.join(work, "image.img")
-    tx.apply(system.MadeFile(image, size))
+    if fill is None:
+        tx.apply(system.MadeFile(image, size))
+    else:
+        fill(image)
     served = _serve(tx, work, profile, image, read_only=False)
-    facts = {**profile.as_dict(), "image_bytes": size, "fuse_mountpoint": served.mountpoint,
-             "daemon_pid": served.pid}
+    facts = {**profile.as_dict(), "image_bytes": os.path.getsize(image),
+             "fuse_mountpoint": served.mountpoint, "daemon_pid": served.pid}
     return Blank(served.loop, os.path.join(served.mountpoint, SERVED_NAME), work, profile, facts,
                  served)
 
