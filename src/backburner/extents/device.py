@@ -1,0 +1,186 @@
+"""The block device a file's filesystem lives on: node, partition start, size, identity.
+
+st_dev names the filesystem's device for ext4 and xfs; /sys/dev/block/MAJ:MIN tells
+whether it is a partition (its ``start`` file, in 512-byte sectors, is where it begins on
+the whole disk, its parent directory) and its ``uevent`` names the /dev node. btrfs hands
+out anonymous st_dev numbers (major 0), so for it the device is the source of the mount
+that holds the file, and the filesystem must sit on that one device.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import spawn
+from ..errors import NotFoundError, UnavailableError
+
+log = logging.getLogger(__name__)
+
+SYS_DEV_BLOCK = "/sys/dev/block"
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    """Where FIEMAP's device offsets point: ``path`` (a partition or a whole disk).
+
+    ``start`` is the partition's first byte on ``disk`` (0 for a whole disk), so an offset
+    ``x`` on ``path`` is byte ``start + x`` of ``disk``.
+    """
+
+    path: str
+    devno: int
+    disk: str
+    start: int
+    size: int
+    logical_block_size: int
+    fstype: str
+    mountpoint: str
+
+    @property
+    def major_minor(self) -> str:
+        return f"{os.major(self.devno)}:{os.minor(self.devno)}"
+
+    @property
+    def is_partition(self) -> bool:
+        return self.path != self.disk
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    devno: int  # major:minor as mountinfo shows it (st_dev of its files, except btrfs)
+    root: str
+    mountpoint: str
+    fstype: str
+    source: str
+
+
+def _unescape(text: str) -> str:
+    """mountinfo escapes space, tab, newline and backslash as octal (\\040 ...)."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        text = text.replace(code, char)
+    return text
+
+
+def parse_mountinfo(text: str) -> list[MountEntry]:
+    out = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if len(f) < 5 or len(r) < 2:
+            continue
+        major, minor = (int(x) for x in f[2].split(":"))
+        out.append(MountEntry(os.makedev(major, minor), _unescape(f[3]), _unescape(f[4]),
+                              r[0], _unescape(r[1])))
+    return out
+
+
+def mount_of(path: str, devno: int) -> MountEntry | None:
+    """The mount holding ``path``: matching st_dev when the filesystem has a real one,
+    else the deepest mount point above the path (btrfs subvolumes, anonymous st_dev)."""
+    mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+    real = os.path.realpath(path)
+    above = [m for m in mounts
+             if real == m.mountpoint or real.startswith(m.mountpoint.rstrip("/") + "/")]
+    by_dev = [m for m in above if m.devno == devno]
+    pool = by_dev or (above if os.major(devno) == 0 else [])
+    return max(pool, key=lambda m: len(m.mountpoint), default=None)
+
+
+def _sysfs_read(path: str, default: str = "") -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return default
+
+
+def _devname(sysdir: str) -> str:
+    for line in _sysfs_read(os.path.join(sysdir, "uevent")).splitlines():
+        if line.startswith("DEVNAME="):
+            return "/dev/" + line.split("=", 1)[1]
+    return "/dev/" + os.path.basename(sysdir)
+
+
+def _node(sysdir: str, devno: int) -> str:
+    node = _devname(sysdir)
+    try:
+        st = os.stat(node)
+    except OSError:
+        raise NotFoundError(f"{node} (device {os.major(devno)}:{os.minor(devno)}) does not "
+                            "exist", "is /dev populated (devtmpfs)?") from None
+    if not stat.S_ISBLK(st.st_mode) or st.st_rdev != devno:
+        raise NotFoundError(f"{node} is not block device {os.major(devno)}:{os.minor(devno)}")
+    return node
+
+
+def block_device(devno: int, fstype: str = "", mountpoint: str = "") -> BlockDevice:
+    """The /dev node, partition start and geometry of block device ``devno``."""
+    sysdir = os.path.realpath(f"{SYS_DEV_BLOCK}/{os.major(devno)}:{os.minor(devno)}")
+    if not os.path.isdir(sysdir):
+        raise UnavailableError(f"device {os.major(devno)}:{os.minor(devno)} is not a block "
+                               "device", "the file must be on a block-device filesystem")
+    path = _node(sysdir, devno)
+    disk_dir, start = sysdir, 0
+    if os.path.exists(os.path.join(sysdir, "partition")):
+        disk_dir = os.path.dirname(sysdir)
+        start = int(_sysfs_read(os.path.join(sysdir, "start"), "0")) * 512
+    disk_devno = _sysfs_read(os.path.join(disk_dir, "dev"))
+    disk = path if disk_dir == sysdir else _node(
+        disk_dir, os.makedev(*(int(x) for x in disk_devno.split(":"))))
+    lbs = int(_sysfs_read(os.path.join(disk_dir, "queue", "logical_block_size"), "512"))
+    return BlockDevice(path=path, devno=devno, disk=disk, start=start,
+                       size=int(_sysfs_read(os.path.join(sysdir, "size"), "0")) * 512,
+                       logical_block_size=lbs, fstype=fstype, mountpoint=mountpoint)
+
+
+def device_of(path: str | os.PathLike[str], st_dev: int | None = None) -> BlockDevice:
+    """The block device holding ``path``'s data (see the module docstring)."""
+    name = os.fspath(path)
+    dev = os.stat(name).st_dev if st_dev is None else st_dev
+    mount = mount_of(name, dev)
+    fstype = mount.fstype if mount else "?"
+    where = mount.mountpoint if mount else ""
+    if os.major(dev) != 0:
+        return block_device(dev, fstype, where)
+    if mount is None or fstype != "btrfs":
+        raise UnavailableError(f"{name} is on {fstype}, which is not on a block device",
+                               "extents maps files on ext4, xfs or btrfs")
+    try:
+        src = os.stat(mount.source)
+    except OSError:
+        raise NotFoundError(f"{mount.source}, the device of {where}, does not exist") from None
+    if not stat.S_ISBLK(src.st_mode):
+        raise UnavailableError(f"{where} is mounted from {mount.source}, not a block device")
+    _require_one_btrfs_device(src.st_rdev, where)
+    return block_device(src.st_rdev, fstype, where)
+
+
+def _require_one_btrfs_device(devno: int, where: str) -> None:
+    """A btrfs over several devices spreads a file over them: one device map cannot hold
+    it. /sys/fs/btrfs/FSID/devices lists each filesystem's member devices."""
+    name = os.path.basename(os.path.realpath(f"{SYS_DEV_BLOCK}/{os.major(devno)}:"
+                                             f"{os.minor(devno)}"))
+    for fs in Path("/sys/fs/btrfs").glob("*/devices"):
+        members = [p.name for p in fs.iterdir()]
+        if name in members and len(members) > 1:
+            raise UnavailableError(f"the btrfs on {where} spans {len(members)} devices",
+                                   "extents maps single-device filesystems")
+
+
+def fs_uuid(device: str) -> str | None:
+    """The filesystem UUID on ``device`` (blkid), or None where blkid cannot tell."""
+    try:
+        res = spawn.run_tool(["blkid", "-p", "-o", "value", "-s", "UUID", device], 30.0)
+    except FileNotFoundError:
+        return None
+    if res.status != 0:
+        return None
+    return res.stdout.strip() or None
+
+
+def machine_id() -> str | None:
+    """This installation's identity (/etc/machine-id): a map saved elsewhere is refused."""
+    return _sysfs_read("/etc/machine-id") or None
