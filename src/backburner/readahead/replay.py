@@ -1,0 +1,337 @@
+"""Replay a pack: fetch its ranges into the page cache, in the order the device likes.
+
+Every entry is checked first (same filesystem, inode, size and mtime as recorded); a file
+that is missing or changed is skipped and counted, never read blindly. What is left is cut
+to a byte budget in access order (what the start needs first is kept), then, per device:
+
+- rotational: one ascending sweep in physical order (FIEMAP, the kernel's map of each
+  file), at best-effort priority: hundreds of seeks become one pass;
+- non-rotational: access order at idle priority, so the replay never stands in the way of
+  the start it prepares.
+
+Reads are queued with readahead(2) (posix_fadvise WILLNEED where a filesystem refuses it),
+then waited for by reading each piece back (POSIX_FADV_RANDOM on our own descriptors, so
+that wait adds no read-ahead of its own). The work runs in a thread that sets its own IO
+priority; the caller gets the report at the deadline at the latest, whatever the thread is
+blocked in (it stops at its next piece). `start_background` runs a replay as a detached
+child through `spawn`, for a start that should not wait for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import priority, spawn
+from ..errors import BackburnerError, UsageError
+from ..extents import device_of, fiemap, runs_of, select
+from . import kernel
+from .order import Piece, access_order, chunks, physical_order, within_budget
+from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, status
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEADLINE_S = 30.0
+ORDERS = ("auto", "physical", "access")
+_READ_BUF = 1 << 20
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    budget: int | None = None  # bytes; None: half of the memory available now
+    deadline_s: float = DEFAULT_DEADLINE_S
+    order: str = "auto"  # auto: physical on rotational devices, access order elsewhere
+    io: str | None = None  # IO class of the replaying thread; None: as `order` implies
+
+
+@dataclass
+class DeviceReplay:
+    disk: str
+    rotational: bool | None  # None: not a block device (FUSE, tmpfs)
+    order: str
+    io: str
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class ReplayReport:
+    entries: int
+    missing: int = 0
+    changed: int = 0
+    unreadable: int = 0
+    files: int = 0  # files with bytes queued
+    bytes: int = 0  # bytes queued and waited for
+    seconds: float = 0.0
+    stopped: str | None = None  # "deadline" or "budget"
+    budget: int | None = None
+    devices: list[DeviceReplay] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return self.missing + self.changed + self.unreadable
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else None
+
+
+@dataclass
+class _Open:
+    entry: Entry
+    fd: int
+    state: FileState
+    ranges: list[tuple[int, int]]
+
+
+# --- checking and opening ------------------------------------------------------------------
+
+
+def current_state(path: bytes, fsids: dict[int, int]) -> FileState | None:
+    """The identity of the regular file at `path` now (not following a final symlink)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_dev not in fsids:
+        try:
+            fsids[st.st_dev] = int(os.statvfs(path).f_fsid) & ((1 << 64) - 1)
+        except OSError:
+            fsids[st.st_dev] = 0
+    return FileState(st.st_dev, fsids[st.st_dev], st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def check_entries(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+    """(entry, OK/CHANGED/MISSING, the file's state now) for every entry."""
+    fsids: dict[int, int] = {}
+    out = []
+    for e in pack.entries:
+        now = current_state(e.path, fsids)
+        out.append((e, status(e, now), now))
+    return out
+
+
+def _open(entry: Entry, now: FileState) -> int | None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        try:
+            fd = os.open(entry.path, flags | os.O_NOATIME)
+        except PermissionError:
+            fd = os.open(entry.path, flags)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (now.dev, now.inode, now.size,
+                                                              now.mtime_ns):
+        os.close(fd)  # replaced between the check and the open
+        return None
+    return fd
+
+
+def _memory_budget() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 // 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Open]:
+    checked = check_entries(pack)
+    usable: list[tuple[Entry, FileState]] = []
+    for entry, verdict, now in checked:
+        if verdict == MISSING:
+            report.missing += 1
+        elif verdict == CHANGED:
+            report.changed += 1
+        else:
+            assert verdict == OK and now is not None
+            usable.append((entry, now))
+    kept, cut = within_budget([clip(e.ranges, now.size) for e, now in usable], budget)
+    if cut:
+        report.stopped = "budget"
+    opened = []
+    for (entry, now), ranges in zip(usable, kept, strict=True):
+        if not ranges:
+            continue
+        fd = _open(entry, now)
+        if fd is None:
+            report.unreadable += 1
+            continue
+        opened.append(_Open(entry, fd, now, ranges))
+    return opened
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+def _rotational(disk: str) -> bool | None:
+    try:
+        text = Path(f"/sys/block/{os.path.basename(disk)}/queue/rotational").read_text()
+    except OSError:
+        return None
+    return text.strip() == "1"
+
+
+def _device(path: bytes, dev: int) -> tuple[str, bool | None]:
+    try:
+        disk = device_of(os.fsdecode(path), dev).disk
+    except BackburnerError as err:
+        log.debug("%r: %s", path, err)
+        return f"{os.major(dev)}:{os.minor(dev)}", None
+    return disk, _rotational(disk)
+
+
+def _pieces(i: int, f: _Open, physical: bool) -> list[Piece]:
+    if not physical:
+        return [Piece(i, off, ln) for off, ln in f.ranges]
+    try:
+        runs = select(runs_of(fiemap(f.fd, sync=False), f.state.size), f.ranges)
+    except (BackburnerError, OSError) as err:
+        log.debug("%r: no physical order: %s", f.entry.path, err)
+        return [Piece(i, off, ln) for off, ln in f.ranges]
+    # unwritten runs read as zeros and unmappable ones (delalloc, inline) are in memory
+    # or in the inode: neither needs the device, and neither has a place to sort by
+    return [Piece(i, r.logical, r.length, r.physical) for r in runs if r.kind == "data"]
+
+
+@dataclass
+class _Job:
+    device: DeviceReplay
+    pieces: list[Piece]
+    io: priority.IOPrio
+
+
+def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
+    """One job per device, in the order the device's first file was accessed."""
+    by_dev: dict[int, list[int]] = {}
+    for i, f in enumerate(opened):
+        by_dev.setdefault(f.state.dev, []).append(i)
+    jobs = []
+    for dev, members in by_dev.items():
+        disk, rotational = _device(opened[members[0]].entry.path, dev)
+        physical = opts.order == "physical" or (opts.order == "auto" and bool(rotational))
+        io = priority.IOPrio.parse(opts.io) if opts.io else (
+            priority.IOPrio("be", 4) if physical else priority.IOPrio("idle"))
+        pieces = [p for i in members for p in _pieces(i, opened[i], physical)]
+        ordered = physical_order(pieces) if physical else access_order(pieces)
+        info = DeviceReplay(disk, rotational, "physical" if physical else "access", str(io),
+                            files=len({p.file for p in ordered}),
+                            bytes=sum(p.length for p in ordered))
+        jobs.append(_Job(info, ordered, io))
+    return jobs
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, opened: list[_Open], jobs: list[_Job]) -> None:
+        self.opened = opened
+        self.jobs = jobs
+        self.stop = threading.Event()
+        self.done_bytes = 0
+        self.done_files: set[int] = set()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="replay", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for job in self.jobs:
+                if self.stop.is_set():
+                    return
+                self._job(job)
+        except BaseException as err:  # noqa: BLE001 - reported by the caller
+            self.error = err
+        finally:
+            for f in self.opened:
+                os.close(f.fd)
+
+    def _job(self, job: _Job) -> None:
+        priority.ioprio_set(threading.get_native_id(), job.io)
+        for piece in job.pieces:
+            for c in chunks(piece):
+                if self.stop.is_set():
+                    return
+                _queue(self.opened[c.file].fd, c.logical, c.length)
+        buf = bytearray(_READ_BUF)
+        for piece in job.pieces:
+            fd = self.opened[piece.file].fd
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            for c in chunks(piece, _READ_BUF):
+                if self.stop.is_set():
+                    return
+                view = memoryview(buf)[:c.length]
+                got = os.preadv(fd, [view], c.logical)
+                self.done_bytes += got
+            self.done_files.add(piece.file)
+
+
+def _queue(fd: int, offset: int, length: int) -> None:
+    try:
+        kernel.readahead(fd, offset, length)
+    except OSError:  # EINVAL: a filesystem without readahead support
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
+    """Replay `pack` now; return within `opts.deadline_s` whatever happens."""
+    if opts.order not in ORDERS:
+        raise UsageError(f"unknown order {opts.order!r}", "use auto, physical or access")
+    if not opts.deadline_s > 0:
+        raise UsageError("the deadline must be above 0 seconds")
+    if opts.io:
+        priority.IOPrio.parse(opts.io)
+    t0 = time.monotonic()
+    deadline = t0 + opts.deadline_s
+    report = ReplayReport(len(pack.entries))
+    budget = opts.budget if opts.budget is not None else _memory_budget()
+    report.budget = budget
+    opened = _open_all(pack, report, budget)
+    worker = _Worker(opened, [])
+    try:
+        worker.jobs = plan(opened, opts)
+    except BaseException:
+        for f in opened:
+            os.close(f.fd)
+        raise
+    report.devices = [j.device for j in worker.jobs]
+    worker.thread.start()
+    worker.thread.join(max(0.0, deadline - time.monotonic()))
+    if worker.thread.is_alive():
+        worker.stop.set()
+        report.stopped = "deadline"
+    report.seconds = time.monotonic() - t0
+    report.bytes = worker.done_bytes
+    report.files = len(worker.done_files)
+    if worker.error is not None:
+        raise worker.error
+    return report
+
+
+def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
+    argv = [sys.executable, "-m", "backburner", "readahead", "replay", "--wait",
+            "--deadline", repr(opts.deadline_s), "--order", opts.order]
+    if opts.budget is not None:
+        argv += ["--budget", str(opts.budget)]
+    if opts.io:
+        argv += ["--io", opts.io]
+    return argv + ["--", os.path.abspath(pack_path)]
+
+
+def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
+    """The same replay in a detached child (it outlives us; it ends by its deadline)."""
+    return spawn.launch(background_argv(pack_path, opts), new_group=True, detached=True,
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
