@@ -31,6 +31,13 @@ def test_physical_order_sorts_and_joins() -> None:
                                       Piece(0, 0, 2 * K, 10 * K)]
 
 
+def test_hard_links_are_read_once_and_cost_no_seek() -> None:
+    a, b = Piece(0, 0, K, 8 * K), Piece(5, 0, K, 8 * K)  # one inode, two names
+    assert physical_order([a, b]) == [a]
+    assert seeks([a, b]) == 1
+    assert ascending_fraction([a, b]) == 1.0
+
+
 def test_coalesce_only_what_continues() -> None:
     assert coalesce([Piece(0, 0, K, 0), Piece(0, K, K, 5 * K)]) == [Piece(0, 0, K, 0),
                                                                    Piece(0, K, K, 5 * K)]
@@ -58,16 +65,20 @@ def test_seeks_and_fraction_small_cases() -> None:
 
 
 def _head_model(pieces: list[Piece], gap: int) -> tuple[int, float]:
-    """Seeks and the best ascending run, the slow and obvious way."""
-    n, runs, cur, end = 0, [], 0, None
+    """Seeks and the best ascending run, the slow and obvious way: the head covers
+    [lo, hi) since its last seek; reading inside that or up to `gap` beyond continues."""
+    n, runs, cur, lo, hi = 0, [], 0, None, 0
     for p in pieces:
-        cont = end is not None and p.physical is not None and end <= p.physical <= end + gap
+        cont = lo is not None and p.physical is not None and lo <= p.physical <= hi + gap
         if not cont:
             n += 1
             runs.append(cur)
             cur = 0
+            lo = p.physical
+            hi = 0 if p.physical is None else p.physical + p.length
+        else:
+            hi = max(hi, p.physical + p.length)
         cur += p.length
-        end = None if p.physical is None else p.physical + p.length
     runs.append(cur)
     total = sum(p.length for p in pieces)
     return n, (max(runs) / total if total else 1.0)
@@ -87,7 +98,9 @@ def test_random_orders_match_the_model(seed: int) -> None:
     assert seeks(ordered) <= seeks(pieces)
     known = [p for p in ordered if p.physical is not None]
     assert [p.physical for p in known] == sorted(p.physical for p in known)
-    assert sum(p.length for p in ordered) == sum(p.length for p in pieces)
+    distinct = {(p.physical, p.length) for p in pieces if p.physical is not None}
+    unknown = sum(p.length for p in pieces if p.physical is None)
+    assert sum(p.length for p in ordered) == unknown + sum(ln for _, ln in distinct)
 
 
 def test_budget_keeps_what_comes_first() -> None:

@@ -50,12 +50,16 @@ def coalesce(pieces: Iterable[Piece]) -> list[Piece]:
 
 def physical_order(pieces: Iterable[Piece]) -> list[Piece]:
     """One ascending sweep over the device; pieces with no known place first, in access
-    order (they cost a read each wherever they are)."""
+    order (they cost a read each wherever they are). The same device bytes named twice
+    (hard links: one inode under two names) are read once."""
     ps = list(pieces)
     unknown = [p for p in ps if p.physical is None]
-    known = sorted((p for p in ps if p.physical is not None),
-                   key=lambda p: (p.physical, p.file, p.logical))
-    return coalesce(unknown + known)
+    known: dict[tuple[int, int], Piece] = {}
+    for p in ps:
+        if p.physical is not None:
+            known.setdefault((p.physical, p.length), p)
+    ordered = sorted(known.values(), key=lambda p: (p.physical, p.file, p.logical))
+    return coalesce(unknown + ordered)
 
 
 def access_order(pieces: Iterable[Piece]) -> list[Piece]:
@@ -63,24 +67,33 @@ def access_order(pieces: Iterable[Piece]) -> list[Piece]:
     return coalesce(sorted(pieces, key=lambda p: (p.file, p.logical)))
 
 
-def _continues(prev_end: int, start: int, gap: int) -> bool:
-    return prev_end <= start <= prev_end + gap
+class _Head:
+    """Where the previous read was: a piece continues the run when it starts inside it
+    (the same bytes again: a hard link) or at most `gap` after its end."""
+
+    def __init__(self, gap: int) -> None:
+        self.gap = gap
+        self.start: int | None = None
+        self.end = 0
+
+    def moves_to(self, p: Piece) -> bool:
+        """Read p; True if that takes a seek."""
+        if p.physical is None:
+            self.start = None
+            return True
+        cont = self.start is not None and self.start <= p.physical <= self.end + self.gap
+        if cont:
+            self.end = max(self.end, p.physical + p.length)
+        else:
+            self.start, self.end = p.physical, p.physical + p.length
+        return not cont
 
 
 def seeks(pieces: Sequence[Piece], gap: int = GAP) -> int:
     """Head movements to read the pieces in this order: the first one, then every jump
     backwards or more than `gap` forwards; a piece of unknown place counts as one."""
-    n = 0
-    prev_end: int | None = None
-    for p in pieces:
-        if p.physical is None:
-            n += 1
-            prev_end = None
-            continue
-        if prev_end is None or not _continues(prev_end, p.physical, gap):
-            n += 1
-        prev_end = p.physical + p.length
-    return n
+    head = _Head(gap)
+    return sum(1 for p in pieces if head.moves_to(p))
 
 
 def ascending_fraction(pieces: Sequence[Piece], gap: int = GAP) -> float:
@@ -90,16 +103,11 @@ def ascending_fraction(pieces: Sequence[Piece], gap: int = GAP) -> float:
     total = sum(p.length for p in pieces)
     if total == 0:
         return 1.0
+    head = _Head(gap)
     best = run = 0
-    prev_end: int | None = None
     for p in pieces:
-        if p.physical is not None and prev_end is not None and _continues(prev_end,
-                                                                            p.physical, gap):
-            run += p.length
-        else:
-            run = p.length
+        run = p.length if head.moves_to(p) else run + p.length
         best = max(best, run)
-        prev_end = p.physical_end
     return best / total
 
 
