@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from .. import __version__, system
 from ..errors import BackburnerError, DataError, IOFailure
-from . import bench, extents, run, slowdisk
+from . import bench, extents, readahead, run, slowdisk
 from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
-MODULES = (run, bench, slowdisk, extents)
+MODULES = (run, bench, slowdisk, extents, readahead)
 
 
 def build_parser() -> argparse.ArgumentParser:

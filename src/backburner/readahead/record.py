@@ -474,9 +474,11 @@ def record_command(argv: Sequence[str], opts: RecordOptions
     return result, outcome
 
 
-def record_system(seconds: float, opts: RecordOptions) -> RecordResult:
+def record_system(seconds: float, opts: RecordOptions,
+                  ready: Callable[[Sequence[Watched]], None] = lambda _w: None) -> RecordResult:
     """Record everything read on the watched filesystems for `seconds` (at boot), except by
-    backburner itself. SIGTERM or ^C ends the recording early; the pack is still written."""
+    backburner itself. SIGTERM or ^C ends the recording early; the pack is still written.
+    `ready` is called once the filesystems are marked."""
     if not seconds > 0:
         raise UsageError("--seconds must be above 0")
     watched = _check(opts)
@@ -487,6 +489,7 @@ def record_system(seconds: float, opts: RecordOptions) -> RecordResult:
             system.drop_caches()
         listener = Listener(watched, track_ancestry=False, exclude=_excluder())
         with listener:
+            ready(watched)
             _wait(seconds)
         seen = listener.stop()
     files = seen.files_of(lambda _pid: True)

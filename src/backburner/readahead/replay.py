@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import priority, spawn
 from ..errors import BackburnerError, UsageError
 from ..extents import device_of, fiemap, runs_of, select
+from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, status
@@ -319,6 +320,28 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     if worker.error is not None:
         raise worker.error
     return report
+
+
+def describe(r: ReplayReport) -> str:
+    """What a replay did, in one line: files, MiB, seconds, MB/s, what it skipped."""
+    skipped = [f"{n} {what}" for n, what in ((r.changed, "changed"), (r.missing, "missing"),
+                                             (r.unreadable, "unreadable")) if n]
+    if r.files == 0 and r.entries and r.skipped == r.entries:
+        return (f"replay read nothing: all {plural(r.entries, 'file')} of the pack changed or "
+                f"went missing since it was recorded ({', '.join(skipped)})")
+    how = "; ".join(f"{d.order} order on {d.disk}"
+                    + ("" if d.rotational is None else
+                       f" ({'rotational' if d.rotational else 'non-rotational'})")
+                    + f", IO class {d.io}" for d in r.devices)
+    line = (f"replayed {plural(r.files, 'file')}, {human_size(r.bytes)} in "
+            f"{fmt_s(r.seconds)} s ({fmt_mbps(r.mb_per_s)} MB/s)" + (f": {how}" if how else ""))
+    if skipped:
+        line += f"; skipped {', '.join(skipped)}"
+    if r.stopped == "deadline":
+        line += "; stopped at the deadline"
+    elif r.stopped == "budget" and r.budget is not None:
+        line += f"; cut at the budget of {human_size(r.budget)}"
+    return line
 
 
 def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
