@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import BB, bb, one_line_error
 
 from backburner import system
 from backburner.readahead import packfile
 from backburner.readahead.record import tree_of
 
-from helpers import BB, bb, one_line_error
 from .conftest import PAGE, Bed
 
 PY = sys.executable

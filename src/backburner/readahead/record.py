@@ -11,9 +11,13 @@ millisecond, whose /proc entries are long gone), with each new PID's ancestry re
 
 Then the page cache says which bytes of those files are resident (cachestat, then mincore
 on a mapping), which includes what was read through mmap (shared libraries), where
-fanotify sees only the open. While recording, the devices' read-ahead is lowered through a
-`system.SysfsValue` (journaled, put back at the end, even after ^C) so the resident pages
-are close to what was really asked for.
+fanotify sees only the open. It is asked twice: when a reader closes the file
+(FAN_CLOSE_NOWRITE, on the event's own fd) and at the end; the pack holds the union, so a
+page evicted meanwhile (memory pressure, someone dropping caches) is not lost.
+
+While recording, the devices' read-ahead is lowered through a `system.SysfsValue`
+(journaled, put back at the end, even after ^C) so the resident pages are close to what
+was really asked for.
 """
 
 from __future__ import annotations
@@ -38,11 +42,11 @@ from ..errors import BackburnerError, NotFoundError, UnavailableError, UsageErro
 from ..extents import device_of
 from ..extents.device import parse_mountinfo
 from . import kernel, packfile
-from .pack import Entry, FileState, Pack, clip, digest
+from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges
 
 log = logging.getLogger(__name__)
 
-MASK = kernel.FAN_OPEN | kernel.FAN_OPEN_EXEC | kernel.FAN_ACCESS
+MASK = kernel.FAN_OPEN | kernel.FAN_OPEN_EXEC | kernel.FAN_ACCESS | kernel.FAN_CLOSE_NOWRITE
 DEFAULT_READ_AHEAD_KB = 16
 _POLL_S = 0.1
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -229,6 +233,7 @@ class Seen:
     paths: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (dev, ino) -> path
     touches: dict[tuple[int, int], dict[int, int]] = field(default_factory=dict)  # pid -> seq
     ancestry: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    resident: dict[tuple[int, int], Ranges] = field(default_factory=dict)  # at each close
     overflows: int = 0
     seq: int = 0
 
@@ -354,6 +359,9 @@ class Listener:
                 seen.touches[key] = {}
             seen.seq += 1
             seen.touches[key].setdefault(ev.pid, seen.seq)
+            if ev.mask & kernel.FAN_CLOSE_NOWRITE:
+                now = kernel.resident_ranges(ev.fd, st.st_size)
+                seen.resident[key] = merge_ranges(seen.resident.get(key, ()) + now)
             if self.track_ancestry and ev.pid not in seen.ancestry:
                 seen.ancestry[ev.pid] = tuple(procfs.ancestors_of(ev.pid))
         finally:
@@ -383,9 +391,10 @@ def _fsid(fd: int, cache: dict[int, int], dev: int) -> int:
     return cache[dev]
 
 
-def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, int]
-           ) -> Entry | None:
-    """The file as it is now, with its resident ranges; None if it is gone or replaced."""
+def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, int],
+           earlier: Ranges = ()) -> Entry | None:
+    """The file as it is now, with its resident ranges (and those seen `earlier`); None
+    if it is gone or replaced."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
     try:
         fd = os.open(path, flags | os.O_NOATIME)
@@ -399,7 +408,7 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
             return None
         state = FileState(st.st_dev, _fsid(fd, fsids, st.st_dev), st.st_ino, st.st_size,
                           st.st_mtime_ns)
-        ranges = kernel.resident_ranges(fd, st.st_size)
+        ranges = merge_ranges(kernel.resident_ranges(fd, st.st_size) + earlier)
         dig = None
         if want_hash:
             dig = digest(os.pread(fd, ln, off) for off, ln in clip(ranges, st.st_size))
@@ -411,14 +420,15 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
         os.close(fd)
 
 
-def build_pack(files: list[tuple[tuple[int, int], bytes]], note: str, want_hash: bool
-               ) -> tuple[Pack, int]:
-    """Entries for the files (in the given order); and how many were gone meanwhile."""
+def build_pack(files: list[tuple[tuple[int, int], bytes]], note: str, want_hash: bool,
+               earlier: dict[tuple[int, int], Ranges] | None = None) -> tuple[Pack, int]:
+    """Entries for the files (in the given order), with the ranges resident now or
+    `earlier`; and how many files were gone meanwhile."""
     fsids: dict[int, int] = {}
     entries = []
     gone = 0
     for key, path in files:
-        e = _entry(key, path, want_hash, fsids)
+        e = _entry(key, path, want_hash, fsids, (earlier or {}).get(key, ()))
         if e is None:
             gone += 1
         else:
@@ -467,7 +477,7 @@ def record_command(argv: Sequence[str], opts: RecordOptions
     tree = tree_of(outcome.pid, listener.forks.parents if listener.forks else {},
                    seen.ancestry)
     files = seen.files_of(lambda pid: pid in tree)
-    pack, gone = build_pack(files, shlex.join(argv), opts.hash)
+    pack, gone = build_pack(files, shlex.join(argv), opts.hash, seen.resident)
     size = packfile.save(opts.output, pack)
     result = RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
                           len(seen.paths), gone, seen.overflows, listener.forks_lost)
@@ -493,7 +503,7 @@ def record_system(seconds: float, opts: RecordOptions,
             _wait(seconds)
         seen = listener.stop()
     files = seen.files_of(lambda _pid: True)
-    pack, gone = build_pack(files, f"system, {seconds:g} s", opts.hash)
+    pack, gone = build_pack(files, f"system, {seconds:g} s", opts.hash, seen.resident)
     size = packfile.save(opts.output, pack)
     return RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
                         len(seen.paths), gone, seen.overflows, False)

@@ -69,7 +69,7 @@ class ReplayReport:
     missing: int = 0
     changed: int = 0
     unreadable: int = 0
-    files: int = 0  # files with bytes queued
+    files: int = 0  # files read from (whole or in part)
     bytes: int = 0  # bytes queued and waited for
     seconds: float = 0.0
     stopped: str | None = None  # "deadline" or "budget"
@@ -275,9 +275,8 @@ class _Worker:
                 if self.stop.is_set():
                     return
                 view = memoryview(buf)[:c.length]
-                got = os.preadv(fd, [view], c.logical)
-                self.done_bytes += got
-            self.done_files.add(piece.file)
+                self.done_bytes += os.preadv(fd, [view], c.logical)
+                self.done_files.add(piece.file)
 
 
 def _queue(fd: int, offset: int, length: int) -> None:
@@ -355,6 +354,8 @@ def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
 
 
 def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
-    """The same replay in a detached child (it outlives us; it ends by its deadline)."""
+    """The same replay in a detached child (it outlives us; it ends by its deadline). It
+    holds none of our stdio: a caller reading our output is not kept waiting for it."""
     return spawn.launch(background_argv(pack_path, opts), new_group=True, detached=True,
-                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)

@@ -1,0 +1,161 @@
+"""replay on a real loop-mounted ext4: exactly the recorded pages become resident (checked
+with mincore, independently), changed and missing files are skipped with counts, a pack
+whose files all changed reads nothing and says so, the order and IO class follow the
+device's rotational flag, the budget cuts in access order, and the deadline holds even on
+a device slow enough to take minutes (a slowdisk FUSE file), in the foreground and in the
+background."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from helpers import bb, wait_for
+
+from backburner import procfs, system
+from backburner.extents import physical_runs
+from backburner.readahead import packfile, replay
+from backburner.readahead.pack import Entry, FileState, Pack
+from backburner.slowdisk import device as slowdisk
+
+from .conftest import PAGE, Bed, resident
+
+pytestmark = pytest.mark.root
+FILES = ["a/one.txt", "big.bin", "b c/three\nfile", "lib/mod.py"]
+
+
+def _record(bed: Bed, tmp_path: Path, name: str = "app.pack") -> Path:
+    out = tmp_path / name
+    script = ("cat a/one.txt > /dev/null; dd if=big.bin of=/dev/null bs=4096 skip=100 count=3 "
+              "2>/dev/null; cat 'b c'/three* lib/mod.py > /dev/null")
+    res = bb("readahead", "record", "-o", str(out), "--mount", str(bed.mnt), "--drop-caches",
+             "--read-ahead-kb", "0", "--", "sh", "-c", script, cwd=bed.mnt)
+    assert res.returncode == 0, res.err
+    assert [e.path for e in packfile.load(out).entries] == [bed.path(f) for f in FILES], res.err
+    return out
+
+
+def test_replay_brings_exactly_the_recorded_pages_in(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    pack = packfile.load(pack_path)
+    assert [e.path for e in pack.entries] == [bed.path(f) for f in FILES]
+    system.drop_caches()
+    assert all(resident(bed.path(f)) == [] for f in FILES)
+    res = bb("readahead", "replay", "--wait", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert res.out.startswith("replayed 4 files, ")
+    assert "physical order" in res.out and "be:4" in res.out  # a loop device is rotational
+    for e in pack.entries:
+        assert resident(e.path) == list(e.ranges), e.path
+    assert resident(bed.path("unread.txt")) == []
+    assert resident(bed.path("a/two.txt")) == []
+
+
+def test_changed_and_missing_files_are_skipped(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    with open(bed.path("a/one.txt"), "ab") as f:
+        f.write(b"an update")
+    os.rename(bed.path("lib/mod.py"), bed.path("lib/moved.py"))
+    system.drop_caches()
+    res = bb("readahead", "replay", "--wait", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert res.out.startswith("replayed 2 files, ")
+    assert "skipped 1 changed, 1 missing" in res.out
+    assert resident(bed.path("a/one.txt")) == []
+    assert resident(bed.path("lib/moved.py")) == []
+    assert resident(bed.path("big.bin")) == [(100 * PAGE, 3 * PAGE)]
+    shown = bb("readahead", "show", str(pack_path))
+    assert "1 changed, 1 missing" in shown.out, shown.out
+
+
+def test_a_pack_whose_files_all_changed_reads_nothing(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    for f in FILES:
+        data = open(bed.path(f), "rb").read()
+        os.unlink(bed.path(f))
+        with open(bed.path(f), "wb") as out:  # same name and bytes, another inode
+            out.write(data)
+    res = bb("readahead", "replay", "--wait", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert res.out.startswith("replay read nothing: all 4 files of the pack changed")
+
+
+def test_order_and_priority_follow_the_device(bed: Bed, tmp_path: Path) -> None:
+    pack = packfile.load(_record(bed, tmp_path))
+    rotational = f"/sys/block/{os.path.basename(bed.loop)}/queue/rotational"
+    with system.Transaction("test-flash") as tx:
+        tx.apply(system.SysfsValue(rotational, "0"))
+        system.drop_caches()
+        flash = replay.replay(pack)
+    assert [(d.order, d.io, d.rotational) for d in flash.devices] == [("access", "idle",
+                                                                        False)]
+    with system.Transaction("test-disk") as tx:
+        tx.apply(system.SysfsValue(rotational, "1"))
+        system.drop_caches()
+        disk = replay.replay(pack)
+    assert [(d.order, d.io, d.rotational) for d in disk.devices] == [("physical", "be:4",
+                                                                       True)]
+    assert flash.bytes == disk.bytes == sum(e.bytes for e in pack.entries)
+    # the sweep is ascending: its pieces, placed independently, come in device order
+    opened = replay._open_all(pack, replay.ReplayReport(len(pack.entries)), None)
+    try:
+        pieces = replay.plan(opened, replay.ReplayOptions(order="physical"))[0].pieces
+        places = [physical_runs(os.fsdecode(opened[p.file].entry.path),
+                                [(p.logical, p.length)])[0].physical for p in pieces]
+    finally:
+        for f in opened:
+            os.close(f.fd)
+    assert places == sorted(places) and len(places) >= 4
+
+
+def test_the_budget_keeps_what_was_read_first(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    system.drop_caches()
+    res = bb("readahead", "replay", "--wait", "--budget", "16K", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert "cut at the budget of 16 KiB" in res.out
+    assert resident(bed.path("a/one.txt")) == [(0, 3 * PAGE)]  # the first file, whole
+    assert resident(bed.path("big.bin")) == [(100 * PAGE, 2 * PAGE)]  # then 6384 bytes
+    assert resident(bed.path("lib/mod.py")) == []
+
+
+@pytest.fixture
+def slow_file(tmp_path: Path, state_dir: Path):
+    """A file that takes minutes to read: the image a flat:40 slowdisk serves over FUSE
+    (40 ms per request, whatever its size)."""
+    with system.Transaction("test-slow") as tx:
+        blank = slowdisk.serve_blank(tx, "flat:40", 256 << 20)
+        yield blank.served
+
+
+def _slow_pack(path: str, tmp_path: Path) -> Path:
+    st = os.stat(path)
+    entry = Entry(os.fsencode(path), FileState(st.st_dev, 0, st.st_ino, st.st_size,
+                                               st.st_mtime_ns), ((0, 256 << 20),))
+    out = tmp_path / "slow.pack"
+    packfile.save(out, Pack((entry,)))
+    return out
+
+
+def test_the_deadline_holds_in_the_foreground(slow_file: str, tmp_path: Path) -> None:
+    pack_path = _slow_pack(slow_file, tmp_path)
+    t0 = time.monotonic()
+    res = bb("readahead", "replay", "--wait", "--deadline", "1", str(pack_path))
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.err
+    assert "stopped at the deadline" in res.out
+    assert took < 1 + 4  # interpreter start and exit included, on a busy machine
+
+
+def test_a_background_replay_returns_at_once_and_ends_by_its_deadline(
+        slow_file: str, tmp_path: Path) -> None:
+    pack_path = _slow_pack(slow_file, tmp_path)
+    t0 = time.monotonic()
+    res = bb("readahead", "replay", "--deadline", "2", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert time.monotonic() - t0 < 4
+    pid = int(res.out.split("(PID ")[1].split(",")[0])
+    assert procfs.start_time(pid) is not None  # still replaying
+    wait_for(lambda: procfs.start_time(pid) is None, timeout=10, what="the background replay")
