@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .. import units
-from ..errors import UsageError
+from ..errors import ExistsError, UsageError
 from .common import add_command, bounded_int, err, finite, recover_if_needed
 
 if TYPE_CHECKING:
@@ -105,8 +105,11 @@ def _order(args: argparse.Namespace) -> int:
 
     done = layout.order(packfile.load(args.pack), args.emit, args.root, null=args.null)
     if args.output:
-        with open(args.output, "xb") as f:
-            f.write(done.emitted.data)
+        try:
+            with open(args.output, "xb") as f:
+                f.write(done.emitted.data)
+        except FileExistsError:
+            raise ExistsError(f"{args.output} already exists", "choose a new file") from None
     else:
         sys.stdout.buffer.write(done.emitted.data)
         sys.stdout.flush()

@@ -95,27 +95,25 @@ def relative_paths(pack: Pack, root: bytes) -> tuple[list[bytes], int]:
 
 def guess_root(paths: Sequence[bytes], exists: Callable[[bytes], bool]) -> bytes:
     """Which directory of the recording machine the image's root stands for: the ancestor
-    of the pack's common directory under which most of its files are found (deepest wins
-    a tie). NotFoundError when none is."""
+    under which most of the pack's files are found (the deepest wins a tie). Each path
+    is tried against each of its own ancestors, so a pack that also names files outside
+    the image (the interpreter, libc) does not pull the guess up to /."""
     if not paths:
         raise DataError("the pack is empty")
-    common = os.path.dirname(os.path.commonprefix([p + b"/" for p in paths]))
-    candidates = []
-    cur = os.path.normpath(common) or b"/"
-    while True:
-        candidates.append(cur)
-        if cur == b"/":
-            break
-        cur = os.path.dirname(cur)
-    best, score = b"", 0
-    for cand in candidates:
-        found = sum(1 for p in paths if (rel := relative(p, cand)) and exists(rel))
-        if found > score:
-            best, score = cand, found
-    if score == 0:
+    score: dict[bytes, int] = {}
+    for p in paths:
+        cur = os.path.dirname(p)
+        while True:
+            rel = relative(p, cur)
+            if rel and exists(rel):
+                score[cur] = score.get(cur, 0) + 1
+            if cur in (b"/", b""):
+                break
+            cur = os.path.dirname(cur)
+    if not score:
         raise NotFoundError("none of the pack's files is in the image or directory",
                             "give --root: the directory the pack was recorded under")
-    return best
+    return max(score, key=lambda d: (score[d], len(d)))
 
 
 # --- order: the three formats (pure) -------------------------------------------------------
