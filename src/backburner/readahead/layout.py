@@ -344,22 +344,38 @@ def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
 
 def _stage(hot: list[list[bytes]], scan: _Scan, src: bytes, stage_root: bytes,
            staging: bytes) -> int:
-    """HOT: the hot files' directories (with their metadata) and the hot files under
-    numbered names in `staging`, in access order. Returns the hot bytes."""
-    nodes = {n.rel: n for n in scan.nodes}
+    """HOT, what pass 1 is made from: the hot files under numbered names in `staging`, in
+    access order (their data lands first, in that order), and the whole tree's skeleton:
+    every directory, every other node (symlinks, devices, FIFOs) as it is, and every
+    regular file as an empty placeholder, hard links kept. So every directory is complete
+    (and compact) in pass 1, next to the hot data: pass 2 only fills placeholders and
+    renames hot files over theirs, which rewrites a directory entry in place instead of
+    growing the directory somewhere far away. Returns the hot bytes."""
     os.mkdir(os.path.join(stage_root, staging), 0o700)
-    dirs = sorted({os.path.dirname(rel) for names in hot for rel in names} - {b""})
-    for d in dirs:
-        parts = d.split(b"/")
-        for i in range(1, len(parts) + 1):
-            sub = b"/".join(parts[:i])
-            dst = os.path.join(stage_root, sub)
-            if not os.path.isdir(dst):
-                os.mkdir(dst, 0o700)
-    for d in sorted(dirs, key=len, reverse=True):
-        tree.copy_meta(os.path.join(src, d), os.path.join(stage_root, d), nodes[d].st)
+    hot_names = {name for names in hot for name in names}
+    placeholders: dict[tuple[int, int], bytes] = {}
+    for node in scan.nodes:
+        if not node.rel:
+            continue
+        s, d = tree.join(src, node.rel), os.path.join(stage_root, node.rel)
+        if node.kind == "dir":
+            os.mkdir(d, 0o700)
+        elif node.kind == "file":
+            key = (node.st.st_dev, node.st.st_ino)
+            if key in placeholders and node.rel not in hot_names:
+                os.link(placeholders[key], d)  # a cold hard link: one inode in pass 1 too
+                continue
+            os.close(os.open(d, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            placeholders.setdefault(key, d)
+        else:
+            tree.make_node(s, d, node.st)
+        tree.copy_meta(s, d, node.st)
+    for node in reversed(scan.nodes):
+        if node.kind == "dir" and node.rel:
+            tree.copy_meta(tree.join(src, node.rel), os.path.join(stage_root, node.rel), node.st)
+    nodes = scan.files
     total = 0
-    width = max(8, len(str(len(hot))))
+    width = _width(hot)
     for rank, names in enumerate(hot):
         node = nodes[names[0]]
         dst = os.path.join(stage_root, staging, b"%0*d" % (width, rank))
@@ -369,8 +385,15 @@ def _stage(hot: list[list[bytes]], scan: _Scan, src: bytes, stage_root: bytes,
     return total
 
 
-def _first_pass_size(hot_bytes: int, hot_count: int, dirs: int) -> int:
-    blocks = hot_bytes / BLOCK * 1.05 + hot_count + dirs * 2 + 64
+def _width(hot: list[list[bytes]]) -> int:
+    return max(8, len(str(len(hot))))
+
+
+def _first_pass_size(hot_bytes: int, hot_count: int, scan: _Scan) -> int:
+    """Hot data, the skeleton's directory blocks and inode tables' worth of room."""
+    entries = sum(8 + len(os.path.basename(n.rel)) + 4 for n in scan.nodes)
+    dirs = sum(1 for n in scan.nodes if n.kind == "dir")
+    blocks = hot_bytes / BLOCK * 1.05 + hot_count + entries / BLOCK * 1.5 + dirs + 64
     size = int(blocks * BLOCK) + 16 * MiB
     return -(-size // MiB) * MiB
 
@@ -415,54 +438,52 @@ def _grow(image: str, final: int) -> None:
     _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
 
 
-def _place_hot(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]], staging: bytes,
-               width: int) -> None:
-    """Rename each staged hot file to its first name (the data stays where pass 1 put
-    it), give it the source's metadata again (mke2fs -d keeps whole seconds only), and
-    link its other hot names."""
+def _place_hot(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]],
+               staging: bytes) -> None:
+    """Rename each staged hot file over its first name's placeholder (the data stays where
+    pass 1 put it), give it the source's metadata again (mke2fs -d keeps whole seconds
+    only), and link its other hot names over theirs."""
     files = scan.files
+    width = _width(hot)
     for rank, names in enumerate(hot):
         staged = os.path.join(mnt, staging, b"%0*d" % (width, rank))
-        os.rename(staged, os.path.join(mnt, names[0]))
-        tree.copy_meta(os.path.join(src, names[0]), os.path.join(mnt, names[0]),
-                       files[names[0]].st)
+        first = os.path.join(mnt, names[0])
+        os.rename(staged, first)
+        tree.copy_meta(os.path.join(src, names[0]), first, files[names[0]].st)
         for other in names[1:]:
-            os.link(os.path.join(mnt, names[0]), os.path.join(mnt, other))
+            os.unlink(os.path.join(mnt, other))
+            os.link(first, os.path.join(mnt, other))
     os.rmdir(os.path.join(mnt, staging))
 
 
 def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]]) -> dict[str, int]:
-    """Everything that is not a hot name: new nodes with metadata, hard links linked;
-    directories' metadata last, deepest first (adding entries changes their mtime)."""
-    files = scan.files
-    done_names = {name for names in hot for name in names}
-    first_name: dict[tuple[int, int], bytes] = {}
+    """Fill the placeholders of everything that is not hot (once per inode: hard links
+    share it since pass 1), hot files' cold names linked to them, metadata on every
+    node; directories' metadata last, deepest first (a rename changes their mtime)."""
+    hot_names = {name for names in hot for name in names}
+    hot_first: dict[tuple[int, int], bytes] = {}
     for names in hot:
-        st = files[names[0]].st
-        first_name[(st.st_dev, st.st_ino)] = names[0]
+        st = scan.files[names[0]].st
+        hot_first[(st.st_dev, st.st_ino)] = names[0]
+    filled: set[tuple[int, int]] = set()
     counts: dict[str, int] = {}
-    dirs: list[tree.Node] = []
     for node in scan.nodes:
-        kind = node.kind
-        counts[kind] = counts.get(kind, 0) + 1
+        counts[node.kind] = counts.get(node.kind, 0) + 1
+        if node.kind == "dir" or node.rel in hot_names:
+            continue
         s, d = tree.join(src, node.rel), tree.join(mnt, node.rel)
-        if kind == "dir":
-            tree.make_node(s, d, node.st)
-            dirs.append(node)
-            continue
-        if node.rel in done_names:
-            continue
         key = (node.st.st_dev, node.st.st_ino)
-        if node.st.st_nlink > 1 and key in first_name:
-            os.link(os.path.join(mnt, first_name[key]), d)
-            counts["hardlink"] = counts.get("hardlink", 0) + 1
+        if node.kind == "file" and key in hot_first:  # a cold name of a hot file
+            os.unlink(d)
+            os.link(os.path.join(mnt, hot_first[key]), d)
             continue
-        tree.make_node(s, d, node.st)
+        if node.kind == "file" and key not in filled:
+            tree.copy_data(s, d, existing=True)
+            filled.add(key)
         tree.copy_meta(s, d, node.st)
-        if node.st.st_nlink > 1:
-            first_name[key] = node.rel
-    for node in reversed(dirs):
-        tree.copy_meta(tree.join(src, node.rel), tree.join(mnt, node.rel), node.st)
+    for node in reversed(scan.nodes):
+        if node.kind == "dir":
+            tree.copy_meta(tree.join(src, node.rel), tree.join(mnt, node.rel), node.st)
     return counts
 
 
@@ -518,16 +539,14 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
 
 def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
            base: bytes, missing: int, final: int, image: str) -> BuildResult:
-    dirs = sum(1 for n in scan.nodes if n.kind == "dir")
     ipg = _inodes_per_group(final, len(scan.nodes))
     staging = b".backburner-hot-" + secrets.token_hex(4).encode()
-    width = max(8, len(str(len(hot))))
     with system.Transaction("layout-build") as tx:
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
         stage_root = os.path.join(work, b"hot")
         os.mkdir(stage_root, 0o700)
         hot_bytes = _stage(hot, scan, src, stage_root, staging)
-        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hot_bytes, len(hot), dirs),
+        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hot_bytes, len(hot), scan),
                                  ipg, final)
         if final < first:
             raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
@@ -537,7 +556,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         tx.apply(system.MadeDir(os.fsdecode(mnt)))
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
-        _place_hot(src, mnt, scan, hot, staging, width)
+        _place_hot(src, mnt, scan, hot, staging)
         nodes = _copy_rest(src, mnt, scan, hot)
         os.sync()
     _fsck(image)

@@ -97,12 +97,13 @@ def copy_meta(src: bytes, dst: bytes, st: os.stat_result) -> None:
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
-def copy_data(src: bytes, dst: bytes) -> None:
-    """Copy a regular file's bytes into a new file, holes kept as holes."""
+def copy_data(src: bytes, dst: bytes, existing: bool = False) -> None:
+    """Copy a regular file's bytes into a new file (or into an existing empty one, a
+    placeholder), holes kept as holes."""
     fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                       0o600)
+        how = os.O_TRUNC if existing else os.O_CREAT | os.O_EXCL
+        fout = os.open(dst, os.O_WRONLY | how | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             size = os.fstat(fin).st_size
             for start, end in _data_ranges(fin, size):

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""Cold starts of many-small-files programs on simulated slow media: ordinary image vs
+replay vs layout-ordered image vs both, against the sequential lower bound.
+
+Workloads (one tree, on one ext4 image):
+- ``python``: Debian's /usr/bin/python3.11 with its standard library *and* numpy taken
+  from the image (PYTHONHOME on the image), importing email, http, json, asyncio,
+  logging, argparse, decimal, xml.dom and numpy: a couple of hundred .pyc and .so files;
+- ``data``: ``cat`` of 300 files (2-40 KiB) of a data directory of 3000, in a seeded
+  random order: the issue's "program that reads a few hundred tiny files".
+The tree also holds matplotlib (cold: never read), so the hot files are spread out as an
+installer would leave them.
+
+Images: ``ordinary`` is ``mke2fs -T default -d TREE`` just big enough (the data spans the
+whole simulated stroke, like a full disc); ``layout`` is ``backburner layout build-ext4``
+of the same tree, same size, with both workloads' packs (recorded on the ordinary image)
+first. Each image is served read-only by a slowdisk (``dvd`` and ``hdd-5400``, the library
+inside a transaction, as ``backburner slowdisk create --read-only`` does) and mounted
+read-only at the same path, so packs recorded through a fast loop device match by
+filesystem id.
+
+For each profile, image and workload, after dropping the page cache:
+  (a)/(c) the cold start alone,
+  (b)/(d) ``backburner readahead replay --wait PACK``, then the start (both timed), and
+          the start with ``backburner readahead replay PACK`` (background) launched with it,
+and the lower bound: the pack's bytes in one sequential pass at the profile's transfer
+rate where the layout puts them, plus one full-stroke seek.
+
+On an SSD-like device (a plain loop device, rotational 0): the cold start alone vs with a
+background replay launched with it (target: at most 5% slower), and the record overhead:
+the program's own wall time under ``readahead record`` vs without (target: at most 10%).
+
+Usage (root): .venv/bin/python bench/readahead_slowdisk.py [--profiles dvd,hdd-5400]
+              [--trials N] [--ssd-trials N] [--keep DIR]
+Takes a few minutes. Prints every figure with the command that produced it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backburner import spawn, system
+from backburner.readahead import layout, packfile, record, replay
+from backburner.readahead.pack import Pack
+from backburner.slowdisk import device as slowdisk
+from backburner.slowdisk.model import Disk
+from backburner.slowdisk.profiles import get_profile
+from backburner.units import MiB, fmt_factor, fmt_s, human_size
+
+PYTHON = "/usr/bin/python3.11"
+STDLIB = "/usr/lib/python3.11"
+SITE = Path(sys.prefix, "lib", "python3.11", "site-packages")
+IMPORTS = "email.parser, http.client, json, asyncio, logging, argparse, decimal, xml.dom.minidom"
+DATA_FILES, DATA_READ = 3000, 300
+BB = [sys.executable, "-m", "backburner"]
+
+
+@dataclass
+class Workload:
+    name: str
+    argv: list[str]
+
+    def shown(self) -> str:
+        return shlex.join(self.argv)
+
+
+def workloads(mnt: str, work: str) -> list[Workload]:
+    py = Workload("python", ["env", f"PYTHONHOME={mnt}/py", PYTHON, "-S", "-B", "-c",
+                             f"import sys; sys.path.insert(0, '{mnt}/site'); "
+                             f"import {IMPORTS}, numpy"])
+    names = [f"{mnt}/data/{n}" for n in _data_names()]
+    chosen = random.Random(9).sample(names, DATA_READ)
+    listfile = os.path.join(work, "data.list")
+    Path(listfile).write_text("\0".join(chosen) + "\0")
+    data = Workload("data", ["sh", "-c", f"xargs -0 cat < {listfile} > /dev/null"])
+    return [py, data]
+
+
+def _data_names() -> list[str]:
+    return [f"{i * 7919 % 10007:05d}.dat" for i in range(DATA_FILES)]
+
+
+# --- the tree and the images ---------------------------------------------------------------
+
+
+def build_tree(src: Path) -> None:
+    (src / "py" / "lib").mkdir(parents=True)
+    shutil.copytree(STDLIB, src / "py" / "lib" / "python3.11", symlinks=True,
+                    ignore=shutil.ignore_patterns("dist-packages", "site-packages"))
+    for pkg in ("numpy", "numpy.libs", "matplotlib"):
+        shutil.copytree(SITE / pkg, src / "site" / pkg, symlinks=True)
+    rng = random.Random(1)
+    data = src / "data"
+    data.mkdir()
+    for name in _data_names():
+        (data / name).write_bytes(rng.randbytes(rng.randint(2, 40) * 1024))
+
+
+def tree_bytes(src: Path) -> int:
+    total = 0
+    for d, _, files in os.walk(src):
+        for f in files:
+            total += -(-os.lstat(os.path.join(d, f)).st_size // 4096) * 4096 + 4096
+    return total
+
+
+def ordinary_image(src: Path, image: str, size: int) -> None:
+    with open(image, "xb") as f:
+        f.truncate(size)
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-E", "nodiscard",
+                    "-d", str(src), image], check=True, capture_output=True)
+
+
+# --- timing ----------------------------------------------------------------------------------
+
+
+def run(w: Workload) -> float:
+    t0 = time.monotonic()
+    subprocess.run(w.argv, check=True, stdout=subprocess.DEVNULL, cwd="/")
+    return time.monotonic() - t0
+
+
+def cold(w: Workload) -> float:
+    system.drop_caches()
+    return run(w)
+
+
+def replay_then(w: Workload, pack: str) -> tuple[float, float]:
+    system.drop_caches()
+    t0 = time.monotonic()
+    subprocess.run([*BB, "readahead", "replay", "--wait", pack], check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.monotonic() - t0, run(w)
+
+
+def replay_with(w: Workload, pack: str) -> float:
+    """The start with a background replay launched together (as at boot)."""
+    system.drop_caches()
+    child = replay.start_background(pack, replay.ReplayOptions(deadline_s=120))
+    try:
+        return run(w)
+    finally:
+        child.wait(130)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def trials(n: int, f: Callable[[], float]) -> list[float]:
+    return [f() for _ in range(n)]
+
+
+# --- mounting --------------------------------------------------------------------------------
+
+
+def mount_fast(tx: system.Transaction, image: str, mnt: str) -> str:
+    loop = tx.apply(system.LoopDevice(image, read_only=True))
+    tx.apply(system.SysfsValue(f"/sys/block/{os.path.basename(loop)}/queue/rotational", "0"))
+    tx.apply(system.Mount(loop, mnt, "ext4", "ro"))
+    return loop
+
+
+def mount_slow(tx: system.Transaction, image: str, mnt: str, profile: str) -> str:
+    disk = slowdisk.attach(slowdisk.CreateOptions(profile, image, read_only=True), tx)
+    tx.apply(system.Mount(disk.device, mnt, "ext4", "ro"))
+    return disk.device
+
+
+def record_pack(w: Workload, out: str, mnt: str) -> Pack:
+    res, outcome = record.record_command(
+        w.argv, record.RecordOptions(out, mounts=(mnt,), drop_caches=True))
+    assert outcome.ok, outcome.describe()
+    return res.pack
+
+
+# --- the parts -------------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+
+def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: dict[str, str],
+             n: int) -> None:
+    out.add(f"\n## SSD-like device (plain loop device, rotational 0), {n} trials, medians\n")
+    out.add("| workload | cold start | + background replay | ratio | unrecorded | recorded "
+            "| record overhead |")
+    out.add("|---|---|---|---|---|---|---|")
+    with system.Transaction("bench-readahead") as tx:
+        mount_fast(tx, images["ordinary"], mnt)
+        for w in workloads(mnt, work):
+            pack = packs[f"ordinary-{w.name}"]
+            alone, with_replay = [], []
+            for _ in range(n):  # interleaved, so drift hits both alike
+                alone.append(cold(w))
+                with_replay.append(replay_with(w, pack))
+            plain, recorded = [], []
+            for i in range(n):
+                system.drop_caches()
+                plain.append(spawn_wall(w))
+                system.drop_caches()
+                recorded.append(recorded_wall(w, os.path.join(work, f"overhead-{i}.pack"), mnt))
+            r1 = median(with_replay) / median(alone)
+            r2 = median(recorded) / median(plain)
+            out.add(f"| {w.name} | {fmt_s(median(alone))} s | {fmt_s(median(with_replay))} s "
+                    f"| {fmt_factor(r1)}× | {fmt_s(median(plain))} s | "
+                    f"{fmt_s(median(recorded))} s | {(r2 - 1) * 100:+.1f}% |")
+
+
+def spawn_wall(w: Workload) -> float:
+    """The program's own wall time (wait4), started the way record starts it."""
+    return spawn.run_foreground(w.argv).wall_s
+
+
+def recorded_wall(w: Workload, out: str, mnt: str) -> float:
+    _, outcome = record.record_command(w.argv, record.RecordOptions(out, mounts=(mnt,)))
+    return outcome.wall_s
+
+
+def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work: str,
+              packs: dict[str, Pack], paths: dict[str, str], n: int) -> None:
+    p = get_profile(profile)
+    size = os.path.getsize(images["ordinary"])
+    rate = Disk(p, size).rate_at(0)  # where build-ext4 puts the hot files
+    out.add(f"\n## {profile} ({p.description}), {n} trial(s), medians\n")
+    out.add("| workload | (a) ordinary | (b) + replay, then start | (b') + replay with start "
+            "| (c) layout | (d) layout + replay, then start | (d') layout + replay with start "
+            "| lower bound | (a)/(c) | (a)/(b) | (c)/bound |")
+    out.add("|---|---|---|---|---|---|---|---|---|---|---|")
+    got: dict[str, dict[str, float]] = {}
+    for kind in ("ordinary", "layout"):
+        with system.Transaction("bench-readahead") as tx:
+            mount_slow(tx, images[kind], mnt, profile)
+            for w in workloads(mnt, work):
+                g = got.setdefault(w.name, {})
+                pack = paths[f"{kind}-{w.name}"]
+                g[f"{kind}-cold"] = median(trials(n, lambda w=w: cold(w)))
+                pairs = [replay_then(w, pack) for _ in range(n)]
+                g[f"{kind}-replay"] = median([a for a, _ in pairs])
+                g[f"{kind}-then"] = median([b for _, b in pairs])
+                g[f"{kind}-with"] = median(trials(n, lambda w=w, pack=pack: replay_with(w, pack)))
+    for name, g in got.items():
+        pack_bytes = packs[f"ordinary-{name}"].bytes
+        bound = pack_bytes / rate + p.full_stroke_s
+        b_total = g["ordinary-replay"] + g["ordinary-then"]
+        d_total = g["layout-replay"] + g["layout-then"]
+        out.add(f"| {name} | {fmt_s(g['ordinary-cold'])} s | {fmt_s(g['ordinary-replay'])} + "
+                f"{fmt_s(g['ordinary-then'])} = {fmt_s(b_total)} s | "
+                f"{fmt_s(g['ordinary-with'])} s | {fmt_s(g['layout-cold'])} s | "
+                f"{fmt_s(g['layout-replay'])} + {fmt_s(g['layout-then'])} = {fmt_s(d_total)} s "
+                f"| {fmt_s(g['layout-with'])} s | {fmt_s(bound)} s ({human_size(pack_bytes)} at "
+                f"{rate / 1e6:.1f} MB/s + {fmt_s(p.full_stroke_s)} s) | "
+                f"{fmt_factor(g['ordinary-cold'] / g['layout-cold'])}× | "
+                f"{fmt_factor(g['ordinary-cold'] / min(b_total, g['ordinary-with']))}× | "
+                f"{fmt_factor(g['layout-cold'] / bound)}× |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profiles", default="dvd,hdd-5400")
+    ap.add_argument("--trials", type=int, default=1, help="per slow cell (the model is "
+                    "deterministic: one trial is representative)")
+    ap.add_argument("--ssd-trials", type=int, default=7)
+    ap.add_argument("--keep", help="keep the tree and images in this new directory")
+    args = ap.parse_args()
+    system.require_root("this benchmark (loop devices, mounts, slowdisk, fanotify)")
+    system.install_termination_handlers()
+    t_start = time.monotonic()
+    work = tempfile.mkdtemp(prefix="bb-readahead-bench-")
+    try:
+        return _main(args, work, t_start)
+    finally:
+        if args.keep:
+            os.rename(work, args.keep)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
+    out = Figures()
+    src = Path(work, "tree")
+    build_tree(src)
+    size = -(-int(tree_bytes(src) * 1.12 + 24 * MiB) // (4 * MiB)) * 4 * MiB
+    images = {"ordinary": os.path.join(work, "ordinary.img"),
+              "layout": os.path.join(work, "layout.img")}
+    ordinary_image(src, images["ordinary"], size)
+    mnt = os.path.join(work, "mnt")
+    os.mkdir(mnt)
+    out.add(f"# backburner readahead/layout on slowdisk ({time.strftime('%Y-%m-%d')}, "
+            f"kernel {os.uname().release})\n")
+    out.add(f"tree: {human_size(tree_bytes(src))} (python stdlib + numpy + matplotlib from "
+            f"{PYTHON}, {DATA_FILES} data files); images: {human_size(size)} ext4 each")
+    for w in workloads(mnt, work):
+        out.add(f"- workload `{w.name}`: `{w.shown()}` (cwd /, MNT = the image's mount point)")
+    paths: dict[str, str] = {}
+    packs: dict[str, Pack] = {}
+    with system.Transaction("bench-readahead") as tx:
+        mount_fast(tx, images["ordinary"], mnt)
+        for w in workloads(mnt, work):
+            key = f"ordinary-{w.name}"
+            paths[key] = os.path.join(work, f"{key}.pack")
+            packs[key] = record_pack(w, paths[key], mnt)
+    hot = Pack(_union(packs["ordinary-python"], packs["ordinary-data"]))
+    paths["hot"] = os.path.join(work, "hot.pack")
+    packfile.save(paths["hot"], hot)
+    built = layout.build_ext4(hot, layout.BuildOptions(str(src), images["layout"], size,
+                                                       root=mnt))
+    with system.Transaction("bench-readahead") as tx:
+        mount_fast(tx, images["layout"], mnt)
+        for w in workloads(mnt, work):
+            key = f"layout-{w.name}"
+            paths[key] = os.path.join(work, f"{key}.pack")
+            packs[key] = record_pack(w, paths[key], mnt)
+    out.add("- packs: `backburner readahead record --mount MNT --drop-caches -o PACK -- "
+            "WORKLOAD` on each image through a plain loop device: "
+            + ", ".join(f"{k} {len(p.entries)} files {human_size(p.bytes)}"
+                        for k, p in packs.items()))
+    out.add(f"- layout image: `backburner layout build-ext4 --pack hot.pack --root MNT "
+            f"--size {size >> 20}M TREE layout.img` ({built.hot_files} hot files, "
+            f"{human_size(built.hot_bytes)}, {fmt_s(built.seconds)} s)")
+    for c in (built.before, built.after):
+        if c is not None:
+            out.add(f"  - `layout check`: {layout.describe_check(c)}")
+    out.add("- (a)/(c): cold start after `echo 3 > /proc/sys/vm/drop_caches`; (b)/(d): "
+            "`backburner readahead replay --wait PACK`, then the start; (b')/(d'): the start "
+            "with `backburner readahead replay PACK` (background) launched with it")
+    for profile in [p for p in args.profiles.split(",") if p]:
+        slow_part(out, profile, images, mnt, work, packs, paths, args.trials)
+    ssd_part(out, images, mnt, work, paths, args.ssd_trials)
+    out.add(f"\n(benchmark ran {fmt_s(time.monotonic() - t_start)} s)")
+    return 0
+
+
+def _union(a: Pack, b: Pack) -> tuple:
+    seen = {e.path for e in a.entries}
+    return a.entries + tuple(e for e in b.entries if e.path not in seen)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
