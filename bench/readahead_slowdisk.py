@@ -3,13 +3,14 @@
 replay vs layout-ordered image vs both, against the sequential lower bound.
 
 Workloads (one tree, on one ext4 image):
-- ``python``: Debian's /usr/bin/python3.11 with its standard library *and* numpy taken
-  from the image (PYTHONHOME on the image), importing email, http, json, asyncio,
-  logging, argparse, decimal, xml.dom and numpy: a couple of hundred .pyc and .so files;
+- ``python``: Debian's /usr/bin/python3.11 with its standard library and site packages
+  taken from the image (PYTHONHOME on the image), importing email, http, json, asyncio,
+  logging, argparse, decimal, xml.dom, rich, pygments, dateutil, markdown_it and
+  fontTools: about 340 .py/.pyc files and C extensions;
 - ``data``: ``cat`` of 300 files (2-40 KiB) of a data directory of 3000, in a seeded
   random order: the issue's "program that reads a few hundred tiny files".
-The tree also holds matplotlib (cold: never read), so the hot files are spread out as an
-installer would leave them.
+The tree also holds numpy, matplotlib, pip, pytest and PIL (cold: never read), so the hot
+files are spread out as an installer would leave them.
 
 Images: ``ordinary`` is ``mke2fs -T default -d TREE`` just big enough (the data spans the
 whole simulated stroke, like a full disc); ``layout`` is ``backburner layout build-ext4``
@@ -62,7 +63,12 @@ from backburner.units import MiB, fmt_factor, fmt_s, human_size
 PYTHON = "/usr/bin/python3.11"
 STDLIB = "/usr/lib/python3.11"
 SITE = Path(sys.prefix, "lib", "python3.11", "site-packages")
-IMPORTS = "email.parser, http.client, json, asyncio, logging, argparse, decimal, xml.dom.minidom"
+IMPORTS = ("email.parser, http.client, json, asyncio, logging, argparse, decimal, xml.dom.minidom, "
+           "rich.console, rich.table, rich.progress, pygments.lexers.python, "
+           "pygments.formatters, dateutil.parser, markdown_it, fontTools.ttLib")
+#: Package trees copied from this venv: the imported ones, then others that stay cold.
+PACKAGES = ("rich", "pygments", "dateutil", "markdown_it", "mdurl", "fontTools", "numpy",
+            "numpy.libs", "matplotlib", "pip", "_pytest", "PIL")
 DATA_FILES, DATA_READ = 3000, 300
 BB = [sys.executable, "-m", "backburner"]
 
@@ -78,8 +84,7 @@ class Workload:
 
 def workloads(mnt: str, work: str) -> list[Workload]:
     py = Workload("python", ["env", f"PYTHONHOME={mnt}/py", PYTHON, "-S", "-B", "-c",
-                             f"import sys; sys.path.insert(0, '{mnt}/site'); "
-                             f"import {IMPORTS}, numpy"])
+                             f"import sys; sys.path.insert(0, '{mnt}/site'); import {IMPORTS}"])
     names = [f"{mnt}/data/{n}" for n in _data_names()]
     chosen = random.Random(9).sample(names, DATA_READ)
     listfile = os.path.join(work, "data.list")
@@ -99,7 +104,7 @@ def build_tree(src: Path) -> None:
     (src / "py" / "lib").mkdir(parents=True)
     shutil.copytree(STDLIB, src / "py" / "lib" / "python3.11", symlinks=True,
                     ignore=shutil.ignore_patterns("dist-packages", "site-packages"))
-    for pkg in ("numpy", "numpy.libs", "matplotlib"):
+    for pkg in PACKAGES:
         shutil.copytree(SITE / pkg, src / "site" / pkg, symlinks=True)
     rng = random.Random(1)
     data = src / "data"
@@ -124,6 +129,57 @@ def ordinary_image(src: Path, image: str, size: int) -> None:
 
 
 # --- timing ----------------------------------------------------------------------------------
+#
+# Other programs on a shared machine drop the page cache too (/proc/vmstat counts every
+# drop). A drop during a measurement makes the start read again what it had read: such a
+# measurement is thrown away and taken again, after waiting for a quiet moment.
+
+QUIET_S = 1.0
+ATTEMPTS = 6
+
+
+def drops() -> int:
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        if line.startswith("drop_pagecache "):
+            return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Interference:
+    retried: int = 0
+    tainted: int = 0  # measurements kept although someone dropped caches during them
+
+
+INTERFERENCE = Interference()
+
+
+def wait_quiet(limit_s: float = 120.0) -> None:
+    deadline = time.monotonic() + limit_s
+    last, since = drops(), time.monotonic()
+    while time.monotonic() - since < QUIET_S and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = drops()
+        if now != last:
+            last, since = now, time.monotonic()
+
+
+def clean(measure: Callable[[], float]) -> Callable[[], float]:
+    """`measure` (which drops the cache first, once) without a foreign drop during it."""
+
+    def run_clean() -> float:
+        value = 0.0
+        for _ in range(ATTEMPTS):
+            wait_quiet()
+            before = drops()
+            value = measure()
+            if drops() - before <= 1:  # our own drop only
+                return value
+            INTERFERENCE.retried += 1
+        INTERFERENCE.tainted += 1
+        return value
+
+    return run_clean
 
 
 def run(w: Workload) -> float:
@@ -138,11 +194,18 @@ def cold(w: Workload) -> float:
 
 
 def replay_then(w: Workload, pack: str) -> tuple[float, float]:
-    system.drop_caches()
-    t0 = time.monotonic()
-    subprocess.run([*BB, "readahead", "replay", "--wait", pack], check=True,
-                   stdout=subprocess.DEVNULL)
-    return time.monotonic() - t0, run(w)
+    both: list[float] = []
+
+    def measure() -> float:
+        system.drop_caches()
+        t0 = time.monotonic()
+        subprocess.run([*BB, "readahead", "replay", "--wait", pack], check=True,
+                       stdout=subprocess.DEVNULL)
+        both[:] = [time.monotonic() - t0, run(w)]
+        return 0.0
+
+    clean(measure)()
+    return both[0], both[1]
 
 
 def replay_with(w: Workload, pack: str) -> float:
@@ -208,16 +271,9 @@ def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: d
         mount_fast(tx, images["ordinary"], mnt)
         for w in workloads(mnt, work):
             pack = packs[f"ordinary-{w.name}"]
-            alone, with_replay = [], []
-            for _ in range(n):  # interleaved, so drift hits both alike
-                alone.append(cold(w))
-                with_replay.append(replay_with(w, pack))
-            plain, recorded = [], []
-            for i in range(n):
-                system.drop_caches()
-                plain.append(spawn_wall(w))
-                system.drop_caches()
-                recorded.append(recorded_wall(w, os.path.join(work, f"overhead-{i}.pack"), mnt))
+            got = ssd_trials(w, pack, mnt, work, n)
+            alone, with_replay = got["alone"], got["with replay"]
+            plain, recorded = got["unrecorded"], got["recorded"]
             r1 = median(with_replay) / median(alone)
             r2 = median(recorded) / median(plain)
             out.add(f"| {w.name} | {fmt_s(median(alone))} s | {fmt_s(median(with_replay))} s "
@@ -225,12 +281,32 @@ def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: d
                     f"{fmt_s(median(recorded))} s | {(r2 - 1) * 100:+.1f}% |")
 
 
-def spawn_wall(w: Workload) -> float:
+def ssd_trials(w: Workload, pack: str, mnt: str, work: str, n: int) -> dict[str, list[float]]:
+    """n of each, interleaved in a shuffled order, so drift hits all alike."""
+    kinds: dict[str, Callable[[int], float]] = {
+        "alone": lambda _i: cold(w),
+        "with replay": lambda _i: replay_with(w, pack),
+        "unrecorded": lambda _i: cold_spawn(w),
+        "recorded": lambda i: cold_recorded(w, os.path.join(work, f"overhead-{i}.pack"), mnt),
+    }
+    got: dict[str, list[float]] = {k: [] for k in kinds}
+    rng = random.Random(n)
+    for i in range(n):
+        order = list(kinds)
+        rng.shuffle(order)
+        for k in order:
+            got[k].append(clean(lambda k=k, i=i: kinds[k](i))())
+    return got
+
+
+def cold_spawn(w: Workload) -> float:
     """The program's own wall time (wait4), started the way record starts it."""
+    system.drop_caches()
     return spawn.run_foreground(w.argv).wall_s
 
 
-def recorded_wall(w: Workload, out: str, mnt: str) -> float:
+def cold_recorded(w: Workload, out: str, mnt: str) -> float:
+    system.drop_caches()
     _, outcome = record.record_command(w.argv, record.RecordOptions(out, mounts=(mnt,)))
     return outcome.wall_s
 
@@ -252,11 +328,12 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
             for w in workloads(mnt, work):
                 g = got.setdefault(w.name, {})
                 pack = paths[f"{kind}-{w.name}"]
-                g[f"{kind}-cold"] = median(trials(n, lambda w=w: cold(w)))
+                g[f"{kind}-cold"] = median(trials(n, clean(lambda w=w: cold(w))))
                 pairs = [replay_then(w, pack) for _ in range(n)]
                 g[f"{kind}-replay"] = median([a for a, _ in pairs])
                 g[f"{kind}-then"] = median([b for _, b in pairs])
-                g[f"{kind}-with"] = median(trials(n, lambda w=w, pack=pack: replay_with(w, pack)))
+                g[f"{kind}-with"] = median(trials(n, clean(lambda w=w, pack=pack:
+                                                           replay_with(w, pack))))
     for name, g in got.items():
         pack_bytes = packs[f"ordinary-{name}"].bytes
         bound = pack_bytes / rate + p.full_stroke_s
@@ -278,7 +355,7 @@ def main() -> int:
     ap.add_argument("--profiles", default="dvd,hdd-5400")
     ap.add_argument("--trials", type=int, default=1, help="per slow cell (the model is "
                     "deterministic: one trial is representative)")
-    ap.add_argument("--ssd-trials", type=int, default=7)
+    ap.add_argument("--ssd-trials", type=int, default=15)
     ap.add_argument("--keep", help="keep the tree and images in this new directory")
     args = ap.parse_args()
     system.require_root("this benchmark (loop devices, mounts, slowdisk, fanotify)")
@@ -306,8 +383,8 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     os.mkdir(mnt)
     out.add(f"# backburner readahead/layout on slowdisk ({time.strftime('%Y-%m-%d')}, "
             f"kernel {os.uname().release})\n")
-    out.add(f"tree: {human_size(tree_bytes(src))} (python stdlib + numpy + matplotlib from "
-            f"{PYTHON}, {DATA_FILES} data files); images: {human_size(size)} ext4 each")
+    out.add(f"tree: {human_size(tree_bytes(src))} ({STDLIB}, {', '.join(PACKAGES)} from this "
+            f"venv, {DATA_FILES} data files); images: {human_size(size)} ext4 each")
     for w in workloads(mnt, work):
         out.add(f"- workload `{w.name}`: `{w.shown()}` (cwd /, MNT = the image's mount point)")
     paths: dict[str, str] = {}
@@ -345,7 +422,10 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     for profile in [p for p in args.profiles.split(",") if p]:
         slow_part(out, profile, images, mnt, work, packs, paths, args.trials)
     ssd_part(out, images, mnt, work, paths, args.ssd_trials)
-    out.add(f"\n(benchmark ran {fmt_s(time.monotonic() - t_start)} s)")
+    out.add(f"\nmeasurements taken again because another program dropped the page cache "
+            f"during them: {INTERFERENCE.retried}; kept although disturbed "
+            f"(after {ATTEMPTS} attempts): {INTERFERENCE.tainted}")
+    out.add(f"(benchmark ran {fmt_s(time.monotonic() - t_start)} s)")
     return 0
 
 

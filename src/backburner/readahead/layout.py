@@ -62,6 +62,9 @@ GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
 INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
 MAX_INODES_PER_GROUP = 8 * BLOCK
 _SQUASHFS_TOP = 32767
+#: The staging directory of the hot files in pass 1; where it sorts among the root's names
+#: decides whether the skeleton's directory blocks come before or after the hot data.
+STAGING_PREFIX = b".backburner-hot-"
 
 
 # --- paths relative to the image root ------------------------------------------------------
@@ -540,7 +543,7 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
 def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
            base: bytes, missing: int, final: int, image: str) -> BuildResult:
     ipg = _inodes_per_group(final, len(scan.nodes))
-    staging = b".backburner-hot-" + secrets.token_hex(4).encode()
+    staging = STAGING_PREFIX + secrets.token_hex(4).encode()
     with system.Transaction("layout-build") as tx:
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
         stage_root = os.path.join(work, b"hot")

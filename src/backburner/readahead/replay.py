@@ -29,14 +29,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .. import priority, spawn
+import backburner
+
+from .. import priority
 from ..errors import BackburnerError, UsageError
-from ..extents import device_of, fiemap, runs_of, select
 from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, status
+
+if TYPE_CHECKING:
+    from .. import spawn
 
 log = logging.getLogger(__name__)
 
@@ -190,18 +195,36 @@ def _rotational(disk: str) -> bool | None:
     return text.strip() == "1"
 
 
+def _sysfs_disk(dev: int) -> str | None:
+    """The whole disk holding block device `dev` (a partition's parent), from sysfs alone:
+    the common case, without loading the extents package (a background replay's own start
+    should cost as little as possible)."""
+    node = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if not os.path.isdir(node):
+        return None
+    if os.path.exists(os.path.join(node, "partition")):
+        node = os.path.dirname(node)
+    return "/dev/" + os.path.basename(node)
+
+
 def _device(path: bytes, dev: int) -> tuple[str, bool | None]:
-    try:
-        disk = device_of(os.fsdecode(path), dev).disk
-    except BackburnerError as err:
-        log.debug("%r: %s", path, err)
-        return f"{os.major(dev)}:{os.minor(dev)}", None
+    disk = _sysfs_disk(dev) if os.major(dev) else None
+    if disk is None:  # btrfs (anonymous device numbers), FUSE, tmpfs
+        from ..extents import device_of
+
+        try:
+            disk = device_of(os.fsdecode(path), dev).disk
+        except BackburnerError as err:
+            log.debug("%r: %s", path, err)
+            return f"{os.major(dev)}:{os.minor(dev)}", None
     return disk, _rotational(disk)
 
 
 def _pieces(i: int, f: _Open, physical: bool) -> list[Piece]:
     if not physical:
         return [Piece(i, off, ln) for off, ln in f.ranges]
+    from ..extents import fiemap, runs_of, select
+
     try:
         runs = select(runs_of(fiemap(f.fd, sync=False), f.state.size), f.ranges)
     except (BackburnerError, OSError) as err:
@@ -348,8 +371,10 @@ def describe(r: ReplayReport) -> str:
 
 
 def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
-    argv = [sys.executable, "-m", "backburner", "readahead", "replay", "--wait",
-            "--deadline", repr(opts.deadline_s), "--order", opts.order]
+    """The lean entry point (`python -S -m backburner.readahead`): no site packages, no
+    CLI, only what a replay needs, so the child's own start is cheap."""
+    argv = [sys.executable, "-S", "-m", "backburner.readahead", "--deadline",
+            repr(opts.deadline_s), "--order", opts.order]
     if opts.budget is not None:
         argv += ["--budget", str(opts.budget)]
     if opts.io:
@@ -367,6 +392,10 @@ BACKGROUND_POLICY = priority.Policy("readahead", io=priority.IOPrio("idle"),
 def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
     """The same replay in a detached child (it outlives us; it ends by its deadline). It
     holds none of our stdio: a caller reading our output is not kept waiting for it."""
+    from .. import spawn
+
+    src = os.path.dirname(os.path.dirname(os.path.abspath(backburner.__file__)))
+    env = {**os.environ, "PYTHONPATH": src}
     return spawn.launch(background_argv(pack_path, opts), new_group=True, detached=True,
                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, policy=BACKGROUND_POLICY)
+                        stderr=subprocess.DEVNULL, policy=BACKGROUND_POLICY, env=env)
