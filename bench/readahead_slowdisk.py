@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backburner import spawn, system
+from backburner import spawn, stats, system
 from backburner.readahead import layout, packfile, record, replay
 from backburner.readahead.pack import Pack
 from backburner.slowdisk import device as slowdisk
@@ -264,8 +264,8 @@ class Figures:
 def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: dict[str, str],
              n: int) -> None:
     out.add(f"\n## SSD-like device (plain loop device, rotational 0), {n} trials, medians\n")
-    out.add("| workload | cold start | + background replay | ratio | unrecorded | recorded "
-            "| record overhead |")
+    out.add("| workload | cold start | + background replay | change [95% CI] | unrecorded "
+            "| recorded | record overhead [95% CI] |")
     out.add("|---|---|---|---|---|---|---|")
     with system.Transaction("bench-readahead") as tx:
         mount_fast(tx, images["ordinary"], mnt)
@@ -274,11 +274,17 @@ def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: d
             got = ssd_trials(w, pack, mnt, work, n)
             alone, with_replay = got["alone"], got["with replay"]
             plain, recorded = got["unrecorded"], got["recorded"]
-            r1 = median(with_replay) / median(alone)
-            r2 = median(recorded) / median(plain)
+            r1 = stats.ratio_of_medians(with_replay, alone)
+            r2 = stats.ratio_of_medians(recorded, plain)
             out.add(f"| {w.name} | {fmt_s(median(alone))} s | {fmt_s(median(with_replay))} s "
-                    f"| {fmt_factor(r1)}× | {fmt_s(median(plain))} s | "
-                    f"{fmt_s(median(recorded))} s | {(r2 - 1) * 100:+.1f}% |")
+                    f"| {_pct(r1)} | {fmt_s(median(plain))} s | {fmt_s(median(recorded))} s "
+                    f"| {_pct(r2)} |")
+
+
+def _pct(r: stats.RatioCI) -> str:
+    """A ratio of medians as a change in percent, with its 95% bootstrap interval."""
+    return (f"{(r.ratio - 1) * 100:+.1f}% [{(r.lo - 1) * 100:+.1f}, "
+            f"{(r.hi - 1) * 100:+.1f}]")
 
 
 def ssd_trials(w: Workload, pack: str, mnt: str, work: str, n: int) -> dict[str, list[float]]:

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BB, bb, one_line_error
+from helpers import BB, bb, one_line_error, wait_for
 
-from backburner import system
+from backburner import procfs, system
 from backburner.readahead import packfile
 from backburner.readahead.record import tree_of
 
@@ -100,6 +100,9 @@ def test_system_mode_records_others_but_not_backburner(bed: Bed, tmp_path: Path)
     old = tmp_path / "old.pack"
     assert bb("readahead", "record", "-o", str(old), "--mount", str(bed.mnt), "--",
               "cat", "unread.txt", cwd=bed.mnt).returncode == 0
+    older = tmp_path / "older.pack"
+    assert bb("readahead", "record", "-o", str(older), "--mount", str(bed.mnt), "--",
+              "cat", "lib/mod.py", cwd=bed.mnt).returncode == 0
     out = tmp_path / "boot.pack"
     rec = subprocess.Popen([*BB, "readahead", "record", "--system", "--seconds", "60",
                             "--mount", str(bed.mnt), "-o", str(out)],
@@ -109,6 +112,9 @@ def test_system_mode_records_others_but_not_backburner(bed: Bed, tmp_path: Path)
         subprocess.run(["cat", bed.path("a/two.txt")], stdout=subprocess.DEVNULL, check=True)
         replayed = bb("readahead", "replay", "--wait", str(old))  # backburner: left out
         assert replayed.returncode == 0, replayed.err
+        started = bb("readahead", "replay", str(older))  # in the background: left out too
+        pid = int(started.out.split("(PID ")[1].split(",")[0])
+        wait_for(lambda: procfs.start_time(pid) is None, what="the background replay")
         t0 = time.monotonic()
         rec.send_signal(signal.SIGTERM)  # ends it early; the pack is still written
         rest = rec.communicate(timeout=30)[1]

@@ -376,6 +376,8 @@ def is_backburner(pid: int) -> bool:
             argv = f.read().split(b"\0")
     except OSError:
         return False
+    if b"backburner.readahead" in argv[:5]:  # the lean background replay
+        return True
     return any(a.endswith(b"backburner") for a in argv[:3]) and b"readahead" in argv
 
 
