@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import stat
 import subprocess
 import sys
@@ -146,6 +147,16 @@ def _open(entry: Entry, now: FileState) -> int | None:
         os.close(fd)  # replaced between the check and the open
         return None
     return fd
+
+
+def _allow_open_files(n: int) -> None:
+    """A sweep keeps every file of the pack open at once: raise our own soft limit on open
+    files towards the hard one (a boot pack holds thousands)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 64
+    if soft != resource.RLIM_INFINITY and soft < want:
+        top = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
 
 
 def _memory_budget() -> int | None:
@@ -326,6 +337,7 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     report = ReplayReport(len(pack.entries))
     budget = opts.budget if opts.budget is not None else _memory_budget()
     report.budget = budget
+    _allow_open_files(len(pack.entries))
     opened = _open_all(pack, report, budget)
     worker = _Worker(opened, [])
     try:
