@@ -33,7 +33,8 @@ def random_pack(rng: random.Random) -> P.Pack:
                             rng.randint(0, 1 << 40), rng.randint(0, 1 << 45),
                             rng.randint(-(1 << 62), 1 << 62))
         dig = rng.randbytes(16) if rng.random() < 0.5 else None
-        entries.append(P.Entry(path + str(i).encode(), state, ranges, dig))
+        entries.append(P.Entry(path + str(i).encode(), state, ranges, dig,
+                               device=rng.random() < 0.1))
     return P.Pack(tuple(entries), PAGE, rng.randint(0, 1 << 63), rng.choice(["", "python3 -c 1",
                                                                           "système, 60 s"]))
 
@@ -96,6 +97,18 @@ def test_a_consistent_but_malformed_body_is_refused() -> None:
     data = head + body + struct.pack("<I", zlib.crc32(head + body))
     with pytest.raises(DataError):
         P.decode(data)
+
+
+def test_unknown_entry_flags_are_refused() -> None:
+    """A flag bit a newer backburner may add is not silently ignored."""
+    data = bytearray(P.encode(P.Pack((entry(b"/a"),), PAGE)))
+    body = data[20:-4]
+    at = body.rindex(bytes([0, 1, 0, 1]))  # flags 0, one range: gap 0, one page
+    body[at] = 0x4
+    head = bytes(data[:20])
+    fixed = head + bytes(body) + struct.pack("<I", zlib.crc32(head + bytes(body)))
+    with pytest.raises(DataError, match="newer"):
+        P.decode(fixed)
 
 
 def test_encode_refuses_unaligned_ranges() -> None:

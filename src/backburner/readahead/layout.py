@@ -88,6 +88,8 @@ def relative_paths(pack: Pack, root: bytes) -> tuple[list[bytes], int]:
     out: dict[bytes, None] = {}
     outside = 0
     for e in pack.entries:
+        if e.device:
+            continue  # metadata: its places belong to the image it was recorded on
         rel = relative(e.path, root)
         if rel is None:
             outside += 1
@@ -216,7 +218,7 @@ def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
               label: str | None = None) -> CheckResult:
     """Place the pack's files found under directory `top` (the image root's stand-in)."""
     base = os.fsencode(top)
-    paths = [e.path for e in pack.entries]
+    paths = [e.path for e in pack.entries if not e.device]
 
     def exists(rel: bytes) -> bool:
         return os.path.isfile(os.path.join(base, rel)) and not os.path.islink(
@@ -226,6 +228,8 @@ def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
     pieces: list[Piece] = []
     found = missing = 0
     for i, e in enumerate(pack.entries):
+        if e.device:
+            continue
         rel = relative(e.path, pack_root)
         if rel is None or not exists(rel):
             missing += 1
@@ -332,7 +336,7 @@ def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
     """Hot inodes in access order, each as the list of its hot names (hard links); the
     pack root used; how many pack files are not in the source."""
     files = scan.files
-    paths = [e.path for e in pack.entries]
+    paths = [e.path for e in pack.entries if not e.device]
     base = _norm(root) if root else guess_root(paths, lambda rel: rel in files)
     by_inode: dict[tuple[int, int], list[bytes]] = {}
     missing = 0

@@ -34,6 +34,7 @@ _HEADER = struct.Struct("<8sHHQ")
 _CRC = struct.Struct("<I")
 DIGEST_SIZE = 16
 _HAS_DIGEST = 0x1
+_DEVICE = 0x2
 #: Ranges of one file, as (byte offset, byte length), sorted, not touching, page-aligned.
 Ranges = tuple[tuple[int, int], ...]
 
@@ -51,12 +52,18 @@ class FileState:
 
 @dataclass(frozen=True)
 class Entry:
-    """One file of a pack: where it was, who it was, and which bytes of it were read."""
+    """One file of a pack: where it was, who it was, and which bytes of it were read.
+
+    A *device* entry holds the metadata a start read (inode tables, directories, extent
+    blocks: what a filesystem reads through its block device's page cache): `path` is the
+    device node it was recorded on, `state` has the device number (dev), the filesystem's
+    fsid and the device size; ranges are byte offsets on that device."""
 
     path: bytes
     state: FileState
     ranges: Ranges = ()
     digest: bytes | None = None
+    device: bool = False
 
     @property
     def bytes(self) -> int:
@@ -248,7 +255,7 @@ def encode(pack: Pack) -> bytes:
         w.uint(s.inode)
         w.uint(s.size)
         w.sint(s.mtime_ns)
-        w.uint(_HAS_DIGEST if e.digest is not None else 0)
+        w.uint((_HAS_DIGEST if e.digest is not None else 0) | (_DEVICE if e.device else 0))
         if e.digest is not None:
             if len(e.digest) != DIGEST_SIZE:
                 raise ValueError(f"a digest is {DIGEST_SIZE} bytes, not {len(e.digest)}")
@@ -319,6 +326,9 @@ def _decode_body(r: _Reader) -> Pack:
         dev, fsid = devices[idx]
         state = FileState(dev, fsid, r.uint(), r.uint(), r.sint())
         flags = r.uint()
+        if flags & ~(_HAS_DIGEST | _DEVICE):
+            raise DataError(f"the pack has entry flags {flags:#x} this backburner does not know",
+                            "read it with a newer backburner")
         dig = r.raw(DIGEST_SIZE) if flags & _HAS_DIGEST else None
         ranges = []
         end = 0
@@ -327,7 +337,7 @@ def _decode_body(r: _Reader) -> Pack:
             ln = r.uint() * page
             ranges.append((off, ln))
             end = off + ln
-        entries.append(Entry(path, state, tuple(ranges), dig))
+        entries.append(Entry(path, state, tuple(ranges), dig, bool(flags & _DEVICE)))
     if r.pos != len(r.data):
         raise DataError("the pack is damaged: bytes left after its last entry")
     return Pack(tuple(entries), page, created, note)

@@ -63,11 +63,13 @@ class RecordOptions:
 
 @dataclass(frozen=True)
 class Watched:
-    """A filesystem we mark, and the disk whose read-ahead we lower while recording."""
+    """A filesystem we mark, the device it is on (whose page cache holds its metadata), and
+    the disk whose read-ahead we lower while recording."""
 
     mountpoint: str
     dev: int
     disk: str
+    device: str = ""
 
     @property
     def read_ahead_path(self) -> str:
@@ -100,7 +102,7 @@ def watched_filesystems(paths: Sequence[str] = ()) -> list[Watched]:
             except FileNotFoundError:
                 raise NotFoundError(f"{p}: no such file or directory") from None
             dev = device_of(p, st.st_dev)
-            found.append(Watched(dev.mountpoint or p, st.st_dev, dev.disk))
+            found.append(Watched(dev.mountpoint or p, st.st_dev, dev.disk, dev.path))
         return _unique(found)
     with open("/proc/self/mountinfo") as f:
         mounts = parse_mountinfo(f.read())
@@ -110,7 +112,8 @@ def watched_filesystems(paths: Sequence[str] = ()) -> list[Watched]:
             continue  # proc, tmpfs, FUSE...: nothing on a block device to prefetch
         try:
             st = os.stat(m.mountpoint)
-            found.append(Watched(m.mountpoint, st.st_dev, device_of(m.mountpoint).disk))
+            dev = device_of(m.mountpoint)
+            found.append(Watched(m.mountpoint, st.st_dev, dev.disk, dev.path))
         except (OSError, BackburnerError) as err:
             log.debug("not watching %s: %s", m.mountpoint, err)
     return _unique(found)
@@ -422,12 +425,43 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
         os.close(fd)
 
 
+def metadata_entry(w: Watched) -> Entry | None:
+    """What the filesystem read through its block device's page cache (inode tables,
+    directories, extent blocks), as a device entry; None where the device cannot be read.
+    Meaningful after a cold start: the cache then holds only what this start read."""
+    if not w.device:
+        return None
+    try:
+        fd = os.open(w.device, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        log.debug("%s: %s", w.device, err)
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISBLK(st.st_mode):
+            return None
+        size = os.lseek(fd, 0, os.SEEK_END)
+        ranges = kernel.cached_ranges(fd, size) or ()
+        fsid = int(os.statvfs(w.mountpoint).f_fsid) & ((1 << 64) - 1)
+    except OSError as err:
+        log.debug("%s: %s", w.device, err)
+        return None
+    finally:
+        os.close(fd)
+    if not ranges:
+        return None
+    return Entry(os.fsencode(w.device), FileState(st.st_rdev, fsid, 0, size, 0), ranges,
+                 device=True)
+
+
 def build_pack(files: list[tuple[tuple[int, int], bytes]], note: str, want_hash: bool,
-               earlier: dict[tuple[int, int], Ranges] | None = None) -> tuple[Pack, int]:
+               earlier: dict[tuple[int, int], Ranges] | None = None,
+               metadata: Sequence[Entry] = ()) -> tuple[Pack, int]:
     """Entries for the files (in the given order), with the ranges resident now or
-    `earlier`; and how many files were gone meanwhile."""
+    `earlier`, after the `metadata` entries (a start looks names up before it reads);
+    and how many files were gone meanwhile."""
     fsids: dict[int, int] = {}
-    entries = []
+    entries = list(metadata)
     gone = 0
     for key, path in files:
         e = _entry(key, path, want_hash, fsids, (earlier or {}).get(key, ()))
@@ -479,7 +513,8 @@ def record_command(argv: Sequence[str], opts: RecordOptions
     tree = tree_of(outcome.pid, listener.forks.parents if listener.forks else {},
                    seen.ancestry)
     files = seen.files_of(lambda pid: pid in tree)
-    pack, gone = build_pack(files, shlex.join(argv), opts.hash, seen.resident)
+    meta = _metadata(watched, {k[0] for k, _ in files}) if opts.drop_caches else []
+    pack, gone = build_pack(files, shlex.join(argv), opts.hash, seen.resident, meta)
     size = packfile.save(opts.output, pack)
     result = RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
                           len(seen.paths), gone, seen.overflows, listener.forks_lost)
@@ -505,10 +540,20 @@ def record_system(seconds: float, opts: RecordOptions,
             _wait(seconds)
         seen = listener.stop()
     files = seen.files_of(lambda _pid: True)
-    pack, gone = build_pack(files, f"system, {seconds:g} s", opts.hash, seen.resident)
+    meta = _metadata(watched, {k[0] for k, _ in files})
+    pack, gone = build_pack(files, f"system, {seconds:g} s", opts.hash, seen.resident, meta)
     size = packfile.save(opts.output, pack)
     return RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
                         len(seen.paths), gone, seen.overflows, False)
+
+
+def _metadata(watched: Sequence[Watched], devs: set[int]) -> list[Entry]:
+    """Device entries for the watched filesystems that files were recorded on."""
+    out = []
+    for w in watched:
+        if w.dev in devs and (e := metadata_entry(w)) is not None:
+            out.append(e)
+    return out
 
 
 def _excluder() -> Callable[[int], bool]:

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,12 +71,14 @@ class DeviceReplay:
 
 @dataclass
 class ReplayReport:
-    entries: int
+    entries: int  # files in the pack (device entries are counted apart)
     missing: int = 0
     changed: int = 0
     unreadable: int = 0
     files: int = 0  # files read from (whole or in part)
-    bytes: int = 0  # bytes queued and waited for
+    bytes: int = 0  # bytes queued and waited for, metadata included
+    metadata_bytes: int = 0  # of which read through a device (inode tables, directories)
+    metadata_skipped: int = 0  # device entries whose filesystem is not here as recorded
     seconds: float = 0.0
     stopped: str | None = None  # "deadline" or "budget"
     budget: int | None = None
@@ -119,17 +121,61 @@ def current_state(path: bytes, fsids: dict[int, int]) -> FileState | None:
 
 
 def check_entries(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
-    """(entry, OK/CHANGED/MISSING, the file's state now) for every entry, in pack order.
+    """(entry, OK/CHANGED/MISSING, its state now) for every entry, in pack order.
 
     The files are looked at in the order of their recorded inode numbers: on a cold
-    rotating disk that reads the inode tables in one ascending pass."""
+    rotating disk that reads the inode tables in one ascending pass. A device entry is
+    matched to the device its filesystem is on now (found through the files of the same
+    filesystem that still match: an image may be attached under another loop device);
+    its path is then that device's node."""
     fsids: dict[int, int] = {}
-    by_inode = sorted(range(len(pack.entries)), key=lambda i: (pack.entries[i].state.dev,
-                                                              pack.entries[i].state.inode))
+    files = [i for i, e in enumerate(pack.entries) if not e.device]
     states: dict[int, FileState | None] = {}
-    for i in by_inode:
+    for i in sorted(files, key=lambda i: (pack.entries[i].state.dev,
+                                          pack.entries[i].state.inode)):
         states[i] = current_state(pack.entries[i].path, fsids)
-    return [(e, status(e, states[i]), states[i]) for i, e in enumerate(pack.entries)]
+    out = [(e, status(e, states[i]), states[i]) if not e.device else (e, MISSING, None)
+           for i, e in enumerate(pack.entries)]
+    where = {e.state.fsid or e.state.dev: now.dev for e, verdict, now in out
+             if verdict == OK and now is not None}
+    for i, (e, _, _) in enumerate(out):
+        if e.device:
+            out[i] = _device_now(e, where.get(e.state.fsid or e.state.dev))
+    return out
+
+
+def _device_now(e: Entry, dev: int | None) -> tuple[Entry, str, FileState | None]:
+    if dev is None:
+        return e, MISSING, None  # none of its filesystem's files is here as recorded
+    node = _sysfs_node(dev)
+    try:
+        st = os.stat(node) if node else None
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISBLK(st.st_mode) or st.st_rdev != dev:
+        return e, MISSING, None
+    now = FileState(dev, e.state.fsid, 0, _device_size(dev), 0)
+    return replace(e, path=os.fsencode(node)), status(e, now), now
+
+
+def _sysfs_node(dev: int) -> str | None:
+    """/dev/NAME of block device `dev` (from its uevent), or None."""
+    try:
+        text = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("DEVNAME="):
+            return "/dev/" + line.split("=", 1)[1]
+    return None
+
+
+def _device_size(dev: int) -> int:
+    try:
+        sectors = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/size").read_text()
+        return int(sectors) * 512
+    except (OSError, ValueError):
+        return -1
 
 
 def _open(entry: Entry, now: FileState) -> int | None:
@@ -140,10 +186,14 @@ def _open(entry: Entry, now: FileState) -> int | None:
         except PermissionError:
             fd = os.open(entry.path, flags)
     except OSError:
-        return None
+        return None  # a device entry needs root; a file may have become unreadable
     st = os.fstat(fd)
-    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != (now.dev, now.inode, now.size,
-                                                              now.mtime_ns):
+    if entry.device:
+        same = stat.S_ISBLK(st.st_mode) and st.st_rdev == now.dev
+    else:
+        same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+            now.dev, now.inode, now.size, now.mtime_ns)
+    if not same:
         os.close(fd)  # replaced between the check and the open
         return None
     return fd
@@ -173,7 +223,9 @@ def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Ope
     checked = check_entries(pack)
     usable: list[tuple[Entry, FileState]] = []
     for entry, verdict, now in checked:
-        if verdict == MISSING:
+        if entry.device and verdict != OK:
+            report.metadata_skipped += 1
+        elif verdict == MISSING:
             report.missing += 1
         elif verdict == CHANGED:
             report.changed += 1
@@ -189,7 +241,10 @@ def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Ope
             continue
         fd = _open(entry, now)
         if fd is None:
-            report.unreadable += 1
+            if entry.device:
+                report.metadata_skipped += 1  # reading a device needs root
+            else:
+                report.unreadable += 1
             continue
         opened.append(_Open(entry, fd, now, ranges))
     return opened
@@ -232,6 +287,8 @@ def _device(path: bytes, dev: int) -> tuple[str, bool | None]:
 
 
 def _pieces(i: int, f: _Open, physical: bool) -> list[Piece]:
+    if f.entry.device:  # offsets on the device are places already
+        return [Piece(i, off, ln, off) for off, ln in f.ranges]
     if not physical:
         return [Piece(i, off, ln) for off, ln in f.ranges]
     from ..extents import fiemap, runs_of, select
@@ -282,6 +339,7 @@ class _Worker:
         self.jobs = jobs
         self.stop = threading.Event()
         self.done_bytes = 0
+        self.done_metadata = 0
         self.done_files: set[int] = set()
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="replay", daemon=True)
@@ -313,8 +371,12 @@ class _Worker:
                 if self.stop.is_set():
                     return
                 view = memoryview(buf)[:c.length]
-                self.done_bytes += os.preadv(fd, [view], c.logical)
-                self.done_files.add(piece.file)
+                got = os.preadv(fd, [view], c.logical)
+                self.done_bytes += got
+                if self.opened[piece.file].entry.device:
+                    self.done_metadata += got
+                else:
+                    self.done_files.add(piece.file)
 
 
 def _queue(fd: int, offset: int, length: int) -> None:
@@ -334,7 +396,7 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
         priority.IOPrio.parse(opts.io)
     t0 = time.monotonic()
     deadline = t0 + opts.deadline_s
-    report = ReplayReport(len(pack.entries))
+    report = ReplayReport(sum(1 for e in pack.entries if not e.device))
     budget = opts.budget if opts.budget is not None else _memory_budget()
     report.budget = budget
     _allow_open_files(len(pack.entries))
@@ -354,6 +416,7 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
         report.stopped = "deadline"
     report.seconds = time.monotonic() - t0
     report.bytes = worker.done_bytes
+    report.metadata_bytes = worker.done_metadata
     report.files = len(worker.done_files)
     if worker.error is not None:
         raise worker.error
@@ -371,7 +434,8 @@ def describe(r: ReplayReport) -> str:
                     + ("" if d.rotational is None else
                        f" ({'rotational' if d.rotational else 'non-rotational'})")
                     + f", IO class {d.io}" for d in r.devices)
-    line = (f"replayed {plural(r.files, 'file')}, {human_size(r.bytes)} in "
+    meta = f" (metadata {human_size(r.metadata_bytes)})" if r.metadata_bytes else ""
+    line = (f"replayed {plural(r.files, 'file')}, {human_size(r.bytes)}{meta} in "
             f"{fmt_s(r.seconds)} s ({fmt_mbps(r.mb_per_s)} MB/s)" + (f": {how}" if how else ""))
     if skipped:
         line += f"; skipped {', '.join(skipped)}"

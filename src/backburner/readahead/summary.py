@@ -29,6 +29,7 @@ class Row:
     bytes: int
     ranges: int
     physical: int | None  # where its first recorded byte is on the device, if known
+    device: bool = False  # the filesystem's metadata, read through its block device
 
 
 @dataclass
@@ -75,12 +76,14 @@ def summarize(pack: Pack) -> Summary:
         counts[verdict] += 1
         physical = None
         if verdict == OK and now is not None:
-            ps = pieces_of(i, entry.path, entry.ranges, now.size)
+            ps = ([Piece(i, off, ln, off) for off, ln in clip(entry.ranges, now.size)]
+                  if entry.device else pieces_of(i, entry.path, entry.ranges, now.size))
             by_dev.setdefault(now.dev, []).extend(ps)
             physical = next((p.physical for p in ps if p.physical is not None), None)
         else:
             stale += entry.bytes
-        rows.append(Row(entry.path, verdict, entry.bytes, len(entry.ranges), physical))
+        rows.append(Row(entry.path, verdict, entry.bytes, len(entry.ranges), physical,
+                        entry.device))
     s = Summary(pack.note, pack.created_ns, pack.page_size, rows, counts, stale)
     in_access = [access_order(ps) for ps in by_dev.values()]
     s.seeks_access = sum(seeks(ps) for ps in in_access)
@@ -94,15 +97,24 @@ def summarize(pack: Pack) -> Summary:
 def _entry_line(r: Row) -> str:
     where = f"@{r.physical // 512}s" if r.physical is not None else "-"
     return (f"{r.status:<8} {human_size(r.bytes):>10} {r.ranges:>6} {where:>14}  "
-            f"{show_path(r.path)}")
+            f"{show_path(r.path)}{' (metadata)' if r.device else ''}")
 
 
 def format_summary(s: Summary, files: bool = False) -> str:
     created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.created_ns / 1e9))
+    files = [r for r in s.rows if not r.device]
+    meta = [r for r in s.rows if r.device]
     lines = [
         f"recorded  {created}: {s.note or '?'}",
-        f"files     {len(s.rows)} ({human_size(s.bytes)} in "
-        f"{plural(sum(r.ranges for r in s.rows), 'range')}, pages of {s.page_size} bytes)",
+        f"files     {len(files)} ({human_size(sum(r.bytes for r in files))} in "
+        f"{plural(sum(r.ranges for r in files), 'range')}, pages of {s.page_size} bytes)",
+    ]
+    if meta:
+        lines.append(f"metadata  {human_size(sum(r.bytes for r in meta))} in "
+                     f"{plural(sum(r.ranges for r in meta), 'range')} on "
+                     f"{', '.join(show_path(r.path) for r in meta)} (inode tables, "
+                     "directories: read through the device)")
+    lines += [
         f"stale     {s.counts[CHANGED]} changed, {s.counts[MISSING]} missing: "
         f"{human_size(s.stale_bytes)} ({fmt_pct(round(s.stale_fraction, 3))} of the bytes) "
         "will be skipped",
