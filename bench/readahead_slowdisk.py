@@ -48,7 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,34 +189,51 @@ def run(w: Workload) -> float:
     return time.monotonic() - t0
 
 
-def cold(w: Workload) -> float:
-    system.drop_caches()
-    return run(w)
+@dataclass
+class Bed:
+    """A device holding one image, mounted afresh for every measurement: drop_caches
+    leaves much of a mounted filesystem's metadata cached (superblock, bitmaps, blocks in
+    use), so only a new mount makes the next start as cold as the first."""
+
+    device: str
+    mnt: str
+
+    @contextmanager
+    def fresh(self) -> Iterator[None]:
+        with system.Transaction("bench-mount") as tx:
+            tx.apply(system.Mount(self.device, self.mnt, "ext4", "ro"))
+            system.drop_caches()
+            yield
 
 
-def replay_then(w: Workload, pack: str) -> tuple[float, float]:
+def cold(w: Workload, bed: Bed) -> float:
+    with bed.fresh():
+        return run(w)
+
+
+def replay_then(w: Workload, pack: str, bed: Bed) -> tuple[float, float]:
     both: list[float] = []
 
     def measure() -> float:
-        system.drop_caches()
-        t0 = time.monotonic()
-        subprocess.run([*BB, "readahead", "replay", "--wait", pack], check=True,
-                       stdout=subprocess.DEVNULL)
-        both[:] = [time.monotonic() - t0, run(w)]
+        with bed.fresh():
+            t0 = time.monotonic()
+            subprocess.run([*BB, "readahead", "replay", "--wait", pack], check=True,
+                           stdout=subprocess.DEVNULL)
+            both[:] = [time.monotonic() - t0, run(w)]
         return 0.0
 
     clean(measure)()
     return both[0], both[1]
 
 
-def replay_with(w: Workload, pack: str) -> float:
+def replay_with(w: Workload, pack: str, bed: Bed) -> float:
     """The start with a background replay launched together (as at boot)."""
-    system.drop_caches()
-    child = replay.start_background(pack, replay.ReplayOptions(deadline_s=120))
-    try:
-        return run(w)
-    finally:
-        child.wait(130)
+    with bed.fresh():
+        child = replay.start_background(pack, replay.ReplayOptions(deadline_s=120))
+        try:
+            return run(w)
+        finally:
+            child.wait(130)
 
 
 def median(xs: list[float]) -> float:
@@ -229,22 +247,22 @@ def trials(n: int, f: Callable[[], float]) -> list[float]:
 # --- mounting --------------------------------------------------------------------------------
 
 
-def mount_fast(tx: system.Transaction, image: str, mnt: str) -> str:
+def fast_bed(tx: system.Transaction, image: str, mnt: str) -> Bed:
+    """The SSD-like device: a plain loop device over the image, rotational 0."""
     loop = tx.apply(system.LoopDevice(image, read_only=True))
     tx.apply(system.SysfsValue(f"/sys/block/{os.path.basename(loop)}/queue/rotational", "0"))
-    tx.apply(system.Mount(loop, mnt, "ext4", "ro"))
-    return loop
+    return Bed(loop, mnt)
 
 
-def mount_slow(tx: system.Transaction, image: str, mnt: str, profile: str) -> str:
+def slow_bed(tx: system.Transaction, image: str, mnt: str, profile: str) -> Bed:
     disk = slowdisk.attach(slowdisk.CreateOptions(profile, image, read_only=True), tx)
-    tx.apply(system.Mount(disk.device, mnt, "ext4", "ro"))
-    return disk.device
+    return Bed(disk.device, mnt)
 
 
-def record_pack(w: Workload, out: str, mnt: str) -> Pack:
-    res, outcome = record.record_command(
-        w.argv, record.RecordOptions(out, mounts=(mnt,), drop_caches=True))
+def record_pack(w: Workload, out: str, bed: Bed) -> Pack:
+    with bed.fresh():
+        res, outcome = record.record_command(
+            w.argv, record.RecordOptions(out, mounts=(bed.mnt,), drop_caches=True))
     assert outcome.ok, outcome.describe()
     return res.pack
 
@@ -268,10 +286,10 @@ def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: d
             "| recorded | record overhead [95% CI] |")
     out.add("|---|---|---|---|---|---|---|")
     with system.Transaction("bench-readahead") as tx:
-        mount_fast(tx, images["ordinary"], mnt)
+        bed = fast_bed(tx, images["ordinary"], mnt)
         for w in workloads(mnt, work):
             pack = packs[f"ordinary-{w.name}"]
-            got = ssd_trials(w, pack, mnt, work, n)
+            got = ssd_trials(w, pack, bed, work, n)
             alone, with_replay = got["alone"], got["with replay"]
             plain, recorded = got["unrecorded"], got["recorded"]
             r1 = stats.ratio_of_medians(with_replay, alone)
@@ -287,13 +305,13 @@ def _pct(r: stats.RatioCI) -> str:
             f"{(r.hi - 1) * 100:+.1f}]")
 
 
-def ssd_trials(w: Workload, pack: str, mnt: str, work: str, n: int) -> dict[str, list[float]]:
+def ssd_trials(w: Workload, pack: str, bed: Bed, work: str, n: int) -> dict[str, list[float]]:
     """n of each, interleaved in a shuffled order, so drift hits all alike."""
     kinds: dict[str, Callable[[int], float]] = {
-        "alone": lambda _i: cold(w),
-        "with replay": lambda _i: replay_with(w, pack),
-        "unrecorded": lambda _i: cold_spawn(w),
-        "recorded": lambda i: cold_recorded(w, os.path.join(work, f"overhead-{i}.pack"), mnt),
+        "alone": lambda _i: cold(w, bed),
+        "with replay": lambda _i: replay_with(w, pack, bed),
+        "unrecorded": lambda _i: cold_spawn(w, bed),
+        "recorded": lambda i: cold_recorded(w, os.path.join(work, f"overhead-{i}.pack"), bed),
     }
     got: dict[str, list[float]] = {k: [] for k in kinds}
     rng = random.Random(n)
@@ -305,15 +323,16 @@ def ssd_trials(w: Workload, pack: str, mnt: str, work: str, n: int) -> dict[str,
     return got
 
 
-def cold_spawn(w: Workload) -> float:
+def cold_spawn(w: Workload, bed: Bed) -> float:
     """The program's own wall time (wait4), started the way record starts it."""
-    system.drop_caches()
-    return spawn.run_foreground(w.argv).wall_s
+    with bed.fresh():
+        return spawn.run_foreground(w.argv).wall_s
 
 
-def cold_recorded(w: Workload, out: str, mnt: str) -> float:
-    system.drop_caches()
-    _, outcome = record.record_command(w.argv, record.RecordOptions(out, mounts=(mnt,)))
+def cold_recorded(w: Workload, out: str, bed: Bed) -> float:
+    with bed.fresh():
+        _, outcome = record.record_command(w.argv, record.RecordOptions(out,
+                                                                        mounts=(bed.mnt,)))
     return outcome.wall_s
 
 
@@ -330,16 +349,16 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
     got: dict[str, dict[str, float]] = {}
     for kind in ("ordinary", "layout"):
         with system.Transaction("bench-readahead") as tx:
-            mount_slow(tx, images[kind], mnt, profile)
+            bed = slow_bed(tx, images[kind], mnt, profile)
             for w in workloads(mnt, work):
                 g = got.setdefault(w.name, {})
                 pack = paths[f"{kind}-{w.name}"]
-                g[f"{kind}-cold"] = median(trials(n, clean(lambda w=w: cold(w))))
-                pairs = [replay_then(w, pack) for _ in range(n)]
+                g[f"{kind}-cold"] = median(trials(n, clean(lambda w=w, bed=bed: cold(w, bed))))
+                pairs = [replay_then(w, pack, bed) for _ in range(n)]
                 g[f"{kind}-replay"] = median([a for a, _ in pairs])
                 g[f"{kind}-then"] = median([b for _, b in pairs])
-                g[f"{kind}-with"] = median(trials(n, clean(lambda w=w, pack=pack:
-                                                           replay_with(w, pack))))
+                g[f"{kind}-with"] = median(trials(n, clean(lambda w=w, pack=pack, bed=bed:
+                                                           replay_with(w, pack, bed))))
     for name, g in got.items():
         pack_bytes = packs[f"ordinary-{name}"].bytes
         bound = pack_bytes / rate + p.full_stroke_s
@@ -396,22 +415,22 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     paths: dict[str, str] = {}
     packs: dict[str, Pack] = {}
     with system.Transaction("bench-readahead") as tx:
-        mount_fast(tx, images["ordinary"], mnt)
+        bed = fast_bed(tx, images["ordinary"], mnt)
         for w in workloads(mnt, work):
             key = f"ordinary-{w.name}"
             paths[key] = os.path.join(work, f"{key}.pack")
-            packs[key] = record_pack(w, paths[key], mnt)
+            packs[key] = record_pack(w, paths[key], bed)
     hot = Pack(_union(packs["ordinary-python"], packs["ordinary-data"]))
     paths["hot"] = os.path.join(work, "hot.pack")
     packfile.save(paths["hot"], hot)
     built = layout.build_ext4(hot, layout.BuildOptions(str(src), images["layout"], size,
                                                        root=mnt))
     with system.Transaction("bench-readahead") as tx:
-        mount_fast(tx, images["layout"], mnt)
+        bed = fast_bed(tx, images["layout"], mnt)
         for w in workloads(mnt, work):
             key = f"layout-{w.name}"
             paths[key] = os.path.join(work, f"{key}.pack")
-            packs[key] = record_pack(w, paths[key], mnt)
+            packs[key] = record_pack(w, paths[key], bed)
     out.add("- packs: `backburner readahead record --mount MNT --drop-caches -o PACK -- "
             "WORKLOAD` on each image through a plain loop device: "
             + ", ".join(f"{k} {len(p.entries)} files {human_size(p.bytes)}"
@@ -422,7 +441,8 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     for c in (built.before, built.after):
         if c is not None:
             out.add(f"  - `layout check`: {layout.describe_check(c)}")
-    out.add("- (a)/(c): cold start after `echo 3 > /proc/sys/vm/drop_caches`; (b)/(d): "
+    out.add("- every measurement on a fresh read-only mount, after `echo 3 > "
+            "/proc/sys/vm/drop_caches`; (a)/(c): the cold start; (b)/(d): "
             "`backburner readahead replay --wait PACK`, then the start; (b')/(d'): the start "
             "with `backburner readahead replay PACK` (background) launched with it")
     for profile in [p for p in args.profiles.split(",") if p]:
