@@ -21,7 +21,7 @@ from backburner.readahead.pack import Entry, FileState, Pack
 from backburner.slowdisk import device as slowdisk
 from backburner.units import human_size
 
-from .conftest import PAGE, Bed, resident
+from .conftest import PAGE, Bed, resident, write_tree
 
 pytestmark = pytest.mark.root
 FILES = ["a/one.txt", "big.bin", "b c/three\nfile", "lib/mod.py"]
@@ -184,3 +184,35 @@ def test_a_background_replay_returns_at_once_and_ends_by_its_deadline(
     pid = int(res.out.split("(PID ")[1].split(",")[0])
     assert procfs.start_time(pid) is not None  # still replaying
     wait_for(lambda: procfs.start_time(pid) is None, timeout=10, what="the background replay")
+
+
+def test_an_image_under_another_loop_device_still_matches(tmp_path: Path,
+                                                           state_dir: Path) -> None:
+    """Recorded through one loop device, replayed through another: files match by
+    filesystem id, and the metadata is read from the device the image is on now."""
+    image, mnt = tmp_path / "disk.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with system.Transaction("test-first") as tx:
+        tx.apply(system.MadeFile(str(image), 64 << 20))
+        first = tx.apply(system.LoopDevice(str(image)))
+        tx.apply(system.Filesystem(first, str(image), "ext4", ["-q", "-F"]))
+        tx.apply(system.Mount(first, str(mnt), "ext4"))
+        write_tree(mnt)
+        os.sync()
+        pack_path = _record(Bed(mnt, first, image), tmp_path)
+        image_kept = tmp_path / "kept.img"
+        os.link(image, image_kept)  # MadeFile's undo removes disk.img, not this name
+    (tmp_path / "spacer").write_bytes(b"\0" * 4096)
+    with system.Transaction("test-second") as tx:
+        tx.apply(system.LoopDevice(str(tmp_path / "spacer")))  # takes the first free number
+        second = tx.apply(system.LoopDevice(str(image_kept)))
+        tx.apply(system.Mount(second, str(mnt), "ext4"))
+        assert second != first
+        pack = packfile.load(pack_path)
+        assert os.stat(mnt / "big.bin").st_dev != files_of(pack)[1].state.dev
+        res = bb("readahead", "replay", "--wait", str(pack_path))
+        assert res.returncode == 0, res.err
+        assert res.out.startswith("replayed 4 files, ") and "(metadata " in res.out, res.out
+        assert f"on {second}" in res.out
+        for e in files_of(pack):
+            assert resident(e.path) == list(e.ranges), e.path

@@ -121,26 +121,58 @@ def current_state(path: bytes, fsids: dict[int, int]) -> FileState | None:
 
 
 def check_entries(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
-    """(entry, OK/CHANGED/MISSING, its state now) for every entry, in pack order.
+    """(entry, OK/CHANGED/MISSING, its state now) for every entry, in pack order."""
+    devices, files = iter(check_devices(pack)), iter(check_files(pack))
+    return [next(devices) if e.device else next(files) for e in pack.entries]
 
-    The files are looked at in the order of their recorded inode numbers: on a cold
-    rotating disk that reads the inode tables in one ascending pass. A device entry is
-    matched to the device its filesystem is on now (found through the files of the same
-    filesystem that still match: an image may be attached under another loop device);
-    its path is then that device's node."""
+
+def check_files(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+    """The file entries, looked at in the order of their recorded inode numbers: on a cold
+    rotating disk that reads the inode tables in one ascending pass."""
     fsids: dict[int, int] = {}
-    files = [i for i, e in enumerate(pack.entries) if not e.device]
+    files = [e for e in pack.entries if not e.device]
     states: dict[int, FileState | None] = {}
-    for i in sorted(files, key=lambda i: (pack.entries[i].state.dev,
-                                          pack.entries[i].state.inode)):
-        states[i] = current_state(pack.entries[i].path, fsids)
-    out = [(e, status(e, states[i]), states[i]) if not e.device else (e, MISSING, None)
-           for i, e in enumerate(pack.entries)]
-    where = {e.state.fsid or e.state.dev: now.dev for e, verdict, now in out
-             if verdict == OK and now is not None}
-    for i, (e, _, _) in enumerate(out):
-        if e.device:
-            out[i] = _device_now(e, where.get(e.state.fsid or e.state.dev))
+    for i in sorted(range(len(files)), key=lambda i: (files[i].state.dev,
+                                                      files[i].state.inode)):
+        states[i] = current_state(files[i].path, fsids)
+    return [(e, status(e, states[i]), states[i]) for i, e in enumerate(files)]
+
+
+def check_devices(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+    """The device entries, each matched to the device its filesystem is mounted from now
+    (by fsid: an image may be attached under another loop device), without touching the
+    filesystem itself: its metadata is what they are there to bring in. The entry comes
+    back with that device's node as its path."""
+    devices = [e for e in pack.entries if e.device]
+    if not devices:
+        return []
+    mounted = _mounted_fsids()
+    return [_device_now(e, mounted.get(e.state.fsid) if e.state.fsid else
+                        (e.state.dev if e.state.dev in mounted.values() else None))
+            for e in devices]
+
+
+def _mounted_fsids() -> dict[int, int]:
+    """fsid -> device number of every filesystem mounted from a block device."""
+    out: dict[int, int] = {}
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        f = line.split()
+        if len(f) < 5:
+            continue
+        major, minor = (int(x) for x in f[2].split(":"))
+        if major == 0:
+            continue
+        point = f[4].replace("\\040", " ").replace("\\011", "\t").replace(
+            "\\012", "\n").replace("\\134", "\\")
+        try:
+            fsid = int(os.statvfs(point).f_fsid) & ((1 << 64) - 1)
+        except OSError:
+            continue
+        out.setdefault(fsid, os.makedev(major, minor))
     return out
 
 
@@ -219,9 +251,9 @@ def _memory_budget() -> int | None:
     return None
 
 
-def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Open]:
-    checked = check_entries(pack)
-    usable: list[tuple[Entry, FileState]] = []
+def _usable(checked: list[tuple[Entry, str, FileState | None]], report: ReplayReport
+            ) -> list[tuple[Entry, FileState]]:
+    usable = []
     for entry, verdict, now in checked:
         if entry.device and verdict != OK:
             report.metadata_skipped += 1
@@ -232,6 +264,12 @@ def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Ope
         else:
             assert verdict == OK and now is not None
             usable.append((entry, now))
+    return usable
+
+
+def _open_usable(usable: list[tuple[Entry, FileState]], budget: int | None,
+                 report: ReplayReport) -> tuple[list[_Open], int]:
+    """Open what is kept within `budget` (in order); returns the files and the bytes kept."""
     kept, cut = within_budget([clip(e.ranges, now.size) for e, now in usable], budget)
     if cut:
         report.stopped = "budget"
@@ -247,7 +285,15 @@ def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Ope
                 report.unreadable += 1
             continue
         opened.append(_Open(entry, fd, now, ranges))
-    return opened
+    return opened, sum(ln for ranges in kept for _, ln in ranges)
+
+
+def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Open]:
+    """Every entry checked and opened, metadata first (for `show` and tests)."""
+    opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
+    rest = None if budget is None else max(0, budget - used)
+    more, _ = _open_usable(_usable(check_files(pack), report), rest, report)
+    return opened + more
 
 
 # --- planning ------------------------------------------------------------------------------
@@ -387,7 +433,10 @@ def _queue(fd: int, offset: int, length: int) -> None:
 
 
 def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
-    """Replay `pack` now; return within `opts.deadline_s` whatever happens."""
+    """Replay `pack` now; return within `opts.deadline_s` whatever happens.
+
+    Two stages: the metadata (device entries) first, so that looking at the files, which
+    reads their directories and inodes, finds them cached; then the files."""
     if opts.order not in ORDERS:
         raise UsageError(f"unknown order {opts.order!r}", "use auto, physical or access")
     if not opts.deadline_s > 0:
@@ -400,7 +449,19 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     budget = opts.budget if opts.budget is not None else _memory_budget()
     report.budget = budget
     _allow_open_files(len(pack.entries))
-    opened = _open_all(pack, report, budget)
+    opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
+    if _run(opened, opts, deadline, report):
+        rest = None if budget is None else max(0, budget - used)
+        opened, _ = _open_usable(_usable(check_files(pack), report), rest, report)
+        _run(opened, opts, deadline, report)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _run(opened: list[_Open], opts: ReplayOptions, deadline: float, report: ReplayReport
+         ) -> bool:
+    """Read `opened` in a worker thread until done or the deadline; add to the report.
+    False when the deadline stopped it."""
     worker = _Worker(opened, [])
     try:
         worker.jobs = plan(opened, opts)
@@ -408,19 +469,26 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
         for f in opened:
             os.close(f.fd)
         raise
-    report.devices = [j.device for j in worker.jobs]
     worker.thread.start()
     worker.thread.join(max(0.0, deadline - time.monotonic()))
-    if worker.thread.is_alive():
+    finished = not worker.thread.is_alive()
+    if not finished:
         worker.stop.set()
         report.stopped = "deadline"
-    report.seconds = time.monotonic() - t0
-    report.bytes = worker.done_bytes
-    report.metadata_bytes = worker.done_metadata
-    report.files = len(worker.done_files)
+    report.bytes += worker.done_bytes
+    report.metadata_bytes += worker.done_metadata
+    report.files += len(worker.done_files)
+    for job in worker.jobs:
+        same = next((d for d in report.devices if d.disk == job.device.disk
+                     and d.order == job.device.order), None)
+        if same is None:
+            report.devices.append(job.device)
+        else:
+            same.files += job.device.files
+            same.bytes += job.device.bytes
     if worker.error is not None:
         raise worker.error
-    return report
+    return finished
 
 
 def describe(r: ReplayReport) -> str:
