@@ -1,8 +1,11 @@
 """Replay a pack: fetch its ranges into the page cache, in the order the device likes.
 
-Every entry is checked first (same filesystem, inode, size and mtime as recorded); a file
-that is missing or changed is skipped and counted, never read blindly. What is left is cut
-to a byte budget in access order (what the start needs first is kept), then, per device:
+Two stages: the metadata the start read (device entries: inode tables, directories) from
+the device its filesystem is mounted from now, then the files, whose check then finds
+their directories and inodes cached. Every file is checked (same filesystem, inode, size
+and mtime as recorded); one that is missing or changed is skipped and counted, never read
+blindly. What is left is cut to a byte budget in access order (what the start needs
+first is kept), then, per device:
 
 - rotational: one ascending sweep in physical order (FIEMAP, the kernel's map of each
   file), at best-effort priority: hundreds of seeks become one pass;
