@@ -2,18 +2,23 @@
 
 While a program runs (or, with ``--system``, for a number of seconds), a fanotify group
 marks the filesystems involved (FAN_MARK_FILESYSTEM, or FAN_MARK_MOUNT where a filesystem
-refuses that) for FAN_OPEN | FAN_OPEN_EXEC | FAN_ACCESS. Each event comes with an fd on
-the file, from which a reader thread takes its identity and path. Which process read it is
-decided at the end: the target's process tree is its PID and everything forked below it,
-from the kernel's process connector (fork events arrive even for children that lived a
-millisecond, whose /proc entries are long gone), with each new PID's ancestry read from
-/proc as a fallback. ``--system`` keeps everything but backburner's own processes.
+refuses that) for FAN_OPEN | FAN_OPEN_EXEC | FAN_ACCESS | FAN_CLOSE_NOWRITE. Each event
+comes with an fd on the file, from which a reader thread takes its identity and path.
+Which process read it is decided at the end: the target's process tree is its PID and
+everything forked below it, from the kernel's process connector (fork events arrive even
+for children that lived a millisecond, whose /proc entries are long gone), with each new
+PID's ancestry read from /proc as a fallback. ``--system`` keeps everything but
+backburner's own processes.
 
 Then the page cache says which bytes of those files are resident (cachestat, then mincore
 on a mapping), which includes what was read through mmap (shared libraries), where
 fanotify sees only the open. It is asked twice: when a reader closes the file
 (FAN_CLOSE_NOWRITE, on the event's own fd) and at the end; the pack holds the union, so a
 page evicted meanwhile (memory pressure, someone dropping caches) is not lost.
+
+After a cold start (``--drop-caches``, or ``--system`` at boot) the filesystem's metadata
+the start read (inode tables, directories) is taken from its block device's page cache
+as a device entry (`metadata_entry`).
 
 While recording, the devices' read-ahead is lowered through a `system.SysfsValue`
 (journaled, put back at the end, even after ^C) so the resident pages are close to what
