@@ -1,0 +1,1 @@
+"""`backburner extents` on real filesystems and its pure core."""

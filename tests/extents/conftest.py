@@ -3,7 +3,9 @@ unmounted and detached at teardown."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,10 +20,10 @@ def make_bed(tmp_path: Path) -> Iterator:
     beds: list[Bed] = []
 
     def make(fstype: str, size: int = 0, *, partition_at: int = 0,
-             mount_options: str = "") -> Bed:
+             mount_options: str = "", where: Path | None = None) -> Bed:
         if not kernel_has(fstype):
             pytest.skip(f"the kernel has no {fstype}")  # btrfs: "where the kernel has it"
-        work = tmp_path / f"bed{len(beds)}"
+        work = (where or tmp_path) / f"bed{len(beds)}"
         work.mkdir()
         image = work / "disk.img"
         with open(image, "wb") as f:
@@ -49,3 +51,15 @@ def make_bed(tmp_path: Path) -> Iterator:
             if bed.mounted:
                 subprocess.run(["umount", str(bed.mnt)], timeout=TIMEOUT)
             subprocess.run(["losetup", "-d", bed.loop], timeout=TIMEOUT)
+
+
+@pytest.fixture
+def public_dir() -> Iterator[Path]:
+    """A folder of our own that other users may enter (tmp_path's parents are 0700):
+    request it before make_bed, so it is removed after the beds in it are unmounted."""
+    path = Path(tempfile.mkdtemp(prefix="bb-extents-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import NotFoundError, UnavailableError, UsageError
-from backburner.extents import fiemap, layout_of, physical_runs, runs, verify
+from backburner.errors import DataError, NotFoundError, UnavailableError, UsageError
+from backburner.extents import fiemap, layout_of, physical_runs, runs, tables, verify
 from backburner.extents.fiemap import open_regular
 
 from .beds import (
@@ -133,6 +133,22 @@ def test_appended_after_fallocate_keeps_kinds_apart(make_bed, fstype: str) -> No
     assert lay.runs[1].physical == lay.runs[0].physical_end  # contiguous, kept apart
     assert kinds[-1][2] == "data" and lay.runs[-1].end == 5 * MiB
     assert verify(f).mismatch is None
+
+
+def test_delayed_allocation_is_synced_first(make_bed) -> None:
+    """Buffered writes not yet written back have no place (ext4: delalloc); FIEMAP_FLAG_SYNC
+    gives them one before we look, and without it a map is refused."""
+    bed: Bed = make_bed("ext4")
+    f = bed.path("fresh")
+    with open(f, "wb") as fh:
+        fh.write(os.urandom(MiB))  # no fsync
+    early = layout_of(f, sync=False)
+    assert all(r.flags & runs.DELALLOC for r in early.runs), early.runs
+    with pytest.raises(DataError, match=r"\(not-allocated\).*not allocated yet"):
+        tables.dm_targets(early.runs, early.file.size)
+    synced = layout_of(f)
+    assert [r.kind for r in synced.runs] == ["data"]
+    assert tables.dm_targets(synced.runs, synced.file.size)
 
 
 def test_partition_offsets(make_bed) -> None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from .. import units
 from .common import add_command, err
 
 DESCRIPTION = """\
@@ -95,6 +96,9 @@ def _map(args: argparse.Namespace) -> int:
     sys.stdout.write("".join(t.line(lay.device.path) + "\n" for t in targets))
     err(f"{lay.file.path}: {tables.describe_targets(targets)} on {render.device_line(lay)}; "
         "load it with: dmsetup create NAME --readonly < TABLE")
+    if lay.totals.shared_bytes:
+        err(f"{units.human_size(lay.totals.shared_bytes)} of it is shared with other files: "
+            "use the mapping read-only")
     return 0
 
 

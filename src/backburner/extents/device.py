@@ -131,6 +131,8 @@ def block_device(devno: int, fstype: str = "", mountpoint: str = "") -> BlockDev
     disk = path if disk_dir == sysdir else _node(
         disk_dir, os.makedev(*(int(x) for x in disk_devno.split(":"))))
     lbs = int(_sysfs_read(os.path.join(disk_dir, "queue", "logical_block_size"), "512"))
+    log.debug("device %d:%d is %s on %s from byte %d", os.major(devno), os.minor(devno), path,
+              disk, start)
     return BlockDevice(path=path, devno=devno, disk=disk, start=start,
                        size=int(_sysfs_read(os.path.join(sysdir, "size"), "0")) * 512,
                        logical_block_size=lbs, fstype=fstype, mountpoint=mountpoint)

@@ -72,13 +72,15 @@ def fiemap(file: str | os.PathLike[str] | int, *, sync: bool = True, start: int 
     btrfs's logical address space for btrfs (see `btrfs.translate`).
     """
     if isinstance(file, int):
-        return _fiemap_fd(file, sync, start, length, batch, f"fd {file}")
+        return fiemap_fd(file, f"fd {file}", sync=sync, start=start, length=length, batch=batch)
     with open_regular(file) as fd:
-        return _fiemap_fd(fd, sync, start, length, batch, os.fspath(file))
+        return fiemap_fd(fd, os.fspath(file), sync=sync, start=start, length=length,
+                         batch=batch)
 
 
-def _fiemap_fd(fd: int, sync: bool, start: int, length: int | None, batch: int,
-               name: str) -> list[Extent]:
+def fiemap_fd(fd: int, name: str, *, sync: bool = True, start: int = 0,
+              length: int | None = None, batch: int = BATCH) -> list[Extent]:
+    """`fiemap` of an open file; ``name`` is what error messages call it."""
     end = FIEMAP_MAX_OFFSET if length is None else min(start + length, FIEMAP_MAX_OFFSET)
     buf = bytearray(_HEADER.size + batch * 56)
     out: list[Extent] = []

@@ -14,7 +14,7 @@ from functools import cached_property
 
 from . import btrfs
 from .device import BlockDevice, device_of
-from .fiemap import fiemap, open_regular
+from .fiemap import fiemap_fd, open_regular
 from .runs import Run, Segment, Totals, merge, segments, select, totals
 
 
@@ -42,14 +42,14 @@ class Layout:
 
     @cached_property
     def totals(self) -> Totals:
-        return totals(self.runs, self.file.size, self.extents)
+        return totals(self.runs, self.file.size, self.extents, self.segments)
 
 
 def layout_of(path: str | os.PathLike[str], *, sync: bool = True) -> Layout:
     """The layout of the regular file at ``path``, synced first unless ``sync`` is False."""
     name = os.path.abspath(os.fspath(path))
     with open_regular(name) as fd:
-        extents = fiemap(fd, sync=sync)
+        extents = fiemap_fd(fd, name, sync=sync)
         st = os.fstat(fd)  # after the sync: the size and mtime the extents belong to
         device = device_of(name, st.st_dev)
         if device.fstype == "btrfs":

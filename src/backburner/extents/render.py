@@ -46,7 +46,17 @@ HEADER = (f"{'#':>6} {'file offset':>14} {'length':>12} {'device offset':>15} "
 def _sectors(nbytes: int) -> str:
     """Bytes as 512-byte sectors; exact, with the remainder shown when there is one."""
     whole, rest = divmod(nbytes, SECTOR)
-    return str(whole) if not rest else f"{whole}+{rest}B"
+    return f"{whole}+{rest}B" if rest else str(whole)
+
+
+_FLAGS_TEXT: dict[int, str] = {}
+
+
+def _flags_text(flags: int) -> str:
+    text = _FLAGS_TEXT.get(flags)
+    if text is None:  # a few distinct values per file: built once each
+        text = _FLAGS_TEXT[flags] = ",".join(flag_names(flags)) or "-"
+    return text
 
 
 def _row(i: int, seg: Segment) -> str:
@@ -54,9 +64,9 @@ def _row(i: int, seg: Segment) -> str:
     if run is None:
         return (f"{'-':>6} {seg.logical:>14} {seg.length:>12} {'-':>15} {'-':>12} "
                 f"{_sectors(seg.length):>10}  hole")
-    flags = ",".join(flag_names(run.flags)) or "-"
     return (f"{i:>6} {seg.logical:>14} {seg.length:>12} {run.physical:>15} "
-            f"{_sectors(run.physical):>12} {_sectors(seg.length):>10}  {flags}")
+            f"{_sectors(run.physical):>12} {_sectors(seg.length):>10}  "
+            f"{_flags_text(run.flags)}")
 
 
 def show_text(lay: Layout) -> str:
@@ -91,8 +101,14 @@ def _seg_json(seg: Segment) -> dict[str, Any]:
     run = seg.run
     return {"logical": seg.logical, "length": seg.length, "kind": seg.kind,
             "physical": None if run is None else run.physical,
+            "physical_sector": None if run is None else _json_sector(run.physical),
             "flags": [] if run is None else flag_names(run.flags),
             "extents": 0 if run is None else run.extents}
+
+
+def _json_sector(nbytes: int) -> int | float:
+    """A whole sector number, or a fraction where the data is not sector-aligned."""
+    return nbytes // SECTOR if nbytes % SECTOR == 0 else nbytes / SECTOR
 
 
 def _rate(nbytes: int, seconds: float) -> str:
@@ -110,6 +126,9 @@ def verify_text(r: VerifyResult) -> str:
     lay = r.layout
     if r.mismatch:
         return f"MISMATCH: {r.mismatch.describe()}"
+    if not r.checked_bytes:
+        return (f"nothing compared: {lay.file.path} has no data on {lay.device.path} to read"
+                f"{_skipped(r.skipped)}")
     return (f"identical: {human_size(r.checked_bytes)} in {plural(r.checked_runs, 'run')} of "
             f"{lay.file.path} read from {lay.device.path} match the file "
             f"({fmt_s(r.seconds)} s, {_rate(r.checked_bytes, r.seconds)})"
@@ -124,6 +143,10 @@ def save_text(r: SaveResult) -> str:
             f"{r.layout.device.path}, every byte checked ({fmt_s(r.seconds)} s)")
 
 
+def _more(items: list[Any]) -> list[str]:
+    return [f"  ... and {len(items) - SHOWN_CHANGES} more"] if len(items) > SHOWN_CHANGES else []
+
+
 def check_text(r: CheckResult) -> str:
     s = r.saved
     lines = []
@@ -134,15 +157,16 @@ def check_text(r: CheckResult) -> str:
     elif r.state == "moved":
         lines.append(f"moved: {s.path} is no longer (all) where the map says: "
                      f"{plural(len(r.moved), 'segment')} moved of {len(s.segments)}")
-        lines += [f"  {m.describe()}" for m in r.moved[:SHOWN_CHANGES]]
+        lines += [f"  {m.describe()}" for m in r.moved[:SHOWN_CHANGES]] + _more(r.moved)
         stale = [x for x in r.stale if all(m.saved != x for m in r.moved)]
         lines += [f"  file bytes {x.logical}+{x.length}: the device bytes at {x.physical} "
-                  "differ from the saved ones" for x in stale[:SHOWN_CHANGES]]
+                  "differ from the saved ones" for x in stale[:SHOWN_CHANGES]] + _more(stale)
     else:
         what = (f"{plural(len(r.changed), 'segment')} of {len(s.segments)} differ"
                 if r.changed else "its size or modification time changed")
         lines.append(f"content changed: {s.path} no longer holds the bytes the map was saved "
                      f"with: {what}")
         lines += [f"  file bytes {c.logical}+{c.length}" for c in r.changed[:SHOWN_CHANGES]]
+        lines += _more(r.changed)
     lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines)

@@ -79,12 +79,12 @@ class Extent(NamedTuple):
     flags: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
+class Run(NamedTuple):
     """A maximal piece of the file contiguous in the file and on the device, one kind.
 
     ``physical`` is in bytes from the start of the filesystem's block device (the
-    partition); ``extents`` counts the FIEMAP records merged into it.
+    partition); ``extents`` counts the FIEMAP records merged into it. A tuple, like
+    `Extent`: a layout may hold a million of them.
     """
 
     logical: int
@@ -117,8 +117,7 @@ class Run:
         return Run(lo, self.physical + lo - self.logical, hi - lo, self.flags, self.extents)
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(NamedTuple):
     """A piece of ``[0, size)``: a run, or a hole (``run`` is None) the filesystem reads
     as zeros without any device bytes behind it."""
 
@@ -193,7 +192,8 @@ def _check_overlap(runs: list[Run], ext: Extent, overlap_end: int) -> None:
 
 def clip(runs: Sequence[Run], start: int, end: int) -> list[Run]:
     """The runs restricted to file bytes ``[start, end)``."""
-    return [r.clip(start, end) for r in runs if r.end > start and r.logical < end]
+    return [r if start <= r.logical and r.logical + r.length <= end else r.clip(start, end)
+            for r in runs if r.logical + r.length > start and r.logical < end]
 
 
 def select(runs: Sequence[Run], ranges: Iterable[tuple[int, int]]) -> list[Run]:
@@ -218,14 +218,16 @@ def select(runs: Sequence[Run], ranges: Iterable[tuple[int, int]]) -> list[Run]:
 def segments(runs: Sequence[Run], size: int) -> list[Segment]:
     """``[0, size)`` cut into runs and holes, in order, with nothing left out."""
     out: list[Segment] = []
+    append = out.append  # a million-run file makes this loop hot
     pos = 0
     for run in clip(runs, 0, size):
-        if run.logical > pos:
-            out.append(Segment(pos, run.logical - pos, None))
-        out.append(Segment(run.logical, run.length, run))
-        pos = run.end
+        lo = run.logical
+        if lo > pos:
+            append(Segment(pos, lo - pos, None))
+        append(Segment(lo, run.length, run))
+        pos = lo + run.length
     if pos < size:
-        out.append(Segment(pos, size - pos, None))
+        append(Segment(pos, size - pos, None))
     return out
 
 
@@ -252,21 +254,31 @@ class Totals:
         return self.data_bytes + self.unwritten_bytes + self.unmappable_bytes
 
 
-def totals(runs: Sequence[Run], size: int, extents: int | None = None) -> Totals:
-    segs = segments(runs, size)
+def totals(runs: Sequence[Run], size: int, extents: int | None = None,
+           segs: Sequence[Segment] | None = None) -> Totals:
+    """Sums over ``segments(runs, size)`` (pass ``segs`` when they are at hand)."""
+    segs = segments(runs, size) if segs is None else segs
     by_kind = {"data": 0, "unwritten": 0, "unmappable": 0, "hole": 0}
+    inside: list[Run] = []
+    holes = flags = shared = jumps = largest = 0
+    prev_end = None
     for s in segs:
-        by_kind[s.kind] += s.length
-    inside = [s.run for s in segs if s.run is not None]
-    jumps = sum(1 for a, b in zip(inside, inside[1:], strict=False)
-                if b.physical != a.physical_end)
-    flags = 0
-    for r in inside:
-        flags |= r.flags
+        run = s.run
+        if run is None:
+            by_kind["hole"] += s.length
+            holes += 1
+            continue
+        by_kind[run.kind] += s.length
+        inside.append(run)
+        flags |= run.flags
+        if run.flags & SHARED:
+            shared += run.length
+        if prev_end is not None and run.physical != prev_end:
+            jumps += 1
+        prev_end = run.physical + run.length
+        largest = max(largest, run.length)
     return Totals(
         size=size, extents=len(runs) if extents is None else extents, runs=len(inside),
         data_bytes=by_kind["data"], unwritten_bytes=by_kind["unwritten"],
-        unmappable_bytes=by_kind["unmappable"],
-        shared_bytes=sum(r.length for r in inside if r.flags & SHARED),
-        holes=sum(1 for s in segs if s.run is None), hole_bytes=by_kind["hole"],
-        jumps=jumps, largest_run=max((r.length for r in inside), default=0), flags=flags)
+        unmappable_bytes=by_kind["unmappable"], shared_bytes=shared, holes=holes,
+        hole_bytes=by_kind["hole"], jumps=jumps, largest_run=largest, flags=flags)

@@ -9,12 +9,10 @@ and the device is kept busy. Threads, not processes: nothing here is spawned.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import mmap
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from ..units import MiB
 log = logging.getLogger(__name__)
 
 CHUNK = 8 * MiB
-DEPTH = 3  # device chunks in flight or waiting
+THREADS = 2  # device reads in flight
 DIGEST = "sha256"
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -51,10 +49,10 @@ class PieceResult:
 class DeviceReader:
     """O_DIRECT reads of any byte range of a block device, whatever its alignment."""
 
-    def __init__(self, path: str, block: int, chunk: int = CHUNK) -> None:
+    def __init__(self, path: str, block: int, chunk: int | None = None) -> None:
         self.path = path
         self.block = max(block, 512)
-        self.chunk = chunk
+        self.chunk = chunk or CHUNK
         try:
             self.fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
         except PermissionError:
@@ -70,18 +68,15 @@ class DeviceReader:
         lo = offset - offset % self.block
         hi = -(-(offset + length) // self.block) * self.block
         view = memoryview(buf)[:hi - lo]
-        got = 0
-        while got < hi - lo:
-            try:
-                n = os.preadv(self.fd, [view[got:]], lo + got)
-            except OSError as err:
-                raise IOFailure(f"{self.path}: reading at byte {lo + got}: "
-                                f"{err.strerror}") from None
-            if n == 0:
-                raise IOFailure(f"{self.path}: ends at byte {lo + got}, before byte "
-                                f"{offset + length} of the map")
-            got += n
-        return view[offset - lo:offset - lo + length]
+        try:
+            _fill(view, lambda v, at: os.preadv(self.fd, [v], lo + at), offset + length - lo,
+                  f"{self.path}: reading at byte", lo)
+        except BaseException:
+            view.release()  # an exported view would keep the buffer from being closed
+            raise
+        out = view[offset - lo:offset - lo + length]
+        view.release()
+        return out
 
     def close(self) -> None:
         os.close(self.fd)
@@ -93,21 +88,36 @@ class DeviceReader:
         self.close()
 
 
+def _fill(view: memoryview, read: Callable[[memoryview, int], int], need: int, what: str,
+          base: int) -> int:
+    """Read into ``view`` until it is full or at least ``need`` bytes came (a device or file
+    may end inside the last aligned block); IOFailure on an error, DataError at an end."""
+    got = 0
+    while got < len(view):
+        try:
+            n = read(view[got:], got)
+        except InterruptedError:
+            continue
+        except OSError as err:
+            raise IOFailure(f"{what} {base + got}: {err.strerror}") from None
+        if n == 0:
+            if got >= need:
+                break
+            raise DataError(f"{what} {base + got}: it ends there, inside the map",
+                            "the file or device changed while it was read: map it again")
+        got += n
+    return got
+
+
 def read_file_into(fd: int, buf: mmap.mmap, offset: int, length: int, name: str
                    ) -> memoryview:
     view = memoryview(buf)[:length]
-    got = 0
-    while got < length:
-        try:
-            n = os.preadv(fd, [view[got:]], offset + got)
-        except OSError as err:
-            if err.errno == errno.EINTR:
-                continue
-            raise IOFailure(f"{name}: reading at byte {offset + got}: {err.strerror}") from None
-        if n == 0:
-            raise DataError(f"{name} ends at byte {offset + got}, inside its own map",
-                            "the file changed while it was read: map it again")
-        got += n
+    try:
+        _fill(view, lambda v, at: os.preadv(fd, [v], offset + at), length,
+              f"{name}: reading at byte", offset)
+    except BaseException:
+        view.release()
+        raise
     return view
 
 
@@ -125,59 +135,83 @@ def first_difference(a: memoryview, b: memoryview) -> int | None:
     return None  # pragma: no cover - unreachable: the whole differed, so a block does
 
 
-def _chunks(pieces: Sequence[Piece], chunk: int) -> Iterator[tuple[int, Piece, int, int]]:
-    """(piece index, piece, offset in piece, length) for every chunk, in order."""
-    for i, piece in enumerate(pieces):
+def _chunks(pieces: Sequence[Piece], chunk: int) -> Iterator[tuple[Piece, int, int]]:
+    """(piece, offset in piece, length) for every chunk, in order."""
+    for piece in pieces:
         for off in range(0, piece.length, chunk):
-            yield i, piece, off, min(chunk, piece.length - off)
+            yield piece, off, min(chunk, piece.length - off)
 
 
 class _Prefetcher:
-    """Reads the device chunks of ``pieces`` ahead, in order, on a thread of its own."""
+    """Reads the device chunks of ``pieces`` ahead on ``THREADS`` threads (so that several
+    reads are in flight, as fio's iodepth), handing them over in order.
+
+    A thread takes a free buffer and the next chunk together, under one lock, so chunks
+    are claimed in order and the one the consumer waits for always has its buffer.
+    """
 
     def __init__(self, reader: DeviceReader, pieces: Sequence[Piece]) -> None:
         self.reader = reader
-        self.free: queue.Queue[mmap.mmap] = queue.Queue()
-        self.ready: queue.Queue[tuple[memoryview, mmap.mmap] | BaseException | None] = \
-            queue.Queue()
-        self.stop = threading.Event()
-        self.buffers = [reader.buffer() for _ in range(DEPTH)]
-        for b in self.buffers:
-            self.free.put(b)
-        self.work = [(p.physical + off, n) for _, p, off, n in _chunks(pieces, reader.chunk)
+        self.work = [(p.physical + off, n) for p, off, n in _chunks(pieces, reader.chunk)
                      if p.physical is not None]
-        self.thread = threading.Thread(target=self._run, name="extents-device-read",
-                                       daemon=True)
-        self.thread.start()
+        self.buffers = [reader.buffer() for _ in range(THREADS + 2)]
+        self.free = list(self.buffers)
+        self.cond = threading.Condition()
+        self.claimed = 0
+        self.taken = 0
+        self.done: dict[int, tuple[memoryview, mmap.mmap] | BaseException] = {}
+        self.stopped = False
+        self.threads = [threading.Thread(target=self._run, name=f"extents-read-{i}",
+                                         daemon=True) for i in range(THREADS)]
+        for t in self.threads:
+            t.start()
+
+    def _claim(self) -> tuple[int, mmap.mmap] | None:
+        with self.cond:
+            while not self.stopped and not self.free and self.claimed < len(self.work):
+                self.cond.wait()
+            if self.stopped or self.claimed >= len(self.work):
+                return None
+            self.claimed += 1
+            return self.claimed - 1, self.free.pop()
 
     def _run(self) -> None:
-        try:
-            for offset, length in self.work:
-                buf = self.free.get()
-                if self.stop.is_set():
-                    return
-                self.ready.put((self.reader.read_into(buf, offset, length), buf))
-        except BaseException as err:  # noqa: BLE001 - handed to the consumer, raised there
-            self.ready.put(err)
+        while (claim := self._claim()) is not None:
+            i, buf = claim
+            item: tuple[memoryview, mmap.mmap] | BaseException
+            try:
+                item = (self.reader.read_into(buf, *self.work[i]), buf)
+            except BaseException as err:  # noqa: BLE001 - handed to the consumer, raised there
+                item = err
+            with self.cond:
+                self.done[i] = item
+                self.cond.notify_all()
+            if isinstance(item, BaseException):
+                return
 
     def next(self) -> tuple[memoryview, mmap.mmap]:
-        item = self.ready.get()
+        with self.cond:
+            while self.taken not in self.done:
+                self.cond.wait()
+            item = self.done.pop(self.taken)
+            self.taken += 1
         if isinstance(item, BaseException):
             raise item
-        assert item is not None
         return item
 
     def release(self, view: memoryview, buf: mmap.mmap) -> None:
         view.release()
-        self.free.put(buf)
+        with self.cond:
+            self.free.append(buf)
+            self.cond.notify_all()
 
     def close(self) -> None:
-        self.stop.set()
-        for b in self.buffers:  # wake a reader waiting for a buffer
-            self.free.put(b)
-        self.thread.join()
-        while not self.ready.empty():
-            item = self.ready.get()
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join()
+        for item in self.done.values():
             if isinstance(item, tuple):
                 item[0].release()
         for b in self.buffers:
@@ -191,50 +225,60 @@ def run_pass(pieces: Sequence[Piece], file_fd: int | None, name: str,
     it has a place and ``device``), comparing them (``compare``) and hashing each side
     (``digest``). Stops after the first piece that differs: its result says where."""
     total = sum(p.length for p in pieces)
-    done = 0
-    results: list[PieceResult] = []
-    fetch = _Prefetcher(device, pieces) if device is not None else None
-    fbuf = mmap.mmap(-1, device.chunk if device else CHUNK) if file_fd is not None else None
     chunk = device.chunk if device else CHUNK
+    log.debug("%s: %d pieces, %d bytes, device %s", name, len(pieces), total,
+              device.path if device else "-")
+    fetch = _Prefetcher(device, pieces) if device is not None else None
+    fbuf = mmap.mmap(-1, chunk) if file_fd is not None else None
+    results: list[PieceResult] = []
+    done = 0
     try:
-        current, fh, dh, bad = -1, None, None, None
-        for i, piece, off, n in _chunks(pieces, chunk):
-            if i != current:
-                if current >= 0:
-                    results.append(PieceResult(_hex(fh), _hex(dh), bad))
-                current, bad = i, None
-                fh = hashlib.new(DIGEST) if digest and file_fd is not None else None
-                dh = hashlib.new(DIGEST) if digest and fetch and piece.physical is not None \
-                    else None
-            fview = read_file_into(file_fd, fbuf, piece.logical + off, n, name) \
-                if file_fd is not None and fbuf is not None else None
-            dview, dbuf = fetch.next() if fetch and piece.physical is not None else (None, None)
-            try:
-                if fh is not None and fview is not None:
-                    fh.update(fview)
-                if dh is not None and dview is not None:
-                    dh.update(dview)
-                if compare and fview is not None and dview is not None and bad is None:
-                    diff = first_difference(fview, dview)
-                    bad = None if diff is None else off + diff
-            finally:
-                if fview is not None:
-                    fview.release()
-                if fetch and dview is not None and dbuf is not None:
-                    fetch.release(dview, dbuf)
-            done += n
-            if progress is not None:
-                progress(done, total)
+        for piece in pieces:
+            fh = hashlib.new(DIGEST) if digest and fbuf is not None else None
+            dh = hashlib.new(DIGEST) if digest and fetch and piece.physical is not None \
+                else None
+            bad = None
+            for off in range(0, piece.length, chunk):
+                n = min(chunk, piece.length - off)
+                fview = read_file_into(file_fd, fbuf, piece.logical + off, n, name) \
+                    if file_fd is not None and fbuf is not None else None
+                dview, dbuf = fetch.next() if fetch and piece.physical is not None \
+                    else (None, None)
+                try:
+                    diff = _digest_and_compare(fview, dview, fh, dh, compare)
+                finally:
+                    if fview is not None:
+                        fview.release()
+                    if fetch and dview is not None and dbuf is not None:
+                        fetch.release(dview, dbuf)
+                done += n
+                if progress is not None:
+                    progress(done, total)
+                if diff is not None:
+                    bad = off + diff
+                    break
+            results.append(PieceResult(_hex(fh), _hex(dh), bad))
             if bad is not None:
                 break
-        if current >= 0:
-            results.append(PieceResult(_hex(fh), _hex(dh), bad))
     finally:
         if fetch is not None:
             fetch.close()
         if fbuf is not None:
             fbuf.close()
     return results
+
+
+def _digest_and_compare(fview: memoryview | None, dview: memoryview | None,
+                        fh: hashlib._Hash | None, dh: hashlib._Hash | None,
+                        compare: bool) -> int | None:
+    """Hash each side of one chunk; the offset of its first difference, if compared."""
+    if fh is not None and fview is not None:
+        fh.update(fview)
+    if dh is not None and dview is not None:
+        dh.update(dview)
+    if compare and fview is not None and dview is not None:
+        return first_difference(fview, dview)
+    return None
 
 
 def _hex(h: hashlib._Hash | None) -> str | None:

@@ -150,6 +150,7 @@ def save(path: str | os.PathLike[str], output: str | os.PathLike[str], *,
                 device=_saved_device(lay.device),
                 segments=mapfile.saved_segments(lay.segments, digests))
     _write_atomically(out, mapfile.dumps(m))
+    log.debug("saved %d segments of %s to %s", len(m.segments), m.path, out)
     return SaveResult(lay, out, None, seconds)
 
 
@@ -236,6 +237,8 @@ def check(map_path: str | os.PathLike[str], *, quick: bool = False,
         res.state = "content changed"
         return res
     _read_and_compare(saved, lay, same_device, res, progress)
+    log.debug("check %s: %d moved, %d changed, %d stale", saved.path, len(res.moved),
+              len(res.changed), len(res.stale))
     if res.changed:
         res.state = "content changed"
     elif res.moved or res.stale or not same_device:
