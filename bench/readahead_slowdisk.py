@@ -34,7 +34,8 @@ the program's own wall time under ``readahead record`` vs without (target: at mo
 
 Usage (root): .venv/bin/python bench/readahead_slowdisk.py [--profiles dvd,hdd-5400]
               [--trials N] [--ssd-trials N] [--keep DIR]
-Takes a few minutes. Prints every figure with the command that produced it.
+Takes 5-7 minutes (longer when other programs keep dropping the page cache: such
+measurements are retaken). Prints every figure with the command that produced it.
 """
 
 from __future__ import annotations
