@@ -1,7 +1,7 @@
 # bash completion for backburner; generated from its parser by `backburner completion bash`.
 _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
     case "$1" in
-        "") _bb_subs="apply bench compare completion extents govern policies report restore run slowdisk store trace"; _bb_opts="-h --help -V --version --debug"; _bb_job=0;;
+        "") _bb_subs="apply bench compare completion extents govern layout policies readahead report restore run slowdisk store trace"; _bb_opts="-h --help -V --version --debug"; _bb_job=0;;
         "apply") _bb_subs=""; _bb_opts="-h --help --scheduler --devices --kernel --unit --policy --io --cpu --io-weight --cpu-weight --root --dry-run --force --remove"; _bb_job=0;;
         "bench") _bb_subs=""; _bb_opts="-h --help --preset --study --probe --ready-line --ready-file --load --policy --scheduler --device --prepare --prepare-during -r --runs --trials -w --warmup --cold --warm --seed --settle --load-lifetime --block --probe-layout --probe-root --timeout --abort-factor --rotational --trace --output -o --fallback --resume --html --export-json --export-markdown --export-csv --show-output --ignore-failure -q --quiet"; _bb_job=0;;
         "compare") _bb_subs=""; _bb_opts="-h --help --by --run --machine --since --plot --tolerance --fail-if-slower --fail-if-changed"; _bb_job=0;;
@@ -17,7 +17,15 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "govern explain") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults"; _bb_job=0;;
         "govern run") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults --dry-run --ready-file -q --quiet"; _bb_job=0;;
         "govern status") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
+        "layout") _bb_subs="build-ext4 check order"; _bb_opts="-h --help"; _bb_job=0;;
+        "layout build-ext4") _bb_subs=""; _bb_opts="-h --help --pack --size --root"; _bb_job=0;;
+        "layout check") _bb_subs=""; _bb_opts="-h --help --pack --root"; _bb_job=0;;
+        "layout order") _bb_subs=""; _bb_opts="-h --help --emit --root --null -o --output"; _bb_job=0;;
         "policies") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
+        "readahead") _bb_subs="record replay show"; _bb_opts="-h --help"; _bb_job=0;;
+        "readahead record") _bb_subs=""; _bb_opts="-h --help -o --output --system --seconds --mount --read-ahead-kb --keep-read-ahead --drop-caches --hash"; _bb_job=1;;
+        "readahead replay") _bb_subs=""; _bb_opts="-h --help --wait --budget --deadline --order --io"; _bb_job=0;;
+        "readahead show") _bb_subs=""; _bb_opts="-h --help --files"; _bb_job=0;;
         "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --recommend --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
         "restore") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
         "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force -v --verbose"; _bb_job=1;;
@@ -96,6 +104,24 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "govern explain|--rules") echo "__any__";;
         "govern run|--rules") echo "__any__";;
         "govern run|--ready-file") echo "__any__";;
+        "layout build-ext4|--pack") echo "__any__";;
+        "layout build-ext4|--size") echo "__any__";;
+        "layout build-ext4|--root") echo "__any__";;
+        "layout check|--pack") echo "__any__";;
+        "layout check|--root") echo "__any__";;
+        "layout order|--emit") echo "list mksquashfs-sort xorriso-weights";;
+        "layout order|--root") echo "__any__";;
+        "layout order|-o") echo "__any__";;
+        "layout order|--output") echo "__any__";;
+        "readahead record|-o") echo "__any__";;
+        "readahead record|--output") echo "__any__";;
+        "readahead record|--seconds") echo "__any__";;
+        "readahead record|--mount") echo "__any__";;
+        "readahead record|--read-ahead-kb") echo "__any__";;
+        "readahead replay|--budget") echo "__any__";;
+        "readahead replay|--deadline") echo "__any__";;
+        "readahead replay|--order") echo "access auto physical";;
+        "readahead replay|--io") echo "__any__";;
         "report|--run") echo "__any__";;
         "report|--machine") echo "__any__";;
         "report|--since") echo "__any__";;

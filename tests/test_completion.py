@@ -40,8 +40,8 @@ def offered(script: Path, line: str) -> list[str]:
 
 
 @pytest.mark.parametrize("line, expected", [
-    ("", ["apply", "bench", "compare", "completion", "extents", "govern", "policies",
-          "report", "restore", "run", "slowdisk", "store", "trace"]),
+    ("", ["apply", "bench", "compare", "completion", "extents", "govern", "layout",
+          "policies", "readahead", "report", "restore", "run", "slowdisk", "store", "trace"]),
     ("ap", ["apply"]),
     ("--v", ["--version"]),
     ("apply --sch", ["--scheduler"]),

@@ -15,11 +15,24 @@ from collections.abc import Sequence
 
 from .. import __version__, system
 from ..errors import BackburnerError, DataError, IOFailure, UsageError
-from . import apply, bench, completion, extents, govern, report, run, slowdisk, store, trace
+from . import (
+    apply,
+    bench,
+    completion,
+    extents,
+    govern,
+    readahead,
+    report,
+    run,
+    slowdisk,
+    store,
+    trace,
+)
 from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
-MODULES = (run, bench, report, store, slowdisk, govern, extents, trace, apply, completion)
+MODULES = (run, bench, report, store, slowdisk, govern, readahead, extents, trace, apply,
+           completion)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,65 @@
+"""Packs on disk: read whole (size-capped) and decoded, written atomically.
+
+A pack is replaced by a new recording at every boot it is collected on, and read by a
+replay that may start at the same moment: it is written to a fresh random name in the
+same directory and renamed over the old one, so a reader sees the old pack or the new
+one, never half of either.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..errors import DataError, IOFailure, NotFoundError
+from .pack import Pack, decode, encode
+
+MAX_PACK_BYTES = 256 << 20  # far beyond any real pack: a bigger file is not one
+
+
+def load(path: str | os.PathLike[str]) -> Pack:
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            data = f.read(MAX_PACK_BYTES + 1)
+    except FileNotFoundError:
+        raise NotFoundError(f"{name}: no such pack") from None
+    except IsADirectoryError:
+        raise DataError(f"{name} is a directory, not a pack") from None
+    except OSError as err:
+        raise IOFailure(f"{name}: {err.strerror}") from None
+    if len(data) > MAX_PACK_BYTES:
+        raise DataError(f"{name} is larger than any pack ({MAX_PACK_BYTES >> 20} MiB)")
+    try:
+        return decode(data)
+    except DataError as err:
+        raise DataError(f"{name}: {err.message}", err.hint) from None
+
+
+def save(path: str | os.PathLike[str], pack: Pack) -> int:
+    """Write atomically (random temporary name, fsync, rename); returns the size."""
+    name = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(name)
+    if not os.path.isdir(folder):
+        raise NotFoundError(f"directory {folder} does not exist", "create it first")
+    if os.path.isdir(name):
+        raise IOFailure(f"{name} is a directory")
+    data = encode(pack)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".pack-", dir=folder)
+    except OSError as err:
+        raise IOFailure(f"cannot write in {folder}: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), 0o644)
+            os.fsync(f.fileno())
+        os.replace(tmp, name)
+    except OSError as err:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise IOFailure(f"{name}: {err.strerror}") from None
+    return len(data)

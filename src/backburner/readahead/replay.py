@@ -1,0 +1,548 @@
+"""Replay a pack: fetch its ranges into the page cache, in the order the device likes.
+
+Two stages: the metadata the start read (device entries: inode tables, directories) from
+the device its filesystem is mounted from now, then the files, whose check then finds
+their directories and inodes cached. Every file is checked (same filesystem, inode, size
+and mtime as recorded); one that is missing or changed is skipped and counted, never read
+blindly. What is left is cut to a byte budget in access order (what the start needs
+first is kept), then, per device:
+
+- rotational: one ascending sweep in physical order (FIEMAP, the kernel's map of each
+  file), at best-effort priority: hundreds of seeks become one pass;
+- non-rotational: access order at idle priority, so the replay never stands in the way of
+  the start it prepares.
+
+Reads are queued with readahead(2) (posix_fadvise WILLNEED where a filesystem refuses it),
+then waited for by reading each piece back (POSIX_FADV_RANDOM on our own descriptors, so
+that wait adds no read-ahead of its own). The work runs in a thread that sets its own IO
+priority; the caller gets the report at the deadline at the latest, whatever the thread is
+blocked in (it stops at its next piece). `start_background` runs a replay as a detached
+child through `spawn`, for a start that should not wait for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import backburner
+
+from .. import priority
+from ..errors import BackburnerError, UsageError
+from ..units import fmt_mbps, fmt_s, human_size, plural
+from . import kernel
+from .order import Piece, access_order, chunks, physical_order, within_budget
+from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, status
+
+if TYPE_CHECKING:
+    from .. import spawn
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEADLINE_S = 30.0
+ORDERS = ("auto", "physical", "access")
+_READ_BUF = 1 << 20
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    budget: int | None = None  # bytes; None: half of the memory available now
+    deadline_s: float = DEFAULT_DEADLINE_S
+    order: str = "auto"  # auto: physical on rotational devices, access order elsewhere
+    io: str | None = None  # IO class of the replaying thread; None: as `order` implies
+
+
+@dataclass
+class DeviceReplay:
+    disk: str
+    rotational: bool | None  # None: not a block device (FUSE, tmpfs)
+    order: str
+    io: str
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass
+class ReplayReport:
+    entries: int  # files in the pack (device entries are counted apart)
+    missing: int = 0
+    changed: int = 0
+    unreadable: int = 0
+    files: int = 0  # files read from (whole or in part)
+    bytes: int = 0  # bytes queued and waited for, metadata included
+    metadata_bytes: int = 0  # of which read through a device (inode tables, directories)
+    metadata_skipped: int = 0  # device entries whose filesystem is not here as recorded
+    seconds: float = 0.0
+    stopped: str | None = None  # "deadline" or "budget"
+    budget: int | None = None
+    devices: list[DeviceReplay] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> int:
+        return self.missing + self.changed + self.unreadable
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else None
+
+
+@dataclass
+class _Open:
+    entry: Entry
+    fd: int
+    state: FileState
+    ranges: list[tuple[int, int]]
+
+
+# --- checking and opening ------------------------------------------------------------------
+
+
+def current_state(path: bytes, fsids: dict[int, int]) -> FileState | None:
+    """The identity of the regular file at `path` now (not following a final symlink)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_dev not in fsids:
+        try:
+            fsids[st.st_dev] = int(os.statvfs(path).f_fsid) & ((1 << 64) - 1)
+        except OSError:
+            fsids[st.st_dev] = 0
+    return FileState(st.st_dev, fsids[st.st_dev], st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def check_entries(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+    """(entry, OK/CHANGED/MISSING, its state now) for every entry, in pack order."""
+    devices, files = iter(check_devices(pack)), iter(check_files(pack))
+    return [next(devices) if e.device else next(files) for e in pack.entries]
+
+
+def check_files(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+    """The file entries, looked at in the order of their recorded inode numbers: on a cold
+    rotating disk that reads the inode tables in one ascending pass."""
+    fsids: dict[int, int] = {}
+    files = [e for e in pack.entries if not e.device]
+    states: dict[int, FileState | None] = {}
+    for i in sorted(range(len(files)), key=lambda i: (files[i].state.dev,
+                                                      files[i].state.inode)):
+        states[i] = current_state(files[i].path, fsids)
+    return [(e, status(e, states[i]), states[i]) for i, e in enumerate(files)]
+
+
+def check_devices(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+    """The device entries, each matched to the device its filesystem is mounted from now
+    (by fsid: an image may be attached under another loop device), without touching the
+    filesystem itself: its metadata is what they are there to bring in. The entry comes
+    back with that device's node as its path."""
+    devices = [e for e in pack.entries if e.device]
+    if not devices:
+        return []
+    mounted = _mounted_fsids()
+    return [_device_now(e, mounted.get(e.state.fsid) if e.state.fsid else
+                        (e.state.dev if e.state.dev in mounted.values() else None))
+            for e in devices]
+
+
+def _mounted_fsids() -> dict[int, int]:
+    """fsid -> device number of every filesystem mounted from a block device."""
+    out: dict[int, int] = {}
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        f = line.split()
+        if len(f) < 5:
+            continue
+        major, minor = (int(x) for x in f[2].split(":"))
+        if major == 0:
+            continue
+        point = f[4].replace("\\040", " ").replace("\\011", "\t").replace(
+            "\\012", "\n").replace("\\134", "\\")
+        try:
+            fsid = int(os.statvfs(point).f_fsid) & ((1 << 64) - 1)
+        except OSError:
+            continue
+        out.setdefault(fsid, os.makedev(major, minor))
+    return out
+
+
+def _device_now(e: Entry, dev: int | None) -> tuple[Entry, str, FileState | None]:
+    if dev is None:
+        return e, MISSING, None  # none of its filesystem's files is here as recorded
+    node = _sysfs_node(dev)
+    try:
+        st = os.stat(node) if node else None
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISBLK(st.st_mode) or st.st_rdev != dev:
+        return e, MISSING, None
+    now = FileState(dev, e.state.fsid, 0, _device_size(dev), 0)
+    return replace(e, path=os.fsencode(node)), status(e, now), now
+
+
+def _sysfs_node(dev: int) -> str | None:
+    """/dev/NAME of block device `dev` (from its uevent), or None."""
+    try:
+        text = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("DEVNAME="):
+            return "/dev/" + line.split("=", 1)[1]
+    return None
+
+
+def _device_size(dev: int) -> int:
+    try:
+        sectors = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/size").read_text()
+        return int(sectors) * 512
+    except (OSError, ValueError):
+        return -1
+
+
+def _open(entry: Entry, now: FileState) -> int | None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        try:
+            fd = os.open(entry.path, flags | os.O_NOATIME)
+        except PermissionError:
+            fd = os.open(entry.path, flags)
+    except OSError:
+        return None  # a device entry needs root; a file may have become unreadable
+    st = os.fstat(fd)
+    if entry.device:
+        same = stat.S_ISBLK(st.st_mode) and st.st_rdev == now.dev
+    else:
+        same = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == (
+            now.dev, now.inode, now.size, now.mtime_ns)
+    if not same:
+        os.close(fd)  # replaced between the check and the open
+        return None
+    return fd
+
+
+def _allow_open_files(n: int) -> None:
+    """A sweep keeps every file of the pack open at once: raise our own soft limit on open
+    files towards the hard one (a boot pack holds thousands)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 64
+    if soft != resource.RLIM_INFINITY and soft < want:
+        top = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+
+
+def _memory_budget() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024 // 2
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _usable(checked: list[tuple[Entry, str, FileState | None]], report: ReplayReport
+            ) -> list[tuple[Entry, FileState]]:
+    usable = []
+    for entry, verdict, now in checked:
+        if entry.device and verdict != OK:
+            report.metadata_skipped += 1
+        elif verdict == MISSING:
+            report.missing += 1
+        elif verdict == CHANGED:
+            report.changed += 1
+        else:
+            assert verdict == OK and now is not None
+            usable.append((entry, now))
+    return usable
+
+
+def _open_usable(usable: list[tuple[Entry, FileState]], budget: int | None,
+                 report: ReplayReport) -> tuple[list[_Open], int]:
+    """Open what is kept within `budget` (in order); returns the files and the bytes kept."""
+    kept, cut = within_budget([clip(e.ranges, now.size) for e, now in usable], budget)
+    if cut:
+        report.stopped = "budget"
+    opened = []
+    for (entry, now), ranges in zip(usable, kept, strict=True):
+        if not ranges:
+            continue
+        fd = _open(entry, now)
+        if fd is None:
+            if entry.device:
+                report.metadata_skipped += 1  # reading a device needs root
+            else:
+                report.unreadable += 1
+            continue
+        opened.append(_Open(entry, fd, now, ranges))
+    return opened, sum(ln for ranges in kept for _, ln in ranges)
+
+
+def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Open]:
+    """Every entry checked and opened, metadata first (for `show` and tests)."""
+    opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
+    rest = None if budget is None else max(0, budget - used)
+    more, _ = _open_usable(_usable(check_files(pack), report), rest, report)
+    return opened + more
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+def _rotational(disk: str) -> bool | None:
+    try:
+        text = Path(f"/sys/block/{os.path.basename(disk)}/queue/rotational").read_text()
+    except OSError:
+        return None
+    return text.strip() == "1"
+
+
+def _sysfs_disk(dev: int) -> str | None:
+    """The whole disk holding block device `dev` (a partition's parent), from sysfs alone:
+    the common case, without loading the extents package (a background replay's own start
+    should cost as little as possible)."""
+    node = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if not os.path.isdir(node):
+        return None
+    if os.path.exists(os.path.join(node, "partition")):
+        node = os.path.dirname(node)
+    return "/dev/" + os.path.basename(node)
+
+
+def _device(path: bytes, dev: int) -> tuple[str, bool | None]:
+    disk = _sysfs_disk(dev) if os.major(dev) else None
+    if disk is None:  # btrfs (anonymous device numbers), FUSE, tmpfs
+        from ..extents import device_of
+
+        try:
+            disk = device_of(os.fsdecode(path), dev).disk
+        except BackburnerError as err:
+            log.debug("%r: %s", path, err)
+            return f"{os.major(dev)}:{os.minor(dev)}", None
+    return disk, _rotational(disk)
+
+
+def _pieces(i: int, f: _Open, physical: bool) -> list[Piece]:
+    if f.entry.device:  # offsets on the device are places already
+        return [Piece(i, off, ln, off) for off, ln in f.ranges]
+    if not physical:
+        return [Piece(i, off, ln) for off, ln in f.ranges]
+    from ..extents import fiemap, runs_of, select
+
+    try:
+        runs = select(runs_of(fiemap(f.fd, sync=False), f.state.size), f.ranges)
+    except (BackburnerError, OSError) as err:
+        log.debug("%r: no physical order: %s", f.entry.path, err)
+        return [Piece(i, off, ln) for off, ln in f.ranges]
+    # unwritten runs read as zeros and unmappable ones (delalloc, inline) are in memory
+    # or in the inode: neither needs the device, and neither has a place to sort by
+    return [Piece(i, r.logical, r.length, r.physical) for r in runs if r.kind == "data"]
+
+
+@dataclass
+class _Job:
+    device: DeviceReplay
+    pieces: list[Piece]
+    io: priority.IOPrio
+
+
+def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
+    """One job per device, in the order the device's first file was accessed."""
+    by_dev: dict[int, list[int]] = {}
+    for i, f in enumerate(opened):
+        by_dev.setdefault(f.state.dev, []).append(i)
+    jobs = []
+    for dev, members in by_dev.items():
+        disk, rotational = _device(opened[members[0]].entry.path, dev)
+        physical = opts.order == "physical" or (opts.order == "auto" and bool(rotational))
+        io = priority.IOPrio.parse(opts.io) if opts.io else (
+            priority.IOPrio("be", 4) if physical else priority.IOPrio("idle"))
+        pieces = [p for i in members for p in _pieces(i, opened[i], physical)]
+        ordered = physical_order(pieces) if physical else access_order(pieces)
+        info = DeviceReplay(disk, rotational, "physical" if physical else "access", str(io),
+                            files=len({p.file for p in ordered}),
+                            bytes=sum(p.length for p in ordered))
+        jobs.append(_Job(info, ordered, io))
+    return jobs
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, opened: list[_Open], jobs: list[_Job]) -> None:
+        self.opened = opened
+        self.jobs = jobs
+        self.stop = threading.Event()
+        self.done_bytes = 0
+        self.done_metadata = 0
+        self.done_files: set[int] = set()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="replay", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for job in self.jobs:
+                if self.stop.is_set():
+                    return
+                self._job(job)
+        except BaseException as err:  # noqa: BLE001 - reported by the caller
+            self.error = err
+        finally:
+            for f in self.opened:
+                os.close(f.fd)
+
+    def _job(self, job: _Job) -> None:
+        priority.ioprio_set(threading.get_native_id(), job.io)
+        for piece in job.pieces:
+            for c in chunks(piece):
+                if self.stop.is_set():
+                    return
+                _queue(self.opened[c.file].fd, c.logical, c.length)
+        buf = bytearray(_READ_BUF)
+        for piece in job.pieces:
+            fd = self.opened[piece.file].fd
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            for c in chunks(piece, _READ_BUF):
+                if self.stop.is_set():
+                    return
+                view = memoryview(buf)[:c.length]
+                got = os.preadv(fd, [view], c.logical)
+                self.done_bytes += got
+                if self.opened[piece.file].entry.device:
+                    self.done_metadata += got
+                else:
+                    self.done_files.add(piece.file)
+
+
+def _queue(fd: int, offset: int, length: int) -> None:
+    try:
+        kernel.readahead(fd, offset, length)
+    except OSError:  # EINVAL: a filesystem without readahead support
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
+    """Replay `pack` now; return within `opts.deadline_s` whatever happens.
+
+    Two stages: the metadata (device entries) first, so that looking at the files, which
+    reads their directories and inodes, finds them cached; then the files."""
+    if opts.order not in ORDERS:
+        raise UsageError(f"unknown order {opts.order!r}", "use auto, physical or access")
+    if not opts.deadline_s > 0:
+        raise UsageError("the deadline must be above 0 seconds")
+    if opts.io:
+        priority.IOPrio.parse(opts.io)
+    t0 = time.monotonic()
+    deadline = t0 + opts.deadline_s
+    report = ReplayReport(sum(1 for e in pack.entries if not e.device))
+    budget = opts.budget if opts.budget is not None else _memory_budget()
+    report.budget = budget
+    _allow_open_files(len(pack.entries))
+    opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
+    if _run(opened, opts, deadline, report):
+        rest = None if budget is None else max(0, budget - used)
+        opened, _ = _open_usable(_usable(check_files(pack), report), rest, report)
+        _run(opened, opts, deadline, report)
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _run(opened: list[_Open], opts: ReplayOptions, deadline: float, report: ReplayReport
+         ) -> bool:
+    """Read `opened` in a worker thread until done or the deadline; add to the report.
+    False when the deadline stopped it."""
+    worker = _Worker(opened, [])
+    try:
+        worker.jobs = plan(opened, opts)
+    except BaseException:
+        for f in opened:
+            os.close(f.fd)
+        raise
+    worker.thread.start()
+    worker.thread.join(max(0.0, deadline - time.monotonic()))
+    finished = not worker.thread.is_alive()
+    if not finished:
+        worker.stop.set()
+        report.stopped = "deadline"
+    report.bytes += worker.done_bytes
+    report.metadata_bytes += worker.done_metadata
+    report.files += len(worker.done_files)
+    for job in worker.jobs:
+        same = next((d for d in report.devices if d.disk == job.device.disk
+                     and d.order == job.device.order), None)
+        if same is None:
+            report.devices.append(job.device)
+        else:
+            same.files += job.device.files
+            same.bytes += job.device.bytes
+    if worker.error is not None:
+        raise worker.error
+    return finished
+
+
+def describe(r: ReplayReport) -> str:
+    """What a replay did, in one line: files, MiB, seconds, MB/s, what it skipped."""
+    skipped = [f"{n} {what}" for n, what in ((r.changed, "changed"), (r.missing, "missing"),
+                                             (r.unreadable, "unreadable")) if n]
+    if r.files == 0 and r.entries and r.skipped == r.entries:
+        return (f"replay read nothing: all {plural(r.entries, 'file')} of the pack changed or "
+                f"went missing since it was recorded ({', '.join(skipped)})")
+    how = "; ".join(f"{d.order} order on {d.disk}"
+                    + ("" if d.rotational is None else
+                       f" ({'rotational' if d.rotational else 'non-rotational'})")
+                    + f", IO class {d.io}" for d in r.devices)
+    meta = f" (metadata {human_size(r.metadata_bytes)})" if r.metadata_bytes else ""
+    line = (f"replayed {plural(r.files, 'file')}, {human_size(r.bytes)}{meta} in "
+            f"{fmt_s(r.seconds)} s ({fmt_mbps(r.mb_per_s)} MB/s)" + (f": {how}" if how else ""))
+    if skipped:
+        line += f"; skipped {', '.join(skipped)}"
+    if r.stopped == "deadline":
+        line += "; stopped at the deadline"
+    elif r.stopped == "budget" and r.budget is not None:
+        line += f"; cut at the budget of {human_size(r.budget)}"
+    return line
+
+
+def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
+    """The lean entry point (`python -S -m backburner.readahead`): no site packages, no
+    CLI, only what a replay needs, so the child's own start is cheap."""
+    argv = [sys.executable, "-S", "-m", "backburner.readahead", "--deadline",
+            repr(opts.deadline_s), "--order", opts.order]
+    if opts.budget is not None:
+        argv += ["--budget", str(opts.budget)]
+    if opts.io:
+        argv += ["--io", opts.io]
+    return argv + ["--", os.path.abspath(pack_path)]
+
+
+#: The background child as a whole: idle CPU and IO, so its own start (an interpreter,
+#: modules read cold) does not compete with the start it prepares; its worker thread then
+#: takes the IO class its order calls for.
+BACKGROUND_POLICY = priority.Policy("readahead", io=priority.IOPrio("idle"),
+                                    cpu=priority.CPUPolicy("idle"))
+
+
+def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
+    """The same replay in a detached child (it outlives us; it ends by its deadline). It
+    holds none of our stdio: a caller reading our output is not kept waiting for it."""
+    from .. import spawn
+
+    src = os.path.dirname(os.path.dirname(os.path.abspath(backburner.__file__)))
+    env = {**os.environ, "PYTHONPATH": src}
+    return spawn.launch(background_argv(pack_path, opts), new_group=True, detached=True,
+                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, policy=BACKGROUND_POLICY, env=env)

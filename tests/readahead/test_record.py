@@ -1,0 +1,154 @@
+"""record on a real loop-mounted ext4: a cold start of cat and python recorded exactly
+(files, order, page ranges), the exit status of a failing or killed program mirrored with
+the pack still written, read-ahead lowered and put back, --system with backburner's own
+reads left out; and the process-tree logic (pure)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import BB, bb, one_line_error, wait_for
+
+from backburner import procfs, system
+from backburner.readahead import packfile
+from backburner.readahead.record import tree_of
+
+from .conftest import PAGE, Bed
+
+PY = sys.executable
+
+
+def _read_ahead(bed: Bed) -> str:
+    name = os.path.basename(bed.loop)
+    return Path(f"/sys/block/{name}/queue/read_ahead_kb").read_text().strip()
+
+
+@pytest.mark.root
+def test_a_cold_start_is_recorded_exactly(bed: Bed, tmp_path: Path) -> None:
+    pack_path = tmp_path / "app.pack"
+    reader = tmp_path / "reader.py"  # on /, which is not watched
+    reader.write_text(
+        "import os, sys\n"
+        "sys.path.insert(0, 'lib')\n"
+        "fd = os.open(b'b c/\\xff\\xfenot-utf8', os.O_RDONLY)\n"
+        "os.pread(fd, 100, 4096)\n"
+        "fd = os.open('big.bin', os.O_RDONLY)\n"
+        "os.pread(fd, 8192, 409600)\n"
+        "import mod\n")
+    script = (f"cat a/one.txt > /dev/null; cat 'b c'/three* > /dev/null; {PY} -B {reader}")
+    system.drop_caches()
+    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt),
+             "--read-ahead-kb", "0", "--", "sh", "-c", script, cwd=bed.mnt)
+    assert res.returncode == 0, res.err
+    pack = packfile.load(pack_path)
+    got = [(e.path, e.ranges) for e in pack.entries]
+    assert got == [
+        (bed.path("a/one.txt"), ((0, 3 * PAGE),)),
+        (bed.path("b c/three\nfile"), ((0, 2 * PAGE),)),
+        (bed.path(b"b c/\xff\xfenot-utf8"), ((PAGE, PAGE),)),
+        (bed.path("big.bin"), ((409600, 2 * PAGE),)),
+        (bed.path("lib/mod.py"), ((0, 5 * PAGE),)),
+    ]
+    st = os.stat(bed.path("big.bin"))
+    big = pack.entries[3].state
+    assert (big.dev, big.inode, big.size, big.mtime_ns) == (st.st_dev, st.st_ino, st.st_size,
+                                                            st.st_mtime_ns)
+    assert big.fsid != 0
+    assert "recorded 5 files" in res.err
+
+
+@pytest.mark.root
+def test_a_failing_program_still_writes_the_pack_and_its_status(bed: Bed,
+                                                                tmp_path: Path) -> None:
+    pack_path = tmp_path / "fail.pack"
+    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt), "--",
+             "sh", "-c", "cat a/two.txt > /dev/null; exit 7", cwd=bed.mnt)
+    assert res.returncode == 7
+    assert [e.path for e in packfile.load(pack_path).entries] == [bed.path("a/two.txt")]
+    assert "exited with status 7" in res.err
+
+    killed = tmp_path / "killed.pack"
+    res = bb("readahead", "record", "-o", str(killed), "--mount", str(bed.mnt), "--",
+             "sh", "-c", "cat a/one.txt > /dev/null; kill -KILL $$", cwd=bed.mnt)
+    assert res.returncode == -signal.SIGKILL  # we die the way the program died
+    assert [e.path for e in packfile.load(killed).entries] == [bed.path("a/one.txt")]
+
+
+@pytest.mark.root
+def test_read_ahead_is_lowered_while_recording_and_put_back(bed: Bed, tmp_path: Path) -> None:
+    before = _read_ahead(bed)
+    assert before != "4"
+    sysfs = f"/sys/block/{os.path.basename(bed.loop)}/queue/read_ahead_kb"
+    res = bb("readahead", "record", "-o", str(tmp_path / "p.pack"), "--mount", str(bed.mnt),
+             "--read-ahead-kb", "4", "--", "cat", sysfs)
+    assert res.returncode == 0, res.err
+    assert res.out.strip() == "4"
+    assert _read_ahead(bed) == before
+    res = bb("readahead", "record", "-o", str(tmp_path / "q.pack"), "--mount", str(bed.mnt),
+             "--keep-read-ahead", "--", "cat", sysfs)
+    assert res.out.strip() == before
+
+
+@pytest.mark.root
+def test_system_mode_records_others_but_not_backburner(bed: Bed, tmp_path: Path) -> None:
+    old = tmp_path / "old.pack"
+    assert bb("readahead", "record", "-o", str(old), "--mount", str(bed.mnt), "--",
+              "cat", "unread.txt", cwd=bed.mnt).returncode == 0
+    older = tmp_path / "older.pack"
+    assert bb("readahead", "record", "-o", str(older), "--mount", str(bed.mnt), "--",
+              "cat", "lib/mod.py", cwd=bed.mnt).returncode == 0
+    out = tmp_path / "boot.pack"
+    rec = subprocess.Popen([*BB, "readahead", "record", "--system", "--seconds", "60",
+                            "--mount", str(bed.mnt), "-o", str(out)],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        assert "recording what is read on" in rec.stderr.readline()
+        subprocess.run(["cat", bed.path("a/two.txt")], stdout=subprocess.DEVNULL, check=True)
+        replayed = bb("readahead", "replay", "--wait", str(old))  # backburner: left out
+        assert replayed.returncode == 0, replayed.err
+        started = bb("readahead", "replay", str(older))  # in the background: left out too
+        pid = int(started.out.split("(PID ")[1].split(",")[0])
+        wait_for(lambda: procfs.start_time(pid) is None, what="the background replay")
+        t0 = time.monotonic()
+        rec.send_signal(signal.SIGTERM)  # ends it early; the pack is still written
+        rest = rec.communicate(timeout=30)[1]
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    assert rec.returncode == 0, rest
+    assert time.monotonic() - t0 < 30
+    pack = packfile.load(out)
+    assert [e.path for e in pack.entries if not e.device] == [bed.path("a/two.txt")]
+    assert [e.path for e in pack.entries if e.device] == [os.fsencode(bed.loop)]
+
+
+@pytest.mark.root
+def test_bad_record_commands(tmp_path: Path, state_dir: Path) -> None:
+    pack = str(tmp_path / "x.pack")
+    for args, status in ((["-o", pack], 64), (["-o", pack, "--system"], 64),
+                         (["-o", pack, "--system", "--seconds", "1", "--", "true"], 64),
+                         (["-o", pack, "--seconds", "1", "--", "true"], 64),
+                         (["-o", str(tmp_path / "no" / "x.pack"), "--", "true"], 66),
+                         (["-o", pack, "--mount", str(tmp_path / "nothing"), "--", "true"], 66),
+                         (["-o", pack, "--", str(tmp_path / "no-such-program")], 127)):
+        res = bb("readahead", "record", *args)
+        assert res.returncode == status, (args, res.err)
+        one_line_error(res)
+    assert not os.path.exists(pack)
+
+
+def test_tree_from_fork_events_and_ancestry() -> None:
+    parents = {11: 10, 12: 11, 13: 12, 21: 20, 14: 10}
+    assert tree_of(10, parents, {}) == {10, 11, 12, 13, 14}
+    assert tree_of(11, parents, {}) == {11, 12, 13}
+    # a child whose fork event was lost, known by the ancestry read at its first event
+    assert tree_of(10, parents, {30: (13, 12, 1), 31: (20, 1), 32: (30, 1)}) == {
+        10, 11, 12, 13, 14, 30, 32}
+    assert tree_of(99, parents, {}) == {99}

@@ -1,0 +1,218 @@
+"""replay on a real loop-mounted ext4: exactly the recorded pages become resident (checked
+with mincore, independently), changed and missing files are skipped with counts, a pack
+whose files all changed reads nothing and says so, the order and IO class follow the
+device's rotational flag, the budget cuts in access order, and the deadline holds even on
+a device slow enough to take minutes (a slowdisk FUSE file), in the foreground and in the
+background."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from helpers import bb, wait_for
+
+from backburner import procfs, system
+from backburner.extents import physical_runs
+from backburner.readahead import kernel, packfile, replay
+from backburner.readahead.pack import Entry, FileState, Pack
+from backburner.slowdisk import device as slowdisk
+from backburner.units import human_size
+
+from .conftest import PAGE, Bed, resident, write_tree
+
+pytestmark = pytest.mark.root
+FILES = ["a/one.txt", "big.bin", "b c/three\nfile", "lib/mod.py"]
+
+
+def _record(bed: Bed, tmp_path: Path, name: str = "app.pack") -> Path:
+    out = tmp_path / name
+    script = ("cat a/one.txt > /dev/null; dd if=big.bin of=/dev/null bs=4096 skip=100 count=3 "
+              "2>/dev/null; cat 'b c'/three* lib/mod.py > /dev/null")
+    res = bb("readahead", "record", "-o", str(out), "--mount", str(bed.mnt), "--drop-caches",
+             "--read-ahead-kb", "0", "--", "sh", "-c", script, cwd=bed.mnt)
+    assert res.returncode == 0, res.err
+    pack = packfile.load(out)
+    assert [e.path for e in files_of(pack)] == [bed.path(f) for f in FILES], res.err
+    assert [e.path for e in pack.entries if e.device] == [os.fsencode(bed.loop)]
+    return out
+
+
+def files_of(pack: Pack) -> list[Entry]:
+    return [e for e in pack.entries if not e.device]
+
+
+def device_cached(dev: str, ranges) -> bool:
+    """Every page of the ranges is in the device's page cache (cachestat counts them)."""
+    fd = os.open(dev, os.O_RDONLY)
+    try:
+        return all(kernel.cachestat(fd, off, ln).cached == ln // PAGE for off, ln in ranges)
+    finally:
+        os.close(fd)
+
+
+def test_replay_brings_exactly_the_recorded_pages_in(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    pack = packfile.load(pack_path)
+    meta = pack.entries[0]  # the inode tables and directories the start read, first
+    assert meta.device and meta.ranges
+    system.drop_caches()
+    assert all(resident(bed.path(f)) == [] for f in FILES)
+    res = bb("readahead", "replay", "--wait", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert res.out.startswith("replayed 4 files, ")
+    assert f"(metadata {human_size(meta.bytes)})" in res.out  # read through the device
+    # (part of it never leaves the cache while the filesystem is mounted: superblock,
+    # bitmaps, the root directory; what drop_caches does release is read back)
+    assert "physical order" in res.out and "be:4" in res.out  # a loop device is rotational
+    for e in files_of(pack):
+        assert resident(e.path) == list(e.ranges), e.path
+    assert device_cached(bed.loop, meta.ranges)
+    assert resident(bed.path("unread.txt")) == []
+    assert resident(bed.path("a/two.txt")) == []
+
+
+def test_changed_and_missing_files_are_skipped(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    with open(bed.path("a/one.txt"), "ab") as f:
+        f.write(b"an update")
+    os.rename(bed.path("lib/mod.py"), bed.path("lib/moved.py"))
+    system.drop_caches()
+    res = bb("readahead", "replay", "--wait", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert res.out.startswith("replayed 2 files, ")
+    assert "skipped 1 changed, 1 missing" in res.out
+    assert resident(bed.path("a/one.txt")) == []
+    assert resident(bed.path("lib/moved.py")) == []
+    assert resident(bed.path("big.bin")) == [(100 * PAGE, 3 * PAGE)]
+    shown = bb("readahead", "show", str(pack_path))
+    assert "1 changed, 1 missing" in shown.out, shown.out
+
+
+def test_a_pack_whose_files_all_changed_reads_nothing(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    for f in FILES:
+        data = open(bed.path(f), "rb").read()
+        os.unlink(bed.path(f))
+        with open(bed.path(f), "wb") as out:  # same name and bytes, another inode
+            out.write(data)
+    res = bb("readahead", "replay", "--wait", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert res.out.startswith("replay read nothing: all 4 files of the pack changed")
+
+
+def test_order_and_priority_follow_the_device(bed: Bed, tmp_path: Path) -> None:
+    pack = packfile.load(_record(bed, tmp_path))
+    rotational = f"/sys/block/{os.path.basename(bed.loop)}/queue/rotational"
+    with system.Transaction("test-flash") as tx:
+        tx.apply(system.SysfsValue(rotational, "0"))
+        system.drop_caches()
+        flash = replay.replay(pack)
+    assert [(d.order, d.io, d.rotational) for d in flash.devices] == [("access", "idle",
+                                                                        False)]
+    with system.Transaction("test-disk") as tx:
+        tx.apply(system.SysfsValue(rotational, "1"))
+        system.drop_caches()
+        disk = replay.replay(pack)
+    assert [(d.order, d.io, d.rotational) for d in disk.devices] == [("physical", "be:4",
+                                                                       True)]
+    assert flash.bytes == disk.bytes == sum(e.bytes for e in pack.entries)
+    assert flash.metadata_bytes == disk.metadata_bytes == pack.entries[0].bytes
+    # the sweep is ascending: its pieces, placed independently, come in device order
+    opened = replay._open_all(pack, replay.ReplayReport(len(pack.entries)), None)
+    try:
+        pieces = replay.plan(opened, replay.ReplayOptions(order="physical"))[0].pieces
+        places = [p.logical if opened[p.file].entry.device else
+                  physical_runs(os.fsdecode(opened[p.file].entry.path),
+                                [(p.logical, p.length)])[0].physical for p in pieces]
+    finally:
+        for f in opened:
+            os.close(f.fd)
+    assert places == sorted(places) and len(places) >= 5
+
+
+def test_the_budget_keeps_what_was_read_first(bed: Bed, tmp_path: Path) -> None:
+    pack_path = _record(bed, tmp_path)
+    meta = packfile.load(pack_path).entries[0].bytes  # metadata comes first, then the files
+    system.drop_caches()
+    budget = meta + 16 * 1024
+    res = bb("readahead", "replay", "--wait", "--budget", str(budget), str(pack_path))
+    assert res.returncode == 0, res.err
+    assert f"cut at the budget of {human_size(budget)}" in res.out
+    assert resident(bed.path("a/one.txt")) == [(0, 3 * PAGE)]  # the first file, whole
+    assert resident(bed.path("big.bin")) == [(100 * PAGE, 2 * PAGE)]  # then 6384 bytes
+    assert resident(bed.path("lib/mod.py")) == []
+
+
+@pytest.fixture
+def slow_file(tmp_path: Path, state_dir: Path):
+    """A file that takes minutes to read: the image a flat:40 slowdisk serves over FUSE
+    (40 ms per request, whatever its size)."""
+    with system.Transaction("test-slow") as tx:
+        blank = slowdisk.serve_blank(tx, "flat:40", 256 << 20)
+        yield blank.served
+
+
+def _slow_pack(path: str, tmp_path: Path) -> Path:
+    st = os.stat(path)
+    entry = Entry(os.fsencode(path), FileState(st.st_dev, 0, st.st_ino, st.st_size,
+                                               st.st_mtime_ns), ((0, 256 << 20),))
+    out = tmp_path / "slow.pack"
+    packfile.save(out, Pack((entry,)))
+    return out
+
+
+def test_the_deadline_holds_in_the_foreground(slow_file: str, tmp_path: Path) -> None:
+    pack_path = _slow_pack(slow_file, tmp_path)
+    t0 = time.monotonic()
+    res = bb("readahead", "replay", "--wait", "--deadline", "1", str(pack_path))
+    took = time.monotonic() - t0
+    assert res.returncode == 0, res.err
+    assert "stopped at the deadline" in res.out
+    assert took < 1 + 4  # interpreter start and exit included, on a busy machine
+
+
+def test_a_background_replay_returns_at_once_and_ends_by_its_deadline(
+        slow_file: str, tmp_path: Path) -> None:
+    pack_path = _slow_pack(slow_file, tmp_path)
+    t0 = time.monotonic()
+    res = bb("readahead", "replay", "--deadline", "2", str(pack_path))
+    assert res.returncode == 0, res.err
+    assert time.monotonic() - t0 < 4
+    pid = int(res.out.split("(PID ")[1].split(",")[0])
+    assert procfs.start_time(pid) is not None  # still replaying
+    wait_for(lambda: procfs.start_time(pid) is None, timeout=10, what="the background replay")
+
+
+def test_an_image_under_another_loop_device_still_matches(tmp_path: Path,
+                                                           state_dir: Path) -> None:
+    """Recorded through one loop device, replayed through another: files match by
+    filesystem id, and the metadata is read from the device the image is on now."""
+    image, mnt = tmp_path / "disk.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with system.Transaction("test-first") as tx:
+        tx.apply(system.MadeFile(str(image), 64 << 20))
+        first = tx.apply(system.LoopDevice(str(image)))
+        tx.apply(system.Filesystem(first, str(image), "ext4", ["-q", "-F"]))
+        tx.apply(system.Mount(first, str(mnt), "ext4"))
+        write_tree(mnt)
+        os.sync()
+        pack_path = _record(Bed(mnt, first, image), tmp_path)
+        image_kept = tmp_path / "kept.img"
+        os.link(image, image_kept)  # MadeFile's undo removes disk.img, not this name
+    (tmp_path / "spacer").write_bytes(b"\0" * 4096)
+    with system.Transaction("test-second") as tx:
+        tx.apply(system.LoopDevice(str(tmp_path / "spacer")))  # takes the first free number
+        second = tx.apply(system.LoopDevice(str(image_kept)))
+        tx.apply(system.Mount(second, str(mnt), "ext4"))
+        assert second != first
+        pack = packfile.load(pack_path)
+        assert os.stat(mnt / "big.bin").st_dev != files_of(pack)[1].state.dev
+        res = bb("readahead", "replay", "--wait", str(pack_path))
+        assert res.returncode == 0, res.err
+        assert res.out.startswith("replayed 4 files, ") and "(metadata " in res.out, res.out
+        assert f"on {second}" in res.out
+        for e in files_of(pack):
+            assert resident(e.path) == list(e.ranges), e.path
