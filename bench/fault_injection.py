@@ -236,6 +236,9 @@ def run(per_phase: int, seed: int, report=print) -> list[Outcome]:
                        + ("restored" if o.restored else "; ".join(o.problems)))
                 outcomes.append(o)
                 done += 1
+            if done < per_phase:
+                report(f"{phase:<9} {kind:<15} only {done} of {per_phase} injections landed "
+                       "before the run ended")
     subprocess.run(["rm", "-rf", str(workdir)], check=False)
     return outcomes
 
@@ -260,6 +263,9 @@ def main() -> int:
                    help="injections per phase and kind (default 3)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
+    # started in the background by a shell, we (and so the benches) would ignore SIGINT, and
+    # every ^C injection would miss: a terminal's ^C reaches a process that handles it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.geteuid() != 0:
         sys.exit("fault_injection.py needs root (it runs real benches on loop devices)")
     outcomes = run(args.per_phase, args.seed)
