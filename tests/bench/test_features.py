@@ -254,3 +254,46 @@ def test_loads_alike_in_60_characters_and_a_quiet_loads_device_bytes(
         probe_bytes = 512 * t["in_blocks"]
         assert probe_bytes > 1 << 20, t  # a cold start that read from the testbed
         assert t["extra"]["bulk"]["units"] < probe_bytes / 4, (t["extra"]["bulk"], probe_bytes)
+
+
+def test_a_readahead_replay_as_a_preparation_step(tmp_path: Path, state_dir: Path) -> None:
+    """The issue's use of --prepare: a pack recorded on an image mounted at one place is
+    replayed (--rebase) on the copy of that image the bench starts the probe from; the
+    replayed trials' probe then reads (almost) nothing from the device itself."""
+    import subprocess
+
+    from backburner import system
+    from backburner.bench import probes
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    cat = probes.Probe(("cat", "/dev/null")).resolve()
+    probes.install(probes.discover_files(cat, str(tmp_path), timeout=30), str(tree))
+    (tree / "data").mkdir()
+    names = [f"/data/f{i:03d}" for i in range(150)]
+    for i, name in enumerate(names):
+        (tree / name.lstrip("/")).write_bytes(bytes([i % 251]) * 24_000)
+    image = tmp_path / "app.img"
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(image), "64M"], check=True,
+                   capture_output=True)
+    recorded, pack = tmp_path / "recorded", tmp_path / "app.pack"
+    recorded.mkdir()
+    with system.Transaction("test-record") as tx:
+        loop = tx.apply(system.LoopDevice(str(image), read_only=True))
+        tx.apply(system.Mount(loop, str(recorded), "ext4", "ro"))
+        r = bb("readahead", "record", "-o", str(pack), "--mount", str(recorded),
+               "--drop-caches", "--", "chroot", str(recorded), cat.argv[0], *names, timeout=120)
+        assert r.returncode == 0, r.err
+    replay = (f"{sys.executable} -m backburner readahead replay --wait --rebase "
+              f"{recorded} \"$BACKBURNER_ROOT\" {pack}")
+    r, s = bench(tmp_path, "--probe", shlex.join([cat.argv[0], *names]), "--probe-root",
+                 str(image), "--prepare", f"replay={replay}", "--trials", "3", "--warmup", "0")
+    assert r.returncode == 0, r.err
+    plain = _trials(s, prepare="none")
+    replayed = _trials(s, prepare="replay")
+    steps = [t["extra"]["prepare"] for t in replayed]
+    assert all(p["status"] == "ok" and p["said"].startswith("replayed ") for p in steps), steps
+    read = [t["in_blocks"] for t in plain]
+    after_replay = [t["in_blocks"] for t in replayed]
+    assert min(read) * 512 > 150 * 24_000  # cold: the data came from the device
+    assert max(after_replay) < min(read) / 4, (read, after_replay)

@@ -216,3 +216,36 @@ def test_an_image_under_another_loop_device_still_matches(tmp_path: Path,
         assert f"on {second}" in res.out
         for e in files_of(pack):
             assert resident(e.path) == list(e.ranges), e.path
+
+
+def test_a_copy_of_the_image_mounted_elsewhere_replays_with_rebase(
+        tmp_path: Path, state_dir: Path) -> None:
+    """How a bench uses a pack: recorded on an image mounted at one place, replayed as a
+    preparation step on a copy of that image the bench mounted somewhere else."""
+    image, mnt = tmp_path / "disk.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with system.Transaction("test-first") as tx:
+        tx.apply(system.MadeFile(str(image), 64 << 20))
+        first = tx.apply(system.LoopDevice(str(image)))
+        tx.apply(system.Filesystem(first, str(image), "ext4", ["-q", "-F"]))
+        tx.apply(system.Mount(first, str(mnt), "ext4"))
+        write_tree(mnt)
+        os.sync()
+        pack_path = _record(Bed(mnt, first, image), tmp_path)
+        copy = tmp_path / "copy.img"
+        copy.write_bytes(image.read_bytes())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with system.Transaction("test-copy") as tx:
+        loop = tx.apply(system.LoopDevice(str(copy)))
+        tx.apply(system.Mount(loop, str(elsewhere), "ext4"))
+        system.drop_caches()
+        res = bb("readahead", "replay", "--wait", str(pack_path))
+        assert res.returncode == 0 and "(4 missing)" in res.out, res.out
+        res = bb("readahead", "replay", "--wait", "--rebase", str(mnt), str(elsewhere),
+                 str(pack_path))
+        assert res.returncode == 0, res.err
+        assert res.out.startswith("replayed 4 files, "), res.out
+        for e in files_of(packfile.load(pack_path)):
+            moved = os.fsencode(elsewhere) + e.path[len(os.fsencode(mnt)):]
+            assert resident(moved) == list(e.ranges), moved

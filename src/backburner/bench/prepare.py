@@ -5,7 +5,8 @@ with the probe (`--prepare-during`, as a replay at boot runs while the desktop s
 The command runs on the host, through `sh -c`, never inside the probe's chroot; it is told
 where the probe's files are: ``BACKBURNER_ROOT`` (the chroot of a testbed, else ``/``) and
 ``BACKBURNER_DEVICE`` (the device under test, ``/dev/NAME``). A step that fails or outlives
-the trial's timeout is recorded with the trial and stopped; it never holds the bench.
+the trial's timeout is recorded with the trial and stopped; it never holds the bench. The
+last line it printed is kept with the trial (a replay's "replayed N files, X MB in S s").
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ class StepResult:
     status: str  # ok | failed | timeout
     seconds: float
     exit_code: int | None
+    said: str = ""  # the last line of its output
 
     def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "status": self.status, "seconds": self.seconds,
-                "exit_code": self.exit_code}
+                "exit_code": self.exit_code, "said": self.said}
 
 
 def _env(device: Device) -> dict[str, str]:
@@ -37,29 +39,54 @@ def _env(device: Device) -> dict[str, str]:
             "BACKBURNER_DEVICE": f"/dev/{device.name}"}
 
 
+_SAID_CHARS = 300
+
+
+def _output_file(device: Device) -> str:
+    return os.path.join(device.workdir, "prepare.out")  # our private work directory
+
+
 def _launch(step: Prepare, device: Device) -> spawn.Child:
-    return spawn.launch(["sh", "-c", step.command], env=_env(device), cwd=device.workdir,
-                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, new_group=True, die_with_parent=True)
+    fd = os.open(_output_file(device), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    try:
+        return spawn.launch(["sh", "-c", step.command], env=_env(device), cwd=device.workdir,
+                            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, new_group=True,
+                            die_with_parent=True)
+    finally:
+        os.close(fd)  # the step holds its own copy
 
 
-def _result(step: Prepare, child: spawn.Child, timeout: float, t0: float) -> StepResult:
+def _last_line(device: Device) -> str:
+    try:
+        with open(_output_file(device), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4 * _SAID_CHARS))
+            lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-_SAID_CHARS:] if lines else ""
+
+
+def _result(step: Prepare, child: spawn.Child, device: Device, timeout: float, t0: float
+            ) -> StepResult:
     try:
         out = child.wait(max(0.0, timeout - (time.monotonic() - t0)))
         if out is None:
             child.stop_tree(2.0)
-            return StepResult(step.name, "timeout", time.monotonic() - t0, None)
+            return StepResult(step.name, "timeout", time.monotonic() - t0, None,
+                              _last_line(device))
     except BaseException:
         child.stop_tree(1.0)
         raise
     return StepResult(step.name, "ok" if out.ok else "failed", time.monotonic() - t0,
-                      out.exit_code)
+                      out.exit_code, _last_line(device))
 
 
 def prepare_step(step: Prepare, device: Device, timeout: float) -> StepResult:
     """Run a before-step to its end (bounded by the trial timeout)."""
     t0 = time.monotonic()
-    return _result(step, _launch(step, device), timeout, t0)
+    return _result(step, _launch(step, device), device, timeout, t0)
 
 
 class During:
@@ -68,11 +95,12 @@ class During:
 
     def __init__(self, step: Prepare, device: Device) -> None:
         self.step = step
+        self.device = device
         self.t0 = time.monotonic()
         self.child = _launch(step, device)
 
     def finish(self, timeout: float) -> StepResult:
-        return _result(self.step, self.child, timeout, self.t0)
+        return _result(self.step, self.child, self.device, timeout, self.t0)
 
 
 def start_during(step: Prepare, device: Device) -> During:

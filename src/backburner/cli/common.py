@@ -51,7 +51,15 @@ class Parser(argparse.ArgumentParser):
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter,
                     argparse.ArgumentDefaultsHelpFormatter):
-    """Descriptions keep their layout (grammar blocks, examples) and defaults are shown."""
+    """Descriptions keep their layout (grammar blocks, examples) and defaults are shown,
+    except where the help already says what the default is, or there is nothing to say
+    (a flag that is off, an option that is unset)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False):
+            return text
+        return super()._get_help_string(action)
 
 
 def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,

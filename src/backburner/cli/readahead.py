@@ -83,7 +83,8 @@ def _replay_options(args: argparse.Namespace) -> ReplayOptions:
 
     return replay.ReplayOptions(
         budget=units.parse_size(args.budget, what="--budget") if args.budget else None,
-        deadline_s=args.deadline, order=args.order, io=args.io)
+        deadline_s=args.deadline, order=args.order, io=args.io,
+        rebase=tuple(args.rebase) if args.rebase else None)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -200,6 +201,9 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--io", metavar="CLASS",
                     help="IO class of the replay (default: be:4 for a physical sweep, "
                     "idle for access order)")
+    rp.add_argument("--rebase", nargs=2, metavar=("RECORDED", "NOW"),
+                    help="look for the files recorded under directory RECORDED under NOW "
+                    "(the same filesystem or a copy of its image, mounted elsewhere)")
 
 
 def _register_layout(sub: argparse._SubParsersAction) -> None:

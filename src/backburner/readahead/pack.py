@@ -24,7 +24,7 @@ import hashlib
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import DataError
 
@@ -139,6 +139,21 @@ def digest(chunks: Iterable[bytes]) -> bytes:
 # --- staleness -------------------------------------------------------------------------------
 
 OK, CHANGED, MISSING = "ok", "changed", "missing"
+
+
+def rebased(pack: Pack, old: bytes, new: bytes) -> Pack:
+    """The pack with the files recorded under directory `old` looked for under `new`: the
+    same filesystem mounted elsewhere (an image recorded at /mnt/app, replayed where a
+    bench mounted its copy). Identity checks still apply: a copy of the image keeps its
+    inodes, sizes, times and fsid. Device entries are matched by fsid and stay as they are."""
+    old, new = old.rstrip(b"/"), new.rstrip(b"/")
+
+    def move(e: Entry) -> Entry:
+        if e.device or not (e.path == old or e.path.startswith(old + b"/")):
+            return e
+        return replace(e, path=new + e.path[len(old):])
+
+    return replace(pack, entries=tuple(move(e) for e in pack.entries))
 
 
 def status(entry: Entry, now: FileState | None) -> str:

@@ -42,7 +42,7 @@ from ..errors import BackburnerError, UsageError
 from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
 from .order import Piece, access_order, chunks, physical_order, within_budget
-from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, status
+from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
 
 if TYPE_CHECKING:
     from .. import spawn
@@ -60,6 +60,7 @@ class ReplayOptions:
     deadline_s: float = DEFAULT_DEADLINE_S
     order: str = "auto"  # auto: physical on rotational devices, access order elsewhere
     io: str | None = None  # IO class of the replaying thread; None: as `order` implies
+    rebase: tuple[str, str] | None = None  # (recorded directory, where it is now)
 
 
 @dataclass
@@ -446,6 +447,8 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
         raise UsageError("the deadline must be above 0 seconds")
     if opts.io:
         priority.IOPrio.parse(opts.io)
+    if opts.rebase:
+        pack = rebased(pack, os.fsencode(opts.rebase[0]), os.fsencode(opts.rebase[1]))
     t0 = time.monotonic()
     deadline = t0 + opts.deadline_s
     report = ReplayReport(sum(1 for e in pack.entries if not e.device))
@@ -526,6 +529,8 @@ def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
         argv += ["--budget", str(opts.budget)]
     if opts.io:
         argv += ["--io", opts.io]
+    if opts.rebase:
+        argv += ["--rebase", *opts.rebase]
     return argv + ["--", os.path.abspath(pack_path)]
 
 
