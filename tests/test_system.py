@@ -310,3 +310,23 @@ def test_restore_replays_newest_journal_first(state_dir: Path, tmp_path: Path) -
     system.restore_stale()
     assert value.read_text() == "a"
     assert not p_old.exists() and not p_new.exists()
+
+
+def test_a_loop_device_still_open_is_not_claimed_detached(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A detach the kernel cannot finish (someone holds the device) fails the undo, keeps
+    the journal, and a later restore completes it once the device is free."""
+    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+    image = tmp_path / "held.img"
+    image.write_bytes(b"\0" * (1 << 20))
+    held = None
+    with pytest.raises(SystemStateError, match="still attached"):
+        with system.Transaction("test-held") as tx:
+            dev = tx.apply(system.LoopDevice(str(image)))
+            held = os.open(dev, os.O_RDONLY)
+    assert held is not None and system.loops_backed_by(str(image)) == [dev]
+    journals = list(system.journal_dir().glob("test-held-*"))
+    assert len(journals) == 1
+    os.close(held)
+    system.undo_journal(system.Journal(journals[0]))
+    assert system.loops_backed_by(str(image)) == []

@@ -588,6 +588,11 @@ def loops_backed_by(path: str) -> list[str]:
     return found
 
 
+#: How long a loop device's detach may take to complete (it waits for the last user and
+#: for in-flight IO; a loaded machine took over 2 s)
+LOOP_DETACH_WAIT_S = 15.0
+
+
 @dataclass
 class LoopDevice(Change):
     """A loop device over a file. Direct IO on, so reads reach the backing file's device."""
@@ -610,10 +615,15 @@ class LoopDevice(Change):
     def undo(self, old: Any, result: Any) -> None:
         for dev in loops_backed_by(self.backing):
             _tool(["losetup", "-d", dev], f"detaching {dev}")
-        for _ in range(100):  # detach is asynchronous while the device is still open
-            if not loops_backed_by(self.backing):
+        deadline = time.monotonic() + LOOP_DETACH_WAIT_S
+        while time.monotonic() < deadline:  # detach is asynchronous while it is still open
+            left = loops_backed_by(self.backing)
+            if not left:
                 return
             time.sleep(0.02)
+        # not claimed as undone: the journal stays, and `restore` (or the next run) retries
+        raise SystemStateError(f"{', '.join(left)} still attached to {self.backing} after "
+                               f"{LOOP_DETACH_WAIT_S:.0f} s (something still has it open)")
 
 
 def mount_options(path: str) -> set[str]:
