@@ -253,12 +253,13 @@ def test_run_pid_with_weights_hands_its_cgroup_to_the_job(state_dir: Path) -> No
 
 
 def _fake_mounts(tmp_path: Path, *cgroup_lines: str) -> str:
-    mounts = tmp_path / "mounts"
-    mounts.write_text("\n".join([
-        "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0",
-        "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0",
-        *cgroup_lines,
-    ]) + "\n")
+    """A mountinfo file from /proc/mounts-style lines (source point type options)."""
+    lines = ["proc /proc proc rw,nosuid,nodev,noexec,relatime",
+             "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755", *cgroup_lines]
+    mounts = tmp_path / "mountinfo"
+    mounts.write_text("".join(
+        f"{20 + i} 1 0:{30 + i} / {point} rw,relatime shared:{i} - {fstype} {source} {opts}\n"
+        for i, (source, point, fstype, opts, *_) in enumerate(ln.split() for ln in lines)))
     return str(mounts)
 
 
@@ -277,7 +278,7 @@ def test_plan_cgroup_missing_controller_69(tmp_path: Path, policy: Policy, words
         "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0",
     )
     with pytest.raises(UnavailableError) as info:
-        priority.plan_cgroup(policy, "run-1", mounts_file=mounts)
+        priority.plan_cgroup(policy, "run-1", mountinfo=mounts)
     assert info.value.exit_status == 69
     assert words in str(info.value) and "\n" not in str(info.value)
 
@@ -288,7 +289,7 @@ def test_plan_cgroup_v1_with_controllers(tmp_path: Path) -> None:
         "cgroup /x/blkio cgroup rw,relatime,blkio 0 0",
         "cgroup /x/cpu,cpuacct cgroup rw,relatime,cpu,cpuacct 0 0",
     )
-    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mounts_file=mounts)
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mountinfo=mounts)
     assert plan.version == 1
     assert plan.dirs == {
         "/x/blkio/backburner/run-7": {"blkio.bfq.weight": "10"},
@@ -302,7 +303,7 @@ def test_plan_cgroup_prefers_v2_with_controllers(tmp_path: Path) -> None:
     (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     mounts = _fake_mounts(tmp_path, f"cgroup2 {v2} cgroup2 rw 0 0",
                           "cgroup /x/blkio cgroup rw,blkio 0 0")
-    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mounts_file=mounts)
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mountinfo=mounts)
     assert plan.version == 2
     assert plan.dirs == {
         str(v2 / "backburner" / "run-7"): {"io.bfq.weight|io.weight": "10", "cpu.weight": "10"}
@@ -319,7 +320,7 @@ def test_v2_changes_enable_controllers_in_root_and_parent(tmp_path: Path) -> Non
     v2.mkdir()
     (v2 / "cgroup.controllers").write_text("cpu io memory\n")
     mounts = _fake_mounts(tmp_path, f"cgroup2 {v2} cgroup2 rw 0 0")
-    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-9", mounts_file=mounts)
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-9", mountinfo=mounts)
     changes = job.cgroup_changes(plan)
     assert isinstance(changes[0], system.ControllersEnabled)
     assert changes[0].path == str(v2 / "cgroup.subtree_control")

@@ -320,10 +320,10 @@ def test_a_loop_device_still_open_is_not_claimed_detached(
     image = tmp_path / "held.img"
     image.write_bytes(b"\0" * (1 << 20))
     held = None
-    with pytest.raises(SystemStateError, match="still attached"):
-        with system.Transaction("test-held") as tx:
-            dev = tx.apply(system.LoopDevice(str(image)))
-            held = os.open(dev, os.O_RDONLY)
+    with pytest.raises(SystemStateError, match="still attached"), \
+            system.Transaction("test-held") as tx:
+        dev = tx.apply(system.LoopDevice(str(image)))
+        held = os.open(dev, os.O_RDONLY)
     assert held is not None and system.loops_backed_by(str(image)) == [dev]
     journals = list(system.journal_dir().glob("test-held-*"))
     assert len(journals) == 1

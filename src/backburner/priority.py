@@ -404,13 +404,9 @@ class CgroupPlan:
         return [os.path.join(d, "cgroup.procs") for d in self.dirs]
 
 
-def _mounts(mounts_file: str = "/proc/self/mounts") -> list[tuple[str, str, set[str]]]:
-    out = []
-    for line in Path(mounts_file).read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
-            out.append((parts[1], parts[2], set(parts[3].split(","))))
-    return out
+def _mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str, set[str]]]:
+    return [(m.mountpoint, m.fstype, set(m.all_options)) for m in procfs.mounts(mountinfo)
+            if m.fstype in ("cgroup", "cgroup2")]
 
 
 def _v2_root(mounts: list[tuple[str, str, set[str]]]) -> Path | None:
@@ -427,13 +423,14 @@ def _v1_mount(mounts: list[tuple[str, str, set[str]]], controller: str) -> Path 
     return None
 
 
-def plan_cgroup(policy: Policy, name: str, mounts_file: str = "/proc/self/mounts") -> CgroupPlan:
+def plan_cgroup(policy: Policy, name: str, mountinfo: str = "/proc/self/mountinfo"
+                ) -> CgroupPlan:
     """Choose cgroup v2 where its io/cpu controllers are available, else v1 blkio/cpu.
 
     v1 needs a child group for BFQ weights (the root has no blkio.bfq.weight), so the job
     always gets its own group ``backburner/<name>`` in each hierarchy used.
     """
-    mounts = _mounts(mounts_file)
+    mounts = _mounts(mountinfo)
     v2 = _v2_root(mounts)
     v2_controllers = set()
     if v2 is not None and (v2 / "cgroup.controllers").exists():
@@ -472,8 +469,7 @@ def plan_cgroup(policy: Policy, name: str, mounts_file: str = "/proc/self/mounts
 
 def cgroup_of(pid: int | str, controller: str) -> str:
     """The cgroup path of pid in the hierarchy holding `controller` (v1) or '' for v2."""
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        num, ctrls, path = line.split(":", 2)
+    for num, ctrls, path in procfs.cgroup_lines(int(pid)):
         if controller in ctrls.split(",") or (controller == "" and num == "0"):
             return path
     return ""

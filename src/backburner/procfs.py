@@ -9,6 +9,8 @@ its start time and is checked against it before anything is done to the PID.
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 
 
 def read_small(path: str, size: int = 65536) -> bytes | None:
@@ -162,3 +164,58 @@ def group_members(pgid: int) -> list[int]:
         if fields and fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
             found.append(pid)
     return found
+
+
+# --- the mount table ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MountInfo:
+    """One line of /proc/self/mountinfo."""
+
+    devno: int  # major:minor as mountinfo shows it (st_dev of its files, except btrfs)
+    root: str  # the directory of the filesystem mounted here (a bind mount's source)
+    mountpoint: str
+    options: frozenset[str]  # per-mount: ro/rw, nosuid, nodev, ...
+    fstype: str
+    source: str
+    super_options: frozenset[str]  # the filesystem's: a v1 cgroup's controllers, ...
+
+    @property
+    def all_options(self) -> frozenset[str]:
+        return self.options | self.super_options
+
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+
+def unescape_mount_field(text: str) -> str:
+    """The kernel escapes space, tab, newline and backslash in mount fields as octal."""
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), text)
+
+
+def parse_mountinfo(text: str) -> list[MountInfo]:
+    out = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        f, r = left.split(), right.split()
+        if len(f) < 6 or len(r) < 2:
+            continue
+        try:
+            major, minor = (int(x) for x in f[2].split(":"))
+        except ValueError:
+            continue
+        out.append(MountInfo(os.makedev(major, minor), unescape_mount_field(f[3]),
+                             unescape_mount_field(f[4]), frozenset(f[5].split(",")), r[0],
+                             unescape_mount_field(r[1]),
+                             frozenset(r[2].split(",")) if len(r) > 2 else frozenset()))
+    return out
+
+
+def mounts(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
+    """The mount table now, in mount order (a later mount on the same point is on top)."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            return parse_mountinfo(f.read())
+    except OSError:
+        return []

@@ -198,14 +198,13 @@ def _cgroup_procs(path: str) -> list[int]:
 def cgroup_mount_of(path: str) -> tuple[str, int, set[str]] | None:
     """(mount point, cgroup version, controllers) of the cgroup hierarchy holding path."""
     best: tuple[str, int, set[str]] | None = None
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) < 4 or parts[2] not in ("cgroup", "cgroup2"):
+    for m in procfs.mounts():
+        if m.fstype not in ("cgroup", "cgroup2"):
             continue
-        mnt = parts[1]
+        mnt = m.mountpoint
         if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and (
                 best is None or len(mnt) > len(best[0])):
-            best = (mnt, 2 if parts[2] == "cgroup2" else 1, set(parts[3].split(",")))
+            best = (mnt, 2 if m.fstype == "cgroup2" else 1, set(m.all_options))
     return best
 
 
@@ -215,12 +214,7 @@ def cgroup_dir_of(pid: int, path_in_hierarchy: str) -> str | None:
     if found is None:
         return None
     mnt, version, opts = found
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        num, ctrls, rel = line.split(":", 2)
+    for num, ctrls, rel in procfs.cgroup_lines(pid):
         mine = (num == "0" and not ctrls) if version == 2 else bool(set(ctrls.split(",")) & opts)
         if mine:
             return os.path.join(mnt, rel.lstrip("/")).rstrip("/") or mnt
@@ -479,10 +473,7 @@ def mounts_under(path: str) -> list[str]:
 
 
 def _mount_targets() -> list[str]:
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        out.append(line.split()[1].replace("\\040", " "))
-    return out
+    return [m.mountpoint for m in procfs.mounts()]
 
 
 def _files_under(path: str) -> list[str]:
@@ -630,20 +621,15 @@ def mount_options(path: str) -> set[str]:
     """The per-mount options (ro/rw, nosuid, nodev, ...) of the mount at path."""
     real = os.path.realpath(path)
     found: set[str] = set()
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        parts = line.split()
-        if parts[4].replace("\\040", " ") == real:
-            found = set(parts[5].split(","))  # the last one mounted there is on top
+    for m in procfs.mounts():
+        if m.mountpoint == real:
+            found = set(m.options)  # the last one mounted there is on top
     return found
 
 
 def is_mountpoint(path: str) -> bool:
     real = os.path.realpath(path)
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        target = line.split()[1].replace("\\040", " ")
-        if target == real:
-            return True
-    return False
+    return any(m.mountpoint == real for m in procfs.mounts())
 
 
 @dataclass

@@ -164,11 +164,11 @@ def test_missing_controller_other_actions_still_apply_and_status_says_so(
     """A machine without the blkio/io and cpu controllers (the mount table says so): the
     rule's IO class and CPU policy are applied anyway, and the status names the problem."""
     proc, comm = parent
-    mounts = tmp_path / "mounts"
-    mounts.write_text("proc /proc proc rw 0 0\n")
+    mounts = tmp_path / "mountinfo"
+    mounts.write_text("22 1 0:5 / /proc rw,nosuid shared:1 - proc proc rw\n")
     real = priority.plan_cgroup
     monkeypatch.setattr(priority, "plan_cgroup",
-                        lambda policy, name: real(policy, name, mounts_file=str(mounts)))
+                        lambda policy, name: real(policy, name, mountinfo=str(mounts)))
     text = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{comm}" }}\npolicy = "background"\n'
     rs, _ = rules.combine([rules.parse_file(text, "w.toml")])
     with system.LiveTransaction("govern") as tx:

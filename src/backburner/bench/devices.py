@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import spawn, system
+from .. import procfs, spawn, system
 from ..errors import NotFoundError, SystemStateError, UsageError
 from ..units import MiB, parse_size
 
@@ -165,11 +165,8 @@ def describe_block(name: str) -> dict[str, Any]:
 
 
 def _fs_of(mountpoint: str) -> str:
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if parts[1] == mountpoint:
-            return parts[2]
-    return "?"
+    return next((m.fstype for m in reversed(procfs.mounts()) if m.mountpoint == mountpoint),
+                "?")
 
 
 def setup(spec: DeviceSpec, tx: system.Transaction, rotational: int = 1,

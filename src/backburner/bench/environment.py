@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, spawn
+from .. import __version__, procfs, spawn
 
 DIRTY_SYSCTLS = ("dirty_ratio", "dirty_background_ratio", "dirty_bytes",
                  "dirty_background_bytes", "dirty_expire_centisecs",
@@ -36,10 +36,9 @@ def _os_release() -> str:
 
 def cgroup_version() -> int:
     """2 when the unified hierarchy has controllers (io, cpu), else 1."""
-    for line in _read("/proc/self/mounts").splitlines():
-        parts = line.split()
-        if len(parts) > 2 and parts[2] == "cgroup2":
-            controllers = _read(Path(parts[1], "cgroup.controllers")).split()
+    for m in procfs.mounts():
+        if m.fstype == "cgroup2":
+            controllers = _read(Path(m.mountpoint, "cgroup.controllers")).split()
             if {"io", "cpu"} & set(controllers):
                 return 2
     return 1

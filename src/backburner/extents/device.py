@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import spawn
+from .. import procfs, spawn
 from ..errors import NotFoundError, UnavailableError
 
 log = logging.getLogger(__name__)
@@ -49,39 +49,15 @@ class BlockDevice:
         return self.path != self.disk
 
 
-@dataclass(frozen=True)
-class MountEntry:
-    devno: int  # major:minor as mountinfo shows it (st_dev of its files, except btrfs)
-    root: str
-    mountpoint: str
-    fstype: str
-    source: str
-
-
-def _unescape(text: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (\\040 ...)."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        text = text.replace(code, char)
-    return text
-
-
-def parse_mountinfo(text: str) -> list[MountEntry]:
-    out = []
-    for line in text.splitlines():
-        left, _, right = line.partition(" - ")
-        f, r = left.split(), right.split()
-        if len(f) < 5 or len(r) < 2:
-            continue
-        major, minor = (int(x) for x in f[2].split(":"))
-        out.append(MountEntry(os.makedev(major, minor), _unescape(f[3]), _unescape(f[4]),
-                              r[0], _unescape(r[1])))
-    return out
+#: the mount table's entries (kept under the names this module's callers use)
+MountEntry = procfs.MountInfo
+parse_mountinfo = procfs.parse_mountinfo
 
 
 def mount_of(path: str, devno: int) -> MountEntry | None:
     """The mount holding ``path``: matching st_dev when the filesystem has a real one,
     else the deepest mount point above the path (btrfs subvolumes, anonymous st_dev)."""
-    mounts = parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+    mounts = procfs.mounts()
     real = os.path.realpath(path)
     above = [m for m in mounts
              if real == m.mountpoint or real.startswith(m.mountpoint.rstrip("/") + "/")]

@@ -26,9 +26,8 @@ import errno
 import logging
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .. import system
+from .. import procfs, system
 from .rules import ThrottleSettings
 
 log = logging.getLogger(__name__)
@@ -121,12 +120,8 @@ class Throttle:
 
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
-            out.append((parts[1], parts[2], set(parts[3].split(","))))
-    return out
+    return [(m.mountpoint, m.fstype, set(m.all_options)) for m in procfs.mounts()
+            if m.fstype in ("cgroup", "cgroup2")]
 
 
 def v2_root() -> str | None:

@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from .. import procfs, spawn, system
 from ..errors import BackburnerError, NotFoundError, UnavailableError, UsageError
 from ..extents import device_of
-from ..extents.device import parse_mountinfo
 from . import kernel, packfile
 from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges
 
@@ -109,10 +108,8 @@ def watched_filesystems(paths: Sequence[str] = ()) -> list[Watched]:
             dev = device_of(p, st.st_dev)
             found.append(Watched(dev.mountpoint or p, st.st_dev, dev.disk, dev.path))
         return _unique(found)
-    with open("/proc/self/mountinfo") as f:
-        mounts = parse_mountinfo(f.read())
     found = []
-    for m in mounts:
+    for m in procfs.mounts():
         if os.major(m.devno) == 0 and m.fstype != "btrfs":
             continue  # proc, tmpfs, FUSE...: nothing on a block device to prefetch
         try:

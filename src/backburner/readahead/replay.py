@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import backburner
 
-from .. import priority
+from .. import priority, procfs
 from ..errors import BackburnerError, UsageError
 from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
@@ -159,24 +159,14 @@ def check_devices(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
 def _mounted_fsids() -> dict[int, int]:
     """fsid -> device number of every filesystem mounted from a block device."""
     out: dict[int, int] = {}
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        f = line.split()
-        if len(f) < 5:
+    for m in procfs.mounts():
+        if os.major(m.devno) == 0:
             continue
-        major, minor = (int(x) for x in f[2].split(":"))
-        if major == 0:
-            continue
-        point = f[4].replace("\\040", " ").replace("\\011", "\t").replace(
-            "\\012", "\n").replace("\\134", "\\")
         try:
-            fsid = int(os.statvfs(point).f_fsid) & ((1 << 64) - 1)
+            fsid = int(os.statvfs(m.mountpoint).f_fsid) & ((1 << 64) - 1)
         except OSError:
             continue
-        out.setdefault(fsid, os.makedev(major, minor))
+        out.setdefault(fsid, m.devno)
     return out
 
 

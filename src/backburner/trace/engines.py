@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from .. import spawn, system
+from .. import procfs, spawn, system
 from ..errors import UnavailableError, UsageError
 from . import parsers
 
@@ -124,15 +124,7 @@ class StraceEngine(Engine):
 
 def tracefs_mount() -> str | None:
     """Where tracefs is mounted now, if anywhere (perf finds it through /proc/mounts)."""
-    try:
-        lines = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        if len(parts) > 2 and parts[2] == "tracefs":
-            return parts[1].replace("\\040", " ")
-    return None
+    return next((m.mountpoint for m in procfs.mounts() if m.fstype == "tracefs"), None)
 
 
 def ensure_tracefs(stack: ExitStack) -> str:
