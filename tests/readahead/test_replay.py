@@ -186,10 +186,9 @@ def test_a_background_replay_returns_at_once_and_ends_by_its_deadline(
     wait_for(lambda: procfs.start_time(pid) is None, timeout=10, what="the background replay")
 
 
-def test_an_image_under_another_loop_device_still_matches(tmp_path: Path,
-                                                           state_dir: Path) -> None:
-    """Recorded through one loop device, replayed through another: files match by
-    filesystem id, and the metadata is read from the device the image is on now."""
+def _recorded_image(tmp_path: Path) -> tuple[Path, Path, str, Path]:
+    """A pack recorded on an image mounted at tmp/mnt: (pack, mount point it was recorded
+    at, the loop device it was on, the image, kept after its transaction ended)."""
     image, mnt = tmp_path / "disk.img", tmp_path / "mnt"
     mnt.mkdir()
     with system.Transaction("test-first") as tx:
@@ -200,8 +199,16 @@ def test_an_image_under_another_loop_device_still_matches(tmp_path: Path,
         write_tree(mnt)
         os.sync()
         pack_path = _record(Bed(mnt, first, image), tmp_path)
-        image_kept = tmp_path / "kept.img"
-        os.link(image, image_kept)  # MadeFile's undo removes disk.img, not this name
+        kept = tmp_path / "kept.img"
+        os.link(image, kept)  # MadeFile's undo removes disk.img, not this name
+    return pack_path, mnt, first, kept
+
+
+def test_an_image_under_another_loop_device_still_matches(tmp_path: Path,
+                                                           state_dir: Path) -> None:
+    """Recorded through one loop device, replayed through another: files match by
+    filesystem id, and the metadata is read from the device the image is on now."""
+    pack_path, mnt, first, image_kept = _recorded_image(tmp_path)
     (tmp_path / "spacer").write_bytes(b"\0" * 4096)
     with system.Transaction("test-second") as tx:
         tx.apply(system.LoopDevice(str(tmp_path / "spacer")))  # takes the first free number
@@ -222,18 +229,7 @@ def test_a_copy_of_the_image_mounted_elsewhere_replays_with_rebase(
         tmp_path: Path, state_dir: Path) -> None:
     """How a bench uses a pack: recorded on an image mounted at one place, replayed as a
     preparation step on a copy of that image the bench mounted somewhere else."""
-    image, mnt = tmp_path / "disk.img", tmp_path / "mnt"
-    mnt.mkdir()
-    with system.Transaction("test-first") as tx:
-        tx.apply(system.MadeFile(str(image), 64 << 20))
-        first = tx.apply(system.LoopDevice(str(image)))
-        tx.apply(system.Filesystem(first, str(image), "ext4", ["-q", "-F"]))
-        tx.apply(system.Mount(first, str(mnt), "ext4"))
-        write_tree(mnt)
-        os.sync()
-        pack_path = _record(Bed(mnt, first, image), tmp_path)
-        copy = tmp_path / "copy.img"
-        copy.write_bytes(image.read_bytes())
+    pack_path, mnt, _, copy = _recorded_image(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     with system.Transaction("test-copy") as tx:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ..errors import DataError, ExistsError, IOFailure, NotFoundError
+from .. import outfile
+from ..errors import DataError, ExistsError, NotFoundError
 from . import mapfile
 from .device import BlockDevice, fs_uuid, machine_id
 from .fiemap import open_regular
@@ -149,27 +149,10 @@ def save(path: str | os.PathLike[str], output: str | os.PathLike[str], *,
                 inode=lay.file.inode, size=lay.file.size, mtime_ns=lay.file.mtime_ns,
                 device=_saved_device(lay.device),
                 segments=mapfile.saved_segments(lay.segments, digests))
-    _write_atomically(out, mapfile.dumps(m))
+    with outfile.replaced(out) as f:  # whole or not at all
+        f.write(mapfile.dumps(m))
     log.debug("saved %d segments of %s to %s", len(m.segments), m.path, out)
     return SaveResult(lay, out, None, seconds)
-
-
-def _write_atomically(path: str, text: str) -> None:
-    folder = os.path.dirname(path) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".extents-map-", dir=folder)
-    except OSError as err:
-        raise IOFailure(f"{path}: cannot write there: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 # --- check ------------------------------------------------------------------------------

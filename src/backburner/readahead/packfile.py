@@ -9,8 +9,8 @@ one, never half of either.
 from __future__ import annotations
 
 import os
-import tempfile
 
+from .. import outfile
 from ..errors import DataError, IOFailure, NotFoundError
 from .pack import Pack, decode, encode
 
@@ -45,21 +45,5 @@ def save(path: str | os.PathLike[str], pack: Pack) -> int:
     if os.path.isdir(name):
         raise IOFailure(f"{name} is a directory")
     data = encode(pack)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".pack-", dir=folder)
-    except OSError as err:
-        raise IOFailure(f"cannot write in {folder}: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), 0o644)
-            os.fsync(f.fileno())
-        os.replace(tmp, name)
-    except OSError as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise IOFailure(f"{name}: {err.strerror}") from None
+    outfile.write_bytes(name, data)  # whole or not at all
     return len(data)
