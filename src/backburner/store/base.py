@@ -325,11 +325,6 @@ class Store:
                 " WHERE t.run_id=?", (run_id,)).fetchall()
         return {(k, r) for k, r in rows}
 
-    def iter_trials_with_cells(self) -> Iterator[tuple[StoredCell, dict[str, Any]]]:
-        cells = {c.id: c for c in self.cells()}
-        for t in self.trials(include_warmup=True):
-            yield cells[t["cell_id"]], t
-
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
         """One read transaction: a consistent view of a database `bench` is still writing."""
