@@ -1047,10 +1047,12 @@ def undo_journal(journal: Journal, report: Callable[[str], None] = lambda _m: No
 def restore_stale(report: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Replay every stale journal, newest first (each in reverse order of its changes).
 
-    A journal that cannot be undone does not stop the others; all failures are raised
-    together at the end, and the failed journals stay on disk for another try.
+    A journal that cannot be undone does not stop the others; the failures are raised at
+    the end (one as it is, several together), and the failed journals stay on disk.
     """
     undone, failed = _restore_stale(report)
+    if len(failed) == 1:
+        raise failed[0]
     if failed:
         raise SystemStateError("; ".join(str(err) for err in failed),
                                "fix the cause, then `backburner restore`")
@@ -1072,12 +1074,10 @@ def _restore_stale(report: Callable[[str], None]) -> tuple[list[str], list[Backb
 
 def recover(report: Callable[[str], None]) -> None:
     """What a state-changing command does first: restore what crashed runs left, but only
-    warn when that fails, one line per journal kept, so one stuck or unreadable journal
-    does not block every later command."""
-    try:
-        _, failed = _restore_stale(lambda m: report(f"recovering: {m}"))
-    except BackburnerError as err:  # the state directory itself cannot be trusted
-        failed = [err]
+    warn when that fails, one line per journal kept, so one stuck, unreadable or untrusted
+    journal does not block every later command. (A state directory that cannot be trusted
+    still stops the command: its journals, and the next one, would be in it.)"""
+    _, failed = _restore_stale(lambda m: report(f"recovering: {m}"))
     for err in failed:
         report("could not recover an earlier run's changes: " + " ".join(str(err).split()))
 
@@ -1094,9 +1094,9 @@ def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
     try:  # what it says is about to be done as root
         safepath.check_file(journal.path, "journal")
     except UnsafePathError as err:
-        raise SystemStateError(f"{err.message}: nothing in it was undone",
-                               f"if nobody else changed it, {err.hint or 'make it safe'}; "
-                               f"else {_BY_HAND}") from None
+        raise UnsafePathError(f"{err.message}: nothing in it was undone",
+                              f"if nobody else changed it, {err.hint or 'make it safe'}; "
+                              f"else {_BY_HAND}") from None
     header, entries = _journal_entries(journal)
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
     try:
