@@ -235,3 +235,31 @@ def test_impossible_times_are_damage_not_medians(tmp_path: Path, sql: str) -> No
     results = run_cases(tmp_path, [["report", db]])
     assert results[0]["status"] == 65
     assert "trial 3: wall_s is" in results[0]["err"]
+
+
+def test_a_damaged_stored_configuration_is_65_on_resume(tmp_path: Path) -> None:
+    """`bench --resume` rebuilds the run from its stored configuration: a value of the wrong
+    type there is one line naming the field, not a traceback (or "python3" read as seven
+    one-letter probes)."""
+    from backburner.bench.config import BenchConfig
+
+    good = BenchConfig(probes=["/bin/true"], loads=["none"], policies=["default"],
+                       schedulers=["none"], device="testbed:64M", trials=1).to_dict()
+    damage = {"good": {}, "trials": {"trials": "8"}, "loads": {"loads": [1]},
+              "probes": {"probes": "python3"}, "cold": {"cold": "no"},
+              "timeout_s": {"timeout_s": [60]}}
+    cases = []
+    for name, change in damage.items():
+        db = tmp_path / f"{name}.db"
+        make_db(db, trials=1)
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE runs SET config=?", (json.dumps({**good, **change}),))
+        conn.commit()
+        conn.close()
+        cases.append(["bench", "--resume", str(db)])
+    results = run_cases(tmp_path, cases)
+    check(results, {65, 77, "would-run"})
+    good_result, *damaged = results
+    assert good_result["status"] in (77, "would-run"), good_result  # nothing refused by it
+    for (name, _), res in zip(list(damage.items())[1:], damaged, strict=True):
+        assert res["status"] == 65 and f"is damaged: {name} is " in res["err"], res

@@ -15,7 +15,7 @@ import pytest
 from helpers import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
 
 import backburner
-from backburner import errors
+from backburner import errors, priority
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
@@ -169,6 +169,10 @@ def _nothing_changed(result: Result, state_dir: Path, marker: Path) -> None:
         (["--io-weight", "1001"], "IO weight 1001 out of range"),
         (["--cpu-weight", "10001"], "CPU weight 10001 out of range"),
         (["--policy", "nosuch"], "unknown policy"),
+        (["--no-cgroup", "--io-weight", "10"], "an IO weight needs a cgroup"),
+        (["--no-cgroup", "--policy", "cpu-weight=50"], "a CPU weight needs a cgroup"),
+        (["--no-cgroup", "--policy", "background", "--io-weight", "20", "--cpu-weight", "30"],
+         "an IO weight and a CPU weight need a cgroup"),
     ],
 )
 def test_usage_errors_64(state_dir: Path, tmp_path: Path, options: list[str], words: str) -> None:
@@ -190,6 +194,31 @@ def test_pid_that_does_not_exist_66(state_dir: Path, tmp_path: Path) -> None:
     assert r.returncode == errors.NotFoundError.exit_status == 66
     assert f"no process with PID {pid}" in one_line_error(r)
     _nothing_changed(r, state_dir, tmp_path / "ran")
+
+
+@pytest.mark.root
+def test_run_pid_with_a_weight_and_no_cgroup_is_refused(state_dir: Path) -> None:
+    """`--no-cgroup --io-weight 10` used to say "N threads re-prioritised" and change nothing."""
+    with subprocess.Popen(["sleep", "30"]) as target:
+        try:
+            r = bb("run", "--pid", str(target.pid), "--no-cgroup", "--io-weight", "10")
+            assert r.returncode == 64
+            assert "an IO weight needs a cgroup" in one_line_error(r)
+            _nothing_changed(r, state_dir, state_dir / "ran")
+            r = bb("run", "--pid", str(target.pid), "--no-cgroup", "--policy", "background")
+            assert r.returncode == 0, r.err  # the policy's IO class and CPU policy only
+            assert "applying io idle; cpu idle\n" in r.err and "weight" not in r.err
+            assert "cgroup" not in r.err.splitlines()[-1]
+            assert priority.ioprio_get(target.pid).klass == "idle"
+            assert os.sched_getscheduler(target.pid) == os.SCHED_IDLE
+        finally:
+            target.kill()
+
+
+def test_run_with_a_policy_and_no_cgroup_says_what_it_applies(state_dir: Path) -> None:
+    r = bb("run", "-v", "--no-cgroup", "--policy", "background", "--", "true")
+    assert r.returncode == 0, r.err
+    assert "applying io idle; cpu idle\n" in r.err and "weight" not in r.err
 
 
 def _python_for_nobody(env: dict[str, str]) -> str:

@@ -34,6 +34,22 @@ def cgroup_changes(plan: priority.CgroupPlan) -> list[system.Change]:
     return changes
 
 
+def without_cgroup(policy: priority.Policy) -> priority.Policy:
+    """What `--no-cgroup` can honour: IO/CPU weights exist only as files of a cgroup, so a
+    weight asked for on purpose is refused rather than silently ignored; the weights a named
+    policy carries (`--policy background --no-cgroup`) are left out, its IO class and CPU
+    policy still applied."""
+    base = priority.BUILTIN.get(policy.name.removesuffix("+custom"))
+    asked = [what for attr, what in (("io_weight", "an IO weight"), ("cpu_weight", "a CPU weight"))
+             if getattr(policy, attr) is not None
+             and (base is None or getattr(base, attr) != getattr(policy, attr))]
+    if asked:
+        verb = "needs" if len(asked) == 1 else "need"
+        raise UsageError(f"{' and '.join(asked)} {verb} a cgroup, and --no-cgroup makes none",
+                         "drop --no-cgroup, or the weight")
+    return replace(policy, io_weight=None, cpu_weight=None)
+
+
 def describe_plan(policy: priority.Policy, plan: priority.CgroupPlan | None) -> str:
     parts = [f"{k} {v}" for k, v in policy.settings().items() if v not in ("-", "inherit")]
     if plan:
@@ -52,9 +68,11 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
     Where systemd owns the cgroup tree (`facts`, read from the machine unless given), the
     job's group is a transient scope that systemd makes and collects; elsewhere we make it.
     """
+    if not use_cgroup:
+        policy = without_cgroup(policy)
     if policy.io is not None and policy.io.klass == "rt":
         system.require_root("the realtime IO class (rt)")
-    if not (policy.needs_cgroup and use_cgroup):
+    if not policy.needs_cgroup:
         report(f"applying {describe_plan(policy, None)}")
         return spawn.run_foreground(argv, policy=policy)
     system.require_root("placing the job in a cgroup with IO/CPU weights (--no-cgroup avoids it)")
@@ -132,14 +150,15 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
     everything is put back at once.
     """
     check_target(pid, force)
+    if not use_cgroup:
+        policy = without_cgroup(policy)
     if policy.io is None and policy.cpu is None and not policy.needs_cgroup:
         raise UsageError("nothing to change: give --policy, --io, --cpu, --io-weight or "
                          "--cpu-weight with --pid")
-    if policy.needs_cgroup and use_cgroup:
+    if policy.needs_cgroup:
         system.require_root("moving a process into a cgroup with IO/CPU weights")
     report(f"PID {pid}: {describe_targets(pid)}")
-    plan = priority.plan_cgroup(policy, f"pid-{pid}") if policy.needs_cgroup and use_cgroup \
-        else None
+    plan = priority.plan_cgroup(policy, f"pid-{pid}") if policy.needs_cgroup else None
     with system.Transaction("run-pid") as tx:
         if plan is not None:
             for change in cgroup_changes(plan):

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from . import procfs, safepath
 from .errors import (
+    BackburnerError,
     IOFailure,
     NotRootError,
     SystemStateError,
@@ -930,20 +931,38 @@ def _errors(done: list[_Undone]) -> list[str]:
     return [f"{d.entry.change.describe()}: {d.error}" for d in done if d.error]
 
 
+#: Change kinds older versions journaled and this one no longer has: never undone from an old
+#: journal ("tree" removed a whole folder tree, whatever path its journal line named).
+_RETIRED_KINDS = {"tree": "removing a folder tree"}
+_BY_HAND = "read it (JSON lines: each change and the old value), put back by hand what it " \
+    "changed, then delete it"
+
+
 def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
+    """The header and the entries still to undo. A journal this version cannot read (a
+    field or kind of a newer version, a retired kind, damage) is a SystemStateError naming
+    it, never another exception: recovery must warn about it and go on, not crash."""
+    try:
+        return _parse_journal(journal)
+    except (OSError, TypeError, KeyError, ValueError, AttributeError) as err:
+        why = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+        raise SystemStateError(f"{journal.path} cannot be read by this backburner ({why})",
+                               _BY_HAND) from None
+
+
+def _parse_journal(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
     events = journal.events()
+    if not events and journal.path.stat().st_size:
+        raise ValueError("no journal line in it")
     header = dict(events[0]) if events and events[0].get("event") == "begin" else {}
+    if events and not header:
+        raise ValueError("its first line is not the begin of a transaction")
     entries: dict[int, _Entry] = {}
     for ev in events:
         if ev["event"] == "owner":  # handed over: liveness is now the new owner's
             header.update(pid=ev["pid"], start=ev["start"], note=ev.get("note", ""))
         elif ev["event"] == "intent":
-            cls = Change.registry.get(ev["kind"])
-            if cls is None:
-                raise SystemStateError(
-                    f"{journal.path}: unknown change kind {ev['kind']!r}",
-                    "it was written by a newer backburner: restore with that version")
-            entries[ev["seq"]] = _Entry(ev["seq"], cls.from_spec(ev["spec"]), ev["old"])
+            entries[ev["seq"]] = _Entry(ev["seq"], _change_of(journal, ev), ev["old"])
         elif ev["event"] == "applied" and ev["seq"] in entries:
             entries[ev["seq"]].result = ev["result"]
         elif ev["event"] == "undone":
@@ -951,19 +970,34 @@ def _journal_entries(journal: Journal) -> tuple[dict[str, Any], list[_Entry]]:
     return header, sorted(entries.values(), key=lambda e: e.seq)
 
 
+def _change_of(journal: Journal, ev: dict[str, Any]) -> Change:
+    kind = ev["kind"]
+    cls = Change.registry.get(kind)
+    if kind in _RETIRED_KINDS:
+        raise SystemStateError(
+            f"{journal.path}: change kind {kind!r} ({_RETIRED_KINDS[kind]}) of an older "
+            "backburner is no longer undone", _BY_HAND)
+    if cls is None:
+        raise SystemStateError(
+            f"{journal.path}: unknown change kind {kind!r}",
+            f"it was written by a newer backburner: restore with that version, or {_BY_HAND}")
+    return cls.from_spec(ev["spec"])
+
+
 def stale_journals() -> Iterator[Journal]:
-    """Journals whose owning process is gone (crashed, killed, or the machine rebooted)."""
+    """Journals whose owning process is gone (crashed, killed, or the machine rebooted),
+    and those that cannot be trusted or read: their replay refuses them and says why."""
     jdir = journal_dir()
     safepath.check_chain(jdir, "state directory")
     if not jdir.is_dir():
         return
     for path in sorted(jdir.glob("*.jsonl")):
-        safepath.check_file(path, "journal")
         journal = Journal(path)
         try:
+            safepath.check_file(path, "journal")
             header, _ = _journal_entries(journal)
-        except SystemStateError:
-            yield journal  # unreadable kinds: let the replay report it
+        except (SystemStateError, UnsafePathError):
+            yield journal
             continue
         pid, start = header.get("pid"), header.get("start")
         if pid and start is not None and procfs.start_time(pid) == start:
@@ -984,6 +1018,7 @@ class JournalInfo:
 
 
 def journals() -> list[JournalInfo]:
+    """The journals this version can read and trust (`recover` reports the others)."""
     jdir = journal_dir()
     safepath.check_chain(jdir, "state directory")
     if not jdir.is_dir():
@@ -991,7 +1026,12 @@ def journals() -> list[JournalInfo]:
     out = []
     for path in sorted(jdir.glob("*.jsonl")):
         journal = Journal(path)
-        header, entries = _journal_entries(journal)
+        try:
+            safepath.check_file(path, "journal")
+            header, entries = _journal_entries(journal)
+        except (SystemStateError, UnsafePathError) as err:
+            log.debug("skipping %s: %s", path, err)
+            continue
         pid, start = header.get("pid"), header.get("start")
         alive = bool(pid) and start is not None and procfs.start_time(pid) == start
         out.append(JournalInfo(journal, header.get("label", "?"), pid, alive,
@@ -1008,30 +1048,39 @@ def undo_journal(journal: Journal, report: Callable[[str], None] = lambda _m: No
 def restore_stale(report: Callable[[str], None] = lambda _m: None) -> list[str]:
     """Replay every stale journal, newest first (each in reverse order of its changes).
 
-    A journal that cannot be undone does not stop the others; all failures are raised
-    together at the end, and the failed journals stay on disk for another try.
+    A journal that cannot be undone does not stop the others; the failures are raised at
+    the end (one as it is, several together), and the failed journals stay on disk.
     """
+    undone, failed = _restore_stale(report)
+    if len(failed) == 1:
+        raise failed[0]
+    if failed:
+        raise SystemStateError("; ".join(str(err) for err in failed),
+                               "fix the cause, then `backburner restore`")
+    return undone
+
+
+def _restore_stale(report: Callable[[str], None]) -> tuple[list[str], list[BackburnerError]]:
     undone: list[str] = []
-    errors: list[str] = []
+    failed: list[BackburnerError] = []
     stale = list(stale_journals())
     stale.sort(key=lambda j: _journal_time(j), reverse=True)
     for journal in stale:
         try:
             undone += _replay(journal, report)
-        except SystemStateError as err:
-            errors.append(str(err))
-    if errors:
-        raise SystemStateError("; ".join(errors), "fix the cause, then `backburner restore`")
-    return undone
+        except BackburnerError as err:
+            failed.append(err)
+    return undone, failed
 
 
 def recover(report: Callable[[str], None]) -> None:
     """What a state-changing command does first: restore what crashed runs left, but only
-    warn when that fails, so one stuck journal does not block every later command."""
-    try:
-        restore_stale(report=lambda m: report(f"recovering: {m}"))
-    except SystemStateError as err:
-        report(f"could not recover an earlier run's changes: {err}")
+    warn when that fails, one line per journal kept, so one stuck, unreadable or untrusted
+    journal does not block every later command. (A state directory that cannot be trusted
+    still stops the command: its journals, and the next one, would be in it.)"""
+    _, failed = _restore_stale(lambda m: report(f"recovering: {m}"))
+    for err in failed:
+        report("could not recover an earlier run's changes: " + " ".join(str(err).split()))
 
 
 def _journal_time(journal: Journal) -> float:
@@ -1043,6 +1092,12 @@ def _journal_time(journal: Journal) -> float:
 
 
 def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
+    try:  # what it says is about to be done as root
+        safepath.check_file(journal.path, "journal")
+    except UnsafePathError as err:
+        raise UnsafePathError(f"{err.message}: nothing in it was undone",
+                              f"if nobody else changed it, {err.hint or 'make it safe'}; "
+                              f"else {_BY_HAND}") from None
     header, entries = _journal_entries(journal)
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
     try:
@@ -1058,7 +1113,8 @@ def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
         report(msg)
     errors = _errors(done)
     if errors:
-        raise SystemStateError(f"could not restore from {journal.path}: " + "; ".join(errors))
+        raise SystemStateError(f"could not restore from {journal.path}: " + "; ".join(errors),
+                               "fix the cause, then `backburner restore`")
     journal.path.unlink(missing_ok=True)
     return undone
 
@@ -1118,28 +1174,6 @@ def drop_caches() -> None:
     require_root("dropping the page cache (/proc/sys/vm/drop_caches)")
     os.sync()
     _write("/proc/sys/vm/drop_caches", "3")
-
-
-def move_to_cgroup(path: str, pid: int) -> None:
-    """Move a whole process (all its threads: cgroup.procs) into the cgroup at path."""
-    _write(os.path.join(path, "cgroup.procs"), str(pid))
-
-
-@dataclass
-class TreeOwned(Change):
-    """A folder tree whose contents we create (load files on a user's disk): undo deletes it."""
-
-    kind: ClassVar[str] = "tree"
-    path: str
-
-    def describe(self) -> str:
-        return f"files under {self.path}"
-
-    def apply(self) -> None:
-        pass
-
-    def undo(self, old: Any, result: Any) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
 
 
 # --- apply: configuration files we install (udev rules, systemd drop-ins) -------------------

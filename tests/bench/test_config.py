@@ -135,6 +135,40 @@ def test_stored_configurations(tmp_path: object) -> None:
         BenchConfig.from_dict({"loads": []})
 
 
+@pytest.mark.parametrize("field, value, shown", [
+    ("trials", "8", '"8", not int'),
+    ("trials", True, "true, not int"),
+    ("loads", [1], "[1], not list[str]"),
+    ("probes", "python3", '"python3", not list[str]'),  # not 7 one-letter probes
+    ("policies", None, "null, not list[str]"),
+    ("ready_line", 5, "5, not str | None"),
+    ("cold", "yes", '"yes", not bool'),
+    ("timeout_s", "60", '"60", not float'),
+    ("device", {"kind": "testbed"}, '{"kind": "testbed"}, not str'),
+])
+def test_a_stored_configuration_of_the_wrong_type_is_damage(field: str, value: object,
+                                                             shown: str) -> None:
+    """Every field is checked against its declared type: a damaged database is a one-line
+    DataError naming the field, never a TypeError (or a string iterated letter by letter)."""
+    data = {**_cfg().to_dict(), field: value}
+    with pytest.raises(DataError) as err:
+        BenchConfig.from_dict(data, "r.db: the stored configuration of run 1")
+    assert str(err.value) == f"r.db: the stored configuration of run 1 is damaged: {field} is " \
+        + shown
+
+
+def test_every_field_type_of_a_stored_configuration_is_checked() -> None:
+    """The check follows the dataclass's annotations, so no field is left out: a value of
+    another JSON type is refused for each, and a real configuration's stored form passes."""
+    good = _cfg(ready_line="ready", prepares=["before:x=true"]).to_dict()
+    assert BenchConfig.from_dict(good).to_dict() == good
+    assert BenchConfig.from_dict({**good, "settle_s": 2}).settle_s == 2  # a whole float
+    for name, value in good.items():
+        wrong = "text" if isinstance(value, list | bool | int | float) else [value]
+        with pytest.raises(DataError, match=f"damaged: {name} is "):
+            BenchConfig.from_dict({**good, name: wrong})
+
+
 def test_space_check(tmp_path: object) -> None:
     spec = config.DeviceSpec.parse("testbed:65536T")
     with pytest.raises(UsageError, match="does not fit"):

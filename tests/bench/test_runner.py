@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, bb
+from helpers import BB, TIMEOUT, bb, one_line_error
 
 from backburner import system
 from backburner.bench import config, devices, loads, probes, runner
@@ -454,3 +454,61 @@ def test_the_abort_limit_comes_from_the_cells_own_baseline() -> None:
     replayed = Cell("p", "d", "bfq", "readers:1:seq", "default", "replay")
     assert bench.limit_for(plain) == pytest.approx(21.0)
     assert bench.limit_for(replayed) == pytest.approx(3.0)
+
+
+# --- --resume of a shared database: only this machine's own run -----------------------------
+
+
+def _shared_run(store: Store, hostname: str, machine: str | None = None,
+                finished: bool = False) -> int:
+    cfg = config.BenchConfig(probes=["/bin/true"], loads=["none"], policies=["default"],
+                             schedulers=["none"], device="testbed:64M", trials=1)
+    run = store.add_run("backburner bench", cfg.to_dict(), 0, {}, "v", machine=machine,
+                        hostname=hostname)
+    if finished:
+        store.finish_run(run)
+    return run
+
+
+def test_resume_of_a_shared_database_never_takes_another_machines_run(
+        pg_url: str, state_dir: Path) -> None:
+    """Resuming `postgresql://…` on a machine with no run there used to continue another
+    machine's run, mixing two machines' trials in one run: it is refused, naming the
+    machines whose runs are unfinished."""
+    s = Store.create(pg_url)
+    _shared_run(s, "ssd-desktop", "f" * 32)
+    _shared_run(s, "hdd-laptop-3", "e" * 32)
+    _shared_run(s, "done-box", "d" * 32, finished=True)
+    s.close()
+    r = bb("bench", "--resume", pg_url)
+    assert r.returncode == 65, r.err
+    line = one_line_error(r)
+    assert "no run of this machine" in line
+    assert "hdd-laptop-3 (eeeeeeee), ssd-desktop (ffffffff)" in line and "done-box" not in line
+    s = Store.open(pg_url, readonly=True)
+    assert s.trials(include_warmup=True) == [] and len(s.runs()) == 3
+    s.close()
+
+    s = Store.open(pg_url)  # this machine's unfinished run is the one resumed
+    mine = _shared_run(s, "here")
+    _shared_run(s, "here", finished=True)  # (a later finished one is not)
+    s.close()
+    job = runner.Resume(pg_url)
+    try:
+        assert job.run_id == mine and not job.finished and job.left == 2
+    finally:
+        job.store.close()
+
+
+def test_resume_of_a_copied_file_still_takes_its_last_run(tmp_path: Path) -> None:
+    """A file copied from another machine is resumed here: its last run, whoever made it."""
+    db = str(tmp_path / "copied.db")
+    s = Store.create(db)
+    _shared_run(s, "ssd-desktop", "f" * 32)
+    last = _shared_run(s, "hdd-laptop-3", "e" * 32)
+    s.close()
+    job = runner.Resume(db)
+    try:
+        assert job.run_id == last
+    finally:
+        job.store.close()

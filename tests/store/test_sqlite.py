@@ -10,7 +10,7 @@ import pytest
 
 from backburner import store as store_mod
 from backburner.cell import Cell
-from backburner.errors import BusyError, DataError, ExistsError, NotFoundError
+from backburner.errors import BackburnerError, BusyError, DataError, ExistsError, NotFoundError
 from backburner.store import TRIAL_FIELDS, Store
 
 CONFIG = {"probe": "/bin/true", "loads": ["none", "readers:1:seq"], "trials": 2, "seed": 5}
@@ -217,3 +217,58 @@ def test_one_writer_at_a_time(tmp_path: Path) -> None:
     Store.open(path, readonly=True).close()  # readers are never kept out
     writer.close()
     Store.open(path).close()
+
+
+def test_a_migration_that_fails_half_way_leaves_the_old_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Schema changes are one transaction: a migration cut short (here by a statement that
+    fails after the first columns were added) leaves version 1 as it was, and the next
+    writer migrates it cleanly (not "duplicate column name")."""
+    from backburner.store import schema
+
+    path = tmp_path / "old.db"
+    _v1_database(path)
+    before = dict(schema.migrations("sqlite"))
+    broken = {2: [*before[2], "INSERT INTO no_such_table VALUES (1)"]}
+    monkeypatch.setattr(schema, "migrations", lambda dialect: broken)
+    with pytest.raises(BackburnerError):
+        Store.open(str(path))
+    monkeypatch.setattr(schema, "migrations", lambda dialect: before)
+    s = Store.open(str(path), readonly=True)
+    assert s.schema_version == 1 and s.runs()[0].uuid == "local-1"  # no column was added
+    s.close()
+    s = Store.open(str(path))
+    assert s.schema_version == 2 and len(s.runs()[0].uuid) == 32
+    s.close()
+
+
+def _create_at_once(path: str, barrier: object, results: object) -> None:
+    try:
+        barrier.wait(60)  # type: ignore[attr-defined]
+        s = Store.create(path)
+        s.add_run("c", {}, 0, {}, "v")
+        s.close()
+        results.put("ok")  # type: ignore[attr-defined]
+    except BaseException as err:  # noqa: BLE001 - the parent checks what went wrong
+        results.put(f"{type(err).__name__} {getattr(err, 'exit_status', '')}")  # type: ignore
+
+
+def test_processes_creating_one_file_at_once(tmp_path: Path) -> None:
+    """Exactly one creates it (O_EXCL, then a file lock); the others are told it exists (73),
+    never handed a half-made database."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(6), ctx.Queue()
+    path = str(tmp_path / "r.db")
+    procs = [ctx.Process(target=_create_at_once, args=(path, barrier, results))
+             for _ in range(6)]
+    for p in procs:
+        p.start()
+    said = sorted(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert said == ["ExistsError 73"] * 5 + ["ok"]
+    s = Store.open(path, readonly=True)
+    assert len(s.runs()) == 1
+    s.close()

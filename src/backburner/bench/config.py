@@ -10,15 +10,17 @@ root setup: the runner consumes only the `Plan`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import shlex
 import shutil
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from .. import priority
 from ..cell import Cell
@@ -87,10 +89,43 @@ class BenchConfig:
         if unknown:
             raise DataError(f"{where} has keys this backburner does not know: "
                             f"{', '.join(unknown)}", "it was written by a newer version")
-        try:
-            return cls(**data)
-        except TypeError as err:
-            raise DataError(f"{where} is incomplete: {err}") from None
+        missing = [f.name for f in fields(cls) if f.name not in data
+                   and f.default is MISSING and f.default_factory is MISSING]
+        if missing:
+            raise DataError(f"{where} is incomplete: it has no {', '.join(missing)}")
+        hints = get_type_hints(cls)
+        for name, value in data.items():
+            if not _conforms(value, hints[name]):
+                raise DataError(f"{where} is damaged: {name} is {_shown(value)}, not "
+                                f"{_type_name(hints[name])}")
+        return cls(**data)
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value is of a field's declared type (bool is no int, an int may stand
+    for a float): a stored configuration is data from a file, not trusted."""
+    origin = get_origin(hint)
+    if origin in (Union, UnionType):
+        return any(_conforms(value, h) for h in get_args(hint))
+    if origin is list:
+        (item,) = get_args(hint)
+        return isinstance(value, list) and all(_conforms(v, item) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint in (int, float) and isinstance(value, bool):
+        return False
+    if hint is float:
+        return isinstance(value, int | float)
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("NoneType", "None")
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 OPTION_FIELDS = tuple(f.name for f in fields(BenchConfig) if f.name != "preset")

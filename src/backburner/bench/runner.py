@@ -32,7 +32,7 @@ from typing import Any
 from .. import __version__, job, outfile, priority, safepath, system
 from ..cell import NO_POLICY, Cell
 from ..errors import DataError, SystemStateError, UnavailableError
-from ..store import Store, backend_for, looks_like_url, machine_id, refuse_existing
+from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
 from . import config, devices, loads, proberoot, probes
 from .config import Plan
 from .devices import weight_raising_s
@@ -432,8 +432,7 @@ class Resume:
             if not runs:
                 raise DataError(f"{path} holds no bench run to resume",
                                 "start one with `backburner bench --output FILE`")
-            mine = [r for r in runs if r.machine_id == machine_id()]
-            run = (mine or runs)[-1]
+            run = self.own_run(path, runs)
             self.store.lock_run(run)
             cfg = config.BenchConfig.from_dict(
                 run.config, f"{path}: the stored configuration of run {run.id}")
@@ -447,6 +446,26 @@ class Resume:
         except BaseException:
             self.store.close()
             raise
+
+    @staticmethod
+    def own_run(path: str, runs: list[Run]) -> Run:
+        """This machine's last run (in a shared database its last unfinished one). A file
+        may have been copied from the machine that ran it, so its last run will do; a shared
+        database holds every machine's runs, and continuing another's would mix two
+        machines' trials in one run: refused."""
+        mine = [r for r in runs if r.machine_id == machine_id()]
+        if not looks_like_url(path):
+            return (mine or runs)[-1]
+        unfinished = [r for r in mine if r.finished_at is None]
+        if unfinished or mine:
+            return (unfinished or mine)[-1]
+        others = sorted({f"{r.hostname or '?'} ({r.machine_id[:8]})" for r in runs
+                         if r.finished_at is None})
+        raise DataError(f"{path} holds no run of this machine to resume; " + (
+                        f"unfinished runs there are from {', '.join(others)}" if others
+                        else "every run there is finished"),
+                        "resume a run on the machine that started it, or start a new one "
+                        "with `backburner bench --output`")
 
     @property
     def complete(self) -> bool:

@@ -87,8 +87,8 @@ class Store:
         store = cls(backend, conn)
         try:
             with backend.errors(writing=True):
-                if backend.dialect == "postgres" and "meta" in store._tables():
-                    store._check_meta(writing=True)  # a shared database: a new run in it
+                if backend.dialect == "postgres":
+                    store._create_or_join()
                 else:
                     store._create_schema()
                 backend.after_create(conn)
@@ -109,13 +109,26 @@ class Store:
             raise
         return store
 
+    def _create_or_join(self) -> None:
+        """A shared database, which lab machines may all start using at the same moment:
+        the first to hold the schema lock creates the schema; the others, let in after it
+        committed, find it made and join it (a new run in it, migrated if it is older)."""
+        if "meta" not in self._tables():
+            with self.backend.schema_change(self.conn):
+                if "meta" not in self._tables():
+                    self._write_schema()
+                    return
+        self._check_meta(writing=True)
+
     def _create_schema(self) -> None:
-        with self._transaction():
-            for stmt in schema.create_statements(self.backend.dialect):
-                self.conn.execute(stmt)
-            self._execute("INSERT INTO meta VALUES (?, ?)",
-                          ("schema_version", str(schema.VERSION)))
-            self._execute("INSERT INTO meta VALUES (?, ?)", ("application", "backburner"))
+        with self.backend.schema_change(self.conn):
+            self._write_schema()
+
+    def _write_schema(self) -> None:
+        for stmt in schema.create_statements(self.backend.dialect):
+            self.conn.execute(stmt)
+        self._execute("INSERT INTO meta VALUES (?, ?)", ("schema_version", str(schema.VERSION)))
+        self._execute("INSERT INTO meta VALUES (?, ?)", ("application", "backburner"))
 
     def _tables(self) -> set[str]:
         if self.backend.dialect == "sqlite":
@@ -126,6 +139,12 @@ class Store:
         return {r[0] for r in rows.fetchall()}
 
     def _check_meta(self, writing: bool) -> None:
+        self.schema_version = self._stored_version()
+        if writing and self.schema_version < schema.VERSION:
+            self._migrate()
+
+    def _stored_version(self) -> int:
+        """The schema version in `meta`, once `meta` says the database is ours."""
         not_ours = DataError(f"{self.target} is not a backburner result database",
                              "give a file written by `backburner bench --output`")
         try:
@@ -143,35 +162,21 @@ class Store:
             raise DataError(
                 f"{self.target} has schema version {version}, newer than this backburner "
                 f"understands ({schema.VERSION})", "upgrade backburner")
-        self.schema_version = version
-        if writing and version < schema.VERSION:
-            self._migrate(version)
+        return version
 
-    def _migrate(self, version: int) -> None:
-        """Additive changes, one version at a time, each in one transaction."""
+    def _migrate(self) -> None:
+        """Additive changes, one version after the other, all in one transaction that holds
+        the schema lock: the version is read again under it, because another writer of a
+        shared database may have migrated it meanwhile."""
         steps = schema.migrations(self.backend.dialect)
-        with self.backend.errors(writing=True):
-            for v in range(version + 1, schema.VERSION + 1):
-                with self._transaction():
-                    for stmt in steps[v]:
-                        self.conn.execute(stmt)
-                    self._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                                  (str(v),))
+        with self.backend.errors(writing=True), self.backend.schema_change(self.conn):
+            for v in range(self._stored_version() + 1, schema.VERSION + 1):
+                for stmt in steps[v]:
+                    self.conn.execute(stmt)
+                self._execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                              (str(v),))
         self.schema_version = schema.VERSION
         self._columns.clear()
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        if self.backend.dialect == "postgres":
-            with self.conn.transaction():
-                yield
-        else:
-            try:
-                yield
-                self.conn.commit()
-            except BaseException:
-                self.conn.rollback()
-                raise
 
     def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return self.conn.execute(self._sql(sql), params)
@@ -319,11 +324,6 @@ class Store:
                 "SELECT c.key, t.round FROM trials t JOIN cells c ON c.id = t.cell_id"
                 " WHERE t.run_id=?", (run_id,)).fetchall()
         return {(k, r) for k, r in rows}
-
-    def iter_trials_with_cells(self) -> Iterator[tuple[StoredCell, dict[str, Any]]]:
-        cells = {c.id: c for c in self.cells()}
-        for t in self.trials(include_warmup=True):
-            yield cells[t["cell_id"]], t
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

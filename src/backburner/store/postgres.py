@@ -98,6 +98,15 @@ class PostgresBackend:
     def after_create(self, conn: Any) -> None:
         pass
 
+    @contextlib.contextmanager
+    def schema_change(self, conn: Any) -> Iterator[None]:
+        """One transaction holding the database's schema lock: machines that start at once
+        against an empty (or older) database create (or migrate) its schema one at a time,
+        and each re-reads what it found once it holds the lock. Released at commit."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            yield
+
     # --- statements ------------------------------------------------------------------------
 
     def insert(self, conn: Any, sql: str, params: tuple[Any, ...]) -> int:
@@ -156,6 +165,11 @@ class PostgresBackend:
 
     def discard(self) -> None:
         """A shared database is never removed; an empty run is left to be seen as such."""
+
+
+#: The advisory lock key of schema changes (run locks are hashes of run uuids, like this).
+_SCHEMA_LOCK = int.from_bytes(hashlib.sha256(b"backburner:schema").digest()[:8], "big",
+                              signed=True)
 
 
 def _first_reason(text: str) -> str:

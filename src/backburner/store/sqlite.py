@@ -66,6 +66,20 @@ class SqliteBackend:
     def after_create(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
 
+    @contextlib.contextmanager
+    def schema_change(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """One write transaction for the whole creation or migration: Python's sqlite3
+        runs DDL outside any transaction unless one is begun, so a crash half-way would
+        leave a half-made schema that the next migration trips over. (Two writers never
+        meet here: the file lock, or O_EXCL for a new file, keeps the second out.)"""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+
     # --- statements ------------------------------------------------------------------------
 
     def insert(self, conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> int:
