@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from .. import safepath, spawn
+from .. import logtail, safepath, spawn
 from ..errors import SystemStateError
 from .loads import LoadSpec
 
@@ -84,9 +84,4 @@ class Governor:
             self.child = None
 
     def _last_line(self) -> str:
-        try:
-            with open(os.path.join(self.dir, "govern.log"), "rb") as f:
-                lines = f.read()[-2000:].decode(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return lines[-1] if lines else ""
+        return next(iter(logtail.last_lines(os.path.join(self.dir, "govern.log"))), "")

@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .. import priority, safepath, spawn
+from .. import logtail, priority, safepath, spawn
 from ..errors import SystemStateError, UnavailableError, UsageError
 
 FIO_FILE_SIZE = "256m"
@@ -226,12 +226,7 @@ class Load:
     def last_words(self) -> str:
         """The last line of the load's log, for a message that outlives the log (which goes
         with the testbed)."""
-        try:
-            with open(self.log, "rb") as f:
-                lines = f.read()[-4096:].decode(errors="replace").strip().splitlines()
-        except OSError:
-            lines = []
-        return lines[-1] if lines else "it wrote nothing to its log"
+        return next(iter(logtail.last_lines(self.log)), "it wrote nothing to its log")
 
     def alive(self) -> bool:
         return self.child is not None and self.child.poll() is None

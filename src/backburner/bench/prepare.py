@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from .. import spawn
+from .. import logtail, spawn
 from .config import Prepare
 from .devices import Device
 
@@ -58,14 +58,7 @@ def _launch(step: Prepare, device: Device) -> spawn.Child:
 
 
 def _last_line(device: Device) -> str:
-    try:
-        with open(_output_file(device), "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 4 * _SAID_CHARS))
-            lines = [ln for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    return lines[-1][-_SAID_CHARS:] if lines else ""
+    return next(iter(logtail.last_lines(_output_file(device), 1, _SAID_CHARS)), "")
 
 
 def _result(step: Prepare, child: spawn.Child, device: Device, timeout: float, t0: float

@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import spawn
+from .. import logtail, spawn
 from ..errors import CommandNotFound, UnavailableError, UsageError
 
 VIRTUAL_ROOTS = ("/proc", "/sys", "/dev", "/run", "/tmp")
@@ -96,15 +96,7 @@ class ProbeOutput:
     def tail(self) -> list[str]:
         if self.show:
             return []
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 4 * self.TAIL_CHARS))
-                text = f.read().decode(errors="replace")
-        except OSError:
-            return []
-        lines = [ln for ln in text.splitlines() if ln.strip()][-self.TAIL_LINES:]
-        return [ln[-self.TAIL_CHARS:] for ln in lines]
+        return logtail.last_lines(self.path, self.TAIL_LINES, self.TAIL_CHARS)
 
 
 @dataclass
