@@ -19,6 +19,14 @@ MAX_SIZE = 1 << 62
 _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
 _SCALE = {"": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
 DASH = "\u2013"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """Control characters (a newline typed into an option, an escape sequence stored in a
+    database) shown escaped, so a message or a table cell stays one line and cannot drive
+    the terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def parse_size(text: str, *, what: str = "size", minimum: int = 1) -> int:

@@ -17,7 +17,7 @@ from rich.text import Text
 from .. import stats
 from ..cell import Cell
 from ..errors import DataError
-from ..units import fmt_factor, fmt_s
+from ..units import fmt_factor, fmt_s, one_line
 from .data import CellData, ReportData, split
 from .summary import RESAMPLES, SEED, fmt_ratio, median_of
 from .terminal import AdaptiveTable, Column
@@ -167,22 +167,22 @@ def render_compare(result: CompareResult, *, width: int | None = None,
           else "\u2013" for r in rows]
     style = {"slower": "bold red", "faster": "green", "equivalent": "green",
              "inconclusive": "yellow"}
-    verdict = Column("Verdict", [Text(r.verdict, style=style.get(r.kind, "")) for r in rows],
-                   wrap=True)
+    verdict = Column("Verdict", [Text(one_line(r.verdict), style=style.get(r.kind, ""))
+                                 for r in rows], wrap=True)
+    sched = [one_line(r.cell.scheduler) for r in rows]
+    load = [one_line(r.cell.load) for r in rows]
+    policy = [one_line(r.cell.policy) for r in rows]
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
           if timeouts else [])
-    wide = [Column("Scheduler", [r.cell.scheduler for r in rows]),
-            Column("Load", [r.cell.load for r in rows]),
-            Column("Policy", [r.cell.policy for r in rows]),
+    wide = [Column("Scheduler", sched), Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
             Column("Median A s", [fmt_s(r.median_a) for r in rows], "right"),
             Column("Median B s", [fmt_s(r.median_b) for r in rows], "right"),
             Column("B/A [CI]", [fmt_ratio(r.ratio) for r in rows], "right"),
             Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
-    narrow = [Column("Cell", [f"{r.cell.scheduler}\n{r.cell.load}\n{r.cell.policy}\n"
-                              f"n {r.n_a}/{r.n_b}"
-                            + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
-                            for r in rows]),
+    narrow = [Column("Cell", [f"{s}\n{ld}\n{p}\nn {r.n_a}/{r.n_b}"
+                              + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
+                              for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
               Column("Median s\nA / B", [f"{fmt_s(r.median_a)}\n{fmt_s(r.median_b)}"
                                        for r in rows], "right"),
               Column("B/A\n[CI]", [fmt_ratio(r.ratio).replace(" ", "\n", 1) for r in rows],
@@ -190,16 +190,14 @@ def render_compare(result: CompareResult, *, width: int | None = None,
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),
               verdict]
-    middle = [Column("Scheduler", [r.cell.scheduler for r in rows]),
-              Column("Load", [r.cell.load for r in rows]),
-              Column("Policy", [r.cell.policy for r in rows]),
+    middle = [Column("Scheduler", sched), Column("Load", load), Column("Policy", policy),
               Column("n A/B", [f"{r.n_a}/{r.n_b}" + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}"
                                                   if timeouts else "") for r in rows], "right"),
               *narrow[1:]]
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system="standard" if color else None,
                       force_terminal=color, highlight=False, emoji=False)
-    console.print(f"A = {result.a}\nB = {result.b}\n", markup=False)
+    console.print(Text(f"A = {one_line(result.a)}\nB = {one_line(result.b)}\n"))
     if rows:
         console.print(AdaptiveTable([wide, middle, narrow]))
         console.print()
@@ -211,9 +209,9 @@ def render_compare(result: CompareResult, *, width: int | None = None,
         console.print("no cells in common")
     for name, items in (("only in A", result.only_a), ("only in B", result.only_b)):
         for item in items:
-            console.print(f"{name}: {item}", markup=False)
+            console.print(Text(f"{name}: {one_line(item)}"))
     for n in result.notes:
-        console.print(f"note: {n}", markup=False)
+        console.print(Text(f"note: {one_line(n)}"))
     return buf.getvalue()
 
 

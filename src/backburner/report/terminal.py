@@ -1,5 +1,9 @@
 """The summary as a terminal table: every column when it fits, stacked or fewer when not.
 
+Every cell is a `rich.text.Text`, never markup: a stored probe or load (`grep "[/x]" f`,
+`[red]`) is shown as typed, and control characters (an escape sequence in a database) are
+shown escaped (`units.one_line`), so nothing stored can drive the terminal.
+
 When standard output is not a terminal (a pipe, a file) nothing is dropped: the widest
 layout is printed unwrapped, or fitted to ``COLUMNS`` when that is set.
 """
@@ -17,7 +21,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_range, fmt_s
+from ..units import fmt_range, fmt_s, one_line
 from .data import ReportData
 from .summary import (
     Row,
@@ -78,7 +82,7 @@ def table_of(cols: list[Column]) -> Table:
         table.add_column(c.header, justify=c.justify, no_wrap=not c.wrap,  # type: ignore[arg-type]
                          min_width=16 if c.wrap else None)
     for i in range(len(cols[0].cells) if cols else 0):
-        table.add_row(*(c.cells[i] for c in cols))
+        table.add_row(*(Text(x) if isinstance(x, str) else x for x in (c.cells[i] for c in cols)))
     return table
 
 
@@ -108,11 +112,11 @@ class AdaptiveTable:
 def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[Column]]:
     multi = data.multi
     lost = any(r.failed or r.aborted for r in rows)
-    pol = [policy_text(r) for r in rows]
-    where = ([Column("Probe", [r.cell.probe for r in rows]),
-              Column("Device", [r.cell.device for r in rows])] if multi else [])
-    cell = [Column("Scheduler", [r.cell.scheduler for r in rows]),
-            Column("Load", [r.cell.load for r in rows]), Column("Policy", pol)]
+    pol = [one_line(policy_text(r)) for r in rows]
+    where = ([Column("Probe", [one_line(r.cell.probe) for r in rows]),
+              Column("Device", [one_line(r.cell.device) for r in rows])] if multi else [])
+    cell = [Column("Scheduler", [one_line(r.cell.scheduler) for r in rows]),
+            Column("Load", [one_line(r.cell.load) for r in rows]), Column("Policy", pol)]
     n = Column("n", [str(r.n) for r in rows], "right")
     median = Column(f"Median s [{conf} CI]", [median_text(r) for r in rows], "right")
     median2 = Column(f"Median s\n[{conf} CI]", [
@@ -125,15 +129,17 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
                                             if r.timeouts else "") for r in rows], "right")
     fa = [Column("Fail/Abort", [lost_text(r) for r in rows], "right")] if lost else []
     fa2 = [Column("F/A", [lost_text(r) for r in rows], "right")] if lost else []
-    verdict = Column("Verdict", [Text(r.verdict, style=KIND_STYLE.get(r.verdict_kind, ""))
+    verdict = Column("Verdict", [Text(one_line(r.verdict),
+                                      style=KIND_STYLE.get(r.verdict_kind, ""))
                                  for r in rows], wrap=True)
     bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
     has_bulk = any(r.bulk is not None for r in rows)
     bulk = [Column("Bulk speed\nvs unprotected", [
         bulk_speed_text(r) + (f"\n{bulk_ratio_text(r)}" if r.bulk else "") for r in rows],
         "right")] if has_bulk else []
-    stacked = Column("Cell", ["\n".join(([r.cell.probe, r.cell.device] if multi else [])
-                                        + [r.cell.scheduler, r.cell.load, p])
+    stacked = Column("Cell", ["\n".join([one_line(x) for x in ([r.cell.probe, r.cell.device]
+                                                                 if multi else [])
+                                         + [r.cell.scheduler, r.cell.load]] + [p])
                               for r, p in zip(rows, pol, strict=True)])
     return [
         [*where, *cell, n, median, quart, out, to, *fa, verdict, bg, *bulk],
@@ -161,12 +167,13 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
     lines: list[Text] = []
     for r in rows:
         for w in r.warnings:
-            lines.append(Text.assemble(("warning ", "yellow"), (f"{r.cell.label}: ", "bold"),
-                                       w.message))
+            lines.append(Text.assemble(("warning ", "yellow"),
+                                       (f"{one_line(r.cell.label)}: ", "bold"),
+                                       one_line(w.message)))
     for n in notes(data):
-        lines.append(Text.assemble(("note ", "cyan"), n))
-    return Group(Text(headline(data), style="bold"), Text(""), table, Text(""), legend,
-                 *lines)
+        lines.append(Text.assemble(("note ", "cyan"), one_line(n)))
+    return Group(Text(one_line(headline(data)), style="bold"), Text(""), table, Text(""),
+                 legend, *lines)
 
 
 def render_text(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.95,

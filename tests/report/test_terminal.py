@@ -1,0 +1,42 @@
+"""report.terminal: stored strings are shown as typed, never read as rich markup, and no
+control character from a database reaches the terminal."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from helpers import bb, make_db
+
+from backburner import report
+
+#: a shell command with a closing tag rich would refuse, a tag it would swallow, and escapes
+HOSTILE_LOAD = 'cmd:grep "[/x]" f [red]loud[/red]'
+HOSTILE_PROBE = "gimp \x1b[2J\x1b]0;owned\x07--version"
+
+
+def _hostile_db(path: Path) -> str:
+    make_db(path, probe=HOSTILE_PROBE, trials=6,
+            medians={("bfq", "none", "-"): 0.3, ("bfq", HOSTILE_LOAD, "default"): 0.9,
+                     ("bfq", HOSTILE_LOAD, "[bold]background"): 0.4})
+    return str(path)
+
+
+def test_markup_and_escapes_in_stored_strings_stay_text(tmp_path: Path) -> None:
+    data = report.load(_hostile_db(tmp_path / "h.db"))
+    for width in (250, 100, 60):
+        text = report.render_text(data, width=width)
+        assert "\x1b" not in text and "\x07" not in text
+        assert "\\x1b[2J" in text  # shown escaped
+        if width == 250:
+            assert HOSTILE_LOAD in text and "[bold]background" in text
+
+
+def test_the_cli_report_and_compare_show_them_too(tmp_path: Path) -> None:
+    path = _hostile_db(tmp_path / "h.db")
+    for args in (("report", path), ("compare", path, path)):
+        r = bb(*args, env={**os.environ, "COLUMNS": "250"})
+        assert r.returncode == 0, r.err
+        assert "Traceback" not in r.err
+        assert HOSTILE_LOAD in r.out and "[bold]background" in r.out
+        assert "\x1b" not in r.out and "\x07" not in r.out
