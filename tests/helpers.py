@@ -204,6 +204,11 @@ def raw_samples(path, key: str, cold: int = 1) -> list[float]:
     return [r[0] for r in rows]
 
 
+#: cells with and without a prepare step (a replayed readahead pack starts faster)
+PREPARED: dict[tuple[str, ...], float] = {
+    ("bfq", "none", "-"): 0.30, ("bfq", LOAD, "default"): 3.0,
+    ("bfq", "none", "-", "replay"): 0.10, ("bfq", LOAD, "default", "replay"): 0.12}
+
 SPECIAL = {
     ("mq-deadline", LOAD, "default", 3): "timeout",
     ("mq-deadline", LOAD, "default", 7): "timeout",

@@ -1,14 +1,14 @@
 """Plots of a result database (matplotlib, no pyplot, so no GUI backend and no global state).
 
 Per (probe, device, load): a box plot (or violin) per cell with every sample drawn on top as a
-jittered strip, grouped by scheduler (with that scheduler's unloaded cell first and its median
-as a dashed reference line), coloured by policy with the same colours in every plot; timeouts
-are red crosses at the limit they hit. Per (probe, device): median latency against median
-background throughput, one point per cell, error bars spanning the quartiles.
+jittered strip, grouped by scheduler and preparation (with the group's unloaded cell first and
+its median as a dashed reference line), coloured by policy with the same colours in every
+plot; timeouts are red crosses at the limit they hit. Per (probe, device): median latency
+against median background throughput, one point per cell, error bars spanning the quartiles.
 
 `figures` returns the figures without saving them, so tests can inspect what is drawn; every
 drawn element carries a gid ("box:KEY", "violin:KEY", "samples:KEY", "timeouts:KEY",
-"idle:SCHEDULER", "point:KEY").
+"idle:GROUP" (the scheduler, and its preparation if any), "point:KEY").
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import outfile
+from .cell import NO_PREPARE, Cell
 from .errors import UsageError
 from .report.data import CellData, ReportData
 from .report.summary import MB, Row, summary_rows
@@ -95,6 +96,14 @@ def _titles(fig: Figure, ax, title: str, subtitle: str) -> None:
     ax.set_title(textwrap.fill(subtitle, width), loc="left", fontsize=9, color="#5b6673")
 
 
+def group_label(cell: Cell) -> str:
+    """What a cell is judged against idle within: its scheduler, and its preparation if any
+    (cells prepared differently have different idle baselines)."""
+    if cell.prepare == NO_PREPARE:
+        return cell.scheduler
+    return f"{cell.scheduler} \u00b7 prepare {cell.prepare}"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
 
@@ -158,14 +167,15 @@ def _figures(data: ReportData, *, violin: bool = False,
 def _distribution_figure(probe: str, device: str, load: str, cells: list[CellData],
                          rows: dict[str, Row], colours: dict[str, str],
                          violin: bool) -> Figure:
-    schedulers = list(dict.fromkeys(c.cell.scheduler for c in cells))
+    groups = list(dict.fromkeys(group_label(c.cell) for c in cells))
     layout: list[tuple[str, list[CellData]]] = []
-    for sched in schedulers:
-        members = [c for c in cells if c.cell.scheduler == sched and c.unloaded]
+    for group in groups:
+        mine = [c for c in cells if group_label(c.cell) == group]
+        members = [c for c in mine if c.unloaded]
         if load != "none":
-            members += [c for c in cells if c.cell.scheduler == sched and c.cell.load == load]
+            members += [c for c in mine if c.cell.load == load]
         if members:
-            layout.append((sched, members))
+            layout.append((group, members))
     n_members = sum(len(m) for _, m in layout)
     fig = Figure(figsize=(min(15.0, max(6.5, 2.0 + 1.0 * n_members)), 5.2), dpi=DPI,
                  layout="constrained")
@@ -237,9 +247,9 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
     what = f"load {load}" if load != "none" else "unloaded"
     _titles(fig, ax, f"Start-up time of {probe} on {device}, {what}",
             f"every trial is a dot; {'bars' if violin else 'boxes'} span the quartiles; "
-            "dashed line = unloaded median of "
-            "the scheduler; colour = policy of the background load; labels = median and "
-            "ratio to idle" + ("; red \u2716 = timeout at its limit" if has_timeouts else ""))
+            "dashed line = unloaded median of the scheduler (and preparation); "
+            "colour = policy of the background load; labels = median and ratio to idle"
+            + ("; red \u2716 = timeout at its limit" if has_timeouts else ""))
     return fig
 
 
@@ -331,7 +341,7 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
                    color=TIMEOUT_COLOUR if timed_out else colour,
                    edgecolors="#1d232b", linewidths=0.6, zorder=3, gid=f"point:{cell.key}")
         label = "idle" if cell.unloaded else f"{cell.cell.load} \u00b7 {cell.cell.policy}"
-        label = f"{cell.cell.scheduler} \u00b7 {label}"
+        label = f"{group_label(cell.cell)} \u00b7 {label}"
         if timed_out:
             label += " (all timed out)"
         elif row.timeouts:
@@ -381,7 +391,7 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
             continue
         values += samples
         frac = np.arange(1, len(samples) + 1) / len(samples)
-        label = f"{cell.cell.scheduler} · {'idle' if cell.unloaded else cell.cell.policy}"
+        label = f"{group_label(cell.cell)} · {'idle' if cell.unloaded else cell.cell.policy}"
         ax.step(samples, frac, where="post", color=colours.get(cell.cell.policy, IDLE_COLOUR),
                 linestyle=styles[cell.cell.scheduler], linewidth=1.6, label=label,
                 gid=f"ecdf:{cell.key}")
@@ -419,7 +429,7 @@ def _order_figure(probe: str, device: str, cells: list[CellData],
         values += ys
         ax.scatter(xs, ys, s=16, color=colours.get(cell.cell.policy, IDLE_COLOUR),
                    marker=markers[cell.cell.scheduler], edgecolors="#1d232b", linewidths=0.3,
-                   label=cell.label if not cell.unloaded else f"{cell.cell.scheduler} · "
+                   label=cell.label if not cell.unloaded else f"{group_label(cell.cell)} · "
                    "idle", gid=f"order:{cell.key}")
     _set_y_scale(ax, values)
     ax.set_xlabel("trial, in the order they ran")
@@ -544,7 +554,9 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
                 x += 0.8
             ticks.append((first + x - 0.8) / 2)
             cell = data.cell(key).cell
-            names.append("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
+            prep = "" if cell.prepare == NO_PREPARE else f"\nprepare {cell.prepare}"
+            names.append(("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
+                         + prep)
             x += 0.8
         ax.set_xticks(ticks, names, fontsize=8.5)
         for label, colour in colours.items():

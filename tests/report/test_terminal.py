@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from helpers import bb, make_db
+from helpers import PREPARED, bb, make_db
 
 from backburner import report
 
@@ -40,3 +40,14 @@ def test_the_cli_report_and_compare_show_them_too(tmp_path: Path) -> None:
         assert "Traceback" not in r.err
         assert HOSTILE_LOAD in r.out and "[bold]background" in r.out
         assert "\x1b" not in r.out and "\x07" not in r.out
+
+
+def test_a_prepare_column_only_when_a_cell_has_a_prepare_step(tmp_path: Path) -> None:
+    make_db(tmp_path / "p.db", medians=PREPARED, trials=6)
+    make_db(tmp_path / "o.db", trials=6)
+    prepared, ordinary = (report.load(str(tmp_path / n)) for n in ("p.db", "o.db"))
+    for width in (250, 60):
+        text = report.render_text(prepared, width=width)
+        assert "replay" in text
+        assert ("Prepare" in text) == (width == 250)  # stacked into the cell when narrow
+    assert "Prepare" not in report.render_text(ordinary, width=250)

@@ -1,21 +1,22 @@
 """Comparing two result databases: the same cells matched, B judged against A.
 
-Cells are matched by probe, scheduler, load and policy, with the same device label first and
-then without it (a study moved to another device). B/A is the ratio of medians with a
-bootstrap interval; Mann–Whitney U and Cliff's delta are shown beside it.
+Cells are matched by every dimension (probe, scheduler, load, policy, preparation), with the
+same device label first and then without it (a study moved to another device): a cell
+prepared one way is never judged against one prepared another way. B/A is the ratio of
+medians with a bootstrap interval; Mann–Whitney U and Cliff's delta are shown beside it.
 """
 
 from __future__ import annotations
 
 import io
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.text import Text
 
 from .. import stats
-from ..cell import Cell
+from ..cell import NO_PREPARE, Cell
 from ..errors import DataError
 from ..units import fmt_factor, fmt_s, one_line
 from .data import CellData, ReportData, split
@@ -58,22 +59,21 @@ class CompareResult:
 
 def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
             confidence: float = 0.95) -> CompareResult:
-    """Match cells of A and B by (probe, scheduler, load, policy) and compare B against A."""
-    def ident(c: CellData) -> tuple[str, str, str, str]:
-        return (c.cell.probe, c.cell.scheduler, c.cell.load, c.cell.policy)
+    """Match cells of A and B by every dimension of the cell (the device label first as
+    well, then without it) and compare B against A."""
+    def ident(c: CellData, with_device: bool) -> Cell:
+        return c.cell if with_device else replace(c.cell, device="")
 
     pairs: list[tuple[CellData, CellData]] = []
     left_a, left_b = list(a.cells), list(b.cells)
     # exact matches first (same device label), then by identity without the device
     for with_device in (True, False):
-        index: dict[tuple[str, ...], list[CellData]] = {}
+        index: dict[Cell, list[CellData]] = {}
         for c in left_b:
-            k = (*ident(c), c.cell.device) if with_device else ident(c)
-            index.setdefault(k, []).append(c)
+            index.setdefault(ident(c, with_device), []).append(c)
         still_a = []
         for c in left_a:
-            k = (*ident(c), c.cell.device) if with_device else ident(c)
-            cands = index.get(k, [])
+            cands = index.get(ident(c, with_device), [])
             if len(cands) == 1 or (with_device and cands):
                 m = cands.pop(0)
                 pairs.append((c, m))
@@ -91,7 +91,8 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
     if dev_pairs:
         out_notes.append("device labels differ between A and B ("
                          + ", ".join(f"{x} vs {y}" for x, y in dev_pairs)
-                         + "): cells were matched by probe, scheduler, load and policy")
+                         + "): cells were matched by probe, scheduler, load, policy and "
+                         "preparation")
     modes = {(ca.mode, cb.mode) for ca, cb in pairs if ca.mode != cb.mode}
     if modes:
         out_notes.append("some matched cells are cold in one database and warm in the other")
@@ -172,15 +173,19 @@ def render_compare(result: CompareResult, *, width: int | None = None,
     sched = [one_line(r.cell.scheduler) for r in rows]
     load = [one_line(r.cell.load) for r in rows]
     policy = [one_line(r.cell.policy) for r in rows]
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    prep = [Column("Prepare", [one_line(r.cell.prepare) for r in rows])] if prepared else []
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
           if timeouts else [])
-    wide = [Column("Scheduler", sched), Column("Load", load), Column("Policy", policy),
+    wide = [Column("Scheduler", sched), *prep, Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
             Column("Median A s", [fmt_s(r.median_a) for r in rows], "right"),
             Column("Median B s", [fmt_s(r.median_b) for r in rows], "right"),
             Column("B/A [CI]", [fmt_ratio(r.ratio) for r in rows], "right"),
             Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
-    narrow = [Column("Cell", [f"{s}\n{ld}\n{p}\nn {r.n_a}/{r.n_b}"
+    narrow = [Column("Cell", [f"{s}\n" + (f"prepare {one_line(r.cell.prepare)}\n"
+                                            if prepared else "")
+                              + f"{ld}\n{p}\nn {r.n_a}/{r.n_b}"
                               + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
                               for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
               Column("Median s\nA / B", [f"{fmt_s(r.median_a)}\n{fmt_s(r.median_b)}"
@@ -190,7 +195,8 @@ def render_compare(result: CompareResult, *, width: int | None = None,
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),
               verdict]
-    middle = [Column("Scheduler", sched), Column("Load", load), Column("Policy", policy),
+    middle = [Column("Scheduler", sched), *prep, Column("Load", load),
+              Column("Policy", policy),
               Column("n A/B", [f"{r.n_a}/{r.n_b}" + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}"
                                                   if timeouts else "") for r in rows], "right"),
               *narrow[1:]]

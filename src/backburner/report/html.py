@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import __version__, outfile, stats
+from ..cell import NO_PREPARE
 from ..units import fmt_bytes, fmt_factor, fmt_range, fmt_s
 from .data import ReportData
 from .summary import (
@@ -166,7 +167,9 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
 
 def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
     multi = data.multi
-    head = (["Probe", "Device"] if multi else []) + ["Scheduler", "Load", "Policy"]
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    head = ((["Probe", "Device"] if multi else []) + ["Scheduler"]
+            + (["Prepare"] if prepared else []) + ["Load", "Policy"])
     num = ["n", f"Median<br><small>{conf} CI</small>", "Q1\u2013Q3<br><small>min\u2013max</small>",
            "Mean \u00b1 sd<br><small>MAD</small>", "Out.", "T/O", "Fail /<br>abort"]
     out = ['<div class="scroll"><table class="summary"><thead><tr>',
@@ -185,7 +188,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
         cls = []
         if r.cell.unloaded:
             cls.append("base")
-        group = (r.cell.probe, r.cell.device, r.cell.scheduler)
+        group = (r.cell.probe, r.cell.device, r.cell.scheduler, r.cell.prepare)
         if prev is not None and group != prev:
             cls.append("group")
         prev = group
@@ -193,6 +196,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
                 fmt_s(r.mean) + (f" \u00b1 {fmt_s(r.stdev)}" if r.stdev is not None else ""))
         tds = ([f"<td>{_e(r.cell.probe)}</td>", f"<td>{_e(r.cell.device)}</td>"] if multi else [])
         tds += [f"<td><code>{_e(r.cell.scheduler)}</code></td>",
+                *([f"<td><code>{_e(r.cell.prepare)}</code></td>"] if prepared else []),
                 f"<td><code>{_e(r.cell.load)}</code></td>",
                 f"<td><code>{_e(r.cell.policy)}</code>"
                 + (" (warm)" if r.mode == "warm" else "") + "</td>"]

@@ -21,6 +21,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ..cell import NO_PREPARE
 from ..units import fmt_range, fmt_s, one_line
 from .data import ReportData
 from .summary import (
@@ -115,7 +116,10 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
     pol = [one_line(policy_text(r)) for r in rows]
     where = ([Column("Probe", [one_line(r.cell.probe) for r in rows]),
               Column("Device", [one_line(r.cell.device) for r in rows])] if multi else [])
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    prep = [one_line(r.cell.prepare) for r in rows]
     cell = [Column("Scheduler", [one_line(r.cell.scheduler) for r in rows]),
+            *([Column("Prepare", prep)] if prepared else []),
             Column("Load", [one_line(r.cell.load) for r in rows]), Column("Policy", pol)]
     n = Column("n", [str(r.n) for r in rows], "right")
     median = Column(f"Median s [{conf} CI]", [median_text(r) for r in rows], "right")
@@ -139,8 +143,10 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
         "right")] if has_bulk else []
     stacked = Column("Cell", ["\n".join([one_line(x) for x in ([r.cell.probe, r.cell.device]
                                                                  if multi else [])
-                                         + [r.cell.scheduler, r.cell.load]] + [p])
-                              for r, p in zip(rows, pol, strict=True)])
+                                         + [r.cell.scheduler]]
+                                        + ([f"prepare {pr}"] if prepared else [])
+                                        + [one_line(r.cell.load), p])
+                              for r, p, pr in zip(rows, pol, prep, strict=True)])
     return [
         [*where, *cell, n, median, quart, out, to, *fa, verdict, bg, *bulk],
         [*where, *cell, n, median, quart, out, to, *fa, verdict, bg],
