@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import LOAD, PREPARED, make_db
+import pytest
+from helpers import LOAD, PREPARED, bb, make_db
 
 from backburner import report
 
@@ -31,3 +32,41 @@ def test_no_prepare_column_without_a_prepare_step(tmp_path: Path) -> None:
     make_db(a, trials=6)
     data = report.load(a)
     assert "Prepare" not in report.render_compare(report.compare_reports(data, data), width=250)
+
+
+DEAD = ("mq-deadline", LOAD, "default")
+
+
+@pytest.mark.parametrize("status", ["timeout", "failed", "aborted"])
+@pytest.mark.parametrize("gate", [{"slower_than": 0.1}, {"changed": True}])
+def test_a_b_that_completes_no_trial_fails_the_gate(tmp_path: Path, status: str,
+                                                    gate: dict) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=6)
+    make_db(b, trials=6, special={(*DEAD, r): status for r in range(1, 7)})
+    result = report.compare_reports(report.load(a), report.load(b))
+    (row,) = [r for r in result.rows if (r.cell.scheduler, r.cell.load, r.cell.policy) == DEAD]
+    assert (row.n_b, row.kind) == (0, "no-data")
+    (failing,) = report.gate(result, **gate)
+    assert "mq-deadline" in failing and "no completed trial" in failing
+    assert report.gate(result) == []  # no gate asked for, none fails
+
+
+def test_more_lost_trials_in_b_fail_the_gate(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=8, special={(*DEAD, 2): "timeout"})
+    make_db(b, trials=8, special={(*DEAD, r): "timeout" for r in (1, 4, 6)})
+    result = report.compare_reports(report.load(a), report.load(b))
+    (failing,) = report.gate(result, slower_than=5.0)
+    assert "B lost 3 of 8 trials" in failing and "A 1 of 8" in failing
+    # the other way round (B lost fewer) passes
+    back = report.compare_reports(report.load(b), report.load(a))
+    assert report.gate(back, slower_than=5.0) == []
+
+
+def test_the_cli_gate_fails_for_a_b_that_always_times_out(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=6)
+    make_db(b, trials=6, special={(*DEAD, r): "timeout" for r in range(1, 7)})
+    r = bb("compare", a, b, "--fail-if-slower", "10")
+    assert r.returncode == 1 and "fail the gate" in r.err and "mq-deadline" in r.err

@@ -39,6 +39,10 @@ class CompareRow:
     cliffs_delta: stats.CliffsDelta | None  # positive: B tends to be slower
     kind: str                            # equivalent | slower | faster | inconclusive | no-data
     verdict: str
+    trials_a: int = 0                    # counted trials, any status
+    trials_b: int = 0
+    lost_a: int = 0                      # of them timed out, failed or aborted
+    lost_b: int = 0
 
     @property
     def label(self) -> str:
@@ -136,16 +140,33 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
                                              f"{f(ratio.hi)} straddles {tol}")
     return CompareRow(ca.cell, cb.cell.device,
                       len(sa), len(sb), len(ca.timeout_limits()), len(cb.timeout_limits()),
-                      ma, mb, ratio, mw, cd, kind, verdict)
+                      ma, mb, ratio, mw, cd, kind, verdict,
+                      len(ca.mode_trials()), len(cb.mode_trials()), _lost(ca), _lost(cb))
+
+
+def _lost(c: CellData) -> int:
+    return c.count("timeout") + c.failed() + c.count("aborted")
 
 
 def gate(result: CompareResult, *, slower_than: float | None = None,
          changed: bool = False) -> list[str]:
     """The cells that fail a CI gate: significantly slower than 1 + `slower_than` (the whole
-    B/A interval above it), or (with `changed`) changed either way beyond the tolerance."""
+    B/A interval above it), or (with `changed`) changed either way beyond the tolerance.
+
+    Either gate also fails a cell whose B has no completed trial where A has some, or lost a
+    larger share of its trials than A (timed out, failed or aborted): a B that times out or
+    fails every trial has no median to be slower with, and must not pass for that."""
     failing = []
     for r in result.rows:
-        if slower_than is not None and r.ratio is not None and r.ratio.lo > 1 + slower_than:
+        if slower_than is None and not changed:
+            break
+        if r.n_a and not r.n_b:
+            failing.append(f"{r.label}: B has no completed trial ({r.lost_b} of {r.trials_b} "
+                           f"timed out, failed or aborted; A has {r.n_a})")
+        elif r.trials_a and r.trials_b and r.lost_b * r.trials_a > r.lost_a * r.trials_b:
+            failing.append(f"{r.label}: B lost {r.lost_b} of {r.trials_b} trials (timed out, "
+                           f"failed or aborted), A {r.lost_a} of {r.trials_a}")
+        elif slower_than is not None and r.ratio is not None and r.ratio.lo > 1 + slower_than:
             failing.append(f"{r.label}: B {fmt_factor(r.ratio.ratio)}\u00d7 A (CI from "
                            f"{fmt_factor(r.ratio.lo)}\u00d7)")
         elif changed and r.kind in ("slower", "faster"):
