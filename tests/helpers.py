@@ -194,12 +194,13 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
     return store
 
 
-def raw_samples(path, key: str, cold: int = 1) -> list[float]:
-    """Independent of report: the counted ok wall times, straight from SQL."""
+def raw_samples(path, key: str, cold: int = 1, status: str = "ok") -> list[float]:
+    """Independent of report: the counted ok wall times (or those of another status: a
+    timeout's is the limit it hit), straight from SQL."""
     conn = sqlite3.connect(path)
     rows = conn.execute(
         "SELECT t.wall_s FROM trials t JOIN cells c ON c.id = t.cell_id WHERE c.key=? AND "
-        "t.warmup=0 AND t.status='ok' AND t.cold=? ORDER BY t.id", (key, cold)).fetchall()
+        "t.warmup=0 AND t.status=? AND t.cold=? ORDER BY t.id", (key, status, cold)).fetchall()
     conn.close()
     return [r[0] for r in rows]
 

@@ -29,7 +29,7 @@ from . import outfile
 from .cell import NO_PREPARE, Cell
 from .errors import UsageError
 from .report.data import CellData, ReportData
-from .report.summary import MB, Row, summary_rows
+from .report.summary import MB, Row, median_value_text, summary_rows
 from .units import fmt_factor, fmt_s
 
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
@@ -203,7 +203,9 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
             colour = colours.get(cell.cell.policy, IDLE_COLOUR)
             all_values += samples + limits
             has_timeouts = has_timeouts or bool(limits)
-            _draw_distribution(ax, x, cell.key, samples, colour, violin)
+            # the box spans the quartiles the table shows: timeouts count at their limit
+            _draw_distribution(ax, x, cell.key, samples + limits if samples else [], colour,
+                               violin)
             rng = np.random.default_rng(1000 * g + i)
             if samples:
                 jitter = rng.uniform(-0.16, 0.16, len(samples))
@@ -287,7 +289,7 @@ def _annotate(ax, x: float, row: Row, samples: list[float], limits: list[float])
         return
     lines = []
     if row.median is not None:
-        lines.append(f"{fmt_s(row.median)} s")
+        lines.append(f"{median_value_text(row)} s")
     if row.ratio is not None:
         lines.append(f"\u00d7{fmt_factor(row.ratio.ratio)}")
     elif row.verdict_kind == "timed-out":
@@ -390,7 +392,8 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
         if not samples:
             continue
         values += samples
-        frac = np.arange(1, len(samples) + 1) / len(samples)
+        # a timed-out start was not done by its limit: the curve stops short of 1
+        frac = np.arange(1, len(samples) + 1) / (len(samples) + len(cell.timeout_limits()))
         label = f"{group_label(cell.cell)} · {'idle' if cell.unloaded else cell.cell.policy}"
         ax.step(samples, frac, where="post", color=colours.get(cell.cell.policy, IDLE_COLOUR),
                 linestyle=styles[cell.cell.scheduler], linewidth=1.6, label=label,

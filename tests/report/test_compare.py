@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,19 @@ def test_the_cli_gate_fails_for_a_b_that_always_times_out(tmp_path: Path) -> Non
     make_db(b, trials=6, special={(*DEAD, r): "timeout" for r in range(1, 7)})
     r = bb("compare", a, b, "--fail-if-slower", "10")
     assert r.returncode == 1 and "fail the gate" in r.err and "mq-deadline" in r.err
+
+
+def test_timeouts_in_b_count_at_their_limit(tmp_path: Path) -> None:
+    """B as fast as A whenever it finishes, but 4 of 10 trials time out: not 'equivalent';
+    6 of 10: slower, its median a lower bound."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    cells = {("bfq", "none", "-"): 0.3, DEAD: 0.3, ("bfq", LOAD, "default"): 0.3}
+    make_db(a, medians=cells)
+    make_db(b, medians=cells, seed=2,
+            special={**{(*DEAD, r): "timeout" for r in (2, 4, 6, 8)},
+                     **{("bfq", LOAD, "default", r): "timeout" for r in range(1, 9)}})
+    rows = {r.cell.scheduler: r for r in
+            report.compare_reports(report.load(a), report.load(b)).rows if r.cell.load == LOAD}
+    assert rows["mq-deadline"].kind == "inconclusive" and rows["mq-deadline"].ratio.hi == math.inf
+    assert rows["bfq"].kind == "slower" and rows["bfq"].lower_bound_b
+    assert rows["bfq"].median_b == 12.0

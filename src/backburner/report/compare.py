@@ -2,7 +2,9 @@
 
 Cells are matched by every dimension (probe, scheduler, load, policy, preparation), with the
 same device label first and then without it (a study moved to another device): a cell
-prepared one way is never judged against one prepared another way. B/A is the ratio of
+prepared one way is never judged against one prepared another way. Timed-out trials count at
+their limit, as in the report (`report.summary`): medians they reach are lower bounds (≥),
+and intervals they reach are open. B/A is the ratio of
 medians with a bootstrap interval; Mann–Whitney U and Cliff's delta are shown beside it.
 """
 
@@ -20,7 +22,7 @@ from ..cell import NO_PREPARE, Cell
 from ..errors import DataError
 from ..units import fmt_factor, fmt_s, one_line
 from .data import CellData, ReportData, split
-from .summary import RESAMPLES, SEED, fmt_ratio, median_of
+from .summary import RESAMPLES, SEED, fmt_ratio, known_limits
 from .terminal import AdaptiveTable, Column
 
 
@@ -43,6 +45,8 @@ class CompareRow:
     trials_b: int = 0
     lost_a: int = 0                      # of them timed out, failed or aborted
     lost_b: int = 0
+    lower_bound_a: bool = False          # timeouts reach the median: the truth may be higher
+    lower_bound_b: bool = False
 
     @property
     def label(self) -> str:
@@ -111,7 +115,9 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
 def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
                    confidence: float) -> CompareRow:
     sa, sb = ca.samples(), cb.samples()
-    ma, mb = median_of(sa), median_of(sb)
+    la, lb = known_limits(ca.timeout_limits()), known_limits(cb.timeout_limits())
+    (ma, low_a), (mb, low_b) = (stats.censored_median(s, lim) if s else (None, False)
+                                for s, lim in ((sa, la), (sb, lb)))
     ratio = mw = cd = None
     tol = f"\u00b1{tolerance * 100:g}%"
     if not sa or not sb:
@@ -122,12 +128,12 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
         kind, verdict = "no-data", "median of A is zero: no ratio"
     else:
         v = stats.verdict(sb, sa, tolerance=tolerance, confidence=confidence, seed=SEED,
-                          resamples=RESAMPLES)
+                          resamples=RESAMPLES, loaded_censored=lb, baseline_censored=la)
         ratio = v.ratio
-        mw = stats.mann_whitney(sb, sa)
-        cd = stats.cliffs_delta(sb, sa)
+        mw = stats.mann_whitney(sb + lb, sa + la)  # ranks: a timeout at its limit is slow
+        cd = stats.cliffs_delta(sb + lb, sa + la)
         f = fmt_factor
-        if sorted(sa) == sorted(sb):  # the same trials (a copy of the database): no change
+        if (sorted(sa), sorted(la)) == (sorted(sb), sorted(lb)):  # a copy of A: no change
             kind, verdict = "equivalent", "no change (identical samples)"
         elif v.kind == "slower":
             kind, verdict = "slower", f"changed: B {f(ratio.ratio)}\u00d7 slower"
@@ -141,7 +147,8 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
     return CompareRow(ca.cell, cb.cell.device,
                       len(sa), len(sb), len(ca.timeout_limits()), len(cb.timeout_limits()),
                       ma, mb, ratio, mw, cd, kind, verdict,
-                      len(ca.mode_trials()), len(cb.mode_trials()), _lost(ca), _lost(cb))
+                      len(ca.mode_trials()), len(cb.mode_trials()), _lost(ca), _lost(cb),
+                      low_a, low_b)
 
 
 def _lost(c: CellData) -> int:
@@ -194,14 +201,15 @@ def render_compare(result: CompareResult, *, width: int | None = None,
     sched = [one_line(r.cell.scheduler) for r in rows]
     load = [one_line(r.cell.load) for r in rows]
     policy = [one_line(r.cell.policy) for r in rows]
+    med_a = [("\u2265" if r.lower_bound_a else "") + fmt_s(r.median_a) for r in rows]
+    med_b = [("\u2265" if r.lower_bound_b else "") + fmt_s(r.median_b) for r in rows]
     prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
     prep = [Column("Prepare", [one_line(r.cell.prepare) for r in rows])] if prepared else []
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
           if timeouts else [])
     wide = [Column("Scheduler", sched), *prep, Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
-            Column("Median A s", [fmt_s(r.median_a) for r in rows], "right"),
-            Column("Median B s", [fmt_s(r.median_b) for r in rows], "right"),
+            Column("Median A s", med_a, "right"), Column("Median B s", med_b, "right"),
             Column("B/A [CI]", [fmt_ratio(r.ratio) for r in rows], "right"),
             Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
     narrow = [Column("Cell", [f"{s}\n" + (f"prepare {one_line(r.cell.prepare)}\n"
@@ -209,8 +217,8 @@ def render_compare(result: CompareResult, *, width: int | None = None,
                               + f"{ld}\n{p}\nn {r.n_a}/{r.n_b}"
                               + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
                               for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
-              Column("Median s\nA / B", [f"{fmt_s(r.median_a)}\n{fmt_s(r.median_b)}"
-                                       for r in rows], "right"),
+              Column("Median s\nA / B", [f"{x}\n{y}" for x, y in zip(med_a, med_b, strict=True)],
+                     "right"),
               Column("B/A\n[CI]", [fmt_ratio(r.ratio).replace(" ", "\n", 1) for r in rows],
                    "right"),
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in

@@ -21,6 +21,7 @@ from .summary import (
     bulk_ratio_text,
     bulk_speed_text,
     lost_text,
+    median_value_text,
     notes,
     summary_rows,
     timeouts_text,
@@ -201,7 +202,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
                 f"<td><code>{_e(r.cell.policy)}</code>"
                 + (" (warm)" if r.mode == "warm" else "") + "</td>"]
         tds += [f'<td class="num">{r.n}</td>',
-                f'<td class="num"><b>{_e(fmt_s(r.median))}</b><br><small>'
+                f'<td class="num"><b>{_e(median_value_text(r))}</b><br><small>'
                 f'{_e(fmt_range(*r.median_ci) if r.median_ci else "")}</small></td>',
                 two(fmt_range(r.q1, r.q3), fmt_range(r.min, r.max) if r.n else ""),
                 two(mean, fmt_s(r.mad) if r.n else ""),
@@ -281,8 +282,12 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         "<b>Samples.</b> A cell's samples are the start-up times of its counted trials with "
         "status ok. Round 0 is a warm-up and is never counted; it runs without dropping "
         "caches (cold=0), so its time is the cell's warm reference for the not-cold check. "
-        "Timeouts are counted and shown at the limit they hit (red \u00d7 in the plots), never "
-        "averaged in; failed and aborted trials are counted and reported.",
+        "A timed-out trial took at least its limit: it counts at that limit (red \u00d7 in "
+        "the plots) in the median, its interval and the verdict, never dropped; where the "
+        "timeouts reach the median it is a lower bound (\u2265), where they reach the upper "
+        "end of an interval that end is unknown (\u221e), so a cell that often times out is "
+        "never called indistinguishable. Failed and aborted trials are counted and "
+        "reported.",
         f"<b>Median and its interval.</b> Each cell is summarised by its median with the exact "
         f"{conf} order-statistic interval [x<sub>(k)</sub>, x<sub>(n−k+1)</sub>]: "
         "distribution-free, its coverage is at least the confidence asked for (a percentile "

@@ -32,6 +32,7 @@ from .summary import (
     headline,
     lost_text,
     median_text,
+    median_value_text,
     notes,
     policy_text,
     summary_rows,
@@ -124,7 +125,7 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
     n = Column("n", [str(r.n) for r in rows], "right")
     median = Column(f"Median s [{conf} CI]", [median_text(r) for r in rows], "right")
     median2 = Column(f"Median s\n[{conf} CI]", [
-        fmt_s(r.median) + (f"\n[{fmt_range(*r.median_ci)}]" if r.median_ci else "")
+        median_value_text(r) + (f"\n[{fmt_range(*r.median_ci)}]" if r.median_ci else "")
         for r in rows], "right")
     quart = Column("Q1\u2013Q3", [fmt_range(r.q1, r.q3) for r in rows], "right")
     out = Column("Out", [str(r.outliers) for r in rows], "right")
@@ -168,7 +169,9 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
                   f"of the same scheduler, \u00b1{tolerance * 100:g}% tolerance; BG = "
                   "background device throughput during the probe (median MB/s read / write, "
                   "the probe's own IO not counted); Bulk = the load's own speed over its "
-                  "whole run, and relative to the same load unprotected",
+                  "whole run, and relative to the same load unprotected"
+                  + ("; timeouts count at their limit (\u2265: the median is a lower bound, "
+                     "\u221e: an interval open above)" if any(r.timeouts for r in rows) else ""),
                   style="dim")
     lines: list[Text] = []
     for r in rows:
