@@ -271,7 +271,7 @@ def test_json_round_trips(db: str) -> None:
     out = io.StringIO()
     report.export_to(data, "json", out)
     doc = json.loads(out.getvalue())
-    assert doc["format"] == "backburner-results" and doc["version"] == 1
+    assert doc["format"] == "backburner-results" and doc["version"] == 2
     assert doc["runs"][0]["command"] == COMMAND
     assert doc["runs"][0]["environment"]["device"]["name"] == "loop7"
     assert doc["runs"][0]["config"]["loads"] == ["none", LOAD]
@@ -288,7 +288,7 @@ def test_json_round_trips(db: str) -> None:
         assert cell["n"] == r.n and cell["verdict"]["kind"] == r.verdict_kind
         assert cell["summary"]["median"] == r.median
         # the one shown; an upper end the timeouts reach is unknown (null)
-        assert cell["summary"]["median_ci_exact"] == [
+        assert cell["summary"]["median_ci"] == [
             v if math.isfinite(v) else None for v in r.median_ci]
         walls = {t["id"]: t["wall_s"] for t in doc["trials"]}
         assert [walls[i] for i in cell["sample_trial_ids"]] == raw_samples(db, cell["key"])

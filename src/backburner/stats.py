@@ -65,8 +65,10 @@ class Summary:
 
     n: int
     median: float
-    median_ci: tuple[float, float] | None  # percentile bootstrap (None above a few thousand)
-    median_ci_exact: tuple[float, float] | None
+    #: the exact order-statistic interval, the one reports show (None when n is too small)
+    median_ci: tuple[float, float] | None
+    #: percentile bootstrap, for the record (None above a few thousand samples)
+    median_ci_bootstrap: tuple[float, float] | None
     confidence: float
     q1: float
     q3: float
@@ -334,12 +336,12 @@ def summarize(
     return Summary(
         n=int(x.size),
         median=median,
-        # (for the record: the order-statistic interval is the one shown; above a few
-        # thousand samples, where it and the bootstrap agree, the bootstrap is not drawn)
-        median_ci=(bootstrap_median_ci(done, confidence=confidence, resamples=resamples,
-                                       seed=seed, censored=c)
-                   if x.size <= BOOTSTRAP_MEDIAN_MAX_N else None),
-        median_ci_exact=order_statistic_ci(done, confidence, censored=c),
+        median_ci=order_statistic_ci(done, confidence, censored=c),
+        # (for the record; above a few thousand samples, where it and the order-statistic
+        # interval agree, it is not drawn)
+        median_ci_bootstrap=(bootstrap_median_ci(done, confidence=confidence,
+                                                 resamples=resamples, seed=seed, censored=c)
+                             if x.size <= BOOTSTRAP_MEDIAN_MAX_N else None),
         confidence=confidence,
         q1=q1,
         q3=q3,
@@ -562,7 +564,7 @@ def _too_few_trials(n: int, confidence: float, timeouts: int = 0) -> Warning_ | 
 def _timeouts(timeouts: int, summary: Summary | None) -> Warning_ | None:
     if timeouts <= 0:
         return None
-    ci = summary.median_ci_exact if summary else None
+    ci = summary.median_ci if summary else None
     if summary is None:
         effect = "no trial completed, so only a lower bound of the time is known"
     elif summary.median_lower_bound:

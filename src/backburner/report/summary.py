@@ -86,7 +86,6 @@ class Bulk:
     unit: str                      # bytes | files | units | device bytes
     runs: int                      # load runs measured
     speed: float                   # median units per second
-    speed_ci: tuple[float, float] | None
     reference_key: str | None      # the unprotected cell
     ratio: stats.RatioCI | None    # speed / the unprotected cell's speed
 
@@ -187,8 +186,8 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
         cell=cell.cell, mode=mode,
         n=len(samples),
         median=s.median if s else None,
-        median_ci=s.median_ci_exact if s else None,
-        median_ci_bootstrap=s.median_ci if s else None,
+        median_ci=s.median_ci if s else None,
+        median_ci_bootstrap=s.median_ci_bootstrap if s else None,
         confidence=confidence,
         q1=s.q1 if s else None, q3=s.q3 if s else None,
         min=s.min if s else None, max=s.max if s else None,
@@ -234,10 +233,6 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
     unit, rates = bulk_rates(cell)
     if not rates:
         return None
-    ci = None
-    if len(rates) >= 2:
-        ci = stats.bootstrap_median_ci(rates, confidence=confidence, resamples=RESAMPLES,
-                                       seed=SEED)
     ref = data.unprotected_of(cell)
     ratio = None
     if ref is not None and ref is not cell:
@@ -245,8 +240,7 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
         if ref_rates and ref_unit == unit and float(np.median(ref_rates)) > 0:
             ratio = stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
                                            resamples=RESAMPLES, seed=SEED)
-    return Bulk(unit, len(rates), float(np.median(rates)), ci, ref.key if ref else None,
-                ratio)
+    return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio)
 
 
 def _s(n: int) -> str:
