@@ -330,8 +330,8 @@ def _conclusion(data: ReportData, rows: list[Row], tolerance: float,
     best = min(loaded, key=lambda r: r.ratio.ratio if r.ratio else float("inf"))
     assert worst.ratio and best.ratio
     text = (f"Under background load the probe started up to {fmt_factor(worst.ratio.ratio)}"
-            f"\u00d7 slower than idle ({worst.cell.label}); the best protected cell reached "
-            f"{fmt_factor(best.ratio.ratio)}\u00d7 ({best.cell.label}).")
+            f"\u00d7 slower than idle ({worst.cell.label}); the least slowed cell reached "
+            f"{fmt_factor(best.ratio.ratio)}\u00d7 its idle time ({best.cell.label}).")
     out = [f'<p class="conclusion">{_e(text)}</p>', '<ul class="recommend">']
     for rec in recommend(data, tolerance=tolerance, confidence=confidence):
         cmds = "\n".join(rec.commands)
