@@ -474,11 +474,12 @@ def test_database_being_written(tmp_path: Path) -> None:
 
 
 def _two_machines(path: Path) -> None:
-    store = make_db(path, close=False, hostname="hdd-laptop-3", env={"kernel": "6.1.0"})
+    store = make_db(path, close=False, hostname="hdd-laptop-3", env={"kernel": "6.1.0"},
+                    machine="a" * 32)
     slower = {k: v * (2.0 if k == ("mq-deadline", LOAD, "default") else 1.0)
               for k, v in MEDIANS.items()}
     make_db(None, store=store, medians=slower, seed=2, hostname="ssd-desktop",
-            env={"kernel": "6.18.0"})
+            env={"kernel": "6.18.0"}, machine="b" * 32)
 
 
 @pytest.mark.parametrize("by", ["machine", "kernel", "run"])

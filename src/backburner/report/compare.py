@@ -68,7 +68,9 @@ class CompareResult:
 def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
             confidence: float = 0.95) -> CompareResult:
     """Match cells of A and B by every dimension of the cell (the device label first as
-    well, then without it) and compare B against A."""
+    well, then without it) and compare B against A. Each must hold one machine's runs."""
+    a.require_one_machine()
+    b.require_one_machine()
     def ident(c: CellData, with_device: bool) -> Cell:
         return c.cell if with_device else replace(c.cell, device="")
 

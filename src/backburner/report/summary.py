@@ -96,9 +96,11 @@ class Bulk:
 
 def summary_rows(data: ReportData, *, tolerance: float = 0.10,
                  confidence: float = 0.95) -> list[Row]:
-    """One row per cell, in display order (cached per tolerance and confidence)."""
+    """One row per cell, in display order (cached per tolerance and confidence).
+    UsageError for runs of several machines (see `ReportData.require_one_machine`)."""
     cache_key = ("rows", tolerance, confidence)
     if cache_key not in data.cache:
+        data.require_one_machine()
         data.cache[cache_key] = [_row(data, c, tolerance, confidence) for c in data.cells]
     return data.cache[cache_key]
 
