@@ -153,3 +153,18 @@ def test_cells_prepared_differently_are_grouped_apart(tmp_path: Path) -> None:
         assert len(set(labels)) == len(data.cells), labels
     texts = [t.get_text() for t in scatter.figure.axes[0].texts]
     assert len(set(texts)) == len(data.cells), texts
+
+
+def test_group_plot_files_are_unique_for_a_long_probe(tmp_path: Path) -> None:
+    """The default probe label is a whole command line: cut at 60 characters in a file
+    name, each load of it must still get a file of its own."""
+    probe = "python3 -c 'import json, sqlite3, email, http.client, xml.dom.minidom, asyncio'"
+    medians = {("bfq", "none", "-"): 0.3, ("bfq", LOAD, "default"): 0.9,
+               ("bfq", LOAD2, "default"): 0.5}
+    store = make_db(tmp_path / "r.db", medians=medians, probe=probe, trials=6, close=False)
+    make_db(None, store=store, medians=medians, probe=probe, trials=6, seed=2)
+    data = report.load(str(tmp_path / "r.db"))
+    paths = plot.write_group_plots(data, "run", str(tmp_path / "plots"))
+    assert len(paths) == len(set(paths)) == 3  # one per load, "none" too
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
+        Path(p).name for p in paths)

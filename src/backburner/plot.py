@@ -18,6 +18,7 @@ import io
 import os
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib
@@ -108,6 +109,21 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
 
 
+def _unique_names() -> Callable[[str], str]:
+    """A namer whose names stay unique (a repeat gets -2, -3, ...): slugs are cut at 60
+    characters, so two loads of a long probe would otherwise write the same file."""
+    names: set[str] = set()
+
+    def unique(name: str) -> str:
+        base, i = name, 2
+        while name in names:
+            name, i = f"{base}-{i}", i + 1
+        names.add(name)
+        return name
+
+    return unique
+
+
 def figures(data: ReportData, *, violin: bool = False,
             tolerance: float = 0.10) -> list[PlotFigure]:
     """All plots of `data`, unsaved: per load box (or violin) plots and an ECDF, per probe
@@ -122,15 +138,7 @@ def _figures(data: ReportData, *, violin: bool = False,
     rows = {r.cell.key: r for r in summary_rows(data, tolerance=tolerance)}
     colours = policy_colours(data)
     out: list[PlotFigure] = []
-    names: set[str] = set()
-
-    def unique(name: str) -> str:
-        base, i = name, 2
-        while name in names:
-            name, i = f"{base}-{i}", i + 1
-        names.add(name)
-        return name
-
+    unique = _unique_names()
     groups: dict[tuple[str, str], list[CellData]] = {}
     for c in data.cells:
         groups.setdefault((c.cell.probe, c.cell.device), []).append(c)
@@ -542,6 +550,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
         for c in part.cells:
             by_cell.setdefault(c.key, []).append((label, c))
     out = []
+    unique = _unique_names()
     for (probe, load), keys in _by_probe_and_load(data).items():
         fig = Figure(figsize=(min(15.0, 3.0 + 0.6 * len(keys) * len(groups)), 5.2), dpi=DPI,
                      layout="constrained")
@@ -569,7 +578,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
         ax.set_ylabel("start-up time (s)")
         _titles(fig, ax, f"Start-up time of {probe}, load {load}, by {by}",
                 "boxes span the quartiles of each group's counted trials")
-        out.append(PlotFigure(_slug(f"by-{by}-{probe}-{load}"), "box",
+        out.append(PlotFigure(unique(_slug(f"by-{by}-{probe}-{load}")), "box",
                               f"Start-up time of {probe} under load {load}, one box per "
                               f"{by}.", fig))
     return out
