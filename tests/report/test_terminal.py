@@ -51,3 +51,9 @@ def test_a_prepare_column_only_when_a_cell_has_a_prepare_step(tmp_path: Path) ->
         assert "replay" in text
         assert ("Prepare" in text) == (width == 250)  # stacked into the cell when narrow
     assert "Prepare" not in report.render_text(ordinary, width=250)
+
+
+def test_recommend_shows_them_escaped_too(tmp_path: Path) -> None:
+    r = bb("report", _hostile_db(tmp_path / "h.db"), "--recommend")
+    assert r.returncode == 0, r.err
+    assert "\x1b" not in r.out and "\\x1b[2J" in r.out and HOSTILE_LOAD in r.out

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..cell import GOVERNED, GOVERNED_RULE_POLICY
 from ..errors import DataError
-from ..units import fmt_factor, fmt_s
+from ..units import fmt_factor, fmt_s, one_line
 from .data import ReportData
 from .summary import Row, median_text, summary_rows
 
@@ -197,6 +197,8 @@ def recommend(data: ReportData, *, tolerance: float = 0.10,
 
 
 def render(recs: list[Recommendation]) -> str:
+    """Plain text for a terminal: every line one line, no control character from a stored
+    probe or load (`units.one_line`)."""
     lines = []
     for rec in recs:
         lines.append(f"Recommended {rec.title}: {rec.evidence}")
@@ -206,4 +208,4 @@ def render(recs: list[Recommendation]) -> str:
         lines.append("  govern rule: " + rec.govern_rule.strip().replace("\n", "; "))
         lines += [f"  limit: {note}" for note in rec.limits]
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(one_line(ln) for ln in lines).rstrip() + "\n"
