@@ -8,7 +8,8 @@ the store as it was read.
 * A *cell* (see `backburner.cell`): trials of the same cell in several runs of one database
   are pooled. Load "none" is the unloaded baseline (policy "-").
 * A cell's *samples* are ``wall_s`` of its counted trials (round > 0, warmup = 0) with status
-  ok. Timeouts are counted and shown, never sampled; failed and aborted trials are counted.
+  ok. Timeouts are no samples, but the statistics count each at the limit it hit
+  (`timeout_limits`, see report.summary); failed and aborted trials are counted.
 * Cold trials (caches dropped) are the measurement; a cell with only warm counted trials is
   reported warm.
 * Trials are pooled within one machine only: a loaded cell of one machine judged against
