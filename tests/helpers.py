@@ -142,12 +142,13 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             special: dict | None = None, rounds: dict | None = None, cold: int = 1,
             device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
             close: bool = True, hostname: str | None = None,
-            env: dict | None = None) -> Store:
+            env: dict | None = None, probe: str = PROBE, machine: str | None = None) -> Store:
     """A result database as bench would write it.
 
-    special: {(sched, load, policy, round): status} overrides ("timeout", "failed",
-    "aborted"); rounds: {(sched, load, policy): number of counted rounds} for interrupted
-    runs. Warm-ups and failed trials get absurd wall times, so including them would show.
+    medians: {(sched, load, policy[, prepare]): median}; special: {(sched, load, policy
+    [, prepare], round): status} overrides ("timeout", "failed", "aborted"); rounds: {(sched,
+    load, policy[, prepare]): number of counted rounds} for interrupted runs. Warm-ups and
+    failed trials get absurd wall times, so including them would show.
     """
     medians = MEDIANS if medians is None else medians
     special = special or {}
@@ -156,16 +157,17 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
         store = Store.create(str(path))
         store.conn.execute("PRAGMA synchronous=OFF")  # test speed; durability is not tested here
     loads = list(dict.fromkeys(k[1] for k in medians))
-    config = {"probe": PROBE, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
+    config = {"probe": probe, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
               "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device}
     run = store.add_run(command, config, seed, {**ENV, **(env or {})}, "0.1.0",
-                        hostname=hostname)
+                        hostname=hostname, machine=machine)
     rng = np.random.default_rng(seed)
     t0 = 1_700_000_000.0
-    for (sched, load, pol), med in medians.items():
-        cid = store.add_cell(run, Cell(PROBE, device, sched, load, pol))
-        for rnd in range(rounds.get((sched, load, pol), trials) + 1):
-            status = special.get((sched, load, pol, rnd), "ok")
+    for key, med in medians.items():
+        sched, load, pol, *prepare = key
+        cid = store.add_cell(run, Cell(probe, device, sched, load, pol, *prepare))
+        for rnd in range(rounds.get(key, trials) + 1):
+            status = special.get((*key, rnd), "ok")
             wall: float | None = float(med * math.exp(rng.normal(0, spread)))
             if rnd == 0:
                 wall = 100.0 + rnd  # warm-up: never counted
@@ -192,15 +194,21 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
     return store
 
 
-def raw_samples(path, key: str, cold: int = 1) -> list[float]:
-    """Independent of report: the counted ok wall times, straight from SQL."""
+def raw_samples(path, key: str, cold: int = 1, status: str = "ok") -> list[float]:
+    """Independent of report: the counted ok wall times (or those of another status: a
+    timeout's is the limit it hit), straight from SQL."""
     conn = sqlite3.connect(path)
     rows = conn.execute(
         "SELECT t.wall_s FROM trials t JOIN cells c ON c.id = t.cell_id WHERE c.key=? AND "
-        "t.warmup=0 AND t.status='ok' AND t.cold=? ORDER BY t.id", (key, cold)).fetchall()
+        "t.warmup=0 AND t.status=? AND t.cold=? ORDER BY t.id", (key, status, cold)).fetchall()
     conn.close()
     return [r[0] for r in rows]
 
+
+#: cells with and without a prepare step (a replayed readahead pack starts faster)
+PREPARED: dict[tuple[str, ...], float] = {
+    ("bfq", "none", "-"): 0.30, ("bfq", LOAD, "default"): 3.0,
+    ("bfq", "none", "-", "replay"): 0.10, ("bfq", LOAD, "default", "replay"): 0.12}
 
 SPECIAL = {
     ("mq-deadline", LOAD, "default", 3): "timeout",

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import COMMAND, MEDIANS, SPECIAL, make_db
+from helpers import COMMAND, MEDIANS, PREPARED, SPECIAL, make_db
 from PIL import Image
 
 from backburner import plot, report
@@ -174,3 +174,15 @@ def test_hostile_strings_in_the_markdown_export(tmp_path: Path) -> None:
         assert re.sub(r"\\\|", "", row).count(" | ") == header_cells, row
     outside_code = re.sub(r"(`+).*?\1", "", out.getvalue())  # code spans show text as is
     assert not re.search(r"(?<!\\)<", outside_code)  # every other < is escaped
+
+
+def test_a_prepare_column_only_when_a_cell_has_a_prepare_step(tmp_path: Path) -> None:
+    make_db(tmp_path / "p.db", medians=PREPARED, trials=6)
+    make_db(tmp_path / "o.db", trials=6)
+    for name, prepared in (("p.db", True), ("o.db", False)):
+        data = report.load(str(tmp_path / name))
+        table = html_report._html_table(data, report.summary_rows(data), "95%")
+        assert ("<th>Prepare</th>" in table) == prepared
+        assert table.count("<code>replay</code>") == (2 if prepared else 0)
+        heads = len(re.findall(r"<th[ >]", table))
+        assert all(row.count("<td") == heads for row in re.findall(r"<tr class.*?</tr>", table))

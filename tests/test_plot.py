@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import LOAD, LOAD2, MEDIANS, SPECIAL, make_db
+from helpers import LOAD, LOAD2, MEDIANS, PREPARED, SPECIAL, make_db
 from matplotlib.colors import to_hex
 
 from backburner import errors, plot, report
@@ -66,7 +66,9 @@ def test_every_cell_and_sample_is_drawn(data: report.ReportData, violin: bool) -
         for a in lines:
             cell = data.cell(a.get_gid()[5:])
             assert sorted(a.get_xdata()) == pytest.approx(sorted(cell.samples()))
-            assert a.get_ydata()[-1] == pytest.approx(1.0)
+            # the starts done by the slowest completed one: a timed-out start never was
+            done = len(cell.samples())
+            assert a.get_ydata()[-1] == pytest.approx(done / (done + len(cell.timeout_limits())))
     order = gid_artists(figs[4].figure, "order:")  # every counted ok trial, in run order
     assert points(order) == sum(len(c.samples()) for c in data.cells)
     scatter = figs[-1].figure
@@ -130,3 +132,39 @@ def test_all_timed_out_cell_is_plotted_at_its_limit(tmp_path: Path) -> None:
     (pt,) = [a for a in gid_artists(scatter.figure, "point:") if LOAD in a.get_gid()]
     assert np.allclose(pt.get_offsets()[:, 1], 12.0)
     assert any("all timed out" in t.get_text() for t in scatter.figure.axes[0].texts)
+
+
+def test_cells_prepared_differently_are_grouped_apart(tmp_path: Path) -> None:
+    """Each preparation is its own group with its own idle line and labels: a prepared cell
+    is never drawn against the idle median of the unprepared one."""
+    make_db(tmp_path / "p.db", medians=PREPARED, trials=6)
+    data = report.load(str(tmp_path / "p.db"))
+    box, ecdf, order, scatter = plot.figures(data)
+    idle = {a.get_gid(): a.get_segments()[0][0][1] for a in gid_artists(box.figure, "idle:")}
+    medians = {plot.group_label(r.cell): r.median for r in report.summary_rows(data)
+               if r.cell.unloaded}
+    assert set(idle) == {"idle:bfq", "idle:bfq \u00b7 prepare replay"}
+    for gid, y in idle.items():
+        assert y == pytest.approx(medians[gid[5:]])
+    groups = [t.get_text() for t in box.figure.axes[0].child_axes[0].get_xticklabels()]
+    assert groups == ["bfq", "bfq \u00b7 prepare replay"]
+    for pf in (ecdf, order):
+        labels = pf.figure.axes[0].get_legend_handles_labels()[1]
+        assert len(set(labels)) == len(data.cells), labels
+    texts = [t.get_text() for t in scatter.figure.axes[0].texts]
+    assert len(set(texts)) == len(data.cells), texts
+
+
+def test_group_plot_files_are_unique_for_a_long_probe(tmp_path: Path) -> None:
+    """The default probe label is a whole command line: cut at 60 characters in a file
+    name, each load of it must still get a file of its own."""
+    probe = "python3 -c 'import json, sqlite3, email, http.client, xml.dom.minidom, asyncio'"
+    medians = {("bfq", "none", "-"): 0.3, ("bfq", LOAD, "default"): 0.9,
+               ("bfq", LOAD2, "default"): 0.5}
+    store = make_db(tmp_path / "r.db", medians=medians, probe=probe, trials=6, close=False)
+    make_db(None, store=store, medians=medians, probe=probe, trials=6, seed=2)
+    data = report.load(str(tmp_path / "r.db"))
+    paths = plot.write_group_plots(data, "run", str(tmp_path / "plots"))
+    assert len(paths) == len(set(paths)) == 3  # one per load, "none" too
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
+        Path(p).name for p in paths)

@@ -57,8 +57,10 @@ def test_summary_rows_match_independent_computation(db: str) -> None:
     by_key = {r.cell.key: r for r in rows}
     for (sched, load, pol) in MEDIANS:
         r = by_key[key_of(sched, load, pol)]
-        x = np.array(raw_samples(db, r.cell.key))
-        assert r.n == len(x)
+        done = np.array(raw_samples(db, r.cell.key))
+        limits = raw_samples(db, r.cell.key, status="timeout")
+        x = np.array([*done, *limits])  # a timeout counts at its limit
+        assert r.n == len(done) and r.timeouts == len(limits)
         assert r.median == pytest.approx(np.median(x))
         q1, q3 = np.percentile(x, [25, 75])
         assert (r.q1, r.q3) == (pytest.approx(q1), pytest.approx(q3))
@@ -66,10 +68,11 @@ def test_summary_rows_match_independent_computation(db: str) -> None:
         assert r.mean == pytest.approx(x.mean())
         assert r.stdev == pytest.approx(x.std(ddof=1))
         assert r.mad == pytest.approx(np.median(np.abs(x - np.median(x))))
+        q1, q3 = np.percentile(done, [25, 75])  # outliers: of the completed trials only
         iqr = q3 - q1
-        assert r.outliers == int(np.sum((x < q1 - 1.5 * iqr) | (x > q3 + 1.5 * iqr)))
+        assert r.outliers == int(np.sum((done < q1 - 1.5 * iqr) | (done > q3 + 1.5 * iqr)))
         assert r.median_ci[0] <= r.median <= r.median_ci[1]
-        assert max(x) < 20  # no warm-up (100 s) or failed (50 s) trial slipped in
+        assert max(done) < 20  # no warm-up (100 s) or failed (50 s) trial slipped in
         assert r.warmups == 1
         if load == "none":
             assert r.ratio is None and r.verdict_kind == "baseline"
@@ -101,7 +104,8 @@ def test_verdicts(db: str) -> None:
     mq = rows[("mq-deadline", LOAD, "default")]
     assert mq.verdict_kind == "slower" and "slower than idle" in mq.verdict
     expected = stats.verdict(raw_samples(db, mq.cell.key),
-                             raw_samples(db, key_of("mq-deadline", "none", "-")))
+                             raw_samples(db, key_of("mq-deadline", "none", "-")),
+                             loaded_censored=raw_samples(db, mq.cell.key, status="timeout"))
     assert mq.verdict == expected.text
     assert rows[("bfq", LOAD, "gentle")].verdict_kind == "indistinguishable"
     assert rows[("bfq", "none", "-")].verdict == "unloaded baseline"
@@ -267,7 +271,7 @@ def test_json_round_trips(db: str) -> None:
     out = io.StringIO()
     report.export_to(data, "json", out)
     doc = json.loads(out.getvalue())
-    assert doc["format"] == "backburner-results" and doc["version"] == 1
+    assert doc["format"] == "backburner-results" and doc["version"] == 2
     assert doc["runs"][0]["command"] == COMMAND
     assert doc["runs"][0]["environment"]["device"]["name"] == "loop7"
     assert doc["runs"][0]["config"]["loads"] == ["none", LOAD]
@@ -283,7 +287,9 @@ def test_json_round_trips(db: str) -> None:
         r = rows[cell["key"]]
         assert cell["n"] == r.n and cell["verdict"]["kind"] == r.verdict_kind
         assert cell["summary"]["median"] == r.median
-        assert cell["summary"]["median_ci_exact"] == list(r.median_ci)  # the one shown
+        # the one shown; an upper end the timeouts reach is unknown (null)
+        assert cell["summary"]["median_ci"] == [
+            v if math.isfinite(v) else None for v in r.median_ci]
         walls = {t["id"]: t["wall_s"] for t in doc["trials"]}
         assert [walls[i] for i in cell["sample_trial_ids"]] == raw_samples(db, cell["key"])
     mq = next(c for c in doc["cells"] if c["key"] == key_of("mq-deadline", LOAD, "default"))
@@ -468,11 +474,12 @@ def test_database_being_written(tmp_path: Path) -> None:
 
 
 def _two_machines(path: Path) -> None:
-    store = make_db(path, close=False, hostname="hdd-laptop-3", env={"kernel": "6.1.0"})
+    store = make_db(path, close=False, hostname="hdd-laptop-3", env={"kernel": "6.1.0"},
+                    machine="a" * 32)
     slower = {k: v * (2.0 if k == ("mq-deadline", LOAD, "default") else 1.0)
               for k, v in MEDIANS.items()}
     make_db(None, store=store, medians=slower, seed=2, hostname="ssd-desktop",
-            env={"kernel": "6.18.0"})
+            env={"kernel": "6.18.0"}, machine="b" * 32)
 
 
 @pytest.mark.parametrize("by", ["machine", "kernel", "run"])

@@ -77,8 +77,8 @@ def test_outliers_are_flagged_not_dropped() -> None:
 def test_summarize_single_sample() -> None:
     s = bs.summarize([7.5])
     assert s.n == 1 and s.median == 7.5
-    assert s.median_ci == (7.5, 7.5)
-    assert s.median_ci_exact is None
+    assert s.median_ci_bootstrap == (7.5, 7.5)
+    assert s.median_ci is None
     assert math.isnan(s.stdev)
     assert s.outliers == ()
 
@@ -114,18 +114,18 @@ def test_bootstrap_ci_contains_median_and_is_deterministic() -> None:
     x = np.random.default_rng(5).gamma(2.0, 10.0, size=40)
     a = bs.summarize(x, seed=11)
     b = bs.summarize(x, seed=11)
-    assert a.median_ci == b.median_ci
+    assert a.median_ci_bootstrap == b.median_ci_bootstrap
     # Bootstrap endpoints snap to order statistics, so two seeds may agree; ten should not.
-    others = {bs.summarize(x, seed=s, resamples=500).median_ci for s in range(10)}
+    others = {bs.summarize(x, seed=s, resamples=500).median_ci_bootstrap for s in range(10)}
     assert len(others) > 1
-    lo, hi = a.median_ci
+    lo, hi = a.median_ci_bootstrap
     assert lo <= a.median <= hi and lo < hi
 
 
 def test_bootstrap_ci_narrows_with_n() -> None:
     rng = np.random.default_rng(6)
-    small = bs.summarize(rng.normal(size=20)).median_ci
-    large = bs.summarize(rng.normal(size=400), resamples=2000).median_ci
+    small = bs.summarize(rng.normal(size=20)).median_ci_bootstrap
+    large = bs.summarize(rng.normal(size=400), resamples=2000).median_ci_bootstrap
     assert (large[1] - large[0]) < 0.4 * (small[1] - small[0])
 
 
@@ -134,7 +134,7 @@ def test_bootstrap_ci_agrees_with_scipy_bootstrap() -> None:
     # implementations (different random streams) pick the same or an adjacent one. At n=101
     # a 90% interval would sit two order statistics inside the 95% one, so this catches it.
     x = np.random.default_rng(7).normal(size=101)
-    ours = bs.summarize(x).median_ci
+    ours = bs.summarize(x).median_ci_bootstrap
     ref = ss.bootstrap(
         (x,), np.median, method="percentile", n_resamples=10_000, rng=1
     ).confidence_interval
@@ -157,8 +157,8 @@ def test_bootstrap_ci_coverage_near_nominal() -> None:
 
 def test_confidence_changes_width() -> None:
     x = np.random.default_rng(9).normal(size=50)
-    w80 = np.subtract(*bs.summarize(x, confidence=0.80).median_ci[::-1])
-    w99 = np.subtract(*bs.summarize(x, confidence=0.99).median_ci[::-1])
+    w80 = np.subtract(*bs.summarize(x, confidence=0.80).median_ci_bootstrap[::-1])
+    w99 = np.subtract(*bs.summarize(x, confidence=0.99).median_ci_bootstrap[::-1])
     assert w80 < w99
 
 
@@ -207,7 +207,7 @@ def test_order_statistic_ci_matches_scipy_quantile_test() -> None:
 
 def test_summary_reports_exact_ci() -> None:
     x = np.arange(1.0, 11.0)
-    assert bs.summarize(x, resamples=100).median_ci_exact == (2.0, 9.0)
+    assert bs.summarize(x, resamples=100).median_ci == (2.0, 9.0)
 
 
 def test_min_trials() -> None:
@@ -548,3 +548,100 @@ def test_the_order_statistic_interval_for_large_cells() -> None:
         ref = ss.quantile_test(x, q=np.median(x)).confidence_interval(0.95)
         assert lo <= np.median(x) <= hi
         assert (hi - lo) <= (ref.high - ref.low) + 2  # not wider than scipy's exact one
+
+
+# --------------------------------------------------------------------------- timeouts (censored)
+
+
+def test_censored_order_statistic_ci_hand_worked() -> None:
+    # n=10 -> (x2, x9); four timeouts at 30 are x7..x10, so x9 is unknown: open above
+    assert bs.order_statistic_ci([1, 2, 3, 4, 5, 6], censored=[30] * 4) == (2.0, math.inf)
+    # one timeout is x10 only: the interval is that of the values as they are
+    assert bs.order_statistic_ci(range(1, 10), censored=[30]) == (2.0, 9.0)
+    # a timeout below completed times (limits vary per trial): x2 takes it at its limit
+    # (the truth, anywhere from 1 up, gives (5, 12) at 1 and (6, 13) above 13)
+    assert bs.order_statistic_ci([5, 6, 7, 8, 9, 10, 11, 12, 13], censored=[1]) == (5.0, 13.0)
+
+
+def test_censored_summary_marks_a_median_the_timeouts_reach() -> None:
+    s = bs.summarize([1, 2, 3, 4, 5, 6], censored=[30] * 4, resamples=200)
+    assert (s.n, s.censored, s.median, s.median_lower_bound) == (10, 4, 5.5, False)
+    assert s.median_ci == (2.0, math.inf) and s.median_ci_bootstrap[1] == math.inf
+    assert s.outliers == ()  # of the completed samples only
+    s = bs.summarize([1, 2, 3, 4], censored=[30] * 6, resamples=200)
+    assert s.median == 30.0 and s.median_lower_bound
+    assert not bs.summarize([1.0, 2.0, 3.0], resamples=200).median_lower_bound
+
+
+def _censor(x: np.ndarray, limit: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What a bench with this timeout records of true times x: the completed ones, and a
+    limit for each that ran past it; and the true times in that order (completed first, as
+    the censored values are passed), so a bootstrap with the same seed draws the same
+    trials of both."""
+    done = x[x < limit]
+    return done, np.full(x.size - done.size, limit), np.concatenate([done, x[x >= limit]])
+
+
+def test_censored_intervals_hold_the_uncensored_ones() -> None:
+    """Seeded random truth, censored at a random limit: whatever the timed-out trials would
+    have taken, the intervals hold those of the true times, so the coverage promised holds;
+    the median is the true one unless marked a lower bound."""
+    rng = np.random.default_rng(77)
+    for i in range(300):
+        a, b = rng.lognormal(0.5, 0.8, 12), rng.lognormal(0.0, 0.3, 10)
+        limit = float(np.quantile(a, rng.uniform(0.3, 1.0)))
+        done, cens, a = _censor(a, limit)
+        if not done.size:
+            continue
+        s = bs.summarize(done, censored=cens, resamples=200, seed=i)
+        true = bs.summarize(a, resamples=200, seed=i)
+        assert s.median <= true.median
+        assert s.median_lower_bound or s.median == true.median
+        lo, hi = s.median_ci
+        assert lo <= true.median_ci[0] and hi >= true.median_ci[1]
+        lo, hi = s.median_ci_bootstrap
+        assert lo <= true.median_ci_bootstrap[0] and hi >= true.median_ci_bootstrap[1]
+        r = bs.ratio_of_medians(done, b, resamples=300, seed=i, a_censored=cens)
+        t = bs.ratio_of_medians(a, b, resamples=300, seed=i)
+        assert r.ratio <= t.ratio and r.lo <= t.lo and r.hi >= t.hi
+        bd, bc, b = _censor(b, float(np.quantile(b, 0.8)))  # a baseline that timed out too
+        r = bs.ratio_of_medians(done, bd, resamples=300, seed=i, a_censored=cens, b_censored=bc)
+        t = bs.ratio_of_medians(a, b, resamples=300, seed=i)
+        assert r.lo <= t.lo and r.hi >= t.hi
+
+
+def test_no_censored_values_change_nothing() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.lognormal(0, 0.3, 10), rng.lognormal(0, 0.3, 9)
+    assert bs.ratio_of_medians(a, b, a_censored=[], b_censored=()) == bs.ratio_of_medians(a, b)
+    assert bs.summarize(a, censored=[]) == bs.summarize(a)
+
+
+def test_timeouts_make_no_verdict_optimistic() -> None:
+    """The reviewer's case: 6 starts at idle speed and 4 timeouts at 30x idle. Without the
+    timeouts it reads 'indistinguishable from idle'; with them it is inconclusive and says
+    why; enough timeouts to reach the median make it slower, marked as a lower bound."""
+    rng = np.random.default_rng(3)
+    idle = rng.lognormal(0.0, 0.02, 10)
+    fast = rng.lognormal(0.0, 0.02, 6)
+    assert bs.verdict(fast, idle).kind == "indistinguishable"
+    v = bs.verdict(fast, idle, loaded_censored=[30.0] * 4)
+    assert v.kind == "inconclusive" and v.ratio.hi == math.inf
+    assert "--timeout" in v.text and "\u221e" in v.text
+    v = bs.verdict(fast[:2], idle, loaded_censored=[30.0] * 8)
+    assert v.kind == "slower" and v.text.startswith("\u2265")
+    # one timeout in ten reaches neither the median nor its interval: still a fair verdict
+    assert bs.verdict(rng.lognormal(0.0, 0.02, 9), idle, loaded_censored=[30.0]).kind == \
+        "indistinguishable"
+
+
+def test_timeouts_warning_says_what_they_leave_unknown() -> None:
+    def message(done: list[float], cens: list[float]) -> str:
+        s = bs.summarize(done, censored=cens, resamples=100)
+        (w,) = [w for w in bs.warnings_for(done, timeouts=len(cens), summary=s)
+                if w.code == "timeouts"]
+        return w.message
+
+    assert "lower bound" in message([1.0, 2.0, 3.0, 4.0], [30.0] * 6)
+    assert "open above" in message([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [30.0] * 4)
+    assert "do not reach" in message([float(v) for v in range(1, 20)], [30.0])

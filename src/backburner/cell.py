@@ -14,6 +14,11 @@ from dataclasses import dataclass, fields
 UNLOADED = "none"
 NO_POLICY = "-"
 NO_PREPARE = "none"
+#: The policy of a cell whose load a `backburner govern` daemon puts on the back burner by
+#: rule (`bench --policy govern`): not a policy `run` or `apply` knows, but the way it is
+#: applied. The rule bench writes gives the load GOVERNED_RULE_POLICY.
+GOVERNED = "govern"
+GOVERNED_RULE_POLICY = "background"
 
 
 @dataclass(frozen=True, order=True)

@@ -1,14 +1,14 @@
 """Plots of a result database (matplotlib, no pyplot, so no GUI backend and no global state).
 
 Per (probe, device, load): a box plot (or violin) per cell with every sample drawn on top as a
-jittered strip, grouped by scheduler (with that scheduler's unloaded cell first and its median
-as a dashed reference line), coloured by policy with the same colours in every plot; timeouts
-are red crosses at the limit they hit. Per (probe, device): median latency against median
-background throughput, one point per cell, error bars spanning the quartiles.
+jittered strip, grouped by scheduler and preparation (with the group's unloaded cell first and
+its median as a dashed reference line), coloured by policy with the same colours in every
+plot; timeouts are red crosses at the limit they hit. Per (probe, device): median latency
+against median background throughput, one point per cell, error bars spanning the quartiles.
 
 `figures` returns the figures without saving them, so tests can inspect what is drawn; every
 drawn element carries a gid ("box:KEY", "violin:KEY", "samples:KEY", "timeouts:KEY",
-"idle:SCHEDULER", "point:KEY").
+"idle:GROUP" (the scheduler, and its preparation if any), "point:KEY").
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import io
 import os
 import re
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib
@@ -26,9 +27,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import outfile
+from .cell import NO_PREPARE, Cell
 from .errors import UsageError
 from .report.data import CellData, ReportData
-from .report.summary import MB, Row, summary_rows
+from .report.summary import MB, Row, median_value_text, summary_rows
 from .units import fmt_factor, fmt_s
 
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
@@ -95,8 +97,31 @@ def _titles(fig: Figure, ax, title: str, subtitle: str) -> None:
     ax.set_title(textwrap.fill(subtitle, width), loc="left", fontsize=9, color="#5b6673")
 
 
+def group_label(cell: Cell) -> str:
+    """What a cell is judged against idle within: its scheduler, and its preparation if any
+    (cells prepared differently have different idle baselines)."""
+    if cell.prepare == NO_PREPARE:
+        return cell.scheduler
+    return f"{cell.scheduler} \u00b7 prepare {cell.prepare}"
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
+
+
+def _unique_names() -> Callable[[str], str]:
+    """A namer whose names stay unique (a repeat gets -2, -3, ...): slugs are cut at 60
+    characters, so two loads of a long probe would otherwise write the same file."""
+    names: set[str] = set()
+
+    def unique(name: str) -> str:
+        base, i = name, 2
+        while name in names:
+            name, i = f"{base}-{i}", i + 1
+        names.add(name)
+        return name
+
+    return unique
 
 
 def figures(data: ReportData, *, violin: bool = False,
@@ -113,15 +138,7 @@ def _figures(data: ReportData, *, violin: bool = False,
     rows = {r.cell.key: r for r in summary_rows(data, tolerance=tolerance)}
     colours = policy_colours(data)
     out: list[PlotFigure] = []
-    names: set[str] = set()
-
-    def unique(name: str) -> str:
-        base, i = name, 2
-        while name in names:
-            name, i = f"{base}-{i}", i + 1
-        names.add(name)
-        return name
-
+    unique = _unique_names()
     groups: dict[tuple[str, str], list[CellData]] = {}
     for c in data.cells:
         groups.setdefault((c.cell.probe, c.cell.device), []).append(c)
@@ -158,14 +175,15 @@ def _figures(data: ReportData, *, violin: bool = False,
 def _distribution_figure(probe: str, device: str, load: str, cells: list[CellData],
                          rows: dict[str, Row], colours: dict[str, str],
                          violin: bool) -> Figure:
-    schedulers = list(dict.fromkeys(c.cell.scheduler for c in cells))
+    groups = list(dict.fromkeys(group_label(c.cell) for c in cells))
     layout: list[tuple[str, list[CellData]]] = []
-    for sched in schedulers:
-        members = [c for c in cells if c.cell.scheduler == sched and c.unloaded]
+    for group in groups:
+        mine = [c for c in cells if group_label(c.cell) == group]
+        members = [c for c in mine if c.unloaded]
         if load != "none":
-            members += [c for c in cells if c.cell.scheduler == sched and c.cell.load == load]
+            members += [c for c in mine if c.cell.load == load]
         if members:
-            layout.append((sched, members))
+            layout.append((group, members))
     n_members = sum(len(m) for _, m in layout)
     fig = Figure(figsize=(min(15.0, max(6.5, 2.0 + 1.0 * n_members)), 5.2), dpi=DPI,
                  layout="constrained")
@@ -193,7 +211,9 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
             colour = colours.get(cell.cell.policy, IDLE_COLOUR)
             all_values += samples + limits
             has_timeouts = has_timeouts or bool(limits)
-            _draw_distribution(ax, x, cell.key, samples, colour, violin)
+            # the box spans the quartiles the table shows: timeouts count at their limit
+            _draw_distribution(ax, x, cell.key, samples + limits if samples else [], colour,
+                               violin)
             rng = np.random.default_rng(1000 * g + i)
             if samples:
                 jitter = rng.uniform(-0.16, 0.16, len(samples))
@@ -237,9 +257,9 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
     what = f"load {load}" if load != "none" else "unloaded"
     _titles(fig, ax, f"Start-up time of {probe} on {device}, {what}",
             f"every trial is a dot; {'bars' if violin else 'boxes'} span the quartiles; "
-            "dashed line = unloaded median of "
-            "the scheduler; colour = policy of the background load; labels = median and "
-            "ratio to idle" + ("; red \u2716 = timeout at its limit" if has_timeouts else ""))
+            "dashed line = unloaded median of the scheduler (and preparation); "
+            "colour = policy of the background load; labels = median and ratio to idle"
+            + ("; red \u2716 = timeout at its limit" if has_timeouts else ""))
     return fig
 
 
@@ -277,7 +297,7 @@ def _annotate(ax, x: float, row: Row, samples: list[float], limits: list[float])
         return
     lines = []
     if row.median is not None:
-        lines.append(f"{fmt_s(row.median)} s")
+        lines.append(f"{median_value_text(row)} s")
     if row.ratio is not None:
         lines.append(f"\u00d7{fmt_factor(row.ratio.ratio)}")
     elif row.verdict_kind == "timed-out":
@@ -331,7 +351,7 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
                    color=TIMEOUT_COLOUR if timed_out else colour,
                    edgecolors="#1d232b", linewidths=0.6, zorder=3, gid=f"point:{cell.key}")
         label = "idle" if cell.unloaded else f"{cell.cell.load} \u00b7 {cell.cell.policy}"
-        label = f"{cell.cell.scheduler} \u00b7 {label}"
+        label = f"{group_label(cell.cell)} \u00b7 {label}"
         if timed_out:
             label += " (all timed out)"
         elif row.timeouts:
@@ -380,8 +400,9 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
         if not samples:
             continue
         values += samples
-        frac = np.arange(1, len(samples) + 1) / len(samples)
-        label = f"{cell.cell.scheduler} · {'idle' if cell.unloaded else cell.cell.policy}"
+        # a timed-out start was not done by its limit: the curve stops short of 1
+        frac = np.arange(1, len(samples) + 1) / (len(samples) + len(cell.timeout_limits()))
+        label = f"{group_label(cell.cell)} · {'idle' if cell.unloaded else cell.cell.policy}"
         ax.step(samples, frac, where="post", color=colours.get(cell.cell.policy, IDLE_COLOUR),
                 linestyle=styles[cell.cell.scheduler], linewidth=1.6, label=label,
                 gid=f"ecdf:{cell.key}")
@@ -419,7 +440,7 @@ def _order_figure(probe: str, device: str, cells: list[CellData],
         values += ys
         ax.scatter(xs, ys, s=16, color=colours.get(cell.cell.policy, IDLE_COLOUR),
                    marker=markers[cell.cell.scheduler], edgecolors="#1d232b", linewidths=0.3,
-                   label=cell.label if not cell.unloaded else f"{cell.cell.scheduler} · "
+                   label=cell.label if not cell.unloaded else f"{group_label(cell.cell)} · "
                    "idle", gid=f"order:{cell.key}")
     _set_y_scale(ax, values)
     ax.set_xlabel("trial, in the order they ran")
@@ -529,6 +550,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
         for c in part.cells:
             by_cell.setdefault(c.key, []).append((label, c))
     out = []
+    unique = _unique_names()
     for (probe, load), keys in _by_probe_and_load(data).items():
         fig = Figure(figsize=(min(15.0, 3.0 + 0.6 * len(keys) * len(groups)), 5.2), dpi=DPI,
                      layout="constrained")
@@ -544,7 +566,9 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
                 x += 0.8
             ticks.append((first + x - 0.8) / 2)
             cell = data.cell(key).cell
-            names.append("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
+            prep = "" if cell.prepare == NO_PREPARE else f"\nprepare {cell.prepare}"
+            names.append(("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
+                         + prep)
             x += 0.8
         ax.set_xticks(ticks, names, fontsize=8.5)
         for label, colour in colours.items():
@@ -554,7 +578,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
         ax.set_ylabel("start-up time (s)")
         _titles(fig, ax, f"Start-up time of {probe}, load {load}, by {by}",
                 "boxes span the quartiles of each group's counted trials")
-        out.append(PlotFigure(_slug(f"by-{by}-{probe}-{load}"), "box",
+        out.append(PlotFigure(unique(_slug(f"by-{by}-{probe}-{load}")), "box",
                               f"Start-up time of {probe} under load {load}, one box per "
                               f"{by}.", fig))
     return out

@@ -13,6 +13,17 @@ Why these choices:
   user wants to read, with a bootstrap CI (its coverage checked by simulation in the tests);
   Mann-Whitney U (scipy's) and Cliff's delta are reported too, distribution-free.
 * Outliers are flagged, never dropped: a slow start under load is the thing we measure.
+* A timed-out trial is *right-censored*: it took at least its limit. Dropping it would make a
+  cell that often times out look fast (6 starts at idle speed and 4 timeouts at 30x idle would
+  read "indistinguishable from idle"), so the functions below take such values as
+  ``censored`` and count them. Order statistics are monotone in every value, so the truth
+  lies between the statistic with each censored value at its limit and the same statistic
+  with each one unbounded: the median is the former (a lower bound when the two differ,
+  ``median_lower_bound``), and an interval takes its lower end from the former and its upper
+  end from the latter (infinite when a censored value reaches it). Such an interval holds the
+  interval the uncensored times would give, so its coverage is still at least the confidence
+  asked for (the order-statistic one exactly so; the bootstrap ones as far as a bootstrap
+  goes), and a verdict drawn from it is never more optimistic than the data allow.
 * Bootstraps use a seeded ``numpy.random.Generator`` so a report is reproducible.
 """
 
@@ -54,8 +65,10 @@ class Summary:
 
     n: int
     median: float
-    median_ci: tuple[float, float] | None  # percentile bootstrap (None above a few thousand)
-    median_ci_exact: tuple[float, float] | None
+    #: the exact order-statistic interval, the one reports show (None when n is too small)
+    median_ci: tuple[float, float] | None
+    #: percentile bootstrap, for the record (None above a few thousand samples)
+    median_ci_bootstrap: tuple[float, float] | None
     confidence: float
     q1: float
     q3: float
@@ -68,6 +81,10 @@ class Summary:
     mad_scaled: float
     outliers: tuple[int, ...]
     outlier_rule: str
+    #: right-censored values (timeouts at their limit) among the n; the statistics above
+    #: count them at their limit, and ``outliers`` indexes the completed samples only
+    censored: int = 0
+    median_lower_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +155,17 @@ def _as_samples(samples: ArrayLike, name: str = "samples") -> np.ndarray:
     return x
 
 
+def _as_censored(censored: ArrayLike) -> np.ndarray:
+    """Right-censored values (each a lower bound of a time), possibly none."""
+    x = np.asarray(censored, dtype=float).reshape(-1)
+    return _as_samples(x, "censored") if x.size else x
+
+
+def _bounds(x: np.ndarray, censored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The values with every censored one at its limit, and with every one unbounded."""
+    return np.concatenate([x, censored]), np.concatenate([x, np.full(censored.size, np.inf)])
+
+
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
@@ -180,22 +208,40 @@ def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) 
     return out
 
 
-def _percentile_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Central percentile interval: the plain percentile bootstrap."""
+def _percentile_interval(values: np.ndarray, confidence: float,
+                         upper: np.ndarray | None = None) -> tuple[float, float]:
+    """Central percentile interval: the plain percentile bootstrap. With ``upper`` (the same
+    resamples with censored values unbounded), the upper end is taken from it, infinite
+    where it reaches an unbounded one (numpy's interpolation would give NaN there)."""
     alpha = 1.0 - confidence
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+    if upper is None:
+        lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+        return float(lo), float(hi)
+    lo = float(np.quantile(values, alpha / 2))
+    unbounded = np.isposinf(upper)
+    if math.ceil((1 - alpha / 2) * (upper.size - 1)) >= upper.size - int(unbounded.sum()):
+        return lo, math.inf
+    finite = np.where(unbounded, np.max(upper, where=~unbounded, initial=0.0), upper)
+    return lo, float(np.quantile(finite, 1 - alpha / 2))
 
 
 def bootstrap_median_ci(
-    samples: ArrayLike, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+    samples: ArrayLike, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0,
+    censored: ArrayLike = (),
 ) -> tuple[float, float]:
-    """Percentile-bootstrap CI of the median; deterministic for a given seed."""
-    x = _as_samples(samples)
+    """Percentile-bootstrap CI of the median; deterministic for a given seed. With
+    ``censored`` values, the widest interval they allow (see the module's docstring)."""
+    x, c = _as_samples(samples), _as_censored(censored)
     _check_confidence(confidence)
     _check_resamples(resamples)
-    rng = np.random.default_rng(seed)
-    return _percentile_interval(_bootstrap_medians(x, resamples, rng), confidence)
+    if not c.size:
+        rng = np.random.default_rng(seed)
+        return _percentile_interval(_bootstrap_medians(x, resamples, rng), confidence)
+    low, high = _bounds(x, c)
+    # the same seed draws the same resamples of both: each upper median is >= its lower one
+    return _percentile_interval(
+        _bootstrap_medians(low, resamples, np.random.default_rng(seed)), confidence,
+        _bootstrap_medians(high, resamples, np.random.default_rng(seed)))
 
 
 # --------------------------------------------------------------------------- order statistics
@@ -225,15 +271,25 @@ def min_trials(confidence: float = 0.95) -> int:
     return n
 
 
-def order_statistic_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[float, float] | None:
+def order_statistic_ci(samples: ArrayLike, confidence: float = 0.95, *,
+                       censored: ArrayLike = ()) -> tuple[float, float] | None:
     """Exact distribution-free CI of the median, [x_(k), x_(n-k+1)] with the largest valid k.
 
     Complements the bootstrap: its coverage is guaranteed (it is conservative), while the
     percentile bootstrap undercovers for small n. Returns None when n < min_trials().
+    ``censored`` values count in n; x_(k) takes them at their limit and x_(n-k+1) unbounded
+    (infinite when one of them is that order statistic), so the coverage still holds.
     """
-    x = np.sort(_as_samples(samples))
+    low, high = _bounds(_as_samples(samples), _as_censored(censored))
     _check_confidence(confidence)
-    n = x.size
+    k = _order_statistic_k(low.size, confidence)
+    if k is None:
+        return None
+    return float(np.sort(low)[k - 1]), float(np.sort(high)[low.size - k])
+
+
+def _order_statistic_k(n: int, confidence: float) -> int | None:
+    """The largest k whose [x_(k), x_(n-k+1)] covers the median with ``confidence``."""
     if _median_interval_coverage(n, 1) < confidence:
         return None
     from scipy.stats import binom
@@ -245,7 +301,7 @@ def order_statistic_ci(samples: ArrayLike, confidence: float = 0.95) -> tuple[fl
         k -= 1
     while k + 1 <= (n + 1) // 2 and _median_interval_coverage(n, k + 1) >= confidence:
         k += 1
-    return float(x[k - 1]), float(x[n - k])
+    return k
 
 
 # --------------------------------------------------------------------------- summary
@@ -261,14 +317,18 @@ def tukey_outliers(samples: ArrayLike) -> tuple[int, ...]:
 
 
 def summarize(
-    samples: ArrayLike, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0
+    samples: ArrayLike, *, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0,
+    censored: ArrayLike = (),
 ) -> Summary:
     """Describe one cell robustly: median with two CIs, quartiles, MAD, flagged outliers.
 
     Quartiles use numpy's default 'linear' quantile method (Hyndman-Fan type 7). ``stdev``
-    uses ddof=1 and is NaN for n < 2. Raises ValueError on empty input.
+    uses ddof=1 and is NaN for n < 2. Raises ValueError on empty ``samples``.
+    ``censored`` values (timeouts) count at their limit, so every statistic but the outliers
+    (of ``samples`` only) includes them; see the module's docstring for the intervals.
     """
-    x = _as_samples(samples)
+    done, c = _as_samples(samples), _as_censored(censored)
+    x, high = _bounds(done, c)
     _check_confidence(confidence)
     _check_resamples(resamples)
     q1, median, q3 = (float(v) for v in np.quantile(x, [0.25, 0.5, 0.75]))
@@ -276,11 +336,12 @@ def summarize(
     return Summary(
         n=int(x.size),
         median=median,
-        # (for the record: the order-statistic interval is the one shown; above a few
-        # thousand samples, where it and the bootstrap agree, the bootstrap is not drawn)
-        median_ci=(bootstrap_median_ci(x, confidence=confidence, resamples=resamples,
-                                       seed=seed) if x.size <= BOOTSTRAP_MEDIAN_MAX_N else None),
-        median_ci_exact=order_statistic_ci(x, confidence),
+        median_ci=order_statistic_ci(done, confidence, censored=c),
+        # (for the record; above a few thousand samples, where it and the order-statistic
+        # interval agree, it is not drawn)
+        median_ci_bootstrap=(bootstrap_median_ci(done, confidence=confidence,
+                                                 resamples=resamples, seed=seed, censored=c)
+                             if x.size <= BOOTSTRAP_MEDIAN_MAX_N else None),
         confidence=confidence,
         q1=q1,
         q3=q3,
@@ -291,9 +352,19 @@ def summarize(
         stdev=float(x.std(ddof=1)) if x.size >= 2 else math.nan,
         mad=mad,
         mad_scaled=mad * MAD_NORMAL_SCALE,
-        outliers=tukey_outliers(x),
+        outliers=tukey_outliers(done),
         outlier_rule=OUTLIER_RULE,
+        censored=int(c.size),
+        median_lower_bound=bool(np.median(high) != median),
     )
+
+
+def censored_median(samples: ArrayLike, censored: ArrayLike = ()) -> tuple[float, bool]:
+    """The median with each censored value at its limit, and whether that is only a lower
+    bound (a censored value reaches it)."""
+    low, high = _bounds(_as_samples(samples), _as_censored(censored))
+    median = float(np.median(low))
+    return median, bool(np.median(high) != median)
 
 
 # --------------------------------------------------------------------------- comparisons
@@ -306,26 +377,38 @@ def ratio_of_medians(
     confidence: float = 0.95,
     resamples: int = 10_000,
     seed: int = 0,
+    a_censored: ArrayLike = (),
+    b_censored: ArrayLike = (),
 ) -> RatioCI:
     """median(a) / median(b) with a percentile CI from resampling each group independently.
 
     The groups are independent runs, so each is resampled on its own; the ratio of the two
     bootstrap medians gives the interval. Raises ValueError if median(b) is zero.
+    Censored values of either group count at their limit in the ratio; the interval's lower
+    end takes a's at their limit and b's unbounded, its upper end the other way round.
     """
     xa, xb = _as_samples(a, "a"), _as_samples(b, "b")
+    ca, cb = _as_censored(a_censored), _as_censored(b_censored)
     _check_confidence(confidence)
     _check_resamples(resamples)
-    med_b = float(np.median(xb))
+    (la, ha), (lb, hb) = _bounds(xa, ca), _bounds(xb, cb)
+    med_b = float(np.median(lb))
     if med_b == 0.0:
         raise ValueError("median of b is zero, so the ratio of medians is undefined")
-    rng = np.random.default_rng(seed)
-    resamples = effective_resamples(resamples, max(xa.size, xb.size))  # the same for both
-    boot_a = _bootstrap_medians(xa, resamples, rng)
-    boot_b = _bootstrap_medians(xb, resamples, rng)
+    resamples = effective_resamples(resamples, max(la.size, lb.size))  # the same for both
+
+    def boot(xa: np.ndarray, xb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)  # the same resamples for every bound
+        return _bootstrap_medians(xa, resamples, rng), _bootstrap_medians(xb, resamples, rng)
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = boot_a / boot_b
-    lo, hi = _percentile_interval(ratios, confidence)
-    return RatioCI(float(np.median(xa)) / med_b, lo, hi, confidence)
+        if ca.size or cb.size:
+            (low_a, high_b), (high_a, low_b) = boot(la, hb), boot(ha, lb)
+            lo, hi = _percentile_interval(low_a / high_b, confidence, high_a / low_b)
+        else:
+            boot_a, boot_b = boot(xa, xb)
+            lo, hi = _percentile_interval(boot_a / boot_b, confidence)
+    return RatioCI(float(np.median(la)) / med_b, lo, hi, confidence)
 
 
 def mann_whitney(a: ArrayLike, b: ArrayLike, *, method: str = "auto") -> MannWhitney:
@@ -395,20 +478,27 @@ def verdict(
     confidence: float = 0.95,
     seed: int = 0,
     resamples: int = 10_000,
+    loaded_censored: ArrayLike = (),
+    baseline_censored: ArrayLike = (),
 ) -> Verdict:
     """Say whether ``loaded`` is slower, faster or indistinguishable from ``baseline`` (idle).
 
     We only claim "indistinguishable" when the whole ratio CI lies within 1 +/- tolerance:
-    a wide interval straddling 1 is "inconclusive", not evidence of no effect.
+    a wide interval straddling 1 is "inconclusive", not evidence of no effect. Timed-out
+    trials (``*_censored``, at their limit) widen the interval as far as they could reach,
+    so they can make a verdict "slower" or "inconclusive", never falsely reassuring; a ratio
+    whose loaded median they reach is marked as a lower bound (\u2265).
     """
     if not 0.0 <= tolerance < 1.0:
         raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-    r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed)
+    r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed,
+                         a_censored=loaded_censored, b_censored=baseline_censored)
     conf = fmt_pct(confidence)
+    at_least = "\u2265" if censored_median(loaded, loaded_censored)[1] else ""
     if r.lo > 1.0 + tolerance:
         kind = "slower"
         text = (
-            f"{fmt_factor(r.ratio)}\u00d7 slower than idle "
+            f"{at_least}{fmt_factor(r.ratio)}\u00d7 slower than idle "
             f"({conf} CI {fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}\u00d7)"
         )
     elif r.hi < 1.0 - tolerance:
@@ -426,9 +516,11 @@ def verdict(
         )
     else:
         kind = "inconclusive"
+        advice = ("timeouts leave it open above: raise --timeout to measure them"
+                  if math.isinf(r.hi) else "run more trials to decide")
         text = (
-            f"inconclusive: {fmt_factor(r.ratio)}\u00d7 idle ({conf} CI "
-            f"{fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}\u00d7); run more trials to decide"
+            f"inconclusive: {at_least}{fmt_factor(r.ratio)}\u00d7 idle ({conf} CI "
+            f"{fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}\u00d7); {advice}"
         )
     return Verdict(kind=kind, text=text, ratio=r)
 
@@ -469,14 +561,25 @@ def _too_few_trials(n: int, confidence: float, timeouts: int = 0) -> Warning_ | 
     )
 
 
-def _timeouts(timeouts: int) -> Warning_ | None:
+def _timeouts(timeouts: int, summary: Summary | None) -> Warning_ | None:
     if timeouts <= 0:
         return None
+    ci = summary.median_ci if summary else None
+    if summary is None:
+        effect = "no trial completed, so only a lower bound of the time is known"
+    elif summary.median_lower_bound:
+        effect = "so the median is only a lower bound (\u2265) and its interval is open above"
+    elif ci is not None and math.isinf(ci[1]):
+        effect = "so the median's interval is open above (\u221e)"
+    else:
+        effect = "they do not reach the median or its interval"
     return Warning_(
         "timeouts",
         f"{timeouts} trial{'s' if timeouts != 1 else ''} timed out and "
-        f"{'are' if timeouts != 1 else 'is'} counted in this cell, not dropped; raise "
-        "--timeout if the probe is merely slow, or treat this configuration as pathological",
+        f"{'are' if timeouts != 1 else 'is'} counted in this cell at the limit "
+        f"{'they' if timeouts != 1 else 'it'} hit (the probe took at least that long), not "
+        f"dropped: {effect}; raise --timeout if the probe is merely slow, or treat this "
+        "configuration as pathological",
     )
 
 
@@ -521,14 +624,16 @@ def warnings_for(
     timeouts: int = 0,
     warm_median: float | None = None,
     confidence: float = 0.95,
+    summary: Summary | None = None,
 ) -> list[Warning_]:
     """All warnings for one cell, in a stable order; empty ``samples`` is allowed here.
+    ``summary`` (of the samples and the timeouts) says what the timeouts leave unknown.
 
     Codes: too-few-trials, timeouts, bimodal, not-cold, outliers.
     """
     _check_confidence(confidence)
     raw = np.asarray(samples, dtype=float)
-    found = [_too_few_trials(int(raw.size), confidence, timeouts), _timeouts(timeouts)]
+    found = [_too_few_trials(int(raw.size), confidence, timeouts), _timeouts(timeouts, summary)]
     if raw.size:
         x = _as_samples(raw)
         found += [_bimodal(x), _not_cold(float(np.median(x)), warm_median), _outliers(x)]

@@ -19,6 +19,15 @@ MAX_SIZE = 1 << 62
 _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
 _SCALE = {"": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
 DASH = "\u2013"
+INFINITY = "\u221e"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """Control characters (a newline typed into an option, an escape sequence stored in a
+    database) shown escaped, so a message or a table cell stays one line and cannot drive
+    the terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def parse_size(text: str, *, what: str = "size", minimum: int = 1) -> int:
@@ -74,9 +83,10 @@ def fmt_ms(seconds: float) -> str:
 
 
 def fmt_range(lo: float | None, hi: float | None) -> str:
+    """'1.20\u20131.45'; an unbounded upper end (timeouts reach it) is '\u221e'."""
     if lo is None or hi is None:
         return DASH
-    return f"{fmt_s(lo)}{DASH}{fmt_s(hi)}"
+    return f"{fmt_s(lo)}{DASH}{INFINITY if hi == math.inf else fmt_s(hi)}"
 
 
 def fmt_mbps(x: float | None) -> str:
@@ -89,7 +99,7 @@ def fmt_mbps(x: float | None) -> str:
 def fmt_factor(x: float) -> str:
     """Two decimals below 10× (enough to see a ±10% band), fewer above; never 1e+03."""
     if not math.isfinite(x):
-        return "\u221e" if x > 0 else DASH
+        return INFINITY if x > 0 else DASH
     if abs(x) >= 100:
         return f"{x:.0f}"
     return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"

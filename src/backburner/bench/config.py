@@ -23,7 +23,7 @@ from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from .. import priority
-from ..cell import Cell
+from ..cell import GOVERNED, Cell
 from ..errors import DataError, NotFoundError, UsageError
 from ..units import human_size
 from . import loads as loadspec
@@ -40,8 +40,6 @@ MAX_ABORT_FACTOR = 1e6
 #: fio jobs of one load: more would measure the harness, not the device (and can exhaust
 #: memory with 256 MiB files each).
 MAX_FIO_JOBS = 64
-#: The policy of cells whose load a `govern` daemon puts on the back burner (see governed.py)
-GOVERNED = "govern"
 
 
 @dataclass

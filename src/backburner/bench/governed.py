@@ -18,11 +18,10 @@ import sys
 import time
 
 from .. import logtail, safepath, spawn
+from ..cell import GOVERNED_RULE_POLICY as RULE_POLICY
 from ..errors import SystemStateError
 from .loads import LoadSpec
 
-POLICY = "govern"
-RULE_POLICY = "background"
 READY_TIMEOUT_S = 30.0
 
 

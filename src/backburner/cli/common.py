@@ -9,24 +9,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from collections.abc import Callable
 
 from .. import system
 from ..errors import UsageError
+from ..units import one_line
 
 Handler = Callable[[argparse.Namespace], int]
 PROG = "backburner"
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def one_line(text: str) -> str:
-    """Control characters (a newline typed into an option, an escape sequence stored in a
-    database) shown escaped, so a message stays one line and cannot drive the terminal."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def err(msg: str) -> None:

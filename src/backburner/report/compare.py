@@ -1,25 +1,28 @@
 """Comparing two result databases: the same cells matched, B judged against A.
 
-Cells are matched by probe, scheduler, load and policy, with the same device label first and
-then without it (a study moved to another device). B/A is the ratio of medians with a
-bootstrap interval; Mann–Whitney U and Cliff's delta are shown beside it.
+Cells are matched by every dimension (probe, scheduler, load, policy, preparation), with the
+same device label first and then without it (a study moved to another device): a cell
+prepared one way is never judged against one prepared another way. Timed-out trials count at
+their limit, as in the report (`report.summary`): medians they reach are lower bounds (≥),
+and intervals they reach are open. B/A is the ratio of
+medians with a bootstrap interval; Mann–Whitney U and Cliff's delta are shown beside it.
 """
 
 from __future__ import annotations
 
 import io
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.console import Console
 from rich.text import Text
 
 from .. import stats
-from ..cell import Cell
+from ..cell import NO_PREPARE, Cell
 from ..errors import DataError
-from ..units import fmt_factor, fmt_s
+from ..units import fmt_factor, fmt_s, one_line
 from .data import CellData, ReportData, split
-from .summary import RESAMPLES, SEED, fmt_ratio, median_of
+from .summary import RESAMPLES, SEED, fmt_ratio, known_limits
 from .terminal import AdaptiveTable, Column
 
 
@@ -38,6 +41,12 @@ class CompareRow:
     cliffs_delta: stats.CliffsDelta | None  # positive: B tends to be slower
     kind: str                            # equivalent | slower | faster | inconclusive | no-data
     verdict: str
+    trials_a: int = 0                    # counted trials, any status
+    trials_b: int = 0
+    lost_a: int = 0                      # of them timed out, failed or aborted
+    lost_b: int = 0
+    lower_bound_a: bool = False          # timeouts reach the median: the truth may be higher
+    lower_bound_b: bool = False
 
     @property
     def label(self) -> str:
@@ -58,22 +67,23 @@ class CompareResult:
 
 def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
             confidence: float = 0.95) -> CompareResult:
-    """Match cells of A and B by (probe, scheduler, load, policy) and compare B against A."""
-    def ident(c: CellData) -> tuple[str, str, str, str]:
-        return (c.cell.probe, c.cell.scheduler, c.cell.load, c.cell.policy)
+    """Match cells of A and B by every dimension of the cell (the device label first as
+    well, then without it) and compare B against A. Each must hold one machine's runs."""
+    a.require_one_machine()
+    b.require_one_machine()
+    def ident(c: CellData, with_device: bool) -> Cell:
+        return c.cell if with_device else replace(c.cell, device="")
 
     pairs: list[tuple[CellData, CellData]] = []
     left_a, left_b = list(a.cells), list(b.cells)
     # exact matches first (same device label), then by identity without the device
     for with_device in (True, False):
-        index: dict[tuple[str, ...], list[CellData]] = {}
+        index: dict[Cell, list[CellData]] = {}
         for c in left_b:
-            k = (*ident(c), c.cell.device) if with_device else ident(c)
-            index.setdefault(k, []).append(c)
+            index.setdefault(ident(c, with_device), []).append(c)
         still_a = []
         for c in left_a:
-            k = (*ident(c), c.cell.device) if with_device else ident(c)
-            cands = index.get(k, [])
+            cands = index.get(ident(c, with_device), [])
             if len(cands) == 1 or (with_device and cands):
                 m = cands.pop(0)
                 pairs.append((c, m))
@@ -91,7 +101,8 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
     if dev_pairs:
         out_notes.append("device labels differ between A and B ("
                          + ", ".join(f"{x} vs {y}" for x, y in dev_pairs)
-                         + "): cells were matched by probe, scheduler, load and policy")
+                         + "): cells were matched by probe, scheduler, load, policy and "
+                         "preparation")
     modes = {(ca.mode, cb.mode) for ca, cb in pairs if ca.mode != cb.mode}
     if modes:
         out_notes.append("some matched cells are cold in one database and warm in the other")
@@ -106,7 +117,9 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
 def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
                    confidence: float) -> CompareRow:
     sa, sb = ca.samples(), cb.samples()
-    ma, mb = median_of(sa), median_of(sb)
+    la, lb = known_limits(ca.timeout_limits()), known_limits(cb.timeout_limits())
+    (ma, low_a), (mb, low_b) = (stats.censored_median(s, lim) if s else (None, False)
+                                for s, lim in ((sa, la), (sb, lb)))
     ratio = mw = cd = None
     tol = f"\u00b1{tolerance * 100:g}%"
     if not sa or not sb:
@@ -117,12 +130,12 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
         kind, verdict = "no-data", "median of A is zero: no ratio"
     else:
         v = stats.verdict(sb, sa, tolerance=tolerance, confidence=confidence, seed=SEED,
-                          resamples=RESAMPLES)
+                          resamples=RESAMPLES, loaded_censored=lb, baseline_censored=la)
         ratio = v.ratio
-        mw = stats.mann_whitney(sb, sa)
-        cd = stats.cliffs_delta(sb, sa)
+        mw = stats.mann_whitney(sb + lb, sa + la)  # ranks: a timeout at its limit is slow
+        cd = stats.cliffs_delta(sb + lb, sa + la)
         f = fmt_factor
-        if sorted(sa) == sorted(sb):  # the same trials (a copy of the database): no change
+        if (sorted(sa), sorted(la)) == (sorted(sb), sorted(lb)):  # a copy of A: no change
             kind, verdict = "equivalent", "no change (identical samples)"
         elif v.kind == "slower":
             kind, verdict = "slower", f"changed: B {f(ratio.ratio)}\u00d7 slower"
@@ -135,16 +148,34 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
                                              f"{f(ratio.hi)} straddles {tol}")
     return CompareRow(ca.cell, cb.cell.device,
                       len(sa), len(sb), len(ca.timeout_limits()), len(cb.timeout_limits()),
-                      ma, mb, ratio, mw, cd, kind, verdict)
+                      ma, mb, ratio, mw, cd, kind, verdict,
+                      len(ca.mode_trials()), len(cb.mode_trials()), _lost(ca), _lost(cb),
+                      low_a, low_b)
+
+
+def _lost(c: CellData) -> int:
+    return c.count("timeout") + c.failed() + c.count("aborted")
 
 
 def gate(result: CompareResult, *, slower_than: float | None = None,
          changed: bool = False) -> list[str]:
     """The cells that fail a CI gate: significantly slower than 1 + `slower_than` (the whole
-    B/A interval above it), or (with `changed`) changed either way beyond the tolerance."""
+    B/A interval above it), or (with `changed`) changed either way beyond the tolerance.
+
+    Either gate also fails a cell whose B has no completed trial where A has some, or lost a
+    larger share of its trials than A (timed out, failed or aborted): a B that times out or
+    fails every trial has no median to be slower with, and must not pass for that."""
     failing = []
     for r in result.rows:
-        if slower_than is not None and r.ratio is not None and r.ratio.lo > 1 + slower_than:
+        if slower_than is None and not changed:
+            break
+        if r.n_a and not r.n_b:
+            failing.append(f"{r.label}: B has no completed trial ({r.lost_b} of {r.trials_b} "
+                           f"timed out, failed or aborted; A has {r.n_a})")
+        elif r.trials_a and r.trials_b and r.lost_b * r.trials_a > r.lost_a * r.trials_b:
+            failing.append(f"{r.label}: B lost {r.lost_b} of {r.trials_b} trials (timed out, "
+                           f"failed or aborted), A {r.lost_a} of {r.trials_a}")
+        elif slower_than is not None and r.ratio is not None and r.ratio.lo > 1 + slower_than:
             failing.append(f"{r.label}: B {fmt_factor(r.ratio.ratio)}\u00d7 A (CI from "
                            f"{fmt_factor(r.ratio.lo)}\u00d7)")
         elif changed and r.kind in ("slower", "faster"):
@@ -167,39 +198,43 @@ def render_compare(result: CompareResult, *, width: int | None = None,
           else "\u2013" for r in rows]
     style = {"slower": "bold red", "faster": "green", "equivalent": "green",
              "inconclusive": "yellow"}
-    verdict = Column("Verdict", [Text(r.verdict, style=style.get(r.kind, "")) for r in rows],
-                   wrap=True)
+    verdict = Column("Verdict", [Text(one_line(r.verdict), style=style.get(r.kind, ""))
+                                 for r in rows], wrap=True)
+    sched = [one_line(r.cell.scheduler) for r in rows]
+    load = [one_line(r.cell.load) for r in rows]
+    policy = [one_line(r.cell.policy) for r in rows]
+    med_a = [("\u2265" if r.lower_bound_a else "") + fmt_s(r.median_a) for r in rows]
+    med_b = [("\u2265" if r.lower_bound_b else "") + fmt_s(r.median_b) for r in rows]
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    prep = [Column("Prepare", [one_line(r.cell.prepare) for r in rows])] if prepared else []
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
           if timeouts else [])
-    wide = [Column("Scheduler", [r.cell.scheduler for r in rows]),
-            Column("Load", [r.cell.load for r in rows]),
-            Column("Policy", [r.cell.policy for r in rows]),
+    wide = [Column("Scheduler", sched), *prep, Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
-            Column("Median A s", [fmt_s(r.median_a) for r in rows], "right"),
-            Column("Median B s", [fmt_s(r.median_b) for r in rows], "right"),
+            Column("Median A s", med_a, "right"), Column("Median B s", med_b, "right"),
             Column("B/A [CI]", [fmt_ratio(r.ratio) for r in rows], "right"),
             Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
-    narrow = [Column("Cell", [f"{r.cell.scheduler}\n{r.cell.load}\n{r.cell.policy}\n"
-                              f"n {r.n_a}/{r.n_b}"
-                            + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
-                            for r in rows]),
-              Column("Median s\nA / B", [f"{fmt_s(r.median_a)}\n{fmt_s(r.median_b)}"
-                                       for r in rows], "right"),
+    narrow = [Column("Cell", [f"{s}\n" + (f"prepare {one_line(r.cell.prepare)}\n"
+                                            if prepared else "")
+                              + f"{ld}\n{p}\nn {r.n_a}/{r.n_b}"
+                              + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}" if timeouts else "")
+                              for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
+              Column("Median s\nA / B", [f"{x}\n{y}" for x, y in zip(med_a, med_b, strict=True)],
+                     "right"),
               Column("B/A\n[CI]", [fmt_ratio(r.ratio).replace(" ", "\n", 1) for r in rows],
                    "right"),
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),
               verdict]
-    middle = [Column("Scheduler", [r.cell.scheduler for r in rows]),
-              Column("Load", [r.cell.load for r in rows]),
-              Column("Policy", [r.cell.policy for r in rows]),
+    middle = [Column("Scheduler", sched), *prep, Column("Load", load),
+              Column("Policy", policy),
               Column("n A/B", [f"{r.n_a}/{r.n_b}" + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}"
                                                   if timeouts else "") for r in rows], "right"),
               *narrow[1:]]
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system="standard" if color else None,
                       force_terminal=color, highlight=False, emoji=False)
-    console.print(f"A = {result.a}\nB = {result.b}\n", markup=False)
+    console.print(Text(f"A = {one_line(result.a)}\nB = {one_line(result.b)}\n"))
     if rows:
         console.print(AdaptiveTable([wide, middle, narrow]))
         console.print()
@@ -211,9 +246,9 @@ def render_compare(result: CompareResult, *, width: int | None = None,
         console.print("no cells in common")
     for name, items in (("only in A", result.only_a), ("only in B", result.only_b)):
         for item in items:
-            console.print(f"{name}: {item}", markup=False)
+            console.print(Text(f"{name}: {one_line(item)}"))
     for n in result.notes:
-        console.print(f"note: {n}", markup=False)
+        console.print(Text(f"note: {one_line(n)}"))
     return buf.getvalue()
 
 

@@ -8,21 +8,28 @@ the store as it was read.
 * A *cell* (see `backburner.cell`): trials of the same cell in several runs of one database
   are pooled. Load "none" is the unloaded baseline (policy "-").
 * A cell's *samples* are ``wall_s`` of its counted trials (round > 0, warmup = 0) with status
-  ok. Timeouts are counted and shown, never sampled; failed and aborted trials are counted.
+  ok. Timeouts are no samples, but the statistics count each at the limit it hit
+  (`timeout_limits`, see report.summary); failed and aborted trials are counted.
 * Cold trials (caches dropped) are the measurement; a cell with only warm counted trials is
   reported warm.
+* Trials are pooled within one machine only: a loaded cell of one machine judged against
+  the idle baseline of another would be meaningless, so statistics over runs of several
+  machines are refused (`ReportData.require_one_machine`); `split(by="machine")` gives each
+  machine apart. A machine is its machine id (cloned lab images can share a host name),
+  named by its host name.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cell import Cell
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..store import Filter, Run, Store, StoredCell
 
 KNOWN_STATUSES = ("ok", "timeout", "aborted")
@@ -137,6 +144,22 @@ class ReportData:
         return list(dict.fromkeys(c.cell.policy for c in self.cells))
 
     @property
+    def machines(self) -> dict[str, str]:
+        """Machine key -> how to name it, in order of first appearance."""
+        return machine_labels(self.runs)
+
+    def require_one_machine(self) -> None:
+        """UsageError when the runs come from several machines: their trials must not be
+        pooled into one cell."""
+        machines = self.machines
+        if len(machines) > 1:
+            raise UsageError(
+                f"{self.path} holds runs of {len(machines)} machines "
+                f"({', '.join(machines.values())}): a report pools the trials of one",
+                "pick one with --machine (its host name, or 6+ characters of its machine id), "
+                "or compare them with `backburner compare --by machine`")
+
+    @property
     def multi(self) -> bool:
         """More than one probe or device: tables then name them in every row."""
         return len(self.probes) > 1 or len(self.devices) > 1
@@ -213,11 +236,31 @@ def assemble(path: str, version: int, runs: list[Run], cells: list[StoredCell],
 GROUPINGS = ("machine", "kernel", "run")
 
 
+def machine_of(run: Run) -> str:
+    """A machine's identity: its machine id, else (a database from before machine ids) its
+    host name."""
+    return run.machine_id or f"host:{run.hostname}"
+
+
+def machine_labels(runs: Iterable[Run]) -> dict[str, str]:
+    """Machine key -> its host name, with its id where machines share a host name."""
+    names: dict[str, str] = {}
+    for run in runs:
+        names.setdefault(machine_of(run), run.machine)
+    shared = Counter(names.values())
+    return {key: f"{name} ({key[:12]})" if shared[name] > 1 and not key.startswith("host:")
+            else name for key, name in names.items()}
+
+
 def split(data: ReportData, by: str) -> list[tuple[str, ReportData]]:
     """The data of each machine, kernel or run apart, in order of first appearance: for
     `compare --by`, one group against another with the same statistics."""
+    labels = machine_labels(data.runs)
+
     def group_of(run: Run) -> str:
-        return {"machine": run.machine, "kernel": run.kernel, "run": f"run {run.id}"}[by]
+        if by == "machine":
+            return labels[machine_of(run)]
+        return {"kernel": run.kernel, "run": f"run {run.id}"}[by]
 
     groups: dict[str, list[Run]] = {}
     for run in data.runs:

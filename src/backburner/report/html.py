@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import __version__, outfile, stats
+from ..cell import NO_PREPARE
 from ..units import fmt_bytes, fmt_factor, fmt_range, fmt_s
 from .data import ReportData
 from .summary import (
@@ -20,6 +21,7 @@ from .summary import (
     bulk_ratio_text,
     bulk_speed_text,
     lost_text,
+    median_value_text,
     notes,
     summary_rows,
     timeouts_text,
@@ -166,7 +168,9 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
 
 def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
     multi = data.multi
-    head = (["Probe", "Device"] if multi else []) + ["Scheduler", "Load", "Policy"]
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    head = ((["Probe", "Device"] if multi else []) + ["Scheduler"]
+            + (["Prepare"] if prepared else []) + ["Load", "Policy"])
     num = ["n", f"Median<br><small>{conf} CI</small>", "Q1\u2013Q3<br><small>min\u2013max</small>",
            "Mean \u00b1 sd<br><small>MAD</small>", "Out.", "T/O", "Fail /<br>abort"]
     out = ['<div class="scroll"><table class="summary"><thead><tr>',
@@ -185,7 +189,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
         cls = []
         if r.cell.unloaded:
             cls.append("base")
-        group = (r.cell.probe, r.cell.device, r.cell.scheduler)
+        group = (r.cell.probe, r.cell.device, r.cell.scheduler, r.cell.prepare)
         if prev is not None and group != prev:
             cls.append("group")
         prev = group
@@ -193,11 +197,12 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
                 fmt_s(r.mean) + (f" \u00b1 {fmt_s(r.stdev)}" if r.stdev is not None else ""))
         tds = ([f"<td>{_e(r.cell.probe)}</td>", f"<td>{_e(r.cell.device)}</td>"] if multi else [])
         tds += [f"<td><code>{_e(r.cell.scheduler)}</code></td>",
+                *([f"<td><code>{_e(r.cell.prepare)}</code></td>"] if prepared else []),
                 f"<td><code>{_e(r.cell.load)}</code></td>",
                 f"<td><code>{_e(r.cell.policy)}</code>"
                 + (" (warm)" if r.mode == "warm" else "") + "</td>"]
         tds += [f'<td class="num">{r.n}</td>',
-                f'<td class="num"><b>{_e(fmt_s(r.median))}</b><br><small>'
+                f'<td class="num"><b>{_e(median_value_text(r))}</b><br><small>'
                 f'{_e(fmt_range(*r.median_ci) if r.median_ci else "")}</small></td>',
                 two(fmt_range(r.q1, r.q3), fmt_range(r.min, r.max) if r.n else ""),
                 two(mean, fmt_s(r.mad) if r.n else ""),
@@ -277,8 +282,12 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         "<b>Samples.</b> A cell's samples are the start-up times of its counted trials with "
         "status ok. Round 0 is a warm-up and is never counted; it runs without dropping "
         "caches (cold=0), so its time is the cell's warm reference for the not-cold check. "
-        "Timeouts are counted and shown at the limit they hit (red \u00d7 in the plots), never "
-        "averaged in; failed and aborted trials are counted and reported.",
+        "A timed-out trial took at least its limit: it counts at that limit (red \u00d7 in "
+        "the plots) in the median, its interval and the verdict, never dropped; where the "
+        "timeouts reach the median it is a lower bound (\u2265), where they reach the upper "
+        "end of an interval that end is unknown (\u221e), so a cell that often times out is "
+        "never called indistinguishable. Failed and aborted trials are counted and "
+        "reported.",
         f"<b>Median and its interval.</b> Each cell is summarised by its median with the exact "
         f"{conf} order-statistic interval [x<sub>(k)</sub>, x<sub>(n−k+1)</sub>]: "
         "distribution-free, its coverage is at least the confidence asked for (a percentile "
@@ -321,8 +330,8 @@ def _conclusion(data: ReportData, rows: list[Row], tolerance: float,
     best = min(loaded, key=lambda r: r.ratio.ratio if r.ratio else float("inf"))
     assert worst.ratio and best.ratio
     text = (f"Under background load the probe started up to {fmt_factor(worst.ratio.ratio)}"
-            f"\u00d7 slower than idle ({worst.cell.label}); the best protected cell reached "
-            f"{fmt_factor(best.ratio.ratio)}\u00d7 ({best.cell.label}).")
+            f"\u00d7 slower than idle ({worst.cell.label}); the least slowed cell reached "
+            f"{fmt_factor(best.ratio.ratio)}\u00d7 its idle time ({best.cell.label}).")
     out = [f'<p class="conclusion">{_e(text)}</p>', '<ul class="recommend">']
     for rec in recommend(data, tolerance=tolerance, confidence=confidence):
         cmds = "\n".join(rec.commands)

@@ -1,23 +1,34 @@
 """From numbers to a decision (`report --recommend`, and the HTML report's conclusion).
 
 For every load (per probe, device and preparation): the cells that are Pareto-best for
-start-up time (ratio to idle, lower is better) against the bulk work's own speed (relative
-to the same load unprotected, higher is better); the recommended scheduler and policy with
-its evidence and uncertainty; the exact commands that apply it (`run`, `apply`, a `govern`
-rule); and what this machine limits, with the reason. Pure: summary rows and the run's
-recorded environment in, recommendations out.
+start-up time (the loaded median itself, lower is better) against the bulk work's own speed
+(relative to the same load unprotected, higher is better); the recommended scheduler and
+policy with its evidence and uncertainty; the exact commands that apply it (`run`, `apply`,
+a `govern` rule); and what this machine limits, with the reason. Pure: summary rows and the
+run's recorded environment in, recommendations out.
+
+Cells are ranked by the time a user waits, not by each one's ratio to its own scheduler's
+idle time: the schedulers' idle times differ, so bfq at 1.05x its idle 2.0 s (2.1 s) must
+not beat mq-deadline at 1.10x its idle 1.0 s (1.1 s). A median that timeouts reach (only a
+lower bound) ranks last.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cell import GOVERNED, GOVERNED_RULE_POLICY
 from ..errors import DataError
-from ..units import fmt_factor
+from ..units import fmt_factor, fmt_s, one_line
 from .data import ReportData
-from .summary import Row, summary_rows
+from .summary import Row, median_text, summary_rows
+
+#: Where a rule for the govern daemon goes (docs/govern.md).
+RULES_FILE = "/etc/backburner/rules.d/bulk-work.toml"
 
 BUFFERED_WRITERS = ("install-loop", "copy", "writers:", "cmd:")
 NO_PRIORITIES = {"none": "none", "kyber": "kyber"}
@@ -44,7 +55,10 @@ class Recommendation:
 
 
 def _start(r: Row) -> float:
-    return r.ratio.ratio if r.ratio else float("inf")
+    """The loaded median: what the user waits for (a lower bound only: last)."""
+    if r.median is None or r.median_lower_bound:
+        return math.inf
+    return r.median
 
 
 def _bulk(r: Row) -> float | None:
@@ -56,7 +70,7 @@ def _bulk(r: Row) -> float | None:
 
 
 def pareto(rows: list[Row]) -> list[Row]:
-    """Rows no other row beats on both start-up ratio (lower) and bulk speed (higher);
+    """Rows no other row beats on both start-up time (lower) and bulk speed (higher);
     without bulk figures, on start-up alone."""
     def dominated(r: Row) -> bool:
         for o in rows:
@@ -75,7 +89,7 @@ def pareto(rows: list[Row]) -> list[Row]:
 
 
 def choose(rows: list[Row], tolerance: float) -> Row:
-    """The lowest start-up ratio; among cells within the tolerance of it, the one whose
+    """The lowest start-up time; among cells within the tolerance of it, the one whose
     bulk work keeps the most of its speed."""
     best = min(_start(r) for r in rows)
     close = [r for r in rows if _start(r) <= best * (1 + tolerance)]
@@ -87,21 +101,21 @@ def _ci(ratio: Any) -> str:
 
 
 def evidence(r: Row, rows: list[Row]) -> str:
-    parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up "
-             + (f"{_ci(r.ratio)} idle" if r.ratio else "not measured")]
+    parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up {median_text(r)} s"
+             + (f", {_ci(r.ratio)} its idle time" if r.ratio else "")]
     if r.bulk is not None and r.cell.policy != "default" and r.bulk.ratio is not None:
         parts.append(f"bulk work at {_ci(r.bulk.ratio)} of its unprotected speed")
     elif r.bulk is not None and r.cell.policy == "default":
         parts.append("bulk work unprotected (full speed)")
-    defaults = {x.cell.scheduler: x for x in rows if x.cell.policy == "default" and x.ratio}
+    defaults = {x.cell.scheduler: x for x in rows if x.cell.policy == "default"
+                and x.median_ci and not math.isinf(x.median_ci[1])}
     if "bfq" in defaults and len(defaults) > 1:
         others = [x for s, x in defaults.items() if s != "bfq"]
         bfq, other = defaults["bfq"], min(others, key=_start)
-        assert bfq.ratio and other.ratio
-        if bfq.ratio.hi < other.ratio.lo:
-            parts.append(f"BFQ alone brings the start to {fmt_factor(bfq.ratio.ratio)}\u00d7 "
-                         f"(vs {fmt_factor(other.ratio.ratio)}\u00d7 on "
-                         f"{other.cell.scheduler})")
+        assert bfq.median_ci and other.median_ci
+        if bfq.median_ci[1] < other.median_ci[0]:
+            parts.append(f"BFQ alone brings the start to {fmt_s(bfq.median)} s "
+                         f"(vs {fmt_s(other.median)} s on {other.cell.scheduler})")
         else:
             parts.append("BFQ does not help here: its unprotected start is no better than "
                          f"{other.cell.scheduler}'s")
@@ -109,9 +123,14 @@ def evidence(r: Row, rows: list[Row]) -> str:
 
 
 def commands(r: Row) -> tuple[str, ...]:
-    out = [f"backburner apply --scheduler {r.cell.scheduler}   # the IO scheduler, for "
-           "matching disks (a udev rule)"]
-    if r.cell.policy != "default":
+    """Shell lines (a comment after "   # "); a governed cell is applied by the daemon and
+    its rule, not by a policy `run` or `apply` would refuse."""
+    out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}   # the IO "
+           "scheduler, for matching disks (a udev rule)"]
+    if r.cell.policy == GOVERNED:
+        out.append(f"backburner govern check   # with the govern rule below in {RULES_FILE}")
+        out.append("backburner govern run   # the daemon; or its systemd unit (docs/govern.md)")
+    elif r.cell.policy != "default":
         out.append(f"backburner run --policy {shlex.quote(r.cell.policy)} -- "
                    "YOUR-BULK-COMMAND")
         out.append(f"backburner apply --unit YOUR-UPDATER.service --policy "
@@ -119,12 +138,20 @@ def commands(r: Row) -> tuple[str, ...]:
     return tuple(out)
 
 
+def rule_policy(policy: str) -> str:
+    """The policy a govern rule names for a cell's policy: the governed cells' is the one
+    bench's rule gave them; unprotected cells get the usual background."""
+    if policy == GOVERNED:
+        return GOVERNED_RULE_POLICY
+    return policy if policy not in ("default", "-") else "background"
+
+
 def govern_rule(r: Row) -> str:
-    policy = r.cell.policy if r.cell.policy not in ("default", "-") else "background"
+    policy = json.dumps(rule_policy(r.cell.policy))  # a TOML basic string
     return ("[[rule]]\n"
             'name = "bulk-work"\n'
             'match = { comm = ["YOUR-BULK-PROGRAM"] }\n'
-            f'policy = "{policy}"\n')
+            f"policy = {policy}\n")
 
 
 def limits(data: ReportData, r: Row) -> tuple[str, ...]:
@@ -137,7 +164,9 @@ def limits(data: ReportData, r: Row) -> tuple[str, ...]:
         out.append("cgroup v1 does not attribute buffered writeback to the load's cgroup: the "
                    "kernel's flusher threads write its data, so IO weights cannot slow those "
                    "writes (only the idle IO class of its own reads and fsyncs helps)")
-    bfq = queue.get("bfq", {}) if isinstance(queue.get("bfq"), dict) else {}
+    # bench records each scheduler's queue settings under its name; BFQ's own under "bfq"
+    settings = queue.get("bfq") if isinstance(queue.get("bfq"), dict) else {}
+    bfq = settings.get("bfq") if isinstance(settings.get("bfq"), dict) else {}
     if bfq.get("low_latency") == "0":
         out.append("BFQ's low_latency is off on this device: a starting program gets no "
                    "weight raising (echo 1 > /sys/block/DEV/queue/iosched/low_latency)")
@@ -168,6 +197,8 @@ def recommend(data: ReportData, *, tolerance: float = 0.10,
 
 
 def render(recs: list[Recommendation]) -> str:
+    """Plain text for a terminal: every line one line, no control character from a stored
+    probe or load (`units.one_line`)."""
     lines = []
     for rec in recs:
         lines.append(f"Recommended {rec.title}: {rec.evidence}")
@@ -177,4 +208,4 @@ def render(recs: list[Recommendation]) -> str:
         lines.append("  govern rule: " + rec.govern_rule.strip().replace("\n", "; "))
         lines += [f"  limit: {note}" for note in rec.limits]
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(one_line(ln) for ln in lines).rstrip() + "\n"

@@ -12,6 +12,12 @@
 * A cell's median is shown with its exact order-statistic interval (distribution-free: its
   coverage is at least the confidence asked for); ratios to idle with a percentile
   bootstrap (seed 0, 10,000 resamples, so a report is reproducible).
+* A timed-out trial took at least its limit: it is counted at that limit (right-censored, see
+  `stats`), never dropped, so a cell that often times out cannot pass for fast. Where the
+  timeouts reach the median it is a lower bound (shown "≥"); where they reach the upper
+  end of an interval, that end is unknown (shown "∞") and no verdict better than
+  "inconclusive" or "slower" is given. Trials that failed or were aborted (never ran) are
+  counted and warned about, not sampled: they say nothing about how long a start takes.
 
 The short texts that every renderer shows for a row (median with CI, timeouts, background)
 are here too, so the terminal, Markdown and HTML say the same thing.
@@ -41,7 +47,7 @@ class Row:
     cell: Cell
     mode: str                      # cold | warm
     n: int                         # samples: counted ok trials
-    median: float | None
+    median: float | None           # with each timeout at its limit (see median_lower_bound)
     #: the exact order-statistic interval, the one shown (None when n is too small for one)
     median_ci: tuple[float, float] | None
     median_ci_bootstrap: tuple[float, float] | None  # percentile bootstrap, for the record
@@ -68,6 +74,7 @@ class Row:
     write_mbps: float | None
     summary: stats.Summary | None
     bulk: Bulk | None = None
+    median_lower_bound: bool = False  # timeouts reach the median: the truth may be higher
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,6 @@ class Bulk:
     unit: str                      # bytes | files | units | device bytes
     runs: int                      # load runs measured
     speed: float                   # median units per second
-    speed_ci: tuple[float, float] | None
     reference_key: str | None      # the unprotected cell
     ratio: stats.RatioCI | None    # speed / the unprotected cell's speed
 
@@ -90,9 +96,11 @@ class Bulk:
 
 def summary_rows(data: ReportData, *, tolerance: float = 0.10,
                  confidence: float = 0.95) -> list[Row]:
-    """One row per cell, in display order (cached per tolerance and confidence)."""
+    """One row per cell, in display order (cached per tolerance and confidence).
+    UsageError for runs of several machines (see `ReportData.require_one_machine`)."""
     cache_key = ("rows", tolerance, confidence)
     if cache_key not in data.cache:
+        data.require_one_machine()
         data.cache[cache_key] = [_row(data, c, tolerance, confidence) for c in data.cells]
     return data.cache[cache_key]
 
@@ -121,12 +129,13 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
     mode = cell.mode
     samples = cell.samples(mode)
     limits = cell.timeout_limits(mode)
-    summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED)
-               if samples else None)
+    censored = known_limits(limits)
+    summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED,
+                               censored=censored) if samples else None)
     warm_samples = cell.samples("warm") if mode == "cold" else []
     warm_median = median_of(warm_samples) if len(warm_samples) >= 3 else None
     warnings = list(stats.warnings_for(samples, timeouts=len(limits), warm_median=warm_median,
-                                       confidence=confidence))
+                                       confidence=confidence, summary=summary))
     if mode == "cold" and not any(w.code == "not-cold" for w in warnings):
         warnings += _not_cold_by_blocks(cell)
     failed, aborted = cell.failed(mode), cell.count("aborted", mode)
@@ -168,7 +177,8 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
     else:
         try:
             v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
-                              seed=SEED, resamples=RESAMPLES)
+                              seed=SEED, resamples=RESAMPLES, loaded_censored=censored,
+                              baseline_censored=known_limits(base.timeout_limits(mode)))
             kind, text, ratio = v.kind, v.text, v.ratio
         except ValueError as err:  # e.g. a baseline median of zero
             kind, text = "no-data", f"no verdict: {err}"
@@ -178,8 +188,8 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
         cell=cell.cell, mode=mode,
         n=len(samples),
         median=s.median if s else None,
-        median_ci=s.median_ci_exact if s else None,
-        median_ci_bootstrap=s.median_ci if s else None,
+        median_ci=s.median_ci if s else None,
+        median_ci_bootstrap=s.median_ci_bootstrap if s else None,
         confidence=confidence,
         q1=s.q1 if s else None, q3=s.q3 if s else None,
         min=s.min if s else None, max=s.max if s else None,
@@ -197,7 +207,13 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
         write_mbps=(median_of(writes) or 0.0) / MB if writes else None,
         summary=summary,
         bulk=_bulk(data, cell, confidence),
+        median_lower_bound=bool(s and s.median_lower_bound),
     )
+
+
+def known_limits(limits: list[float]) -> list[float]:
+    """The limits timeouts hit, where stored (a timeout without one is counted, not sampled)."""
+    return [v for v in limits if math.isfinite(v)]
 
 
 def bulk_rates(cell: CellData) -> tuple[str, list[float]]:
@@ -219,10 +235,6 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
     unit, rates = bulk_rates(cell)
     if not rates:
         return None
-    ci = None
-    if len(rates) >= 2:
-        ci = stats.bootstrap_median_ci(rates, confidence=confidence, resamples=RESAMPLES,
-                                       seed=SEED)
     ref = data.unprotected_of(cell)
     ratio = None
     if ref is not None and ref is not cell:
@@ -230,8 +242,7 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
         if ref_rates and ref_unit == unit and float(np.median(ref_rates)) > 0:
             ratio = stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
                                            resamples=RESAMPLES, seed=SEED)
-    return Bulk(unit, len(rates), float(np.median(rates)), ci, ref.key if ref else None,
-                ratio)
+    return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio)
 
 
 def _s(n: int) -> str:
@@ -268,10 +279,18 @@ def fmt_ratio(r: stats.RatioCI | None) -> str:
     return f"{fmt_factor(r.ratio)}\u00d7 [{fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}]"
 
 
+def median_value_text(r: Row) -> str:
+    """The median, marked \u2265 where timeouts make it a lower bound."""
+    if r.median is None:
+        return DASH
+    return ("\u2265" if r.median_lower_bound else "") + fmt_s(r.median)
+
+
 def median_text(r: Row) -> str:
     if r.median is None:
         return DASH
-    return f"{fmt_s(r.median)} [{fmt_range(*r.median_ci)}]" if r.median_ci else fmt_s(r.median)
+    value = median_value_text(r)
+    return f"{value} [{fmt_range(*r.median_ci)}]" if r.median_ci else value
 
 
 def background_text(r: Row) -> str:

@@ -1,5 +1,9 @@
 """The summary as a terminal table: every column when it fits, stacked or fewer when not.
 
+Every cell is a `rich.text.Text`, never markup: a stored probe or load (`grep "[/x]" f`,
+`[red]`) is shown as typed, and control characters (an escape sequence in a database) are
+shown escaped (`units.one_line`), so nothing stored can drive the terminal.
+
 When standard output is not a terminal (a pipe, a file) nothing is dropped: the widest
 layout is printed unwrapped, or fitted to ``COLUMNS`` when that is set.
 """
@@ -17,7 +21,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..units import fmt_range, fmt_s
+from ..cell import NO_PREPARE
+from ..units import fmt_range, fmt_s, one_line
 from .data import ReportData
 from .summary import (
     Row,
@@ -27,6 +32,7 @@ from .summary import (
     headline,
     lost_text,
     median_text,
+    median_value_text,
     notes,
     policy_text,
     summary_rows,
@@ -78,7 +84,7 @@ def table_of(cols: list[Column]) -> Table:
         table.add_column(c.header, justify=c.justify, no_wrap=not c.wrap,  # type: ignore[arg-type]
                          min_width=16 if c.wrap else None)
     for i in range(len(cols[0].cells) if cols else 0):
-        table.add_row(*(c.cells[i] for c in cols))
+        table.add_row(*(Text(x) if isinstance(x, str) else x for x in (c.cells[i] for c in cols)))
     return table
 
 
@@ -108,15 +114,18 @@ class AdaptiveTable:
 def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[Column]]:
     multi = data.multi
     lost = any(r.failed or r.aborted for r in rows)
-    pol = [policy_text(r) for r in rows]
-    where = ([Column("Probe", [r.cell.probe for r in rows]),
-              Column("Device", [r.cell.device for r in rows])] if multi else [])
-    cell = [Column("Scheduler", [r.cell.scheduler for r in rows]),
-            Column("Load", [r.cell.load for r in rows]), Column("Policy", pol)]
+    pol = [one_line(policy_text(r)) for r in rows]
+    where = ([Column("Probe", [one_line(r.cell.probe) for r in rows]),
+              Column("Device", [one_line(r.cell.device) for r in rows])] if multi else [])
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    prep = [one_line(r.cell.prepare) for r in rows]
+    cell = [Column("Scheduler", [one_line(r.cell.scheduler) for r in rows]),
+            *([Column("Prepare", prep)] if prepared else []),
+            Column("Load", [one_line(r.cell.load) for r in rows]), Column("Policy", pol)]
     n = Column("n", [str(r.n) for r in rows], "right")
     median = Column(f"Median s [{conf} CI]", [median_text(r) for r in rows], "right")
     median2 = Column(f"Median s\n[{conf} CI]", [
-        fmt_s(r.median) + (f"\n[{fmt_range(*r.median_ci)}]" if r.median_ci else "")
+        median_value_text(r) + (f"\n[{fmt_range(*r.median_ci)}]" if r.median_ci else "")
         for r in rows], "right")
     quart = Column("Q1\u2013Q3", [fmt_range(r.q1, r.q3) for r in rows], "right")
     out = Column("Out", [str(r.outliers) for r in rows], "right")
@@ -125,16 +134,20 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
                                             if r.timeouts else "") for r in rows], "right")
     fa = [Column("Fail/Abort", [lost_text(r) for r in rows], "right")] if lost else []
     fa2 = [Column("F/A", [lost_text(r) for r in rows], "right")] if lost else []
-    verdict = Column("Verdict", [Text(r.verdict, style=KIND_STYLE.get(r.verdict_kind, ""))
+    verdict = Column("Verdict", [Text(one_line(r.verdict),
+                                      style=KIND_STYLE.get(r.verdict_kind, ""))
                                  for r in rows], wrap=True)
     bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
     has_bulk = any(r.bulk is not None for r in rows)
     bulk = [Column("Bulk speed\nvs unprotected", [
         bulk_speed_text(r) + (f"\n{bulk_ratio_text(r)}" if r.bulk else "") for r in rows],
         "right")] if has_bulk else []
-    stacked = Column("Cell", ["\n".join(([r.cell.probe, r.cell.device] if multi else [])
-                                        + [r.cell.scheduler, r.cell.load, p])
-                              for r, p in zip(rows, pol, strict=True)])
+    stacked = Column("Cell", ["\n".join([one_line(x) for x in ([r.cell.probe, r.cell.device]
+                                                                 if multi else [])
+                                         + [r.cell.scheduler]]
+                                        + ([f"prepare {pr}"] if prepared else [])
+                                        + [one_line(r.cell.load), p])
+                              for r, p, pr in zip(rows, pol, prep, strict=True)])
     return [
         [*where, *cell, n, median, quart, out, to, *fa, verdict, bg, *bulk],
         [*where, *cell, n, median, quart, out, to, *fa, verdict, bg],
@@ -156,17 +169,20 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
                   f"of the same scheduler, \u00b1{tolerance * 100:g}% tolerance; BG = "
                   "background device throughput during the probe (median MB/s read / write, "
                   "the probe's own IO not counted); Bulk = the load's own speed over its "
-                  "whole run, and relative to the same load unprotected",
+                  "whole run, and relative to the same load unprotected"
+                  + ("; timeouts count at their limit (\u2265: the median is a lower bound, "
+                     "\u221e: an interval open above)" if any(r.timeouts for r in rows) else ""),
                   style="dim")
     lines: list[Text] = []
     for r in rows:
         for w in r.warnings:
-            lines.append(Text.assemble(("warning ", "yellow"), (f"{r.cell.label}: ", "bold"),
-                                       w.message))
+            lines.append(Text.assemble(("warning ", "yellow"),
+                                       (f"{one_line(r.cell.label)}: ", "bold"),
+                                       one_line(w.message)))
     for n in notes(data):
-        lines.append(Text.assemble(("note ", "cyan"), n))
-    return Group(Text(headline(data), style="bold"), Text(""), table, Text(""), legend,
-                 *lines)
+        lines.append(Text.assemble(("note ", "cyan"), one_line(n)))
+    return Group(Text(one_line(headline(data)), style="bold"), Text(""), table, Text(""),
+                 legend, *lines)
 
 
 def render_text(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.95,

@@ -11,7 +11,7 @@ from ..data import ReportData
 from .registry import exporter
 
 CELL_FIELDS = ("run_id", "cell_id", "cell_key", "probe", "device", "scheduler", "load",
-               "policy")
+               "policy", "prepare")
 FIELDS = (*CELL_FIELDS, "trial_id", "counted", *TRIAL_FIELDS)
 
 
@@ -24,7 +24,8 @@ def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) ->
         cell = c.cell
         for t in c.trials:
             rows.append((t["id"], [t["run_id"], t["cell_id"], c.key, cell.probe, cell.device,
-                                   cell.scheduler, cell.load, cell.policy, t["id"],
+                                   cell.scheduler, cell.load, cell.policy, cell.prepare,
+                                   t["id"],
                                    0 if t["warmup"] else 1]
                          + [_value(f, t[f]) for f in TRIAL_FIELDS]))
     for _, row in sorted(rows, key=lambda x: x[0]):

@@ -15,7 +15,9 @@ from ..summary import RESAMPLES, SEED, notes, summary_rows
 from .registry import exporter
 
 FORMAT = "backburner-results"
-VERSION = 1
+#: 2: summary.median_ci is the exact order-statistic interval (was median_ci_exact), the
+#: percentile bootstrap is summary.median_ci_bootstrap (was median_ci)
+VERSION = 2
 
 
 @exporter("json")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
+from ...cell import NO_PREPARE
 from ...units import DASH, fmt_range
 from ..data import ReportData
 from ..summary import (
@@ -53,6 +54,10 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
               "Timeouts", "Fail/Abort", "Verdict", "BG MB/s r/w", "bulk_speed",
               "bulk_speed_ratio"]
     align = [":--", ":--", ":--", "--:", "--:", "--:", "--:", "--:", ":--", "--:", "--:", "--:"]
+    prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
+    if prepared:
+        header.insert(1, "Prepare")
+        align.insert(1, ":--")
     if data.multi:
         header = ["Probe", "Device", *header]
         align = [":--", ":--", *align]
@@ -62,7 +67,8 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
     for r in rows:
         cells = [text(r.cell.probe), text(r.cell.device)] if data.multi else []
         verdict = text(r.verdict)
-        cells += [code(r.cell.scheduler), code(r.cell.load), code(policy_text(r)), str(r.n),
+        cells += [code(r.cell.scheduler), *([code(r.cell.prepare)] if prepared else []),
+                  code(r.cell.load), code(policy_text(r)), str(r.n),
                   text(median_text(r)), text(fmt_range(r.q1, r.q3)), text(timeouts_text(r)),
                   text(lost_text(r)),
                   f"**{verdict}**" if r.verdict_kind in ("slower", "timed-out") else verdict,

@@ -1,0 +1,89 @@
+"""report.compare: cells matched on every dimension but the device label, and the gate."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from helpers import LOAD, PREPARED, bb, make_db
+
+from backburner import report
+
+
+def test_cells_are_matched_with_their_preparation(tmp_path: Path) -> None:
+    """A has cells with and without a prepare step, B only the prepared ones: each B cell
+    is judged against the A cell prepared the same way, the rest is listed as only in A."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, medians=PREPARED)
+    make_db(b, medians={k: v for k, v in PREPARED.items() if len(k) == 4}, seed=2,
+            device="testbed:8G")  # matched without the device label, too
+    result = report.compare_reports(report.load(a), report.load(b))
+    assert {(r.cell.load, r.cell.prepare) for r in result.rows} == {
+        ("none", "replay"), (LOAD, "replay")}
+    assert {r.kind for r in result.rows} == {"equivalent"}
+    assert sorted(result.only_a) == sorted(
+        f"gimp --version · bfq · {ld} · {p}" for ld, p in (("none", "-"), (LOAD, "default")))
+    text = report.render_compare(result, width=250)
+    assert "Prepare" in text and "replay" in text
+
+
+def test_no_prepare_column_without_a_prepare_step(tmp_path: Path) -> None:
+    a = str(tmp_path / "a.db")
+    make_db(a, trials=6)
+    data = report.load(a)
+    assert "Prepare" not in report.render_compare(report.compare_reports(data, data), width=250)
+
+
+DEAD = ("mq-deadline", LOAD, "default")
+
+
+@pytest.mark.parametrize("status", ["timeout", "failed", "aborted"])
+@pytest.mark.parametrize("gate", [{"slower_than": 0.1}, {"changed": True}])
+def test_a_b_that_completes_no_trial_fails_the_gate(tmp_path: Path, status: str,
+                                                    gate: dict) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=6)
+    make_db(b, trials=6, special={(*DEAD, r): status for r in range(1, 7)})
+    result = report.compare_reports(report.load(a), report.load(b))
+    (row,) = [r for r in result.rows if (r.cell.scheduler, r.cell.load, r.cell.policy) == DEAD]
+    assert (row.n_b, row.kind) == (0, "no-data")
+    (failing,) = report.gate(result, **gate)
+    assert "mq-deadline" in failing and "no completed trial" in failing
+    assert report.gate(result) == []  # no gate asked for, none fails
+
+
+def test_more_lost_trials_in_b_fail_the_gate(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=8, special={(*DEAD, 2): "timeout"})
+    make_db(b, trials=8, special={(*DEAD, r): "timeout" for r in (1, 4, 6)})
+    result = report.compare_reports(report.load(a), report.load(b))
+    (failing,) = report.gate(result, slower_than=5.0)
+    assert "B lost 3 of 8 trials" in failing and "A 1 of 8" in failing
+    # the other way round (B lost fewer) passes
+    back = report.compare_reports(report.load(b), report.load(a))
+    assert report.gate(back, slower_than=5.0) == []
+
+
+def test_the_cli_gate_fails_for_a_b_that_always_times_out(tmp_path: Path) -> None:
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=6)
+    make_db(b, trials=6, special={(*DEAD, r): "timeout" for r in range(1, 7)})
+    r = bb("compare", a, b, "--fail-if-slower", "10")
+    assert r.returncode == 1 and "fail the gate" in r.err and "mq-deadline" in r.err
+
+
+def test_timeouts_in_b_count_at_their_limit(tmp_path: Path) -> None:
+    """B as fast as A whenever it finishes, but 4 of 10 trials time out: not 'equivalent';
+    6 of 10: slower, its median a lower bound."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    cells = {("bfq", "none", "-"): 0.3, DEAD: 0.3, ("bfq", LOAD, "default"): 0.3}
+    make_db(a, medians=cells)
+    make_db(b, medians=cells, seed=2,
+            special={**{(*DEAD, r): "timeout" for r in (2, 4, 6, 8)},
+                     **{("bfq", LOAD, "default", r): "timeout" for r in range(1, 9)}})
+    rows = {r.cell.scheduler: r for r in
+            report.compare_reports(report.load(a), report.load(b)).rows if r.cell.load == LOAD}
+    assert rows["mq-deadline"].kind == "inconclusive" and rows["mq-deadline"].ratio.hi == math.inf
+    assert rows["bfq"].kind == "slower" and rows["bfq"].lower_bound_b
+    assert rows["bfq"].median_b == 12.0

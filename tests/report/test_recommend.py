@@ -1,0 +1,81 @@
+"""report.recommend: ranked by the time a user waits, and every command it prints works."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from helpers import ENV, LOAD, bb, make_db
+
+from backburner import priority, report
+from backburner.cli import build_parser
+from backburner.govern import rules
+from backburner.report import recommend
+
+#: bfq idles at 2.0 s and keeps its start at 1.05x that (2.1 s); mq-deadline idles at 1.0 s
+#: and the governed load keeps it at 1.10x (1.1 s): the better start by far is mq-deadline's
+CELLS = {("bfq", "none", "-"): 2.0, ("bfq", LOAD, "default"): 2.1,
+         ("mq-deadline", "none", "-"): 1.0, ("mq-deadline", LOAD, "govern"): 1.1}
+
+
+def _recommend(path: Path, medians: dict, **kw: object) -> recommend.Recommendation:
+    make_db(path, medians=medians, spread=0.01, **kw)
+    (rec,) = recommend.recommend(report.load(str(path)))
+    return rec
+
+
+def test_ranked_by_the_loaded_start_not_by_each_ratio_to_its_own_idle(tmp_path: Path) -> None:
+    rec = _recommend(tmp_path / "r.db", CELLS)
+    assert (rec.best.cell.scheduler, rec.best.cell.policy) == ("mq-deadline", "govern")
+    assert [(r.cell.scheduler, r.cell.policy) for r in rec.pareto][0] == ("mq-deadline",
+                                                                         "govern")
+    assert re.search(r"start-up 1\.1\d \[[\d.]+\u2013[\d.]+\] s, 1\.1\d\u00d7", rec.evidence)
+
+
+def _check_command(line: str, root: Path) -> None:
+    """A printed line parses with the real CLI parser, and its policy is one `run` and
+    `apply` take; an `apply` line runs for real with --dry-run."""
+    argv = shlex.split(line.split("   # ")[0])
+    assert argv[0] == "backburner"
+    args = build_parser().parse_args(argv[1:])
+    if getattr(args, "policy", None) is not None:
+        priority.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
+    if args.cmd == "apply":
+        r = bb(*argv[1:], "--dry-run", "--root", str(root))
+        assert r.returncode == 0, r.err
+
+
+@pytest.mark.parametrize("policy", ["govern", "background", "io=idle,cpu=batch"])
+def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str) -> None:
+    cells = {("mq-deadline", "none", "-"): 1.0, ("mq-deadline", LOAD, "default"): 3.0,
+             ("mq-deadline", LOAD, policy): 1.05}
+    rec = _recommend(tmp_path / "r.db", cells)
+    assert rec.best.cell.policy == policy
+    text = recommend.render([rec])
+    lines = [ln.removeprefix("  $ ") for ln in text.splitlines() if ln.startswith("  $ ")]
+    assert lines == list(rec.commands)
+    for line in lines:
+        _check_command(line, tmp_path)
+    assert any(ln.startswith("backburner run ") for ln in lines) == (policy != "govern")
+    parsed = rules.parse_file(rec.govern_rule, "bulk-work.toml")
+    assert parsed.errors == [] and len(parsed.rules) == 1
+    want = "background" if policy == "govern" else policy
+    assert parsed.rules[0].policy == priority.parse_policy(want)
+
+
+def test_bfq_low_latency_off_is_a_limit(tmp_path: Path) -> None:
+    """bench records each scheduler's queue settings under its name, BFQ's own tunables
+    under "bfq" inside them (bench.environment.device_settings)."""
+    def device(low_latency: str) -> dict:
+        return {"device": {**ENV["device"], "queue": {
+            "bfq": {"wbt_lat_usec": "n/a", "bfq": {"low_latency": low_latency,
+                                                   "slice_idle": "8"}},
+            "mq-deadline": {"wbt_lat_usec": "n/a"}}}}
+
+    cells = {("bfq", "none", "-"): 1.0, ("bfq", LOAD, "default"): 1.5}
+    off = _recommend(tmp_path / "off.db", cells, env=device("0"))
+    assert any("low_latency is off" in note for note in off.limits)
+    on = _recommend(tmp_path / "on.db", cells, env=device("1"))
+    assert not any("low_latency" in note for note in on.limits)

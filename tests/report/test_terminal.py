@@ -1,0 +1,59 @@
+"""report.terminal: stored strings are shown as typed, never read as rich markup, and no
+control character from a database reaches the terminal."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from helpers import PREPARED, bb, make_db
+
+from backburner import report
+
+#: a shell command with a closing tag rich would refuse, a tag it would swallow, and escapes
+HOSTILE_LOAD = 'cmd:grep "[/x]" f [red]loud[/red]'
+HOSTILE_PROBE = "gimp \x1b[2J\x1b]0;owned\x07--version"
+
+
+def _hostile_db(path: Path) -> str:
+    make_db(path, probe=HOSTILE_PROBE, trials=6,
+            medians={("bfq", "none", "-"): 0.3, ("bfq", HOSTILE_LOAD, "default"): 0.9,
+                     ("bfq", HOSTILE_LOAD, "[bold]background"): 0.4})
+    return str(path)
+
+
+def test_markup_and_escapes_in_stored_strings_stay_text(tmp_path: Path) -> None:
+    data = report.load(_hostile_db(tmp_path / "h.db"))
+    for width in (250, 100, 60):
+        text = report.render_text(data, width=width)
+        assert "\x1b" not in text and "\x07" not in text
+        assert "\\x1b[2J" in text  # shown escaped
+        if width == 250:
+            assert HOSTILE_LOAD in text and "[bold]background" in text
+
+
+def test_the_cli_report_and_compare_show_them_too(tmp_path: Path) -> None:
+    path = _hostile_db(tmp_path / "h.db")
+    for args in (("report", path), ("compare", path, path)):
+        r = bb(*args, env={**os.environ, "COLUMNS": "250"})
+        assert r.returncode == 0, r.err
+        assert "Traceback" not in r.err
+        assert HOSTILE_LOAD in r.out and "[bold]background" in r.out
+        assert "\x1b" not in r.out and "\x07" not in r.out
+
+
+def test_a_prepare_column_only_when_a_cell_has_a_prepare_step(tmp_path: Path) -> None:
+    make_db(tmp_path / "p.db", medians=PREPARED, trials=6)
+    make_db(tmp_path / "o.db", trials=6)
+    prepared, ordinary = (report.load(str(tmp_path / n)) for n in ("p.db", "o.db"))
+    for width in (250, 60):
+        text = report.render_text(prepared, width=width)
+        assert "replay" in text
+        assert ("Prepare" in text) == (width == 250)  # stacked into the cell when narrow
+    assert "Prepare" not in report.render_text(ordinary, width=250)
+
+
+def test_recommend_shows_them_escaped_too(tmp_path: Path) -> None:
+    r = bb("report", _hostile_db(tmp_path / "h.db"), "--recommend")
+    assert r.returncode == 0, r.err
+    assert "\x1b" not in r.out and "\\x1b[2J" in r.out and HOSTILE_LOAD in r.out
