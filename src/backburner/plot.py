@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import io
 import os
-import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from .cell import NO_PREPARE, Cell
 from .errors import UsageError
 from .report.data import CellData, ReportData
 from .report.summary import MB, Row, median_value_text, summary_rows
-from .units import fmt_factor, fmt_s
+from .units import fmt_factor, fmt_s, slug
 
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#8C6D31", "#F0E442",
@@ -105,10 +104,6 @@ def group_label(cell: Cell) -> str:
     return f"{cell.scheduler} \u00b7 prepare {cell.prepare}"
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:60] or "x"
-
-
 def _unique_names() -> Callable[[str], str]:
     """A namer whose names stay unique (a repeat gets -2, -3, ...): slugs are cut at 60
     characters, so two loads of a long probe would otherwise write the same file."""
@@ -150,24 +145,24 @@ def _figures(data: ReportData, *, violin: bool = False,
             caption = (f"Start-up time of {probe} on {device} under load {load}: every trial "
                        "as a dot, boxes span the quartiles, dashed line = unloaded median of "
                        "the scheduler, red \u00d7 = timeout at its limit.")
-            out.append(PlotFigure(unique(_slug(f"{kind}-{probe}-{device}-{load}")), kind,
+            out.append(PlotFigure(unique(slug(f"{kind}-{probe}-{device}-{load}")), kind,
                                   caption, fig))
         for load in loads:
             members = [c for c in cells if c.unloaded or c.cell.load == load]
             caption = (f"Empirical CDF of the start-up times of {probe} on {device} under "
                        f"load {load}: how long the slowest starts took, cell by cell.")
-            out.append(PlotFigure(unique(_slug(f"ecdf-{probe}-{device}-{load}")), "ecdf",
+            out.append(PlotFigure(unique(slug(f"ecdf-{probe}-{device}-{load}")), "ecdf",
                                   caption, _ecdf_figure(probe, device, load, members,
                                                         colours)))
         caption = (f"Every counted trial of {probe} on {device} in the order it ran: a drift "
                    "or step shows the machine changing during the run.")
-        out.append(PlotFigure(unique(_slug(f"order-{probe}-{device}")), "order", caption,
+        out.append(PlotFigure(unique(slug(f"order-{probe}-{device}")), "order", caption,
                               _order_figure(probe, device, cells, colours)))
         fig = _scatter_figure(probe, device, cells, rows, colours)
         caption = (f"Median start-up time of {probe} on {device} against the bulk work's own "
                    "speed relative to unprotected (or, for results without it, the background "
                    "throughput during the probe).")
-        out.append(PlotFigure(unique(_slug(f"scatter-{probe}-{device}")), "scatter", caption,
+        out.append(PlotFigure(unique(slug(f"scatter-{probe}-{device}")), "scatter", caption,
                               fig))
     return out
 
@@ -578,7 +573,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
         ax.set_ylabel("start-up time (s)")
         _titles(fig, ax, f"Start-up time of {probe}, load {load}, by {by}",
                 "boxes span the quartiles of each group's counted trials")
-        out.append(PlotFigure(unique(_slug(f"by-{by}-{probe}-{load}")), "box",
+        out.append(PlotFigure(unique(slug(f"by-{by}-{probe}-{load}")), "box",
                               f"Start-up time of {probe} under load {load}, one box per "
                               f"{by}.", fig))
     return out

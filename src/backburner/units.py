@@ -30,6 +30,11 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
+def slug(text: str, length: int = 60) -> str:
+    """A file- or cgroup-name-safe form of a label: letters, digits, '.', '-' and '_'."""
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:length] or "x"
+
+
 def parse_size(text: str, *, what: str = "size", minimum: int = 1) -> int:
     """'512M', '8G', '1.5GiB', '4096' -> bytes (binary multiples). UsageError otherwise."""
     m = _SIZE_RE.fullmatch(str(text).strip())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import logtail, spawn
 from ..errors import CommandNotFound, UnavailableError, UsageError
+from ..units import slug
 
 VIRTUAL_ROOTS = ("/proc", "/sys", "/dev", "/run", "/tmp")
 
@@ -34,7 +35,7 @@ class Probe:
 
     @property
     def label_slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.label or self.argv[0])[:40]
+        return slug(self.label or self.argv[0], 40)
 
     @classmethod
     def parse(cls, text: str, ready_line: str | None = None,

@@ -33,6 +33,7 @@ from .. import __version__, job, outfile, priority, safepath, system
 from ..cell import NO_POLICY, Cell
 from ..errors import DataError, SystemStateError, UnavailableError
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
+from ..units import slug
 from . import config, devices, loads, proberoot, probes
 from .config import Plan
 from .devices import weight_raising_s
@@ -142,14 +143,14 @@ class Bench:
         log.debug("phase: layout")
         for i, (text, spec) in enumerate(self.plan.loads.items()):
             # numbered: two loads may share their first 60 characters
-            directory = os.path.join(self.device.load_dir, f"{i:02d}-{_slug(text)}")
+            directory = os.path.join(self.device.load_dir, f"{i:02d}-{slug(text)}")
             os.mkdir(directory, 0o700)
             load = loads.Load(spec, directory)
             load.prepare()
             self.loads[text] = load
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
-                plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{i}-{_slug(name)}")
+                plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files
@@ -375,10 +376,6 @@ class Bench:
             if (stored.cell.unloaded and t["status"] == "ok"
                     and bool(t["cold"]) == self.cfg.cold):
                 self.unloaded[stored.cell.baseline()].append(t["wall_s"])
-
-
-def _slug(text: str) -> str:
-    return "".join(ch if ch.isalnum() else "_" for ch in text)[:60]
 
 
 def preflight(plan: Plan) -> None:
