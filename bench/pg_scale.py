@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A lab writing into one PostgreSQL store at once, and a report over 100,000 trials.
+"""A lab writing into one PostgreSQL store at once, and reading 100,000 trials back.
 
 N writer processes (N = 1, 8, 32), each a "machine" with its own run, insert 1,000 trials
 one commit at a time, as `bench` does; the script reports trials per second and checks
-that every trial arrived exactly once. Then `report` (load + summary rows) of a database
-holding 100,000 trials is timed.
+that every trial arrived exactly once. Then, over a database holding 100,000 trials of 100
+machines, the lab-wide `compare --by machine` and one machine's `report` are timed.
 
     python bench/pg_scale.py [--url postgresql://...] [--writers 1,8,32] [--trials 1000]
 
@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import helpers  # noqa: E402  - the suite's throwaway cluster
 
-from backburner import report  # noqa: E402
 from backburner.cell import Cell  # noqa: E402
 from backburner.store import Store  # noqa: E402
 
@@ -72,6 +71,14 @@ def writers(url: str, n: int, trials: int) -> tuple[float, int, int]:
     return n * trials / seconds, len(rows), distinct
 
 
+def url_trials(url: str) -> int:
+    s = Store.open(url, readonly=True)
+    try:
+        return len(s.trials(include_warmup=True))
+    finally:
+        s.close()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--url", help="an existing database (default: a throwaway cluster)")
@@ -89,16 +96,18 @@ def main() -> int:
             print(f"| {n} | {rate:,.0f} | {stored:,} | {distinct:,} | {'yes' if ok else 'NO'} |")
         url = new()
         writers(url, 100, 1000)  # 100,000 trials from 100 machines
-        t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "backburner", "report", url],
-                           capture_output=True, text=True, timeout=600)
-        took = time.monotonic() - t0
-        if r.returncode != 0:
-            sys.exit(f"report failed: {r.stderr.strip()}")
-        data = report.load(url)
-        print(f"\n`backburner report` of {data.trial_count:,} trials "
-              f"({len(data.cells)} cells, {len(data.runs)} runs): {took:.2f} s, the whole "
-              "command (start-up, load, statistics, table)")
+        # one report covers one machine; the lab-wide view is compare --by machine
+        for what, argv in (("compare --by machine", ["compare", url, "--by", "machine"]),
+                           ("report --machine", ["report", url, "--machine",
+                                                 "lab-machine-07"])):
+            t0 = time.monotonic()
+            r = subprocess.run([sys.executable, "-m", "backburner", *argv],
+                               capture_output=True, text=True, timeout=600)
+            took = time.monotonic() - t0
+            if r.returncode != 0:
+                sys.exit(f"{what} failed: {r.stderr.strip()}")
+            print(f"`backburner {what}` over {url_trials(url):,} stored trials: {took:.2f} s, "
+                  "the whole command (start-up, load, statistics, table)")
     finally:
         if cluster is not None:
             helpers.stop_pg_cluster(cluster)
