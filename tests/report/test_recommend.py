@@ -79,3 +79,20 @@ def test_bfq_low_latency_off_is_a_limit(tmp_path: Path) -> None:
     assert any("low_latency is off" in note for note in off.limits)
     on = _recommend(tmp_path / "on.db", cells, env=device("1"))
     assert not any("low_latency" in note for note in on.limits)
+
+
+def test_leaving_the_load_unprotected_comes_with_no_rule_and_bfq_claims_need_evidence(
+        tmp_path: Path) -> None:
+    """bfq + default best: no govern rule to put the load on the back burner (that would
+    undo the recommendation); BFQ's effect is claimed only when the intervals say so."""
+    cells = {("bfq", "none", "-"): 1.0, ("bfq", LOAD, "default"): 1.2,
+             ("bfq", LOAD, "background"): 1.9, ("mq-deadline", "none", "-"): 1.0,
+             ("mq-deadline", LOAD, "default"): 3.0}
+    rec = _recommend(tmp_path / "r.db", cells)
+    assert (rec.best.cell.scheduler, rec.best.cell.policy) == ("bfq", "default")
+    assert rec.govern_rule == "" and "govern rule" not in recommend.render([rec])
+    assert "BFQ alone helps" in rec.evidence
+    close = {("bfq", "none", "-"): 1.0, ("bfq", LOAD, "default"): 1.2,
+             ("mq-deadline", "none", "-"): 1.0, ("mq-deadline", LOAD, "default"): 1.2}
+    rec = _recommend(tmp_path / "close.db", close)
+    assert "not shown to differ" in rec.evidence and "does not help" not in rec.evidence

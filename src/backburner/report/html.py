@@ -338,8 +338,9 @@ def _conclusion(data: ReportData, rows: list[Row], tolerance: float,
         limits = "".join(f'<li class="limit">{_e(n)}</li>' for n in rec.limits)
         out.append(f"<li><b>Recommended {_e(rec.title)}:</b> {_e(rec.evidence)}"
                    f"<pre><code>{_e(cmds)}</code></pre>"
-                   f"<details><summary>as a govern rule</summary><pre><code>"
-                   f"{_e(rec.govern_rule)}</code></pre></details>"
+                   + (f"<details><summary>as a govern rule</summary><pre><code>"
+                      f"{_e(rec.govern_rule)}</code></pre></details>" if rec.govern_rule
+                      else "")
                    + (f"<ul>{limits}</ul>" if limits else "") + "</li>")
     out.append("</ul>")
     return "".join(out)

@@ -113,12 +113,14 @@ def evidence(r: Row, rows: list[Row]) -> str:
         others = [x for s, x in defaults.items() if s != "bfq"]
         bfq, other = defaults["bfq"], min(others, key=_start)
         assert bfq.median_ci and other.median_ci
+        both = (f"{fmt_s(bfq.median)} s with BFQ alone vs {fmt_s(other.median)} s on "
+                f"{other.cell.scheduler}")
         if bfq.median_ci[1] < other.median_ci[0]:
-            parts.append(f"BFQ alone brings the start to {fmt_s(bfq.median)} s "
-                         f"(vs {fmt_s(other.median)} s on {other.cell.scheduler})")
-        else:
-            parts.append("BFQ does not help here: its unprotected start is no better than "
-                         f"{other.cell.scheduler}'s")
+            parts.append(f"BFQ alone helps: {both}")
+        elif bfq.median_ci[0] > other.median_ci[1]:
+            parts.append(f"BFQ alone is slower here: {both}")
+        else:  # overlapping intervals: no difference shown, which is not "no difference"
+            parts.append(f"BFQ alone not shown to differ: {both} (intervals overlap)")
     return "; ".join(parts)
 
 
@@ -147,6 +149,10 @@ def rule_policy(policy: str) -> str:
 
 
 def govern_rule(r: Row) -> str:
+    """The rule that applies the recommendation automatically; none when it is to leave
+    the bulk work unprotected."""
+    if r.cell.policy == "default":
+        return ""
     policy = json.dumps(rule_policy(r.cell.policy))  # a TOML basic string
     return ("[[rule]]\n"
             'name = "bulk-work"\n'
@@ -205,7 +211,8 @@ def render(recs: list[Recommendation]) -> str:
         front = ", ".join(f"{r.cell.scheduler} + {r.cell.policy}" for r in rec.pareto)
         lines.append(f"  Pareto-best (start-up vs bulk work): {front}")
         lines += [f"  $ {c}" for c in rec.commands]
-        lines.append("  govern rule: " + rec.govern_rule.strip().replace("\n", "; "))
+        if rec.govern_rule:
+            lines.append("  govern rule: " + rec.govern_rule.strip().replace("\n", "; "))
         lines += [f"  limit: {note}" for note in rec.limits]
         lines.append("")
     return "\n".join(one_line(ln) for ln in lines).rstrip() + "\n"
