@@ -32,7 +32,7 @@ def one_line(text: str) -> str:
 
 def slug(text: str, length: int = 60) -> str:
     """A file- or cgroup-name-safe form of a label: letters, digits, '.', '-' and '_'."""
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")[:length] or "x"
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_.")[:length] or "x"
 
 
 def parse_size(text: str, *, what: str = "size", minimum: int = 1) -> int:
