@@ -186,3 +186,31 @@ def test_a_prepare_column_only_when_a_cell_has_a_prepare_step(tmp_path: Path) ->
         assert table.count("<code>replay</code>") == (2 if prepared else 0)
         heads = len(re.findall(r"<th[ >]", table))
         assert all(row.count("<td") == heads for row in re.findall(r"<tr class.*?</tr>", table))
+
+
+def test_why_names_whose_requests_the_probe_waited_behind(tmp_path: Path) -> None:
+    """A journal with few bytes but many requests (a seek each on a rotating disk) leads the
+    requests column while the probe's own reads lead the bytes column."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "w.db"
+    make_db(db, trials=4)
+    conn = sqlite3.connect(db)
+    io_by = {"method": "perf", "unattributed": {"requests": 0, "bytes": 0}, "groups": {
+        "probe": {"requests": 500, "bytes": 130 << 20}, "load": {"requests": 100,
+                                                               "bytes": 3 << 20},
+        "journal": {"requests": 600, "bytes": 5 << 20}, "writeback": {"requests": 0,
+                                                                     "bytes": 0}}}
+    extra = json.dumps({"limit_s": 12.0, "io_by": io_by,
+                        "counters": {"psi_io_some_s": 7.5}, "nivcsw": 40})
+    conn.execute("UPDATE trials SET extra=?", (extra,))
+    conn.commit()
+    conn.close()
+    data = report.load(str(db))
+    why = html_report._why(data, report.summary_rows(data))
+    first = re.search(r"<tr><td>(.*?)</tr>", why).group(1)
+    requests, size = re.findall(r"<td>([a-z]+ \d+%.*?)</td>", first)
+    assert requests.startswith("journal 50%, probe 42%, load 8%")
+    assert size.startswith("probe 94%")
+    assert "7.50" in first or "7.5" in first
