@@ -645,3 +645,20 @@ def test_timeouts_warning_says_what_they_leave_unknown() -> None:
     assert "lower bound" in message([1.0, 2.0, 3.0, 4.0], [30.0] * 6)
     assert "open above" in message([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [30.0] * 4)
     assert "do not reach" in message([float(v) for v in range(1, 20)], [30.0])
+
+
+@pytest.mark.parametrize("x", [[1.0, 2.0, 3.0, 10.0], [5.0, 1.0, 4.0, 4.0, 9.0],
+                               [3.0, 1.0, 2.0, 8.0, 6.0, 7.0]])
+def test_bootstrap_medians_have_the_exact_bootstrap_distribution(x: list[float]) -> None:
+    """Drawn through order statistics of uniforms, never by building resamples: checked
+    against every one of the n**n equally likely resamples, enumerated."""
+    import itertools
+    from collections import Counter
+
+    n = len(x)
+    exact = Counter(float(np.median(r)) for r in itertools.product(x, repeat=n))
+    draws = bs._bootstrap_medians(np.array(x), 400_000, np.random.default_rng(3))
+    seen = Counter(draws.tolist())
+    assert set(seen) <= set(exact)
+    for value, count in exact.items():
+        assert abs(seen[value] / draws.size - count / n**n) < 0.004, (value, x)

@@ -52,8 +52,6 @@ NOT_COLD_FRACTION = 0.10
 OUTLIER_WARN_FRACTION = 0.10
 #: Round number of trials we recommend even when fewer would technically do.
 RECOMMENDED_TRIALS = 10
-#: Largest number of float64 values one bootstrap chunk may hold (about 32 MiB).
-_CHUNK_VALUES = 1 << 22
 
 
 # --------------------------------------------------------------------------- result types
@@ -181,31 +179,27 @@ def _check_resamples(resamples: int) -> None:
 
 #: Above this many samples a cell's median gets no bootstrap interval (only the exact one).
 BOOTSTRAP_MEDIAN_MAX_N = 2000
-#: Values drawn per bootstrap at most: a cell of thousands of trials (a lab's pooled
-#: results) gets fewer resamples (never under MIN_RESAMPLES), where so many are not needed.
-BOOTSTRAP_WORK = 1 << 23
-MIN_RESAMPLES = 500
-
-
-def effective_resamples(resamples: int, n: int) -> int:
-    return max(min(resamples, MIN_RESAMPLES), min(resamples, BOOTSTRAP_WORK // max(n, 1)))
-
-
 def _bootstrap_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of resamples of ``x`` (``resamples`` of them, fewer for a very large ``x``:
-    `effective_resamples`), drawn in bounded-memory chunks.
+    """Medians of ``resamples`` bootstrap resamples of ``x``, drawn without building them.
 
-    The chunk size depends only on ``len(x)``, so a given seed always gives the same result.
+    A resample is n draws of x's values with replacement, i.e. n uniform U(0,1) draws mapped
+    through the sorted sample (value floor(n*U)); the mapping keeps order, so a resample's
+    k-th smallest value is the sorted sample at floor(n*U_(k)), and the k-th of n uniforms
+    is Beta(k, n-k+1), the next one above it u + (1-u)*Beta(1, n-k). The medians come out
+    with exactly the bootstrap's distribution at O(resamples) cost instead of
+    O(resamples*n): a lab's compare of 100 machines took 33 s in resampling before.
     """
-    n = x.size
-    resamples = effective_resamples(resamples, n)
-    rows = max(1, _CHUNK_VALUES // n)
-    out = np.empty(resamples)
-    for start in range(0, resamples, rows):
-        stop = min(resamples, start + rows)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        out[start:stop] = np.median(x[idx], axis=1)
-    return out
+    xs = np.sort(x)
+    n = xs.size
+    if n == 1:
+        return np.full(resamples, xs[0])
+    k = (n + 1) // 2  # 1-based: the middle one (odd n), the lower middle one (even n)
+    u = rng.beta(k, n - k + 1, size=resamples)
+    lower = xs[np.minimum((u * n).astype(np.intp), n - 1)]
+    if n % 2:
+        return lower
+    above = u + (1.0 - u) * rng.beta(1, n - k, size=resamples)
+    return (lower + xs[np.minimum((above * n).astype(np.intp), n - 1)]) / 2
 
 
 def _percentile_interval(values: np.ndarray, confidence: float,
@@ -395,7 +389,6 @@ def ratio_of_medians(
     med_b = float(np.median(lb))
     if med_b == 0.0:
         raise ValueError("median of b is zero, so the ratio of medians is undefined")
-    resamples = effective_resamples(resamples, max(la.size, lb.size))  # the same for both
 
     def boot(xa: np.ndarray, xb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(seed)  # the same resamples for every bound
