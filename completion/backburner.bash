@@ -24,7 +24,7 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "policies") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
         "readahead") _bb_subs="record replay show"; _bb_opts="-h --help"; _bb_job=0;;
         "readahead record") _bb_subs=""; _bb_opts="-h --help -o --output --system --seconds --mount --read-ahead-kb --keep-read-ahead --drop-caches --hash"; _bb_job=1;;
-        "readahead replay") _bb_subs=""; _bb_opts="-h --help --wait --budget --deadline --order --io"; _bb_job=0;;
+        "readahead replay") _bb_subs=""; _bb_opts="-h --help --wait --budget --deadline --order --io --rebase"; _bb_job=0;;
         "readahead show") _bb_subs=""; _bb_opts="-h --help --files"; _bb_job=0;;
         "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --recommend --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
         "restore") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
@@ -122,6 +122,7 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "readahead replay|--deadline") echo "__any__";;
         "readahead replay|--order") echo "access auto physical";;
         "readahead replay|--io") echo "__any__";;
+        "readahead replay|--rebase") echo "__any__";;
         "report|--run") echo "__any__";;
         "report|--machine") echo "__any__";;
         "report|--since") echo "__any__";;
