@@ -25,7 +25,7 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "readahead") _bb_subs="record replay show"; _bb_opts="-h --help"; _bb_job=0;;
         "readahead record") _bb_subs=""; _bb_opts="-h --help -o --output --system --seconds --mount --read-ahead-kb --keep-read-ahead --drop-caches --hash"; _bb_job=1;;
         "readahead replay") _bb_subs=""; _bb_opts="-h --help --wait --budget --deadline --order --io --rebase"; _bb_job=0;;
-        "readahead show") _bb_subs=""; _bb_opts="-h --help --files"; _bb_job=0;;
+        "readahead show") _bb_subs=""; _bb_opts="-h --help --files --verify"; _bb_job=0;;
         "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --recommend --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
         "restore") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
         "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force -v --verbose"; _bb_job=1;;

@@ -27,12 +27,12 @@ pytestmark = pytest.mark.root
 FILES = ["a/one.txt", "big.bin", "b c/three\nfile", "lib/mod.py"]
 
 
-def _record(bed: Bed, tmp_path: Path, name: str = "app.pack") -> Path:
+def _record(bed: Bed, tmp_path: Path, name: str = "app.pack", *extra: str) -> Path:
     out = tmp_path / name
     script = ("cat a/one.txt > /dev/null; dd if=big.bin of=/dev/null bs=4096 skip=100 count=3 "
               "2>/dev/null; cat 'b c'/three* lib/mod.py > /dev/null")
     res = bb("readahead", "record", "-o", str(out), "--mount", str(bed.mnt), "--drop-caches",
-             "--read-ahead-kb", "0", "--", "sh", "-c", script, cwd=bed.mnt)
+             "--read-ahead-kb", "0", *extra, "--", "sh", "-c", script, cwd=bed.mnt)
     assert res.returncode == 0, res.err
     pack = packfile.load(out)
     assert [e.path for e in files_of(pack)] == [bed.path(f) for f in FILES], res.err
@@ -89,6 +89,42 @@ def test_changed_and_missing_files_are_skipped(bed: Bed, tmp_path: Path) -> None
     assert resident(bed.path("big.bin")) == [(100 * PAGE, 3 * PAGE)]
     shown = bb("readahead", "show", str(pack_path))
     assert "1 changed, 1 missing" in shown.out, shown.out
+
+
+def test_show_verify_catches_content_that_kept_its_identity(bed: Bed, tmp_path: Path) -> None:
+    """A rewrite in place with the size and mtime put back matches by identity; only the
+    digest of the recorded bytes tells. Bytes outside the recorded ranges do not count."""
+    pack_path = _record(bed, tmp_path, "hashed.pack", "--hash")
+    assert all(e.digest is not None for e in files_of(packfile.load(pack_path)))
+    plain = bb("readahead", "show", "--verify", str(_record(bed, tmp_path)))
+    assert "verified  no digests to check (record with --hash" in plain.out, plain.out
+    clean = bb("readahead", "show", "--verify", str(pack_path))
+    assert clean.returncode == 0, clean.err
+    assert "verified  4 digests: 0 with other bytes now" in clean.out, clean.out
+    assert "0 changed, 0 missing" in clean.out
+
+    def rewrite(rel: str, offset: int) -> None:
+        path = bed.path(rel)
+        st = os.stat(path)
+        with open(path, "r+b") as f:
+            f.seek(offset)
+            old = f.read(1)
+            f.seek(offset)
+            f.write(bytes([old[0] ^ 0xFF]))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    rewrite("a/one.txt", 5000)  # inside the recorded (whole-file) range
+    rewrite("big.bin", 0)  # only pages 100-102 were read: outside
+    shown = bb("readahead", "show", str(pack_path))
+    assert "0 changed, 0 missing" in shown.out, shown.out  # identity alone cannot tell
+    verified = bb("readahead", "show", "--verify", "--files", str(pack_path))
+    assert verified.returncode == 0, verified.err
+    assert "verified  4 digests: 1 with other bytes now" in verified.out, verified.out
+    assert "1 changed, 0 missing" in verified.out
+    status = {line.split()[-1]: line.split()[0] for line in verified.out.splitlines()
+              if line.startswith(("ok ", "changed "))}
+    assert status[os.fsdecode(bed.path("a/one.txt"))] == "changed", verified.out
+    assert status[os.fsdecode(bed.path("big.bin"))] == "ok", verified.out
 
 
 def test_a_pack_whose_files_all_changed_reads_nothing(bed: Bed, tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def _show(args: argparse.Namespace) -> int:
     from ..readahead import packfile, summary
 
     pack = packfile.load(args.pack)
-    print(summary.format_summary(summary.summarize(pack), files=args.files))
+    print(summary.format_summary(summary.summarize(pack, verify=args.verify), files=args.files))
     return 0
 
 
@@ -187,6 +187,8 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
     sh = add_command(s, "show", _show, help="what a pack holds, stale entries, seeks saved")
     sh.add_argument("pack")
     sh.add_argument("--files", action="store_true", help="list every file")
+    sh.add_argument("--verify", action="store_true",
+                    help="read the recorded ranges and check their digests (record --hash)")
     rp = add_command(s, "replay", _replay, help="prefetch a pack's ranges in disk order")
     rp.add_argument("pack")
     rp.add_argument("--wait", action="store_true",

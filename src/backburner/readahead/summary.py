@@ -1,5 +1,10 @@
 """`readahead show`: what a pack holds, how much of it is stale, and what order buys.
 
+Staleness is decided by identity (inode, size, mtime); `--verify` also reads the recorded
+ranges of every matching file whose entry has a digest (`record --hash`) and calls it
+changed when the bytes differ: an update that kept the inode, size and mtime (a rewrite in
+place followed by `touch -r`, an rsync of the same length) is caught only that way.
+
 For the entries that still match their files, FIEMAP places each recorded range on its
 device; the seeks a cold start needs reading them in access order are compared with one
 ascending sweep (what replay does on a rotating disk).
@@ -9,14 +14,16 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import BackburnerError
 from ..extents import fiemap, runs_of, select
 from ..units import fmt_pct, human_size, plural
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
-from .pack import CHANGED, MISSING, OK, Pack, clip, show_path
+from .pack import CHANGED, MISSING, OK, Entry, Pack, clip, digest, show_path
 from .replay import check_entries
 
 log = logging.getLogger(__name__)
@@ -40,6 +47,8 @@ class Summary:
     rows: list[Row]
     counts: dict[str, int] = field(default_factory=dict)
     stale_bytes: int = 0
+    verified: int | None = None  # digests checked (None: not asked to)
+    content_changed: int = 0  # of those, files whose bytes differ
     seeks_access: int = 0
     seeks_sorted: int = 0
     ascending_access: float = 1.0
@@ -67,12 +76,59 @@ def pieces_of(i: int, path: bytes, ranges: tuple[tuple[int, int], ...], size: in
             for r in runs]
 
 
-def summarize(pack: Pack) -> Summary:
+CHUNK = 1 << 20
+
+
+def content_matches(entry: Entry) -> bool:
+    """Whether the file's recorded ranges still hash to the entry's digest; read in
+    chunks (a range may be a whole large file), without following a planted symlink and
+    without touching its atime. A file that cannot be read does not match."""
+    assert entry.digest is not None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        try:
+            fd = os.open(entry.path, flags | os.O_NOATIME)
+        except PermissionError:
+            fd = os.open(entry.path, flags)
+    except OSError as err:
+        log.debug("%r: %s", entry.path, err)
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != entry.state.size:
+            return False
+        return digest(_chunks(fd, clip(entry.ranges, st.st_size))) == entry.digest
+    except OSError as err:
+        log.debug("%r: %s", entry.path, err)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _chunks(fd: int, ranges: tuple[tuple[int, int], ...]) -> Iterator[bytes]:
+    for off, ln in ranges:
+        end = off + ln
+        while off < end:
+            chunk = os.pread(fd, min(CHUNK, end - off), off)
+            if not chunk:  # shrunk while being read: the digest will not match
+                return
+            yield chunk
+            off += len(chunk)
+
+
+def summarize(pack: Pack, verify: bool = False) -> Summary:
+    """What `show` prints; `verify`: check the digests of matching files (reads them)."""
     rows = []
     counts = {OK: 0, CHANGED: 0, MISSING: 0}
     stale = 0
+    verified = changed_content = 0
     by_dev: dict[int, list[Piece]] = {}
     for i, (entry, verdict, now) in enumerate(check_entries(pack)):
+        if verify and verdict == OK and entry.digest is not None and not entry.device:
+            verified += 1
+            if not content_matches(entry):
+                verdict = CHANGED
+                changed_content += 1
         counts[verdict] += 1
         physical = None
         if verdict == OK and now is not None:
@@ -84,7 +140,8 @@ def summarize(pack: Pack) -> Summary:
             stale += entry.bytes
         rows.append(Row(entry.path, verdict, entry.bytes, len(entry.ranges), physical,
                         entry.device))
-    s = Summary(pack.note, pack.created_ns, pack.page_size, rows, counts, stale)
+    s = Summary(pack.note, pack.created_ns, pack.page_size, rows, counts, stale,
+                verified if verify else None, changed_content)
     in_access = [access_order(ps) for ps in by_dev.values()]
     s.seeks_access = sum(seeks(ps) for ps in in_access)
     s.seeks_sorted = sum(seeks(physical_order(ps)) for ps in by_dev.values())
@@ -98,6 +155,16 @@ def _entry_line(r: Row) -> str:
     where = f"@{r.physical // 512}s" if r.physical is not None else "-"
     return (f"{r.status:<8} {human_size(r.bytes):>10} {r.ranges:>6} {where:>14}  "
             f"{show_path(r.path)}{' (metadata)' if r.device else ''}")
+
+
+def _verify_lines(s: Summary) -> list[str]:
+    if s.verified is None:
+        return []
+    if not s.verified:
+        return ["verified  no digests to check (record with --hash to store them)"]
+    return [f"verified  {plural(s.verified, 'digest')}: {s.content_changed} with other "
+            "bytes now (counted as changed; replay, which checks identity only, would "
+            "read them)"]
 
 
 def format_summary(s: Summary, files: bool = False) -> str:
@@ -118,6 +185,7 @@ def format_summary(s: Summary, files: bool = False) -> str:
         f"stale     {s.counts[CHANGED]} changed, {s.counts[MISSING]} missing: "
         f"{human_size(s.stale_bytes)} ({fmt_pct(round(s.stale_fraction, 3))} of the bytes) "
         "will be skipped",
+        *_verify_lines(s),
         f"seeks     {s.seeks_access} in access order, {s.seeks_sorted} in one physical sweep "
         f"({s.seeks_access - s.seeks_sorted} saved; the files span {human_size(s.span)})",
         f"ascending {fmt_pct(round(s.ascending_access, 3))} of the bytes lie in one ascending "
