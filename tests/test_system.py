@@ -320,15 +320,70 @@ def test_a_loop_device_still_open_is_not_claimed_detached(
     image = tmp_path / "held.img"
     image.write_bytes(b"\0" * (1 << 20))
     held = None
-    with pytest.raises(SystemStateError, match="still attached"), \
+    with pytest.raises(SystemStateError, match="still attached") as err, \
             system.Transaction("test-held") as tx:
         dev = tx.apply(system.LoopDevice(str(image)))
         held = os.open(dev, os.O_RDONLY)
     assert held is not None and system.loops_backed_by(str(image)) == [dev]
+    assert f"PID {os.getpid()} (" in str(err.value) and "has it open" in str(err.value)
     journals = list(system.journal_dir().glob("test-held-*"))
     assert len(journals) == 1
     os.close(held)
     system.undo_journal(system.Journal(journals[0]))
+    assert system.loops_backed_by(str(image)) == []
+
+
+def test_a_mount_in_another_namespace_is_named_as_the_holder(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that unshared its mounts keeps its copy of a filesystem, and with it the
+    loop device, after we unmount ours: the error names that process."""
+    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+    image, mnt = tmp_path / "ns.img", tmp_path / "mnt"
+    image.write_bytes(b"\0" * (16 << 20))
+    mnt.mkdir()
+    child = None
+    try:
+        with pytest.raises(SystemStateError, match="still attached") as err, \
+                system.Transaction("test-ns") as tx:
+            dev = tx.apply(system.LoopDevice(str(image)))
+            subprocess.run(["mkfs.ext4", "-q", dev], check=True)
+            child = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 f"mount {dev} {mnt} && echo up && exec sleep 60"], stdout=subprocess.PIPE)
+            assert child.stdout is not None and child.stdout.readline() == b"up\n"
+        assert f"PID {child.pid} (sleep" in str(err.value), err.value
+        assert f"in its own namespace at {mnt}" in str(err.value), err.value
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+    journal = next(system.journal_dir().glob("test-ns-*"))
+    system.undo_journal(system.Journal(journal))
+    assert system.loops_backed_by(str(image)) == []
+
+
+def test_a_detach_waits_on_while_the_device_still_does_io(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lazily unmounted filesystem writing back through the device is progress, not a
+    hang: the wait goes on while the device's counters move (up to the cap)."""
+    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.3)
+    monkeypatch.setattr(system, "LOOP_DETACH_MAX_S", 1.5)
+    ticks = iter(range(10**6))
+    real = system.procfs.read_small
+    monkeypatch.setattr(system.procfs, "read_small", lambda path, size=65536: (
+        str(next(ticks)).encode() if path.endswith("/stat") and "/sys/block/" in path
+        else real(path, size)))
+    image = tmp_path / "busy.img"
+    image.write_bytes(b"\0" * (1 << 20))
+    held = None
+    with pytest.raises(SystemStateError, match=r"after (1|2) s") as err, \
+            system.Transaction("test-busy") as tx:
+        dev = tx.apply(system.LoopDevice(str(image)))
+        held = os.open(dev, os.O_RDONLY)
+    assert "has it open" in str(err.value)
+    assert held is not None
+    os.close(held)
+    system.undo_journal(system.Journal(next(system.journal_dir().glob("test-busy-*"))))
     assert system.loops_backed_by(str(image)) == []
 
 

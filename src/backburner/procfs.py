@@ -219,3 +219,68 @@ def mounts(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
             return parse_mountinfo(f.read())
     except OSError:
         return []
+
+
+# --- who keeps a block device busy -------------------------------------------------------------
+
+
+def users_of_device(node: str) -> list[str]:
+    """Who keeps a block device open, in words, for an error that must say more than
+    "busy": processes holding it open, mount namespaces other than ours in which a
+    filesystem on it is still mounted (a process that unshared its mounts keeps a copy),
+    a mount here, and kernel holders (/sys/block/X/holders). Processes in uninterruptible
+    sleep (D) are marked: they cannot die before their IO completes."""
+    try:
+        rdev = os.stat(node).st_rdev
+    except OSError:
+        return []
+    ours = _ns(os.getpid())
+    found: list[str] = []
+    seen_ns: set[str] = set()
+    for pid in pids():
+        if node in _fd_targets(pid):
+            found.append(f"PID {pid} ({_comm_state(pid)}) has it open")
+        ns = _ns(pid)
+        if ns is None or ns == ours or ns in seen_ns:
+            continue
+        seen_ns.add(ns)
+        where = [m.mountpoint for m in mounts(f"/proc/{pid}/mountinfo") if m.devno == rdev]
+        if where:
+            found.append(f"PID {pid} ({_comm_state(pid)}) has it mounted in its own "
+                         f"namespace at {where[0]}")
+    found += [f"mounted at {m.mountpoint}" for m in mounts() if m.devno == rdev]
+    try:
+        found += [f"held by {h}" for h in os.listdir(
+            f"/sys/block/{os.path.basename(node)}/holders")]
+    except OSError:
+        pass
+    return found
+
+
+def _fd_targets(pid: int) -> set[str]:
+    """What a process's file descriptors point at (each read on its own: one closing
+    meanwhile, like the one listing the directory, must not hide the others)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return set()
+    found = set()
+    for fd in fds:
+        try:
+            found.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    return found
+
+
+def _ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _comm_state(pid: int) -> str:
+    fields = _stat_fields(pid)
+    state = f", state {fields[0]}" if fields else ""
+    return f"{comm_of(pid) or '?'}{state}"

@@ -583,6 +583,9 @@ def loops_backed_by(path: str) -> list[str]:
 #: How long a loop device's detach may take to complete (it waits for the last user and
 #: for in-flight IO; a loaded machine took over 2 s)
 LOOP_DETACH_WAIT_S = 15.0
+#: ... and how long at most while its IO counters still move (a lazily unmounted
+#: filesystem writing back its dirty pages through it)
+LOOP_DETACH_MAX_S = 300.0
 
 
 @dataclass
@@ -607,15 +610,25 @@ class LoopDevice(Change):
     def undo(self, old: Any, result: Any) -> None:
         for dev in loops_backed_by(self.backing):
             _tool(["losetup", "-d", dev], f"detaching {dev}")
-        deadline = time.monotonic() + LOOP_DETACH_WAIT_S
+        start = time.monotonic()
+        deadline, last = start + LOOP_DETACH_WAIT_S, b""
         while time.monotonic() < deadline:  # detach is asynchronous while it is still open
             left = loops_backed_by(self.backing)
             if not left:
                 return
-            time.sleep(0.02)
+            io = b"".join(procfs.read_small(f"/sys/block/{os.path.basename(d)}/stat") or b""
+                          for d in left)
+            if io != last and last:  # still writing back or reading: not stuck, wait on
+                deadline = min(time.monotonic() + LOOP_DETACH_WAIT_S,
+                               start + LOOP_DETACH_MAX_S)
+            last = io
+            time.sleep(0.05)
+        users = [u for d in left for u in procfs.users_of_device(d)]
         # not claimed as undone: the journal stays, and `restore` (or the next run) retries
-        raise SystemStateError(f"{', '.join(left)} still attached to {self.backing} after "
-                               f"{LOOP_DETACH_WAIT_S:.0f} s (something still has it open)")
+        raise SystemStateError(
+            f"{', '.join(left)} still attached to {self.backing} after "
+            f"{time.monotonic() - start:.0f} s ("
+            + ("; ".join(users) if users else "something still has it open") + ")")
 
 
 def mount_options(path: str) -> set[str]:
