@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from backburner import extents, system, units
+from backburner import extents, interrupts, system, units
 from backburner.bench.devices import mkfs
 from backburner.units import GiB, MiB
 
@@ -147,7 +147,7 @@ def main() -> int:
     args = ap.parse_args()
     size = units.parse_size(args.size, what="--size", minimum=64 * MiB)
     system.require_root("extents_speed (a loop device, mkfs, a mount)")
-    system.install_termination_handlers()
+    interrupts.install()
     work = Path(tempfile.mkdtemp(prefix="extents-speed-"))
     rows: list[tuple[str, str, str]] = []
     try:

@@ -55,7 +55,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backburner import spawn, stats, system
+from backburner import interrupts, spawn, stats, system
 from backburner.readahead import layout, packfile, record, replay
 from backburner.readahead.pack import Pack
 from backburner.slowdisk import device as slowdisk
@@ -388,7 +388,7 @@ def main() -> int:
     ap.add_argument("--keep", help="keep the tree and images in this new directory")
     args = ap.parse_args()
     system.require_root("this benchmark (loop devices, mounts, slowdisk, fanotify)")
-    system.install_termination_handlers()
+    interrupts.install()
     t_start = time.monotonic()
     work = tempfile.mkdtemp(prefix="bb-readahead-bench-")
     try:

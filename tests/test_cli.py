@@ -231,3 +231,35 @@ def test_a_bench_database_on_a_full_disk_is_74(full_disk: Path, state_dir: Path)
     assert r.returncode == 74, r.err
     assert str(out) in r.err.strip().splitlines()[-1]
     assert not (state_dir / "work").exists() or not list((state_dir / "work").iterdir())
+
+
+INTERRUPTED_IMPORT = r'''
+import os, signal, sys
+from backburner import cli, system
+
+def restore_stale(report):  # ^C lands while a C extension initialises (scipy did it)
+    try:
+        os.kill(os.getpid(), int(sys.argv[1]))
+    except BaseException as why:
+        raise ImportError("initialization failed") from why
+    return []
+
+system.restore_stale = restore_stale
+sys.exit(cli.main(["restore"]))
+'''
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig", [2, 15])
+def test_a_signal_that_surfaces_as_another_error_is_still_the_signal(
+        tmp_path: Path, sig: int) -> None:
+    """An interrupt turned into another exception on its way out (an ImportError from an
+    interrupted C initialisation) is reported as the interruption: 128+N, one line."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-c", INTERRUPTED_IMPORT, str(sig)],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "BACKBURNER_STATE_DIR": str(tmp_path / "state")})
+    assert res.returncode == 128 + sig, res.stderr
+    want = "interrupted" if sig == 2 else "terminated by SIGTERM"
+    assert res.stderr == f"backburner: {want}; system state restored\n", res.stderr

@@ -107,9 +107,9 @@ def test_failed_apply_is_undone_and_reported(loop_queue: Path, state_dir: Path) 
 # A process that holds a transaction: scheduler, rotational, optionally a cgroup, a mkdir.
 HOLDER = r"""
 import signal, sys, time
-from backburner import system
+from backburner import interrupts, system
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
-system.install_termination_handlers()
+interrupts.install()
 queue, rotational, cgroup, made = sys.argv[1:5]
 try:
     with system.Transaction("test") as tx:
@@ -124,7 +124,7 @@ try:
         time.sleep(30)
 except KeyboardInterrupt:
     sys.exit(130)
-except system.Terminated as term:
+except interrupts.Terminated as term:
     sys.exit(128 + term.signum)
 """
 
@@ -365,14 +365,15 @@ def test_a_mount_in_another_namespace_is_named_as_the_holder(
 def test_a_detach_waits_on_while_the_device_still_does_io(
         state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lazily unmounted filesystem writing back through the device is progress, not a
-    hang: the wait goes on while the device's counters move (up to the cap)."""
+    hang: the wait goes on while the device's write counters move (up to the cap); a
+    reader alone does not extend it."""
     monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.3)
     monkeypatch.setattr(system, "LOOP_DETACH_MAX_S", 1.5)
     ticks = iter(range(10**6))
     real = system.procfs.read_small
     monkeypatch.setattr(system.procfs, "read_small", lambda path, size=65536: (
-        str(next(ticks)).encode() if path.endswith("/stat") and "/sys/block/" in path
-        else real(path, size)))
+        f"9 0 {next(ticks)} 0 5 0 {next(ticks)} 0 0 0 0".encode()  # reads and writes move
+        if path.endswith("/stat") and "/sys/block/" in path else real(path, size)))
     image = tmp_path / "busy.img"
     image.write_bytes(b"\0" * (1 << 20))
     held = None
@@ -384,6 +385,15 @@ def test_a_detach_waits_on_while_the_device_still_does_io(
     assert held is not None
     os.close(held)
     system.undo_journal(system.Journal(next(system.journal_dir().glob("test-busy-*"))))
+    monkeypatch.setattr(system.procfs, "read_small", lambda path, size=65536: (
+        f"9 0 {next(ticks)} 0 5 0 7 0 0 0 0".encode()  # only reads move
+        if path.endswith("/stat") and "/sys/block/" in path else real(path, size)))
+    with pytest.raises(SystemStateError, match=r"after 0 s"), \
+            system.Transaction("test-reader") as tx:
+        dev = tx.apply(system.LoopDevice(str(image)))
+        held = os.open(dev, os.O_RDONLY)
+    os.close(held)
+    system.undo_journal(system.Journal(next(system.journal_dir().glob("test-reader-*"))))
     assert system.loops_backed_by(str(image)) == []
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from . import priority, procfs
+from . import interrupts, priority, procfs
 from .errors import (
     CommandNotExecutable,
     CommandNotFound,
@@ -354,6 +354,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
 
     def setup() -> None:
         try:
+            interrupts.reset_in_child()
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             if die_with is not None:
                 # SIGTERM when we die, even by SIGKILL (a load's own clean-up then runs)
@@ -410,6 +411,16 @@ def launch(
                   or chroot is not None or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
     die_with = os.getpid() if die_with_parent else None
     hook = _child_setup(policy, cgroup_procs, wfd, die_with, chroot) if needs_hook else None
+    with interrupts.deferred():  # a signal after fork must find the child registered
+        return _start(argv, hook, rfd, wfd, stdin=stdin, stdout=stdout, stderr=stderr,
+                      env=env, cwd=cwd, pass_fds=pass_fds, new_group=new_group,
+                      detached=detached)
+
+
+def _start(argv: Sequence[str], hook: Callable[[], None] | None, rfd: int, wfd: int, *,
+           stdin: int | None, stdout: int | None, stderr: int | None,
+           env: Mapping[str, str] | None, cwd: str | None, pass_fds: Sequence[int],
+           new_group: bool, detached: bool) -> Child:
     started_at = time.time()
     started_ns = time.monotonic_ns()
     try:

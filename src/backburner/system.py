@@ -4,7 +4,7 @@ Every change is a small `Change` class with `read()` (the old state), `apply()` 
 `undo()`. A `Transaction` writes each change's intent and old state to an on-disk journal
 *before* applying it (fsync'd), and undoes everything in reverse order when it ends:
 normally, on an exception, on SIGINT or SIGTERM (turned into exceptions by
-`install_termination_handlers`). After a SIGKILL or a power loss the journal is still on
+`interrupts.install`). After a SIGKILL or a power loss the journal is still on
 disk, and `restore_stale()` (``backburner restore``, and the start of every command that
 changes state) replays it. Every `undo` is idempotent and checks the current state first,
 because after a crash it may run for a change that was only half applied.
@@ -79,22 +79,6 @@ def is_root() -> bool:
 def require_root(operation: str) -> None:
     if not is_root():
         raise NotRootError(operation)
-
-
-class Terminated(BaseException):
-    """SIGTERM/SIGHUP as an exception, so `with` blocks unwind and undo like on Ctrl-C."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def install_termination_handlers() -> None:
-    def handler(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
 
 
 # --- changes ------------------------------------------------------------------------------
@@ -583,8 +567,8 @@ def loops_backed_by(path: str) -> list[str]:
 #: How long a loop device's detach may take to complete (it waits for the last user and
 #: for in-flight IO; a loaded machine took over 2 s)
 LOOP_DETACH_WAIT_S = 15.0
-#: ... and how long at most while its IO counters still move (a lazily unmounted
-#: filesystem writing back its dirty pages through it)
+#: ... and how long at most while its write counters still move (a lazily unmounted
+#: filesystem writing back its dirty pages through it; a reader does not extend the wait)
 LOOP_DETACH_MAX_S = 300.0
 
 
@@ -616,9 +600,9 @@ class LoopDevice(Change):
             left = loops_backed_by(self.backing)
             if not left:
                 return
-            io = b"".join(procfs.read_small(f"/sys/block/{os.path.basename(d)}/stat") or b""
-                          for d in left)
-            if io != last and last:  # still writing back or reading: not stuck, wait on
+            io = b" ".join(b" ".join((procfs.read_small(
+                f"/sys/block/{os.path.basename(d)}/stat") or b"").split()[4:7]) for d in left)
+            if io != last and last:  # writes still completing (writeback): wait on
                 deadline = min(time.monotonic() + LOOP_DETACH_WAIT_S,
                                start + LOOP_DETACH_MAX_S)
             last = io

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
-from .. import __version__, system
+from .. import __version__, interrupts
 from ..errors import BackburnerError, DataError, IOFailure, UsageError
 from . import (
     apply,
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("backburner").setLevel(logging.DEBUG)
         if not args.cmd:
             raise UsageError("no command given", "see backburner --help")
-        system.install_termination_handlers()
+        interrupts.install()
         return args.handler(args)
     except BackburnerError as error:
         if debug:
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err("interrupted; system state restored")
         return 130
-    except system.Terminated as term:
+    except interrupts.Terminated as term:
         err(f"terminated by {term}; system state restored")
         return 128 + term.signum
     except BrokenPipeError:
@@ -100,6 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         err(str(failure))
         return failure.exit_status
     except Exception as error:
+        seen = interrupts.seen()
+        if seen is not None:  # what ^C or SIGTERM turned into on its way out (see there)
+            how = "interrupted" if seen == signal.SIGINT else (
+                f"terminated by {signal.Signals(seen).name}")
+            err(f"{how}; system state restored")
+            return 128 + seen
         sqlite3 = sys.modules.get("sqlite3")  # not imported unless a database was opened
         if debug or sqlite3 is None or not isinstance(error, sqlite3.Error):
             raise

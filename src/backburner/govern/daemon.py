@@ -33,7 +33,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import job, priority, procfs, safepath, system
+from .. import interrupts, job, priority, procfs, safepath, system
 from ..errors import BackburnerError, NotFoundError, SystemStateError, UnavailableError
 from . import connector, load, procinfo, state, throttle
 from .connector import COMM as COMM_EVENT
@@ -616,11 +616,11 @@ def run(opts: Options) -> Stopped:
                          " (dry run: nothing is changed)" if opts.dry_run else "")
                 try:
                     serve(gov, conn, opts, started)
-                except (KeyboardInterrupt, system.Terminated) as stop:
+                except (KeyboardInterrupt, interrupts.Terminated) as stop:
                     reason = f"stopped by {stop}" if str(stop) else "interrupted"
                     sd_notify("STOPPING=1")
                     raise
-        except (KeyboardInterrupt, system.Terminated):
+        except (KeyboardInterrupt, interrupts.Terminated):
             pass
         finally:
             if gov is not None:

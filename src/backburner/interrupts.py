@@ -1,0 +1,81 @@
+"""^C, SIGTERM and SIGHUP as exceptions, so that `with` blocks unwind and undo; and the
+few steps that must not be cut in half by one.
+
+Starting a child is such a step: a signal that lands after fork but before the child is
+registered would leave a process nobody stops (found by the fault injection: a load kept
+reading from a filesystem being unmounted). Inside `deferred()` a signal is noted and
+raised when the block ends, by which time the child is registered."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_seen: int | None = None  # the first interrupting signal received
+_pending: int | None = None  # one that arrived inside deferred(), not raised yet
+_depth = 0
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGHUP as an exception (^C is KeyboardInterrupt)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
+
+
+def _handler(signum: int, _frame: Any) -> None:
+    global _seen, _pending
+    if _seen is None:
+        _seen = signum
+    if _depth:
+        if _pending is None:
+            _pending = signum
+        return
+    _raise(signum)
+
+
+def install() -> None:
+    """Our handlers for SIGTERM, SIGHUP and (unless it is ignored: started in the
+    background by a shell) SIGINT."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _handler)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _handler)
+
+
+def reset_in_child() -> None:
+    """In a forked child before exec: our handlers back to the default action (what exec
+    would do), so that a signal there is never deferred into nothing."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is _handler:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+def seen() -> int | None:
+    """The interrupting signal that has arrived, if any: an exception raised while it was
+    being delivered may not be the one it began as (a C extension's initialisation
+    interrupted by ^C surfaces as an ImportError)."""
+    return _seen
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold an arriving signal until the block is done, then raise it."""
+    global _depth, _pending
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        if not _depth and _pending is not None:
+            signum, _pending = _pending, None
+            _raise(signum)

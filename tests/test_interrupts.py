@@ -1,0 +1,90 @@
+"""Signals as exceptions, held back while a child is being started: a real SIGTERM (or ^C)
+sent at the worst moment, right after fork and before the child is registered, still
+ends with the child stopped by the transaction's undo, not orphaned."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import TIMEOUT
+
+DEFERRED = r'''
+import os, signal, sys
+from backburner import interrupts
+interrupts.install()
+steps = []
+try:
+    with interrupts.deferred():
+        os.kill(os.getpid(), int(sys.argv[1]))
+        steps.append("after the signal, inside")
+    steps.append("after the block")
+except (KeyboardInterrupt, interrupts.Terminated) as why:
+    steps.append(type(why).__name__)
+print(",".join(steps), interrupts.seen())
+'''
+
+
+@pytest.mark.parametrize(("sig", "raised"), [(2, "KeyboardInterrupt"), (15, "Terminated"),
+                                             (1, "Terminated")])
+def test_a_signal_inside_deferred_is_raised_when_the_block_ends(sig: int, raised: str) -> None:
+    res = subprocess.run([sys.executable, "-c", DEFERRED, str(sig)], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    assert res.stdout == f"after the signal, inside,{raised} {sig}\n", res.stderr
+
+
+MID_LAUNCH = r'''
+import os, subprocess, sys
+from backburner import interrupts, spawn, system
+interrupts.install()
+real = subprocess.Popen
+
+class Popen(real):  # the signal lands right after fork, before launch registers the child
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        print(self.pid, flush=True)
+        os.kill(os.getpid(), int(sys.argv[1]))
+
+subprocess.Popen = Popen
+try:
+    with system.Transaction("test-mid-launch"):
+        spawn.launch(["sleep", "60"], new_group=True)
+        print("not interrupted", flush=True)
+except (KeyboardInterrupt, interrupts.Terminated) as why:
+    print(type(why).__name__, flush=True)
+'''
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig", [2, 15])
+def test_a_child_started_as_the_signal_lands_is_stopped(state_dir: Path, sig: int) -> None:
+    res = subprocess.run([sys.executable, "-c", MID_LAUNCH, str(sig)], capture_output=True,
+                         text=True, timeout=TIMEOUT,
+                         env={**os.environ, "BACKBURNER_STATE_DIR": str(state_dir)})
+    pid, outcome = res.stdout.split()
+    assert outcome == ("KeyboardInterrupt" if sig == 2 else "Terminated"), res.stderr
+    assert not Path(f"/proc/{pid}").exists(), f"sleep {pid} outlived its transaction"
+
+
+def test_a_forked_child_gets_the_default_actions_back() -> None:
+    """In the child before exec a deferred signal would be swallowed: the handlers are
+    reset there (a SIGTERM kills it, as after exec)."""
+    code = r'''
+import os, signal
+from backburner import interrupts
+interrupts.install()
+with interrupts.deferred():
+    pid = os.fork()
+    if pid == 0:
+        interrupts.reset_in_child()
+        os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+print(os.WIFSIGNALED(status) and os.WTERMSIG(status))
+'''
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert res.stdout == "15\n", res.stderr
