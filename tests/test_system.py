@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,6 +164,40 @@ def test_signal_to_holder_restores(loop_queue: Path, state_dir: Path, tmp_path: 
         proc.wait(TIMEOUT)
     assert proc.returncode == status
     assert (_sched(loop_queue), _rot(loop_queue)) == (sched, rot)
+    assert not made.exists()
+    assert _journals(state_dir) == []
+
+
+STUBBORN = r"""
+import sys, time
+from backburner import interrupts, spawn, system
+interrupts.install()
+try:
+    with system.Transaction("test") as tx:
+        tx.apply(system.MadeDir(sys.argv[1]))
+        spawn.launch(["sh", "-c", "trap '' TERM; echo up; sleep 30"], new_group=True)
+        print("ready", flush=True)
+        time.sleep(30)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.root
+def test_a_second_interrupt_while_helpers_stop_does_not_skip_the_undo(
+        state_dir: Path, tmp_path: Path) -> None:
+    """^C, then ^C again while a helper that ignores SIGTERM is given its grace period:
+    the helper is still stopped and the changes still undone."""
+    made = tmp_path / "made"
+    proc = subprocess.Popen([PY, "-c", STUBBORN, str(made)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    assert {proc.stdout.readline(), proc.stdout.readline()} == {b"up\n", b"ready\n"}
+    assert made.is_dir()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)  # inside the helper's grace period (it ignores SIGTERM)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(TIMEOUT)
+    assert proc.returncode == 130
     assert not made.exists()
     assert _journals(state_dir) == []
 

@@ -890,12 +890,18 @@ class Transaction:
             return
         from . import spawn  # only spawn stops processes
 
-        # no helper of ours may keep using what is about to be undone
-        spawn.stop_all(since=self._launched_before)
-        if self.handed_over:  # failed after handing over: take the changes back and undo
-            assert self.journal is not None
-            _, self.entries = _journal_entries(self.journal)
-        self.undo_all()
+        # a second ^C while helpers are being stopped (that can take their grace period)
+        # must not skip the undo: signals are held from here on, as in undo_all
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS_HELD)
+        try:
+            # no helper of ours may keep using what is about to be undone
+            spawn.stop_all(since=self._launched_before)
+            if self.handed_over:  # failed after handing over: take the changes back
+                assert self.journal is not None
+                _, self.entries = _journal_entries(self.journal)
+            self.undo_all()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 @dataclass(frozen=True)
