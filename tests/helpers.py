@@ -301,3 +301,20 @@ def stop_pg_cluster(cluster: PgCluster) -> None:
                     os.path.join(cluster.root, "data"), "-m", "immediate", "stop"],
                    capture_output=True, timeout=60)
     shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+# --- store tests: one run's configuration, environment and trials ------------------------------
+
+STORE_CONFIG = {"probe": "/bin/true", "loads": ["none", "readers:1:seq"], "trials": 2, "seed": 5}
+STORE_ENV = {"kernel": "6.18", "cpus": 2}
+
+
+def store_trial(i: int) -> dict:
+    """Trial i: every status, exit code and signal case within three trials."""
+    return {
+        "round": i, "warmup": int(i == 0), "status": ["ok", "failed", "timeout"][i % 3],
+        "cold": 1, "wall_s": 0.125 + i, "user_s": 0.01 * i, "sys_s": 0.02, "max_rss_kb": 1000 + i,
+        "in_blocks": 8 * i, "out_blocks": 0, "exit_code": i % 2, "signal": None if i else 9,
+        "load_read_bps": 1.5e8, "load_write_bps": 0.0, "started_at": 1000.5 + i,
+        "ended_at": 1001.25 + i, "extra": {"limit_s": 60.0, "nested": [1, "two"]},
+    }

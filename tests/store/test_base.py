@@ -8,23 +8,11 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
+from helpers import STORE_CONFIG, STORE_ENV, store_trial
 
 from backburner.cell import Cell
 from backburner.errors import DataError
 from backburner.store import TRIAL_FIELDS, Filter, Store
-
-CONFIG = {"probe": "/bin/true", "loads": ["none", "readers:1:seq"], "trials": 2, "seed": 5}
-ENV = {"kernel": "6.18", "cpus": 2}
-
-
-def _trial(i: int) -> dict:
-    return {
-        "round": i, "warmup": int(i == 0), "status": ["ok", "failed", "timeout"][i % 3],
-        "cold": 1, "wall_s": 0.125 + i, "user_s": 0.01 * i, "sys_s": 0.02, "max_rss_kb": 1000 + i,
-        "in_blocks": 8 * i, "out_blocks": 0, "exit_code": i % 2, "signal": None if i else 9,
-        "load_read_bps": 1.5e8, "load_write_bps": 0.0, "started_at": 1000.5 + i,
-        "ended_at": 1001.25 + i, "extra": {"limit_s": 60.0, "nested": [1, "two"]},
-    }
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.root)])
@@ -37,13 +25,13 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.mark.parametrize("reopen", [False, True])
 def test_round_trip(target: str, reopen: bool) -> None:
     s = Store.create(target)
-    run_id = s.add_run("backburner bench --probe true", CONFIG, 5, ENV, "0.1.0")
+    run_id = s.add_run("backburner bench --probe true", STORE_CONFIG, 5, STORE_ENV, "0.1.0")
     idle = Cell("/bin/true", "testbed:1G", "bfq", "none", "-")
     loaded = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background", "replay")
     c1 = s.add_cell(run_id, idle)
     c2 = s.add_cell(run_id, loaded)
     assert c1 != c2 and s.add_cell(run_id, idle) == c1  # idempotent
-    trials = [_trial(i) for i in range(3)]
+    trials = [store_trial(i) for i in range(3)]
     for t in trials:
         s.add_trial(run_id, c2, **t)
     s.add_trial(run_id, c1, round=0, warmup=1, status="aborted", cold=0, started_at=1.0,
@@ -56,8 +44,8 @@ def test_round_trip(target: str, reopen: bool) -> None:
         s = Store.open(target, readonly=True)
     (run,) = s.runs()
     assert (run.id, run.command, run.config, run.seed, run.tool_version) == (
-        run_id, "backburner bench --probe true", CONFIG, 5, "0.1.0")
-    assert run.environment == {**ENV, "device": {"name": "loop7"}, "extra": 1}
+        run_id, "backburner bench --probe true", STORE_CONFIG, 5, "0.1.0")
+    assert run.environment == {**STORE_ENV, "device": {"name": "loop7"}, "extra": 1}
     assert run.finished_at is not None and run.finished_at >= run.started_at
     assert len(run.uuid) == 32 and len(run.machine_id) == 32 and run.hostname
     assert s.run(run_id) == run and s.run_by_uuid(run.uuid) == run
@@ -85,10 +73,10 @@ def test_append_only(target: str) -> None:
     run_id = s.add_run("c", {}, 0, {}, "v")
     cell = s.add_cell(run_id, Cell("p", "d", "s", "none", "-"))
     with pytest.raises(ValueError, match="bogus"):
-        s.add_trial(run_id, cell, bogus=1, **_trial(1))
-    s.add_trial(run_id, cell, **_trial(1))
+        s.add_trial(run_id, cell, bogus=1, **store_trial(1))
+    s.add_trial(run_id, cell, **store_trial(1))
     with pytest.raises(DataError, match="append-only"):  # one trial per (cell, round)
-        s.add_trial(run_id, cell, **_trial(1))
+        s.add_trial(run_id, cell, **store_trial(1))
     assert len(s.trials(include_warmup=True)) == 1
     s.close()
 
@@ -98,7 +86,7 @@ def test_a_trial_is_visible_to_a_reader_at_once(target: str) -> None:
     s = Store.create(target)
     run_id = s.add_run("c", {}, 0, {}, "v")
     cell = s.add_cell(run_id, Cell("p", "d", "s", "none", "-"))
-    s.add_trial(run_id, cell, **_trial(1))
+    s.add_trial(run_id, cell, **store_trial(1))
     other = Store.open(target, readonly=True)
     assert len(other.trials()) == 1
     other.close()
@@ -113,7 +101,7 @@ def test_done_keys(target: str) -> None:
     a, b, other = s.add_cell(r1, ka), s.add_cell(r1, kb), s.add_cell(r2, ka)
     assert s.done_keys(r1) == set()
     for cell, rnd in [(a, 0), (a, 1), (b, 0), (other, 5)]:
-        s.add_trial(r1 if cell != other else r2, cell, **{**_trial(1), "round": rnd})
+        s.add_trial(r1 if cell != other else r2, cell, **{**store_trial(1), "round": rnd})
     assert s.done_keys(r1) == {(ka.key, 0), (ka.key, 1), (kb.key, 0)}
     assert s.done_keys(r2) == {(ka.key, 5)}
     assert [t["cell_id"] for t in s.trials(include_warmup=True, run_ids=[r2])] == [other]
@@ -143,7 +131,7 @@ def _writer(target: str, n: int, trials: int) -> None:
     run = s.add_run(f"writer {n}", {}, n, {}, "v")
     cell = s.add_cell(run, Cell("p", f"machine-{n}", "bfq", "none", "-"))
     for i in range(trials):
-        s.add_trial(run, cell, **{**_trial(1), "round": i})
+        s.add_trial(run, cell, **{**store_trial(1), "round": i})
     s.finish_run(run)
     s.close()
 

@@ -7,24 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from helpers import store_trial
 
 from backburner import store as store_mod
 from backburner.cell import Cell
 from backburner.errors import BackburnerError, BusyError, DataError, ExistsError, NotFoundError
 from backburner.store import TRIAL_FIELDS, Store
-
-CONFIG = {"probe": "/bin/true", "loads": ["none", "readers:1:seq"], "trials": 2, "seed": 5}
-ENV = {"kernel": "6.18", "cpus": 2}
-
-
-def _trial(i: int) -> dict:
-    return {
-        "round": i, "warmup": int(i == 0), "status": ["ok", "failed", "timeout"][i % 3],
-        "cold": 1, "wall_s": 0.125 + i, "user_s": 0.01 * i, "sys_s": 0.02, "max_rss_kb": 1000 + i,
-        "in_blocks": 8 * i, "out_blocks": 0, "exit_code": i % 2, "signal": None if i else 9,
-        "load_read_bps": 1.5e8, "load_write_bps": 0.0, "started_at": 1000.5 + i,
-        "ended_at": 1001.25 + i, "extra": {"limit_s": 60.0, "nested": [1, "two"]},
-    }
 
 
 def test_trial_fields_cover_the_schema(tmp_path: Path) -> None:
@@ -32,7 +20,7 @@ def test_trial_fields_cover_the_schema(tmp_path: Path) -> None:
     cols = [r[1] for r in s.conn.execute("PRAGMA table_info(trials)")]
     assert set(cols) - set(TRIAL_FIELDS) == {"id", "run_id", "cell_id"}
     assert set(TRIAL_FIELDS) <= set(cols)
-    assert set(_trial(1)) == set(TRIAL_FIELDS)
+    assert set(store_trial(1)) == set(TRIAL_FIELDS)
 
 
 def test_trial_is_committed_at_once(tmp_path: Path) -> None:
@@ -41,7 +29,7 @@ def test_trial_is_committed_at_once(tmp_path: Path) -> None:
     s = Store.create(path)
     run_id = s.add_run("c", {}, 0, {}, "v")
     cell = s.add_cell(run_id, Cell("p", "d", "s", "none", "-"))
-    s.add_trial(run_id, cell, **_trial(1))
+    s.add_trial(run_id, cell, **store_trial(1))
     other = Store.open(path, readonly=True)
     assert len(other.trials()) == 1
     assert s.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

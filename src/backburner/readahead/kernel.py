@@ -200,6 +200,17 @@ def cached_ranges(fd: int, size: int) -> Ranges | None:
     return merge_ranges(out)
 
 
+def open_file(path: bytes) -> int:
+    """A pack's file opened to read its pages: never through a planted symlink, never
+    blocking on a FIFO or taking a terminal, without touching its atime where we may
+    (O_NOATIME needs ownership or CAP_FOWNER). Raises OSError."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        return os.open(path, flags | os.O_NOATIME)
+    except PermissionError:
+        return os.open(path, flags)
+
+
 def readahead(fd: int, offset: int, length: int) -> None:
     """readahead(2): queue reads of the range into the page cache, without copying it."""
     if _libc.readahead(fd, offset, length) < 0:

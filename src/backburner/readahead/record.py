@@ -402,11 +402,8 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
            earlier: Ranges = ()) -> Entry | None:
     """The file as it is now, with its resident ranges (and those seen `earlier`); None
     if it is gone or replaced."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
     try:
-        fd = os.open(path, flags | os.O_NOATIME)
-    except PermissionError:
-        fd = os.open(path, flags)
+        fd = kernel.open_file(path)
     except OSError:
         return None
     try:

@@ -205,12 +205,8 @@ def _device_size(dev: int) -> int:
 
 
 def _open(entry: Entry, now: FileState) -> int | None:
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
     try:
-        try:
-            fd = os.open(entry.path, flags | os.O_NOATIME)
-        except PermissionError:
-            fd = os.open(entry.path, flags)
+        fd = kernel.open_file(entry.path)
     except OSError:
         return None  # a device entry needs root; a file may have become unreadable
     st = os.fstat(fd)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ..errors import BackburnerError
 from ..extents import fiemap, runs_of, select
 from ..units import fmt_pct, human_size, plural
+from .kernel import open_file
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import CHANGED, MISSING, OK, Entry, Pack, clip, digest, show_path
 from .replay import check_entries
@@ -84,12 +85,8 @@ def content_matches(entry: Entry) -> bool:
     chunks (a range may be a whole large file), without following a planted symlink and
     without touching its atime. A file that cannot be read does not match."""
     assert entry.digest is not None
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
     try:
-        try:
-            fd = os.open(entry.path, flags | os.O_NOATIME)
-        except PermissionError:
-            fd = os.open(entry.path, flags)
+        fd = open_file(entry.path)
     except OSError as err:
         log.debug("%r: %s", entry.path, err)
         return False
