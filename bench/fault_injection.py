@@ -17,7 +17,8 @@ interruption it checks, by PID and by the filesystem:
 
 Phase boundaries come from a first, uninterrupted run with --debug ("phase: NAME" lines).
 
-    python bench/fault_injection.py [--per-phase 3] [--seed 1]
+    python bench/fault_injection.py [--per-phase 3] [--seed 1] [--phases trials,report]
+        [--kinds SIGTERM]
 
 Needs root (it runs real benches on loop devices). Prints one line per injection and a table.
 """
@@ -214,16 +215,17 @@ def _cleanup(state: Path) -> None:
         subprocess.run(["rm", "-rf", str(state)], check=False)
 
 
-def run(per_phase: int, seed: int, report=print) -> list[Outcome]:
+def run(per_phase: int, seed: int, report=print, phases: tuple[str, ...] = PHASES,
+        kinds: tuple[str, ...] = KINDS) -> list[Outcome]:
     """Every phase `per_phase` times per kind of interruption; returns the outcomes."""
     rng = random.Random(seed)
     workdir = Path(tempfile.mkdtemp(prefix="bb-faults-"))
     os.chmod(workdir, 0o700)
     windows = phase_times(workdir)
     outcomes = []
-    for phase in PHASES:
+    for phase in phases:
         start, end = windows[phase]
-        for kind in KINDS:
+        for kind in kinds:
             done = tries = 0
             while done < per_phase and tries < 4 * per_phase:
                 tries += 1
@@ -262,13 +264,20 @@ def main() -> int:
     p.add_argument("--per-phase", type=int, default=3,
                    help="injections per phase and kind (default 3)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--phases", default=",".join(PHASES),
+                   help=f"comma-separated, of {', '.join(PHASES)} (default: all)")
+    p.add_argument("--kinds", default=",".join(KINDS),
+                   help=f"comma-separated, of {', '.join(KINDS)} (default: all)")
     args = p.parse_args()
+    phases, kinds = tuple(args.phases.split(",")), tuple(args.kinds.split(","))
+    if not set(phases) <= set(PHASES) or not set(kinds) <= set(KINDS):
+        p.error(f"--phases: {', '.join(PHASES)}; --kinds: {', '.join(KINDS)}")
     # started in the background by a shell, we (and so the benches) would ignore SIGINT, and
     # every ^C injection would miss: a terminal's ^C reaches a process that handles it
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.geteuid() != 0:
         sys.exit("fault_injection.py needs root (it runs real benches on loop devices)")
-    outcomes = run(args.per_phase, args.seed)
+    outcomes = run(args.per_phase, args.seed, phases=phases, kinds=kinds)
     print(table(outcomes))
     return 0 if all(o.restored for o in outcomes) else 1
 
