@@ -15,7 +15,7 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "govern") _bb_subs="check explain run status"; _bb_opts="-h --help"; _bb_job=0;;
         "govern check") _bb_subs=""; _bb_opts="-h --help --no-defaults"; _bb_job=0;;
         "govern explain") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults"; _bb_job=0;;
-        "govern run") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults --dry-run --ready-file -q --quiet"; _bb_job=0;;
+        "govern run") _bb_subs=""; _bb_opts="-h --help --rules --no-defaults --dry-run --ready-file -q --quiet --no-exec-filter"; _bb_job=0;;
         "govern status") _bb_subs=""; _bb_opts="-h --help --json"; _bb_job=0;;
         "layout") _bb_subs="build-ext4 check order"; _bb_opts="-h --help"; _bb_job=0;;
         "layout build-ext4") _bb_subs=""; _bb_opts="-h --help --pack --size --root"; _bb_job=0;;

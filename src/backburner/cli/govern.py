@@ -18,7 +18,8 @@ def _run(args: argparse.Namespace) -> int:
         recover_if_needed()
     stopped = daemon.run(daemon.Options(rules_dir=args.rules, dry_run=args.dry_run,
                                         defaults=not args.no_defaults,
-                                        ready_file=args.ready_file))
+                                        ready_file=args.ready_file,
+                                        no_exec_filter=args.no_exec_filter))
     err(f"govern: {stopped.reason}; "
         + ("nothing was changed (dry run)" if args.dry_run else
            f"everything it changed is put back ({stopped.governed} processes were governed)"))
@@ -77,6 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "subscribed to process events and /proc is scanned")
     r.add_argument("-q", "--quiet", action="store_true",
                    help="log only problems, not each governed process and each pause")
+    r.add_argument("--no-exec-filter", action="store_true",
+                   help="take every exec from the process connector instead of having the "
+                   "kernel filter them by program name (a perf tracepoint)")
     st = add_command(s, "status", _status,
                      help="each governed process: rule, what was set, since when")
     st.add_argument("--json", action="store_true", help="the status file as it is")

@@ -156,7 +156,8 @@ class Connector:
     """A subscribed process-events socket. `fileno()` is for poll(); `drain()` reads what
     is queued (waiting for the first event if told to block).
 
-    `narrow(True)` asks the kernel (6.6+) for exec and comm events only: most of a busy
+    `narrow(True)` asks the kernel (6.6+) for exec and comm events only (comm events only
+    with `execs_elsewhere`, when execs come filtered by name from `execwatch`): most of a busy
     machine's events are forks and exits (of threads, too) that concern no governed
     process, and every event received is a wake-up. Sequence gaps are counted only while
     all events are received (the kernel numbers events before filtering them); overflows
@@ -176,6 +177,7 @@ class Connector:
         self.ints = self.view.cast("i")  # what at [9], pid and tgid at [13] and [14]
         self.seqs = SeqTracker()
         self.narrowed = False
+        self.execs_elsewhere = False  # narrowed: comm events only (execs come filtered)
         self._overflowed = False
         self._pending: list[Event] = []
         try:
@@ -221,7 +223,8 @@ class Connector:
         before send() returns; a kernel before 6.6 ignores it (and sends everything)."""
         if starts_only == self.narrowed:
             return
-        self.sock.send(_control(PROC_CN_MCAST_LISTEN, STARTS if starts_only else ALL))
+        narrow = COMM if self.execs_elsewhere else STARTS
+        self.sock.send(_control(PROC_CN_MCAST_LISTEN, narrow if starts_only else ALL))
         self.narrowed = starts_only
         self.seqs.reset()
 

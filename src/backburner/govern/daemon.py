@@ -28,14 +28,14 @@ import os
 import select
 import socket
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import interrupts, job, priority, procfs, safepath, system
 from ..errors import BackburnerError, NotFoundError, SystemStateError, UnavailableError
-from . import connector, load, procinfo, state, throttle
+from . import connector, execwatch, load, procinfo, state, throttle
 from .connector import COMM as COMM_EVENT
 from .connector import EXEC, EXIT, FORK
 from .rules import Rule, Ruleset
@@ -53,6 +53,7 @@ class Options:
     dry_run: bool = False
     defaults: bool = True
     ready_file: str | None = None
+    no_exec_filter: bool = False  # take every exec from the connector (no perf filter)
 
 
 @dataclass
@@ -130,6 +131,7 @@ class Governor:
         self.groups: dict[str, Groups] = {}
         self.problems: dict[str, str] = {}
         self.counters = Counters()
+        self.exec_events = "connector"  # or "kernel-filtered" (execwatch)
         self.protected = _protected()
         self.dirty = True
         self.throttle: throttle.Throttle | None = None
@@ -522,6 +524,7 @@ class Governor:
             "rule_files": list(self.ruleset.files),
             "rules": [r.name for r in self.ruleset.rules],
             "counters": vars(self.counters).copy(),
+            "exec_events": self.exec_events,
             "governed_total": len(self.governed),
             "governed": [g.to_json() for g in listed[:STATUS_LIST_MAX]],
             "throttle": {
@@ -592,7 +595,11 @@ def run(opts: Options) -> Stopped:
                             "cgroups)")
     ruleset = load.load(opts.rules_dir, opts.defaults)
     started = time.time()
-    with state.Lock(), connector.Connector() as conn:
+    names = ruleset.names_bytes()
+    watch = execwatch.open_watch(names) if names is not None and not opts.no_exec_filter \
+        else None
+    with state.Lock(), connector.Connector() as conn, closing_watch(watch):
+        conn.execs_elsewhere = watch is not None
         tx_cm = nullcontext(None) if opts.dry_run else system.LiveTransaction("govern")
         gov: Governor | None = None
         reason = "stopped"
@@ -614,8 +621,9 @@ def run(opts: Options) -> Stopped:
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
+                gov.exec_events = "kernel-filtered" if watch else "connector"
                 try:
-                    serve(gov, conn, opts, started)
+                    serve(gov, conn, opts, started, watch)
                 except (KeyboardInterrupt, interrupts.Terminated) as stop:
                     reason = f"stopped by {stop}" if str(stop) else "interrupted"
                     sd_notify("STOPPING=1")
@@ -631,7 +639,17 @@ def run(opts: Options) -> Stopped:
     return Stopped(reason, len(gov.governed) if gov else 0)
 
 
-def serve(gov: Governor, conn: connector.Connector, opts: Options, started: float) -> None:
+@contextmanager
+def closing_watch(watch: execwatch.ExecWatch | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if watch is not None:
+            watch.close()
+
+
+def serve(gov: Governor, conn: connector.Connector, opts: Options, started: float,
+          watch: execwatch.ExecWatch | None = None) -> None:
     """The loop. With nothing due and no trigger open it sleeps in recv() on the
     connector (one wake-up per event, nothing else); otherwise in poll() with the trigger
     fds and a timeout for the next pause boundary or status write."""
@@ -651,7 +669,10 @@ def serve(gov: Governor, conn: connector.Connector, opts: Options, started: floa
         deadlines = [d for d in (thr.deadline(now) if thr else None, status_due)
                      if d is not None]
         if not deadlines and not gov.triggers and not gov.governed and conn.narrowed:
-            _idle(gov, conn)
+            if watch is not None:
+                _idle_filtered(gov, conn, watch)
+            else:
+                _idle(gov, conn)
         elif not deadlines and not gov.triggers:
             _events(gov, conn, conn.drain(block=True))
         else:
@@ -708,6 +729,34 @@ def _idle(gov: Governor, conn: connector.Connector) -> None:
     except (OSError, BackburnerError) as err:
         c.errors += 1
         log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
+
+
+def _idle_filtered(gov: Governor, conn: connector.Connector,
+                   watch: execwatch.ExecWatch) -> None:
+    """Nothing governed, nothing due, and the kernel filtering execs by program name:
+    sleep until a program a rule names starts (a perf ring) or a process renames itself
+    (the connector, narrowed to comm events). Other programs never wake us."""
+    poller = select.poll()
+    conn_fd = conn.fileno()
+    for fd in (conn_fd, *watch.fds):
+        poller.register(fd, select.POLLIN)
+    ready = {fd for fd, _ in poller.poll()}
+    c = gov.counters
+    lost = watch.lost
+    for pid, _filename in watch.read():
+        c.events += 1
+        c.execs += 1
+        try:
+            gov.consider(pid, execed=True)
+        except (OSError, BackburnerError) as err:
+            c.errors += 1
+            log.warning("exec event of PID %d: %s", pid, err)
+    if watch.lost != lost:
+        c.lost_events += watch.lost - lost
+        log.warning("exec events were lost (%d): rescanning /proc", watch.lost - lost)
+        gov.scan()
+    if conn_fd in ready:
+        _events(gov, conn, conn.drain())
 
 
 def _events(gov: Governor, conn: connector.Connector, batch: connector.Batch) -> None:
