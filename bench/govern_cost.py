@@ -7,13 +7,15 @@ per rule, the same keys), with every name changed so that nothing on this machin
 and nothing here is re-prioritised. A C loop (vfork + execve of /bin/true, on an absolute
 schedule) then starts programs:
 
-1. 100 per second for 60 s: the daemon's CPU time (utime + stime from /proc/PID/stat)
-   over the wall time, as a share of one core. While it governs nothing, the daemon asks
-   the kernel for exec events only (forks and exits are filtered out): one wake-up each.
-   For reference, the same schedule is then measured with a bare Python loop that only
-   receives those events (the cost of waking a Python process at all, on this machine).
-2. 100,000 as fast as they go: the daemon's RSS (VmRSS) before, every 10,000 execs and
-   after, and its CPU time per exec.
+1. 100 per second for 60 s, once with the daemon as shipped (the kernel filters exec
+   events by program name: a perf tracepoint) and once with `--no-exec-filter` (every exec
+   from the process connector, a read of /proc/PID/comm each): the daemon's CPU time (the
+   scheduler's nanosecond sum, /proc/PID/schedstat) over the wall time, as a share of one
+   core, and its wake-ups (voluntary context switches). For reference, the same schedule
+   with a bare Python loop that only receives the connector's exec events (the cost of
+   waking a Python process at all, on this machine).
+2. 100,000 as fast as they go, as shipped: the daemon's RSS (VmRSS) before, every 10,000
+   execs and after, and its CPU time per exec.
 
 Usage (as root): .venv/bin/python bench/govern_cost.py [--rate 100] [--seconds 60]
     [--execs 100000] [--floor-seconds 20] [--nice N]
@@ -107,26 +109,33 @@ def main() -> int:
     try:
         driver, _probe = lib.compile_tools(where, "bbgovcostprobe")
         rules_text = shaped_like_defaults()
-        daemon = lib.Daemon(where, lib.rules_dir(where, rules_text), nice=args.nice)
-        time.sleep(1.0)  # let start-up settle (imports, the first scan)
         true = shutil.which("true") or "/bin/true"
-
+        rules = lib.rules_dir(where, rules_text)
         n = int(args.rate * args.seconds)
-        cpu0, t0 = daemon.cpu_s(), time.monotonic()
-        subprocess.run([str(driver), "spawn", true, str(n), str(args.rate)], check=True)
-        wall = time.monotonic() - t0
-        cpu = daemon.cpu_s() - cpu0
         print(f"govern cost with {rules_text.count('[[rule]]')} rules shaped like the "
               "built-in ones, none matching:")
-        print(f"- {n} execs at {n / wall:.1f}/s for {wall:.1f} s: daemon CPU "
-              f"{cpu * 1e3:.0f} ms = {cpu / wall * 100:.3f}% of one core "
-              f"({cpu / n * 1e6:.1f} µs per exec; one exec event each, the kernel filters "
-              "forks and exits while nothing is governed)")
+        for label, extra in (("with no-exec-filter", ("--no-exec-filter",)),
+                             ("as shipped", ())):
+            daemon = lib.Daemon(where, rules, *extra, nice=args.nice)
+            time.sleep(1.0)  # let start-up settle (imports, the first scan)
+            mode = daemon.status()["exec_events"]
+            cpu0, wake0, t0 = daemon.cpu_s(), daemon.wakeups(), time.monotonic()
+            subprocess.run([str(driver), "spawn", true, str(n), str(args.rate)], check=True)
+            wall = time.monotonic() - t0
+            cpu, wakes = daemon.cpu_s() - cpu0, daemon.wakeups() - wake0
+            print(f"- {label} (exec events: {mode}): {n} execs at {n / wall:.1f}/s for "
+                  f"{wall:.1f} s: daemon CPU {cpu * 1e3:.1f} ms = {cpu / wall * 100:.3f}% of "
+                  f"one core ({cpu / n * 1e6:.1f} µs per exec), {wakes} wake-ups")
+            if extra:
+                code = daemon.stop()
+                daemon = None
+                if code != 0:
+                    return 1
         if args.floor_seconds > 0:
             floor = bare_listener_cost(driver, true, args.rate, args.floor_seconds)
             print(f"- reference, same schedule: a bare Python loop that only receives the "
-                  f"same exec events costs {floor * 100:.3f}% of one core here (what any "
-                  "Python listener pays per wake-up on this machine)")
+                  f"connector's exec events costs {floor * 100:.3f}% of one core here (what "
+                  "any Python listener pays per wake-up on this machine)")
 
         rss = [daemon.rss_kib()]
         step = max(1, args.execs // 10)

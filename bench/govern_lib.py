@@ -15,6 +15,7 @@ probe's name, so the driver is never governed itself):
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -155,8 +156,7 @@ class Daemon:
     def __init__(self, where: Path, rules: Path, *extra: str, nice: int | None = None) -> None:
         self.where = where
         env = dict(os.environ, BACKBURNER_STATE_DIR=str(where / "state"))
-        ready_dir = where / "ready"
-        ready_dir.mkdir(mode=0o700)
+        ready_dir = Path(tempfile.mkdtemp(prefix="ready-", dir=where))  # 0700, new each time
         self.ready = ready_dir / "ready"
         self.log = open(where / "daemon.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
@@ -174,9 +174,21 @@ class Daemon:
             os.setpriority(os.PRIO_PROCESS, self.pid, nice)
 
     def cpu_s(self) -> float:
-        """utime + stime of the daemon so far (/proc/PID/stat fields 14 and 15)."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time of the daemon so far, to the nanosecond: the scheduler's own sum of its
+        running time (/proc/PID/schedstat; utime + stime are sampled at tick resolution).
+        The daemon is one thread, so its leader's figure is all of it."""
+        return int(Path(f"/proc/{self.pid}/schedstat").read_text().split()[0]) / 1e9
+
+    def status(self) -> dict:
+        """The daemon's status file (what `govern status --json` prints)."""
+        return json.loads((self.where / "state" / "govern" / "status.json").read_text())
+
+    def wakeups(self) -> int:
+        """Voluntary context switches so far: one per sleep the daemon woke from."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+        return 0
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
