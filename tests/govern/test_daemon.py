@@ -248,7 +248,11 @@ def test_a_start_while_nothing_is_governed_is_seen_either_way(
     connector. Both govern each start, one after the other, and count only what they see."""
     rule = f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\nio = "idle"\n'
     daemon = Daemon(tmp_path, rules_dir(tmp_path, rule), *extra)
-    try:
+    try:  # the status file says which from the start (a quiet daemon may never rewrite it)
+        assert json.loads(bb("govern", "status", "--json").out)["exec_events"] == mode
+        shown = bb("govern", "status").out
+        assert ("execs seen: only those of named programs" in shown) == (
+            mode == "kernel-filtered"), shown
         for _ in range(2):
             for _ in range(20):  # programs no rule names
                 subprocess.run(["true"], check=True)

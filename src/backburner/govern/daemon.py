@@ -606,6 +606,7 @@ def run(opts: Options) -> Stopped:
         try:
             with tx_cm as tx:
                 gov = Governor(ruleset, tx, on_governing=lambda on: conn.narrow(not on))
+                gov.exec_events = "kernel-filtered" if watch else "connector"
                 if any(r.throttle for r in ruleset.rules):
                     gov.throttle = throttle.Throttle.from_settings(ruleset.throttle)
                     gov.watch, problems = throttle.watch_paths(ruleset.throttle)
@@ -621,7 +622,6 @@ def run(opts: Options) -> Stopped:
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
-                gov.exec_events = "kernel-filtered" if watch else "connector"
                 try:
                     serve(gov, conn, opts, started, watch)
                 except (KeyboardInterrupt, interrupts.Terminated) as stop:

@@ -141,6 +141,9 @@ def format_status(st: dict[str, Any]) -> str:
              f"{c.get('matched', 0)} matched, {c.get('inherited', 0)} inherited, "
              f"{c.get('gone', 0)} skipped (exited first), {c.get('overflows', 0)} overflows, "
              f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans",
+             "execs seen: " + ("only those of named programs (the kernel filters them)"
+                               if st.get("exec_events") == "kernel-filtered" else
+                               "every one (process connector)"),
              f"updated {_clock(st.get('updated_at', 0))}"]
     governed = st.get("governed", [])
     children: dict[int, int] = {}
