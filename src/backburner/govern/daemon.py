@@ -651,35 +651,47 @@ def closing_watch(watch: execwatch.ExecWatch | None) -> Iterator[None]:
 def serve(gov: Governor, conn: connector.Connector, opts: Options, started: float,
           watch: execwatch.ExecWatch | None = None) -> None:
     """The loop. With nothing due and no trigger open it sleeps in recv() on the
-    connector (one wake-up per event, nothing else); otherwise in poll() with the trigger
-    fds and a timeout for the next pause boundary or status write."""
-    poller = select.poll()
+    connector (one wake-up per event, nothing else), or with the exec watch in poll() on
+    the connector and the watch's rings; otherwise in poll() on all of those and the
+    trigger fds, with a timeout for the next pause boundary or status write. The watch's
+    rings are in every poll: while the connector is narrowed they are the only source of
+    execs."""
+    watch_fds = set(watch.fds) if watch is not None else set()
     conn_fd = conn.fileno()
-    poller.register(conn_fd, select.POLLIN)
+
+    def new_poller() -> select.poll:
+        poller = select.poll()
+        for fd in (conn_fd, *watch_fds):
+            poller.register(fd, select.POLLIN)
+        for t in gov.triggers:
+            poller.register(t.fd, select.POLLPRI)
+        return poller
+
+    poller = new_poller()
     thr = gov.throttle
     written = time.monotonic()
     status_due: float | None = None  # a rename costs ~1 ms on ext4: changes are batched
     while True:
         if gov.sync_triggers():
-            poller = select.poll()
-            poller.register(conn_fd, select.POLLIN)
-            for t in gov.triggers:
-                poller.register(t.fd, select.POLLPRI)
+            poller = new_poller()
         now = time.monotonic()
         deadlines = [d for d in (thr.deadline(now) if thr else None, status_due)
                      if d is not None]
-        if not deadlines and not gov.triggers and not gov.governed and conn.narrowed:
-            if watch is not None:
-                _idle_filtered(gov, conn, watch)
-            else:
-                _idle(gov, conn)
-        elif not deadlines and not gov.triggers:
+        if not deadlines and not gov.triggers and not gov.governed and conn.narrowed \
+                and watch is None:
+            _idle(gov, conn)
+        elif not deadlines and not gov.triggers and watch is None:
             _events(gov, conn, conn.drain(block=True))
         else:
             timeout = max(0, math.ceil((min(deadlines) - now) * 1000)) if deadlines else None
-            for fd, mask in poller.poll(timeout):
+            ready = poller.poll(timeout)
+            if watch is not None and any(fd in watch_fds for fd, _ in ready):
+                _watched_execs(gov, conn, watch)
+            for fd, mask in ready:
                 if fd == conn_fd:
                     _events(gov, conn, conn.drain())
+                elif fd in watch_fds:
+                    continue
                 elif mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
                     poller.unregister(fd)
                     path = next((t.path for t in gov.triggers if t.fd == fd), str(fd))
@@ -731,21 +743,19 @@ def _idle(gov: Governor, conn: connector.Connector) -> None:
         log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
 
 
-def _idle_filtered(gov: Governor, conn: connector.Connector,
+def _watched_execs(gov: Governor, conn: connector.Connector,
                    watch: execwatch.ExecWatch) -> None:
-    """Nothing governed, nothing due, and the kernel filtering execs by program name:
-    sleep until a program a rule names starts (a perf ring) or a process renames itself
-    (the connector, narrowed to comm events). Other programs never wake us."""
-    poller = select.poll()
-    conn_fd = conn.fileno()
-    for fd in (conn_fd, *watch.fds):
-        poller.register(fd, select.POLLIN)
-    ready = {fd for fd, _ in poller.poll()}
+    """Starts of named programs, filtered by the kernel. While the connector is narrowed
+    they are the only word of an exec; otherwise the connector reports them too, and a
+    process already governed is left to it (an exec seen twice is decided once)."""
     c = gov.counters
     lost = watch.lost
     for pid, _filename in watch.read():
-        c.events += 1
-        c.execs += 1
+        if pid in gov.governed:
+            continue
+        if conn.narrowed:
+            c.events += 1
+            c.execs += 1
         try:
             gov.consider(pid, execed=True)
         except (OSError, BackburnerError) as err:
@@ -755,8 +765,6 @@ def _idle_filtered(gov: Governor, conn: connector.Connector,
         c.lost_events += watch.lost - lost
         log.warning("exec events were lost (%d): rescanning /proc", watch.lost - lost)
         gov.scan()
-    if conn_fd in ready:
-        _events(gov, conn, conn.drain())
 
 
 def _events(gov: Governor, conn: connector.Connector, batch: connector.Batch) -> None:
