@@ -15,7 +15,7 @@ The same driver first measures the baseline without the daemon: exec until the p
 main() runs (the part of the reaction time that is the kernel's and the loader's).
 
 Usage (as root): .venv/bin/python bench/govern_reaction.py [--runs 1000] [--gap-ms 5]
-    [--policy io|io-cpu|background] [--nice N]
+    [--policy io|io-cpu|background] [--nice N] [--no-exec-filter]
 Prints the percentiles; exit status 0, 69 without a C compiler.
 """
 
@@ -47,6 +47,8 @@ def main() -> int:
     ap.add_argument("--policy", choices=sorted(POLICIES), default="io")
     ap.add_argument("--nice", type=int, default=None,
                     help="run the daemon at this nice value (the unit uses -10)")
+    ap.add_argument("--no-exec-filter", action="store_true",
+                    help="the daemon takes every exec from the connector (the fallback)")
     args = ap.parse_args()
     lib.require_root()
     where = lib.private_dir()
@@ -60,7 +62,9 @@ def main() -> int:
         base = sorted(int(x) / 1e6 for x in subprocess.run(
             [str(driver), "drive", str(probe), str(args.runs), gap, "start"],
             capture_output=True, text=True, check=True).stdout.split())
-        daemon = lib.Daemon(where, rules, nice=args.nice)
+        extra = ("--no-exec-filter",) if args.no_exec_filter else ()
+        daemon = lib.Daemon(where, rules, *extra, nice=args.nice)
+        mode = daemon.status()["exec_events"]
         cpu0 = daemon.cpu_s()
         out = subprocess.run([str(driver), "drive", str(probe), str(args.runs), gap, "probe"],
                              capture_output=True, text=True, check=True).stdout
@@ -75,8 +79,8 @@ def main() -> int:
         missed = sum(1 for v in values if v < 0)
         lat = sorted(v / 1e6 for v in values if v >= 0)
         print(f"govern reaction, {len(values)} execs of a matching program "
-              f"(policy {args.policy}, {args.gap_ms:g} ms apart), exec -> idle IO class "
-              f"seen from inside the child:")
+              f"(policy {args.policy}, {args.gap_ms:g} ms apart, exec events: {mode}), "
+              "exec -> idle IO class seen from inside the child:")
         print("| p50 | p90 | p99 | max | mean | never idle (1 s) |")
         print("| --: | --: | --: | --: | --: | --: |")
         print(f"| {lib.percentile(lat, 50):.3f} ms | {lib.percentile(lat, 90):.3f} ms "
