@@ -750,14 +750,15 @@ def _watched_execs(gov: Governor, conn: connector.Connector,
     process already governed is left to it (an exec seen twice is decided once)."""
     c = gov.counters
     lost = watch.lost
-    for pid, _filename in watch.read():
+    for pid, filename in watch.read():
         if pid in gov.governed:
             continue
         if conn.narrowed:
             c.events += 1
             c.execs += 1
+        comm = os.path.basename(filename)[:15].decode(errors="replace")  # as exec set it
         try:
-            gov.consider(pid, execed=True)
+            gov.consider(pid, comm, execed=True)
         except (OSError, BackburnerError) as err:
             c.errors += 1
             log.warning("exec event of PID %d: %s", pid, err)
