@@ -124,7 +124,7 @@ def main() -> int:
             wall = time.monotonic() - t0
             cpu, wakes = daemon.cpu_s() - cpu0, daemon.wakeups() - wake0
             print(f"- {label} (exec events: {mode}): {n} execs at {n / wall:.1f}/s for "
-                  f"{wall:.1f} s: daemon CPU {cpu * 1e3:.1f} ms = {cpu / wall * 100:.3f}% of "
+                  f"{wall:.1f} s: daemon CPU {cpu * 1e3:.3f} ms = {cpu / wall * 100:.3f}% of "
                   f"one core ({cpu / n * 1e6:.1f} µs per exec), {wakes} wake-ups")
             if extra:
                 code = daemon.stop()
