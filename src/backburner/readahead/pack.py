@@ -20,7 +20,6 @@ BLAKE2b-128 digest of the recorded ranges' bytes. Entries are in first-access or
 
 from __future__ import annotations
 
-import hashlib
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
@@ -130,6 +129,8 @@ def clip(ranges: Ranges, size: int) -> Ranges:
 
 def digest(chunks: Iterable[bytes]) -> bytes:
     """BLAKE2b-128 of the recorded ranges' bytes, in order (the optional content check)."""
+    import hashlib  # here: a replay (no digests) starts without loading OpenSSL
+
     h = hashlib.blake2b(digest_size=DIGEST_SIZE)
     for chunk in chunks:
         h.update(chunk)

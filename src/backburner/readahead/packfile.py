@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 
-from .. import outfile
 from ..errors import DataError, IOFailure, NotFoundError
 from .pack import Pack, decode, encode
 
@@ -45,5 +44,7 @@ def save(path: str | os.PathLike[str], pack: Pack) -> int:
     if os.path.isdir(name):
         raise IOFailure(f"{name} is a directory")
     data = encode(pack)
+    from .. import outfile  # here: a replay, which only loads, starts without tempfile
+
     outfile.write_bytes(name, data)  # whole or not at all
     return len(data)
