@@ -2,7 +2,8 @@
 
 While a program runs (or, with ``--system``, for a number of seconds), a fanotify group
 marks the filesystems involved (FAN_MARK_FILESYSTEM, or FAN_MARK_MOUNT where a filesystem
-refuses that) for FAN_OPEN | FAN_OPEN_EXEC | FAN_ACCESS | FAN_CLOSE_NOWRITE. Each event
+refuses that) for FAN_OPEN | FAN_OPEN_EXEC | FAN_CLOSE_NOWRITE (and FAN_ACCESS with
+``--system``, where files opened before the recording began are read too). Each event
 comes with an fd on the file, from which a reader thread takes its identity and path.
 Which process read it is decided at the end: the target's process tree is its PID and
 everything forked below it, from the kernel's process connector (fork events arrive even
@@ -50,7 +51,12 @@ from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges
 
 log = logging.getLogger(__name__)
 
-MASK = kernel.FAN_OPEN | kernel.FAN_OPEN_EXEC | kernel.FAN_ACCESS | kernel.FAN_CLOSE_NOWRITE
+#: A command's start: every file it reads it opens while recorded, so opens (and closes,
+#: for the resident pages) say which; FAN_ACCESS would add an event, with an fd the kernel
+#: opens for us, for every read() of every file: the recording's main cost on a fast disk.
+MASK = kernel.FAN_OPEN | kernel.FAN_OPEN_EXEC | kernel.FAN_CLOSE_NOWRITE
+#: The whole system (at boot): reads through files opened before the recording began count.
+MASK_SYSTEM = MASK | kernel.FAN_ACCESS
 DEFAULT_READ_AHEAD_KB = 16
 _POLL_S = 0.1
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -256,8 +262,9 @@ class Listener:
     """A fanotify group on the watched filesystems, read by a thread until `stop`."""
 
     def __init__(self, watched: Sequence[Watched], *, track_ancestry: bool,
-                 exclude: Callable[[int], bool] | None = None) -> None:
+                 exclude: Callable[[int], bool] | None = None, mask: int = MASK) -> None:
         self.seen = Seen()
+        self.mask = mask
         self.track_ancestry = track_ancestry
         self.exclude = exclude
         self._own = os.getpid()
@@ -284,12 +291,12 @@ class Listener:
     def _mark(self, mountpoint: str) -> None:
         try:
             kernel.fanotify_mark(self.fd, kernel.FAN_MARK_ADD | kernel.FAN_MARK_FILESYSTEM,
-                                 MASK, mountpoint)
+                                 self.mask, mountpoint)
         except OSError as err:
             if err.errno not in (errno.EINVAL, errno.EXDEV, errno.EOPNOTSUPP, errno.ENODEV):
                 raise UnavailableError(f"cannot watch {mountpoint}: {err.strerror}") from None
-            kernel.fanotify_mark(self.fd, kernel.FAN_MARK_ADD | kernel.FAN_MARK_MOUNT, MASK,
-                                 mountpoint)
+            kernel.fanotify_mark(self.fd, kernel.FAN_MARK_ADD | kernel.FAN_MARK_MOUNT,
+                                 self.mask, mountpoint)
 
     def __enter__(self) -> Listener:
         # the thread keeps the signals a foreground job forwards blocked: they stay ours
@@ -533,7 +540,8 @@ def record_system(seconds: float, opts: RecordOptions,
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
         if opts.drop_caches:
             system.drop_caches()
-        listener = Listener(watched, track_ancestry=False, exclude=_excluder())
+        listener = Listener(watched, track_ancestry=False, exclude=_excluder(),
+                            mask=MASK_SYSTEM)
         with listener:
             ready(watched)
             _wait(seconds)
