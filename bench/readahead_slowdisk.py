@@ -33,7 +33,7 @@ background replay launched with it (target: at most 5% slower), and the record o
 the program's own wall time under ``readahead record`` vs without (target: at most 10%).
 
 Usage (root): .venv/bin/python bench/readahead_slowdisk.py [--profiles dvd,hdd-5400]
-              [--trials N] [--ssd-trials N] [--keep DIR]
+              [--trials N] [--ssd-trials N] [--ssd-scheduler S] [--keep DIR]
 Takes 5-7 minutes (longer when other programs keep dropping the page cache: such
 measurements are retaken). Prints every figure with the command that produced it.
 """
@@ -249,10 +249,14 @@ def trials(n: int, f: Callable[[], float]) -> list[float]:
 # --- mounting --------------------------------------------------------------------------------
 
 
-def fast_bed(tx: system.Transaction, image: str, mnt: str) -> Bed:
-    """The SSD-like device: a plain loop device over the image, rotational 0."""
+def fast_bed(tx: system.Transaction, image: str, mnt: str, scheduler: str = "none") -> Bed:
+    """The SSD-like device: a plain loop device over the image, rotational 0, with the
+    scheduler an NVMe disk has by default (`none`: IO classes are not honoured) unless
+    told otherwise."""
     loop = tx.apply(system.LoopDevice(image, read_only=True))
-    tx.apply(system.SysfsValue(f"/sys/block/{os.path.basename(loop)}/queue/rotational", "0"))
+    queue = f"/sys/block/{os.path.basename(loop)}/queue"
+    tx.apply(system.SysfsValue(f"{queue}/rotational", "0"))
+    tx.apply(system.SysfsValue(f"{queue}/scheduler", scheduler))
     return Bed(loop, mnt)
 
 
@@ -282,13 +286,14 @@ class Figures:
 
 
 def ssd_part(out: Figures, images: dict[str, str], mnt: str, work: str, packs: dict[str, str],
-             n: int) -> None:
-    out.add(f"\n## SSD-like device (plain loop device, rotational 0), {n} trials, medians\n")
+             n: int, scheduler: str = "none") -> None:
+    out.add(f"\n## SSD-like device (plain loop device, rotational 0, scheduler {scheduler}), "
+            f"{n} trials, medians\n")
     out.add("| workload | cold start | + background replay | change [95% CI] | unrecorded "
             "| recorded | record overhead [95% CI] |")
     out.add("|---|---|---|---|---|---|---|")
     with system.Transaction("bench-readahead") as tx:
-        bed = fast_bed(tx, images["ordinary"], mnt)
+        bed = fast_bed(tx, images["ordinary"], mnt, scheduler)
         for w in workloads(mnt, work):
             pack = packs[f"ordinary-{w.name}"]
             got = ssd_trials(w, pack, bed, work, n)
@@ -385,6 +390,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=1, help="per slow cell (the model is "
                     "deterministic: one trial is representative)")
     ap.add_argument("--ssd-trials", type=int, default=15)
+    ap.add_argument("--ssd-scheduler", default="none",
+                    help="the SSD-like device's IO scheduler (none: an NVMe disk's default)")
     ap.add_argument("--keep", help="keep the tree and images in this new directory")
     args = ap.parse_args()
     system.require_root("this benchmark (loop devices, mounts, slowdisk, fanotify)")
@@ -451,7 +458,7 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
             "with `backburner readahead replay PACK` (background) launched with it")
     for profile in [p for p in args.profiles.split(",") if p]:
         slow_part(out, profile, images, mnt, work, packs, paths, args.trials)
-    ssd_part(out, images, mnt, work, paths, args.ssd_trials)
+    ssd_part(out, images, mnt, work, paths, args.ssd_trials, args.ssd_scheduler)
     out.add(f"\nmeasurements taken again because another program dropped the page cache "
             f"during them: {INTERFERENCE.retried}; kept although disturbed "
             f"(after {ATTEMPTS} attempts): {INTERFERENCE.tainted}")
