@@ -296,9 +296,13 @@ def _as_nobody(*args: str | Path) -> Result:
     site = [str(Path(backburner.__file__).resolve().parents[1])]
     site += [str(Path(p).resolve()) for p in sys.path if p.endswith("site-packages")]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": ":".join(site)}
-    python = next(p for p in (sys.executable, shutil.which("python3"), "/usr/bin/python3")
-                  if p and subprocess.run([*AS_NOBODY, p, "-c", "import backburner.cli"],
-                                          env=env, cwd="/", capture_output=True).returncode == 0)
+    python = next((p for p in (sys.executable, shutil.which("python3"), "/usr/bin/python3")
+                   if p and subprocess.run([*AS_NOBODY, p, "-c", "import backburner.cli"],
+                                           env=env, cwd="/", capture_output=True).returncode == 0),
+                  None)
+    if python is None:
+        pytest.fail(f"no Python that user nobody can run imports backburner from {site}: the "
+                    "checkout and its .venv must be readable by others for this test")
     with subprocess.Popen([*AS_NOBODY, python, "-m", "backburner", "extents", *map(str, args)],
                           env=env, cwd="/", stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as proc:
