@@ -607,11 +607,12 @@ class LoopDevice(Change):
                                start + LOOP_DETACH_MAX_S)
             last = io
             time.sleep(0.05)
+        waited = time.monotonic() - start
         users = [u for d in left for u in procfs.users_of_device(d)]
         # not claimed as undone: the journal stays, and `restore` (or the next run) retries
         raise SystemStateError(
             f"{', '.join(left)} still attached to {self.backing} after "
-            f"{time.monotonic() - start:.0f} s ("
+            f"{waited:.0f} s ("
             + ("; ".join(users) if users else "something still has it open") + ")")
 
 
