@@ -14,6 +14,7 @@ import argparse
 import sys
 
 from backburner import stats
+from backburner.errors import BackburnerError
 from backburner.report import data
 
 
@@ -28,7 +29,11 @@ def main() -> int:
     ap.add_argument("--b", default="background")
     args = ap.parse_args()
     for path in args.dbs:
-        cells = data.load(path).cells
+        try:
+            cells = data.load(path).cells
+        except BackburnerError as err:
+            print(f"policy_ratio.py: {err}", file=sys.stderr)
+            return err.exit_status
         by_key = {(c.cell.probe, c.cell.prepare, c.cell.scheduler, c.cell.load,
                    c.cell.policy): c for c in cells}
         for (probe, prep, sched, load, policy), cell in by_key.items():

@@ -24,3 +24,13 @@ def test_ratios_of_the_two_policies_per_cell(tmp_path: Path) -> None:
     lines = res.stdout.splitlines()
     assert len(lines) == 1, res.stdout  # only bfq · install-loop has both
     assert lines[0].startswith(f"{db}: bfq · install-loop: govern / background = 1.10 [")
+
+
+def test_a_missing_or_foreign_file_is_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database")
+    for path, status in ((tmp_path / "none.db", 66), (junk, 65)):
+        res = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True,
+                             text=True)
+        assert res.returncode == status, res.stderr
+        assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr

@@ -33,13 +33,12 @@ import os
 import platform
 import re
 import struct
-import tempfile
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
-from .. import system
 from ..errors import BackburnerError
-from ..trace.engines import tracefs_mount
+from ..trace.engines import ensure_tracefs
 
 log = logging.getLogger(__name__)
 
@@ -243,24 +242,12 @@ def _online_cpus() -> set[int]:
 
 def _tracepoint() -> tuple[int, Layout]:
     """The tracepoint's id and layout, from tracefs: the mount that exists, else one of
-    our own in a private directory for as long as it takes to read two files."""
-    where = tracefs_mount()
-    if where is not None:
-        return _read_tracepoint(where)
-    parent = tempfile.mkdtemp(prefix="backburner-tracefs-")
+    our own (trace's, journaled) for as long as it takes to read two files."""
     try:
-        with system.Transaction("govern-tracefs") as tx:
-            target = os.path.join(parent, "tracefs")
-            tx.apply(system.MadeDir(target))
-            tx.apply(system.Mount("tracefs", target, "tracefs", "nosuid,nodev,noexec"))
-            return _read_tracepoint(target)
+        with ExitStack() as stack:
+            return _read_tracepoint(ensure_tracefs(stack))
     except BackburnerError as err:
         raise OSError(0, f"tracefs could not be mounted: {err}") from None
-    finally:
-        try:
-            os.rmdir(parent)
-        except OSError:
-            pass
 
 
 def _read_tracepoint(tracefs: str) -> tuple[int, Layout]:
