@@ -3,6 +3,7 @@ and launch errors named in one line."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -149,3 +150,52 @@ def test_a_nested_transaction_stops_only_its_own_children(state_dir: Path) -> No
         assert helper.poll() is not None  # the inner one's child is stopped with it
         assert load.poll() is None  # the outer one's is still running
     assert load.poll() is not None
+
+
+def test_fork_call_runs_the_function_in_a_fork_and_mirrors_its_value(tmp_path: Path) -> None:
+    """The child is a fork (no new interpreter: it sees what we set before it), its value
+    is its exit status, and an exception is 70, never our clean-up running twice."""
+    marker = tmp_path / "seen"
+    loaded = {"here": "before the fork"}
+
+    def work() -> int:
+        marker.write_text(loaded["here"])
+        return 3
+
+    child = spawn.fork_call(work, name="bb-test")
+    out = child.wait(TIMEOUT)
+    assert out is not None and out.exit_code == 3
+    assert marker.read_text() == "before the fork"
+
+    def boom() -> int:
+        raise RuntimeError("in the child")
+
+    out = spawn.fork_call(boom, name="bb-test").wait(TIMEOUT)
+    assert out is not None and out.exit_code == 70
+
+
+def test_fork_call_child_holds_none_of_our_descriptors_and_takes_policy_and_name() -> None:
+    from backburner import priority, procfs
+
+    rfd, wfd = os.pipe()  # inheritable: a fork keeps it unless the child closes it
+    try:
+        policy = priority.Policy("t", io=priority.IOPrio("idle"),
+                                 cpu=priority.CPUPolicy("idle"))
+        child = spawn.fork_call(lambda: (time.sleep(30), 0)[1], name="bb-test-child",
+                                policy=policy, new_group=True, detached=True)
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while procfs.comm_of(child.pid) != "bb-test-child":
+                assert time.monotonic() < deadline, "the child never named itself"
+                time.sleep(0.01)
+            fds = sorted(int(n) for n in os.listdir(f"/proc/{child.pid}/fd"))
+            assert fds == [0, 1, 2], fds
+            assert os.readlink(f"/proc/{child.pid}/fd/1") == "/dev/null"
+            assert priority.ioprio_get(child.pid) == priority.IOPrio("idle")
+            assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE
+            assert os.getpgid(child.pid) == child.pid
+        finally:
+            child.stop(grace=1, group=True)
+    finally:
+        os.close(rfd)
+        os.close(wfd)

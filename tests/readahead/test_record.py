@@ -152,3 +152,19 @@ def test_tree_from_fork_events_and_ancestry() -> None:
     assert tree_of(10, parents, {30: (13, 12, 1), 31: (20, 1), 32: (30, 1)}) == {
         10, 11, 12, 13, 14, 30, 32}
     assert tree_of(99, parents, {}) == {99}
+
+
+def test_a_background_replay_forked_by_any_program_is_known_by_its_name() -> None:
+    """The background replay is a fork of whatever started it (here: pytest, whose command
+    line says nothing of backburner): its name tells the recorder to leave its reads out."""
+    from backburner import spawn
+    from backburner.readahead import record, replay
+
+    child = spawn.fork_call(lambda: (time.sleep(30), 0)[1], name=replay.CHILD_NAME)
+    try:
+        wait_for(lambda: procfs.comm_of(child.pid) == replay.CHILD_NAME,
+                 what="the child's name")
+        assert record.is_backburner(child.pid)
+        assert not record.is_backburner(os.getpid())
+    finally:
+        child.stop(grace=1)

@@ -48,6 +48,7 @@ from ..errors import BackburnerError, NotFoundError, UnavailableError, UsageErro
 from ..extents import device_of
 from . import kernel, packfile
 from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges
+from .replay import CHILD_NAME
 
 log = logging.getLogger(__name__)
 
@@ -383,13 +384,13 @@ class Listener:
 def is_backburner(pid: int) -> bool:
     """Another backburner process (a replay running at boot while we record): its reads
     are not part of the start being recorded."""
+    if procfs.comm_of(pid) == CHILD_NAME:  # a background replay (a fork of its starter)
+        return True
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             argv = f.read().split(b"\0")
     except OSError:
         return False
-    if b"backburner.readahead" in argv[:5]:  # the lean background replay
-        return True
     return any(a.endswith(b"backburner") for a in argv[:3]) and b"readahead" in argv
 
 

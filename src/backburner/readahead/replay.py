@@ -26,16 +26,12 @@ import logging
 import os
 import resource
 import stat
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import backburner
 
 from .. import priority, procfs
 from ..errors import BackburnerError, UsageError
@@ -506,34 +502,32 @@ def describe(r: ReplayReport) -> str:
     return line
 
 
-def background_argv(pack_path: str, opts: ReplayOptions) -> list[str]:
-    """The lean entry point (`python -S -m backburner.readahead`): no site packages, no
-    CLI, only what a replay needs, so the child's own start is cheap."""
-    argv = [sys.executable, "-S", "-m", "backburner.readahead", "--deadline",
-            repr(opts.deadline_s), "--order", opts.order]
-    if opts.budget is not None:
-        argv += ["--budget", str(opts.budget)]
-    if opts.io:
-        argv += ["--io", opts.io]
-    if opts.rebase:
-        argv += ["--rebase", *opts.rebase]
-    return argv + ["--", os.path.abspath(pack_path)]
-
-
-#: The background child as a whole: idle CPU and IO, so its own start (an interpreter,
-#: modules read cold) does not compete with the start it prepares; its worker thread then
-#: takes the IO class its order calls for.
+#: The background child as a whole: idle CPU and IO, so its checks (a stat of every file)
+#: do not compete with the start it prepares; its worker thread then takes the IO class its
+#: order calls for.
 BACKGROUND_POLICY = priority.Policy("readahead", io=priority.IOPrio("idle"),
                                     cpu=priority.CPUPolicy("idle"))
+#: Its process name (comm): `ps` shows it, and `record` leaves its reads out.
+CHILD_NAME = "bb-replay"
 
 
 def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
-    """The same replay in a detached child (it outlives us; it ends by its deadline). It
-    holds none of our stdio: a caller reading our output is not kept waiting for it."""
+    """The same replay in a detached child (it outlives us; it ends by its deadline): a
+    fork of this process, which has the code loaded already. A new interpreter would
+    start cold beside the start it prepares and cost it more than the replay saves on a
+    fast device (docs/readahead.md has the figures). Its exit status is the CLI's for the
+    same error (65 for a pack that went bad meanwhile)."""
     from .. import spawn
+    from . import packfile
 
-    src = os.path.dirname(os.path.dirname(os.path.abspath(backburner.__file__)))
-    env = {**os.environ, "PYTHONPATH": src}
-    return spawn.launch(background_argv(pack_path, opts), new_group=True, detached=True,
-                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL, policy=BACKGROUND_POLICY, env=env)
+    path = os.path.abspath(pack_path)
+
+    def work() -> int:
+        try:
+            replay(packfile.load(path), opts)
+        except BackburnerError as err:
+            return err.exit_status
+        return 0
+
+    return spawn.fork_call(work, name=CHILD_NAME, policy=BACKGROUND_POLICY, new_group=True,
+                           detached=True)
