@@ -6,6 +6,7 @@ probe's name, so the driver is never governed itself):
 - `probe T0 LIMIT_NS`: spins on ioprio_get(2) for its own thread until its IO class is
   idle, and prints the nanoseconds since T0 (CLOCK_MONOTONIC, taken by the driver's child
   just before execve), or -1 after LIMIT_NS;
+- `timeline T0 LIMIT_NS`: the same, printing also when main() began, its PID and T0;
 - `start T0 X`: prints the nanoseconds since T0 at once (the baseline: exec to main());
 - `drive PROBE N GAP_US MODE`: N times fork, take T0, execve PROBE in MODE (probe or
   start); wait; sleep GAP_US;
@@ -41,12 +42,16 @@ static long long now_ns(void) {
     return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static int probe(long long t0, long long limit) {
+static int probe(long long t0, long long limit, int timeline) {
+    long long at_main = now_ns();
     for (;;) {
         long v = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
         long long t = now_ns();
         if (v >= 0 && (v >> 13) == 3 /* IOPRIO_CLASS_IDLE */) {
-            printf("%lld\n", t - t0);
+            if (timeline)
+                printf("%lld %lld %d %lld\n", t - t0, at_main - t0, (int)getpid(), t0);
+            else
+                printf("%lld\n", t - t0);
             return 0;
         }
         if (t - t0 > limit) {
@@ -100,7 +105,9 @@ static int spawn(const char *path, long n, double rate) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && !strcmp(argv[1], "probe")) return probe(atoll(argv[2]), atoll(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "probe")) return probe(atoll(argv[2]), atoll(argv[3]), 0);
+    if (argc == 4 && !strcmp(argv[1], "timeline"))
+        return probe(atoll(argv[2]), atoll(argv[3]), 1);
     if (argc == 4 && !strcmp(argv[1], "start")) {  /* the baseline: exec until main() */
         printf("%lld\n", now_ns() - atoll(argv[2]));
         return 0;
@@ -153,14 +160,16 @@ def rules_dir(where: Path, text: str) -> Path:
 class Daemon:
     """`backburner govern run` as a subprocess, ready once its ready file exists."""
 
-    def __init__(self, where: Path, rules: Path, *extra: str, nice: int | None = None) -> None:
+    def __init__(self, where: Path, rules: Path, *extra: str, nice: int | None = None,
+                 python: tuple[str, ...] = ("-m", "backburner"),
+                 env_extra: dict[str, str] | None = None) -> None:
         self.where = where
-        env = dict(os.environ, BACKBURNER_STATE_DIR=str(where / "state"))
+        env = dict(os.environ, BACKBURNER_STATE_DIR=str(where / "state"), **(env_extra or {}))
         ready_dir = Path(tempfile.mkdtemp(prefix="ready-", dir=where))  # 0700, new each time
         self.ready = ready_dir / "ready"
         self.log = open(where / "daemon.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "backburner", "govern", "run", "--rules", str(rules),
+            [sys.executable, *python, "govern", "run", "--rules", str(rules),
              "--no-defaults", "--ready-file", str(self.ready), "-q", *extra],
             env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         deadline = time.monotonic() + 30

@@ -1435,9 +1435,9 @@ class PrioritiesFirst(Priorities):
                     priority.set_cpu(tid, policy.cpu)
             except OSError:
                 pass  # ended meanwhile; anything else is raised by the walk below
-        # The exec that woke us most likely ran on this CPU: its program is still loading
-        # and the walk below would take the CPU from it (measured: +0.3 ms to its start on
-        # a 2-CPU VM, bench/govern_reaction.py). What mattered is done; let it go first.
+        # The exec that woke us may have run on this CPU: its program is still loading and
+        # the walk below would take the CPU from it (bench/govern_timeline.py shows the
+        # program's main() later when the daemon runs). What mattered is done: it goes first.
         os.sched_yield()
         return priority.apply_to_tree(self.pid, policy)
 

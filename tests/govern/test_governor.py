@@ -201,9 +201,9 @@ def test_never_pid1_kernel_threads_itself_or_its_ancestors(state_dir: Path) -> N
 
 def test_a_new_program_gets_its_io_class_then_the_cpu_back_before_the_tree_walk(
         state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The exec that woke the daemon most likely ran on the daemon's CPU: the program's own
-    thread is changed first, then the daemon yields, and only then walks the tree (the walk
-    cost the program +0.3 ms of start-up when it came first: bench/govern_reaction.py)."""
+    """The exec that woke the daemon may have run on the daemon's CPU: the program's own
+    thread is changed first, then the daemon yields, and only then walks the tree (work
+    beside a program that is loading delays its start: bench/govern_timeline.py)."""
     proc = subprocess.Popen(["sleep", "30"])
     order: list[str] = []
     real_set, real_walk = priority._ioprio_set_value, priority.apply_to_tree
