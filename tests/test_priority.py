@@ -433,3 +433,16 @@ def test_ioprio_set_and_get_agree_with_ionice_on_the_running_kernel() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_has_policy_tells_a_thread_that_copied_the_new_values() -> None:
+    from backburner.priority import CPUPolicy, IOPrio, Policy, has_policy
+
+    idle = {"start": 1, "io": IOPrio("idle").value, "policy": os.SCHED_IDLE, "nice": 0}
+    normal = {"start": 1, "io": 0, "policy": os.SCHED_OTHER, "nice": 0}
+    assert has_policy(idle, Policy(io=IOPrio("idle"), cpu=CPUPolicy("idle")))
+    assert not has_policy(normal, Policy(io=IOPrio("idle")))
+    assert has_policy(normal, Policy(cpu=CPUPolicy("normal")))
+    assert not has_policy(dict(normal, nice=5), Policy(cpu=CPUPolicy("normal", 10)))
+    assert has_policy(dict(normal, nice=10), Policy(cpu=CPUPolicy("normal", 10)))
+    assert not has_policy(idle, Policy(cpu=CPUPolicy("batch")))

@@ -346,6 +346,19 @@ def snapshot_thread(tid: int) -> dict[str, int] | None:
     return {"start": start, "io": io, "policy": policy, "nice": nice}
 
 
+def has_policy(snap: dict[str, int], policy: Policy) -> bool:
+    """Whether a thread's snapshot already shows what `policy` sets (a thread born after
+    its creator was changed copies the new values)."""
+    if policy.io is not None and snap["io"] != policy.io.value:
+        return False
+    cpu = policy.cpu
+    if cpu is None:
+        return True
+    kind = {os.SCHED_IDLE: "idle", os.SCHED_BATCH: "batch"}.get(snap["policy"], "normal")
+    return kind == cpu.kind and (cpu.kind == "idle" or cpu.nice is None
+                                 or snap["nice"] == cpu.nice)
+
+
 def snapshot_tree(pid: int) -> dict[int, dict[str, int]]:
     """Every thread's snapshot, keyed by thread id (a process's own id = its main thread)."""
     out = {}

@@ -221,3 +221,53 @@ def test_a_new_program_gets_its_io_class_then_the_cpu_back_before_the_tree_walk(
     finally:
         proc.kill()
         proc.wait()
+
+
+THREADS = textwrap.dedent("""
+    import sys, threading, time
+    from backburner import priority
+
+    def own():
+        priority.ioprio_set(threading.get_native_id(), priority.IOPrio("be", 7))
+        print(threading.get_native_id(), flush=True)
+        time.sleep(300)
+
+    def later():
+        print(threading.get_native_id(), flush=True)
+        time.sleep(300)
+
+    threading.Thread(target=own, daemon=True).start()
+    sys.stdin.readline()
+    threading.Thread(target=later, daemon=True).start()
+    sys.stdin.readline()
+""")
+
+
+def test_a_new_programs_own_thread_first_then_the_rest_journaled_and_put_back(
+        state_dir: Path) -> None:
+    """The process's own thread is read and changed first; a thread with values of its own
+    is journaled by the walk after and gets them back; a thread born after the change
+    (which copied the new values) gets what the process had."""
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin and proc.stdout
+    try:
+        own = int(proc.stdout.readline())
+        before = priority.ioprio_get(proc.pid)
+        with system.LiveTransaction("govern") as tx:
+            entry = tx.record(system.PrioritiesFirst(proc.pid, "idle", None))
+            assert list(entry.old) == [str(proc.pid)]  # read before the change: itself
+            assert entry.result["old"][str(own)]["io"] == IOPrio("be", 7).value
+            assert priority.ioprio_get(own) == IOPrio("idle")
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            later = int(proc.stdout.readline())
+            assert priority.ioprio_get(later) == IOPrio("idle")  # copied from its creator
+        assert priority.ioprio_get(proc.pid) == before
+        assert priority.ioprio_get(own) == IOPrio("be", 7)
+        assert priority.ioprio_get(later) == before
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()

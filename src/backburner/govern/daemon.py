@@ -249,7 +249,8 @@ class Governor:
             return
         try:
             if io or cpu:
-                entry = self.tx.record(system.PrioritiesFirst(pid, io, cpu))
+                change = (system.PrioritiesFirst if execed else system.Priorities)(pid, io, cpu)
+                entry = self.tx.record(change)
                 g.entries.append(entry)
                 g.prio_entry = entry
                 snap = entry.old.get(str(pid)) or {}
@@ -287,7 +288,8 @@ class Governor:
                 continue
             old = g.old
             if g.prio_entry is not None:
-                old = _without_start(g.prio_entry.old.get(str(child))) or g.old
+                snaps = g.prio_entry.change.saved(g.prio_entry.old, g.prio_entry.result)
+                old = _without_start(snaps.get(str(child))) or g.old
             parent = procfs.parent_of(child)
             via = self.governed.get(parent, g) if parent is not None else g
             try:
