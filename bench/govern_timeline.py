@@ -15,7 +15,7 @@ then later than the baseline, the daemon's work slowed that start (on a machine 
 CPUs it can run on the same one).
 
 Usage (as root): .venv/bin/python bench/govern_timeline.py [--runs 300] [--gap-ms 5]
-    [--nice -10] [--no-exec-filter]
+    [--nice -10] [--no-exec-filter] [--pin]
 """
 
 from __future__ import annotations
@@ -68,6 +68,9 @@ def main() -> int:
     ap.add_argument("--gap-ms", type=float, default=5.0)
     ap.add_argument("--nice", type=int, default=-10)
     ap.add_argument("--no-exec-filter", action="store_true")
+    ap.add_argument("--pin", action="store_true",
+                    help="the daemon on the last CPU, the programs on the first: an "
+                    "experiment showing whether sharing a CPU is what delays them")
     args = ap.parse_args()
     lib.require_root()
     where = lib.private_dir()
@@ -86,8 +89,13 @@ def main() -> int:
         daemon = lib.Daemon(where, rules, *extra, nice=args.nice, python=("-c", WRAPPER),
                             env_extra={"BB_TIMELINE": str(out_json)})
         mode = daemon.status()["exec_events"]
+        cpus = sorted(os.sched_getaffinity(0))
+        pin: list[str] = []
+        if args.pin and len(cpus) > 1:
+            os.sched_setaffinity(daemon.pid, {cpus[-1]})
+            pin = ["taskset", "-c", str(cpus[0])]
         rows = [tuple(int(x) for x in line.split()) for line in subprocess.run(
-            [str(driver), "drive", str(probe), str(args.runs), gap, "timeline"],
+            [*pin, str(driver), "drive", str(probe), str(args.runs), gap, "timeline"],
             capture_output=True, text=True, check=True).stdout.splitlines()]
         code = daemon.stop()
         daemon = None
@@ -113,7 +121,8 @@ def print_timeline(rows: list[tuple[int, ...]], times: dict, base: list[float], 
     before = sum(1 for _i, m, pid, t0 in rows
                  if str(pid) in first and first[str(pid)] - t0 <= m)
     print(f"govern timeline, {len(rows)} execs (exec events: {mode}, daemon nice "
-          f"{args.nice}), medians in µs from the clock reading just before execve:")
+          f"{args.nice}{', pinned apart' if args.pin else ''}), medians in µs from the "
+          "clock reading just before execve:")
     print("| daemon reads the event | daemon sets the IO class | probe's main() | probe sees "
           "idle | main() without the daemon | set before main() |")
     print("| --: | --: | --: | --: | --: | --: |")

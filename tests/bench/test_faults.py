@@ -34,8 +34,10 @@ def test_every_phase_interrupted_is_fully_restored(tmp_path: Path) -> None:
         for kind in ("SIGINT", "SIGKILL+restore"):
             start, end = windows[phase]
             o = None
-            for _ in range(4):  # a phase that ended before the signal injected nothing
-                o = fi.inject(tmp_path, phase, kind, rng.uniform(0, (end - start) * 0.5))
+            for attempt in range(4):  # a run that ended before the signal injected nothing:
+                # sooner next time (the reference run's phase may have been slower)
+                delay = rng.uniform(0, (end - start) * 0.5) / 4 ** attempt
+                o = fi.inject(tmp_path, phase, kind, delay)
                 if o is not None:
                     break
             assert o is not None, (phase, kind)
