@@ -168,3 +168,30 @@ def test_a_background_replay_forked_by_any_program_is_known_by_its_name() -> Non
         assert not record.is_backburner(os.getpid())
     finally:
         child.stop(grace=1)
+
+
+@pytest.mark.root
+def test_pages_faulted_after_the_close_count_and_deleted_files_do_not(
+        bed: Bed, tmp_path: Path) -> None:
+    """A command's files are named and their pages looked at when it is done, from the
+    first descriptor of each, held: a page read through a mapping after the file was
+    closed (what the dynamic loader does with every library) is still in the pack, and a
+    file the program made and deleted is not."""
+    pack_path = tmp_path / "app.pack"
+    reader = tmp_path / "mapper.py"  # on /, which is not watched
+    reader.write_text(
+        "import mmap, os\n"
+        "fd = os.open('big.bin', os.O_RDONLY)\n"
+        "m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)\n"
+        "os.close(fd)\n"
+        "m[409600]\n"
+        "with open('scratch.txt', 'w') as f:\n"
+        "    f.write('x' * 5000)\n"
+        "open('scratch.txt').read()\n"
+        "os.unlink('scratch.txt')\n")
+    system.drop_caches()
+    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt),
+             "--read-ahead-kb", "0", "--", PY, "-B", str(reader), cwd=bed.mnt)
+    assert res.returncode == 0, res.err
+    got = [(e.path, e.ranges) for e in packfile.load(pack_path).entries]
+    assert got == [(bed.path("big.bin"), ((409600, PAGE),))], got

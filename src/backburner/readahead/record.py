@@ -31,6 +31,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 import select
 import shlex
 import signal
@@ -263,8 +264,16 @@ class Listener:
     """A fanotify group on the watched filesystems, read by a thread until `stop`."""
 
     def __init__(self, watched: Sequence[Watched], *, track_ancestry: bool,
-                 exclude: Callable[[int], bool] | None = None, mask: int = MASK) -> None:
+                 exclude: Callable[[int], bool] | None = None, mask: int = MASK,
+                 hold: bool = False) -> None:
         self.seen = Seen()
+        # hold: keep the first descriptor of each file and look at its name and resident
+        # pages once, at the end, instead of at every event while the program runs (a
+        # command's recording: bounded; a system recording must not keep files open)
+        self.held: dict[tuple[int, int], int] = {}
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.hold_max = max(0, min(soft if soft > 0 else 1 << 16, 1 << 16) - 256) if hold \
+            else 0
         self.mask = mask
         self.track_ancestry = track_ancestry
         self.exclude = exclude
@@ -321,6 +330,7 @@ class Listener:
             self._thread = None
             if self.error is None:
                 self._drain()
+        self._settle_held()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -329,6 +339,24 @@ class Listener:
         if self.error is not None:
             raise self.error
         return self.seen
+
+    def _settle_held(self) -> None:
+        """Name and resident pages of every held file, now that the program is done."""
+        seen = self.seen
+        for key, fd in self.held.items():
+            try:
+                st = os.fstat(fd)
+                if st.st_nlink == 0:  # deleted meanwhile: nothing to read next time
+                    raise FileNotFoundError
+                seen.paths[key] = os.readlink(f"/proc/self/fd/{fd}".encode())
+                now = kernel.resident_ranges(fd, st.st_size)
+                seen.resident[key] = merge_ranges(seen.resident.get(key, ()) + now)
+            except OSError:
+                seen.paths.pop(key, None)
+                seen.touches.pop(key, None)
+            finally:
+                os.close(fd)
+        self.held.clear()
 
     @property
     def forks_lost(self) -> bool:
@@ -359,6 +387,7 @@ class Listener:
             self.seen.overflows += 1
         if ev.fd < 0:
             return
+        kept = False
         try:
             if ev.pid == self._own or (self.exclude and self.exclude(ev.pid)):
                 return
@@ -368,17 +397,23 @@ class Listener:
             seen = self.seen
             key = (st.st_dev, st.st_ino)
             if key not in seen.paths:
-                seen.paths[key] = os.readlink(f"/proc/self/fd/{ev.fd}".encode())
                 seen.touches[key] = {}
+                if len(self.held) < self.hold_max:
+                    self.held[key] = ev.fd
+                    kept = True
+                    seen.paths[key] = b""  # named in _settle_held
+                else:
+                    seen.paths[key] = os.readlink(f"/proc/self/fd/{ev.fd}".encode())
             seen.seq += 1
             seen.touches[key].setdefault(ev.pid, seen.seq)
-            if ev.mask & kernel.FAN_CLOSE_NOWRITE:
+            if ev.mask & kernel.FAN_CLOSE_NOWRITE and key not in self.held:
                 now = kernel.resident_ranges(ev.fd, st.st_size)
                 seen.resident[key] = merge_ranges(seen.resident.get(key, ()) + now)
             if self.track_ancestry and ev.pid not in seen.ancestry:
                 seen.ancestry[ev.pid] = tuple(procfs.ancestors_of(ev.pid))
         finally:
-            os.close(ev.fd)
+            if not kept:
+                os.close(ev.fd)
 
 
 def is_backburner(pid: int) -> bool:
@@ -513,7 +548,7 @@ def record_command(argv: Sequence[str], opts: RecordOptions
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
         if opts.drop_caches:
             system.drop_caches()
-        listener = Listener(watched, track_ancestry=True)
+        listener = Listener(watched, track_ancestry=True, hold=True)
         with listener:
             outcome = spawn.run_foreground(argv)
         seen = listener.stop()
