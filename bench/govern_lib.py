@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 C_SOURCE = r"""
@@ -145,6 +146,21 @@ def compile_tools(where: Path, probe_name: str) -> tuple[Path, Path]:
     probe = where / probe_name
     shutil.copy2(driver, probe)
     return driver, probe
+
+
+def probe_rules(where: Path, probe_name: str, rule_name: str, body: str) -> Path:
+    """A rules directory with one rule naming the probe (`body`: what the rule sets)."""
+    return rules_dir(where, f'[[rule]]\nname = "{rule_name}"\n'
+                            f'match = {{ comm = "{probe_name}" }}\n{body}')
+
+
+def drive(driver: Path, probe: Path, runs: int, gap_ms: float, mode: str,
+          pin: Sequence[str] = ()) -> list[str]:
+    """`runs` execs of the probe in `mode`, `gap_ms` apart (the driver's output lines);
+    `pin`: a command prefix such as taskset."""
+    return subprocess.run([*pin, str(driver), "drive", str(probe), str(runs),
+                           str(int(gap_ms * 1000)), mode],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
 
 
 def rules_dir(where: Path, text: str) -> Path:

@@ -25,7 +25,6 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 
 import govern_lib as lib
@@ -56,18 +55,14 @@ def main() -> int:
     daemon = None
     try:
         driver, probe = lib.compile_tools(where, name)
-        rules = lib.rules_dir(where, f'[[rule]]\nname = "bench-reaction"\n'
-                                     f'match = {{ comm = "{name}" }}\n{POLICIES[args.policy]}')
-        gap = str(int(args.gap_ms * 1000))
-        base = sorted(int(x) / 1e6 for x in subprocess.run(
-            [str(driver), "drive", str(probe), str(args.runs), gap, "start"],
-            capture_output=True, text=True, check=True).stdout.split())
+        rules = lib.probe_rules(where, name, "bench-reaction", POLICIES[args.policy])
+        base = sorted(int(x) / 1e6
+                      for x in lib.drive(driver, probe, args.runs, args.gap_ms, "start"))
         extra = ("--no-exec-filter",) if args.no_exec_filter else ()
         daemon = lib.Daemon(where, rules, *extra, nice=args.nice)
         mode = daemon.status()["exec_events"]
         cpu0 = daemon.cpu_s()
-        out = subprocess.run([str(driver), "drive", str(probe), str(args.runs), gap, "probe"],
-                             capture_output=True, text=True, check=True).stdout
+        out = "\n".join(lib.drive(driver, probe, args.runs, args.gap_ms, "probe"))
         cpu = daemon.cpu_s() - cpu0
         rss = daemon.rss_kib()
         code = daemon.stop()

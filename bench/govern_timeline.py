@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -79,12 +78,8 @@ def main() -> int:
     daemon = None
     try:
         driver, probe = lib.compile_tools(where, name)
-        rules = lib.rules_dir(where, f'[[rule]]\nname = "timeline"\n'
-                                     f'match = {{ comm = "{name}" }}\nio = "idle"\n')
-        gap = str(int(args.gap_ms * 1000))
-        base = [int(x) / 1e3 for x in subprocess.run(
-            [str(driver), "drive", str(probe), str(args.runs), gap, "start"],
-            capture_output=True, text=True, check=True).stdout.split()]
+        rules = lib.probe_rules(where, name, "timeline", 'io = "idle"\n')
+        base = [int(x) / 1e3 for x in lib.drive(driver, probe, args.runs, args.gap_ms, "start")]
         extra = ("--no-exec-filter",) if args.no_exec_filter else ()
         daemon = lib.Daemon(where, rules, *extra, nice=args.nice, python=("-c", WRAPPER),
                             env_extra={"BB_TIMELINE": str(out_json)})
@@ -94,9 +89,8 @@ def main() -> int:
         if args.pin and len(cpus) > 1:
             os.sched_setaffinity(daemon.pid, {cpus[-1]})
             pin = ["taskset", "-c", str(cpus[0])]
-        rows = [tuple(int(x) for x in line.split()) for line in subprocess.run(
-            [*pin, str(driver), "drive", str(probe), str(args.runs), gap, "timeline"],
-            capture_output=True, text=True, check=True).stdout.splitlines()]
+        rows = [tuple(int(x) for x in line.split())
+                for line in lib.drive(driver, probe, args.runs, args.gap_ms, "timeline", pin)]
         code = daemon.stop()
         daemon = None
         if code != 0:

@@ -11,12 +11,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import BB, bb, one_line_error, wait_for
 
 from backburner import procfs, system
 from backburner.readahead import packfile
+from backburner.readahead.pack import Pack
 from backburner.readahead.record import tree_of
 
 from .conftest import PAGE, Bed
@@ -29,9 +31,20 @@ def _read_ahead(bed: Bed) -> str:
     return Path(f"/sys/block/{name}/queue/read_ahead_kb").read_text().strip()
 
 
+def _record_cold(bed: Bed, tmp_path: Path, *argv: str) -> tuple[Any, Pack]:
+    """`readahead record` of argv (run in the bed) from a cold cache, read-ahead 0: its
+    result and the pack."""
+    pack_path = tmp_path / "app.pack"
+    system.drop_caches()
+    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt),
+             "--read-ahead-kb", "0", "--", *argv, cwd=bed.mnt)
+    assert res.returncode == 0, res.err
+    pack = packfile.load(pack_path)
+    return res, pack
+
+
 @pytest.mark.root
 def test_a_cold_start_is_recorded_exactly(bed: Bed, tmp_path: Path) -> None:
-    pack_path = tmp_path / "app.pack"
     reader = tmp_path / "reader.py"  # on /, which is not watched
     reader.write_text(
         "import os, sys\n"
@@ -42,11 +55,7 @@ def test_a_cold_start_is_recorded_exactly(bed: Bed, tmp_path: Path) -> None:
         "os.pread(fd, 8192, 409600)\n"
         "import mod\n")
     script = (f"cat a/one.txt > /dev/null; cat 'b c'/three* > /dev/null; {PY} -B {reader}")
-    system.drop_caches()
-    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt),
-             "--read-ahead-kb", "0", "--", "sh", "-c", script, cwd=bed.mnt)
-    assert res.returncode == 0, res.err
-    pack = packfile.load(pack_path)
+    res, pack = _record_cold(bed, tmp_path, "sh", "-c", script)
     got = [(e.path, e.ranges) for e in pack.entries]
     assert got == [
         (bed.path("a/one.txt"), ((0, 3 * PAGE),)),
@@ -177,7 +186,6 @@ def test_pages_faulted_after_the_close_count_and_deleted_files_do_not(
     first descriptor of each, held: a page read through a mapping after the file was
     closed (what the dynamic loader does with every library) is still in the pack, and a
     file the program made and deleted is not."""
-    pack_path = tmp_path / "app.pack"
     reader = tmp_path / "mapper.py"  # on /, which is not watched
     reader.write_text(
         "import mmap, os\n"
@@ -189,9 +197,6 @@ def test_pages_faulted_after_the_close_count_and_deleted_files_do_not(
         "    f.write('x' * 5000)\n"
         "open('scratch.txt').read()\n"
         "os.unlink('scratch.txt')\n")
-    system.drop_caches()
-    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt),
-             "--read-ahead-kb", "0", "--", PY, "-B", str(reader), cwd=bed.mnt)
-    assert res.returncode == 0, res.err
-    got = [(e.path, e.ranges) for e in packfile.load(pack_path).entries]
+    _, pack = _record_cold(bed, tmp_path, PY, "-B", str(reader))
+    got = [(e.path, e.ranges) for e in pack.entries]
     assert got == [(bed.path("big.bin"), ((409600, PAGE),))], got
