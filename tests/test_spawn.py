@@ -172,6 +172,8 @@ def test_fork_call_runs_the_function_in_a_fork_and_mirrors_its_value(tmp_path: P
 
     out = spawn.fork_call(boom, name="bb-test").wait(TIMEOUT)
     assert out is not None and out.exit_code == 70
+    out = spawn.fork_call(lambda: "not a status", name="bb-test").wait(TIMEOUT)  # type: ignore
+    assert out is not None and out.exit_code == 70
 
 
 def test_fork_call_child_holds_none_of_our_descriptors_and_takes_policy_and_name() -> None:

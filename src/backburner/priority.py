@@ -354,7 +354,8 @@ def has_policy(snap: dict[str, int], policy: Policy) -> bool:
     cpu = policy.cpu
     if cpu is None:
         return True
-    kind = {os.SCHED_IDLE: "idle", os.SCHED_BATCH: "batch"}.get(snap["policy"], "normal")
+    kind = {os.SCHED_IDLE: "idle", os.SCHED_BATCH: "batch",
+            os.SCHED_OTHER: "normal"}.get(snap["policy"])  # realtime: never ours
     return kind == cpu.kind and (cpu.kind == "idle" or cpu.nice is None
                                  or snap["nice"] == cpu.nice)
 
@@ -379,16 +380,20 @@ def restore_tree(pid: int, saved: dict[int, dict[str, int]]) -> int:
         snap = saved.get(tid)
         if snap is None or procfs.start_time(tid) != snap["start"]:
             snap = saved.get(proc) or fallback
-        if snap is None:
-            continue
-        try:
-            _ioprio_set_value(tid, snap["io"])
-            os.sched_setscheduler(tid, snap["policy"], os.sched_param(0))
-            os.setpriority(os.PRIO_PROCESS, tid, snap["nice"])
+        if snap is not None and restore_thread(tid, snap):
             restored += 1
-        except (ProcessLookupError, OSError):
-            continue  # ended meanwhile
     return restored
+
+
+def restore_thread(tid: int, snap: dict[str, int]) -> bool:
+    """Put one thread back as `snap` says; False if it has ended."""
+    try:
+        _ioprio_set_value(tid, snap["io"])
+        os.sched_setscheduler(tid, snap["policy"], os.sched_param(0))
+        os.setpriority(os.PRIO_PROCESS, tid, snap["nice"])
+    except (ProcessLookupError, OSError):
+        return False  # ended meanwhile
+    return True
 
 
 def _ioprio_set_value(tid: int, value: int) -> None:

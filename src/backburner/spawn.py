@@ -477,6 +477,7 @@ class Forked:
 
 
 _PR_SET_NAME = 15
+_FORK_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | None = None,
@@ -494,20 +495,31 @@ def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | Non
     with interrupts.deferred():  # a signal after fork must find the child registered
         started_at = time.time()
         started_ns = time.monotonic_ns()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child; its effects are what the tests check
-            _forked_child(fn, name, policy, new_group)
-        log.debug("forked %s as %d", name, pid)
-        return Child(Forked(pid, name), started_ns, started_at, detached=detached,
-                     own_group=new_group)
+        # blocked across the fork: one landing before the child has reset our handlers
+        # would be deferred there into nothing; blocked, it waits for the default action
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_HELD)
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child; its effects are what tests check
+                _forked_child(fn, name, policy, new_group)
+            if new_group:
+                try:
+                    os.setpgid(pid, pid)  # at once, for a killpg before the child runs
+                except OSError:
+                    pass  # the child did it first (or has already ended)
+            log.debug("forked %s as %d", name, pid)
+            return Child(Forked(pid, name), started_ns, started_at, detached=detached,
+                         own_group=new_group)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
 def _forked_child(fn: Callable[[], int], name: str, policy: priority.Policy | None,
                   new_group: bool) -> None:
-    code = 70
+    code: object = 70
     try:
         interrupts.reset_in_child()
-        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])  # a signal held since the fork: now
         if new_group:
             os.setpgid(0, 0)
         null = os.open(os.devnull, os.O_RDWR)
@@ -520,9 +532,12 @@ def _forked_child(fn: Callable[[], int], name: str, policy: priority.Policy | No
             priority.apply_to_self(policy)
         code = fn()
     except BaseException:  # noqa: BLE001, S110 - nowhere to report: the status says it
-        pass
+        code = 70
     finally:
-        os._exit(code)
+        try:
+            os._exit(code if isinstance(code, int) and 0 <= code <= 255 else 70)
+        finally:  # never return into the parent's code, whatever happened above
+            os._exit(70)
 
 
 def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | None = None,

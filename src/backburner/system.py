@@ -1435,6 +1435,7 @@ class PrioritiesFirst(Priorities):
         if snap is None:
             raise NotFoundError(f"no process with PID {self.pid}",
                                 "check the PID with `ps -p PID`")
+        self.__dict__["_leader_old"] = snap
         return {str(self.pid): snap}
 
     def apply_with(self, record: Callable[[Any], None]) -> Any:
@@ -1449,10 +1450,11 @@ class PrioritiesFirst(Priorities):
         except OSError:
             pass  # ended meanwhile; anything else is raised by the walk below
         os.sched_yield()
+        old = self.__dict__.pop("_leader_old", None)
+        new = priority.snapshot_thread(self.pid)
         rest = {str(tid): snap for tid, snap in priority.snapshot_tree(self.pid).items()
-                if tid != self.pid and not priority.has_policy(snap, policy)}
-        if rest:
-            record({"old": rest, "done": []})
+                if tid != self.pid and not _copied(snap, old, new)}
+        record({"old": rest, "done": []})  # before any of them changes
         return {"old": rest, "done": priority.apply_to_tree(self.pid, policy)}
 
     def saved(self, old: Any, result: Any) -> dict[str, Any]:
@@ -1462,7 +1464,31 @@ class PrioritiesFirst(Priorities):
         return merged
 
     def undo(self, old: Any, result: Any) -> None:
-        super().undo(self.saved(old, result), result)
+        if isinstance(result, dict):
+            super().undo(self.saved(old, result), result)
+            return
+        # stopped before the rest of the tree was journaled (a crash, or a failure): only
+        # the process's own thread and what shows our change are ours to put back
+        from . import priority
+
+        leader = (old or {}).get(str(self.pid))
+        if not leader:
+            return
+        policy = self._policy()
+        for _proc, tid in priority.tree_threads(self.pid):
+            snap = priority.snapshot_thread(tid)
+            if tid == self.pid or (snap is not None and priority.has_policy(snap, policy)):
+                priority.restore_thread(tid, leader)
+
+
+def _copied(snap: dict[str, int], old: dict[str, int] | None,
+            new: dict[str, int] | None) -> bool:
+    """A thread whose every value is the process's own thread's, before or after the
+    change: born of it around the change (one born half-way copies some of each). Any
+    other value (a child that was nice before the exec, a realtime thread) is its own."""
+    if old is None or new is None:
+        return False
+    return all(snap[k] in (old[k], new[k]) for k in ("io", "policy", "nice"))
 
 
 class _VolatileJournal(Journal):

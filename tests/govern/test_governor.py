@@ -271,3 +271,31 @@ def test_a_new_programs_own_thread_first_then_the_rest_journaled_and_put_back(
         proc.wait()
         proc.stdin.close()
         proc.stdout.close()
+
+
+def test_undo_before_the_rest_was_journaled_puts_back_only_what_shows_the_change(
+        state_dir: Path) -> None:
+    """A crash after the process's own thread was changed and before the rest of its tree
+    was journaled: `restore` puts back that thread and the threads that copied the change,
+    and leaves a thread with values of its own alone."""
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin and proc.stdout
+    try:
+        own = int(proc.stdout.readline())
+        before = priority.ioprio_get(proc.pid)
+        change = system.PrioritiesFirst(proc.pid, "idle", None)
+        old = change.read()
+        priority.ioprio_set(proc.pid, IOPrio("idle"))  # what apply did before the crash
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        later = int(proc.stdout.readline())  # born after: copied idle
+        change.undo(old, None)  # `restore` of a journal with no result for the entry
+        assert priority.ioprio_get(proc.pid) == before
+        assert priority.ioprio_get(later) == before
+        assert priority.ioprio_get(own) == IOPrio("be", 7)
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()

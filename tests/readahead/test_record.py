@@ -200,3 +200,31 @@ def test_pages_faulted_after_the_close_count_and_deleted_files_do_not(
     _, pack = _record_cold(bed, tmp_path, PY, "-B", str(reader))
     got = [(e.path, e.ranges) for e in pack.entries]
     assert got == [(bed.path("big.bin"), ((409600, PAGE),))], got
+
+
+@pytest.mark.root
+def test_more_files_than_descriptors_are_all_recorded(bed: Bed) -> None:
+    """Files are held only while there is room, and events are read a few at a time: with
+    a soft limit of 600 open files and 1500 events queued at once, every file is seen (at
+    EMFILE the kernel drops the events a read cannot turn into descriptors)."""
+    import resource
+
+    from backburner.readahead import record
+
+    many = Path(bed.mnt) / "many"
+    many.mkdir()
+    for i in range(1500):
+        (many / f"{i:04d}").write_bytes(b"x" * 100)
+    os.sync()
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (600, limits[1]))
+    try:
+        listener = record.Listener(record.watched_filesystems((str(bed.mnt),)),
+                                   track_ancestry=False, hold=True)
+        subprocess.run("cat many/* > /dev/null", shell=True, cwd=bed.mnt, check=True)
+        listener._drain()  # no reader thread ran: all 3000 events are queued, read now
+        seen = listener.stop()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+    assert sum(1 for p in seen.paths.values() if b"/many/" in p) == 1500
+    assert not listener.held

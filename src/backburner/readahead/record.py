@@ -13,9 +13,11 @@ backburner's own processes.
 
 Then the page cache says which bytes of those files are resident (cachestat, then mincore
 on a mapping), which includes what was read through mmap (shared libraries), where
-fanotify sees only the open. It is asked twice: when a reader closes the file
-(FAN_CLOSE_NOWRITE, on the event's own fd) and at the end; the pack holds the union, so a
-page evicted meanwhile (memory pressure, someone dropping caches) is not lost.
+fanotify sees only the open. For a command it is asked when the command is done, on the
+first fd of each file, held until then (the less the reader does while the program runs,
+the less it slows it; a page evicted before the end by memory pressure is missed). With
+``--system``, which must not hold files open at boot, it is asked when a reader closes the
+file (FAN_CLOSE_NOWRITE, on the event's own fd) and the pack holds the union.
 
 After a cold start (``--drop-caches``, or ``--system`` at boot) the filesystem's metadata
 the start read (inode tables, directories) is taken from its block device's page cache
@@ -272,8 +274,11 @@ class Listener:
         # command's recording: bounded; a system recording must not keep files open)
         self.held: dict[tuple[int, int], int] = {}
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        self.hold_max = max(0, min(soft if soft > 0 else 1 << 16, 1 << 16) - 256) if hold \
+        self.hold_max = max(0, min(soft if soft > 0 else 1 << 16, 1 << 16) - 512) if hold \
             else 0
+        # each event read makes an fd: a read must not make more than the room left (at
+        # EMFILE the kernel drops the event), so while files are held reads are small
+        self.read_size = 4096 if hold else 1 << 16  # ~170 events at most per read
         self.mask = mask
         self.track_ancestry = track_ancestry
         self.exclude = exclude
@@ -324,18 +329,22 @@ class Listener:
 
     def stop(self) -> Seen:
         """Stop the thread, read what is still queued, close everything."""
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            if self.error is None:
-                self._drain()
-        self._settle_held()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        if self.forks is not None:
-            self.forks.close()
+        try:
+            if self._thread is not None:
+                self._stop.set()
+                self._thread.join()
+                self._thread = None
+                if self.error is None:
+                    self._drain()
+        finally:
+            try:
+                self._settle_held()
+            finally:
+                if self.fd >= 0:
+                    os.close(self.fd)
+                    self.fd = -1
+                if self.forks is not None:
+                    self.forks.close()  # idempotent; its parents stay readable
         if self.error is not None:
             raise self.error
         return self.seen
@@ -343,7 +352,8 @@ class Listener:
     def _settle_held(self) -> None:
         """Name and resident pages of every held file, now that the program is done."""
         seen = self.seen
-        for key, fd in self.held.items():
+        while self.held:
+            key, fd = self.held.popitem()
             try:
                 st = os.fstat(fd)
                 if st.st_nlink == 0:  # deleted meanwhile: nothing to read next time
@@ -356,7 +366,6 @@ class Listener:
                 seen.touches.pop(key, None)
             finally:
                 os.close(fd)
-        self.held.clear()
 
     @property
     def forks_lost(self) -> bool:
@@ -376,7 +385,7 @@ class Listener:
             self.forks.drain()  # before the file events that the new processes caused
         while True:
             try:
-                buf = os.read(self.fd, 1 << 16)
+                buf = os.read(self.fd, self.read_size)
             except BlockingIOError:
                 return
             for ev in kernel.parse_events(buf):
