@@ -243,59 +243,63 @@ THREADS = textwrap.dedent("""
 """)
 
 
+@pytest.fixture
+def threads() -> Iterator[subprocess.Popen[str]]:
+    """A process running THREADS: its first line is the thread with values of its own."""
+    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdin and proc.stdout
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+
+
+def _new_thread(proc: subprocess.Popen[str]) -> int:
+    assert proc.stdin and proc.stdout
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    return int(proc.stdout.readline())
+
+
 def test_a_new_programs_own_thread_first_then_the_rest_journaled_and_put_back(
-        state_dir: Path) -> None:
+        state_dir: Path, threads: subprocess.Popen[str]) -> None:
     """The process's own thread is read and changed first; a thread with values of its own
     is journaled by the walk after and gets them back; a thread born after the change
     (which copied the new values) gets what the process had."""
-    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdin and proc.stdout
-    try:
-        own = int(proc.stdout.readline())
-        before = priority.ioprio_get(proc.pid)
-        with system.LiveTransaction("govern") as tx:
-            entry = tx.record(system.PrioritiesFirst(proc.pid, "idle", None))
-            assert list(entry.old) == [str(proc.pid)]  # read before the change: itself
-            assert entry.result["old"][str(own)]["io"] == IOPrio("be", 7).value
-            assert priority.ioprio_get(own) == IOPrio("idle")
-            proc.stdin.write("\n")
-            proc.stdin.flush()
-            later = int(proc.stdout.readline())
-            assert priority.ioprio_get(later) == IOPrio("idle")  # copied from its creator
-        assert priority.ioprio_get(proc.pid) == before
-        assert priority.ioprio_get(own) == IOPrio("be", 7)
-        assert priority.ioprio_get(later) == before
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdin.close()
-        proc.stdout.close()
+    proc = threads
+    assert proc.stdout
+    own = int(proc.stdout.readline())
+    before = priority.ioprio_get(proc.pid)
+    with system.LiveTransaction("govern") as tx:
+        entry = tx.record(system.PrioritiesFirst(proc.pid, "idle", None))
+        assert list(entry.old) == [str(proc.pid)]  # read before the change: itself
+        assert entry.result["old"][str(own)]["io"] == IOPrio("be", 7).value
+        assert priority.ioprio_get(own) == IOPrio("idle")
+        later = _new_thread(proc)
+        assert priority.ioprio_get(later) == IOPrio("idle")  # copied from its creator
+    assert priority.ioprio_get(proc.pid) == before
+    assert priority.ioprio_get(own) == IOPrio("be", 7)
+    assert priority.ioprio_get(later) == before
 
 
 def test_undo_before_the_rest_was_journaled_puts_back_only_what_shows_the_change(
-        state_dir: Path) -> None:
+        state_dir: Path, threads: subprocess.Popen[str]) -> None:
     """A crash after the process's own thread was changed and before the rest of its tree
     was journaled: `restore` puts back that thread and the threads that copied the change,
     and leaves a thread with values of its own alone."""
-    proc = subprocess.Popen([sys.executable, "-c", THREADS], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdin and proc.stdout
-    try:
-        own = int(proc.stdout.readline())
-        before = priority.ioprio_get(proc.pid)
-        change = system.PrioritiesFirst(proc.pid, "idle", None)
-        old = change.read()
-        priority.ioprio_set(proc.pid, IOPrio("idle"))  # what apply did before the crash
-        proc.stdin.write("\n")
-        proc.stdin.flush()
-        later = int(proc.stdout.readline())  # born after: copied idle
-        change.undo(old, None)  # `restore` of a journal with no result for the entry
-        assert priority.ioprio_get(proc.pid) == before
-        assert priority.ioprio_get(later) == before
-        assert priority.ioprio_get(own) == IOPrio("be", 7)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdin.close()
-        proc.stdout.close()
+    proc = threads
+    assert proc.stdout
+    own = int(proc.stdout.readline())
+    before = priority.ioprio_get(proc.pid)
+    change = system.PrioritiesFirst(proc.pid, "idle", None)
+    old = change.read()
+    priority.ioprio_set(proc.pid, IOPrio("idle"))  # what apply did before the crash
+    later = _new_thread(proc)  # born after: copied idle
+    change.undo(old, None)  # `restore` of a journal with no result for the entry
+    assert priority.ioprio_get(proc.pid) == before
+    assert priority.ioprio_get(later) == before
+    assert priority.ioprio_get(own) == IOPrio("be", 7)
