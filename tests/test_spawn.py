@@ -201,3 +201,19 @@ def test_fork_call_child_holds_none_of_our_descriptors_and_takes_policy_and_name
     finally:
         os.close(rfd)
         os.close(wfd)
+
+
+def test_fork_call_that_cannot_fork_is_one_line_and_leaves_signals_as_they_were(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from backburner.errors import StartError
+
+    def no_fork() -> int:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    monkeypatch.setattr(os, "fork", no_fork)
+    with pytest.raises(StartError, match="^cannot start bb-test: Resource temporarily"):
+        spawn.fork_call(lambda: 0, name="bb-test")
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before

@@ -484,7 +484,7 @@ def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | Non
               new_group: bool = False, detached: bool = False) -> Child:
     """Run `fn()` in a fork of this process, without exec: for work whose code is loaded
     here already. A background readahead replay started as a new interpreter costs a start
-    of its own (~0.1 s of CPU and 17 MB read, cold) at the very moment it is meant to help
+    of its own (an interpreter and its modules, read cold) at the very moment it is meant to help
     one: measured on a fast device, +13-26% to the start it ran beside, against -28% when
     forked (bench/readahead_slowdisk.py).
 
@@ -499,7 +499,10 @@ def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | Non
         # would be deferred there into nothing; blocked, it waits for the default action
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _FORK_HELD)
         try:
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as err:  # EAGAIN, ENOMEM: one line, like a failed launch
+                raise StartError(f"cannot start {name}: {err.strerror}") from None
             if pid == 0:  # pragma: no cover - the child; its effects are what tests check
                 _forked_child(fn, name, policy, new_group)
             if new_group:
