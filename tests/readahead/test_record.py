@@ -228,3 +228,62 @@ def test_more_files_than_descriptors_are_all_recorded(bed: Bed) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, limits)
     assert sum(1 for p in seen.paths.values() if b"/many/" in p) == 1500
     assert not listener.held
+
+
+def _marked_masks(fanotify_fd: int) -> set[int]:
+    """The event masks of a fanotify group's marks, as the kernel shows them."""
+    with open(f"/proc/self/fdinfo/{fanotify_fd}") as f:
+        return {int(word.split(":")[1], 16) for line in f if line.startswith("fanotify ")
+                for word in line.split() if word.startswith("mask:")}
+
+
+@pytest.mark.root
+def test_closes_are_asked_for_only_once_no_more_files_can_be_held(bed: Bed) -> None:
+    """A held file's pages are looked at at the end, so its close is not an event the
+    recorded program pays for; once the hold is full, closes are asked for again."""
+    import resource
+
+    from backburner.readahead import kernel, record
+
+    many = Path(bed.mnt) / "held"
+    many.mkdir()
+    for i in range(40):
+        (many / f"{i:02d}").write_bytes(b"x" * 100)
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (512 + 20, limits[1]))  # 20 held, 512 spare
+    try:
+        listener = record.Listener(record.watched_filesystems((str(bed.mnt),)),
+                                   track_ancestry=False, hold=True)
+        try:
+            assert _marked_masks(listener.fd) == {record.MASK & ~kernel.FAN_CLOSE_NOWRITE}
+            subprocess.run("cat held/0* > /dev/null", shell=True, cwd=bed.mnt, check=True)
+            listener._drain()
+            assert _marked_masks(listener.fd) == {record.MASK & ~kernel.FAN_CLOSE_NOWRITE}
+            subprocess.run("cat held/* > /dev/null", shell=True, cwd=bed.mnt, check=True)
+            listener._drain()
+            assert len(listener.held) == listener.hold_max == 20
+            assert _marked_masks(listener.fd) == {record.MASK}
+        finally:
+            seen = listener.stop()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+    assert sum(1 for p in seen.paths.values() if b"/held/" in p) == 40
+
+
+@pytest.mark.root
+def test_a_commands_events_are_read_in_one_batch_after_the_first(bed: Bed) -> None:
+    """Events are not read as each arrives (a wake-up per event cost a short start most of
+    its recording overhead) but `batch_s` after the first, all at once."""
+    from backburner.readahead import record
+
+    listener = record.Listener(record.watched_filesystems((str(bed.mnt),)),
+                               track_ancestry=False, hold=True, batch_s=2.0)
+    with listener:
+        subprocess.run(["cat", "a/one.txt"], cwd=bed.mnt, check=True, stdout=subprocess.DEVNULL)
+        time.sleep(0.3)
+        subprocess.run(["cat", "a/two.txt"], cwd=bed.mnt, check=True, stdout=subprocess.DEVNULL)
+        time.sleep(0.3)
+        assert listener.seen.paths == {}  # nothing read yet
+        wait_for(lambda: len(listener.seen.paths) == 2, what="both files read in one batch")
+    seen = listener.stop()
+    assert sorted(seen.paths.values()) == [bed.path("a/one.txt"), bed.path("a/two.txt")]

@@ -15,9 +15,13 @@ Then the page cache says which bytes of those files are resident (cachestat, the
 on a mapping), which includes what was read through mmap (shared libraries), where
 fanotify sees only the open. For a command it is asked when the command is done, on the
 first fd of each file, held until then (the less the reader does while the program runs,
-the less it slows it; a page evicted before the end by memory pressure is missed). With
-``--system``, which must not hold files open at boot, it is asked when a reader closes the
-file (FAN_CLOSE_NOWRITE, on the event's own fd) and the pack holds the union.
+the less it slows it; a page evicted before the end by memory pressure is missed), and the
+closes of held files are not asked for; its events are read in batches, half a second
+after the first of them, not as each arrives (which process read a file is known from fork
+events, whoever is still alive then). With ``--system``, which must not hold files open at
+boot, it is asked when a reader closes the file (FAN_CLOSE_NOWRITE, on the event's own fd)
+and the pack holds the union; its events are read as they come, since which process is
+backburner's own is judged then.
 
 After a cold start (``--drop-caches``, or ``--system`` at boot) the filesystem's metadata
 the start read (inode tables, directories) is taken from its block device's page cache
@@ -63,6 +67,9 @@ MASK = kernel.FAN_OPEN | kernel.FAN_OPEN_EXEC | kernel.FAN_CLOSE_NOWRITE
 MASK_SYSTEM = MASK | kernel.FAN_ACCESS
 DEFAULT_READ_AHEAD_KB = 16
 _POLL_S = 0.1
+#: A command's events are read this long after the first of them (its tree is known from
+#: fork events, not from who is alive when they are read).
+BATCH_S = 0.5
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 
@@ -267,8 +274,13 @@ class Listener:
 
     def __init__(self, watched: Sequence[Watched], *, track_ancestry: bool,
                  exclude: Callable[[int], bool] | None = None, mask: int = MASK,
-                 hold: bool = False) -> None:
+                 hold: bool = False, batch_s: float = 0.0) -> None:
         self.seen = Seen()
+        # read what follows the first event `batch_s` later, all at once: a wake-up per
+        # event (and its reading, beside the start on a small machine) was most of what
+        # recording cost a short start. Not where a process is judged when its event is
+        # read (`exclude`): it may be gone by then
+        self.batch_s = batch_s
         # hold: keep the first descriptor of each file and look at its name and resident
         # pages once, at the end, instead of at every event while the program runs (a
         # command's recording: bounded; a system recording must not keep files open)
@@ -280,6 +292,11 @@ class Listener:
         # EMFILE the kernel drops the event), so while files are held reads are small
         self.read_size = 4096 if hold else 1 << 16  # ~170 events at most per read
         self.mask = mask
+        # a held file's pages are looked at at the end: its close says nothing, and each
+        # event costs the recorded start (its CPU is the loop worker's and the disk's)
+        # until the hold is full, when closes are asked for again (`_hold_full`)
+        self.marked_mask = mask & ~kernel.FAN_CLOSE_NOWRITE if self.hold_max else mask
+        self.marks: list[tuple[str, int]] = []  # (mount point, mark flags)
         self.track_ancestry = track_ancestry
         self.exclude = exclude
         self._own = os.getpid()
@@ -304,14 +321,26 @@ class Listener:
             raise
 
     def _mark(self, mountpoint: str) -> None:
+        flags = kernel.FAN_MARK_ADD | kernel.FAN_MARK_FILESYSTEM
         try:
-            kernel.fanotify_mark(self.fd, kernel.FAN_MARK_ADD | kernel.FAN_MARK_FILESYSTEM,
-                                 self.mask, mountpoint)
+            kernel.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
         except OSError as err:
             if err.errno not in (errno.EINVAL, errno.EXDEV, errno.EOPNOTSUPP, errno.ENODEV):
                 raise UnavailableError(f"cannot watch {mountpoint}: {err.strerror}") from None
-            kernel.fanotify_mark(self.fd, kernel.FAN_MARK_ADD | kernel.FAN_MARK_MOUNT,
-                                 self.mask, mountpoint)
+            flags = kernel.FAN_MARK_ADD | kernel.FAN_MARK_MOUNT
+            kernel.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
+        self.marks.append((mountpoint, flags))
+
+    def _hold_full(self) -> None:
+        """No room to hold more files: from now on a file's pages are looked at when it
+        is closed, so the marks ask for closes too (the files already held are not
+        affected; a close missed meanwhile is made up for by the pages resident at the
+        end, which `build_pack` adds)."""
+        if self.marked_mask == self.mask:
+            return
+        self.marked_mask = self.mask
+        for mountpoint, flags in self.marks:
+            kernel.fanotify_mark(self.fd, flags, self.mask, mountpoint)
 
     def __enter__(self) -> Listener:
         # the thread keeps the signals a foreground job forwards blocked: they stay ours
@@ -376,6 +405,8 @@ class Listener:
         try:
             while not self._stop.is_set():
                 select.select(watch, [], [], _POLL_S)
+                if self.batch_s:
+                    self._stop.wait(self.batch_s)
                 self._drain()
         except BaseException as err:  # noqa: BLE001 - handed to the caller in stop()
             self.error = err
@@ -412,6 +443,7 @@ class Listener:
                     kept = True
                     seen.paths[key] = b""  # named in _settle_held
                 else:
+                    self._hold_full()
                     seen.paths[key] = os.readlink(f"/proc/self/fd/{ev.fd}".encode())
             seen.seq += 1
             seen.touches[key].setdefault(ev.pid, seen.seq)
@@ -557,7 +589,7 @@ def record_command(argv: Sequence[str], opts: RecordOptions
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
         if opts.drop_caches:
             system.drop_caches()
-        listener = Listener(watched, track_ancestry=True, hold=True)
+        listener = Listener(watched, track_ancestry=True, hold=True, batch_s=BATCH_S)
         with listener:
             outcome = spawn.run_foreground(argv)
         seen = listener.stop()
