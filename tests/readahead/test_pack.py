@@ -133,6 +133,19 @@ def test_merge_matches_a_page_set_model() -> None:
         assert all(a[0] + a[1] < b[0] for a, b in zip(merged, merged[1:], strict=False))
 
 
+def test_subtract_matches_a_byte_set_model() -> None:
+    assert P.subtract_ranges([(0, 10)], [(3, 2), (8, 5)]) == ((0, 3), (5, 3))
+    rng = random.Random(6)
+    for _ in range(300):
+        a = [(rng.randint(0, 50), rng.randint(0, 10)) for _ in range(rng.randint(0, 6))]
+        b = [(rng.randint(0, 50), rng.randint(0, 10)) for _ in range(rng.randint(0, 6))]
+        left = P.subtract_ranges(a, b)
+        want = ({x for o, n in a for x in range(o, o + n)}
+                - {x for o, n in b for x in range(o, o + n)})
+        assert {x for o, n in left for x in range(o, o + n)} == want
+        assert left == P.merge_ranges(left)
+
+
 def test_ranges_from_a_mincore_vector() -> None:
     vec = bytes([1, 1, 0, 0, 1, 0, 0x81, 1])  # only bit 0 counts
     assert P.ranges_from_pages(vec, PAGE) == ((0, 2 * PAGE), (4 * PAGE, PAGE),

@@ -98,6 +98,26 @@ def merge_ranges(ranges: Iterable[tuple[int, int]]) -> Ranges:
     return tuple((o, n) for o, n in out)
 
 
+def subtract_ranges(ranges: Iterable[tuple[int, int]], minus: Iterable[tuple[int, int]]
+                    ) -> Ranges:
+    """The bytes of `ranges` that are in none of `minus`, merged."""
+    out: list[tuple[int, int]] = []
+    cut = merge_ranges(minus)
+    for off, ln in merge_ranges(ranges):
+        pos, end = off, off + ln
+        for c_off, c_ln in cut:
+            if c_off + c_ln <= pos:
+                continue
+            if c_off >= end:
+                break
+            if c_off > pos:
+                out.append((pos, c_off - pos))
+            pos = max(pos, c_off + c_ln)
+        if pos < end:
+            out.append((pos, end - pos))
+    return tuple(out)
+
+
 def page_align(ranges: Iterable[tuple[int, int]], page: int) -> Ranges:
     """Each range widened to whole pages (what the page cache holds), then merged."""
     return merge_ranges(((off // page) * page,

@@ -25,7 +25,8 @@ backburner's own is judged then.
 
 After a cold start (``--drop-caches``, or ``--system`` at boot) the filesystem's metadata
 the start read (inode tables, directories) is taken from its block device's page cache
-as a device entry (`metadata_entry`).
+as a device entry (`metadata_entry`), less what was still cached just after the drop
+(buffers the filesystem keeps pinned, which the start did not read).
 
 While recording, the devices' read-ahead is lowered through a `system.SysfsValue`
 (journaled, put back at the end, even after ^C) so the resident pages are close to what
@@ -54,7 +55,7 @@ from .. import procfs, spawn, system
 from ..errors import BackburnerError, NotFoundError, UnavailableError, UsageError
 from ..extents import device_of
 from . import kernel, packfile
-from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges
+from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges, subtract_ranges
 from .replay import CHILD_NAME
 
 log = logging.getLogger(__name__)
@@ -508,10 +509,25 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
         os.close(fd)
 
 
-def metadata_entry(w: Watched) -> Entry | None:
+def device_cache(watched: Sequence[Watched]) -> dict[int, Ranges]:
+    """What each filesystem's block device has in its page cache now. Taken just after
+    the caches were dropped, it is what a drop cannot evict (the superblock, the journal's
+    superblock: buffers the filesystem keeps pinned), which the start did not read."""
+    out = {}
+    for w in watched:
+        e = metadata_entry(w)
+        if e is not None:
+            out[w.dev] = e.ranges
+    return out
+
+
+def metadata_entry(w: Watched, before: Ranges = ()) -> Entry | None:
     """What the filesystem read through its block device's page cache (inode tables,
-    directories, extent blocks), as a device entry; None where the device cannot be read.
-    Meaningful after a cold start: the cache then holds only what this start read."""
+    directories, extent blocks), less what was cached `before`, as a device entry; None
+    where the device cannot be read or nothing is left. Meaningful after a cold start: the
+    cache then holds only what this start read (and what the filesystem keeps pinned,
+    which `before` names: on an ext4 mounted with a journal, its superblock is one block
+    in the middle of the disk, a seek there and back for every replay)."""
     if not w.device:
         return None
     try:
@@ -524,7 +540,7 @@ def metadata_entry(w: Watched) -> Entry | None:
         if not stat.S_ISBLK(st.st_mode):
             return None
         size = os.lseek(fd, 0, os.SEEK_END)
-        ranges = kernel.cached_ranges(fd, size) or ()
+        ranges = subtract_ranges(kernel.cached_ranges(fd, size) or (), before)
         fsid = int(os.statvfs(w.mountpoint).f_fsid) & ((1 << 64) - 1)
     except OSError as err:
         log.debug("%s: %s", w.device, err)
@@ -587,8 +603,7 @@ def record_command(argv: Sequence[str], opts: RecordOptions
     t0 = time.monotonic()
     with system.Transaction("readahead-record") as tx:
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
-        if opts.drop_caches:
-            system.drop_caches()
+        pinned = _drop_caches(watched) if opts.drop_caches else {}
         listener = Listener(watched, track_ancestry=True, hold=True, batch_s=BATCH_S)
         with listener:
             outcome = spawn.run_foreground(argv)
@@ -596,7 +611,7 @@ def record_command(argv: Sequence[str], opts: RecordOptions
     tree = tree_of(outcome.pid, listener.forks.parents if listener.forks else {},
                    seen.ancestry)
     files = seen.files_of(lambda pid: pid in tree)
-    meta = _metadata(watched, {k[0] for k, _ in files}) if opts.drop_caches else []
+    meta = _metadata(watched, {k[0] for k, _ in files}, pinned) if opts.drop_caches else []
     pack, gone = build_pack(files, shlex.join(argv), opts.hash, seen.resident, meta)
     size = packfile.save(opts.output, pack)
     result = RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
@@ -615,8 +630,7 @@ def record_system(seconds: float, opts: RecordOptions,
     t0 = time.monotonic()
     with system.Transaction("readahead-record") as tx:
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
-        if opts.drop_caches:
-            system.drop_caches()
+        pinned = _drop_caches(watched) if opts.drop_caches else {}
         listener = Listener(watched, track_ancestry=False, exclude=_excluder(),
                             mask=MASK_SYSTEM)
         with listener:
@@ -624,18 +638,26 @@ def record_system(seconds: float, opts: RecordOptions,
             _wait(seconds)
         seen = listener.stop()
     files = seen.files_of(lambda _pid: True)
-    meta = _metadata(watched, {k[0] for k, _ in files})
+    meta = _metadata(watched, {k[0] for k, _ in files}, pinned)
     pack, gone = build_pack(files, f"system, {seconds:g} s", opts.hash, seen.resident, meta)
     size = packfile.save(opts.output, pack)
     return RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
                         len(seen.paths), gone, seen.overflows, False)
 
 
-def _metadata(watched: Sequence[Watched], devs: set[int]) -> list[Entry]:
-    """Device entries for the watched filesystems that files were recorded on."""
+def _drop_caches(watched: Sequence[Watched]) -> dict[int, Ranges]:
+    """Drop the page cache; what the devices still have cached (`device_cache`)."""
+    system.drop_caches()
+    return device_cache(watched)
+
+
+def _metadata(watched: Sequence[Watched], devs: set[int], pinned: dict[int, Ranges]
+              ) -> list[Entry]:
+    """Device entries for the watched filesystems that files were recorded on, without
+    what was `pinned` in their caches before the recording began."""
     out = []
     for w in watched:
-        if w.dev in devs and (e := metadata_entry(w)) is not None:
+        if w.dev in devs and (e := metadata_entry(w, pinned.get(w.dev, ()))) is not None:
             out.append(e)
     return out
 
