@@ -617,12 +617,14 @@ class ToolResult:
     stderr: str
 
 
-def run_tool(argv: Sequence[str], timeout: float = 120.0) -> ToolResult:
+def run_tool(argv: Sequence[str], timeout: float = 120.0,
+             env: Mapping[str, str] | None = None) -> ToolResult:
     """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
 
     The tool dies with us and is killed with its group when we are interrupted (^C,
     SIGTERM) while it runs: no mkfs or fio keeps going after we have given up on it.
-    Raises FileNotFoundError when the tool is not installed, like subprocess does.
+    Raises FileNotFoundError when the tool is not installed, like subprocess does. `env`
+    adds to (or overrides) our environment.
     """
     parent = os.getpid()
 
@@ -633,7 +635,8 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0) -> ToolResult:
 
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, process_group=0,
-                            preexec_fn=die_with_parent)
+                            preexec_fn=die_with_parent,
+                            env={**os.environ, **env} if env is not None else None)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

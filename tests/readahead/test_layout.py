@@ -193,7 +193,7 @@ def test_build_ext4_round_trip(tmp_path: Path, state_dir: Path) -> None:
         loop = tx.apply(system.LoopDevice(str(img), read_only=True))
         tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
         _check_metadata(src, mnt)
-        _check_hot_first(mnt)
+        _check_hot_first(mnt, img)
 
 
 def _check_metadata(src: Path, mnt: Path) -> None:
@@ -220,11 +220,22 @@ def _check_metadata(src: Path, mnt: Path) -> None:
     assert os.path.exists(os.path.join(os.fsencode(mnt), b"data/new\nline"))
 
 
-def _check_hot_first(mnt: Path) -> None:
+def _debugfs_blocks(image: Path, rel: str) -> list[int]:
+    """The blocks of a file or directory of an ext4 image, sorted, as debugfs lists them."""
+    out = subprocess.run(["debugfs", "-R", f'blocks "/{rel}"', str(image)], check=True,
+                         capture_output=True, text=True).stdout
+    return sorted(int(b) for b in out.split())
+
+
+def _check_hot_first(mnt: Path, image: Path) -> None:
     """Independently of `layout check`: each hot file's data is one run, each starting
-    where the previous one ended (to the block), and everything else comes after."""
+    where the previous one ended (to the block), and every other file comes after; the
+    directories (which a start reads to find the files) come just before it."""
     runs = [physical_runs(mnt / rel) for rel in HOT]
     assert all(len(r) == 1 for r in runs), runs
+    dirs = [os.path.relpath(d, mnt) for d, _, _ in os.walk(mnt)]
+    assert len(dirs) > 5
+    assert max(_debugfs_blocks(image, d)[-1] for d in dirs) * K < runs[0][0].physical
     for prev, nxt in zip(runs, runs[1:], strict=False):
         assert nxt[0].physical == -(-(prev[0].physical + prev[0].length) // K) * K
     hot_end = runs[-1][0].physical + runs[-1][0].length

@@ -11,12 +11,14 @@ build-ext4
     enough for the hot files (``-T default`` keeps a small first pass off the
     small-filesystem profile; the inode count is that of the final size, and the journal is
     added only after growing, so it does not land between the hot files). HOT holds the
-    hot files' directories and the hot files themselves under numbered names in one
-    staging directory: mke2fs -d adds a directory's entries in sorted order, so the data
-    lands in access order, one run. ``resize2fs`` grows it to the full size. Pass 2 mounts
-    it (loop device and mount through `system`, in a transaction), renames each hot file
-    into place (a rename moves no data), and copies the rest in with owners, modes,
-    times, xattrs, symlinks, device nodes and hard links. Then ``e2fsck -fn`` must find
+    tree's skeleton (every directory; every file an empty placeholder) and the hot files
+    themselves under numbered names in one staging directory: mke2fs -d adds a directory's
+    entries in sorted order, so the directories come first, right after the inode tables,
+    and the staging directory last (`STAGING_PREFIX`), its data in access order, one run.
+    ``resize2fs`` grows it to the full size. Pass 2 mounts it (loop device and mount
+    through `system`, in a transaction), renames each hot file into place (a rename moves
+    no data), and copies the rest in with owners, modes, times, xattrs, symlinks, device
+    nodes and hard links. Then ``e2fsck -fn`` must find
     it clean and a read-only mount must compare equal to the source, byte for byte.
 
 check
@@ -62,9 +64,12 @@ GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
 INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
 MAX_INODES_PER_GROUP = 8 * BLOCK
 _SQUASHFS_TOP = 32767
-#: The staging directory of the hot files in pass 1; where it sorts among the root's names
-#: decides whether the skeleton's directory blocks come before or after the hot data.
-STAGING_PREFIX = b".backburner-hot-"
+#: The staging directory of the hot files in pass 1. mke2fs -d fills a directory in the
+#: order of its names (byte order, under LC_ALL=C), so this one, whose first byte sorts
+#: after any name's, comes last: the skeleton's directories are written first, right after
+#: the inode tables, and the hot data follows them. A replay then reads the metadata and
+#: the files in one forward pass, not past the hot data to the directories and back.
+STAGING_PREFIX = b"\xff.backburner-hot-"
 
 
 # --- paths relative to the image root ------------------------------------------------------
@@ -318,7 +323,7 @@ def _scan(src: bytes) -> _Scan:
 
 def _tool(argv: list[str], what: str, timeout: float = 600.0) -> spawn.ToolResult:
     try:
-        res = spawn.run_tool(argv, timeout)
+        res = spawn.run_tool(argv, timeout, env={"LC_ALL": "C"})  # byte order: STAGING_PREFIX
     except FileNotFoundError:
         raise UnavailableError(f"{argv[0]} is not installed", "apt-get install e2fsprogs"
                                ) from None
