@@ -72,16 +72,6 @@ def bed(tmp_path: Path, state_dir: Path) -> Iterator[Bed]:
         yield Bed(mnt, loop, image)
 
 
-def checkpoint(bed: Bed) -> None:
-    """Remount the bed read-only and back: the journal is checkpointed, so the metadata
-    that making the tree wrote is no longer held by it and a cache drop evicts it, as on
-    an image that is served read-only."""
-    import subprocess
-
-    for how in ("remount,ro", "remount,rw"):
-        subprocess.run(["mount", "-o", how, str(bed.mnt)], check=True)
-
-
 def resident(path: bytes | str) -> list[tuple[int, int]]:
     """Resident byte ranges of a file by mmap + mincore, written here independently of
     the code under test."""

@@ -21,7 +21,7 @@ from backburner.readahead.pack import Entry, FileState, Pack
 from backburner.slowdisk import device as slowdisk
 from backburner.units import human_size
 
-from .conftest import PAGE, Bed, checkpoint, resident, write_tree
+from .conftest import PAGE, Bed, resident, write_tree
 
 pytestmark = pytest.mark.root
 FILES = ["a/one.txt", "big.bin", "b c/three\nfile", "lib/mod.py"]
@@ -31,7 +31,6 @@ def _record(bed: Bed, tmp_path: Path, name: str = "app.pack", *extra: str) -> Pa
     out = tmp_path / name
     script = ("cat a/one.txt > /dev/null; dd if=big.bin of=/dev/null bs=4096 skip=100 count=3 "
               "2>/dev/null; cat 'b c'/three* lib/mod.py > /dev/null")
-    checkpoint(bed)
     res = bb("readahead", "record", "-o", str(out), "--mount", str(bed.mnt), "--drop-caches",
              "--read-ahead-kb", "0", *extra, "--", "sh", "-c", script, cwd=bed.mnt)
     assert res.returncode == 0, res.err

@@ -85,8 +85,9 @@ def fanotify_init(flags: int, event_f_flags: int) -> int:
     return fd
 
 
-def fanotify_mark(fd: int, flags: int, mask: int, path: str) -> None:
-    if _libc.fanotify_mark(fd, flags, mask, -100, os.fsencode(path)) != 0:  # AT_FDCWD
+def fanotify_mark(fd: int, flags: int, mask: int, path: str, dirfd: int = -100) -> None:
+    """`path` relative to `dirfd` (default AT_FDCWD)."""
+    if _libc.fanotify_mark(fd, flags, mask, dirfd, os.fsencode(path)) != 0:
         raise _oserror(f"fanotify_mark {path}")
 
 

@@ -25,8 +25,9 @@ backburner's own is judged then.
 
 After a cold start (``--drop-caches``, or ``--system`` at boot) the filesystem's metadata
 the start read (inode tables, directories) is taken from its block device's page cache
-as a device entry (`metadata_entry`), less what was still cached just after the drop
-(buffers the filesystem keeps pinned, which the start did not read).
+as a device entry (`metadata_entry`); for a command, less what was still cached just
+after the drop on a settled filesystem (buffers it keeps pinned, which the start did not
+read: `_drop_caches`).
 
 While recording, the devices' read-ahead is lowered through a `system.SysfsValue`
 (journaled, put back at the end, even after ^C) so the resident pages are close to what
@@ -36,6 +37,7 @@ was really asked for.
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import resource
@@ -297,7 +299,9 @@ class Listener:
         # event costs the recorded start (its CPU is the loop worker's and the disk's)
         # until the hold is full, when closes are asked for again (`_hold_full`)
         self.marked_mask = mask & ~kernel.FAN_CLOSE_NOWRITE if self.hold_max else mask
-        self.marks: list[tuple[str, int]] = []  # (mount point, mark flags)
+        # (an O_PATH fd on the mount point, mark flags): marked again by fd, not by path,
+        # which another mount may cover meanwhile
+        self.marks: list[tuple[int, int]] = []
         self.track_ancestry = track_ancestry
         self.exclude = exclude
         self._own = os.getpid()
@@ -318,6 +322,7 @@ class Listener:
                     log.warning("no process connector (%s): children that exit before their "
                                 "events are read may be missed", err.strerror)
         except BaseException:
+            self._close_marks()
             os.close(self.fd)
             raise
 
@@ -330,7 +335,9 @@ class Listener:
                 raise UnavailableError(f"cannot watch {mountpoint}: {err.strerror}") from None
             flags = kernel.FAN_MARK_ADD | kernel.FAN_MARK_MOUNT
             kernel.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
-        self.marks.append((mountpoint, flags))
+        if self.marked_mask != self.mask:
+            self.marks.append((os.open(mountpoint, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC),
+                               flags))
 
     def _hold_full(self) -> None:
         """No room to hold more files: from now on a file's pages are looked at when it
@@ -340,8 +347,16 @@ class Listener:
         if self.marked_mask == self.mask:
             return
         self.marked_mask = self.mask
-        for mountpoint, flags in self.marks:
-            kernel.fanotify_mark(self.fd, flags, self.mask, mountpoint)
+        for dirfd, flags in self.marks:
+            try:
+                kernel.fanotify_mark(self.fd, flags, self.mask, ".", dirfd=dirfd)
+            except OSError as err:  # unmounted meanwhile: its files' pages are still
+                log.warning("cannot watch closes any more: %s", err.strerror)  # taken at the end
+        self._close_marks()
+
+    def _close_marks(self) -> None:
+        while self.marks:
+            os.close(self.marks.pop()[0])
 
     def __enter__(self) -> Listener:
         # the thread keeps the signals a foreground job forwards blocked: they stay ours
@@ -370,6 +385,7 @@ class Listener:
             try:
                 self._settle_held()
             finally:
+                self._close_marks()
                 if self.fd >= 0:
                     os.close(self.fd)
                     self.fd = -1
@@ -405,8 +421,8 @@ class Listener:
         watch = [self.fd] + ([self.forks] if self.forks else [])
         try:
             while not self._stop.is_set():
-                select.select(watch, [], [], _POLL_S)
-                if self.batch_s:
+                ready = select.select(watch, [], [], _POLL_S)[0]
+                if ready and self.batch_s:
                     self._stop.wait(self.batch_s)
                 self._drain()
         except BaseException as err:  # noqa: BLE001 - handed to the caller in stop()
@@ -630,7 +646,8 @@ def record_system(seconds: float, opts: RecordOptions,
     t0 = time.monotonic()
     with system.Transaction("readahead-record") as tx:
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
-        pinned = _drop_caches(watched) if opts.drop_caches else {}
+        if opts.drop_caches:  # what is pinned is not looked for: others read meanwhile
+            system.drop_caches()
         listener = Listener(watched, track_ancestry=False, exclude=_excluder(),
                             mask=MASK_SYSTEM)
         with listener:
@@ -638,7 +655,7 @@ def record_system(seconds: float, opts: RecordOptions,
             _wait(seconds)
         seen = listener.stop()
     files = seen.files_of(lambda _pid: True)
-    meta = _metadata(watched, {k[0] for k, _ in files}, pinned)
+    meta = _metadata(watched, {k[0] for k, _ in files}, {})
     pack, gone = build_pack(files, f"system, {seconds:g} s", opts.hash, seen.resident, meta)
     size = packfile.save(opts.output, pack)
     return RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
@@ -646,9 +663,36 @@ def record_system(seconds: float, opts: RecordOptions,
 
 
 def _drop_caches(watched: Sequence[Watched]) -> dict[int, Ranges]:
-    """Drop the page cache; what the devices still have cached (`device_cache`)."""
+    """Drop the page cache; what the devices of settled filesystems still have cached
+    (`device_cache`). Only there is what survives a drop pinned for good: on a writable
+    ext4 whose journal was not checkpointed, metadata written since is held by the journal
+    and survives the drop too, though a start may read it (and the next boot will not
+    find it cached). Elsewhere nothing is left out."""
+    settled = [w for w in watched if _settled(w.mountpoint)]
     system.drop_caches()
-    return device_cache(watched)
+    return device_cache(settled)
+
+
+_EXT4_IOC_CHECKPOINT = 0x4004662B  # _IOW('f', 43, __u32); Linux 5.13
+
+
+def _settled(mountpoint: str) -> bool:
+    """Read-only, or a writable ext4 whose journal was just checkpointed (its metadata
+    written to where it belongs and let go: like sync, nothing to put back)."""
+    try:
+        if os.statvfs(mountpoint).f_flag & os.ST_RDONLY:
+            return True
+        fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.ioctl(fd, _EXT4_IOC_CHECKPOINT, struct.pack("I", 0))
+        return True
+    except OSError as err:  # not ext4 (ENOTTY), no journal (EINVAL), an older kernel
+        log.debug("%s: no journal checkpoint (%s)", mountpoint, err.strerror)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _metadata(watched: Sequence[Watched], devs: set[int], pinned: dict[int, Ranges]
