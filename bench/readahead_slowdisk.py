@@ -33,7 +33,7 @@ background replay launched with it (target: at most 5% slower), and the record o
 the program's own wall time under ``readahead record`` vs without (target: at most 10%).
 
 Usage (root): .venv/bin/python bench/readahead_slowdisk.py [--profiles dvd,hdd-5400]
-              [--trials N] [--ssd-trials N] [--ssd-scheduler S] [--keep DIR]
+              [--trials N] [--ssd-trials N (0: none)] [--ssd-scheduler S] [--keep DIR]
 Takes 5-7 minutes (longer when other programs keep dropping the page cache: such
 measurements are retaken). Prints every figure with the command that produced it.
 """
@@ -389,7 +389,8 @@ def main() -> int:
     ap.add_argument("--profiles", default="dvd,hdd-5400")
     ap.add_argument("--trials", type=int, default=1, help="per slow cell (the model is "
                     "deterministic: one trial is representative)")
-    ap.add_argument("--ssd-trials", type=int, default=15)
+    ap.add_argument("--ssd-trials", type=int, default=15,
+                    help="trials per SSD-like cell (0: no SSD-like part)")
     ap.add_argument("--ssd-scheduler", default="none",
                     help="the SSD-like device's IO scheduler (none: an NVMe disk's default)")
     ap.add_argument("--keep", help="keep the tree and images in this new directory")
@@ -458,7 +459,8 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
             "with `backburner readahead replay PACK` (background) launched with it")
     for profile in [p for p in args.profiles.split(",") if p]:
         slow_part(out, profile, images, mnt, work, packs, paths, args.trials)
-    ssd_part(out, images, mnt, work, paths, args.ssd_trials, args.ssd_scheduler)
+    if args.ssd_trials > 0:
+        ssd_part(out, images, mnt, work, paths, args.ssd_trials, args.ssd_scheduler)
     out.add(f"\nmeasurements taken again because another program dropped the page cache "
             f"during them: {INTERFERENCE.retried}; kept although disturbed "
             f"(after {ATTEMPTS} attempts): {INTERFERENCE.tainted}")
