@@ -214,6 +214,41 @@ def test_read_only(tmp_path: Path, slowdisks: list[device.SlowDisk], profile: st
     _released(disk.workdir, disk.daemon_pid)
 
 
+@pytest.mark.parametrize(("profile", "merges"), [("dvd", True), ("hdd-5400", False)])
+def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list[device.SlowDisk],
+                                                 profile: str, merges: bool) -> None:
+    """32 contiguous 16 KiB reads queued at once, highest first, through the loop device's
+    page cache (one readahead each: the kernel sends them on one by one, unmerged). A DVD
+    drive takes one command at a time, so the host queue sorts and merges what waits: one
+    sweep in a command or two. A hard disk queues commands: each arrives as sent."""
+    image = tmp_path / "disc.img"
+    with open(image, "wb") as f:
+        f.truncate(SIZE)
+    os.chmod(image, 0o444)
+    disk = device.create(device.CreateOptions(profile, str(image), read_only=True))
+    slowdisks.append(disk)
+    time.sleep(0.5)  # udev's probe of the new device
+    piece, base = 16 * 1024, 40 * MiB
+    fd = os.open(disk.device, os.O_RDONLY)
+    try:
+        before = device.read_stats(disk.device)
+        for i in reversed(range(32)):
+            os.posix_fadvise(fd, base + i * piece, piece, os.POSIX_FADV_WILLNEED)
+        assert len(os.pread(fd, 32 * piece, base)) == 32 * piece  # waits for them all
+        after = device.read_stats(disk.device)
+    finally:
+        os.close(fd)
+    requests = after["requests"] - before["requests"]
+    assert after["bytes_read"] - before["bytes_read"] == 32 * piece
+    if merges:
+        assert requests <= 2 and after["merged"] - before["merged"] >= 30, (requests, after)
+        assert after["seeks"] - before["seeks"] <= 1
+    else:
+        assert requests == 32 and after["merged"] == 0
+    device.remove(disk.device)
+    _released(disk.workdir, disk.daemon_pid)
+
+
 def test_remove_refuses_a_mounted_slowdisk(tmp_path: Path, slowdisks: list[device.SlowDisk]
                                            ) -> None:
     disk = device.create(device.CreateOptions("flat:0", str(tmp_path / "img"), size=16 * MiB))

@@ -8,7 +8,15 @@ import random
 import pytest
 
 from backburner.errors import UsageError
-from backburner.slowdisk.model import SQRT_SEEK_MEAN_FRACTION, Disk, FlatProfile, Profile
+from backburner.slowdisk.model import (
+    EXPIRE_S,
+    MERGE_BYTES,
+    SQRT_SEEK_MEAN_FRACTION,
+    Disk,
+    FlatProfile,
+    Profile,
+    Waiting,
+)
 from backburner.slowdisk.profiles import (
     DVD,
     HDD_5400,
@@ -271,3 +279,64 @@ def test_invalid_profiles_and_requests_are_rejected() -> None:
         Disk(P, 0)
     with pytest.raises(ValueError):
         Disk(P, CAP).service(-1, KiB4, False, 0.0)
+
+
+# --- the host queue of a drive without command queueing ---------------------------------------
+
+
+def _waiting(offsets_kib: list[int], length: int = 16 * 1024, arrival: float = 0.0,
+             is_write: bool = False) -> list[Waiting]:
+    return [Waiting(o * 1024, length, is_write, arrival) for o in offsets_kib]
+
+
+def test_next_command_sweeps_up_from_where_the_last_command_ended_and_merges() -> None:
+    d = Disk(DVD, CAP)
+    d.service(1024 * 1024, 4096, False, 0.0)  # the last command ended at 1028 KiB
+    w = _waiting([2000, 1028, 1044, 1060, 500, 1100])
+    group = d.next_command(w, 0.0)
+    assert [g.offset // 1024 for g in group] == [1028, 1044, 1060]  # 1100 does not continue
+    assert d.dispatch(group, 0.0) == group[0].finish == group[-1].finish
+    assert d.counters.requests == 2 and d.counters.merged == 2
+    assert d.last_end == 1076 * 1024
+    rest = [x for x in w if x not in group]
+    assert [g.offset // 1024 for g in d.next_command(rest, 0.0)] == [1100]
+
+
+def test_next_command_wraps_to_the_lowest_when_nothing_is_ahead() -> None:
+    d = Disk(DVD, CAP)
+    d.service(32 * MiB, 4096, False, 0.0)
+    assert [g.offset // 1024 for g in d.next_command(_waiting([900, 300, 600]), 0.0)] == [300]
+
+
+def test_merges_stop_at_the_limit_and_never_mix_reads_and_writes() -> None:
+    d = Disk(DVD, CAP)
+    n = MERGE_BYTES // (16 * 1024)
+    w = _waiting([16 * i for i in range(n + 4)])
+    assert sum(g.length for g in d.next_command(w, 0.0)) == MERGE_BYTES
+    mixed = _waiting([0]) + _waiting([16], is_write=True) + _waiting([32])
+    assert [g.offset for g in d.next_command(mixed, 0.0)] == [0]
+
+
+def test_a_request_the_sweep_passed_goes_first_once_expired() -> None:
+    d = Disk(DVD, CAP)
+    d.service(10 * MiB, 4096, False, 0.0)
+    behind = Waiting(1 * MiB, 4096, False, 0.0)
+    ahead = Waiting(20 * MiB, 4096, False, 0.2)
+    assert d.next_command([behind, ahead], EXPIRE_S / 2) == [ahead]
+    assert d.next_command([behind, ahead], EXPIRE_S + 0.01) == [behind]
+
+
+def test_a_merged_command_costs_one_command_overhead() -> None:
+    """Four contiguous 16 KiB requests as one command vs one by one: three overheads less."""
+    one, four = Disk(DVD, CAP), Disk(DVD, CAP)
+    w = _waiting([0, 16, 32, 48])
+    merged = one.dispatch(one.next_command(w, 0.0), 0.0)
+    t = 0.0
+    for x in _waiting([0, 16, 32, 48]):
+        t = four.service(x.offset, x.length, False, 0.0)[1]
+    assert t - merged == pytest.approx(3 * DVD.command_overhead_s, rel=1e-2)  # rate varies
+
+
+def test_only_the_dvd_takes_one_command_at_a_time() -> None:
+    assert not DVD.command_queueing
+    assert all(p.command_queueing for p in (HDD_5400, HDD_7200, SDCARD))

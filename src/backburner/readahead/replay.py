@@ -1,8 +1,9 @@
 """Replay a pack: fetch its ranges into the page cache, in the order the device likes.
 
 Two stages: the metadata the start read (device entries: inode tables, directories) from
-the device its filesystem is mounted from now, then the files, whose check then finds
-their directories and inodes cached. Every file is checked (same filesystem, inode, size
+the device its filesystem is mounted from now, then the files, checked while that
+metadata is being read (a check waits for its inode if it has not arrived yet) and queued
+right behind it. Every file is checked (same filesystem, inode, size
 and mtime as recorded); one that is missing or changed is skipped and counted, never read
 blindly. What is left is cut to a byte budget in access order (what the start needs
 first is kept), then, per device:
@@ -28,7 +29,7 @@ import resource
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -365,39 +366,65 @@ def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
 # --- running -------------------------------------------------------------------------------
 
 
+Stage = Callable[[], list[_Open]]
+
+
+@dataclass
+class _Stage:
+    opened: list[_Open]
+    jobs: list[_Job]
+
+
 class _Worker:
-    def __init__(self, opened: list[_Open], jobs: list[_Job]) -> None:
-        self.opened = opened
-        self.jobs = jobs
+    """Runs the stages in one thread: each stage's files are checked, opened and queued
+    before the next stage is looked at, and only then is every piece waited for. So the
+    files' check (a stat of each, which needs its inode) runs while the metadata it needs
+    is being read, and their reads queue right behind it: the device never idles between
+    the two, even when the check is slow (an idle-priority child beside a busy start)."""
+
+    def __init__(self, stages: Sequence[Stage], opts: ReplayOptions) -> None:
+        self.stages = stages
+        self.opts = opts
+        self.done: list[_Stage] = []
         self.stop = threading.Event()
         self.done_bytes = 0
         self.done_metadata = 0
-        self.done_files: set[int] = set()
+        self.done_files: set[tuple[int, int]] = set()  # (stage, file)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="replay", daemon=True)
 
     def _run(self) -> None:
         try:
-            for job in self.jobs:
+            for stage in self.stages:
                 if self.stop.is_set():
                     return
-                self._job(job)
+                opened = stage()
+                self.done.append(_Stage(opened, []))
+                self.done[-1].jobs = plan(opened, self.opts)
+                for job in self.done[-1].jobs:
+                    self._queue(opened, job)
+            buf = bytearray(_READ_BUF)
+            for n, st in enumerate(self.done):
+                for job in st.jobs:
+                    self._wait(n, st.opened, job, buf)
         except BaseException as err:  # noqa: BLE001 - reported by the caller
             self.error = err
         finally:
-            for f in self.opened:
-                os.close(f.fd)
+            for st in self.done:
+                for f in st.opened:
+                    os.close(f.fd)
 
-    def _job(self, job: _Job) -> None:
+    def _queue(self, opened: list[_Open], job: _Job) -> None:
         priority.ioprio_set(threading.get_native_id(), job.io)
         for piece in job.pieces:
             for c in chunks(piece):
                 if self.stop.is_set():
                     return
-                _queue(self.opened[c.file].fd, c.logical, c.length)
-        buf = bytearray(_READ_BUF)
+                _queue(opened[c.file].fd, c.logical, c.length)
+
+    def _wait(self, n: int, opened: list[_Open], job: _Job, buf: bytearray) -> None:
         for piece in job.pieces:
-            fd = self.opened[piece.file].fd
+            fd = opened[piece.file].fd
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             for c in chunks(piece, _READ_BUF):
                 if self.stop.is_set():
@@ -405,10 +432,10 @@ class _Worker:
                 view = memoryview(buf)[:c.length]
                 got = os.preadv(fd, [view], c.logical)
                 self.done_bytes += got
-                if self.opened[piece.file].entry.device:
+                if opened[piece.file].entry.device:
                     self.done_metadata += got
                 else:
-                    self.done_files.add(piece.file)
+                    self.done_files.add((n, piece.file))
 
 
 def _queue(fd: int, offset: int, length: int) -> None:
@@ -422,7 +449,8 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     """Replay `pack` now; return within `opts.deadline_s` whatever happens.
 
     Two stages: the metadata (device entries) first, so that looking at the files, which
-    reads their directories and inodes, finds them cached; then the files."""
+    reads their directories and inodes, finds them cached or on their way; then the files
+    (`_Worker` has how the two overlap)."""
     if opts.order not in ORDERS:
         raise UsageError(f"unknown order {opts.order!r}", "use auto, physical or access")
     if not opts.deadline_s > 0:
@@ -438,45 +466,39 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     report.budget = budget
     _allow_open_files(len(pack.entries))
     opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
-    if _run(opened, opts, deadline, report):
-        rest = None if budget is None else max(0, budget - used)
-        opened, _ = _open_usable(_usable(check_files(pack), report), rest, report)
-        _run(opened, opts, deadline, report)
+    rest = None if budget is None else max(0, budget - used)
+
+    def files() -> list[_Open]:
+        return _open_usable(_usable(check_files(pack), report), rest, report)[0]
+
+    _run([lambda: opened, files], opts, deadline, report)
     report.seconds = time.monotonic() - t0
     return report
 
 
-def _run(opened: list[_Open], opts: ReplayOptions, deadline: float, report: ReplayReport
-         ) -> bool:
-    """Read `opened` in a worker thread until done or the deadline; add to the report.
-    False when the deadline stopped it."""
-    worker = _Worker(opened, [])
-    try:
-        worker.jobs = plan(opened, opts)
-    except BaseException:
-        for f in opened:
-            os.close(f.fd)
-        raise
+def _run(stages: Sequence[Stage], opts: ReplayOptions, deadline: float,
+         report: ReplayReport) -> None:
+    """Run the stages in a worker thread until done or the deadline; add to the report."""
+    worker = _Worker(stages, opts)
     worker.thread.start()
     worker.thread.join(max(0.0, deadline - time.monotonic()))
-    finished = not worker.thread.is_alive()
-    if not finished:
+    if worker.thread.is_alive():
         worker.stop.set()
         report.stopped = "deadline"
     report.bytes += worker.done_bytes
     report.metadata_bytes += worker.done_metadata
     report.files += len(worker.done_files)
-    for job in worker.jobs:
-        same = next((d for d in report.devices if d.disk == job.device.disk
-                     and d.order == job.device.order), None)
-        if same is None:
-            report.devices.append(job.device)
-        else:
-            same.files += job.device.files
-            same.bytes += job.device.bytes
+    for st in list(worker.done):
+        for job in st.jobs:
+            same = next((d for d in report.devices if d.disk == job.device.disk
+                         and d.order == job.device.order), None)
+            if same is None:
+                report.devices.append(job.device)
+            else:
+                same.files += job.device.files
+                same.bytes += job.device.bytes
     if worker.error is not None:
         raise worker.error
-    return finished
 
 
 def describe(r: ReplayReport) -> str:

@@ -13,6 +13,9 @@ How a request is timed. On entry the handler reads the monotonic clock (``arriva
 the model lock, asks :meth:`Disk.service` for the request's (start, finish) on the virtual
 clock (start = max(arrival, finish of the previous request): one actuator, arrival order) and
 releases the lock. It then does the real IO on the backing image and sleeps until ``finish``.
+For a drive that takes one command at a time (``dvd``) the handler instead waits, under the
+same lock, until the drive is free and the host queue's elevator has picked its request
+(model.py, "Host queue").
 Because the lock is held only for the arithmetic, concurrent requests (libfuse runs a thread
 per outstanding request, up to 32) are queued on the virtual clock immediately and each
 thread sleeps until its own finish time; the real IO overlaps the modelled time.
@@ -26,7 +29,8 @@ reply; the virtual clock (and so throughput under queueing) is unaffected.
 
 stats.json keys: version, pid, profile, flat, image, size_bytes, read_only,
 backing_o_direct, started_at (epoch s), uptime_s; model counters requests, reads, writes,
-bytes, bytes_read, bytes_written, seeks, sequential, cache_hits, busy_s (modelled busy time),
+bytes, bytes_read, bytes_written, seeks, sequential, cache_hits, merged (requests the host
+queue merged into the command before them), busy_s (modelled busy time),
 utilisation (busy_s / uptime_s), queue_s, modelled_latency_s (sum of finish - arrival);
 daemon measurements measured_latency_s (sum of return - entry), overhead_mean_s /
 overhead_max_s (the daemon's own time per request: return - entry - requested sleep, i.e.
@@ -88,7 +92,7 @@ from ..errors import (
     UnavailableError,
     UsageError,
 )
-from .model import Disk, FlatProfile, Profile
+from .model import Disk, FlatProfile, Profile, Waiting
 from .profiles import get_profile, profile_names
 
 IMAGE_NAME = "disk.img"
@@ -104,6 +108,11 @@ MAX_ROUNDTRIP_COMPENSATION_S = 1e-3
 MAX_WAKE_COMPENSATION_S = 1e-3
 WAKE_EWMA_WEIGHT = 0.125
 PR_SET_TIMERSLACK = 29
+#: Requests the host may queue for a drive that takes one command at a time: the loop
+#: device's queue depth (its hw_queue_depth, 128 by default).
+HOST_QUEUE_DEPTH = 128
+#: How long the host queue waits for the rest of a burst before a command to an idle drive.
+GATHER_S = 3e-3
 #: CPU priority of the daemon when it may raise it (root): -10, like other IO helpers.
 DAEMON_NICE = -10
 
@@ -249,6 +258,10 @@ class SlowDiskFS:
         self.on_ready = on_ready
         self.ready = False  # set once libfuse has mounted and called init
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting: list[Waiting] = []  # held for a drive without command queueing
+        self._done: dict[int, threading.Event] = {}  # id(waiting) -> set once dispatched
+        self._dispatcher: threading.Thread | None = None
         self._snapshots: dict[int, bytes] = {}
         self._next_fh = 1
         self._started = clock()
@@ -273,6 +286,15 @@ class SlowDiskFS:
         self._times = {k: getattr(st, k + "_ns") for k in ("st_atime", "st_mtime", "st_ctime")}
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    def init_with_config(self, conn: Any, config: Any) -> None:
+        """libfuse's init with the connection: a drive without command queueing needs to see
+        every request the host holds (its queue is modelled here), not only the 12 the
+        kernel lets a FUSE server have in flight by default."""
+        if conn is not None and not self.disk.profile.command_queueing:
+            conn.max_background = HOST_QUEUE_DEPTH
+            conn.congestion_threshold = HOST_QUEUE_DEPTH * 3 // 4
+        self.init("/")
 
     def init(self, path: str) -> None:
         self.ready = True
@@ -380,10 +402,7 @@ class SlowDiskFS:
         if offset >= self.image.size or size <= 0:
             return b""
         size = min(size, self.image.size - offset)
-        with self._lock:
-            _, finish = self.disk.service(offset, size, is_write, arrival)
-            self._inflight += 1
-            self._max_inflight = max(self._max_inflight, self._inflight)
+        finish = self._schedule(offset, size, is_write, arrival)
         ok = False
         io_s = 0.0
         slept = 0.0
@@ -419,6 +438,70 @@ class SlowDiskFS:
                 if done - finish > LATE_THRESHOLD_S:
                     self._late += 1
         return result
+
+    def _schedule(self, offset: int, size: int, is_write: bool, arrival: float) -> float:
+        """The request's finish on the virtual clock. A drive that queues commands gets it
+        at once, in the order the threads take the lock; one that takes a command at a time
+        gets it from the host queue's dispatcher thread when the drive is free, as the
+        host's elevator picks (:meth:`Disk.next_command`): in the order the kernel sorted
+        and merged, which the threads' race cannot change."""
+        with self._lock:
+            self._inflight += 1
+            self._max_inflight = max(self._max_inflight, self._inflight)
+            if self.disk.profile.command_queueing:
+                return self.disk.service(offset, size, is_write, arrival)[1]
+            me = Waiting(offset, size, is_write, arrival)
+            done = threading.Event()
+            self._waiting.append(me)
+            self._done[id(me)] = done
+            if self._dispatcher is None:
+                self._dispatcher = threading.Thread(target=self._dispatch_loop,
+                                                    name="slowdisk-host-queue", daemon=True)
+                self._dispatcher.start()
+            self._cond.notify()
+        done.wait()
+        assert me.finish is not None
+        return me.finish
+
+    def _dispatch_loop(self) -> None:
+        """The host queue: one thread picks every command (waking only the requests it
+        serves), so a pick never waits for a crowd of woken threads to take the lock."""
+        with self._cond:
+            while True:
+                if not self._waiting:
+                    self._cond.wait()
+                    continue
+                wait = self._until_dispatch(self.clock())
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                group = self.disk.next_command(self._waiting, self.clock())
+                self.disk.dispatch(group, min(w.arrival for w in self._waiting))
+                for w in group:
+                    self._waiting.remove(w)
+                    self._done.pop(id(w)).set()
+
+    def _until_dispatch(self, now: float) -> float:
+        """Seconds until the host queue's next command may be picked. The kernel issues
+        requests in its order, but the daemon's threads deliver them shuffled by up to a few
+        hundred microseconds, so a pick waits GATHER_S after the drive is free (or after the
+        first request, if it was idle) for the rest: unless a waiting request continues the
+        last command (the elevator takes it whatever comes), and never so long that a lone
+        request's reply would be late. The wait costs no modelled time: a command starts
+        when the drive is free or its first request came."""
+        free = self.disk.busy_until
+        if now < free:
+            return free - now
+        end = self.disk.last_end
+        if any(w.offset == end for w in self._waiting):
+            return 0.0
+        first = min(self._waiting, key=lambda w: w.arrival)
+        gather = GATHER_S
+        if first.arrival >= free:
+            cost = self.disk.cost_breakdown(first.offset, first.length, first.is_write,
+                                            first.arrival).service_s
+            gather = min(gather, cost - self._roundtrip_s - self._wake_s)
+        return max(free, first.arrival) + gather - now
 
     def probe_roundtrip(self, probes: int = 15, gap_s: float = 0.003) -> float | None:
         """Median time of a FUSE round trip (a stats.json read through the mount).
@@ -491,6 +574,7 @@ class SlowDiskFS:
             "seeks": c["seeks"],
             "sequential": c["sequential"],
             "cache_hits": c["cache_hits"],
+            "merged": c["merged"],
             "busy_s": c["busy_s"],
             "utilisation": c["busy_s"] / uptime if uptime > 0 else 0.0,
             "queue_s": c["queue_s"],
@@ -538,14 +622,16 @@ def _raise_priority(nice: int = DAEMON_NICE) -> None:
         pass
 
 
-def fuse_options(read_only: bool) -> dict[str, Any]:
-    """Options handed to mfusepy.FUSE (besides foreground)."""
+def fuse_options(read_only: bool, profile: Profile | None = None) -> dict[str, Any]:
+    """Options handed to mfusepy.FUSE (besides foreground): a thread per request the
+    daemon may hold (the host queue of a drive without command queueing)."""
+    host_queue = profile is not None and not profile.command_queueing
     opts: dict[str, Any] = {
         "fsname": "slowdisk",
         "subtype": "slowdisk",
         "direct_io": True,  # libfuse 3: fuse_config.direct_io -> FOPEN_DIRECT_IO on every open
         "default_permissions": True,
-        "max_threads": 32,
+        "max_threads": HOST_QUEUE_DEPTH + 8 if host_queue else 32,
         "max_idle_threads": 8,
     }
     if os.geteuid() == 0:
@@ -594,7 +680,7 @@ def _mount(fs: SlowDiskFS, mountpoint: str, read_only: bool) -> None:
                                "install the fuse3 package and mfusepy") from None
     logging.getLogger("fuse").setLevel(logging.ERROR)
     logging.getLogger("mfusepy").setLevel(logging.ERROR)
-    opts = fuse_options(read_only)
+    opts = fuse_options(read_only, fs.disk.profile)
     if (mfusepy.fuse_version_major, mfusepy.fuse_version_minor) < (3, 12):
         opts.pop("max_threads")
     _set_timer_slack()

@@ -2,7 +2,10 @@
 
 A :class:`Disk` is one actuator with a virtual clock. Requests are served one at a time in
 arrival order (FIFO, no command reordering: the IO scheduler above the loop device does the
-ordering). For each request the model computes a deterministic *expected* service time::
+ordering), except on a drive that takes one command at a time (``command_queueing=False``,
+an ATAPI DVD drive): there the host keeps the requests that wait for the drive and hands it
+the next one itself, and :meth:`Disk.next_command` says which (see "Host queue" below). For
+each command the model computes a deterministic *expected* service time::
 
     start   = max(now, busy_until)                       # queue behind earlier requests
     service = command overhead                           # firmware / controller
@@ -44,6 +47,16 @@ streams on from the head at media rate). On a rotating disk a short forward jump
 by letting the platter run past the gap (``gap / rate``) when that is cheaper than seek +
 rotational latency; this is counted as sequential ("skip").
 
+Host queue. A drive without command queueing (ATAPI: no NCQ) holds one command; the host's
+IO scheduler keeps the rest and, each time the drive is free, dispatches the request at or
+after the head with the lowest sector (one ascending sweep, then back to the lowest: C-LOOK,
+as mq-deadline's sorted dispatch does), merged with the waiting requests that continue it
+exactly, up to :data:`MERGE_BYTES` per command. A request the sweep has passed goes first
+once it has waited longer than :data:`EXPIRE_S` (mq-deadline's read expiry), so a stream of
+requests ahead of the head cannot starve it. The loop device in front of the
+daemon does not do this itself, as its queue is 128 deep: it passes everything on at once,
+and the daemon's threads would then take the requests in whatever order they win the lock.
+
 Writes. Write-back caching in the drive is NOT modelled: a write costs what a read at the
 same place costs, plus ``write_overhead_s`` (datasheets quote write seeks ~1 ms slower than
 read seeks: the head must settle more precisely), at ``write_rate_factor`` times the media
@@ -59,7 +72,14 @@ for comparison with the seek-aware profiles.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+
+#: Most bytes the host merges into one command: the loop device's request size limit here
+#: (max_sectors_kb 512 on kernel 6.x); a real drive's limit may be lower.
+MERGE_BYTES = 512 * 1024
+#: A waiting request older than this is dispatched first (mq-deadline's default read_expire).
+EXPIRE_S = 0.5
 
 #: E[sqrt(|x - y|)] for x, y independent and uniform on [0, 1]: 2 * integral (1-u) sqrt(u) du.
 SQRT_SEEK_MEAN_FRACTION = 8.0 / 15.0
@@ -86,6 +106,7 @@ class Profile:
     random_write_penalty_s: float = 0.0  # extra per non-sequential write (flash FTL)
     write_rate_factor: float = 1.0  # write media rate = factor * read media rate
     read_only_medium: bool = False  # e.g. a pressed DVD: writes are refused
+    command_queueing: bool = True  # False: one command at a time, the host sorts and merges
     source: str = ""  # where the figures come from
 
     def __post_init__(self) -> None:
@@ -189,6 +210,17 @@ class Breakdown:
 
 
 @dataclass
+class Waiting:
+    """A request the host holds while the drive is busy (``command_queueing=False``)."""
+
+    offset: int
+    length: int
+    is_write: bool
+    arrival: float
+    finish: float | None = None  # set once dispatched
+
+
+@dataclass
 class Counters:
     requests: int = 0
     reads: int = 0
@@ -198,6 +230,7 @@ class Counters:
     seeks: int = 0  # non-sequential accesses that repositioned the head
     sequential: int = 0  # sequential continuations, incl. short forward skips
     cache_hits: int = 0
+    merged: int = 0  # requests the host merged into the command before them
     busy_s: float = 0.0  # sum of service times (modelled device busy time)
     queue_s: float = 0.0  # sum of time spent queued behind other requests
     latency_s: float = 0.0  # sum of finish - arrival
@@ -224,6 +257,7 @@ class Disk:
         self.capacity = int(capacity)
         self.counters = Counters()
         self.last: Breakdown | None = None
+        self.last_end = 0  # where the last request ended (the head, as the host sees it)
         self._s = _State()
 
     # -- geometry ---------------------------------------------------------------------------
@@ -264,6 +298,7 @@ class Disk:
         b, state = self._plan(offset, length, is_write, now)
         self._s = state
         self.last = b
+        self.last_end = offset + length
         c = self.counters
         c.requests += 1
         if is_write:
@@ -282,6 +317,40 @@ class Disk:
         c.queue_s += b.queue_s
         c.latency_s += b.latency_s
         return b.start, b.finish
+
+    def next_command(self, waiting: Sequence[Waiting], now: float) -> list[Waiting]:
+        """The waiting requests the host dispatches as the drive's next command (see "Host
+        queue" above): the first, then those merged into it, in offset order."""
+        if not waiting:
+            return []
+        # the host knows where its last command ended, not how far the drive read on
+        ahead = [w for w in waiting if w.offset >= self.last_end]
+        behind = [w for w in waiting if w.offset < self.last_end]
+        oldest = min(behind, key=lambda w: w.arrival) if behind else None
+        if oldest is not None and (not ahead or now - oldest.arrival > EXPIRE_S):
+            first = oldest if ahead else min(behind, key=lambda w: (w.offset, w.arrival))
+        else:
+            first = min(ahead, key=lambda w: (w.offset, w.arrival))
+        group = [first]
+        end, total = first.offset + first.length, first.length
+        rest = sorted((w for w in waiting if w is not first and w.is_write == first.is_write),
+                      key=lambda w: (w.offset, w.arrival))
+        for w in rest:
+            if w.offset == end and total + w.length <= MERGE_BYTES:
+                group.append(w)
+                end, total = end + w.length, total + w.length
+        return group
+
+    def dispatch(self, group: Sequence[Waiting], arrival: float) -> float:
+        """Serve ``group`` (from :meth:`next_command`) as one command that arrived at
+        ``arrival``; every member gets its finish time, which is returned."""
+        first = group[0]
+        length = sum(w.length for w in group)
+        _, finish = self.service(first.offset, length, first.is_write, arrival)
+        self.counters.merged += len(group) - 1
+        for w in group:
+            w.finish = finish
+        return finish
 
     def _plan(
         self, offset: int, length: int, is_write: bool, now: float
@@ -359,10 +428,13 @@ class Disk:
 
 
 __all__ = [
+    "EXPIRE_S",
+    "MERGE_BYTES",
     "SQRT_SEEK_MEAN_FRACTION",
     "Breakdown",
     "Counters",
     "Disk",
     "FlatProfile",
     "Profile",
+    "Waiting",
 ]

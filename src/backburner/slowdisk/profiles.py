@@ -90,6 +90,7 @@ DVD = Profile(
     cache_bytes=512 * KiB,
     interface_rate=66 * MB,  # ATA/ATAPI UDMA mode 4
     read_only_medium=True,
+    command_queueing=False,  # ATAPI: one command at a time, the host sorts and merges
     source=(
         "DVD specification ECMA-267 (120 mm DVD-ROM): 1x = 11.08 Mbit/s user data, "
         "3.49 m/s scanning velocity, data zone from 24 mm to at most 58 mm radius, so a 16x "
@@ -97,7 +98,8 @@ DVD = Profile(
         "datasheets of 16x drives quote CAV reading up to 16x, random access times of about "
         "100-130 ms and 0.5-2 MB buffers; settle 30 ms / full stroke 200 ms: assumed, chosen "
         "so that the average seek (121 ms) and the 1/3-stroke access (~132 ms) fall in that "
-        "range"
+        "range; ATAPI (MMC) drives take one command at a time (no tagged/native command "
+        "queueing), so the host's IO scheduler orders and merges what waits"
     ),
 )
 
