@@ -95,6 +95,8 @@ from ..errors import (
 from .model import Disk, FlatProfile, Profile, Waiting
 from .profiles import get_profile, profile_names
 
+log = logging.getLogger(__name__)
+
 IMAGE_NAME = "disk.img"
 STATS_NAME = "stats.json"
 STATS_VERSION = 1
@@ -262,6 +264,7 @@ class SlowDiskFS:
         self._waiting: list[Waiting] = []  # held for a drive without command queueing
         self._done: dict[int, threading.Event] = {}  # id(waiting) -> set once dispatched
         self._dispatcher: threading.Thread | None = None
+        self._broken = False  # the host queue failed: arrival order from then on
         self._snapshots: dict[int, bytes] = {}
         self._next_fh = 1
         self._started = clock()
@@ -448,7 +451,7 @@ class SlowDiskFS:
         with self._lock:
             self._inflight += 1
             self._max_inflight = max(self._max_inflight, self._inflight)
-            if self.disk.profile.command_queueing:
+            if self.disk.profile.command_queueing or self._broken:
                 return self.disk.service(offset, size, is_write, arrival)[1]
             me = Waiting(offset, size, is_write, arrival)
             done = threading.Event()
@@ -465,7 +468,21 @@ class SlowDiskFS:
 
     def _dispatch_loop(self) -> None:
         """The host queue: one thread picks every command (waking only the requests it
-        serves), so a pick never waits for a crowd of woken threads to take the lock."""
+        serves), so a pick never waits for a crowd of woken threads to take the lock. Should
+        it fail, every request is served in arrival order from then on: a FUSE daemon whose
+        requests never return would hang the kernel's IO on the loop device."""
+        try:
+            self._pick_forever()
+        except BaseException:  # noqa: BLE001 - logged; the queue degrades, IO goes on
+            log.exception("slowdisk host queue failed; serving requests in arrival order")
+            with self._cond:
+                self._broken = True
+                for w in self._waiting:
+                    w.finish = self.disk.service(w.offset, w.length, w.is_write, w.arrival)[1]
+                    self._done.pop(id(w)).set()
+                self._waiting.clear()
+
+    def _pick_forever(self) -> None:
         with self._cond:
             while True:
                 if not self._waiting:

@@ -430,6 +430,8 @@ def format_stats(s: dict[str, Any]) -> str:
         f"  busy (model)    {s['busy_s']:.3f} s = {100 * s['utilisation']:.1f} % of uptime; "
         f"queued {s['queue_s']:.3f} s in all",
     ]
+    if s.get("merged"):
+        lines[1] += f"; {s['merged']} more merged into them by the host queue"
     if n:
         lines += [
             f"  latency         mean {_ms(s['modelled_latency_s'] / n)} modelled, "
