@@ -405,7 +405,7 @@ class SlowDiskFS:
         if offset >= self.image.size or size <= 0:
             return b""
         size = min(size, self.image.size - offset)
-        finish = self._schedule(offset, size, is_write, arrival)
+        finish, queued = self._schedule(offset, size, is_write, arrival)
         ok = False
         io_s = 0.0
         slept = 0.0
@@ -427,7 +427,7 @@ class SlowDiskFS:
                 overshoot = min(max(self.clock() - target, 0.0), MAX_WAKE_COMPENSATION_S)
                 self._wake_s += (overshoot - self._wake_s) * WAKE_EWMA_WEIGHT
             done = self.clock()
-            own = done - arrival - slept
+            own = done - arrival - slept - queued
             with self._lock:
                 self._inflight -= 1
                 self._measured_s += done - arrival
@@ -442,17 +442,19 @@ class SlowDiskFS:
                     self._late += 1
         return result
 
-    def _schedule(self, offset: int, size: int, is_write: bool, arrival: float) -> float:
-        """The request's finish on the virtual clock. A drive that queues commands gets it
-        at once, in the order the threads take the lock; one that takes a command at a time
-        gets it from the host queue's dispatcher thread when the drive is free, as the
-        host's elevator picks (:meth:`Disk.next_command`): in the order the kernel sorted
-        and merged, which the threads' race cannot change."""
+    def _schedule(self, offset: int, size: int, is_write: bool, arrival: float
+                  ) -> tuple[float, float]:
+        """The request's finish on the virtual clock, and how long it waited in the host
+        queue (modelled waiting, like the sleep: not the daemon's own time). A drive that
+        queues commands gets it at once, in the order the threads take the lock; one that
+        takes a command at a time gets it from the host queue's dispatcher thread when the
+        drive is free, as the host's elevator picks (:meth:`Disk.next_command`): in the
+        order the kernel sorted and merged, which the threads' race cannot change."""
         with self._lock:
             self._inflight += 1
             self._max_inflight = max(self._max_inflight, self._inflight)
             if self.disk.profile.command_queueing or self._broken:
-                return self.disk.service(offset, size, is_write, arrival)[1]
+                return self.disk.service(offset, size, is_write, arrival)[1], 0.0
             me = Waiting(offset, size, is_write, arrival)
             done = threading.Event()
             self._waiting.append(me)
@@ -462,9 +464,10 @@ class SlowDiskFS:
                                                     name="slowdisk-host-queue", daemon=True)
                 self._dispatcher.start()
             self._cond.notify()
+        t0 = self.clock()
         done.wait()
         assert me.finish is not None
-        return me.finish
+        return me.finish, self.clock() - t0
 
     def _dispatch_loop(self) -> None:
         """The host queue: one thread picks every command (waking only the requests it
