@@ -8,6 +8,7 @@ background."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -167,6 +168,41 @@ def test_order_and_priority_follow_the_device(bed: Bed, tmp_path: Path) -> None:
         for f in opened:
             os.close(f.fd)
     assert places == sorted(places) and len(places) >= 5
+
+
+def test_the_files_are_checked_and_queued_while_the_metadata_is_read(
+        bed: Bed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No idle device between the stages: the files' check (a stat each) and their reads
+    are issued before the replay waits for the metadata, which is then still in flight."""
+    pack = packfile.load(_record(bed, tmp_path))
+    calls: list[str] = []
+
+    def kind(fd: int) -> str:
+        return "meta" if stat.S_ISBLK(os.fstat(fd).st_mode) else "file"
+
+    real_queue, real_preadv, real_check = replay._queue, os.preadv, replay.check_files
+
+    def queue(fd: int, offset: int, length: int) -> None:
+        calls.append(f"queue {kind(fd)}")
+        real_queue(fd, offset, length)
+
+    def preadv(fd: int, bufs: list, offset: int) -> int:
+        calls.append(f"wait {kind(fd)}")
+        return real_preadv(fd, bufs, offset)
+
+    def check(p: Pack) -> list:
+        calls.append("check files")
+        return real_check(p)
+
+    monkeypatch.setattr(replay, "_queue", queue)
+    monkeypatch.setattr(replay.os, "preadv", preadv)
+    monkeypatch.setattr(replay, "check_files", check)
+    system.drop_caches()
+    report = replay.replay(pack)
+    assert report.files == 4 and report.metadata_bytes
+    first = {c: calls.index(c) for c in dict.fromkeys(calls)}
+    assert first["queue meta"] < first["check files"] < first["queue file"] < first["wait meta"]
+    assert first["wait meta"] < first["wait file"]
 
 
 def test_the_budget_keeps_what_was_read_first(bed: Bed, tmp_path: Path) -> None:
