@@ -34,7 +34,7 @@ the program's own wall time under ``readahead record`` vs without (target: at mo
 
 Usage (root): .venv/bin/python bench/readahead_slowdisk.py [--profiles dvd,hdd-5400]
               [--trials N] [--ssd-trials N (0: none)] [--ssd-scheduler S] [--keep DIR]
-Takes 5-7 minutes (longer when other programs keep dropping the page cache: such
+Takes about 12 minutes (longer when other programs keep dropping the page cache: such
 measurements are retaken). Prints every figure with the command that produced it.
 """
 
@@ -354,6 +354,7 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
             "| lower bound | (a)/replay | (a)/(c) | (a)/both | (c)/bound | both/bound |")
     out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     got: dict[str, dict[str, float]] = {}
+    spread: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for kind in ("ordinary", "layout"):
         with system.Transaction("bench-readahead") as tx:
             bed = slow_bed(tx, images[kind], mnt, profile)
@@ -364,8 +365,10 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
                 pairs = [replay_then(w, pack, bed) for _ in range(n)]
                 g[f"{kind}-replay"] = median([a for a, _ in pairs])
                 g[f"{kind}-then"] = median([b for _, b in pairs])
-                g[f"{kind}-with"] = median(trials(n, clean(lambda w=w, pack=pack, bed=bed:
-                                                           replay_with(w, pack, bed))))
+                withs = trials(n, clean(lambda w=w, pack=pack, bed=bed:
+                                        replay_with(w, pack, bed)))
+                g[f"{kind}-with"] = median(withs)
+                spread.setdefault(w.name, {})[kind] = ([a + b for a, b in pairs], withs)
     for name, g in got.items():
         pack_bytes = packs[f"ordinary-{name}"].bytes
         bound = pack_bytes / rate + p.full_stroke_s
@@ -382,13 +385,24 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
                 f"{fmt_factor(g['ordinary-cold'] / min(d_total, g['layout-with']))}× | "
                 f"{fmt_factor(g['layout-cold'] / bound)}× | "
                 f"{fmt_factor(min(d_total, g['layout-with']) / bound)}× |")
+    if n > 1:  # every trial of the replay cells, so the medians' spread shows
+        for name, kinds in spread.items():
+            bound = packs[f"ordinary-{name}"].bytes / rate + p.full_stroke_s
+            then, withs = kinds["layout"]
+            out.add(f"- {name}, every trial: (b) {_all(kinds['ordinary'][0])}, (b') "
+                    f"{_all(kinds['ordinary'][1])}, (d) {_all(then)}, (d') {_all(withs)}; "
+                    f"the slowest (d') is {fmt_factor(max(withs) / bound)}× the bound")
+
+
+def _all(xs: list[float]) -> str:
+    return " / ".join(fmt_s(x) for x in xs) + " s"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", default="dvd,hdd-5400")
-    ap.add_argument("--trials", type=int, default=1, help="per slow cell (the model is "
-                    "deterministic: one trial is representative)")
+    ap.add_argument("--trials", type=int, default=3, help="per slow cell (the model is "
+                    "deterministic, the machine is not: a DVD start varies by 10-30%%)")
     ap.add_argument("--ssd-trials", type=int, default=15,
                     help="trials per SSD-like cell (0: no SSD-like part)")
     ap.add_argument("--ssd-scheduler", default="none",

@@ -113,7 +113,9 @@ PR_SET_TIMERSLACK = 29
 #: Requests the host may queue for a drive that takes one command at a time: the loop
 #: device's queue depth (its hw_queue_depth, 128 by default).
 HOST_QUEUE_DEPTH = 128
-#: How long the host queue waits for the rest of a burst before a command to an idle drive.
+#: How long the host queue waits for requests still on their way before it picks a command
+#: (none continues the last one): the daemon's threads deliver a burst the kernel issued in
+#: order up to a few milliseconds apart, in another order (measured: 2.5 ms on 2 vCPUs).
 GATHER_S = 3e-3
 #: CPU priority of the daemon when it may raise it (root): -10, like other IO helpers.
 DAEMON_NICE = -10
