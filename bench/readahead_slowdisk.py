@@ -148,6 +148,30 @@ def drops() -> int:
     return 0
 
 
+DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def proactive_reclaim() -> list[str]:
+    """DAMON schemes running here that page out or reclaim memory on their own. They
+    evict page cache that has not been used for a while, whatever the pressure: what a
+    replay prefetched can go before the start uses it (seen on this VM: a start after a
+    5-second DVD replay reading pages the replay had read)."""
+    found = []
+    for kd in sorted(DAMON.glob("[0-9]*")):
+        try:
+            if (kd / "state").read_text().strip() != "on":
+                continue
+            for scheme in sorted(kd.glob("contexts/*/schemes/[0-9]*")):
+                action = (scheme / "action").read_text().strip()
+                if action in ("pageout", "reclaim"):
+                    age = (scheme / "access_pattern/age/min").read_text().strip()
+                    found.append(f"kdamond {kd.name}: {action} of regions idle for >= {age} "
+                                 "aggregation intervals")
+        except OSError:
+            continue
+    return found
+
+
 @dataclass
 class Interference:
     retried: int = 0
@@ -467,6 +491,10 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     for c in (built.before, built.after):
         if c is not None:
             out.add(f"  - `layout check`: {layout.describe_check(c)}")
+    for what in proactive_reclaim():
+        out.add(f"- note: DAMON proactive reclaim runs on this machine ({what}): it may "
+                "evict pages a replay prefetched before the start uses them, so replay "
+                "figures can vary between trials")
     out.add("- every measurement on a fresh read-only mount, after `echo 3 > "
             "/proc/sys/vm/drop_caches`; (a)/(c): the cold start; (b)/(d): "
             "`backburner readahead replay --wait PACK`, then the start; (b')/(d'): the start "
