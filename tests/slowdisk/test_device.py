@@ -219,8 +219,9 @@ def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list
                                                  profile: str, merges: bool) -> None:
     """32 contiguous 16 KiB reads queued at once, highest first, through the loop device's
     page cache (one readahead each: the kernel sends them on one by one, unmerged). A DVD
-    drive takes one command at a time, so the host queue sorts and merges what waits: one
-    sweep in a command or two. A hard disk queues commands: each arrives as sent."""
+    drive takes one command at a time, so the host queue sorts and merges what waits: a
+    command or two (a few if the daemon gets the burst late). A hard disk queues commands:
+    each arrives as sent."""
     image = tmp_path / "disc.img"
     with open(image, "wb") as f:
         f.truncate(SIZE)
@@ -240,9 +241,9 @@ def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list
         os.close(fd)
     requests = after["requests"] - before["requests"]
     assert after["bytes_read"] - before["bytes_read"] == 32 * piece
-    if merges:
-        assert requests <= 2 and after["merged"] - before["merged"] >= 30, (requests, after)
-        assert after["seeks"] - before["seeks"] <= 1
+    if merges:  # a loaded machine can deliver the burst in two or three parts
+        assert requests <= 4 and after["merged"] - before["merged"] >= 28, (requests, after)
+        assert after["seeks"] - before["seeks"] <= 3
     else:
         assert requests == 32 and after["merged"] == 0
     device.remove(disk.device)
