@@ -25,6 +25,7 @@ def test_profiles_lists_every_builtin_with_parameters_and_sources() -> None:
     for row in ("rpm", "average seek", "rotational latency", "rate, outer edge",
                 "drive cache", "random 4 KiB read (avg)", "read-only medium"):
         assert re.search(rf"^{re.escape(row)}\s", r.out, re.M), row
+    assert re.search(r"^commands queued by\s+drive\s+drive\s+host\s+drive$", r.out, re.M)
     assert "flat:MS" in r.out
     assert r.out.count("source: ") == len(BUILTIN) + 1
     assert "ECMA-267" in r.out and "dm-delay" in r.out

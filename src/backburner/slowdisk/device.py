@@ -483,6 +483,7 @@ _ROWS: list[tuple[str, Callable[[Profile], str]]] = [
     ("random-write penalty", lambda p: _ms(p.random_write_penalty_s)),
     ("write rate factor", lambda p: f"{p.write_rate_factor:g}"),
     ("read-only medium", lambda p: "yes" if p.read_only_medium else "no"),
+    ("commands queued by", lambda p: "drive" if p.command_queueing else "host"),
 ]
 
 
