@@ -163,12 +163,17 @@ def proactive_reclaim() -> list[str]:
                 continue
             for scheme in sorted(kd.glob("contexts/*/schemes/[0-9]*")):
                 action = (scheme / "action").read_text().strip()
-                if action in ("pageout", "reclaim"):
+                if action in ("pageout", "lru_deprio"):
                     age = (scheme / "access_pattern/age/min").read_text().strip()
                     found.append(f"kdamond {kd.name}: {action} of regions idle for >= {age} "
                                  "aggregation intervals")
         except OSError:
             continue
+    try:  # the DAMON_RECLAIM module runs its own kdamond, not listed above
+        if Path("/sys/module/damon_reclaim/parameters/enabled").read_text().strip() == "Y":
+            found.append("the damon_reclaim module")
+    except OSError:
+        pass
     return found
 
 

@@ -14,7 +14,7 @@ at a time, no page cache):
 Model, for the same access pattern, from `slowdisk.model.Disk`:
 - random: a replay of 20000 uniformly random 4 KiB reads, each arriving when the previous
   one finished (mean and median); "exact" is the daemon's own modelled latency of the very
-  requests fio made (stats.json: modelled_latency_s / requests), i.e. the timing error with
+  requests fio made (stats.json: modelled_latency_s / received), i.e. the timing error with
   no sampling noise;
 - sequential: a replay of the same number of 1 MiB reads from offset 0, split into the FUSE
   request size the daemon saw (concurrent pieces, as the kernel sends them), back to back.
@@ -151,9 +151,9 @@ def measure(name: str, runtime: float, tmp: str) -> Row:
     finally:
         device.remove(disk.device)
         os.unlink(path)
-    n = b["requests"] - a["requests"]
-    own = b["overhead_mean_s"] * b["requests"] - a["overhead_mean_s"] * a["requests"]
-    seq_requests = c["requests"] - b["requests"]
+    n = b["received"] - a["received"]
+    own = b["overhead_mean_s"] * b["received"] - a["overhead_mean_s"] * a["received"]
+    seq_requests = c["received"] - b["received"]
     chunk = (c["bytes_read"] - b["bytes_read"]) // max(seq_requests, 1)
     chunk = 1 << max(12, min(20, round(chunk).bit_length() - 1))  # a power of two
     return Row(

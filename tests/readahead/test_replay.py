@@ -173,7 +173,7 @@ def test_order_and_priority_follow_the_device(bed: Bed, tmp_path: Path) -> None:
 def test_the_files_are_checked_and_queued_while_the_metadata_is_read(
         bed: Bed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No idle device between the stages: the files' check (a stat each) and their reads
-    are issued before the replay waits for the metadata, which is then still in flight."""
+    are issued before the replay waits for the metadata (the order of the calls)."""
     pack = packfile.load(_record(bed, tmp_path))
     calls: list[str] = []
 
@@ -203,6 +203,41 @@ def test_the_files_are_checked_and_queued_while_the_metadata_is_read(
     first = {c: calls.index(c) for c in dict.fromkeys(calls)}
     assert first["queue meta"] < first["check files"] < first["queue file"] < first["wait meta"]
     assert first["wait meta"] < first["wait file"]
+
+
+def test_the_worker_closes_what_it_was_given_even_when_stopped_before_it_ran(
+        bed: Bed, tmp_path: Path) -> None:
+    pack = packfile.load(_record(bed, tmp_path))
+    opened = replay._open_all(pack, replay.ReplayReport(len(pack.entries)), None)
+    worker = replay._Worker(opened, [], replay.ReplayOptions())
+    worker.stop.set()  # the deadline came before the thread got going
+    worker.thread.start()
+    worker.thread.join(5)
+    for f in opened:
+        with pytest.raises(OSError):
+            os.fstat(f.fd)
+
+
+def test_the_report_is_final_when_replay_returns(bed: Bed, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deadline during the files' check: replay returns at the deadline, and the worker,
+    which goes on checking, no longer writes to the report it returned."""
+    pack = packfile.load(_record(bed, tmp_path))
+    os.unlink(bed.path(FILES[0]))  # one missing file, counted only by a complete check
+    real_check = replay.check_files
+
+    def slow_check(p: Pack) -> list:
+        time.sleep(0.6)
+        return real_check(p)
+
+    monkeypatch.setattr(replay, "check_files", slow_check)
+    t0 = time.monotonic()
+    report = replay.replay(pack, replay.ReplayOptions(deadline_s=0.2))
+    assert time.monotonic() - t0 < 0.5 and report.stopped == "deadline"
+    before = (report.missing, report.changed, report.files, report.bytes, report.stopped)
+    time.sleep(0.8)
+    assert (report.missing, report.changed, report.files, report.bytes,
+            report.stopped) == before == (0, 0, 0, report.bytes, "deadline")
 
 
 def test_the_budget_keeps_what_was_read_first(bed: Bed, tmp_path: Path) -> None:

@@ -272,7 +272,8 @@ def test_a_failing_host_queue_degrades_to_arrival_order(tmp_path: Path,
 
     monkeypatch.setattr(fs.disk, "next_command", broken)
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fs.read("/disk.img", KiB4, 0, 0)))
+    reader = threading.Thread(target=lambda: got.append(fs.read("/disk.img", KiB4, 0, 0)),
+                              daemon=True)  # a hang fails the test, not pytest's exit
     reader.start()
     reader.join(10)
     assert not reader.is_alive() and got == [MARK[:KiB4]]

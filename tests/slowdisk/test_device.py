@@ -219,9 +219,9 @@ def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list
                                                  profile: str, merges: bool) -> None:
     """32 contiguous 16 KiB reads queued at once, highest first, through the loop device's
     page cache (one readahead each: the kernel sends them on one by one, unmerged). A DVD
-    drive takes one command at a time, so the host queue sorts and merges what waits: a
-    command or two (a few if the daemon gets the burst late). A hard disk queues commands:
-    each arrives as sent."""
+    drive takes one command at a time, so the host queue sorts and merges what waits: four
+    commands of 128 KiB (a few more if the daemon gets the burst in parts). A hard disk
+    queues commands: each arrives as sent."""
     image = tmp_path / "disc.img"
     with open(image, "wb") as f:
         f.truncate(SIZE)
@@ -241,8 +241,8 @@ def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list
         os.close(fd)
     requests = after["requests"] - before["requests"]
     assert after["bytes_read"] - before["bytes_read"] == 32 * piece
-    if merges:  # a loaded machine can deliver the burst in two or three parts
-        assert requests <= 4 and after["merged"] - before["merged"] >= 28, (requests, after)
+    if merges:  # 128 KiB per command: 4, a few more if the burst comes in parts
+        assert requests <= 6 and after["merged"] - before["merged"] >= 26, (requests, after)
         assert after["seeks"] - before["seeks"] <= 3
     else:
         assert requests == 32 and after["merged"] == 0

@@ -302,10 +302,13 @@ def test_next_command_sweeps_up_from_where_the_last_command_ended_and_merges() -
     assert [g.offset // 1024 for g in d.next_command(rest, 0.0)] == [1100]
 
 
-def test_next_command_wraps_to_the_lowest_when_nothing_is_ahead() -> None:
+def test_next_command_goes_back_to_the_oldest_when_nothing_is_ahead() -> None:
+    """As mq-deadline: out of higher sectors, it starts again from the earliest expiry."""
     d = Disk(DVD, CAP)
     d.service(32 * MiB, 4096, False, 0.0)
-    assert [g.offset // 1024 for g in d.next_command(_waiting([900, 300, 600]), 0.0)] == [300]
+    w = [Waiting(900 * 1024, 4096, False, 0.2), Waiting(300 * 1024, 4096, False, 0.3),
+         Waiting(600 * 1024, 4096, False, 0.1)]
+    assert [g.offset // 1024 for g in d.next_command(w, 0.3)] == [600]
 
 
 def test_merges_stop_at_the_limit_and_never_mix_reads_and_writes() -> None:

@@ -382,10 +382,10 @@ class _Worker:
     is being read, and their reads queue right behind it: the device never idles between
     the two, even when the check is slow (an idle-priority child beside a busy start)."""
 
-    def __init__(self, stages: Sequence[Stage], opts: ReplayOptions) -> None:
-        self.stages = stages
+    def __init__(self, first: list[_Open], later: Sequence[Stage], opts: ReplayOptions) -> None:
+        self.later = later
         self.opts = opts
-        self.done: list[_Stage] = []
+        self.done: list[_Stage] = [_Stage(first, [])]  # ours to close from here on
         self.stop = threading.Event()
         self.done_bytes = 0
         self.done_metadata = 0
@@ -395,14 +395,15 @@ class _Worker:
 
     def _run(self) -> None:
         try:
-            for stage in self.stages:
+            for n, stage in enumerate([None, *self.later]):
                 if self.stop.is_set():
                     return
-                opened = stage()
-                self.done.append(_Stage(opened, []))
-                self.done[-1].jobs = plan(opened, self.opts)
-                for job in self.done[-1].jobs:
-                    self._queue(opened, job)
+                if stage is not None:
+                    self.done.append(_Stage(stage(), []))
+                st = self.done[n]
+                st.jobs = plan(st.opened, self.opts)
+                for job in st.jobs:
+                    self._queue(st.opened, job)
             buf = bytearray(_READ_BUF)
             for n, st in enumerate(self.done):
                 for job in st.jobs:
@@ -467,20 +468,32 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     _allow_open_files(len(pack.entries))
     opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
     rest = None if budget is None else max(0, budget - used)
+    files_report = ReplayReport(0)  # the worker's: merged once its check is complete
 
     def files() -> list[_Open]:
-        return _open_usable(_usable(check_files(pack), report), rest, report)[0]
+        return _open_usable(_usable(check_files(pack), files_report), rest, files_report)[0]
 
-    _run([lambda: opened, files], opts, deadline, report)
+    worker = _run(opened, [files], opts, deadline, report)
+    if len(worker.done) > 1:  # the files' check is complete (else the deadline came first)
+        for name in ("missing", "changed", "unreadable", "metadata_skipped"):
+            setattr(report, name, getattr(report, name) + getattr(files_report, name))
+        report.stopped = report.stopped or files_report.stopped
     report.seconds = time.monotonic() - t0
     return report
 
 
-def _run(stages: Sequence[Stage], opts: ReplayOptions, deadline: float,
-         report: ReplayReport) -> None:
-    """Run the stages in a worker thread until done or the deadline; add to the report."""
-    worker = _Worker(stages, opts)
-    worker.thread.start()
+def _run(first: list[_Open], later: Sequence[Stage], opts: ReplayOptions, deadline: float,
+         report: ReplayReport) -> _Worker:
+    """Run the stages in a worker thread until done or the deadline; add what was read to
+    the report. After a deadline the worker may still be checking or reading (it stops at
+    its next piece): it writes only to its own counters."""
+    worker = _Worker(first, later, opts)
+    try:
+        worker.thread.start()
+    except BaseException:
+        for f in first:
+            os.close(f.fd)
+        raise
     worker.thread.join(max(0.0, deadline - time.monotonic()))
     if worker.thread.is_alive():
         worker.stop.set()
@@ -499,6 +512,7 @@ def _run(stages: Sequence[Stage], opts: ReplayOptions, deadline: float,
                 same.bytes += job.device.bytes
     if worker.error is not None:
         raise worker.error
+    return worker
 
 
 def describe(r: ReplayReport) -> str:

@@ -13,12 +13,16 @@ How a request is timed. On entry the handler reads the monotonic clock (``arriva
 the model lock, asks :meth:`Disk.service` for the request's (start, finish) on the virtual
 clock (start = max(arrival, finish of the previous request): one actuator, arrival order) and
 releases the lock. It then does the real IO on the backing image and sleeps until ``finish``.
-For a drive that takes one command at a time (``dvd``) the handler instead waits, under the
-same lock, until the drive is free and the host queue's elevator has picked its request
-(model.py, "Host queue").
 Because the lock is held only for the arithmetic, concurrent requests (libfuse runs a thread
 per outstanding request, up to 32) are queued on the virtual clock immediately and each
 thread sleeps until its own finish time; the real IO overlaps the modelled time.
+
+For a drive that takes one command at a time (``dvd``) the handler instead adds its request
+to the host queue and waits (on an event of its own, outside the lock) until a dispatcher
+thread has picked the command that carries it, when the drive is free (model.py, "Host
+queue"; up to 128 requests, so up to 136 libfuse threads). A pick waits up to GATHER_S for
+requests still on their way; behind a busy drive that can make a short command (a cache
+hit) reply up to GATHER_S late, which ``late_requests`` and ``lateness_mean_s`` show.
 
 Compensation. A reader also pays the FUSE round trip outside the handler (request delivery,
 reply, wake-ups: ~0.1-0.3 ms in a VM) and the handler's sleeps wake up late by tens of
@@ -31,7 +35,9 @@ stats.json keys: version, pid, profile, flat, image, size_bytes, read_only,
 backing_o_direct, started_at (epoch s), uptime_s; model counters requests, reads, writes,
 bytes, bytes_read, bytes_written, seeks, sequential, cache_hits, merged (requests the host
 queue merged into the command before them), busy_s (modelled busy time),
-utilisation (busy_s / uptime_s), queue_s, modelled_latency_s (sum of finish - arrival);
+utilisation (busy_s / uptime_s), queue_s; received (requests that reached the daemon:
+``requests`` counts commands, which for ``dvd`` carry merged ones too), modelled_latency_s
+(sum of modelled finish - arrival over received requests);
 daemon measurements measured_latency_s (sum of return - entry), overhead_mean_s /
 overhead_max_s (the daemon's own time per request: return - entry - requested sleep, i.e.
 lock, model, real IO, Python and wake-up overshoot), lateness_mean_s (return - modelled
@@ -278,6 +284,8 @@ class SlowDiskFS:
         self._own_max_s = 0.0
         self._lateness_s = 0.0  # sum of (return - modelled finish)
         self._late = 0
+        self._received = 0  # requests that reached the daemon (commands may carry several)
+        self._modelled_s = 0.0  # sum of (modelled finish - arrival) per received request
         self._backing_io_s = 0.0
         self._errors = 0
         # Timing compensation: the handler aims to return ``roundtrip`` + ``wake`` before the
@@ -432,6 +440,8 @@ class SlowDiskFS:
             own = done - arrival - slept - queued
             with self._lock:
                 self._inflight -= 1
+                self._received += 1
+                self._modelled_s += finish - arrival
                 self._measured_s += done - arrival
                 if ok:
                     self._backing_io_s += io_s
@@ -461,15 +471,30 @@ class SlowDiskFS:
             done = threading.Event()
             self._waiting.append(me)
             self._done[id(me)] = done
-            if self._dispatcher is None:
-                self._dispatcher = threading.Thread(target=self._dispatch_loop,
-                                                    name="slowdisk-host-queue", daemon=True)
-                self._dispatcher.start()
+            if self._dispatcher is None and not self._start_dispatcher():
+                self._waiting.remove(me)
+                del self._done[id(me)]
+                return self.disk.service(offset, size, is_write, arrival)[1], 0.0
             self._cond.notify()
         t0 = self.clock()
         done.wait()
         assert me.finish is not None
         return me.finish, self.clock() - t0
+
+    def _start_dispatcher(self) -> bool:
+        """Start the host queue's thread (under the lock); False, and arrival order from
+        then on, if no thread can be started (a pids limit with this many FUSE threads)."""
+        thread = threading.Thread(target=self._dispatch_loop, name="slowdisk-host-queue",
+                                  daemon=True)
+        try:
+            thread.start()
+        except RuntimeError as err:
+            log.error("slowdisk host queue not started (%s); serving requests in arrival "
+                      "order", err)
+            self._broken = True
+            return False
+        self._dispatcher = thread
+        return True
 
     def _dispatch_loop(self) -> None:
         """The host queue: one thread picks every command (waking only the requests it
@@ -498,7 +523,7 @@ class SlowDiskFS:
                     self._cond.wait(wait)
                     continue
                 group = self.disk.next_command(self._waiting, self.clock())
-                self.disk.dispatch(group, min(w.arrival for w in self._waiting))
+                self.disk.dispatch(group, min(w.arrival for w in group))
                 for w in group:
                     self._waiting.remove(w)
                     self._done.pop(id(w)).set()
@@ -508,9 +533,9 @@ class SlowDiskFS:
         requests in its order, but the daemon's threads deliver them shuffled by up to a few
         hundred microseconds, so a pick waits GATHER_S after the drive is free (or after the
         first request, if it was idle) for the rest: unless a waiting request continues the
-        last command (the elevator takes it whatever comes), and never so long that a lone
-        request's reply would be late. The wait costs no modelled time: a command starts
-        when the drive is free or its first request came."""
+        last command (the elevator takes it whatever comes), and on an idle drive never so
+        long that a lone request's reply would be late. A command starts when the drive is
+        free or the first of its own requests came, whichever is later."""
         free = self.disk.busy_until
         if now < free:
             return free - now
@@ -574,6 +599,7 @@ class SlowDiskFS:
             measured, own, own_max, lateness = (
                 self._measured_s, self._own_s, self._own_max_s, self._lateness_s)
             late, backing, errors = self._late, self._backing_io_s, self._errors
+            received, modelled = self._received, self._modelled_s
         uptime = max(self.clock() - self._started, 0.0)
         n = c["requests"]
         return {
@@ -597,14 +623,15 @@ class SlowDiskFS:
             "sequential": c["sequential"],
             "cache_hits": c["cache_hits"],
             "merged": c["merged"],
+            "received": received,
             "busy_s": c["busy_s"],
             "utilisation": c["busy_s"] / uptime if uptime > 0 else 0.0,
             "queue_s": c["queue_s"],
-            "modelled_latency_s": c["latency_s"],
+            "modelled_latency_s": modelled,
             "measured_latency_s": measured,
-            "overhead_mean_s": own / n if n else 0.0,
+            "overhead_mean_s": own / received if received else 0.0,
             "overhead_max_s": own_max,
-            "lateness_mean_s": lateness / n if n else 0.0,
+            "lateness_mean_s": lateness / received if received else 0.0,
             "late_requests": late,
             "roundtrip_compensation_s": self._roundtrip_s,
             "wake_compensation_s": self._wake_s,

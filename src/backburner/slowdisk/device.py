@@ -432,10 +432,11 @@ def format_stats(s: dict[str, Any]) -> str:
     ]
     if s.get("merged"):
         lines[1] += f"; {s['merged']} more merged into them by the host queue"
-    if n:
+    received = s.get("received", n)
+    if received:
         lines += [
-            f"  latency         mean {_ms(s['modelled_latency_s'] / n)} modelled, "
-            f"{_ms(s['measured_latency_s'] / n)} measured in the daemon",
+            f"  latency         mean {_ms(s['modelled_latency_s'] / received)} modelled, "
+            f"{_ms(s['measured_latency_s'] / received)} measured in the daemon, per request",
             f"  overhead        mean {_ms(s['overhead_mean_s'])}, max "
             f"{_ms(s['overhead_max_s'])} per request (the simulator's own time); "
             f"{s['late_requests']} late by > 1 ms",

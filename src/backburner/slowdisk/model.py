@@ -49,13 +49,16 @@ rotational latency; this is counted as sequential ("skip").
 
 Host queue. A drive without command queueing (ATAPI: no NCQ) holds one command; the host's
 IO scheduler keeps the rest and, each time the drive is free, dispatches the request at or
-after the head with the lowest sector (one ascending sweep, then back to the lowest: C-LOOK,
-as mq-deadline's sorted dispatch does), merged with the waiting requests that continue it
-exactly, up to :data:`MERGE_BYTES` per command. A request the sweep has passed goes first
-once it has waited longer than :data:`EXPIRE_S` (mq-deadline's read expiry), so a stream of
-requests ahead of the head cannot starve it. The loop device in front of the
-daemon does not do this itself, as its queue is 128 deep: it passes everything on at once,
-and the daemon's threads would then take the requests in whatever order they win the lock.
+after the end of its last command with the lowest sector (an ascending sweep, as
+mq-deadline's sorted dispatch does; when none is left ahead, the oldest waiting request,
+as mq-deadline starts again from the earliest expiry), merged with the waiting requests
+that continue it exactly, up to :data:`MERGE_BYTES` per command. A request the sweep has
+passed goes first once it has waited longer than :data:`EXPIRE_S` (mq-deadline's read
+expiry; only a passed-over one, since the daemon sees arrival times shuffled by its
+threads), so a stream of requests ahead of the head cannot starve it. The loop device in
+front of the daemon does not do this itself, as its queue is 128 deep: it passes
+everything on at once, and the daemon's threads would then take the requests in whatever
+order they win the lock.
 
 Writes. Write-back caching in the drive is NOT modelled: a write costs what a read at the
 same place costs, plus ``write_overhead_s`` (datasheets quote write seeks ~1 ms slower than
@@ -75,9 +78,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
-#: Most bytes the host merges into one command: the loop device's request size limit here
-#: (max_sectors_kb 512 on kernel 6.x); a real drive's limit may be lower.
-MERGE_BYTES = 512 * 1024
+#: Most bytes the host merges into one command: libata's transfer limit for an ATAPI
+#: device (ATA_MAX_SECTORS, 256 sectors). A larger request is not split: a drive streams a
+#: long sequential read at media rate, its cache reading on through the command turnaround.
+MERGE_BYTES = 128 * 1024
 #: A waiting request older than this is dispatched first (mq-deadline's default read_expire).
 EXPIRE_S = 0.5
 
@@ -326,9 +330,9 @@ class Disk:
         # the host knows where its last command ended, not how far the drive read on
         ahead = [w for w in waiting if w.offset >= self.last_end]
         behind = [w for w in waiting if w.offset < self.last_end]
-        oldest = min(behind, key=lambda w: w.arrival) if behind else None
+        oldest = min(behind, key=lambda w: (w.arrival, w.offset)) if behind else None
         if oldest is not None and (not ahead or now - oldest.arrival > EXPIRE_S):
-            first = oldest if ahead else min(behind, key=lambda w: (w.offset, w.arrival))
+            first = oldest
         else:
             first = min(ahead, key=lambda w: (w.offset, w.arrival))
         group = [first]
