@@ -209,7 +209,7 @@ def test_the_worker_closes_what_it_was_given_even_when_stopped_before_it_ran(
         bed: Bed, tmp_path: Path) -> None:
     pack = packfile.load(_record(bed, tmp_path))
     opened = replay._open_all(pack, replay.ReplayReport(len(pack.entries)), None)
-    worker = replay._Worker(opened, [], replay.ReplayOptions())
+    worker = replay._Worker(opened, list, replay.ReplayOptions())
     worker.stop.set()  # the deadline came before the thread got going
     worker.thread.start()
     worker.thread.join(5)

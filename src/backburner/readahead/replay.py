@@ -366,9 +366,6 @@ def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
 # --- running -------------------------------------------------------------------------------
 
 
-Stage = Callable[[], list[_Open]]
-
-
 @dataclass
 class _Stage:
     opened: list[_Open]
@@ -376,16 +373,17 @@ class _Stage:
 
 
 class _Worker:
-    """Runs the stages in one thread: each stage's files are checked, opened and queued
-    before the next stage is looked at, and only then is every piece waited for. So the
-    files' check (a stat of each, which needs its inode) runs while the metadata it needs
-    is being read, and their reads queue right behind it: the device never idles between
-    the two, even when the check is slow (an idle-priority child beside a busy start)."""
+    """Runs both stages in one thread: the metadata's reads are queued, then the files are
+    checked, opened and queued, and only then is every piece waited for. So the files'
+    check (a stat of each, which needs its inode) runs while the metadata it needs is being
+    read, and their reads queue right behind it: the device never idles between the two,
+    even when the check is slow (an idle-priority child beside a busy start)."""
 
-    def __init__(self, first: list[_Open], later: Sequence[Stage], opts: ReplayOptions) -> None:
-        self.later = later
+    def __init__(self, meta: list[_Open], files: Callable[[], list[_Open]],
+                 opts: ReplayOptions) -> None:
+        self.files = files
         self.opts = opts
-        self.done: list[_Stage] = [_Stage(first, [])]  # ours to close from here on
+        self.done: list[_Stage] = [_Stage(meta, [])]  # ours to close from here on
         self.stop = threading.Event()
         self.done_bytes = 0
         self.done_metadata = 0
@@ -395,15 +393,11 @@ class _Worker:
 
     def _run(self) -> None:
         try:
-            for n, stage in enumerate([None, *self.later]):
-                if self.stop.is_set():
-                    return
-                if stage is not None:
-                    self.done.append(_Stage(stage(), []))
-                st = self.done[n]
-                st.jobs = plan(st.opened, self.opts)
-                for job in st.jobs:
-                    self._queue(st.opened, job)
+            self._start(self.done[0])
+            if self.stop.is_set():
+                return
+            self.done.append(_Stage(self.files(), []))
+            self._start(self.done[1])
             buf = bytearray(_READ_BUF)
             for n, st in enumerate(self.done):
                 for job in st.jobs:
@@ -414,6 +408,11 @@ class _Worker:
             for st in self.done:
                 for f in st.opened:
                     os.close(f.fd)
+
+    def _start(self, st: _Stage) -> None:
+        st.jobs = plan(st.opened, self.opts)
+        for job in st.jobs:
+            self._queue(st.opened, job)
 
     def _queue(self, opened: list[_Open], job: _Job) -> None:
         priority.ioprio_set(threading.get_native_id(), job.io)
@@ -473,7 +472,7 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     def files() -> list[_Open]:
         return _open_usable(_usable(check_files(pack), files_report), rest, files_report)[0]
 
-    worker = _run(opened, [files], opts, deadline, report)
+    worker = _run(opened, files, opts, deadline, report)
     if len(worker.done) > 1:  # the files' check is complete (else the deadline came first)
         for name in ("missing", "changed", "unreadable", "metadata_skipped"):
             setattr(report, name, getattr(report, name) + getattr(files_report, name))
@@ -482,16 +481,16 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     return report
 
 
-def _run(first: list[_Open], later: Sequence[Stage], opts: ReplayOptions, deadline: float,
-         report: ReplayReport) -> _Worker:
-    """Run the stages in a worker thread until done or the deadline; add what was read to
+def _run(meta: list[_Open], files: Callable[[], list[_Open]], opts: ReplayOptions,
+         deadline: float, report: ReplayReport) -> _Worker:
+    """Run both stages in a worker thread until done or the deadline; add what was read to
     the report. After a deadline the worker may still be checking or reading (it stops at
     its next piece): it writes only to its own counters."""
-    worker = _Worker(first, later, opts)
+    worker = _Worker(meta, files, opts)
     try:
         worker.thread.start()
     except BaseException:
-        for f in first:
+        for f in meta:
             os.close(f.fd)
         raise
     worker.thread.join(max(0.0, deadline - time.monotonic()))
