@@ -217,11 +217,12 @@ def test_read_only(tmp_path: Path, slowdisks: list[device.SlowDisk], profile: st
 @pytest.mark.parametrize(("profile", "merges"), [("dvd", True), ("hdd-5400", False)])
 def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list[device.SlowDisk],
                                                  profile: str, merges: bool) -> None:
-    """32 contiguous 16 KiB reads queued at once, highest first, through the loop device's
-    page cache (one readahead each: the kernel sends them on one by one, unmerged). A DVD
-    drive takes one command at a time, so the host queue sorts and merges what waits: four
-    commands of 128 KiB (a few more if the daemon gets the burst in parts). A hard disk
-    queues commands: each arrives as sent."""
+    """32 contiguous 16 KiB reads queued at once through the loop device's page cache (one
+    readahead each: the kernel sends them on one by one, unmerged): the lowest, then the rest
+    from the highest down. A DVD drive takes one command at a time, so the host queue sorts
+    and merges what waits behind the first: an ascending sweep of 128 KiB commands, one seek,
+    however the daemon's threads (slow under CPU load) deliver the burst. A hard disk queues
+    commands: each arrives as sent."""
     image = tmp_path / "disc.img"
     with open(image, "wb") as f:
         f.truncate(SIZE)
@@ -233,7 +234,7 @@ def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list
     fd = os.open(disk.device, os.O_RDONLY)
     try:
         before = device.read_stats(disk.device)
-        for i in reversed(range(32)):
+        for i in [0, *reversed(range(1, 32))]:
             os.posix_fadvise(fd, base + i * piece, piece, os.POSIX_FADV_WILLNEED)
         assert len(os.pread(fd, 32 * piece, base)) == 32 * piece  # waits for them all
         after = device.read_stats(disk.device)
@@ -241,9 +242,9 @@ def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list
         os.close(fd)
     requests = after["requests"] - before["requests"]
     assert after["bytes_read"] - before["bytes_read"] == 32 * piece
-    if merges:  # 128 KiB per command: 4, a few more if the burst comes in parts
+    if merges:  # 128 KiB per command: 4, or 5 if the first went alone
         assert requests <= 6 and after["merged"] - before["merged"] >= 26, (requests, after)
-        assert after["seeks"] - before["seeks"] <= 3
+        assert after["seeks"] - before["seeks"] <= 1, after
     else:
         assert requests == 32 and after["merged"] == 0
     device.remove(disk.device)

@@ -320,6 +320,26 @@ def test_merges_stop_at_the_limit_and_never_mix_reads_and_writes() -> None:
     assert [g.offset for g in d.next_command(mixed, 0.0)] == [0]
 
 
+def test_a_burst_issued_downwards_merges_in_front_of_the_oldest() -> None:
+    """Nothing ahead of the head: the oldest (the highest of a downward burst) goes first,
+    with the requests below it that end where it starts, as the elevator's front merges."""
+    d = Disk(DVD, CAP)
+    d.service(10 * MiB, 16 * 1024, False, 0.0)
+    n = MERGE_BYTES // (16 * 1024)
+    w = [Waiting(10 * MiB - (i + 1) * 16 * 1024, 16 * 1024, False, i * 1e-4)
+         for i in range(n + 3)]
+    group = d.next_command(w, 0.01)
+    assert [g.offset for g in group] == sorted(x.offset for x in w[:n])
+    assert sum(g.length for g in group) == MERGE_BYTES
+
+
+def test_a_command_picked_ahead_takes_no_request_behind_the_head() -> None:
+    d = Disk(DVD, CAP)
+    d.service(1024 * 1024, 16 * 1024, False, 0.0)  # ended at 1040 KiB
+    w = _waiting([1024, 1040, 1056])
+    assert [g.offset // 1024 for g in d.next_command(w, 0.0)] == [1040, 1056]
+
+
 def test_a_request_the_sweep_passed_goes_first_once_expired() -> None:
     d = Disk(DVD, CAP)
     d.service(10 * MiB, 4096, False, 0.0)

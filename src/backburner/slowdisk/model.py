@@ -52,7 +52,9 @@ IO scheduler keeps the rest and, each time the drive is free, dispatches the req
 after the end of its last command with the lowest sector (an ascending sweep, as
 mq-deadline's sorted dispatch does; when none is left ahead, the oldest waiting request,
 as mq-deadline starts again from the earliest expiry), merged with the waiting requests
-that continue it exactly, up to :data:`MERGE_BYTES` per command. A request the sweep has
+contiguous with it, up to :data:`MERGE_BYTES` per command: first those that continue it,
+then those that end where it starts (the elevator's back and front merges; a request picked
+ahead of the head is not merged with one behind it). A request the sweep has
 passed goes first once it has waited longer than :data:`EXPIRE_S` (mq-deadline's read
 expiry; only a passed-over one, since the daemon sees arrival times shuffled by its
 threads), so a stream of requests ahead of the head cannot starve it. The loop device in
@@ -335,15 +337,10 @@ class Disk:
             first = oldest
         else:
             first = min(ahead, key=lambda w: (w.offset, w.arrival))
-        group = [first]
-        end, total = first.offset + first.length, first.length
-        rest = sorted((w for w in waiting if w is not first and w.is_write == first.is_write),
-                      key=lambda w: (w.offset, w.arrival))
-        for w in rest:
-            if w.offset == end and total + w.length <= MERGE_BYTES:
-                group.append(w)
-                end, total = end + w.length, total + w.length
-        return group
+        # behind the head only if the pick itself came from behind: a command the host
+        # takes as "ahead" starts ahead
+        floor = 0 if first.offset < self.last_end else self.last_end
+        return _merged(first, [w for w in waiting if w is not first], floor)
 
     def dispatch(self, group: Sequence[Waiting], arrival: float) -> float:
         """Serve ``group`` (from :meth:`next_command`) as one command that arrived at
@@ -430,6 +427,28 @@ class Disk:
             new.ra_since = finish
         return b, new
 
+
+
+def _merged(first: Waiting, others: Sequence[Waiting], floor: int) -> list[Waiting]:
+    """``first`` and the waiting requests contiguous with it, in offset order, up to
+    MERGE_BYTES: those that continue it, then those that end where it starts (the
+    elevator's back and front merges; a burst issued downwards merges as well as one issued
+    upwards), none starting below ``floor``."""
+    same = [w for w in others if w.is_write == first.is_write]
+    by_start = {w.offset: w for w in sorted(same, key=lambda w: w.arrival, reverse=True)}
+    by_end = {w.offset + w.length: w for w in sorted(same, key=lambda w: w.arrival,
+                                                     reverse=True)}
+    after, before, total = [], [], first.length
+    end = first.offset + first.length
+    while (w := by_start.get(end)) is not None and w.length and total + w.length <= MERGE_BYTES:
+        after.append(w)
+        end, total = end + w.length, total + w.length
+    start = first.offset
+    while ((w := by_end.get(start)) is not None and w.length and w.offset >= floor
+           and total + w.length <= MERGE_BYTES):
+        before.append(w)
+        start, total = w.offset, total + w.length
+    return before[::-1] + [first] + after
 
 __all__ = [
     "EXPIRE_S",
