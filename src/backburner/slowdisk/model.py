@@ -433,22 +433,29 @@ def _merged(first: Waiting, others: Sequence[Waiting], floor: int) -> list[Waiti
     """``first`` and the waiting requests contiguous with it, in offset order, up to
     MERGE_BYTES: those that continue it, then those that end where it starts (the
     elevator's back and front merges; a burst issued downwards merges as well as one issued
-    upwards), none starting below ``floor``."""
-    same = [w for w in others if w.is_write == first.is_write]
-    by_start = {w.offset: w for w in sorted(same, key=lambda w: w.arrival, reverse=True)}
-    by_end = {w.offset + w.length: w for w in sorted(same, key=lambda w: w.arrival,
-                                                     reverse=True)}
-    after, before, total = [], [], first.length
-    end = first.offset + first.length
-    while (w := by_start.get(end)) is not None and w.length and total + w.length <= MERGE_BYTES:
+    upwards), none starting below ``floor``. Of several at one place, the oldest that fits."""
+    by_start: dict[int, list[Waiting]] = {}
+    by_end: dict[int, list[Waiting]] = {}
+    for w in sorted(others, key=lambda w: w.arrival):
+        if w.is_write == first.is_write and w.length > 0:
+            by_start.setdefault(w.offset, []).append(w)
+            by_end.setdefault(w.offset + w.length, []).append(w)
+    after: list[Waiting] = []
+    before: list[Waiting] = []
+    total, end, start = first.length, first.offset + first.length, first.offset
+    while (w := _fitting(by_start.get(end, []), total, floor)) is not None:
         after.append(w)
         end, total = end + w.length, total + w.length
-    start = first.offset
-    while ((w := by_end.get(start)) is not None and w.length and w.offset >= floor
-           and total + w.length <= MERGE_BYTES):
+    while (w := _fitting(by_end.get(start, []), total, floor)) is not None:
         before.append(w)
         start, total = w.offset, total + w.length
-    return before[::-1] + [first] + after
+    return [*reversed(before), first, *after]
+
+
+def _fitting(candidates: list[Waiting], total: int, floor: int) -> Waiting | None:
+    return next((w for w in candidates if w.offset >= floor and total + w.length <= MERGE_BYTES),
+                None)
+
 
 __all__ = [
     "EXPIRE_S",
