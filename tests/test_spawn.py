@@ -114,6 +114,38 @@ def test_stop_is_sigterm_for_a_polite_job() -> None:
     assert time.monotonic() - start < 5
 
 
+SIGNAL_AFTER_REAP = r'''
+import os, signal, sys
+from backburner import interrupts, spawn
+interrupts.install()
+child = spawn.launch(["sh", "-c", "exit 7"])
+os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped
+real = os.wait4
+
+def wait4(pid, flags):  # the signal lands just after the kernel handed over the status
+    got = real(pid, flags)
+    os.kill(os.getpid(), int(sys.argv[1]))
+    return got
+
+os.wait4 = wait4
+try:
+    child.poll() if sys.argv[2] == "poll" else child.wait()
+    print("not interrupted")
+except (KeyboardInterrupt, interrupts.Terminated) as why:
+    print(type(why).__name__, child.outcome and child.outcome.exit_code, child.stop().exit_code)
+'''
+
+
+@pytest.mark.parametrize(("sig", "how"), [(signal.SIGINT, "poll"), (signal.SIGTERM, "wait")])
+def test_a_signal_right_after_the_reap_keeps_the_outcome(sig: int, how: str) -> None:
+    """The interrupt is raised, but the status wait4 returned is kept, so the stop that
+    unwinding does finds the child ended with 7 instead of failing on a child already gone."""
+    res = subprocess.run([PY, "-c", SIGNAL_AFTER_REAP, str(int(sig)), how], capture_output=True,
+                         text=True, timeout=TIMEOUT)
+    raised = "KeyboardInterrupt" if sig == signal.SIGINT else "Terminated"
+    assert res.stdout == f"{raised} 7 7\n", res.stderr
+
+
 def test_launch_command_not_found() -> None:
     with pytest.raises(CommandNotFound) as info:
         spawn.launch(["no-such-command-bb-test"])

@@ -157,10 +157,26 @@ class Child:
             _LIVE[self.pid] = self
 
     def _reap(self, flags: int) -> Outcome | None:
+        """Reap the child (``flags``: 0 to wait, WNOHANG not to). A signal that interrupts a
+        wait finds the child unreaped; one that lands once wait4 has returned is raised only
+        after the outcome is kept: between the two, a ^C used to lose the status, and the
+        stop that followed it failed on a child already gone (found by the fault injection)."""
         if self.outcome is not None:
             return self.outcome
+        if not flags & os.WNOHANG:
+            self._until_ended()
+        with interrupts.deferred():
+            return self._collect()
+
+    def _until_ended(self) -> None:
         try:
-            pid, status, ru = os.wait4(self.pid, flags)
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            pass  # _collect says so
+
+    def _collect(self) -> Outcome | None:
+        try:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
         except ChildProcessError:
             raise SystemStateError(f"process {self.pid} was reaped by someone else") from None
         if pid == 0:
