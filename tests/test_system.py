@@ -397,6 +397,36 @@ def test_a_mount_in_another_namespace_is_named_as_the_holder(
     assert system.loops_backed_by(str(image)) == []
 
 
+def test_a_process_in_a_lazily_unmounted_filesystem_is_named_as_the_holder(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process whose working directory is on the filesystem makes the unmount lazy, and
+    the detached filesystem then keeps the loop device, though nobody has the device open:
+    the error names that process rather than "something"."""
+    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+    image, mnt = tmp_path / "cwd.img", tmp_path / "mnt"
+    image.write_bytes(b"\0" * (16 << 20))
+    mnt.mkdir()
+    child = None
+    try:
+        with pytest.raises(SystemStateError, match="still attached") as err, \
+                system.Transaction("test-cwd") as tx:
+            dev = tx.apply(system.LoopDevice(str(image)))
+            subprocess.run(["mkfs.ext4", "-q", dev], check=True)
+            tx.apply(system.Mount(dev, str(mnt), "ext4", "nosuid,nodev"))
+            child = subprocess.Popen(["sh", "-c", "echo up && exec sleep 60"], cwd=mnt,
+                                     stdout=subprocess.PIPE)
+            assert child.stdout is not None and child.stdout.readline() == b"up\n"
+        assert f"PID {child.pid} (sleep" in str(err.value), err.value
+        assert "working directory on a filesystem on it" in str(err.value), err.value
+    finally:
+        if child is not None:
+            child.kill()
+            child.wait()
+    journal = next(system.journal_dir().glob("test-cwd-*"))
+    system.undo_journal(system.Journal(journal))
+    assert system.loops_backed_by(str(image)) == []
+
+
 def test_a_detach_waits_on_while_the_device_still_does_io(
         state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A lazily unmounted filesystem writing back through the device is progress, not a

@@ -226,10 +226,12 @@ def mounts(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
 
 def users_of_device(node: str) -> list[str]:
     """Who keeps a block device open, in words, for an error that must say more than
-    "busy": processes holding it open, mount namespaces other than ours in which a
-    filesystem on it is still mounted (a process that unshared its mounts keeps a copy),
-    a mount here, and kernel holders (/sys/block/X/holders). Processes in uninterruptible
-    sleep (D) are marked: they cannot die before their IO completes."""
+    "busy": processes holding it open, processes using a file or directory of a filesystem
+    on it (which keeps a lazily unmounted one, and so the device, alive), mount namespaces
+    other than ours in which a filesystem on it is still mounted (a process that unshared
+    its mounts keeps a copy), a mount here, and kernel holders (/sys/block/X/holders).
+    Processes in uninterruptible sleep (D) are marked: they cannot die before their IO
+    completes."""
     try:
         rdev = os.stat(node).st_rdev
     except OSError:
@@ -240,6 +242,8 @@ def users_of_device(node: str) -> list[str]:
     for pid in pids():
         if node in _fd_targets(pid):
             found.append(f"PID {pid} ({_comm_state(pid)}) has it open")
+        elif (use := _use_of_filesystem(pid, rdev)) is not None:
+            found.append(f"PID {pid} ({_comm_state(pid)}) {use}")
         ns = _ns(pid)
         if ns is None or ns == ours or ns in seen_ns:
             continue
@@ -255,6 +259,34 @@ def users_of_device(node: str) -> list[str]:
     except OSError:
         pass
     return found
+
+
+def _use_of_filesystem(pid: int, rdev: int) -> str | None:
+    """How a process uses a filesystem on device ``rdev``, if it does: its root, working
+    directory or an open file there."""
+    for link, what in (("root", "has its root"), ("cwd", "has its working directory")):
+        if _st_dev(f"/proc/{pid}/{link}") == rdev:
+            return f"{what} on a filesystem on it"
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    for fd in fds:
+        path = f"/proc/{pid}/fd/{fd}"
+        if _st_dev(path) == rdev:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            return f"has {target} open on a filesystem on it"
+    return None
+
+
+def _st_dev(path: str) -> int | None:
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
 
 
 def _fd_targets(pid: int) -> set[str]:
