@@ -365,7 +365,8 @@ _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: no dlopen between fork
 
 
 def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
-                 errpipe: int, die_with: int | None, chroot: str | None) -> Callable[[], None]:
+                 errpipe: int, die_with: int | None, chroot: str | None,
+                 death_signal: int = signal.SIGTERM) -> Callable[[], None]:
     """Build the pre-exec hook. Errors go through `errpipe` so the parent can name them."""
 
     def setup() -> None:
@@ -374,10 +375,10 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             if die_with is not None:
                 # SIGTERM when we die, even by SIGKILL (a load's own clean-up then runs)
-                if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+                if _libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0:
                     raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
                 if os.getppid() != die_with:  # we died before prctl took effect
-                    os.kill(os.getpid(), signal.SIGTERM)
+                    os.kill(os.getpid(), death_signal)
             for procs in cgroup_procs:
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
@@ -406,15 +407,17 @@ def launch(
     new_group: bool = False,
     pass_fds: Sequence[int] = (),
     die_with_parent: bool = False,
+    death_signal: int = signal.SIGTERM,
     chroot: str | None = None,
     detached: bool = False,
 ) -> Child:
     """Start argv with `policy` applied before exec. stdio is inherited unless given.
 
-    ``die_with_parent``: the child gets SIGTERM when we die (even by SIGKILL), for helpers
-    that must never outlive the command that started them. ``chroot``: run it inside that
-    root (a testbed). ``detached``: a daemon that is handed over and may outlive us; all
-    other children are stopped, with their trees, by `stop_all`.
+    ``die_with_parent``: the child gets ``death_signal`` (SIGTERM) when we die (even by
+    SIGKILL), for helpers that must never outlive the command that started them.
+    ``chroot``: run it inside that root (a testbed). ``detached``: a daemon that is handed
+    over and may outlive us; all other children are stopped, with their trees, by
+    `stop_all`.
 
     Raises CommandNotFound (127) / CommandNotExecutable (126) with a one-line message.
     """
@@ -426,7 +429,8 @@ def launch(
     needs_hook = (policy is not None or bool(cgroup_procs) or die_with_parent
                   or chroot is not None or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
     die_with = os.getpid() if die_with_parent else None
-    hook = _child_setup(policy, cgroup_procs, wfd, die_with, chroot) if needs_hook else None
+    hook = (_child_setup(policy, cgroup_procs, wfd, die_with, chroot, death_signal)
+            if needs_hook else None)
     with interrupts.deferred():  # a signal after fork must find the child registered
         return _start(argv, hook, rfd, wfd, stdin=stdin, stdout=stdout, stderr=stderr,
                       env=env, cwd=cwd, pass_fds=pass_fds, new_group=new_group,

@@ -274,3 +274,41 @@ def test_discovery_sees_every_thread_and_leaves_no_ready_file(tmp_path: Path) ->
     assert {str(n) for n in names} <= set(files), sorted(set(map(str, names)) - set(files))
     assert not flag.exists()
     assert os.listdir(tmp_path / "work") == []  # no trace file left
+
+
+DISCOVER_AND_DIE = r'''
+import sys
+from backburner.bench import probes
+probe = probes.Probe(("sh", "-c", f"sleep {sys.argv[2]} & sleep {sys.argv[2]}")).resolve()
+probes.discover_files(probe, sys.argv[1], timeout=60)
+'''
+
+
+def _with_cmdline(marker: bytes) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_discovery_killed_leaves_none_of_the_probes_tree(tmp_path: Path) -> None:
+    """SIGKILL to the process discovering a probe's files: strace, the probe and the
+    probe's own child all end (strace alone would leave them running, detached)."""
+    marker = f"{60 + os.getpid() % 1000 / 1000:.3f}"  # a sleep length nobody else uses
+    proc = subprocess.Popen([sys.executable, "-c", DISCOVER_AND_DIE, str(tmp_path), marker])
+    try:
+        deadline = time.monotonic() + 20
+        while len(_with_cmdline(marker.encode())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # both sleeps running under strace
+        assert len(_with_cmdline(marker.encode())) >= 2
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _with_cmdline(marker.encode()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _with_cmdline(marker.encode()) == []

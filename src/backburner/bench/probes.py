@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 from dataclasses import dataclass, field
@@ -113,23 +114,38 @@ _PATH_CALL = re.compile(
     r'|readlinkat)\((?:AT_FDCWD, |\d+, )?"((?:[^"\\]|\\.)*)".*\)\s+=\s+(-?\d+)')
 
 
+#: A PID namespace whose first process is SIGKILLed when unshare dies (unshare itself gets
+#: the parent-death signal): when the first process of a PID namespace dies, the kernel
+#: kills every other process in it.
+DIES_WITH_ITS_FIRST = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL"]
+
+
 def discover_files(probe: Probe, workdir: str, timeout: float = 120) -> list[str]:
     """Every path the probe successfully opened, executed, stat'ed or read a link of.
 
     strace writes its trace into `workdir` (a private directory of ours), and it is
-    stopped with the probe if we are interrupted: no trace file is ever left elsewhere."""
+    stopped with the probe if we are interrupted: no trace file is ever left elsewhere.
+    It runs as the first process of a PID namespace of its own that dies with us: killed,
+    we take down strace, and the kernel the rest of the namespace with it. strace alone,
+    ended by the parent-death signal, would leave its tracees running (detached), or the
+    child it forked for the probe paused forever if it had not yet exec'd it (found by the
+    fault injection: SIGKILL at the start of discovery). The probe sees other PIDs for itself
+    (getpid), but /proc/self is still its own."""
     if shutil.which("strace") is None:
         raise UnavailableError("strace is not installed", "apt-get install strace")
+    if shutil.which("unshare") is None:
+        raise UnavailableError("unshare is not installed", "apt-get install util-linux")
     # -ff: one file per thread, so no call is split into <unfinished ...>/<... resumed>
     # halves (a multi-threaded probe's opens would be lost)
     trace = os.path.join(workdir, f"discover-{probe.label_slug}.strace")
-    argv = ["strace", "-ff", "-qq", "-o", trace, "-e",
+    argv = [*DIES_WITH_ITS_FIRST, "strace", "-ff", "-qq", "-o", trace, "-e",
             "trace=execve,open,openat,stat,lstat,newfstatat,statx,access,faccessat,"
             "faccessat2,readlink,readlinkat", *probe.argv]
     traced = Probe(tuple(argv), probe.ready_line, probe.ready_file, probe.label)
     ready_existed = probe.ready_file is not None and os.path.lexists(probe.ready_file)
     try:
-        result = time_probe(traced, timeout, cwd="/", always_die_with_us=True)
+        result = time_probe(traced, timeout, cwd="/", always_die_with_us=True,
+                            death_signal=signal.SIGKILL)  # unshare holds SIGTERM back
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
         paths = [path for name in _per_thread(trace) for path in _paths_in(name)]
@@ -272,6 +288,7 @@ def devices_of(paths: list[str]) -> dict[int, list[str]]:
 
 def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
                cwd: str | None = None, always_die_with_us: bool = False,
+               death_signal: int = signal.SIGTERM,
                stdout: int | None = subprocess.DEVNULL,
                stderr: int | None = subprocess.DEVNULL) -> ProbeResult:
     """Run the probe once; wall time to exit or to ready. Never leaves it running: it is
@@ -291,7 +308,8 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
                          stdout=subprocess.PIPE if probe.ready_line else stdout,
                          stderr=stderr, cwd=cwd, chroot=chroot, new_group=True,
                          die_with_parent=(always_die_with_us or waits_for_ready
-                                          or chroot is not None))
+                                          or chroot is not None),
+                         death_signal=death_signal)
     try:
         if not waits_for_ready:
             outcome = child.wait(timeout)
