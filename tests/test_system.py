@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -368,33 +368,46 @@ def test_a_loop_device_still_open_is_not_claimed_detached(
     assert system.loops_backed_by(str(image)) == []
 
 
-def test_a_mount_in_another_namespace_is_named_as_the_holder(
-        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process that unshared its mounts keeps its copy of a filesystem, and with it the
-    loop device, after we unmount ours: the error names that process."""
-    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
-    image, mnt = tmp_path / "ns.img", tmp_path / "mnt"
+def _holder_named(tmp_path: Path, name: str,
+                  hold: Callable[[system.Transaction, str, Path], subprocess.Popen[bytes]]
+                  ) -> str:
+    """A transaction with a loop device (ext4 on it) that ``hold`` keeps busy through a
+    process it starts (which prints "up" when it does): the undo's error, naming the process
+    by PID, is returned; a later restore completes once the process is gone."""
+    image, mnt = tmp_path / f"{name}.img", tmp_path / "mnt"
     image.write_bytes(b"\0" * (16 << 20))
     mnt.mkdir()
     child = None
     try:
         with pytest.raises(SystemStateError, match="still attached") as err, \
-                system.Transaction("test-ns") as tx:
+                system.Transaction(f"test-{name}") as tx:
             dev = tx.apply(system.LoopDevice(str(image)))
             subprocess.run(["mkfs.ext4", "-q", dev], check=True)
-            child = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                 f"mount {dev} {mnt} && echo up && exec sleep 60"], stdout=subprocess.PIPE)
+            child = hold(tx, dev, mnt)
             assert child.stdout is not None and child.stdout.readline() == b"up\n"
         assert f"PID {child.pid} (sleep" in str(err.value), err.value
-        assert f"in its own namespace at {mnt}" in str(err.value), err.value
     finally:
         if child is not None:
             child.kill()
             child.wait()
-    journal = next(system.journal_dir().glob("test-ns-*"))
+    journal = next(system.journal_dir().glob(f"test-{name}-*"))
     system.undo_journal(system.Journal(journal))
     assert system.loops_backed_by(str(image)) == []
+    return str(err.value)
+
+
+def test_a_mount_in_another_namespace_is_named_as_the_holder(
+        state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that unshared its mounts keeps its copy of a filesystem, and with it the
+    loop device, after we unmount ours: the error names that process."""
+    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+
+    def hold(_tx: system.Transaction, dev: str, mnt: Path) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                 f"mount {dev} {mnt} && echo up && exec sleep 60"],
+                                stdout=subprocess.PIPE)
+
+    assert f"in its own namespace at {tmp_path / 'mnt'}" in _holder_named(tmp_path, "ns", hold)
 
 
 def test_a_process_in_a_lazily_unmounted_filesystem_is_named_as_the_holder(
@@ -403,28 +416,13 @@ def test_a_process_in_a_lazily_unmounted_filesystem_is_named_as_the_holder(
     the detached filesystem then keeps the loop device, though nobody has the device open:
     the error names that process rather than "something"."""
     monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
-    image, mnt = tmp_path / "cwd.img", tmp_path / "mnt"
-    image.write_bytes(b"\0" * (16 << 20))
-    mnt.mkdir()
-    child = None
-    try:
-        with pytest.raises(SystemStateError, match="still attached") as err, \
-                system.Transaction("test-cwd") as tx:
-            dev = tx.apply(system.LoopDevice(str(image)))
-            subprocess.run(["mkfs.ext4", "-q", dev], check=True)
-            tx.apply(system.Mount(dev, str(mnt), "ext4", "nosuid,nodev"))
-            child = subprocess.Popen(["sh", "-c", "echo up && exec sleep 60"], cwd=mnt,
-                                     stdout=subprocess.PIPE)
-            assert child.stdout is not None and child.stdout.readline() == b"up\n"
-        assert f"PID {child.pid} (sleep" in str(err.value), err.value
-        assert "working directory on a filesystem on it" in str(err.value), err.value
-    finally:
-        if child is not None:
-            child.kill()
-            child.wait()
-    journal = next(system.journal_dir().glob("test-cwd-*"))
-    system.undo_journal(system.Journal(journal))
-    assert system.loops_backed_by(str(image)) == []
+
+    def hold(tx: system.Transaction, dev: str, mnt: Path) -> subprocess.Popen[bytes]:
+        tx.apply(system.Mount(dev, str(mnt), "ext4", "nosuid,nodev"))
+        return subprocess.Popen(["sh", "-c", "echo up && exec sleep 60"], cwd=mnt,
+                                stdout=subprocess.PIPE)
+
+    assert "working directory on a filesystem on it" in _holder_named(tmp_path, "cwd", hold)
 
 
 def test_a_detach_waits_on_while_the_device_still_does_io(
