@@ -374,7 +374,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
             interrupts.reset_in_child()
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             if die_with is not None:
-                # SIGTERM when we die, even by SIGKILL (a load's own clean-up then runs)
+                # SIGTERM (by default) when we die, even by SIGKILL: a load's clean-up runs
                 if _libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0:
                     raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
                 if os.getppid() != die_with:  # we died before prctl took effect

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from backburner.bench import probes
-from backburner.errors import CommandNotFound, UsageError
+from backburner.errors import CommandNotFound, UnavailableError, UsageError
 
 # --- parse / resolve -------------------------------------------------------------------------
 
@@ -312,3 +312,13 @@ def test_a_discovery_killed_leaves_none_of_the_probes_tree(tmp_path: Path) -> No
     while _with_cmdline(marker.encode()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _with_cmdline(marker.encode()) == []
+
+
+def test_a_discovery_that_cannot_start_its_tracer_is_one_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No PID namespace (a container without CAP_SYS_ADMIN): not an empty list of files,
+    which would build a chroot without the probe's files, but an error saying why."""
+    monkeypatch.setattr(probes, "DIES_WITH_ITS_FIRST", ["sh", "-c", "exit 1", "unshare"])
+    probe = probes.Probe.parse("true").resolve()
+    with pytest.raises(UnavailableError, match="could not be traced.*exited with status 1"):
+        probes.discover_files(probe, str(tmp_path), timeout=30)

@@ -148,6 +148,11 @@ def discover_files(probe: Probe, workdir: str, timeout: float = 120) -> list[str
                             death_signal=signal.SIGKILL)  # unshare holds SIGTERM back
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
+        if not _per_thread(trace):  # the namespace or strace never started the probe
+            how = result.outcome.describe() if result.outcome else result.status
+            raise UnavailableError(f"the probe's files could not be traced: "
+                                   f"{' '.join(DIES_WITH_ITS_FIRST)} strace {how}",
+                                   "a new PID namespace needs CAP_SYS_ADMIN")
         paths = [path for name in _per_thread(trace) for path in _paths_in(name)]
     finally:
         for name in _per_thread(trace):

@@ -428,7 +428,6 @@ class Disk:
         return b, new
 
 
-
 def _merged(first: Waiting, others: Sequence[Waiting], floor: int) -> list[Waiting]:
     """``first`` and the waiting requests contiguous with it, in offset order, up to
     MERGE_BYTES: those that continue it, then those that end where it starts (the
