@@ -10,9 +10,11 @@ all validation is reported as such instead of building a testbed.
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -263,3 +265,106 @@ def test_a_damaged_stored_configuration_is_65_on_resume(tmp_path: Path) -> None:
     assert good_result["status"] in (77, "would-run"), good_result  # nothing refused by it
     for (name, _), res in zip(list(damage.items())[1:], damaged, strict=True):
         assert res["status"] == 65 and f"is damaged: {name} is " in res["err"], res
+
+
+# --- special files as inputs and outputs ------------------------------------------------------
+
+SPECIAL_DRIVER = r'''
+import contextlib, io, json, signal, sys
+from backburner import cli
+
+class Hung(Exception):
+    pass
+
+def alarm(*_):
+    raise Hung()
+
+signal.signal(signal.SIGALRM, alarm)
+results = []
+for argv in json.load(open(sys.argv[1])):
+    err, out = io.StringIO(), io.StringIO()
+    signal.alarm(10)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            status = cli.main(argv)
+    except Hung:
+        status = "hung"
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 0
+    except BaseException:
+        import traceback
+        status = "exception"
+        err.write(traceback.format_exc())
+    finally:
+        signal.alarm(0)
+    results.append({"argv": argv, "status": status, "err": err.getvalue()})
+json.dump(results, open(sys.argv[2], "w"))
+'''
+
+#: every command that reads a file the user names, with X where that file goes
+FILE_INPUTS = [["readahead", "show", "X"], ["readahead", "replay", "X"],
+               ["layout", "order", "--emit", "list", "X"],
+               ["layout", "check", "--pack", "X", "/"],
+               ["trace", "show", "X"], ["trace", "diff", "X", "X"],
+               ["extents", "show", "X"], ["extents", "map", "--dm-table", "X"],
+               ["extents", "check", "X"], ["report", "X"], ["compare", "X", "X"],
+               ["store", "copy", "X", "GOOD"], ["store", "copy", "GOOD", "X"]]
+
+
+def _specials(tmp_path: Path) -> dict[str, str]:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "dir").mkdir()
+    shared = tmp_path / "shared"  # a world-writable sticky directory, as /tmp
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    (shared / "planted").symlink_to("/dev/zero")
+    return {"fifo": str(fifo), "dev-zero": "/dev/zero", "directory": str(tmp_path / "dir"),
+            "planted-symlink": str(shared / "planted")}
+
+
+@pytest.mark.timeout(600)
+def test_every_file_argument_refuses_special_files_in_one_line(tmp_path: Path) -> None:
+    """A FIFO, a device, a directory or a symlink to one, given where a pack, trace, map or
+    database goes: one line and a documented status, never a hang or a read without end."""
+    good = str(tmp_path / "good.db")
+    make_db(good, trials=1)
+    cases = []
+    for path in _specials(tmp_path).values():
+        for form in FILE_INPUTS:
+            cases.append([path if a == "X" else good if a == "GOOD" else a for a in form])
+    src, dst = tmp_path / "cases.json", tmp_path / "results.json"
+    src.write_text(json.dumps(cases))
+    r = subprocess.run([sys.executable, "-c", SPECIAL_DRIVER, str(src), str(dst)],
+                       cwd=tmp_path, capture_output=True, timeout=580,
+                       env={"BACKBURNER_STATE_DIR": str(tmp_path / "state"),
+                            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    results = json.loads(dst.read_text())
+    check(results, DOCUMENTED - {0})
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("form", [
+    ["readahead", "record", "-o", "X", "--", "true"],
+    ["extents", "save", "--force", "-o", "X", "F"],
+    ["report", "GOOD", "--export", "json", "--output", "X"]])
+def test_an_output_on_a_device_node_is_refused_and_the_node_kept(
+        tmp_path: Path, form: list[str]) -> None:
+    null = os.stat("/dev/null")
+    dev = tmp_path / "null"
+    os.mknod(dev, stat.S_IFCHR | 0o666, null.st_rdev)
+    good = tmp_path / "good.db"
+    make_db(good, trials=1)
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(1 << 16))
+    argv = [str(dev) if a == "X" else str(good) if a == "GOOD" else str(data) if a == "F"
+            else a for a in form]
+    r = subprocess.run([sys.executable, "-m", "backburner", *argv], capture_output=True,
+                       timeout=120, cwd=tmp_path,
+                       env={**os.environ, "BACKBURNER_STATE_DIR": str(tmp_path / "state")})
+    assert r.returncode == 73, r.stderr.decode()
+    assert "is a character device: output goes to regular files only" in r.stderr.decode()
+    st = os.lstat(dev)
+    assert stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev

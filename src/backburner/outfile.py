@@ -5,6 +5,10 @@ The content goes to a temporary file in the same directory, which replaces the t
 once it is complete: a full disk or an interrupt never leaves half a report where the last
 good one was. Any OSError on the way becomes an `IOFailure` (74) naming the target, because
 a write() error alone says "No space left on device" without saying where.
+
+Only a regular file (or nothing) is ever replaced: renaming over ``/dev/null`` as root would
+put a regular file where the machine needs its device. A target that is a device, a FIFO,
+a socket or a directory is refused with `ExistsError` (73) before anything is written.
 """
 
 from __future__ import annotations
@@ -12,21 +16,43 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
 from typing import IO
 
-from .errors import IOFailure
+from .errors import ExistsError, IOFailure
+from .infile import kind_of
+
+#: Reports, plots and exports are for sharing; what lists a user's files (packs, maps,
+#: traces) is private unless asked otherwise.
+PUBLIC, PRIVATE = 0o644, 0o600
 
 
 def failure(path: str, err: OSError) -> IOFailure:
     return IOFailure(f"{path}: {err.strerror or err}")
 
 
+def check_target(path: str) -> None:
+    """Refuse an existing `path` that is not a regular file (a symlink itself is replaced,
+    never followed: the rename acts on the link)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise failure(path, err) from None
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise ExistsError(f"{path} is {kind_of(st.st_mode)}: output goes to regular files only",
+                          "give the path of a regular file (or of none yet)")
+
+
 @contextlib.contextmanager
-def replaced(path: str, mode: str = "w") -> Iterator[IO]:
-    """``with replaced("r.html") as f: f.write(...)``: `path` appears complete or unchanged."""
+def replaced(path: str, mode: str = "w", perms: int = PUBLIC) -> Iterator[IO]:
+    """``with replaced("r.html") as f: f.write(...)``: `path` appears complete or unchanged,
+    with permissions `perms` whatever the umask."""
+    check_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".~", suffix=".tmp", dir=directory)
@@ -37,7 +63,8 @@ def replaced(path: str, mode: str = "w") -> Iterator[IO]:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, perms)
+        check_target(path)  # again: it may have been swapped for a device meanwhile
         os.replace(tmp, path)
     except OSError as err:
         _discard(tmp)
@@ -52,8 +79,8 @@ def _discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    with replaced(path, "wb") as f:
+def write_bytes(path: str, data: bytes, perms: int = PUBLIC) -> None:
+    with replaced(path, "wb", perms) as f:
         f.write(data)
 
 

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from .. import outfile
+from .. import infile, outfile
 from ..errors import DataError, ExistsError, NotFoundError
 from . import mapfile
 from .device import BlockDevice, fs_uuid, machine_id
@@ -130,6 +130,7 @@ def save(path: str | os.PathLike[str], output: str | os.PathLike[str], *,
     out = os.path.abspath(os.fspath(output))
     if os.path.exists(out) and not force:
         raise ExistsError(f"{out} exists", "give --force to replace it")
+    outfile.check_target(out)  # before the long read, not after it
     lay = layout_of(path)
     pieces = [Piece(s.logical, s.length, s.run.physical if s.kind == "data" else None)
               for s in lay.segments]
@@ -149,7 +150,7 @@ def save(path: str | os.PathLike[str], output: str | os.PathLike[str], *,
                 inode=lay.file.inode, size=lay.file.size, mtime_ns=lay.file.mtime_ns,
                 device=_saved_device(lay.device),
                 segments=mapfile.saved_segments(lay.segments, digests))
-    with outfile.replaced(out) as f:  # whole or not at all
+    with outfile.replaced(out, perms=outfile.PRIVATE) as f:  # whole or not at all
         f.write(mapfile.dumps(m))
     log.debug("saved %d segments of %s to %s", len(m.segments), m.path, out)
     return SaveResult(lay, out, None, seconds)
@@ -174,20 +175,12 @@ class CheckResult:
         return {"unchanged": SAME, "moved": MOVED}.get(self.state, CONTENT_CHANGED)
 
 
+MAX_MAP_BYTES = 64 << 20  # far beyond any real map: a bigger file is not one
+
+
 def load(map_path: str | os.PathLike[str]) -> MapFile:
     name = os.fspath(map_path)
-    try:
-        with open(name, "rb") as f:
-            raw = f.read(64 << 20)
-    except FileNotFoundError:
-        raise NotFoundError(f"{name}: no such map file") from None
-    except IsADirectoryError:
-        raise DataError(f"{name} is a directory, not a map file") from None
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise DataError(f"{name} is not a map file: not text") from None
-    return mapfile.loads(text, name)
+    return mapfile.loads(infile.read_text(name, "map file", MAX_MAP_BYTES), name)
 
 
 def _same_machine(saved: MapFile, source: str) -> None:

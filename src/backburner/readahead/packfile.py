@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from .. import infile
 from ..errors import DataError, IOFailure, NotFoundError
 from .pack import Pack, decode, encode
 
@@ -18,17 +19,7 @@ MAX_PACK_BYTES = 256 << 20  # far beyond any real pack: a bigger file is not one
 
 def load(path: str | os.PathLike[str]) -> Pack:
     name = os.fspath(path)
-    try:
-        with open(name, "rb") as f:
-            data = f.read(MAX_PACK_BYTES + 1)
-    except FileNotFoundError:
-        raise NotFoundError(f"{name}: no such pack") from None
-    except IsADirectoryError:
-        raise DataError(f"{name} is a directory, not a pack") from None
-    except OSError as err:
-        raise IOFailure(f"{name}: {err.strerror}") from None
-    if len(data) > MAX_PACK_BYTES:
-        raise DataError(f"{name} is larger than any pack ({MAX_PACK_BYTES >> 20} MiB)")
+    data = infile.read(name, "pack", MAX_PACK_BYTES)
     try:
         return decode(data)
     except DataError as err:
@@ -46,5 +37,6 @@ def save(path: str | os.PathLike[str], pack: Pack) -> int:
     data = encode(pack)
     from .. import outfile  # here: a replay, which only loads, starts without tempfile
 
-    outfile.write_bytes(name, data)  # whole or not at all
+    # whole or not at all; private: a pack names the files its owner's programs read
+    outfile.write_bytes(name, data, outfile.PRIVATE)
     return len(data)

@@ -53,7 +53,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import procfs, spawn, system
+from .. import outfile, procfs, spawn, system
 from ..errors import BackburnerError, NotFoundError, UnavailableError, UsageError
 from ..extents import device_of
 from . import kernel, packfile
@@ -598,6 +598,7 @@ def _check(opts: RecordOptions) -> list[Watched]:
                             "create it first")
     if os.path.isdir(out):
         raise UsageError(f"{opts.output} is a directory", "give a file name for the pack")
+    outfile.check_target(out)  # a device, FIFO or socket: refused before the recording
     if opts.read_ahead_kb is not None and opts.read_ahead_kb < 0:
         raise UsageError("--read-ahead-kb must be 0 or more")
     watched = watched_filesystems(opts.mounts)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import BusyError, DataError, ExistsError, IOFailure, NotFoundError
+from .. import infile
+from ..errors import BusyError, DataError, ExistsError, IOFailure
 
 
 class SqliteBackend:
@@ -48,10 +49,7 @@ class SqliteBackend:
             return sqlite3.connect(self.path)
 
     def open(self, readonly: bool) -> sqlite3.Connection:
-        if not os.path.exists(self.path):
-            raise NotFoundError(f"{self.path}: no such result database")
-        if os.path.isdir(self.path):
-            raise DataError(f"{self.path} is a directory, not a result database")
+        infile.check(self.path, "result database")  # SQLite would wait on a FIFO forever
         if not readonly:
             self._lock_fd = _lock(self.path)
         # quoted: a '?', '#' or '%' in the file name must not be read as URI syntax

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import DataError, NotFoundError
+from .. import infile
+from ..errors import DataError
 from .parsers import SyscallStats
 
 FORMAT = "backburner-trace"
@@ -215,14 +216,11 @@ def save(p: Profile, path: str) -> None:
         f.write("\n")
 
 
+MAX_TRACE_BYTES = 512 << 20  # far beyond any real trace: a bigger file is not one
+
+
 def load(path: str) -> Profile:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise NotFoundError(f"{path}: no such trace file") from None
-    except UnicodeDecodeError:
-        raise DataError(f"{path} is not a backburner trace (not text)") from None
+    text = infile.read_text(path, "trace file", MAX_TRACE_BYTES)
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
