@@ -3,6 +3,7 @@ the background policy's cgroups, and `run --pid` on a running multi-threaded tre
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,8 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, bb, wait_for
 
-from backburner import priority, spawn
-from backburner.errors import UnavailableError, UsageError
+from backburner import priority, procfs, spawn
+from backburner.errors import SystemStateError, UnavailableError, UsageError
 from backburner.priority import CPUPolicy, IOPrio, Policy
 
 PY = sys.executable
@@ -232,7 +233,8 @@ def test_run_pid_with_weights_hands_its_cgroup_to_the_job(state_dir: Path) -> No
             kid = int(target.stdout.readline())
             r = bb("run", "--pid", str(target.pid), "--policy", "background")
             assert r.returncode == 0, r.err
-            group = Path(f"/sys/fs/cgroup/blkio/backburner/pid-{target.pid}")
+            tag = procfs.owner_tag(target.pid)
+            group = Path(f"/sys/fs/cgroup/blkio/backburner/pid-{tag}")
             procs = {int(p) for p in (group / "cgroup.procs").read_text().split()}
             assert {target.pid, kid} <= procs
             weight = (group / "blkio.bfq.weight").read_text().split()[-1]
@@ -247,6 +249,72 @@ def test_run_pid_with_weights_hands_its_cgroup_to_the_job(state_dir: Path) -> No
     assert r.returncode == 0, r.err
     assert not group.exists()
     assert not list((state_dir / "journal").glob("*.jsonl"))
+
+
+#: Runs as the first process of a new PID namespace (its own /proc): nothing else forks
+#: there, so a new process can be given the PID of one that exited, as a busy machine
+#: eventually does.
+REUSED_PID = r"""
+import json, os, subprocess, sys
+BB = [sys.executable, "-m", "backburner"]
+user = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: os.nice(19))
+r = subprocess.run(BB + ["run", "--pid", str(user.pid), "--cpu", "nice:0", "--io", "idle"],
+                   capture_output=True, text=True)
+assert r.returncode == 0, r.stderr
+assert os.getpriority(os.PRIO_PROCESS, user.pid) == 0
+user.kill()
+user.wait()
+for _ in range(20):
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(user.pid - 1))
+    other = subprocess.Popen(["sleep", "60"])
+    if other.pid == user.pid:
+        break
+    other.kill()
+    other.wait()
+assert other.pid == user.pid, "the PID was not reused"
+r = subprocess.run(BB + ["restore"], capture_output=True, text=True)
+print(json.dumps({"status": r.returncode, "out": r.stdout, "err": r.stderr,
+                  "nice": os.getpriority(os.PRIO_PROCESS, other.pid)}))
+other.kill()
+"""
+
+
+@pytest.mark.root
+def test_restore_leaves_alone_a_new_process_with_a_journaled_pid(state_dir: Path) -> None:
+    """A process re-prioritised by `run --pid` exits and its PID goes to another process:
+    `restore` must not put the old process's priorities (nice 19) on the new one."""
+    r = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", PY, "-c", REUSED_PID],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["status"] == 0, got["err"]
+    assert got["nice"] == 0, "restore reniced a process that was never re-prioritised"
+    assert "the PID now belongs to another one" in got["out"]
+
+
+@pytest.mark.root
+def test_restore_pid_puts_back_a_live_process_and_a_rerun_replaces_the_first(
+        state_dir: Path) -> None:
+    with subprocess.Popen(["sleep", "60"], preexec_fn=lambda: os.nice(7)) as target:
+        try:
+            for cpu in ("normal", "batch:3", "idle"):
+                r = bb("run", "--pid", str(target.pid), "--cpu", cpu)
+                assert r.returncode == 0, r.err
+            assert len(list((state_dir / "journal").glob("*.jsonl"))) == 1
+            assert os.sched_getscheduler(target.pid) == os.SCHED_IDLE
+            r = bb("restore")
+            assert r.returncode == 0 and f"restore --pid {target.pid}" in r.out, r.out
+            assert os.sched_getscheduler(target.pid) == os.SCHED_IDLE, "a live one stays"
+            r = bb("restore", "--pid", str(target.pid))
+            assert r.returncode == 0, r.err
+            assert os.sched_getscheduler(target.pid) == os.SCHED_OTHER
+            assert os.getpriority(os.PRIO_PROCESS, target.pid) == 7
+            assert not list((state_dir / "journal").glob("*.jsonl"))
+            r = bb("restore", "--pid", str(target.pid))
+            assert r.returncode == 66 and len(r.err.strip().splitlines()) == 1, r.err
+        finally:
+            target.kill()
 
 
 # --- a missing cgroup controller ------------------------------------------------------------
@@ -356,7 +424,7 @@ def test_cgroup_settings_take_the_first_file_that_exists(tmp_path: Path) -> None
     (group / "io.bfq.weight").write_text("100\n")
     system.CgroupDir(str(group), {"io.bfq.weight|io.weight": "20"}).apply()
     assert (group / "io.bfq.weight").read_text() == "20"
-    with pytest.raises(system.SystemStateError):
+    with pytest.raises(SystemStateError):
         system.CgroupDir(str(group), {"cpu.weight": "5"}).apply()
 
 

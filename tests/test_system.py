@@ -3,6 +3,7 @@ on an exception, on SIGINT/SIGTERM, and by `backburner restore` after a SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT, bb, one_line_error
 
-from backburner import system
+from backburner import procfs, system
 from backburner.errors import BackburnerError, SystemStateError
 
 PY = sys.executable
@@ -191,7 +192,11 @@ def test_a_second_interrupt_while_helpers_stop_does_not_skip_the_undo(
     made = tmp_path / "made"
     proc = subprocess.Popen([PY, "-c", STUBBORN, str(made)], stdout=subprocess.PIPE)
     assert proc.stdout is not None
-    assert {proc.stdout.readline(), proc.stdout.readline()} == {b"up\n", b"ready\n"}
+    seen = b""  # the helper and the script write to one pipe: their lines may interleave
+    while not {b"up", b"ready"} <= set(seen.replace(b"up", b" up ").split()):
+        chunk = os.read(proc.stdout.fileno(), 100)
+        assert chunk, seen
+        seen += chunk
     assert made.is_dir()
     proc.send_signal(signal.SIGINT)
     time.sleep(1.0)  # inside the helper's grace period (it ignores SIGTERM)
@@ -318,7 +323,7 @@ def test_a_bad_journal_does_not_block_the_others(state_dir: Path, tmp_path: Path
          "old": False}])
     bad = _stale_journal(jdir, "bad.jsonl", [
         {"event": "intent", "seq": 1, "kind": "from-the-future", "spec": {}, "old": None}])
-    with pytest.raises(system.SystemStateError) as info:
+    with pytest.raises(SystemStateError) as info:
         system.restore_stale()
     assert "from-the-future" in str(info.value)
     assert not made.exists() and not good.exists()
@@ -351,7 +356,7 @@ def test_a_loop_device_still_open_is_not_claimed_detached(
         state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A detach the kernel cannot finish (someone holds the device) fails the undo, keeps
     the journal, and a later restore completes it once the device is free."""
-    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+    monkeypatch.setattr(system.loops, "LOOP_DETACH_WAIT_S", 0.5)
     image = tmp_path / "held.img"
     image.write_bytes(b"\0" * (1 << 20))
     held = None
@@ -400,7 +405,7 @@ def test_a_mount_in_another_namespace_is_named_as_the_holder(
         state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process that unshared its mounts keeps its copy of a filesystem, and with it the
     loop device, after we unmount ours: the error names that process."""
-    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+    monkeypatch.setattr(system.loops, "LOOP_DETACH_WAIT_S", 0.5)
 
     def hold(_tx: system.Transaction, dev: str, mnt: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
@@ -415,7 +420,7 @@ def test_a_process_in_a_lazily_unmounted_filesystem_is_named_as_the_holder(
     """A process whose working directory is on the filesystem makes the unmount lazy, and
     the detached filesystem then keeps the loop device, though nobody has the device open:
     the error names that process rather than "something"."""
-    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.5)
+    monkeypatch.setattr(system.loops, "LOOP_DETACH_WAIT_S", 0.5)
 
     def hold(tx: system.Transaction, dev: str, mnt: Path) -> subprocess.Popen[bytes]:
         tx.apply(system.Mount(dev, str(mnt), "ext4", "nosuid,nodev"))
@@ -430,11 +435,11 @@ def test_a_detach_waits_on_while_the_device_still_does_io(
     """A lazily unmounted filesystem writing back through the device is progress, not a
     hang: the wait goes on while the device's write counters move (up to the cap); a
     reader alone does not extend it."""
-    monkeypatch.setattr(system, "LOOP_DETACH_WAIT_S", 0.3)
-    monkeypatch.setattr(system, "LOOP_DETACH_MAX_S", 1.5)
+    monkeypatch.setattr(system.loops, "LOOP_DETACH_WAIT_S", 0.3)
+    monkeypatch.setattr(system.loops, "LOOP_DETACH_MAX_S", 1.5)
     ticks = iter(range(10**6))
-    real = system.procfs.read_small
-    monkeypatch.setattr(system.procfs, "read_small", lambda path, size=65536: (
+    real = system.loops.procfs.read_small
+    monkeypatch.setattr(system.loops.procfs, "read_small", lambda path, size=65536: (
         f"9 0 {next(ticks)} 0 5 0 {next(ticks)} 0 0 0 0".encode()  # reads and writes move
         if path.endswith("/stat") and "/sys/block/" in path else real(path, size)))
     image = tmp_path / "busy.img"
@@ -448,7 +453,7 @@ def test_a_detach_waits_on_while_the_device_still_does_io(
     assert held is not None
     os.close(held)
     system.undo_journal(system.Journal(next(system.journal_dir().glob("test-busy-*"))))
-    monkeypatch.setattr(system.procfs, "read_small", lambda path, size=65536: (
+    monkeypatch.setattr(system.loops.procfs, "read_small", lambda path, size=65536: (
         f"9 0 {next(ticks)} 0 5 0 7 0 0 0 0".encode()  # only reads move
         if path.endswith("/stat") and "/sys/block/" in path else real(path, size)))
     with pytest.raises(SystemStateError, match=r"after 0 s"), \
@@ -538,3 +543,24 @@ def test_state_changing_commands_still_work_with_a_broken_journal(
     r = bb("restore")
     assert r.returncode == (78 if case == "unsafe" else 71), r.err
     assert str(bad) in one_line_error(r)
+
+
+@pytest.mark.root
+def test_prune_keeps_a_live_owners_group_and_not_one_whose_pid_was_reused(
+        state_dir: Path) -> None:
+    """A group is named for its owner's PID and start time: an empty one whose PID now
+    belongs to a later process (another start time) is the dead owner's, and goes."""
+    top = Path("/sys/fs/cgroup/blkio/backburner")
+    top.mkdir(exist_ok=True)
+    mine = top / f"run-{procfs.owner_tag(os.getpid())}"
+    reused = top / f"run-{os.getpid()}.1"  # our PID, another process's start time
+    for group in (mine, reused):
+        group.mkdir()
+    try:
+        removed = system.prune_empty_cgroups()
+        assert str(reused) in removed and not reused.exists()
+        assert mine.is_dir()
+    finally:
+        for group in (mine, reused, top):
+            with contextlib.suppress(OSError):
+                group.rmdir()

@@ -79,3 +79,20 @@ def deferred() -> Iterator[None]:
         if not _depth and _pending is not None:
             signum, _pending = _pending, None
             _raise(signum)
+
+
+#: What ends a command: held while something must not be cut in half (an undo, a journal
+#: line and the change it describes, a loop device and its journal entry).
+TERMINATING = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+
+
+@contextmanager
+def held(signals: frozenset[int] | set[int] = TERMINATING) -> Iterator[None]:
+    """Block `signals` for the block (they stay pending, delivered when it ends): unlike
+    `deferred`, this also holds them from C code and threads that would not run our
+    handler in time, and a second ^C cannot cut an undo in half."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

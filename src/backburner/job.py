@@ -78,7 +78,7 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
     system.require_root("placing the job in a cgroup with IO/CPU weights (--no-cgroup avoids it)")
     if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
         return run_in_scope(argv, policy, report=report, systemd_run=systemd_run)
-    plan = priority.plan_cgroup(policy, f"run-{os.getpid()}")
+    plan = priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
     with system.Transaction("run") as tx:
         for change in cgroup_changes(plan):
             tx.apply(change)
@@ -121,7 +121,7 @@ def check_target(pid: int, force: bool = False) -> None:
     why = None
     if pid == 1:
         why = "PID 1 (init: every process on the machine descends from it)"
-    elif pid == 2 or procfs.is_kernel_thread(pid):
+    elif procfs.is_kernel_thread(pid):  # by its flags: PID 2 of a container is no kthread
         why = f"PID {pid}, a kernel thread"
     elif pid == os.getpid() or pid in procfs.ancestors_of(os.getpid()):
         why = f"PID {pid}, which runs backburner itself (one of its ancestors)"
@@ -157,9 +157,14 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
                          "--cpu-weight with --pid")
     if policy.needs_cgroup:
         system.require_root("moving a process into a cgroup with IO/CPU weights")
+    if earlier := live_reprioritisations(pid):
+        report(f"PID {pid}: putting back the earlier re-prioritisation first")
+        for journal in earlier:
+            system.undo_journal(journal)
     report(f"PID {pid}: {describe_targets(pid)}")
-    plan = priority.plan_cgroup(policy, f"pid-{pid}") if policy.needs_cgroup else None
-    with system.Transaction("run-pid") as tx:
+    plan = (priority.plan_cgroup(policy, f"pid-{procfs.owner_tag(pid)}")
+            if policy.needs_cgroup else None)
+    with system.Transaction(RUN_PID_LABEL) as tx:
         if plan is not None:
             for change in cgroup_changes(plan):
                 tx.apply(change)
@@ -175,3 +180,31 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
                                              str(policy.cpu) if policy.cpu else None))
         tx.hand_over(pid, note=f"PID {pid} re-prioritised")
     return Reprioritised(pid, threads, list(plan.dirs) if plan else [])
+
+
+RUN_PID_LABEL = "run-pid"
+
+
+def live_reprioritisations(pid: int) -> list[system.Journal]:
+    """The journals of `run --pid` calls on this process that it still owns (it lives)."""
+    return [info.journal for info in system.journals()
+            if info.label == RUN_PID_LABEL and info.owner_pid == pid and info.alive]
+
+
+def restore_reprioritised(pid: int, report: Report = _quiet) -> list[str]:
+    """`restore --pid`: put back now what `run --pid` changed on a process that still runs
+    (a finished one's changes are undone by a plain `restore`)."""
+    found = live_reprioritisations(pid)
+    if not found:
+        raise NotFoundError(f"PID {pid} was not re-prioritised by `run --pid` (or has exited)",
+                            "a plain `backburner restore` undoes what exited processes left")
+    undone: list[str] = []
+    for journal in found:
+        undone += system.undo_journal(journal, report)
+    return undone
+
+
+def still_reprioritised() -> list[int]:
+    """PIDs that `run --pid` changed and that still run: `restore` leaves them alone."""
+    return sorted({info.owner_pid for info in system.journals()
+                   if info.label == RUN_PID_LABEL and info.alive and info.owner_pid})

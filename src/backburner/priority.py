@@ -373,8 +373,16 @@ def snapshot_tree(pid: int) -> dict[int, dict[str, int]]:
 def restore_tree(pid: int, saved: dict[int, dict[str, int]]) -> int:
     """Put back saved snapshots on the threads of pid's tree that still live. A thread born
     after the snapshot gets what its process's main thread had (else what pid had). Returns
-    the number of threads restored."""
+    the number of threads restored.
+
+    Only what is provably the journaled process is touched: when pid now has another start
+    time (it exited, and a new process got its PID) nobody's tree is walked; only journaled
+    threads that still live with their journaled start time (children that outlived it)
+    are put back."""
     fallback = saved.get(pid)
+    if not is_same_process(pid, saved):
+        return sum(1 for tid, snap in saved.items()
+                   if procfs.start_time(tid) == snap["start"] and restore_thread(tid, snap))
     restored = 0
     for proc, tid in tree_threads(pid):
         snap = saved.get(tid)
@@ -383,6 +391,12 @@ def restore_tree(pid: int, saved: dict[int, dict[str, int]]) -> int:
         if snap is not None and restore_thread(tid, snap):
             restored += 1
     return restored
+
+
+def is_same_process(pid: int, saved: dict[int, dict[str, int]]) -> bool:
+    """Whether pid is still the process whose snapshot `saved` holds (same start time)."""
+    snap = saved.get(pid)
+    return snap is not None and procfs.start_time(pid) == snap["start"]
 
 
 def restore_thread(tid: int, snap: dict[str, int]) -> bool:

@@ -48,6 +48,22 @@ def start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def owner_tag(pid: int) -> str:
+    """'PID.START': a name part that says which process owns something (a cgroup) in a way
+    a later process with the same PID cannot claim."""
+    return f"{pid}.{start_time(pid) or 0}"
+
+
+def owner_alive(tag: str) -> bool:
+    """Whether the process an `owner_tag` names still lives (a bare PID, as older names
+    carry, counts while any process has that PID)."""
+    pid, _, start = tag.partition(".")
+    if not pid.isdigit():
+        return False
+    now = start_time(int(pid))
+    return now is not None and (not start or start == str(now))
+
+
 def start_and_kthread(pid: int) -> tuple[int | None, bool]:
     """start_time() and is_kernel_thread() from one read of /proc/PID/stat."""
     fields = _stat_fields(pid)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from .. import __version__, job, outfile, priority, safepath, system
+from .. import __version__, job, outfile, priority, procfs, safepath, system
 from ..cell import NO_POLICY, Cell
 from ..errors import DataError, SystemStateError, UnavailableError
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
@@ -150,7 +150,8 @@ class Bench:
             self.loads[text] = load
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
-                plan = priority.plan_cgroup(pol, f"bench-{os.getpid()}-{i}-{slug(name)}")
+                owner = procfs.owner_tag(os.getpid())
+                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files

@@ -67,10 +67,19 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    from .. import job
+
+    if args.pid is not None:
+        job.restore_reprioritised(args.pid, report=print)
+        return 0
     system.require_root("restoring system state")
     undone = system.restore_stale(report=print)
     pruned = system.prune_empty_cgroups(report=print)
-    if not undone and not pruned:
+    running = job.still_reprioritised()
+    for pid in running:
+        print(f"PID {pid} (re-prioritised by `run --pid`) still runs: left as it is; "
+              f"`backburner restore --pid {pid}` puts it back now")
+    if not undone and not pruned and not running:
         print("nothing to restore: no journal of an interrupted run was found")
     return 0
 
@@ -80,12 +89,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="run a bulk job (or re-prioritise one) on the back burner")
     add_policy_options(p)
     p.add_argument("--pid", type=int, help="re-prioritise a running process and its tree "
-                   "(its old priorities are journaled: `restore` puts them back)")
+                   "(its old priorities are journaled: `restore --pid PID` puts them back; "
+                   "once it exits, `restore` removes what is left)")
     p.add_argument("--force", action="store_true", help="with --pid: allow PID 1, kernel "
                    "threads and backburner's own ancestors")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,
                 help="list the built-in policies and what each sets")
-    add_command(sub, "restore", cmd_restore,
-                help="undo system changes left by an interrupted run")
+    r = add_command(sub, "restore", cmd_restore,
+                    help="undo system changes left by an interrupted run")
+    r.add_argument("--pid", type=int, help="put back now what `run --pid PID` changed on a "
+                   "process that still runs")

@@ -1,0 +1,60 @@
+"""Transactions over system state: the only package that changes it.
+
+Every change is a small `Change` class with `read()` (the old state), `apply()` and
+`undo()`, in one module per family of change (values, cgroups, files, mounts, loops,
+processes). A `Transaction` writes each change's intent and old state to an on-disk journal
+*before* applying it (fsync'd), and undoes everything in reverse order when it ends:
+normally, on an exception, on SIGINT or SIGTERM (turned into exceptions by
+`interrupts.install`). After a SIGKILL or a power loss the journal is still on disk, and
+`restore_stale()` (``backburner restore``, and the start of every command that changes
+state) replays it. Every `undo` is idempotent and checks the current state first, because
+after a crash it may run for a change that was only half applied.
+
+Importing the package imports every family, so a journal's replay finds every kind.
+"""
+
+from .cgroups import (
+    CgroupDir,
+    CgroupFreezer,
+    CgroupMove,
+    ControllersEnabled,
+    cgroup_dir_of,
+    cgroup_mount_of,
+    prune_empty_cgroups,
+)
+from .change import Change, selected
+from .files import InstalledFile, MadeDir, MadeFile, PrivateDir, remove_tree
+from .journal import Journal, JournalInfo, journals, stale_journals
+from .loops import LoopDevice, loops_backed_by
+from .mounts import Filesystem, FuseMount, Mount, is_mountpoint, mount_options, mounts_under
+from .paths import (
+    DEFAULT_STATE_DIR,
+    is_root,
+    journal_dir,
+    require_root,
+    state_dir,
+    trusted_dir,
+    work_root,
+)
+from .processes import Daemon, Inherited, Priorities, PrioritiesFirst
+from .transaction import (
+    LiveTransaction,
+    Transaction,
+    commit,
+    recover,
+    restore_stale,
+    undo_journal,
+)
+from .values import SysfsValue, drop_caches, psi_trigger
+
+__all__ = [
+    "DEFAULT_STATE_DIR", "CgroupDir", "CgroupFreezer", "CgroupMove", "Change",
+    "ControllersEnabled", "Daemon", "Filesystem", "FuseMount", "Inherited", "InstalledFile",
+    "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
+    "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
+    "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "is_mountpoint",
+    "is_root", "journal_dir", "journals", "loops_backed_by", "mount_options", "mounts_under",
+    "prune_empty_cgroups", "psi_trigger", "recover", "remove_tree", "require_root",
+    "restore_stale", "selected", "stale_journals", "state_dir", "trusted_dir",
+    "undo_journal", "work_root",
+]

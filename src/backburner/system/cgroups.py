@@ -1,0 +1,281 @@
+"""Cgroups we create, processes we move into them, controllers we enable, freezers we
+toggle; and the clean-up of our own empty groups that outlived every record of them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .. import procfs
+from ..errors import SystemStateError
+from .change import Change, write
+from .journal import JournalInfo, journal_entries, journals
+
+log = logging.getLogger(__name__)
+
+
+def cgroup_procs(path: str) -> list[int]:
+    try:
+        return [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def cgroup_mount_of(path: str) -> tuple[str, int, set[str]] | None:
+    """(mount point, cgroup version, controllers) of the cgroup hierarchy holding path."""
+    best: tuple[str, int, set[str]] | None = None
+    for m in procfs.mounts():
+        if m.fstype not in ("cgroup", "cgroup2"):
+            continue
+        mnt = m.mountpoint
+        if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and (
+                best is None or len(mnt) > len(best[0])):
+            best = (mnt, 2 if m.fstype == "cgroup2" else 1, set(m.all_options))
+    return best
+
+
+def cgroup_dir_of(pid: int, path_in_hierarchy: str) -> str | None:
+    """The cgroup directory of pid in the hierarchy that holds path_in_hierarchy."""
+    found = cgroup_mount_of(path_in_hierarchy)
+    if found is None:
+        return None
+    mnt, version, opts = found
+    for num, ctrls, rel in procfs.cgroup_lines(pid):
+        mine = (num == "0" and not ctrls) if version == 2 else bool(set(ctrls.split(",")) & opts)
+        if mine:
+            return os.path.join(mnt, rel.lstrip("/")).rstrip("/") or mnt
+    return None
+
+
+@dataclass
+class CgroupDir(Change):
+    """A cgroup we create, with settings written into it. Undo moves what is left in it to
+    where we were when we made it (the job's children that outlived it go back beside the
+    job's starter, never into a shared group) and removes it."""
+
+    kind: ClassVar[str] = "cgroup"
+    path: str
+    settings: dict[str, str] = field(default_factory=dict)
+    shared: bool = False  # a parent other runs may use too: removed only when empty
+
+    def describe(self) -> str:
+        return f"cgroup {self.path} {self.settings}"
+
+    def read(self) -> bool:
+        return os.path.isdir(self.path)
+
+    def apply(self) -> dict[str, str | None]:
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent):
+            raise SystemStateError(f"cgroup parent {parent} does not exist")
+        evict_to = cgroup_dir_of(os.getpid(), self.path)
+        try:
+            os.mkdir(self.path)
+        except FileExistsError:
+            pass
+        except OSError as err:
+            raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
+        for names, value in self.settings.items():
+            # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
+            # io.weight); which ones exist is only known inside the new group.
+            found = [n for n in names.split("|") if os.path.exists(os.path.join(self.path, n))]
+            if not found:
+                raise SystemStateError(
+                    f"cgroup file {names} does not exist in {self.path}",
+                    "the controller or IO scheduler providing it is not available",
+                )
+            write(os.path.join(self.path, found[0]), value)
+        return {"evict_to": evict_to}
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        if self.shared:  # ours by name: removed by whichever run leaves it empty
+            try:
+                os.rmdir(self.path)
+            except FileNotFoundError:
+                return None
+            except OSError:
+                return f"kept {self.path}: another run still uses it"
+            return None
+        if old or not os.path.isdir(self.path):
+            return None  # it existed before us, or it is already gone
+        target = (result or {}).get("evict_to")
+        if not target or not os.path.isdir(target) or target.startswith(self.path + "/"):
+            target = os.path.dirname(self.path)
+        for _ in range(50):
+            for pid in cgroup_procs(self.path):
+                try:
+                    write(os.path.join(target, "cgroup.procs"), str(pid))
+                except SystemStateError:
+                    pass  # exited meanwhile
+            try:
+                os.rmdir(self.path)
+                return None
+            except FileNotFoundError:
+                return None
+            except OSError:
+                time.sleep(0.02)  # a just-exited task is still being released
+        raise SystemStateError(f"could not remove cgroup {self.path}: it stays busy")
+
+
+@dataclass
+class CgroupMove(Change):
+    """A running process (all its threads) moved into one of our cgroups. Undo puts it back
+    where it was, if it still lives and is still in ours (`run --pid`, `govern`)."""
+
+    kind: ClassVar[str] = "cgmove"
+    pid: int
+    path: str
+
+    def describe(self) -> str:
+        return f"process {self.pid} in cgroup {self.path}"
+
+    def read(self) -> dict[str, Any]:
+        start = procfs.start_time(self.pid)
+        if start is None:
+            raise SystemStateError(f"process {self.pid} is gone")
+        return {"start": start, "from": cgroup_dir_of(self.pid, self.path)}
+
+    def apply(self) -> None:
+        write(os.path.join(self.path, "cgroup.procs"), str(self.pid))
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        if not old or procfs.start_time(self.pid) != old.get("start"):
+            return None  # gone, or the PID is someone else's now
+        if cgroup_dir_of(self.pid, self.path) != self.path or not old.get("from"):
+            return None  # moved elsewhere since: not ours to move back
+        if not os.path.isdir(old["from"]):
+            return f"process {self.pid} stays in {self.path}: {old['from']} is gone"
+        try:
+            write(os.path.join(old["from"], "cgroup.procs"), str(self.pid))
+        except SystemStateError:
+            if procfs.start_time(self.pid) == old.get("start"):
+                raise
+        return None
+
+
+@dataclass
+class ControllersEnabled(Change):
+    """cgroup v2: controllers switched on in a group's cgroup.subtree_control, so that its
+    children get io.weight/cpu.weight files. Undo switches off those that were off."""
+
+    kind: ClassVar[str] = "controllers"
+    path: str  # .../cgroup.subtree_control
+    controllers: list[str]
+
+    def describe(self) -> str:
+        return f"{self.path} +{' +'.join(self.controllers)}"
+
+    def read(self) -> list[str]:
+        try:
+            return Path(self.path).read_text().split()
+        except FileNotFoundError:
+            raise SystemStateError(f"{self.path} does not exist") from None
+
+    def apply(self) -> None:
+        write(self.path, " ".join(f"+{c}" for c in self.controllers))
+
+    def undo(self, old: Any, result: Any) -> None:
+        if old is None or not os.path.exists(self.path):
+            return
+        for ctrl in self.controllers:
+            if ctrl not in old:
+                try:
+                    write(self.path, f"-{ctrl}")
+                except SystemStateError:
+                    log.warning("%s stays enabled in %s: other groups use it", ctrl, self.path)
+
+
+@dataclass
+class CgroupFreezer(Change):
+    """The freezer of one of our cgroups (v1 `freezer.state`, v2 `cgroup.freeze`), which
+    `govern` toggles in short, bounded slices while interactive work is stalled on IO.
+    apply() changes nothing; freeze()/thaw() do, and undo() thaws whatever state is left,
+    so a daemon stopped, crashed or killed mid-pause never leaves the bulk work frozen
+    (after a SIGKILL, `backburner restore` replays this undo)."""
+
+    kind: ClassVar[str] = "freezer"
+    path: str
+    version: int = 1
+
+    def describe(self) -> str:
+        return f"freezer of {self.path}"
+
+    @property
+    def _file(self) -> str:
+        return os.path.join(self.path, "freezer.state" if self.version == 1
+                            else "cgroup.freeze")
+
+    def read(self) -> bool:
+        try:
+            return self.frozen()
+        except FileNotFoundError:
+            raise SystemStateError(f"{self._file} does not exist",
+                                   "no cgroup freezer for this group") from None
+
+    def frozen(self) -> bool:
+        text = Path(self._file).read_text().strip()
+        return text in ("FROZEN", "FREEZING") if self.version == 1 else text == "1"
+
+    def apply(self) -> None:
+        pass
+
+    def freeze(self) -> None:
+        write(self._file, "FROZEN" if self.version == 1 else "1")
+
+    def thaw(self) -> None:
+        write(self._file, "THAWED" if self.version == 1 else "0")
+
+    def undo(self, old: Any, result: Any) -> None:
+        if os.path.exists(self._file):
+            self.thaw()
+
+
+def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list[str]:
+    """Remove our empty groups (`backburner/*` in every hierarchy, then `backburner` itself)
+    whose owner is gone: what is left when a job outlived every record of it.
+
+    A group's name carries the PID and start time of what owns it (run-PID.START,
+    pid-PID.START, bench-PID.START-...): while that process lives the group is left alone,
+    even when it is empty for a moment (a bench's group before its load starts) and even
+    when its journal is in another state directory; a new process that got the same PID
+    does not keep it. govern's groups (govern-RULE) belong to its live journal."""
+    owned = {r.get("path") for info in journals() if info.alive for r in _cgroup_specs(info)}
+    removed = []
+    for top in _our_cgroup_tops():
+        for child in sorted(p for p in top.iterdir() if p.is_dir()):
+            if str(child) in owned or cgroup_procs(str(child)) or _owner_alive(child.name):
+                continue
+            try:
+                child.rmdir()
+            except OSError:
+                continue
+            removed.append(str(child))
+            report(f"removed empty cgroup {child}")
+        try:
+            top.rmdir()
+            removed.append(str(top))
+        except OSError:
+            pass
+    return removed
+
+
+def _owner_alive(name: str) -> bool:
+    """run-PID.START, pid-PID.START, bench-PID.START-...: the owner tag after the kind."""
+    parts = name.split("-")
+    return len(parts) > 1 and procfs.owner_alive(parts[1])
+
+
+def _our_cgroup_tops() -> list[Path]:
+    root = Path("/sys/fs/cgroup")
+    candidates = [root / "backburner", *(p / "backburner" for p in root.glob("*"))]
+    return [p for p in candidates if p.is_dir() and not p.is_symlink()]
+
+
+def _cgroup_specs(info: JournalInfo) -> list[dict[str, Any]]:
+    _, entries = journal_entries(info.journal)
+    return [e.change.spec() for e in entries if isinstance(e.change, CgroupDir)]
