@@ -564,3 +564,74 @@ def test_prune_keeps_a_live_owners_group_and_not_one_whose_pid_was_reused(
         for group in (mine, reused, top):
             with contextlib.suppress(OSError):
                 group.rmdir()
+
+
+# --- loop devices are known by their backing file's identity, not a path ----------------
+
+ATTACH_AND_DIE = r"""
+import os, sys
+from backburner import system
+tx = system.Transaction("test-swap").__enter__()
+print(tx.apply(system.LoopDevice(sys.argv[1])), flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def _losetup(image: Path) -> str:
+    return subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
+                          text=True, timeout=TIMEOUT, check=True).stdout.strip()
+
+
+def _bound(dev: str) -> bool:
+    return Path("/sys/block", os.path.basename(dev), "loop", "backing_file").exists()
+
+
+@pytest.mark.root
+def test_restore_detaches_our_device_even_after_its_path_was_swapped(
+        state_dir: Path, tmp_path: Path) -> None:
+    """Killed after attaching; the image's path is then made a symlink to another user's
+    image, itself on a loop device: restore detaches ours (by device and inode) and leaves
+    the other alone."""
+    ours, theirs = tmp_path / "ours.img", tmp_path / "theirs.img"
+    for f in (ours, theirs):
+        f.write_bytes(b"\0" * (1 << 20))
+    r = subprocess.run([PY, "-c", ATTACH_AND_DIE, str(ours)], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == -9, r.stderr
+    our_dev = r.stdout.strip()
+    their_dev = _losetup(theirs)
+    try:
+        ours.rename(tmp_path / "moved.img")
+        ours.symlink_to(theirs)
+        r = bb("restore")
+        assert r.returncode == 0, r.err
+        assert not _bound(our_dev), "our loop device stayed attached"
+        assert _bound(their_dev), "restore detached another user's loop device"
+    finally:
+        for dev in (our_dev, their_dev):
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+@pytest.mark.root
+def test_an_attach_killed_before_its_device_was_journaled_is_found_by_identity(
+        state_dir: Path, tmp_path: Path) -> None:
+    """The journal holds the backing file's identity before the attach: a loop device made
+    but not yet written down is still found and detached."""
+    image = tmp_path / "early.img"
+    image.write_bytes(b"\0" * (1 << 20))
+    st = image.stat()
+    jdir = state_dir / "journal"
+    jdir.mkdir(mode=0o700)
+    lines = [{"event": "begin", "label": "test-early", "pid": 999999999, "start": 1,
+              "time": time.time()},
+             {"event": "intent", "seq": 1, "kind": "loop", "old": None,
+              "spec": {"backing": str(image), "direct_io": False, "read_only": False}},
+             {"event": "applied", "seq": 1, "result": {"dev": st.st_dev, "ino": st.st_ino}}]
+    (jdir / "test-early-1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    dev = _losetup(image)
+    try:
+        r = bb("restore")
+        assert r.returncode == 0, r.err
+        assert not _bound(dev)
+    finally:
+        subprocess.run(["losetup", "-d", dev], capture_output=True)

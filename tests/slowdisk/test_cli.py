@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import bb, one_line_error, wait_for
 
+from backburner.errors import SystemStateError
 from backburner.slowdisk.profiles import BUILTIN
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,3 +115,37 @@ def test_errors_are_one_line_with_a_status(tmp_path: Path, state_dir: Path) -> N
         assert r.out == ""
     assert not os.path.exists(missing)
     assert not (state_dir / "journal").exists() or not list((state_dir / "journal").iterdir())
+
+
+@pytest.mark.root
+def test_create_refuses_a_planted_symlink_and_serves_nothing(tmp_path: Path) -> None:
+    """A user links the image path to a file of root's: root's `slowdisk create` must not
+    serve that file read-write through a loop device."""
+    secret = tmp_path / "roots-file"
+    secret.write_bytes(b"root's bytes" * 100_000)
+    shared = tmp_path / "tmp"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    planted = shared / "slow.img"
+    planted.symlink_to(secret)
+    r = bb("slowdisk", "create", "--size", "64M", "--profile", "hdd-5400", str(planted))
+    assert r.returncode == 78, r.err
+    assert "is a symbolic link" in r.err and len(r.err.strip().splitlines()) == 1
+    assert not [ln for ln in Path("/proc/mounts").read_text().splitlines()
+                if str(tmp_path) in ln]
+    assert subprocess.run(["losetup", "-j", str(secret)], capture_output=True,
+                          text=True).stdout == ""
+
+
+def test_the_daemon_serves_only_the_file_that_was_checked(tmp_path: Path) -> None:
+    """Swapped between the check and the daemon's open: the daemon refuses to serve."""
+    from backburner.slowdisk.daemon import ImageFile
+
+    checked, other = tmp_path / "checked.img", tmp_path / "other.img"
+    for f in (checked, other):
+        f.write_bytes(b"\0" * 4096)
+    st = checked.stat()
+    checked.unlink()
+    other.rename(checked)
+    with pytest.raises(SystemStateError, match="was replaced after it was checked"):
+        ImageFile(str(checked), writable=False, identity=f"{st.st_dev}:{st.st_ino}")

@@ -338,6 +338,10 @@ def test_restore_after_the_daemon_is_killed(tmp_path: Path, state_dir: Path) -> 
     assert r.returncode == 0, r.err
     _released(disk.workdir, disk.daemon_pid)
     assert not list((state_dir / "journal").glob("*.jsonl"))
+    # the kernel cannot stat a file of a dead FUSE daemon: the device must go all the same
+    # (by then its backing file's name would no longer be under the work directory)
+    backing = Path("/sys/block", os.path.basename(dev), "loop", "backing_file")
+    assert not backing.exists() or backing.read_text().strip() != f"/{device.SERVED_NAME}"
 
 
 # --- bad input ------------------------------------------------------------------------------

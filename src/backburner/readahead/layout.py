@@ -503,34 +503,33 @@ def _fsck(image: str) -> None:
     _must(_tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
 
 
-def _new_image(path: str) -> tuple[str, tuple[int, int]]:
+def _image_path(path: str) -> str:
+    """IMAGE, checked before any work: a new file in an existing directory."""
     image = os.path.abspath(path)
     if os.path.lexists(image):
         raise ExistsError(f"{path} already exists", "remove it or choose another name")
     if not os.path.isdir(os.path.dirname(image)):
         raise NotFoundError(f"directory {os.path.dirname(image)} does not exist")
+    return image
+
+
+def _publish(building: str, image: str) -> None:
+    """The finished, verified image appears at IMAGE in one step (a hard link: never over
+    a file that appeared there meanwhile); the building name goes with the transaction."""
+    os.chmod(building, 0o644)
     try:
-        fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644)
+        os.link(building, image)
     except FileExistsError:
-        raise ExistsError(f"{path} already exists", "remove it or choose another name"
-                          ) from None
-    st = os.fstat(fd)
-    os.close(fd)
-    return image, (st.st_dev, st.st_ino)
-
-
-def _remove_ours(image: str, ident: tuple[int, int]) -> None:
-    try:
-        st = os.lstat(image)
-    except FileNotFoundError:
-        return
-    if (st.st_dev, st.st_ino) == ident:
-        os.unlink(image)
+        raise ExistsError(f"{image} appeared while the image was built",
+                          "the new image was not kept; choose another name") from None
 
 
 def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
-    """`layout build-ext4`: a verified ext4 image of SRC with the pack's files first."""
+    """`layout build-ext4`: a verified ext4 image of SRC with the pack's files first.
+
+    The image is built under a hidden name beside IMAGE, journaled, and linked to IMAGE
+    only once verified: an interrupt, an error or a SIGKILL followed by `restore` leaves
+    no half-built image at IMAGE (which would then refuse a rerun)."""
     system.require_root("building an ext4 image (owners, loop device, mount)")
     src = _norm(os.path.abspath(opts.src))
     if not os.path.isdir(src) or os.path.islink(src):
@@ -539,12 +538,14 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
     scan = _scan(src)
     hot, base, missing = _hot(pack, scan, src, opts.root)
     final = opts.size or -(-int(scan.used * 1.25 + 64 * MiB) // (4 * MiB)) * 4 * MiB
-    image, ident = _new_image(opts.image)
-    try:
-        result = _build(pack, opts, src, scan, hot, base, missing, final, image)
-    except BaseException:
-        _remove_ours(image, ident)
-        raise
+    image = _image_path(opts.image)
+    folder, name = os.path.split(image)
+    building = os.path.join(folder, f".{name}.building-{secrets.token_hex(4)}")
+    with system.Transaction("layout-image") as tx:
+        tx.apply(system.MadeFile(building))
+        result = _build(pack, opts, src, scan, hot, base, missing, final, building)
+        _publish(building, image)
+    result.image = image
     result.seconds = time.monotonic() - t0
     return result
 
@@ -581,7 +582,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             log.debug("differences: %s", problems)
             raise SystemStateError(f"the new image differs from {opts.src}: {problems[0]}{more}")
-        result.after = check_dir(ro, pack, base, label=image)
+        result.after = check_dir(ro, pack, base, label=opts.image)
     try:
         result.before = check_dir(src, pack, base, label=opts.src)
     except BackburnerError as err:

@@ -130,22 +130,31 @@ DAEMON_NICE = -10
 class ImageFile:
     """The backing image: O_DIRECT for aligned requests where possible, buffered otherwise."""
 
-    def __init__(self, path: str, writable: bool) -> None:
+    def __init__(self, path: str, writable: bool, identity: str | None = None) -> None:
         self.path = path
         acc = os.O_RDWR if writable else os.O_RDONLY
         try:
-            self.fd = os.open(path, acc | os.O_CLOEXEC)
+            self.fd = os.open(path, acc | os.O_CLOEXEC | os.O_NOFOLLOW)
         except FileNotFoundError:
             raise NotFoundError(f"image {path!r} does not exist") from None
         except OSError as e:
             raise SystemStateError(f"cannot open image {path!r}: {e.strerror}") from None
+        st = os.fstat(self.fd)
+        if identity is not None and f"{st.st_dev}:{st.st_ino}" != identity:
+            os.close(self.fd)
+            raise SystemStateError(f"image {path!r} was replaced after it was checked",
+                                   "nothing was served; check who can write its directory")
         self.size = os.lseek(self.fd, 0, os.SEEK_END)
         self.dfd: int | None = None
         self.align = 0
         self._local = threading.local()
         try:
-            self.dfd = os.open(path, acc | os.O_CLOEXEC | os.O_DIRECT)
+            self.dfd = os.open(path, acc | os.O_CLOEXEC | os.O_DIRECT | os.O_NOFOLLOW)
         except OSError:
+            return
+        if os.fstat(self.dfd)[1:3] != st[1:3]:  # (ino, dev): the same file as fd
+            os.close(self.dfd)
+            self.dfd = None
             return
         for align in (512, 4096):
             if self.size < align:
@@ -695,7 +704,7 @@ def _check_environment(image: str, mountpoint: str) -> None:
         raise UnavailableError("/dev/fuse does not exist", "load the fuse module: modprobe fuse")
     if not os.path.exists(image):
         raise NotFoundError(f"image {image!r} does not exist")
-    st = os.stat(image)
+    st = os.lstat(image)
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)):
         raise UsageError(f"image {image!r} is not a regular file")
     if not os.path.isdir(mountpoint):
@@ -749,13 +758,13 @@ def _mount(fs: SlowDiskFS, mountpoint: str, read_only: bool) -> None:
 
 
 def serve(profile: Profile, image_path: str, mountpoint: str, *, read_only: bool = False,
-          roundtrip_s: float | None = None) -> int:
+          roundtrip_s: float | None = None, image_id: str | None = None) -> int:
     """Mount and serve until unmounted or signalled. Returns the exit status (0)."""
     image_path = os.path.abspath(image_path)
     mountpoint = os.path.abspath(mountpoint)
     read_only = read_only or profile.read_only_medium
     _check_environment(image_path, mountpoint)
-    image = ImageFile(image_path, writable=not read_only)
+    image = ImageFile(image_path, writable=not read_only, identity=image_id)
     if image.size <= 0:
         image.close()
         raise UsageError(f"image {image_path!r} is empty")
@@ -781,7 +790,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--profile", required=True,
                    help="timing profile: " + ", ".join(profile_names()))
-    p.add_argument("--image", required=True, help="backing image file")
+    p.add_argument("--image", required=True, help="backing image file (not a symlink)")
+    p.add_argument("--image-id", metavar="DEV:INO",
+                   help="serve the image only if it is this file (device and inode numbers)")
     p.add_argument("--mountpoint", required=True, help="empty directory to mount on")
     p.add_argument("--read-only", action="store_true", help="refuse writes (EROFS)")
     p.add_argument("--log", metavar="FILE",
@@ -817,7 +828,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--roundtrip-us must be between 0 and 1000")
             roundtrip = args.roundtrip_us / 1e6
         return serve(profile, args.image, args.mountpoint, read_only=args.read_only,
-                     roundtrip_s=roundtrip)
+                     roundtrip_s=roundtrip, image_id=args.image_id)
     except BackburnerError as e:
         print(f"slowdisk: {e}", file=sys.stderr)
         return e.exit_status

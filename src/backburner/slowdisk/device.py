@@ -41,12 +41,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, system
+from .. import procfs, safepath, system
 from ..errors import (
     ExistsError,
     NotFoundError,
     SystemStateError,
     UnavailableError,
+    UnsafePathError,
     UsageError,
 )
 from ..units import human_size
@@ -127,14 +128,21 @@ def _check_fuse() -> None:
 
 def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
                   ) -> tuple[str, bool]:
-    """Check (or create, sparse) the image. Returns (absolute path, created by us)."""
+    """Check (or create, sparse) the image. Returns (absolute path, created by us).
+
+    Never through a symlink (a user's link in /tmp to a file of root's would be served
+    read-write by root): the path is checked without following it, opened with O_NOFOLLOW,
+    and the daemon checks that what it opens is this very file (`image_identity`)."""
     image = os.path.abspath(path)
     if size is not None and size < MIN_SIZE:
         raise UsageError(f"size {size} bytes is too small", "give at least 1M")
     try:
-        st = os.stat(image)
+        st = os.lstat(image)
     except FileNotFoundError:
         st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise UnsafePathError(f"image {path!r} is a symbolic link",
+                              "give the path of the image itself")
     if st is None:
         if profile.read_only_medium:
             raise NotFoundError(
@@ -149,7 +157,7 @@ def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
         if not os.path.isdir(os.path.dirname(image)):
             raise NotFoundError(f"directory {os.path.dirname(image)!r} does not exist")
         try:
-            fd = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = safepath.create_new(image)
         except OSError as e:
             raise SystemStateError(f"cannot create image {path!r}: {e.strerror}") from None
         try:
@@ -160,7 +168,7 @@ def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
             raise SystemStateError(f"cannot size image {path!r}: {e.strerror}") from None
         os.close(fd)
         return image, True
-    if not stat.S_ISREG(st.st_mode):
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISBLK(st.st_mode)):
         raise UsageError(f"image {path!r} is not a regular file")
     if st.st_size < 512:
         raise UsageError(f"image {path!r} is empty (smaller than one 512-byte sector)",
@@ -172,7 +180,7 @@ def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
             "give a smaller --size, or grow the image with truncate -s")
     if not (read_only or profile.read_only_medium):
         try:
-            os.close(os.open(image, os.O_RDWR | os.O_CLOEXEC))
+            os.close(os.open(image, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC))
         except OSError as e:
             raise UsageError(f"image {path!r} cannot be opened for writing: {e.strerror}",
                              "pass --read-only to serve it read-only") from None
@@ -181,6 +189,13 @@ def prepare_image(path: str, size: int | None, read_only: bool, profile: Profile
             raise ExistsError(f"image {path!r} is already served by slowdisk {disk.device}",
                               f"backburner slowdisk remove {disk.device}")
     return image, False
+
+
+def image_identity(image: str) -> str:
+    """'DEV:INO' of the image at this path (not followed), for the daemon to check that it
+    serves the file that was checked."""
+    st = os.lstat(image)
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 # --- setting up -----------------------------------------------------------------------------
@@ -222,7 +237,8 @@ def _serve(tx: system.Transaction, work: str, profile: Profile, image: str,
     tx.apply(system.MadeDir(mnt))
     tx.apply(system.FuseMount(mnt))  # before the daemon: undone after it stops, even if killed
     argv = [sys.executable, "-m", "backburner.slowdisk.daemon", "--profile", profile.name,
-            "--image", image, "--mountpoint", mnt, "--log", daemon_log]
+            "--image", image, "--image-id", image_identity(image), "--mountpoint", mnt,
+            "--log", daemon_log]
     if read_only:
         argv.append("--read-only")
     daemon = system.Daemon(argv, ready_path=os.path.join(mnt, STATS_NAME),

@@ -25,7 +25,7 @@ from .cgroups import (
 from .change import Change, selected
 from .files import InstalledFile, MadeDir, MadeFile, PrivateDir, remove_tree
 from .journal import Journal, JournalInfo, journals, stale_journals
-from .loops import LoopDevice, loops_backed_by
+from .loops import LoopDevice, is_loop_over, loops_backed_by
 from .mounts import Filesystem, FuseMount, Mount, is_mountpoint, mount_options, mounts_under
 from .paths import (
     DEFAULT_STATE_DIR,
@@ -53,7 +53,8 @@ __all__ = [
     "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "is_mountpoint",
-    "is_root", "journal_dir", "journals", "loops_backed_by", "mount_options", "mounts_under",
+    "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",
+    "mount_options", "mounts_under",
     "prune_empty_cgroups", "psi_trigger", "recover", "remove_tree", "require_root",
     "restore_stale", "selected", "stale_journals", "state_dir", "trusted_dir",
     "undo_journal", "work_root",

@@ -51,6 +51,11 @@ class Change(ABC):
         daemon's PID before its readiness wait): they call `record(partial)` on the way."""
         return self.apply()
 
+    def returned(self, result: Any) -> Any:
+        """What `Transaction.apply` hands the caller: the result, unless the journal needs
+        more facts than the caller does (a loop device's backing identity)."""
+        return result
+
     def spec(self) -> dict[str, Any]:
         return dict(self.__dict__)
 

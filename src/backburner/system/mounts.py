@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from .. import procfs, safepath
 from ..errors import SystemStateError, UnavailableError, UnsafePathError
 from .change import Change, run_tool, tool
-from .loops import loops_backed_by
+from .loops import is_loop_over
 
 
 def mounts_under(path: str) -> list[str]:
@@ -41,7 +41,7 @@ class Filesystem(Change):
         return f"{self.fstype} on {self.device}"
 
     def read(self) -> None:
-        if self.device not in loops_backed_by(self.image):
+        if not is_loop_over(self.device, self.image):
             raise SystemStateError(f"{self.device} is not a loop device over {self.image}",
                                    "only our own images are formatted")
 

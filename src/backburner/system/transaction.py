@@ -67,7 +67,7 @@ class Transaction:
             journal.append({"event": "applied", "seq": entry.seq, "result": partial})
 
         record(change.apply_with(record))
-        return entry.result
+        return change.returned(entry.result)
 
     def undo_all(self) -> None:
         """Undo in reverse order with termination signals held, so a second ^C cannot cut it."""
