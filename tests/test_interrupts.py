@@ -88,3 +88,41 @@ print(os.WIFSIGNALED(status) and os.WTERMSIG(status))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=TIMEOUT)
     assert res.stdout == "15\n", res.stderr
+
+
+AFTER_SUCCESS = r'''
+import os, signal, sys, time
+from backburner import cli
+status = cli.main(["policies"])
+os.kill(os.getpid(), signal.SIGTERM)  # as if it landed while the interpreter shuts down
+time.sleep(0.2)
+print("exiting with", status, flush=True)
+sys.exit(status)
+'''
+
+
+def test_a_signal_after_the_outcome_is_decided_does_not_change_it() -> None:
+    """A command that succeeded exits 0 even when SIGTERM lands on its way out (it died
+    "terminated" after `slowdisk create` had set up and announced its device)."""
+    r = subprocess.run([sys.executable, "-c", AFTER_SUCCESS], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    assert "exiting with 0" in r.stdout
+
+
+INTERRUPTED_LOADING = r'''
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "backburner.cli":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+from backburner import entry
+sys.exit(entry.main(["policies"]))
+'''
+
+
+def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130() -> None:
+    r = subprocess.run([sys.executable, "-c", INTERRUPTED_LOADING], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert (r.returncode, r.stderr) == (130, "backburner: interrupted\n")

@@ -30,8 +30,11 @@ def missing_extra(error: ModuleNotFoundError) -> UnavailableError | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .cli import main as cli_main
-
+    try:
+        from .cli import main as cli_main
+    except KeyboardInterrupt:  # ^C while the program loads: nothing was done yet
+        print("backburner: interrupted", file=sys.stderr)
+        return 130
     try:
         return cli_main(argv)
     except ModuleNotFoundError as error:

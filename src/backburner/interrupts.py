@@ -96,3 +96,11 @@ def held(signals: frozenset[int] | set[int] = TERMINATING) -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def finished() -> None:
+    """The command's outcome is decided (its status chosen, its output written): from here
+    to the exit, terminating signals are held, never acted on. Without this, one landing
+    while the interpreter shuts down (its handlers back to the default) killed a command
+    that had already succeeded: "terminated" after a slowdisk was set up and announced."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)

@@ -79,7 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.cmd:
             raise UsageError("no command given", "see backburner --help")
         interrupts.install()
-        return args.handler(args)
+        status = args.handler(args)
+        interrupts.finished()
+        return status
     except BackburnerError as error:
         if debug:
             raise
