@@ -27,7 +27,7 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "readahead replay") _bb_subs=""; _bb_opts="-h --help --wait --budget --deadline --order --io --rebase"; _bb_job=0;;
         "readahead show") _bb_subs=""; _bb_opts="-h --help --files --verify"; _bb_job=0;;
         "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --recommend --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
-        "restore") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
+        "restore") _bb_subs=""; _bb_opts="-h --help --pid"; _bb_job=0;;
         "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force -v --verbose"; _bb_job=1;;
         "slowdisk") _bb_subs="create list profiles remove stats"; _bb_opts="-h --help"; _bb_job=0;;
         "slowdisk create") _bb_subs=""; _bb_opts="-h --help --profile --size --read-only --scheduler"; _bb_job=0;;
@@ -133,6 +133,7 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "report|--output") echo "__any__";;
         "report|-o") echo "__any__";;
         "report|--tolerance") echo "__any__";;
+        "restore|--pid") echo "__any__";;
         "run|--policy") echo "__any__";;
         "run|--io") echo "__any__";;
         "run|--cpu") echo "__any__";;
