@@ -292,3 +292,17 @@ def test_an_empty_file_replaced_comes_back_empty(tmp_path: Path, state_dir: Path
     change.apply()
     assert change.undo(old, None) is None
     assert path.exists() and path.read_text() == ""
+
+
+def test_a_scheduler_no_kernel_has_is_refused_before_anything_is_written(
+        tmp_path: Path) -> None:
+    root = tmp_path / "image"
+    root.mkdir()
+    r = bb("apply", "--root", str(root), "--scheduler", "junk")
+    assert r.returncode == 64, r.err
+    assert "'junk' is not an IO scheduler Linux has" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+    assert list(root.rglob("*")) == []
+    r = bb("apply", "--root", str(root), "--scheduler", "junk", "--force")
+    assert r.returncode == 0, r.err
+    assert (root / "etc/udev/rules.d/65-backburner-scheduler.rules").is_file()

@@ -635,3 +635,18 @@ def test_an_attach_killed_before_its_device_was_journaled_is_found_by_identity(
         assert not _bound(dev)
     finally:
         subprocess.run(["losetup", "-d", dev], capture_output=True)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("asked, absent", [("", set()), ("dev", {"nodev"}),
+                                           ("ro,suid", {"nosuid"})])
+def test_mounts_are_nosuid_and_nodev_unless_asked(
+        state_dir: Path, tmp_path: Path, asked: str, absent: set[str]) -> None:
+    target = tmp_path / "mnt"
+    target.mkdir()
+    with system.Transaction("test-mount") as tx:
+        tx.apply(system.Mount("tmpfs", str(target), "tmpfs", asked))
+        have = system.mount_options(str(target))
+        assert {"nosuid", "nodev"} - absent <= have
+        assert not absent & have
+    assert not system.is_mountpoint(str(target))

@@ -82,6 +82,19 @@ class NotRootError(BackburnerError):
         super().__init__(f"{operation} needs root", "run it with sudo or as root")
 
 
+def denied(operation: str, why: str = "Operation not permitted") -> BackburnerError:
+    """What a refusal by the kernel means: `NotRootError` when we are not root, else an
+    `AccessError` that says so (a security module, lockdown or a container's limits refuse
+    root too; "needs root" would send a root user in circles)."""
+    import os
+
+    if os.geteuid() != 0:
+        return NotRootError(operation)
+    return AccessError(f"{operation}: the kernel refused ({why}) although this runs as root",
+                       "a security module (SELinux, AppArmor), kernel lockdown or a "
+                       "container's limits may forbid it")
+
+
 class UnsafePathError(BackburnerError):
     """A path another user could have planted or can change (a state directory, a rule file):
     refused, as sudo refuses a sudoers file writable by others."""

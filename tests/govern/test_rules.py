@@ -197,6 +197,16 @@ def test_broad_check_uses_the_real_pid1_too() -> None:
     assert rules.broad_reasons(rule, pid1) == ["it would match PID 1"]
 
 
+def test_a_parent_named_for_this_machines_pid1_matches_any_process() -> None:
+    """Every process descends from PID 1, whatever it is called here (a container's or a
+    sandbox's own init): `parent = "<its name>"` governs everything."""
+    rule = one('[[rule]]\nname = "r"\nio = "idle"\nmatch = { parent = "process_api" }\n')
+    pid1 = facts(pid=1, comm="process_api", exe="/opt/sandbox/process_api", user="root",
+                 uid=0)
+    assert rules.broad_reasons(rule) == []
+    assert rules.broad_reasons(rule, pid1) == ["it would match any process"]
+
+
 def test_builtin_rules_parse_are_not_broad_and_each_cites_why() -> None:
     found = load.builtin_sources()
     assert len(found) >= 3

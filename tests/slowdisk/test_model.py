@@ -223,7 +223,7 @@ def test_flat_profile_is_a_constant_delay_without_queueing() -> None:
     assert d.counters.requests == 10 and d.counters.seeks == 0
     assert get_profile("flat:0").delay_s == 0.0
     assert get_profile("flat:0.5").delay_s == approx(0.0005)
-    for bad in ("flat:", "flat:x", "flat:-1", "flat:nan", "flat:inf"):
+    for bad in ("flat:", "flat:x", "flat:-1", "flat:nan", "flat:inf", "flat:1e300", "flat:10001"):
         with pytest.raises(UsageError):
             get_profile(bad)
 

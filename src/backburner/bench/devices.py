@@ -263,7 +263,9 @@ def bind_virtual(root: str, tx: system.Transaction) -> None:
     for virtual in ("/proc", "/sys", "/dev"):
         target = os.path.join(root, virtual.lstrip("/"))
         os.makedirs(target, exist_ok=True)
-        tx.apply(system.Mount(virtual, target, "", "bind,ro,nosuid"))
+        # /dev keeps its device nodes usable (dev); nothing is set-uid in any of them
+        tx.apply(system.Mount(virtual, target, "", "bind,ro,nosuid"
+                              + (",dev" if virtual == "/dev" else "")))
 
 
 def _mount_of(path: str) -> str:

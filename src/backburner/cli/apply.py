@@ -34,6 +34,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         return 0
     rule = apply.SchedulerRule(args.scheduler, args.kernel, apply.DEVICE_CLASSES[args.devices]) \
         if args.scheduler else None
+    if rule is not None:
+        apply.check_scheduler(rule.scheduler, force=args.force)
     policy = priority.parse_policy(args.policy).with_overrides(
         io=priority.IOPrio.parse(args.io) if args.io else None,
         cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
@@ -75,7 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="install under DIR instead of / (a staging root for an image)")
     p.add_argument("--dry-run", action="store_true", help="print the files, change nothing")
     p.add_argument("--force", action="store_true",
-                   help="replace a file at our paths that backburner did not write")
+                   help="replace a file at our paths that backburner did not write; take a "
+                   "scheduler name neither mainline Linux nor this machine has")
     p.add_argument("--remove", action="store_true", help="take out every file apply wrote")
 
 

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import DataError, NotRootError, UnavailableError
+from ..errors import DataError, UnavailableError, denied
 from .runs import DELALLOC, ENCODED, INLINE, UNKNOWN, Extent
 
 BTRFS_IOC_TREE_SEARCH = 0xD0009411  # _IOWR(0x94, 17, struct btrfs_ioctl_search_args)
@@ -62,9 +62,9 @@ def chunks(fd: int) -> list[Chunk]:
                        CHUNK_ITEM_KEY, CHUNK_ITEM_KEY, 4096, 0, 0, 0, 0, 0)
         try:
             fcntl.ioctl(fd, BTRFS_IOC_TREE_SEARCH, buf, True)
-        except PermissionError:
-            raise NotRootError("translating btrfs addresses to device offsets (chunk tree "
-                               "search)") from None
+        except PermissionError as err:
+            raise denied("translating btrfs addresses to device offsets (chunk tree "
+                         "search)", err.strerror) from None
         except OSError as err:
             if err.errno in (errno.ENOTTY, errno.EOPNOTSUPP):
                 raise UnavailableError("the btrfs chunk tree cannot be searched here") from None

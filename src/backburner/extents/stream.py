@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..errors import DataError, IOFailure, NotRootError
+from ..errors import DataError, IOFailure, denied
 from ..units import MiB
 
 log = logging.getLogger(__name__)
@@ -55,8 +55,8 @@ class DeviceReader:
         self.chunk = chunk or CHUNK
         try:
             self.fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
-        except PermissionError:
-            raise NotRootError(f"reading the block device {path}") from None
+        except PermissionError as err:
+            raise denied(f"reading the block device {path}", err.strerror) from None
         except FileNotFoundError:
             raise IOFailure(f"{path}: the block device is gone") from None
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..errors import NotRootError, UnavailableError
+from ..errors import UnavailableError, denied
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +199,9 @@ class Connector:
         listener would not get it: acknowledgements are events of type "none")."""
         try:
             self.sock.send(_control(PROC_CN_MCAST_LISTEN))
-        except PermissionError:
-            raise NotRootError("listening to process events (the netlink connector)") from None
+        except PermissionError as err:
+            raise denied("listening to process events (the netlink connector)",
+                         err.strerror) from None
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()

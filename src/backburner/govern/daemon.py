@@ -34,7 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import interrupts, job, priority, procfs, safepath, system
-from ..errors import BackburnerError, NotFoundError, SystemStateError, UnavailableError
+from ..errors import (
+    BackburnerError,
+    ExistsError,
+    NotFoundError,
+    SystemStateError,
+    UnavailableError,
+)
 from . import connector, execwatch, load, procinfo, state, throttle
 from .connector import COMM as COMM_EVENT
 from .connector import EXEC, EXIT, FORK
@@ -568,6 +574,17 @@ def sd_notify(message: str) -> None:
         log.warning("could not notify systemd: %s", err)
 
 
+def _check_ready_file(path: str | None) -> None:
+    """Before anything is governed: the ready file can be created (a stale one from an
+    earlier run made it fail only after processes had been governed and put back)."""
+    if path is None:
+        return
+    safepath.check_chain(os.path.dirname(os.path.abspath(path)), "ready file directory")
+    if os.path.lexists(path):
+        raise ExistsError(f"ready file {path} already exists (left by an earlier run?)",
+                          "remove it, or give a new path")
+
+
 def _ready(path: str | None) -> None:
     """The caller's ready file: created (never an existing one, never through a symlink)
     once we are subscribed and have scanned, so no process can be missed from then on."""
@@ -596,6 +613,7 @@ def run(opts: Options) -> Stopped:
         system.require_root("governing processes (priorities of other users' processes, "
                             "cgroups)")
     ruleset = load.load(opts.rules_dir, opts.defaults)
+    _check_ready_file(opts.ready_file)
     started = time.time()
     names = ruleset.names_bytes()
     watch = execwatch.open_watch(names) if names is not None and not opts.no_exec_filter \

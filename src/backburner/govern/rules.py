@@ -24,7 +24,7 @@ import fnmatch
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .. import priority
@@ -611,9 +611,18 @@ def broad_reasons(rule: Rule, pid1: Facts | None = None) -> list[str]:
     shell = next((p for p in _shell_probes() if rule.holds(p)), None)
     if shell is not None:
         reasons.append(f"it would match an interactive shell ({shell.comm} of {shell.user})")
-    if rule.holds(ANY_PROBE):
+    if any(rule.holds(p) for p in _any_probes(pid1)):
         reasons.append("it would match any process")
     return reasons
+
+
+def _any_probes(pid1: Facts | None) -> list[Facts]:
+    """ANY_PROBE, and the same process descending from this machine's own PID 1 (whatever
+    it is called: `parent = "<PID 1's name>"` holds for every process there)."""
+    if pid1 is None or not (pid1.comm or pid1.exe):
+        return [ANY_PROBE]
+    return [ANY_PROBE, replace(ANY_PROBE, ancestors=[ANY_PROBE.ancestors[0],
+                                                      (pid1.comm, pid1.exe)])]
 
 
 def broad_errors(ruleset: Ruleset, pid1: Facts | None = None) -> list[RuleError]:

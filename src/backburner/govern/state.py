@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import procfs, safepath, system
-from ..errors import BusyError, DataError, NotFoundError, NotRootError
+from ..errors import BusyError, DataError, NotFoundError, denied
 
 FORMAT = 1
 
@@ -55,8 +55,8 @@ def read() -> dict[str, Any]:
     except FileNotFoundError:
         raise NotFoundError("govern has not run here: no status file",
                             f"start it with `backburner govern run` ({path})") from None
-    except PermissionError:
-        raise NotRootError(f"reading the govern status ({path})") from None
+    except PermissionError as err:
+        raise denied(f"reading the govern status ({path})", err.strerror) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:

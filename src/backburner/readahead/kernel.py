@@ -17,7 +17,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..errors import NotRootError, UnavailableError
+from ..errors import UnavailableError, denied
 from .pack import Ranges, merge_ranges, ranges_from_pages
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def fanotify_init(flags: int, event_f_flags: int) -> int:
     if fd < 0:
         err = ctypes.get_errno()
         if err == errno.EPERM:
-            raise NotRootError("watching file accesses with fanotify")
+            raise denied("watching file accesses with fanotify")
         if err in (errno.ENOSYS, errno.EINVAL):
             raise UnavailableError("this kernel has no fanotify (or not these flags)",
                                    "it needs CONFIG_FANOTIFY, Linux 5.1 or newer")

@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+from typing import ClassVar
 
 #: Most bytes the host merges into one command: libata's transfer limit for an ATAPI
 #: device (ATA_MAX_SECTORS, 256 sectors). A larger request is not split: a drive streams a
@@ -157,10 +158,15 @@ class FlatProfile(Profile):
 
     delay_s: float = 0.0
 
+    #: Longest delay per request: beyond it, requests would outlast IO timeouts (30 s for
+    #: SCSI disks) and no real medium is that slow. 0 is a passthrough: the FUSE path's own
+    #: cost, for comparison.
+    MAX_MS: ClassVar[float] = 10_000.0
+
     @classmethod
     def from_ms(cls, ms: float) -> FlatProfile:
-        if not math.isfinite(ms) or ms < 0:
-            raise ValueError(f"flat delay must be a finite number >= 0 ms, got {ms}")
+        if not math.isfinite(ms) or not 0 <= ms <= cls.MAX_MS:
+            raise ValueError(f"flat delay must be 0 to {cls.MAX_MS:g} ms, got {ms}")
         return cls(
             name=f"flat:{ms:g}",
             description=f"constant {ms:g} ms per request, no queueing (like dm-delay)",

@@ -154,7 +154,7 @@ def get_profile(name: str) -> Profile:
         except ValueError:
             raise UsageError(
                 f"bad flat profile {name!r}",
-                "use flat:MS with a delay in milliseconds >= 0, e.g. flat:20",
+                "use flat:MS with a delay of 0 to 10000 milliseconds, e.g. flat:20",
             ) from None
     raise UsageError(
         f"unknown slowdisk profile {name!r}",

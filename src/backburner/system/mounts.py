@@ -88,7 +88,10 @@ class Mount(Change):
 
     The target must be a real directory (not a symlink) in a chain of directories nobody
     else controls: mount(2) follows symlinks, so a planted one would mount elsewhere. With
-    "ro" in the options (bind mounts included), the mount is checked to be read-only."""
+    "ro" in the options (bind mounts included), the mount is checked to be read-only.
+    Every mount is nosuid and nodev unless "suid" or "dev" is asked for by name: an image
+    we mount may come from anyone, and a set-uid file or a device node on it must not
+    become a way in."""
 
     kind: ClassVar[str] = "mount"
     source: str
@@ -108,16 +111,23 @@ class Mount(Change):
             raise SystemStateError(f"{self.target} is already a mount point")
         return False
 
+    def effective_options(self) -> str:
+        given = [o for o in self.options.split(",") if o]
+        extra = [safe for safe, unsafe in (("nosuid", "suid"), ("nodev", "dev"))
+                 if safe not in given and unsafe not in given]
+        return ",".join(given + extra)
+
     def apply(self) -> None:
         cmd = ["mount", "--no-canonicalize"]
         if self.fstype:
             cmd += ["-t", self.fstype]
-        if self.options:
-            cmd += ["-o", self.options]
+        cmd += ["-o", self.effective_options()]
         tool(cmd + [self.source, self.target], f"mounting {self.source}")
-        wanted = set(self.options.split(","))
-        if "ro" in wanted and "ro" not in mount_options(self.target):
-            raise SystemStateError(f"{self.target} was mounted writable despite 'ro'")
+        wanted = set(self.effective_options().split(","))
+        have = mount_options(self.target)
+        for option in ("ro", "nosuid", "nodev"):
+            if option in wanted and option not in have:
+                raise SystemStateError(f"{self.target} was mounted without {option!r}")
 
     def undo(self, old: Any, result: Any) -> None:
         for _ in range(25):

@@ -214,11 +214,13 @@ def _replay(journal: Journal, report: Callable[[str], None]) -> list[str]:
 def commit(tx: Transaction) -> None:
     """Keep what `tx` applied (an `apply` that finished): its journal goes in one unlink,
     so neither the end of the ``with`` block nor a later `restore` undoes it. Before this,
-    every change is undone on an error, ^C, SIGTERM, or by `restore` after a crash."""
+    every change is undone on an error, ^C, SIGTERM, or by `restore` after a crash; after
+    it the command has succeeded, and a signal arriving on its way out is held (it exited
+    130, "system state restored", with the changes kept)."""
     assert tx.journal is not None, "commit inside the transaction"
-    with interrupts.held():
-        tx.entries.clear()
-        tx.journal.path.unlink(missing_ok=True)
+    interrupts.finished()
+    tx.entries.clear()
+    tx.journal.path.unlink(missing_ok=True)
 
 
 class LiveTransaction(Transaction):
