@@ -3,11 +3,17 @@ recognised by its uuid, a trial by (cell, round); copying twice adds nothing."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from helpers import bb, make_db
+from helpers import BB, PgCluster, bb, make_db, one_line_error
 
+from backburner import report
+from backburner.errors import DataError
 from backburner.store import Store
 
 
@@ -70,3 +76,175 @@ def test_a_run_copied_unfinished_is_completed_later(tmp_path: Path) -> None:
     assert "1 completed" in r.out and "2 trial(s) added" in r.out
     assert _counts(dst)[1] == before + 2
     assert Store.open(dst, readonly=True).runs()[0].finished_at is not None
+
+
+
+# --- a copy killed at any moment ----------------------------------------------------------
+
+#: `backburner` with a SIGKILL at its Nth SQL statement or commit ($BB_KILL_AT): the real
+#: command in a real process, killed at a point chosen exactly rather than by timing. It
+#: prints how many statements it ran when it is not killed.
+KILLED_AT = r'''
+import atexit, os, signal, sys
+import sqlite3
+
+at, seen = int(os.environ.get("BB_KILL_AT", "0")), 0
+
+def tick():
+    global seen
+    seen += 1
+    if seen == at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+class Killing(sqlite3.Connection):
+    def execute(self, *a, **k):
+        tick()
+        return super().execute(*a, **k)
+
+    def commit(self):
+        tick()
+        return super().commit()
+
+connect = sqlite3.connect
+sqlite3.connect = lambda *a, **k: connect(*a, **{"factory": Killing, **k})
+try:
+    import psycopg
+    execute = psycopg.Connection.execute
+    def pg_execute(self, *a, **k):
+        tick()
+        return execute(self, *a, **k)
+    psycopg.Connection.execute = pg_execute
+except ImportError:
+    pass
+atexit.register(lambda: print(f"statements: {seen}", file=sys.stderr))
+from backburner.cli import main
+sys.exit(main(sys.argv[1:]))
+'''
+
+TWO_CELLS = {("bfq", "none", "-"): 0.3, ("bfq", "readers:1:seq", "default"): 3.0}
+
+
+def _two_runs(path: str) -> None:
+    """A small source of two finished runs (a copy has a first run and then another)."""
+    store = make_db(path, trials=1, medians=TWO_CELLS, close=False)
+    make_db(path, trials=1, medians=TWO_CELLS, store=store, seed=2)
+
+
+def _killed_copy(src: str, dst: str, at: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", KILLED_AT, "store", "copy", src, dst],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "BB_KILL_AT": str(at)})
+
+
+def _content(target: str) -> tuple[set[tuple], set[tuple]]:
+    """Runs (identity and finish) and trials (cell, round, values) of a database."""
+    s = Store.open(target, readonly=True)
+    try:
+        keys = {c.id: c.key for c in s.cells()}
+        uuids = {r.id: r.uuid for r in s.runs()}
+        runs = {(r.uuid, r.started_at, r.finished_at, r.seed) for r in s.runs()}
+        trials = {(uuids[t["run_id"]], keys[t["cell_id"]], t["round"], t["wall_s"],
+                   t["status"]) for t in s.trials(include_warmup=True)}
+        return runs, trials
+    finally:
+        s.close()
+
+
+def _check_after_kill(src: str, dst: str) -> None:
+    """What a killed copy leaves: nothing, or a result database holding part of the
+    source (that `report` reads, once it holds a counted trial)."""
+    if not os.path.exists(dst):
+        return
+    runs, trials = _content(dst)
+    source_runs, source_trials = _content(src)
+    assert {r[0] for r in runs} <= {r[0] for r in source_runs}
+    assert trials <= source_trials
+    try:
+        report.load(dst)
+    except DataError as err:
+        assert "has no counted trials yet" in str(err), err
+
+
+def _check_rerun(src: str, dst: str, tmp: Path, before: set[str]) -> None:
+    """A second copy completes the first: the source's runs and trials, nothing else, and
+    no file left beside the destination."""
+    again = bb("store", "copy", src, dst)
+    assert again.returncode == 0, again.err
+    assert _content(dst) == _content(src)
+    assert sorted(os.listdir(tmp)) == sorted(before | {os.path.basename(dst)})
+
+
+def test_a_copy_killed_at_any_statement_leaves_a_database_a_rerun_completes(
+        tmp_path: Path) -> None:
+    """SIGKILL at every statement of creating the new file and the first run, then at every
+    third: the destination is absent or a result database, and a rerun completes it."""
+    src = str(tmp_path / "offline.db")
+    _two_runs(src)
+    full = _killed_copy(src, str(tmp_path / "probe.db"), 0)
+    assert full.returncode == 0, full.stderr
+    total = int(full.stderr.rsplit("statements: ", 1)[1])
+    os.unlink(tmp_path / "probe.db")
+    before = set(os.listdir(tmp_path))
+    for at in sorted({*range(1, 25), *range(25, total, 3)}):
+        dst = str(tmp_path / f"lab-{at}.db")
+        killed = _killed_copy(src, dst, at)
+        assert killed.returncode == -signal.SIGKILL, (at, killed.stderr)
+        _check_after_kill(src, dst)
+        _check_rerun(src, dst, tmp_path, before)
+        before.add(os.path.basename(dst))
+
+
+def test_report_reads_what_a_killed_copy_left(tmp_path: Path) -> None:
+    """The real `report` on a copy killed after its first run, and on one killed while
+    creating the file (absent: 66, or read)."""
+    src = str(tmp_path / "offline.db")
+    _two_runs(src)
+    probe = _killed_copy(src, str(tmp_path / "probe.db"), 0)
+    total = int(probe.stderr.rsplit("statements: ", 1)[1])
+    for at, wanted in ((3, {0, 66}), (total // 2, {0})):
+        dst = str(tmp_path / f"lab-{at}.db")
+        assert _killed_copy(src, dst, at).returncode == -signal.SIGKILL
+        r = bb("report", dst)
+        assert r.returncode in wanted, (at, r.err)
+        if r.returncode:
+            assert "no such result database" in one_line_error(r)
+
+
+@pytest.mark.root
+def test_a_copy_into_postgres_killed_at_any_statement_is_completed_by_a_rerun(
+        tmp_path: Path, pg_cluster: PgCluster) -> None:
+    """A shared destination: the schema is made in one transaction the server rolls back
+    when its client dies, every trial is its own; a rerun completes what is there."""
+    src = str(tmp_path / "offline.db")
+    _two_runs(src)
+    full = _killed_copy(src, pg_cluster.new_database(), 0)
+    assert full.returncode == 0, full.stderr
+    total = int(full.stderr.rsplit("statements: ", 1)[1])
+    for at in sorted({*range(1, 12), *range(12, total, 7)}):
+        dst = pg_cluster.new_database()
+        killed = _killed_copy(src, dst, at)
+        assert killed.returncode == -signal.SIGKILL, (at, killed.stderr)
+        again = bb("store", "copy", src, dst)
+        assert again.returncode == 0, (at, again.err)
+        assert _content(dst) == _content(src)
+
+
+def test_a_copy_killed_from_outside_mid_copy_is_completed_by_a_rerun(tmp_path: Path) -> None:
+    """A real SIGKILL from another process, once the first run is copied (its line is
+    printed) and while the next ones are."""
+    src = str(tmp_path / "offline.db")
+    store = make_db(src, trials=40, close=False)
+    for seed in (2, 3):
+        make_db(src, trials=40, store=store, seed=seed, close=seed == 3)
+    dst = str(tmp_path / "lab.db")
+    with subprocess.Popen([*BB, "store", "copy", src, dst], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        proc.kill()
+        proc.communicate()
+    assert "added with" in first and proc.returncode == -signal.SIGKILL
+    _check_after_kill(src, dst)
+    assert len(_content(dst)[0]) < 3, "the copy ended before it was killed"
+    _check_rerun(src, dst, tmp_path, {os.path.basename(src)})

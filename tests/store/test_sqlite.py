@@ -242,8 +242,8 @@ def _create_at_once(path: str, barrier: object, results: object) -> None:
 
 
 def test_processes_creating_one_file_at_once(tmp_path: Path) -> None:
-    """Exactly one creates it (O_EXCL, then a file lock); the others are told it exists (73),
-    never handed a half-made database."""
+    """Exactly one creates it (a link that fails if the name exists, the file lock taken
+    before); the others are told it exists (73), never handed a half-made database."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
@@ -260,3 +260,56 @@ def test_processes_creating_one_file_at_once(tmp_path: Path) -> None:
     s = Store.open(path, readonly=True)
     assert len(s.runs()) == 1
     s.close()
+
+
+def test_without_o_tmpfile_a_hidden_name_is_used_and_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file system without unnamed files (EOPNOTSUPP, as vfat or an old NFS answer) gets
+    the new database under a hidden temporary name, linked into place and then removed."""
+    import errno
+    import os
+
+    real_open = os.open
+
+    def no_tmpfile(path, flags, *args, **kw):  # noqa: ANN001, ANN202
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    path = tmp_path / "r.db"
+    s = Store.create(str(path))
+    s.add_run("c", {}, 0, {}, "v")
+    s.close()
+    assert os.listdir(tmp_path) == ["r.db"]
+    assert len(Store.open(str(path), readonly=True).runs()) == 1
+
+
+@pytest.mark.parametrize("planted", ["file", "symlink"])
+def test_a_name_taken_while_the_database_is_built_is_never_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str) -> None:
+    """Another process (or user) takes the name between the check and the link: 73, and
+    what it put there is left as it is, with nothing else beside it."""
+    import os
+
+    from backburner.store import sqlite as sqlite_mod
+
+    path, target = tmp_path / "r.db", tmp_path / "precious"
+    target.write_bytes(b"precious")
+    build = sqlite_mod._image
+
+    def build_then_plant(statements):  # noqa: ANN001, ANN202
+        image = build(statements)
+        if planted == "file":
+            path.write_bytes(b"theirs")
+        else:
+            path.symlink_to(target)
+        return image
+
+    monkeypatch.setattr(sqlite_mod, "_image", build_then_plant)
+    with pytest.raises(ExistsError) as err:
+        Store.create(str(path))
+    assert err.value.exit_status == 73
+    assert sorted(os.listdir(tmp_path)) == ["precious", "r.db"]
+    assert path.read_bytes() == (b"theirs" if planted == "file" else b"precious")
+    assert target.read_bytes() == b"precious"

@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("store", help="result databases: copy runs between them")
     s = p.add_subparsers(dest="store_cmd", metavar="ACTION", required=True)
     c = add_command(s, "copy", _copy, help="copy every run of SOURCE into DESTINATION "
-                    "(idempotent: no trial twice)")
+                    "(idempotent: no trial twice; an interrupted copy is finished by "
+                    "running it again)")
     c.add_argument("source", help="a result file or postgresql:// address")
     c.add_argument("destination", help="a result file (created if missing) or a "
                    "postgresql:// address")

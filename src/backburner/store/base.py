@@ -82,15 +82,15 @@ class Store:
 
     @classmethod
     def create(cls, target: str) -> Store:
+        """A new file appears with its whole schema or not at all (the backend builds it
+        aside); a shared database gets the schema in one transaction, or is joined."""
         backend = backend_for(target)
-        conn = backend.create()
+        conn = backend.create(schema.initial_statements(backend.dialect))
         store = cls(backend, conn)
         try:
             with backend.errors(writing=True):
                 if backend.dialect == "postgres":
                     store._create_or_join()
-                else:
-                    store._create_schema()
                 backend.after_create(conn)
         except BaseException:
             store.close()
@@ -120,15 +120,9 @@ class Store:
                     return
         self._check_meta(writing=True)
 
-    def _create_schema(self) -> None:
-        with self.backend.schema_change(self.conn):
-            self._write_schema()
-
     def _write_schema(self) -> None:
-        for stmt in schema.create_statements(self.backend.dialect):
-            self.conn.execute(stmt)
-        self._execute("INSERT INTO meta VALUES (?, ?)", ("schema_version", str(schema.VERSION)))
-        self._execute("INSERT INTO meta VALUES (?, ?)", ("application", "backburner"))
+        for stmt, params in schema.initial_statements(self.backend.dialect):
+            self._execute(stmt, params)
 
     def _tables(self) -> set[str]:
         if self.backend.dialect == "sqlite":

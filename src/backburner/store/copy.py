@@ -5,6 +5,11 @@ A run is recognised by its uuid: one already there is completed with the trials 
 (a run copied while unfinished, then finished offline), never duplicated; a trial is
 recognised by (cell key, round). Copying the same database twice adds nothing the second
 time, and says so.
+
+So a copy stopped at any moment (^C, a lost server, SIGKILL) is finished by running it
+again: every trial is committed on its own, a new destination file appears only with its
+whole schema (`SqliteBackend.create`), and a shared one gets its schema in one transaction.
+A run's finish time is copied last, so a run copied in part shows as unfinished.
 """
 
 from __future__ import annotations

@@ -86,7 +86,10 @@ class PostgresBackend:
                                 "check the address, or give --fallback FILE.db to keep the "
                                 "results locally")
 
-    def create(self) -> Any:
+    def create(self, statements: list[tuple[str, tuple[Any, ...]]]) -> Any:
+        """A connection only: the schema is made (or found) under the schema lock, in one
+        transaction, by `Store` (a killed creator leaves nothing of it: the server rolls
+        the transaction back)."""
         return self._connect()
 
     def open(self, readonly: bool) -> Any:

@@ -79,6 +79,14 @@ def create_statements(dialect: str) -> list[str]:
     return [s.strip() for s in sql.split(";") if s.strip()]
 
 
+def initial_statements(dialect: str) -> list[tuple[str, tuple[str, ...]]]:
+    """A new database: its tables, and the `meta` rows that say it is ours (with ``?``
+    placeholders)."""
+    meta = "INSERT INTO meta VALUES (?, ?)"
+    return [*((s, ()) for s in create_statements(dialect)),
+            (meta, ("schema_version", str(VERSION))), (meta, ("application", "backburner"))]
+
+
 def migrations(dialect: str) -> dict[int, list[str]]:
     """Statements that take a database from version N-1 to N (keyed by N)."""
     uuid = ("lower(hex(randomblob(16)))" if dialect == "sqlite"
