@@ -59,7 +59,8 @@ for argv in json.load(open(sys.argv[1])):
         import traceback
         status = "exception"
         err.write(traceback.format_exc())
-    results.append({"argv": argv, "status": status, "err": err.getvalue()})
+    results.append({"argv": argv, "status": status, "err": err.getvalue(),
+                    "out": out.getvalue()})
 json.dump(results, open(sys.argv[2], "w"))
 '''
 
@@ -265,6 +266,62 @@ def test_a_damaged_stored_configuration_is_65_on_resume(tmp_path: Path) -> None:
     assert good_result["status"] in (77, "would-run"), good_result  # nothing refused by it
     for (name, _), res in zip(list(damage.items())[1:], damaged, strict=True):
         assert res["status"] == 65 and f"is damaged: {name} is " in res["err"], res
+
+
+# --- database addresses holding a password ------------------------------------------------
+
+#: addresses with a password libpq sees, one it cannot parse, and one it takes for a host
+#: and a port (a '/' in the password): each holds "s3cret", which no message may show
+SECRET_ADDRESSES = [
+    "postgresql://bench:s3cret@db.lab/bb", "postgresql://u:s3cret@[::1/db",
+    "postgres://u:pa%zzs3cret@h/db", "postgresql://u@h/db?password=s3cret&broken",
+    "postgresql://u@/db?sslpassword=s3cret&host=/nonexistent-socket-dir",
+    "postgresql://u:4321/s3cret@/db?host=/nonexistent-socket-dir",
+    "postgresql:/u:s3cret@h/db"]
+ADDRESS_FORMS = [["report", "X"], ["compare", "X", "GOOD"], ["compare", "GOOD", "X"],
+                 ["compare", "X", "--by", "machine"], ["store", "copy", "GOOD", "X"],
+                 ["store", "copy", "X", "NEW"], ["bench", "--resume", "X"],
+                 ["bench", "--probe", "/bin/true", "--output", "X"]]
+
+
+def test_no_message_shows_the_password_of_a_database_address(tmp_path: Path) -> None:
+    good = str(tmp_path / "good.db")
+    make_db(good, trials=1)
+    cases = [[url if a == "X" else good if a == "GOOD" else str(tmp_path / "new.db")
+              if a == "NEW" else a for a in form]
+             for url in SECRET_ADDRESSES for form in ADDRESS_FORMS]
+    results = run_cases(tmp_path, cases)
+    check(results, DOCUMENTED - {0} | {"would-run"})
+    shown = [(r["argv"], r["err"] + r["out"]) for r in results
+             if "s3cret" in r["err"] + r["out"]]
+    assert shown == []
+    assert not (tmp_path / "new.db").exists()
+
+
+
+#: where a result database is named, and what is not one: standard input, empty or foreign
+#: addresses, a server that is not there, a mistyped address
+DB_ARGUMENTS = [["report", "X"], ["compare", "X", "GOOD"], ["compare", "GOOD", "X"],
+                ["store", "copy", "X", "GOOD"], ["store", "copy", "GOOD", "X"],
+                ["bench", "--resume", "X"]]
+NOT_DATABASES = ["-", "postgresql://", "postgres://?host=/nonexistent-socket-dir",
+                 "postgresql://u@/db?host=/nonexistent-socket-dir&port=1", "mysql://h/db",
+                 "file:///etc/passwd", "sqlite:///x.db", "postgresql:h/db", "postgres:",
+                 "postgresql://h/db?nosuchoption=1"]
+
+
+def test_every_database_argument_refuses_dash_and_non_addresses_in_one_line(
+        tmp_path: Path) -> None:
+    """"-" is no database (it cannot be one: SQLite needs a file) and is never created as
+    a file of that name; neither is a mistyped address."""
+    good = str(tmp_path / "good.db")
+    make_db(good, trials=1)
+    cases = [[x if a == "X" else good if a == "GOOD" else a for a in form]
+             for x in NOT_DATABASES for form in DB_ARGUMENTS]
+    results = run_cases(tmp_path, cases)
+    check(results, DOCUMENTED - {0})
+    made = {p.name for p in tmp_path.iterdir()} - {"cases.json", "results.json", "state"}
+    assert made == {"good.db"}
 
 
 # --- special files as inputs and outputs ------------------------------------------------------

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.root
 
 
 def test_a_password_in_the_address_is_refused() -> None:
-    with pytest.raises(UsageError, match="PGPASSWORD or ~/.pgpass"):
+    with pytest.raises(UsageError, match="PGPASSWORD, ~/.pgpass"):
         Store.open("postgresql://bench:s3cret@db.lab/backburner")
 
 

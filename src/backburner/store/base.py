@@ -22,6 +22,7 @@ from typing import Any
 from ..cell import Cell
 from ..errors import DataError
 from . import schema
+from .address import looks_like_url, meant_as_address, shown
 from .postgres import PostgresBackend
 from .records import TRIAL_FIELDS, Filter, Run, StoredCell
 from .sqlite import SqliteBackend
@@ -31,15 +32,20 @@ Backend = SqliteBackend | PostgresBackend
 _URL_SCHEMES = ("postgresql", "postgres")
 
 
-def looks_like_url(target: str) -> bool:
-    """`postgresql://…` and friends: never to be taken for a file name."""
-    head, sep, _ = target.partition("://")
-    return bool(sep) and head.replace("+", "").isalnum()
-
-
 def backend_for(target: str) -> Backend:
     """SQLite for a file name, PostgreSQL for a postgresql:// address; anything else that
-    looks like an address is refused rather than created as a file of that name."""
+    looks like an address is refused rather than created as a file of that name, and so is
+    "-": a database cannot be read from a pipe nor written to one."""
+    if target == "-":
+        from ..errors import UsageError
+
+        raise UsageError("a result database cannot be standard input or output",
+                         "give a file name or a postgresql:// address")
+    if meant_as_address(target) and not looks_like_url(target):
+        from ..errors import UsageError
+
+        raise UsageError(f"{shown(target)} is not a database address",
+                         "write postgresql://… (or ./NAME for a file of that name)")
     if looks_like_url(target):
         scheme = target.split("://", 1)[0].lower()
         if scheme not in _URL_SCHEMES:

@@ -27,6 +27,7 @@ from ..errors import (
     UnavailableError,
     UsageError,
 )
+from .address import libpq_reason, secrets, shown
 
 
 def _psycopg() -> Any:
@@ -40,17 +41,22 @@ def _psycopg() -> Any:
 
 
 def parse_target(url: str) -> dict[str, str]:
-    """The connection parameters of `url`; refused if it holds a password."""
+    """The connection parameters of `url`; refused if it holds a password. Neither error
+    shows the password: libpq's own message quotes the address back."""
     psycopg = _psycopg()
     try:
         params = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as err:
-        raise UsageError(f"database address does not parse: {str(err).splitlines()[0]}"
-                         ) from None
-    if params.get("password"):
+        raise UsageError(f"database address {shown(url)} does not parse: "
+                         f"{libpq_reason(str(err), url)}") from None
+    if params.get("password") or params.get("sslpassword"):
         raise UsageError("a password in the database address would show in process lists "
                          "and in the stored command line",
-                         "give it with PGPASSWORD or ~/.pgpass instead")
+                         "give it with PGPASSWORD, ~/.pgpass or a service file instead")
+    if secrets(url):  # libpq ends the user name at a '/': u:pa/ss@h is host u, port pa
+        raise UsageError(f"{shown(url)} looks like it holds a password (a ':' before the "
+                         "last '@')", "give the password with PGPASSWORD, ~/.pgpass or a "
+                         "service file, and write an '@' in a name as %40")
     return {k: str(v) for k, v in params.items()}
 
 
@@ -61,7 +67,8 @@ class PostgresBackend:
     def __init__(self, url: str) -> None:
         self.params = parse_target(url)
         self.host = self.params.get("host", "localhost")
-        self.target = url
+        self.url = url
+        self.target = shown(url)  # for messages: never with a password
         self._conn: Any = None
 
     # --- opening ---------------------------------------------------------------------------
@@ -69,7 +76,7 @@ class PostgresBackend:
     def _connect(self) -> Any:
         psycopg = _psycopg()
         try:
-            conn = psycopg.connect(self.target, autocommit=True, connect_timeout=10)
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.OperationalError as err:
             raise self._connect_error(err) from None
         self._conn = conn
@@ -80,11 +87,14 @@ class PostgresBackend:
         where = f"database on {self.host}"
         if any(s in text for s in ("password authentication failed", "no password supplied",
                                    "permission denied", "role", "pg_hba.conf")):
-            return AccessError(f"{where}: access denied ({_first_reason(text)})",
+            return AccessError(f"{where}: access denied ({self._reason(text)})",
                                "check the user name and PGPASSWORD / ~/.pgpass")
-        return UnavailableError(f"{where} is unreachable ({_first_reason(text)})",
+        return UnavailableError(f"{where} is unreachable ({self._reason(text)})",
                                 "check the address, or give --fallback FILE.db to keep the "
                                 "results locally")
+
+    def _reason(self, text: str) -> str:
+        return libpq_reason(text, self.url)
 
     def create(self, statements: list[tuple[str, tuple[Any, ...]]]) -> Any:
         """A connection only: the schema is made (or found) under the schema lock, in one
@@ -134,19 +144,19 @@ class PostgresBackend:
         try:
             yield
         except errors.UniqueViolation as err:
-            raise DataError(f"database on {self.host}: {_first_reason(str(err))}",
+            raise DataError(f"database on {self.host}: {self._reason(str(err))}",
                             "results are append-only: a trial is stored once") from None
         except (errors.UndefinedTable, errors.UndefinedColumn) as err:
             raise DataError(f"database on {self.host} is not a backburner result database "
-                            f"({_first_reason(str(err))})") from None
+                            f"({self._reason(str(err))})") from None
         except (errors.DiskFull, errors.ReadOnlySqlTransaction) as err:
-            raise IOFailure(f"database on {self.host}: {_first_reason(str(err))}") from None
+            raise IOFailure(f"database on {self.host}: {self._reason(str(err))}") from None
         except errors.InsufficientPrivilege as err:
-            raise AccessError(f"database on {self.host}: {_first_reason(str(err))}") from None
+            raise AccessError(f"database on {self.host}: {self._reason(str(err))}") from None
         except psycopg.OperationalError as err:
             raise self._connect_error(err) from None
         except psycopg.DataError as err:
-            raise DataError(f"database on {self.host}: {_first_reason(str(err))}") from None
+            raise DataError(f"database on {self.host}: {self._reason(str(err))}") from None
 
     # --- closing and locking ---------------------------------------------------------------
 
@@ -174,7 +184,3 @@ class PostgresBackend:
 _SCHEMA_LOCK = int.from_bytes(hashlib.sha256(b"backburner:schema").digest()[:8], "big",
                               signed=True)
 
-
-def _first_reason(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "no reason given"
-    return line.removeprefix("connection failed: ")
