@@ -197,6 +197,7 @@ def test_an_unreachable_server_falls_back_only_when_asked(tmp_path: Path,
     r = bb("bench", "--probe", "/bin/true", "--trials", "1", "--scheduler", "bfq",
            "--device", "testbed:256M", "-o", url, timeout=120)
     assert r.returncode == 69 and "unreachable" in r.err.strip().splitlines()[-1]
+    assert "give --fallback FILE.db" in r.err.strip().splitlines()[-1]
     fallback = tmp_path / "local.db"
     r = bb("bench", "--probe", "/bin/true", "--trials", "1", "--scheduler", "bfq",
            "--device", "testbed:256M", "-o", url, "--fallback", str(fallback),

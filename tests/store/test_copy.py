@@ -79,6 +79,23 @@ def test_a_run_copied_unfinished_is_completed_later(tmp_path: Path) -> None:
 
 
 
+def test_an_unreachable_server_is_one_line_saying_what_can_be_done(tmp_path: Path) -> None:
+    """A copy has no --fallback: it is run again once the server is back (and adds only what
+    is missing); `report` only has the address to check."""
+    src = str(tmp_path / "offline.db")
+    make_db(src, trials=1)
+    url = "postgresql://bench@/lab?host=/nonexistent-socket-dir&port=1"
+    for argv in (["store", "copy", src, url], ["store", "copy", url, str(tmp_path / "x.db")]):
+        r = bb(*argv)
+        assert r.returncode == 69, r.err
+        line = one_line_error(r)
+        assert "unreachable" in line and "run the same copy again" in line
+        assert "--fallback" not in line
+    assert not (tmp_path / "x.db").exists()
+    r = bb("report", url)
+    assert r.returncode == 69 and "--fallback" not in one_line_error(r)
+
+
 # --- a copy killed at any moment ----------------------------------------------------------
 
 #: `backburner` with a SIGKILL at its Nth SQL statement or commit ($BB_KILL_AT): the real

@@ -121,6 +121,7 @@ def _plan(args: argparse.Namespace):  # noqa: ANN202 - (Plan, Study | None)
 
 def _start(plan, study, path: str, args: argparse.Namespace, report) -> str:  # noqa: ANN001
     from ..bench import runner, ui
+    from ..store import Unreachable
 
     extra = {"study": {"path": study.path, "text": study.text}} if study else None
     try:
@@ -128,6 +129,9 @@ def _start(plan, study, path: str, args: argparse.Namespace, report) -> str:  # 
             store, _ = runner.start(plan, path, reporter, report, environment=extra,
                                     show_output=args.show_output)
     except UnavailableError as error:
+        if isinstance(error, Unreachable) and not args.fallback:
+            raise Unreachable(error.message, f"{error.hint}, or give --fallback FILE.db to "
+                              "keep the results locally") from None
         if not args.fallback or "://" not in path:
             raise
         report(f"{error}; keeping the results in {args.fallback} instead")

@@ -8,6 +8,18 @@ from .common import add_command
 
 
 def _copy(args: argparse.Namespace) -> int:
+    """A server that cannot be reached (or a driver that is missing) stops the copy where it
+    is: whatever was copied stays, and the same copy, run again, adds the rest."""
+    from ..store import Unreachable
+
+    try:
+        return _copy_all(args)
+    except Unreachable as error:
+        raise Unreachable(error.message, f"{error.hint}; then run the same copy again (it "
+                          "adds only what the destination lacks)") from None
+
+
+def _copy_all(args: argparse.Namespace) -> int:
     from ..store import Store
     from ..store.copy import copy
 

@@ -2,6 +2,7 @@
 default) or PostgreSQL (one database that many lab machines write into at once)."""
 
 from .base import Store, backend_for, looks_like_url, machine_id
+from .postgres import Unreachable
 from .records import TRIAL_FIELDS, Filter, Run, StoredCell
 from .schema import VERSION as SCHEMA_VERSION
 from .sqlite import refuse_existing
@@ -9,5 +10,5 @@ from .validate import STATUSES
 
 __all__ = [
     "SCHEMA_VERSION", "STATUSES", "TRIAL_FIELDS", "Filter", "Run", "Store", "StoredCell",
-    "backend_for", "looks_like_url", "machine_id", "refuse_existing",
+    "Unreachable", "backend_for", "looks_like_url", "machine_id", "refuse_existing",
 ]

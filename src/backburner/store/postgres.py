@@ -30,13 +30,18 @@ from ..errors import (
 from .address import libpq_reason, secrets, shown
 
 
+class Unreachable(UnavailableError):
+    """The database cannot be reached from here (the server, or the driver, is missing): what
+    the user can do about it depends on the command, which adds it to the hint."""
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError:
-        raise UnavailableError("the PostgreSQL store needs psycopg 3",
-                               "pip install 'psycopg[binary]' (scripts/setup installs it)"
-                               ) from None
+        raise Unreachable("the PostgreSQL store needs psycopg 3",
+                          "pip install 'psycopg[binary]' (scripts/setup installs it)"
+                          ) from None
     return psycopg
 
 
@@ -89,9 +94,8 @@ class PostgresBackend:
                                    "permission denied", "role", "pg_hba.conf")):
             return AccessError(f"{where}: access denied ({self._reason(text)})",
                                "check the user name and PGPASSWORD / ~/.pgpass")
-        return UnavailableError(f"{where} is unreachable ({self._reason(text)})",
-                                "check the address, or give --fallback FILE.db to keep the "
-                                "results locally")
+        return Unreachable(f"{where} is unreachable ({self._reason(text)})",
+                           "check the address and that the server is running")
 
     def _reason(self, text: str) -> str:
         return libpq_reason(text, self.url)
