@@ -20,6 +20,10 @@ Phase boundaries come from a first, uninterrupted run with --debug ("phase: NAME
     python bench/fault_injection.py [--per-phase 3] [--seed 1] [--phases trials,report]
         [--kinds SIGTERM]
 
+With --commands, every other command that changes the machine instead (fault_commands.py):
+
+    python bench/fault_injection.py --commands all [--per-phase 4] [--seed 1]
+
 Needs root (it runs real benches on loop devices). Prints one line per injection and a table.
 """
 
@@ -268,7 +272,12 @@ def main() -> int:
                    help=f"comma-separated, of {', '.join(PHASES)} (default: all)")
     p.add_argument("--kinds", default=",".join(KINDS),
                    help=f"comma-separated, of {', '.join(KINDS)} (default: all)")
+    p.add_argument("--commands", metavar="LIST",
+                   help="the other commands instead of bench: comma-separated names of "
+                   "fault_commands.SCENARIOS, or all")
     args = p.parse_args()
+    if args.commands:
+        return _commands(args)
     phases, kinds = tuple(args.phases.split(",")), tuple(args.kinds.split(","))
     if not set(phases) <= set(PHASES) or not set(kinds) <= set(KINDS):
         p.error(f"--phases: {', '.join(PHASES)}; --kinds: {', '.join(KINDS)}")
@@ -279,6 +288,24 @@ def main() -> int:
         sys.exit("fault_injection.py needs root (it runs real benches on loop devices)")
     outcomes = run(args.per_phase, args.seed, phases=phases, kinds=kinds)
     print(table(outcomes))
+    return 0 if all(o.restored for o in outcomes) else 1
+
+
+def _commands(args: argparse.Namespace) -> int:
+    import fault_commands
+
+    names = (list(fault_commands.SCENARIOS) if args.commands == "all"
+             else args.commands.split(","))
+    unknown = [n for n in names if n not in fault_commands.SCENARIOS]
+    if unknown or not set(args.kinds.split(",")) <= set(KINDS):
+        sys.exit(f"--commands: {', '.join(fault_commands.SCENARIOS)} or all; "
+                 f"--kinds: {', '.join(KINDS)}")
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.geteuid() != 0:
+        sys.exit("fault_injection.py needs root (the commands change the machine)")
+    outcomes = fault_commands.run(names, args.per_phase, args.seed,
+                                  kinds=tuple(args.kinds.split(",")))
+    print(fault_commands.table(outcomes))
     return 0 if all(o.restored for o in outcomes) else 1
 
 
