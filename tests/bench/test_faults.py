@@ -1,5 +1,5 @@
 """Interrupting a real bench in every phase leaves nothing behind and loses no committed
-trial: a shortened run of bench/fault_injection.py (which gives the README's figures)."""
+trial: a shortened run of benchmarks/fault_injection.py (which gives the README's figures)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.root
 
-SCRIPT = Path(__file__).parents[2] / "bench" / "fault_injection.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "fault_injection.py"
 
 
 def _script():  # noqa: ANN202 - a module

@@ -1,4 +1,4 @@
-"""bench/policy_ratio.py (the README's governed-vs-background figures): one line per cell
+"""benchmarks/policy_ratio.py (the README's governed-vs-background figures): one line per cell
 that has both policies, with the ratio of the medians the stored trials give."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from helpers import make_db
 
-SCRIPT = Path(__file__).parents[2] / "bench" / "policy_ratio.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "policy_ratio.py"
 
 
 def test_ratios_of_the_two_policies_per_cell(tmp_path: Path) -> None:

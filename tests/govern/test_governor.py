@@ -203,7 +203,7 @@ def test_a_new_program_gets_its_io_class_then_the_cpu_back_before_the_tree_walk(
         state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The exec that woke the daemon may have run on the daemon's CPU: the program's own
     thread is changed first, then the daemon yields, and only then walks the tree (work
-    beside a program that is loading delays its start: bench/govern_timeline.py)."""
+    beside a program that is loading delays its start: benchmarks/govern_timeline.py)."""
     proc = subprocess.Popen(["sleep", "30"])
     order: list[str] = []
     real_set, real_walk = priority._ioprio_set_value, priority.apply_to_tree

@@ -21,7 +21,7 @@ import backburner
 from backburner.trace import engines, profile
 
 pytestmark = pytest.mark.timeout(180)
-DEMO = Path(__file__).resolve().parents[2] / "bench" / "trace_demo"
+DEMO = Path(__file__).resolve().parents[2] / "benchmarks" / "trace_demo"
 
 
 def _record(tmp_path: Path, *cmd: str, engine: str = "strace", name: str = "t.json",

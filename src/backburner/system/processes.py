@@ -108,7 +108,7 @@ class PrioritiesFirst(Priorities):
     changed. One of those that already shows the new values was born after the change and
     copied them: the undo gives it what the process had before, as for any thread born
     later. Measured: the tree walk before the first change put the change at ~0.3 ms after
-    the exec event on a cold daemon (bench/govern_timeline.py)."""
+    the exec event on a cold daemon (benchmarks/govern_timeline.py)."""
 
     kind: ClassVar[str] = "priorities-first"
     _POLICIES: ClassVar[dict[tuple[str | None, str | None], Any]] = {}

@@ -10,7 +10,7 @@ prints a Markdown table of medians, their spread and the ratio backburner / hype
 2. `sleep 0.05`: a ~50 ms probe that is stable even on a busy machine (a timer, not CPU
    work that other load would stretch), for the agreement of the two tools.
 
-Usage: .venv/bin/python bench/harness_overhead.py [--runs N] [--slow-runs N]
+Usage: .venv/bin/python benchmarks/harness_overhead.py [--runs N] [--slow-runs N]
 Takes well under two minutes. Exit status 0; 69 if hyperfine is not installed.
 """
 

@@ -2,7 +2,7 @@
 `apply --dry-run`) against the bare job and against what importing the heavy optional
 dependencies alone costs — the price every `run` would pay if they were not optional.
 
-    .venv/bin/python bench/startup_cost.py [--runs N]
+    .venv/bin/python benchmarks/startup_cost.py [--runs N]
 
 Prints medians over N runs and the ratios; no pass/fail.
 """

@@ -3,7 +3,7 @@
 medians with its 95% interval (the statistics `report` uses). Written for issue 10's
 end-to-end target: a governed cell within 10% of the same cell with `background`.
 
-Usage: .venv/bin/python bench/policy_ratio.py RESULTS.db [MORE.db ...] [--a govern]
+Usage: .venv/bin/python benchmarks/policy_ratio.py RESULTS.db [MORE.db ...] [--a govern]
     [--b background]
 Prints one line per (probe, preparation, scheduler, load) that has both policies.
 """

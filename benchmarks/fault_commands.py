@@ -10,7 +10,7 @@ and rotational flag, journals and the work root, processes that carry the run's 
 their environment (whatever they were re-parented to), and the priorities and cgroups of a
 target process the command re-prioritised. Anything new, or changed, is a problem.
 
-    python bench/fault_injection.py --commands all [--per-command 4] [--seed 1]
+    python benchmarks/fault_injection.py --commands all [--per-command 4] [--seed 1]
 
 Run it on a quiet machine: a loop device or mount that something else makes meanwhile is
 reported too.

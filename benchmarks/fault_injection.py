@@ -17,12 +17,12 @@ interruption it checks, by PID and by the filesystem:
 
 Phase boundaries come from a first, uninterrupted run with --debug ("phase: NAME" lines).
 
-    python bench/fault_injection.py [--per-phase 3] [--seed 1] [--phases trials,report]
+    python benchmarks/fault_injection.py [--per-phase 3] [--seed 1] [--phases trials,report]
         [--kinds SIGTERM]
 
 With --commands, every other command that changes the machine instead (fault_commands.py):
 
-    python bench/fault_injection.py --commands all [--per-phase 4] [--seed 1]
+    python benchmarks/fault_injection.py --commands all [--per-phase 4] [--seed 1]
 
 Needs root (it runs real benches on loop devices). Prints one line per injection and a table.
 """

@@ -17,7 +17,7 @@ The default command, `dd if=/dev/zero of=/dev/null bs=1 count=N`, makes two sysc
 byte and little else. `auto` picks the cheapest available engine; this script is where
 "cheapest" comes from.
 
-Usage: .venv/bin/python bench/trace_overhead.py [--rounds 5] [--bytes 100000]
+Usage: .venv/bin/python benchmarks/trace_overhead.py [--rounds 5] [--bytes 100000]
 (as root for perf; a minute or two). Exit status 0; 69 if no tracer can run.
 """
 

@@ -19,7 +19,7 @@ restore` after a crash), then:
    80 % of the device's rate (the best of three fio set-ups, medians), warm.
    For information, verify on the 100,000-extent file (4 KiB reads, IOPS-bound).
 
-Usage (root): .venv/bin/python bench/extents_speed.py [--size 1G] [--repeat 3]
+Usage (root): .venv/bin/python benchmarks/extents_speed.py [--size 1G] [--repeat 3]
 Prints a Markdown table of medians and ratios; exit status 1 if a target is missed.
 """
 

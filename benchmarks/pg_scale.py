@@ -6,7 +6,7 @@ one commit at a time, as `bench` does; the script reports trials per second and 
 that every trial arrived exactly once. Then, over a database holding 100,000 trials of 100
 machines, the lab-wide `compare --by machine` and one machine's `report` are timed.
 
-    python bench/pg_scale.py [--url postgresql://...] [--writers 1,8,32] [--trials 1000]
+    python benchmarks/pg_scale.py [--url postgresql://...] [--writers 1,8,32] [--trials 1000]
 
 Without --url it starts a throwaway PostgreSQL cluster (as the test suite does; root, with
 Debian's postgresql package). Prints a table of figures.

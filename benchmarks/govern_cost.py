@@ -17,7 +17,7 @@ schedule) then starts programs:
 2. 100,000 as fast as they go, as shipped: the daemon's RSS (VmRSS) before, every 10,000
    execs and after, and its CPU time per exec.
 
-Usage (as root): .venv/bin/python bench/govern_cost.py [--rate 100] [--seconds 60]
+Usage (as root): .venv/bin/python benchmarks/govern_cost.py [--rate 100] [--seconds 60]
     [--execs 100000] [--floor-seconds 20] [--nice N]
 Exit status 0; 69 without a C compiler.
 """

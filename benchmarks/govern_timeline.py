@@ -14,7 +14,7 @@ its own, and the reaction seen from inside is the program's own start; if "main(
 then later than the baseline, the daemon's work slowed that start (on a machine with few
 CPUs it can run on the same one).
 
-Usage (as root): .venv/bin/python bench/govern_timeline.py [--runs 300] [--gap-ms 5]
+Usage (as root): .venv/bin/python benchmarks/govern_timeline.py [--runs 300] [--gap-ms 5]
     [--nice -10] [--no-exec-filter] [--pin]
 """
 

@@ -22,7 +22,7 @@ The simulator's own time per request (stats.json overhead_mean_s: lock, model, r
 image, Python, late wake-ups) is given for the random phase, whose requests are all small.
 The dvd profile reads a pre-filled read-only image (random bytes); the others a sparse one.
 
-Usage (root): .venv/bin/python bench/slowdisk_accuracy.py [--profiles a,b] [--runtime S]
+Usage (root): .venv/bin/python benchmarks/slowdisk_accuracy.py [--profiles a,b] [--runtime S]
 Takes about a minute. Prints a Markdown table; exit status 1 if a target is missed
 (random-read mean within 10 % of the model; the simulator's own time < 0.5 ms per request,
 not counting the real reads of the image, which overlap the modelled time).

@@ -14,7 +14,7 @@ thousands).
 The same driver first measures the baseline without the daemon: exec until the program's
 main() runs (the part of the reaction time that is the kernel's and the loader's).
 
-Usage (as root): .venv/bin/python bench/govern_reaction.py [--runs 1000] [--gap-ms 5]
+Usage (as root): .venv/bin/python benchmarks/govern_reaction.py [--runs 1000] [--gap-ms 5]
     [--policy io|io-cpu|background] [--nice N] [--no-exec-filter]
 Prints the percentiles; exit status 0, 69 without a C compiler.
 """

@@ -32,7 +32,7 @@ On an SSD-like device (a plain loop device, rotational 0): the cold start alone 
 background replay launched with it (target: at most 5% slower), and the record overhead:
 the program's own wall time under ``readahead record`` vs without (target: at most 10%).
 
-Usage (root): .venv/bin/python bench/readahead_slowdisk.py [--profiles dvd,hdd-5400]
+Usage (root): .venv/bin/python benchmarks/readahead_slowdisk.py [--profiles dvd,hdd-5400]
               [--trials N] [--ssd-trials N (0: none)] [--ssd-scheduler S] [--keep DIR]
 Takes about 12 minutes (longer when other programs keep dropping the page cache: such
 measurements are retaken). Prints every figure with the command that produced it.

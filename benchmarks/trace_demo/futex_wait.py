@@ -3,7 +3,7 @@
 The same worker as spin_wait.py; the main thread sleeps in threading.Condition.wait() until
 the worker notifies it, so it makes a handful of futex(2) calls instead of spinning.
 
-    python3 bench/trace_demo/futex_wait.py [--rounds 1500] [--cpus 1]
+    python3 benchmarks/trace_demo/futex_wait.py [--rounds 1500] [--cpus 1]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ worker waits, the spinner yields in a tight loop; each time the worker wakes, it
 preempt the spinner (an involuntary context switch). hashlib releases the GIL on large
 buffers, so the worker really runs while the waiter spins.
 
-    python3 bench/trace_demo/spin_wait.py [--rounds 1500] [--cpus 1]
+    python3 benchmarks/trace_demo/spin_wait.py [--rounds 1500] [--cpus 1]
 """
 
 from __future__ import annotations
