@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT
 
-from backburner import spawn
+from backburner import procfs, spawn
 from backburner.errors import CommandNotExecutable, CommandNotFound, SystemStateError
 
 PY = sys.executable
@@ -60,7 +60,7 @@ def test_rusage_cpu_time_is_the_jobs_own() -> None:
 # keeps the pre-exec mm's high-water mark), so measure from a small fresh parent.
 RSS = r"""
 import sys
-from backburner import spawn
+from backburner import procfs, spawn
 for code in ("pass", "b = b'x' * (100 << 20)"):
     print(spawn.launch([sys.executable, "-c", code]).wait(30).max_rss_kb)
 """
@@ -249,3 +249,60 @@ def test_fork_call_that_cannot_fork_is_one_line_and_leaves_signals_as_they_were(
     with pytest.raises(StartError, match="^cannot start bb-test: Resource temporarily"):
         spawn.fork_call(lambda: 0, name="bb-test")
     assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+
+
+ADOPTING = r"""
+import sys
+from backburner import procfs, spawn
+out = spawn.run_foreground(["sh", "-c", sys.argv[1]], adopt_orphans=True)
+print(out.exit_code, flush=True)
+"""
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, state) of every process whose parent is pid, zombies included."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append((int(entry), fields[0]))
+    return found
+
+
+def test_run_foreground_adopts_the_jobs_orphans_and_reaps_them(tmp_path: Path) -> None:
+    """A process whose parent ended goes to us (the subreaper), not to whatever is above
+    (a tracer that takes its SIGCHLD for the end of its workload), and is reaped as it
+    ends: no zombie piles up while the job runs."""
+    ppid = tmp_path / "ppid"
+    ready = tmp_path / "ready"
+    job = (f"(sh -c 'sleep 0.2; cut -d\" \" -f4 /proc/$$/stat > {ppid}' &); "
+           f"touch {ready}; sleep 1.5; exit 3")
+    with subprocess.Popen([PY, "-c", ADOPTING, job], stdout=subprocess.PIPE,
+                          text=True) as proc:
+        deadline = time.monotonic() + TIMEOUT
+        while not (ppid.exists() and ppid.read_text().strip()) and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert int(ppid.read_text()) == proc.pid  # the orphan was ours
+        time.sleep(0.3)  # it has ended; the job still runs
+        assert [state for _, state in _children(proc.pid)] == ["S"]  # the job alone
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0 and out == "3\n"
+
+
+def test_signal_process_only_reaches_the_process_it_was_meant_for() -> None:
+    child = spawn.launch([PY, "-c", "import time; time.sleep(30)"])
+    try:
+        start = procfs.start_time(child.pid)
+        assert start is not None
+        assert not spawn.signal_process(child.pid, start + 1, signal.SIGTERM)  # another
+        assert child.wait(0.2) is None
+        assert spawn.signal_process(child.pid, start, signal.SIGTERM)
+        out = child.wait(TIMEOUT)
+        assert out is not None and out.signal == signal.SIGTERM
+        assert not spawn.signal_process(child.pid, start, signal.SIGTERM)  # gone
+    finally:
+        child.stop(0.1)

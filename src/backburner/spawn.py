@@ -361,6 +361,7 @@ def stop_all(grace: float = 5.0, since: int = 0) -> None:
 
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: no dlopen between fork and exec
 
 
@@ -579,22 +580,32 @@ def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | Non
 
 
 def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None,
-                   cgroup_procs: Sequence[str] = ()) -> Outcome:
+                   cgroup_procs: Sequence[str] = (), adopt_orphans: bool = False) -> Outcome:
     """Run a job with stdio and environment passed through; forward signals sent to us.
 
     Signals are blocked before the fork (the child unblocks them before exec), then taken
     with sigwaitinfo: no race with SIGCHLD and no handler running arbitrary code. A ^C from
     the terminal reaches the job directly (same process group), so signals the kernel sent
     (SI_KERNEL) are not forwarded again; a `kill` from another process (SI_USER) is.
+
+    ``adopt_orphans``: we become the child subreaper of the job's tree, and reap its
+    processes whose parents ended before them as they end. Above us, a tracer that is the
+    first process of a PID namespace would otherwise inherit them, and perf takes the
+    SIGCHLD of any of them for the end of its workload: it stopped recording there.
     """
     watched = {*FORWARDED_SIGNALS, signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
+        if adopt_orphans and _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise StartError(f"cannot adopt the orphans of {argv[0] if argv else '?'}: "
+                             f"{os.strerror(ctypes.get_errno())}")
         child = launch(argv, policy=policy, cgroup_procs=cgroup_procs)
         while True:
             done = child.poll()
             if done is not None:
                 return done
+            if adopt_orphans:
+                _reap_adopted(child.pid)
             info = signal.sigwaitinfo(watched)
             if info.si_signo == signal.SIGCHLD:
                 continue
@@ -605,6 +616,41 @@ def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None
             child.signal(info.si_signo)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _reap_adopted(job: int) -> None:
+    """Reap every ended child that is not `job` (orphans we adopted). Each is looked at
+    first without reaping (WNOWAIT): the job's own status is `Child.poll`'s to take."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid in (0, job):
+            return
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:
+            return
+
+
+def signal_process(pid: int, start: int, sig: int) -> bool:
+    """Send `sig` to a process that is not our child (a tracer's launcher) only if `pid`
+    is still the process that started at `start` (never a recycled PID: the signal goes
+    through a pidfd opened before the check). False when it is gone."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        if procfs.start_time(pid) != start:
+            return False
+        signal.pidfd_send_signal(fd, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+    finally:
+        os.close(fd)
 
 
 def die_like(outcome: Outcome) -> None:
