@@ -3,11 +3,14 @@ thread and per process), the launcher left out, counters present, runs interleav
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
+from backburner import procfs, system
 from backburner.errors import CommandNotExecutable, CommandNotFound, UnavailableError, UsageError
 from backburner.trace import engines, profile, record
 
@@ -115,3 +118,34 @@ def test_choose(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
         engines.choose("auto")
     assert engines.choose("none").name == "none"
     assert os.environ["PATH"] == str(tmp_path)
+
+
+def _intents(state_dir: Path) -> list[str]:
+    return [event["kind"] for journal in (state_dir / "journal").glob("*.jsonl")
+            for event in map(json.loads, journal.read_text().splitlines())
+            if event["event"] == "intent"]
+
+
+@pytest.mark.root
+def test_a_session_keeps_its_scratch_in_the_journal_and_in_memory(state_dir: Path) -> None:
+    """The run directories are a private directory under the work root with a tmpfs on it,
+    both journaled (so `restore` removes them after a SIGKILL), and perf's own tracefs too;
+    nothing is left when the session ends."""
+    _require("perf")
+    tracefs_before = engines.tracefs_mount()
+    with record.Session(engines.choose("perf")) as session:
+        work = str(session.workdir)
+        assert os.path.dirname(work) == str(system.work_root())
+        assert os.path.basename(work).startswith("trace-")
+        assert os.stat(work).st_mode & 0o777 == 0o700
+        fstype = {m.mountpoint: m.fstype for m in procfs.mounts()}
+        assert fstype[os.path.realpath(work)] == "tmpfs"
+        assert _intents(state_dir).count("privdir") == (2 if tracefs_before is None else 1)
+        if tracefs_before is None:
+            assert os.path.dirname(engines.tracefs_mount() or "") == str(system.work_root())
+        run, outcome = session.run(["true"], 0)
+        assert outcome.exit_code == 0 and run.threads
+    assert engines.tracefs_mount() == tracefs_before
+    assert not os.path.exists(work) and list(system.work_root().iterdir()) == []
+    assert list((state_dir / "journal").iterdir()) == []
+

@@ -4,14 +4,16 @@ our own with a direct-IO reader as the probe and a buffered writer (+ sync) as t
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from backburner import system
+from backburner import procfs, system
 from backburner.errors import NotFoundError, UsageError
 from backburner.trace import engines, window
 from backburner.trace.window import Event
@@ -167,3 +169,60 @@ def test_proc_io_fallback_on_a_real_reader(ext4_loop) -> None:
         probe.communicate(b"\n", timeout=30)
     assert r["method"] == "proc-io" and "all devices" in r["detail"]
     assert r["groups"]["probe"]["read_bytes"] >= 64 * 65536
+
+
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_perf_records_into_a_journaled_tmpfs_not_dev_shm(ext4_loop, state_dir) -> None:
+    """perf's data goes to a private directory under the work root with a tmpfs on it
+    (off the device under test, and known to the journal), removed at the end."""
+    if engines.PerfEngine().missing():
+        pytest.fail(f"perf cannot run here: {engines.PerfEngine().missing()}")
+    loop, _ = ext4_loop
+    with window.IOAttribution(loop, method="perf") as attribution:
+        attribution.start()
+        scratch = attribution._dir
+        assert os.path.dirname(scratch) == str(system.work_root())
+        fstype = {m.mountpoint: m.fstype for m in procfs.mounts()}
+        assert fstype[os.path.realpath(scratch)] == "tmpfs"
+        assert os.path.exists(os.path.join(scratch, "perf.data"))
+        attribution.stop()
+    assert not os.path.exists(scratch)
+
+
+ATTRIBUTE_AND_WAIT = """
+import sys, time
+from backburner.trace import window
+attribution = window.IOAttribution(sys.argv[1], method="perf")
+attribution.start()
+print(attribution._child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_a_recorder_killed_takes_its_perf_along_and_restore_leaves_nothing(
+        ext4_loop, state_dir) -> None:
+    """SIGKILL to the process attributing IO: its system-wide `perf record` ends too (it
+    would record every CPU's block IO until the disk filled), and `restore` removes its
+    scratch tmpfs and directory."""
+    if engines.PerfEngine().missing():
+        pytest.fail(f"perf cannot run here: {engines.PerfEngine().missing()}")
+    loop, _ = ext4_loop
+    with subprocess.Popen([sys.executable, "-c", ATTRIBUTE_AND_WAIT, loop],
+                          stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        perf = int(proc.stdout.readline())
+        start = procfs.start_time(perf)
+        assert start is not None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    deadline = time.monotonic() + 10
+    while procfs.start_time(perf) == start and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procfs.start_time(perf) != start, "perf outlived the process that started it"
+    system.restore_stale()
+    assert list(system.work_root().iterdir()) == []
+    real = os.path.realpath(state_dir)
+    assert [m.mountpoint for m in procfs.mounts() if m.mountpoint.startswith(real + "/")] == []

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -128,28 +127,20 @@ def tracefs_mount() -> str | None:
 
 
 def ensure_tracefs(stack: ExitStack) -> str:
-    """A tracefs mount for perf: the existing one, else one of our own in a private
-    directory, journaled and unmounted when `stack` closes (never /sys/kernel/tracing,
-    which other tools may expect to find in the state they left it)."""
+    """A tracefs mount for perf: the existing one, else one of our own on a private
+    directory under the work root, both journaled, unmounted and removed when `stack`
+    closes or by `restore` (never /sys/kernel/tracing, which other tools may expect to find
+    in the state they left it)."""
     found = tracefs_mount()
     if found:
         return found
     system.require_root("mounting tracefs for perf")
-    parent = tempfile.mkdtemp(prefix="backburner-tracefs-")
-    stack.callback(_rmdir_quietly, parent)  # after the unmount; never recursive
     tx = stack.enter_context(system.Transaction("trace"))
-    target = os.path.join(parent, "tracefs")
-    tx.apply(system.MadeDir(target))
+    target = tx.apply(system.PrivateDir(str(system.work_root()), "tracefs-"))
     tx.apply(system.Mount("tracefs", target, "tracefs", "nosuid,nodev,noexec"))
     log.debug("tracefs mounted on %s", target)
-    return target
+    return str(target)
 
-
-def _rmdir_quietly(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except OSError as err:
-        log.debug("left %s: %s", path, err)
 
 
 class PerfEngine(Engine):

@@ -14,7 +14,6 @@ import os
 import platform
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -24,7 +23,7 @@ from typing import Any
 
 from .. import __version__, errors, spawn
 from ..errors import BackburnerError, UnavailableError
-from . import counters, engines
+from . import counters, engines, scratch
 from .parsers import TracedThread
 from .profile import Profile, Run, Thread
 
@@ -88,8 +87,7 @@ class Session:
     def __enter__(self) -> Session:
         try:
             self.engine.prepare(self._stack)
-            self.workdir = Path(tempfile.mkdtemp(prefix="backburner-trace-"))
-            self._stack.callback(shutil.rmtree, self.workdir, True)
+            self.workdir = Path(scratch.private_dir(self._stack, "trace-"))
         except BaseException:
             self._stack.close()
             raise

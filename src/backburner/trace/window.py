@@ -29,9 +29,7 @@ import logging
 import os
 import re
 import select
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterable
 from contextlib import ExitStack
@@ -41,7 +39,7 @@ from typing import Any
 
 from .. import spawn
 from ..errors import NotFoundError, UnavailableError, UsageError
-from . import counters, engines
+from . import counters, engines, scratch
 
 log = logging.getLogger(__name__)
 
@@ -373,9 +371,7 @@ class IOAttribution:
         self._stack = ExitStack()
         try:
             engines.ensure_tracefs(self._stack)
-            shm = "/dev/shm" if os.path.isdir("/dev/shm") else None  # off the device under test
-            self._dir = tempfile.mkdtemp(prefix="backburner-io-", dir=shm)
-            self._stack.callback(shutil.rmtree, self._dir, True)
+            self._dir = scratch.private_dir(self._stack, "io-")  # in memory: off the device
             self._launch_perf()
         except BaseException:
             self.close()
@@ -402,10 +398,11 @@ class IOAttribution:
         log_path = os.path.join(self._dir, "perf.log")
         logfd = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
-        try:  # its own process group: a ^C meant for the probe does not end the recording
+        try:  # its own process group: a ^C meant for the probe does not end the recording;
+            # and it dies with us: a system-wide recording must never outlive the bench
             self._child = spawn.launch(self._perf_argv(ctl_r, ack_w), stdin=null,
                                        stdout=logfd, stderr=logfd, pass_fds=(ctl_r, ack_w),
-                                       new_group=True)
+                                       new_group=True, die_with_parent=True)
         finally:
             for fd in (ctl_r, ack_w, logfd, null):
                 os.close(fd)
