@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -125,6 +126,68 @@ def test_bad_trace_files(tmp_path: Path) -> None:
         for args in (("show", str(path)), ("diff", str(path), str(path))):
             r = bb("trace", *args)
             assert r.returncode == status and words in one_line_error(r), (args, r.err)
+
+
+# --- outputs and inputs ---------------------------------------------------------------------
+
+
+def _char_device(path: Path) -> Path:
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # a /dev/null of our own
+    return path
+
+
+@pytest.mark.root
+def test_outputs_never_go_into_a_device_and_refuse_it_before_running(
+        tmp_path: Path, state_dir: Path) -> None:
+    """-o and --html that are a device: one line, 73, before the command runs; the node
+    stays a device (renaming over /dev/null would put a regular file in its place)."""
+    dev = _char_device(tmp_path / "dev")
+    marker = tmp_path / "ran"
+    r = bb("trace", "record", "--engine", "none", "--force", "-o", str(dev), "--",
+           "touch", str(marker))
+    assert r.returncode == 73 and "a character device" in one_line_error(r)
+    assert not marker.exists() and stat.S_ISCHR(os.lstat(dev).st_mode)
+    r, trace = _record(tmp_path, "true", engine="none")
+    assert r.returncode == 0
+    r = bb("trace", "diff", str(trace), str(trace), "--html", str(dev))
+    assert r.returncode == 73 and "a character device" in one_line_error(r) and r.out == ""
+    r = bb("trace", "compare", "--engine", "none", "--html", str(dev), "--",
+           "touch", str(marker), "--", "true")
+    assert r.returncode == 73 and not marker.exists()
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+
+
+def test_outputs_are_replaced_whole_never_written_through_a_link(
+        tmp_path: Path, state_dir: Path) -> None:
+    """A trace file is 0600 whatever the umask (it names the commands a user ran); an HTML
+    report 0644; a symlink at either path is replaced, the file it points to untouched."""
+    r, trace = _record(tmp_path, "true", engine="none")
+    assert r.returncode == 0 and stat.S_IMODE(trace.stat().st_mode) == 0o600
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(victim)
+    r = bb("trace", "record", "-q", "--engine", "none", "--force", "-o", str(link), "--",
+           "true")
+    assert r.returncode == 0 and not link.is_symlink() and profile.load(str(link)).runs
+    page = tmp_path / "page.html"
+    page.symlink_to(victim)
+    r = bb("trace", "diff", str(trace), str(link), "--html", str(page))
+    assert r.returncode == 0, r.err
+    assert not page.is_symlink() and page.read_text().startswith("<!DOCTYPE")
+    assert stat.S_IMODE(page.stat().st_mode) == 0o644
+    assert victim.read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".~")] == []
+
+
+def test_trace_inputs_that_are_not_regular_files_are_refused(tmp_path: Path) -> None:
+    """show and diff read through `infile`: a FIFO or /dev/zero is one line (65), at once."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (("show", str(fifo)), ("diff", str(fifo), str(fifo)),
+                 ("diff", "/dev/zero", str(fifo)), ("show", str(tmp_path))):
+        r = bb("trace", *args, timeout=10)
+        assert r.returncode == 65 and " is a" in one_line_error(r), (args, r.err)
 
 
 @pytest.fixture

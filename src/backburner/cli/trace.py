@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from .. import outfile
 from ..errors import ExistsError, IOFailure, UsageError
 from .common import add_command, bounded_int, err, quiet
 
@@ -23,9 +24,11 @@ def _split_command(words: list[str], what: str) -> list[str]:
     return argv
 
 
-def _check_output(path: str, force: bool) -> None:
-    """Before anything runs: the file must be new (or --force) and its folder writable."""
-    if os.path.exists(path) and not force:
+def _check_output(path: str, force: bool = True) -> None:
+    """Before anything runs: the file must be a regular one (or none yet), new unless
+    --force, and its folder writable."""
+    outfile.check_target(path)
+    if os.path.lexists(path) and not force:
         raise ExistsError(f"{path} exists", "choose another name or add --force")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
@@ -81,7 +84,7 @@ def _write_diff(d, args: argparse.Namespace) -> None:
     from ..trace import render
 
     if args.html:
-        with open(args.html, "w", encoding="utf-8") as f:
+        with outfile.replaced(args.html) as f:  # a report: PUBLIC, like bench's
             f.write(render.to_html(d, args.top))
     _emit(args.format, render.diff_header(d), render.diff_tables(d, args.top), d.to_dict())
     if args.html:
@@ -91,6 +94,8 @@ def _write_diff(d, args: argparse.Namespace) -> None:
 def _diff(args: argparse.Namespace) -> int:
     from ..trace import diff, profile
 
+    if args.html:
+        _check_output(args.html)
     a, b = profile.load(args.a), profile.load(args.b)
     _write_diff(diff.diff(a, b), args)
     return 0
@@ -116,6 +121,8 @@ def _compare(args: argparse.Namespace) -> int:
     outputs = [f"{args.output}-a.json", f"{args.output}-b.json"] if args.output else []
     for path in outputs:
         _check_output(path, args.force)
+    if args.html:
+        _check_output(args.html)
     a, b = record.compare(argv_a, argv_b, _options(args), report=quiet if args.quiet else err)
     for prof, path in zip((a, b), outputs, strict=False):
         profile.save(prof, path)

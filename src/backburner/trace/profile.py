@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import infile
+from .. import infile, outfile
 from ..errors import DataError
 from .parsers import SyscallStats
 
@@ -211,7 +211,9 @@ def from_dict(d: Any, source: str = "trace") -> Profile:
 
 
 def save(p: Profile, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    """Written whole or not at all, 0600 (a trace names the commands a user ran and the
+    files they failed to find), and never over a device or a FIFO (`outfile`)."""
+    with outfile.replaced(path, perms=outfile.PRIVATE) as f:
         json.dump(to_dict(p), f, indent=1)
         f.write("\n")
 
