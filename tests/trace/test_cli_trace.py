@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import shutil
 import signal
 import stat
@@ -16,9 +18,10 @@ from pathlib import Path
 
 import pytest
 import rich
-from helpers import BB, TIMEOUT, Result, bb, one_line_error, raw_status
+from helpers import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
 
 import backburner
+from backburner import procfs
 from backburner.trace import engines, profile
 
 pytestmark = pytest.mark.timeout(180)
@@ -50,26 +53,223 @@ def test_death_by_signal_is_mirrored(tmp_path: Path, state_dir: Path, engine: st
     assert run.outcome["signal"] == signal.SIGSEGV and run.shell_status == 139
 
 
-@pytest.mark.parametrize("engine", ["strace", pytest.param("perf", marks=pytest.mark.root)])
-def test_sigterm_reaches_the_job_and_we_die_of_it(tmp_path: Path, state_dir: Path,
-                                                  engine: str) -> None:
+# --- signals and SIGKILL: the whole command stops, and nothing is left ---------------------
+
+MARK = "BB_TRACE_TEST_MARK"
+ENGINES = ["strace", pytest.param("perf", marks=pytest.mark.root)]
+
+
+def _marked(token: str) -> list[str]:
+    """Live processes carrying MARK=token in their environment (every process of a run
+    inherits ours: unshare, the tracer, the launcher, the job and its children)."""
+    wanted = f"{MARK}={token}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if wanted in env:
+            found.append(f"{pid} ({comm})")
+    return found
+
+
+def _ours(directory: str) -> set[str]:
+    try:
+        return {n for n in os.listdir(directory) if n.startswith("backburner-")}
+    except FileNotFoundError:
+        return set()
+
+
+def _tracefs() -> set[str]:
+    return {m.mountpoint for m in procfs.mounts() if m.fstype == "tracefs"}
+
+
+class Machine:
+    """What a run may leave behind, as it was before: processes (by MARK), /tmp, /dev/shm,
+    a private TMPDIR, mounts under the state directory, tracefs mounts, journals and the
+    work root."""
+
+    def __init__(self, tmp_path: Path, state_dir: Path) -> None:
+        self.token = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.state = state_dir
+        self.tmpdir = tmp_path / "tmpdir"
+        self.tmpdir.mkdir()
+        self.before = {"/tmp": _ours("/tmp"), "/dev/shm": _ours("/dev/shm")}
+        self.tracefs = _tracefs()
+        self.env = {**os.environ, MARK: self.token, "TMPDIR": str(self.tmpdir)}
+
+    def start(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([*BB, *args], env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    def no_process_left(self) -> None:
+        deadline = time.monotonic() + 10  # the kernel takes the namespace down at once
+        while _marked(self.token) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _marked(self.token) == []
+
+    def no_scratch_outside(self) -> None:
+        """Nothing in TMPDIR (ours alone), and nothing new in /tmp or /dev/shm. Those two
+        are shared with whatever else runs on the machine (other checkouts' tests make and
+        remove such directories within seconds): what is still there after a few seconds
+        is a leftover."""
+        assert list(self.tmpdir.iterdir()) == []
+        deadline = time.monotonic() + 5
+        while True:
+            new = {where: _ours(where) - before for where, before in self.before.items()}
+            if not any(new.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert new == {where: set() for where in self.before}
+
+    def clean(self) -> None:
+        """Nothing at all: no process, file, mount or journal of ours."""
+        self.no_process_left()
+        self.no_scratch_outside()
+        real = os.path.realpath(self.state)
+        assert [m.mountpoint for m in procfs.mounts()
+                if m.mountpoint.startswith(real + "/")] == []
+        assert _tracefs() <= self.tracefs
+        for sub in ("journal", "work"):
+            folder = self.state / sub
+            assert not folder.exists() or list(folder.iterdir()) == [], sub
+
+
+@pytest.fixture
+def machine(tmp_path: Path, state_dir: Path) -> Machine:
+    return Machine(tmp_path, state_dir)
+
+
+def _job(tmp_path: Path) -> list[str]:
+    """Counts its runs, says it is ready, then waits; SIGTERM is noted and ends it."""
+    return ["sh", "-c", f"echo run >> {tmp_path / 'count'}; "
+            f"trap 'echo term >> {tmp_path / 'got'}; kill $!; exit 1' TERM; "
+            f"sleep 30 & touch {tmp_path / 'ready'}; wait"]
+
+
+def _when_ready(tmp_path: Path, proc: subprocess.Popen) -> None:
+    wait_for(lambda: (tmp_path / "ready").exists() or proc.poll() is not None,
+             what="the job to start")
+    assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+
+
+SIGNALS = [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated by SIGTERM")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("sig, status, words", SIGNALS, ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("action", ["record", "compare"])
+def test_a_signal_to_us_ends_every_run_and_undoes_everything(
+        tmp_path: Path, machine: Machine, engine: str, sig: int, status: int, words: str,
+        action: str) -> None:
+    """^C or SIGTERM in the first of several runs: the job is told (SIGTERM), no later run
+    starts, nothing is written, everything is undone, and we exit 130 / 143."""
     out = tmp_path / "t.json"
-    ready = tmp_path / "ready"
-    proc = subprocess.Popen([*BB, "trace", "record", "-q", "--engine", engine, "-o", str(out),
-                             "--", "sh", "-c", f"touch {ready}; exec sleep 30"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + TIMEOUT
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.2)  # sh has exec'd sleep
+    job = _job(tmp_path)
+    if action == "record":
+        args = ["record", "--runs", "3", "-o", str(out), "--", *job]
+    else:
+        args = ["compare", "--runs", "2", "-o", str(tmp_path / "ab"), "--", *job, "--", *job]
+    proc = machine.start("trace", args[0], "-q", "--engine", engine, *args[1:])
+    _when_ready(tmp_path, proc)
     started = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    status = raw_status(proc)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, proc.stderr.read()
-    assert time.monotonic() - started < 15
-    run = profile.load(str(out)).runs[0]
-    assert run.outcome["signal"] == signal.SIGTERM
-    assert run.outcome["wall_s"] < 25
+    proc.send_signal(sig)
+    raw = raw_status(proc)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert os.WIFEXITED(raw) and os.WEXITSTATUS(raw) == status, err
+    assert err == f"backburner: {words}; system state restored\n"
+    assert time.monotonic() - started < 10
+    assert (tmp_path / "count").read_text() == "run\n"  # no second run
+    assert (tmp_path / "got").read_text() == "term\n"  # the job was asked to stop
+    assert not out.exists() and not list(tmp_path.glob("ab-*"))
+    machine.clean()
+
+
+def _ctrl_c(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run argv on a terminal of its own, type ^C once it printed READY; its exit status
+    and everything the terminal showed."""
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execve(argv[0], argv, env)
+    shown = b""
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while b"READY" not in shown and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                shown += os.read(fd, 4096)
+        assert b"READY" in shown, shown
+        time.sleep(0.2)  # the job waits
+        os.write(fd, b"\x03")
+        while select.select([fd], [], [], TIMEOUT)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the terminal's last process has gone
+                break
+            if not chunk:
+                break
+            shown += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    return status, shown.decode(errors="replace")
+
+
+@pytest.mark.parametrize("engine", ["none", *ENGINES])
+def test_ctrl_c_on_the_terminal_ends_every_run(tmp_path: Path, machine: Machine,
+                                                engine: str) -> None:
+    """A real ^C reaches the whole foreground group (us, unshare, the tracer, the
+    launcher, the job) at once: we still stop every run, undo, and exit 130."""
+    job = ["sh", "-c", f"echo run >> {tmp_path / 'count'}; sleep 30 & echo READY; wait"]
+    status, shown = _ctrl_c([*BB, "trace", "record", "-q", "--engine", engine, "--runs", "3",
+                             "-o", str(tmp_path / "t.json"), "--", *job], machine.env)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 130, shown
+    assert "backburner: interrupted; system state restored" in shown
+    assert (tmp_path / "count").read_text() == "run\n" and not (tmp_path / "t.json").exists()
+    machine.clean()
+
+
+def _kill_when(point: str, tmp_path: Path, machine: Machine, proc: subprocess.Popen) -> None:
+    if point == "set-up":  # a journal is open: the engine or the scratch directory
+        wait_for(lambda: list((machine.state / "journal").glob("*.jsonl"))
+                 or proc.poll() is not None, what="a journal")
+    elif point == "mid-run":
+        _when_ready(tmp_path, proc)
+    elif point == "between-runs":  # the first run's progress line: the second run is next
+        assert proc.stderr is not None
+        line = proc.stderr.readline().decode()
+        assert "run 1/3" in line, line
+    else:
+        time.sleep(float(point))
+    assert proc.poll() is None, f"ended before the SIGKILL ({point})"
+    proc.send_signal(signal.SIGKILL)
+    assert os.WIFSIGNALED(raw_status(proc))
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("point", ["set-up", "mid-run", "between-runs", "0.05", "0.3"])
+def test_sigkill_at_any_moment_leaves_no_process_and_restore_leaves_nothing(
+        tmp_path: Path, machine: Machine, engine: str, point: str) -> None:
+    """SIGKILL to `trace record --runs 3`: no process of its tree survives (the job, its
+    child, the launcher, the tracer, unshare), no scratch file is in /tmp or /dev/shm, and
+    `backburner restore` unmounts and removes everything else (its own tracefs, the
+    scratch tmpfs, their directories under the work root, the journals)."""
+    (machine.state / "journal").mkdir(mode=0o700)
+    job = ["sh", "-c", f"echo run >> {tmp_path / 'count'}"] if point == "between-runs" \
+        else _job(tmp_path)
+    proc = machine.start("trace", "record", "--engine", engine, "--runs", "3", "-o",
+                         str(tmp_path / "t.json"), "--", *job)
+    try:
+        _kill_when(point, tmp_path, machine, proc)
+    finally:
+        proc.kill()
+    machine.no_process_left()
+    machine.no_scratch_outside()
+    r = bb("restore", env=machine.env)
+    assert r.returncode == 0, r.err
+    machine.clean()
 
 
 def test_command_not_found_127_and_not_executable_126(tmp_path: Path, state_dir: Path) -> None:

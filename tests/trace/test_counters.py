@@ -66,6 +66,14 @@ def _snap(t_ns: int, cal: tuple[int, int], ctxt: int, io_some: int, loc: int = 5
                              {"io": {"some": io_some, "full": 0}}, clock_ticks=100)
 
 
+def test_parse_inner_ids_takes_the_innermost_namespace() -> None:
+    status = ("Name:\tpython3\nTgid:\t27261\nPid:\t27302\nPPid:\t27259\n"
+              "NStgid:\t27261\t1\nNSpid:\t27302\t42\nNSpgid:\t27259\t0\n")
+    assert counters.parse_inner_ids(status) == (42, 1)
+    assert counters.parse_inner_ids("NStgid:\t500\nNSpid:\t501\n") == (501, 500)
+    assert counters.parse_inner_ids("Name:\tx\nPid:\t3\n") is None
+
+
 def test_delta_is_exact_and_drops_reset_lines() -> None:
     a = _snap(1_000_000_000, (10, 20), 1000, 2_000_000, loc=50,
               extra={"9": counters.IrqLine("x", (1, 1))})

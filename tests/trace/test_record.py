@@ -149,3 +149,13 @@ def test_a_session_keeps_its_scratch_in_the_journal_and_in_memory(state_dir: Pat
     assert not os.path.exists(work) and list(system.work_root().iterdir()) == []
     assert list((state_dir / "journal").iterdir()) == []
 
+
+def test_sampled_threads_are_numbered_as_the_tracer_saw_them(state_dir: Path) -> None:
+    """The run has its own PID namespace: the run-queue wait of each thread is kept under
+    the thread's number there, the one the tracer and the launcher report."""
+    _require("strace")
+    prof, outcome = record.record(
+        [sys.executable, "-c", "import os, time; time.sleep(0.3); print(os.getpid())"],
+        record.Options(engine="strace", sample_interval=0.02))
+    job = {t.tid: t for t in prof.runs[0].threads}[outcome.pid]
+    assert job.syscalls and job.sched is not None and job.sched["samples"] >= 2

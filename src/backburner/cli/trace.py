@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import outfile
 from ..errors import ExistsError, IOFailure, UsageError
-from .common import add_command, bounded_int, err, quiet
+from .common import add_command, bounded_int, err, quiet, recover_if_needed
 
 if TYPE_CHECKING:
     from ..trace import record
@@ -48,6 +48,7 @@ def _record(args: argparse.Namespace) -> int:
 
     argv = _split_command(args.command, "trace")
     _check_output(args.output, args.force)
+    recover_if_needed()
     report = quiet if args.quiet else err
     prof, last = record.record(argv, _options(args), report=report)
     profile.save(prof, args.output)
@@ -123,6 +124,7 @@ def _compare(args: argparse.Namespace) -> int:
         _check_output(path, args.force)
     if args.html:
         _check_output(args.html)
+    recover_if_needed()
     a, b = record.compare(argv_a, argv_b, _options(args), report=quiet if args.quiet else err)
     for prof, path in zip((a, b), outputs, strict=False):
         profile.save(prof, path)
@@ -172,7 +174,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = p.add_subparsers(dest="trace_cmd", metavar="ACTION", required=True)
     r = add_command(s, "record", _record, help="run a command traced; write a trace file",
                     description="Runs CMD under a tracer and writes a trace file. Exits "
-                    "with the command's status (the last run's), or dies of its signal.")
+                    "with the command's status (the last run's), or dies of its signal. "
+                    "Each run has a PID namespace (and /proc) of its own: what it leaves "
+                    "running when it ends is stopped. ^C or SIGTERM to backburner stops "
+                    "every run (the command gets SIGTERM), writes nothing and exits 130 / "
+                    "143.")
     r.add_argument("-o", "--output", required=True, help="trace file to write (JSON)")
     _add_record_options(r)
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
@@ -193,7 +199,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     description="Runs CMD_A and CMD_B alternately (A B B A ...), each --runs "
                     "times, traced the same way, then prints the diff (A is the reference). "
                     "Exits 0 once the diff is printed; runs that failed are named in its "
-                    "notes. CMD_A cannot contain a bare -- (wrap it in sh -c).")
+                    "notes. ^C or SIGTERM stops every run and exits 130 / 143 with "
+                    "nothing written. CMD_A cannot contain a bare -- (wrap it in sh -c).")
     _add_record_options(c)
     c.add_argument("-o", "--output", metavar="PREFIX",
                    help="also keep the traces as PREFIX-a.json and PREFIX-b.json")

@@ -101,6 +101,19 @@ def parse_psi(text: str) -> dict[str, int]:
     return out
 
 
+def parse_inner_ids(status: str) -> tuple[int, int] | None:
+    """/proc/PID/task/TID/status -> (TID, PID) as the thread's innermost PID namespace
+    numbers them (the last of NSpid and NStgid): what a tracer inside that namespace saw."""
+    found: dict[str, int] = {}
+    for line in status.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("NSpid", "NStgid") and rest.split() and rest.split()[-1].isdigit():
+            found[key] = int(rest.split()[-1])
+    if len(found) < 2:
+        return None
+    return found["NSpid"], found["NStgid"]
+
+
 def parse_schedstat(text: str) -> tuple[int, int, int] | None:
     """/proc/PID/task/TID/schedstat -> (ns on CPU, ns waiting on a run queue, timeslices)."""
     parts = text.split()
@@ -268,8 +281,10 @@ class ThreadSampler:
     the process tree (about 1 ms for a hundred processes). A thread's figures are the last
     sample before it ended: its final interval and threads shorter than one interval are
     not seen; `samples` says how often each was. Runs in a thread of ours that is never
-    traced, with the job-control signals blocked so that `spawn.run_foreground` still gets
-    them.
+    traced, with the job-control signals blocked so that they land on the main thread.
+
+    Threads are keyed by the numbers of their innermost PID namespace (read once per
+    thread): the run's own namespace, where the tracer and the launcher saw them.
     """
 
     root: int
@@ -282,6 +297,7 @@ class ThreadSampler:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._inner: dict[int, tuple[int, int]] = {}  # our TID -> the namespace's (TID, PID)
 
     def start(self) -> None:
         if not schedstat_available(self.proc):
@@ -324,10 +340,14 @@ class ThreadSampler:
             values = parse_schedstat(_read(base / "schedstat") or "")
             if values is None:
                 continue
-            known = self.seen.get(tid)
+            if tid not in self._inner:
+                self._inner[tid] = parse_inner_ids(_read(base / "status") or "") or (tid, pid)
+            inner_tid, inner_pid = self._inner[tid]
+            known = self.seen.get(inner_tid)
             comm = known.comm if known else (_read(base / "comm") or "?").strip()
-            self.seen[tid] = ThreadSched(tid, pid, comm, values[0] / 1e9, values[1] / 1e9,
-                                         values[2], (known.samples + 1) if known else 1)
+            self.seen[inner_tid] = ThreadSched(inner_tid, inner_pid, comm, values[0] / 1e9,
+                                               values[1] / 1e9, values[2],
+                                               (known.samples + 1) if known else 1)
 
 
 def sched_rows(seen: Iterable[ThreadSched]) -> list[dict[str, Any]]:

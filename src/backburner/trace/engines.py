@@ -39,12 +39,13 @@ class Collected:
 
 
 class Engine(ABC):
-    """A tracer. `depth` is how many processes sit between us and the launcher."""
+    """A tracer. `depth` is how many processes sit between us and the launcher: `unshare`
+    (see `contained`) and the tracer."""
 
     name: ClassVar[str]
     tool: ClassVar[str]
     package: ClassVar[str]
-    depth: ClassVar[int] = 1
+    depth: ClassVar[int] = 2
     note: ClassVar[str]
 
     def missing(self) -> str | None:
@@ -78,7 +79,7 @@ class NoEngine(Engine):
     name = "none"
     tool = ""
     package = ""
-    depth = 0
+    depth = 1
     note = "no tracer: the kernel's counters only (exact: nothing slows the job down)"
 
     def missing(self) -> str | None:
@@ -141,6 +142,25 @@ def ensure_tracefs(stack: ExitStack) -> str:
     log.debug("tracefs mounted on %s", target)
     return str(target)
 
+
+#: The run's own PID namespace: `unshare` dies with us (the parent-death signal), its child
+#: (the tracer, or the launcher) is the first process of the namespace and is SIGKILLed when
+#: unshare dies, and when the first process of a PID namespace dies the kernel kills every
+#: other process in it. Killed at any moment, we leave none of the run behind: a tracer
+#: alone, killed, leaves its tracees running (strace detaches them; perf's workload never
+#: knew it). perf refuses a PID namespace that reads another's /proc, hence a mount
+#: namespace with its own /proc (mounts made outside later still reach it: slave).
+NAMESPACE = ["--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc", "--propagation",
+             "slave"]
+
+
+def contained(argv: list[str]) -> list[str]:
+    """argv as the first process of a PID namespace of its own. Without root, inside a user
+    namespace mapping our user to itself (a PID namespace needs CAP_SYS_ADMIN there)."""
+    if shutil.which("unshare") is None:
+        raise UnavailableError("unshare is not installed", "apt-get install util-linux")
+    user = [] if system.is_root() else ["--user", "--map-current-user"]
+    return ["unshare", *user, *NAMESPACE, *argv]
 
 
 class PerfEngine(Engine):

@@ -4,6 +4,12 @@ One run: the system counters and the job's wait4 come from the launcher (`trace.
 syscalls from the engine's output, the run-queue wait of each thread from a sampler thread
 of ours (never traced). `compare` interleaves two commands (ABBA ABBA ...), so that a drift
 of the machine over time (another job starting, the disk cache filling) falls on both.
+
+Each run is the first process of a PID namespace of its own (`engines.contained`) that
+dies with us, and its scratch directory is journaled: killed at any moment, we leave no
+process and nothing `restore` does not undo. A ^C or SIGTERM sent to us ends the whole
+recording: the job is asked to stop (SIGTERM through the launcher), everything is undone,
+nothing is written, and the interrupt goes on up (130, 143).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import logging
 import os
 import platform
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +28,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, errors, spawn
+from .. import __version__, errors, interrupts, procfs, spawn
 from ..errors import BackburnerError, UnavailableError
 from . import counters, engines, scratch
 from .parsers import TracedThread
@@ -29,9 +36,10 @@ from .profile import Profile, Run, Thread
 
 log = logging.getLogger(__name__)
 Report = Callable[[str], None]
-#: How long to wait for the launcher's result when the tracer died of a signal first (the
-#: launcher outlives it for as long as the job takes to die of the forwarded signal).
-RESULT_GRACE_S = 5.0
+#: How long a job asked to stop (^C, SIGTERM to us) has before its namespace is killed.
+STOP_GRACE_S = 5.0
+#: How long `unshare` may take to fork the namespace's first process.
+FORK_WAIT_S = 2.0
 
 
 def _quiet(_msg: str) -> None:
@@ -104,12 +112,11 @@ class Session:
         rundir = self.workdir / f"run-{self._count}"
         rundir.mkdir()
         result = rundir / "result.json"
-        inner = [sys.executable, "-m", "backburner.trace.shim", str(result), "--", *argv]
         sampler = counters.ThreadSampler(os.getpid(), skip_depth=engine.depth + 1,
                                          interval=self.sample_interval)
         sampler.start()
         try:
-            tracer = spawn.run_foreground(engine.command(inner, rundir))
+            tracer = _run_contained(engine, rundir, result, argv)
         finally:
             seen = sampler.stop()
         data = _read_result(result, tracer, engine)
@@ -130,10 +137,77 @@ class Session:
         return run, outcome
 
 
+def _run_contained(engine: engines.Engine, rundir: Path, result: Path,
+                   argv: Sequence[str]) -> spawn.Outcome:
+    """The traced command in its own PID namespace, waited for with our signal handlers in
+    place: a ^C or SIGTERM stops the run's whole namespace, then goes on up."""
+    alive_r, alive_w = os.pipe()  # the launcher starts the job only while we hold alive_w
+    child: spawn.Child | None = None
+    try:
+        inner = [sys.executable, "-m", "backburner.trace.shim", "--alive", str(alive_r),
+                 str(result), "--", *argv]
+        command = engines.contained(engine.command(inner, rundir))
+        with interrupts.deferred():  # a signal during the start finds `child` set
+            child = spawn.launch(command, pass_fds=(alive_r,), die_with_parent=True,
+                                 death_signal=signal.SIGKILL)  # unshare holds SIGTERM back
+        os.close(alive_r)
+        alive_r = -1
+        outcome = child.wait()
+        assert outcome is not None
+        return outcome
+    except BaseException:
+        os.close(alive_w)  # a launcher that has not started yet will not start the job
+        alive_w = -1
+        if child is not None:
+            with interrupts.deferred():  # a second ^C must not cut the stop short
+                _stop(child, engine.depth)
+        raise
+    finally:
+        for fd in (alive_r, alive_w):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _stop(child: spawn.Child, launcher_depth: int) -> None:
+    """End a run early: SIGTERM to the launcher (it passes it on to the job, whose own
+    clean-up runs, then the tracer ends with its workload), then SIGKILL to the namespace's
+    first process after STOP_GRACE_S, which takes every process of the namespace with it.
+    `unshare` itself ignores SIGTERM and is never the one signalled: it would leave the
+    namespace to the parent-death signal, asynchronously."""
+    first = _first_process(child)
+    if first is not None:
+        below = [first]
+        for _ in range(launcher_depth - 1):
+            below = [kid for pid in below for kid in procfs.children_of(pid)]
+        for pid in below or [first]:
+            start = procfs.start_time(pid)
+            if start is not None:
+                spawn.signal_process(pid, start, signal.SIGTERM)
+        if child.wait(STOP_GRACE_S) is None:
+            start = procfs.start_time(first)
+            if start is not None:
+                spawn.signal_process(first, start, signal.SIGKILL)
+    if child.wait(STOP_GRACE_S) is None:  # no namespace was made: unshare alone
+        child.stop(grace=0)
+    log.debug("run stopped: %s", child.outcome.describe() if child.outcome else "?")
+
+
+def _first_process(child: spawn.Child) -> int | None:
+    """The namespace's first process (unshare's child), once unshare has forked it."""
+    deadline = time.monotonic() + FORK_WAIT_S
+    while child.poll() is None:
+        kids = procfs.children_of(child.pid)
+        if kids:
+            return kids[0]
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.005)
+    return None
+
+
 def _read_result(path: Path, tracer: spawn.Outcome, engine: engines.Engine) -> dict[str, Any]:
-    deadline = time.monotonic() + (RESULT_GRACE_S if tracer.signal is not None else 0)
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    """The launcher's result. Once the namespace is gone so is the launcher: the file is
+    complete (written whole, then renamed) or will never be."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
