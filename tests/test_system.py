@@ -35,6 +35,8 @@ def loop_queue(tmp_path: Path) -> Iterator[Path]:
     queue = Path("/sys/block", os.path.basename(dev), "queue")
     before = {name: system.selected((queue / name).read_text())
               for name in ("scheduler", "rotational")}
+    if before["scheduler"] == "bfq":  # a loop device keeps its queue from its last user
+        (queue / "scheduler").write_text("none")
     try:
         yield queue
     finally:
@@ -650,3 +652,20 @@ def test_mounts_are_nosuid_and_nodev_unless_asked(
         assert {"nosuid", "nodev"} - absent <= have
         assert not absent & have
     assert not system.is_mountpoint(str(target))
+
+
+def test_a_private_directory_is_named_in_the_journal_before_it_is_made(
+        state_dir: Path, tmp_path: Path) -> None:
+    """Killed between naming and making it: restore knows the name, and leaves a directory
+    of that name alone when someone else made it."""
+    seen: list[str] = []
+    change = system.PrivateDir(str(tmp_path), "w-")
+    made = change.apply_with(seen.append)
+    assert seen == [made] and Path(made).is_dir()
+    assert oct(Path(made).stat().st_mode & 0o777) == "0o700"
+    assert change.undo(None, made) is None and not Path(made).exists()
+    other = tmp_path / "w-theirs"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    note = change.undo(None, str(other))
+    assert other.is_dir() and note is not None and "not a directory backburner made" in note

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import shutil
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -107,28 +107,43 @@ class PrivateDir(Change):
         return f"private directory {os.path.join(self.parent, self.prefix)}*"
 
     def apply(self) -> str:
+        return self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Any) -> str:
+        """The name is journaled before the directory is made: a SIGKILL between the two
+        still leaves `restore` the name (mkdtemp chose it only as it created it)."""
         parent = Path(self.parent)
         if parent.exists():
             safepath.check_chain(parent, "work directory", sticky_ok=True)
         else:
             trusted_dir(parent, "work directory")
-        return tempfile.mkdtemp(prefix=self.prefix, dir=parent)
+        for _ in range(100):
+            path = str(parent / f"{self.prefix}{secrets.token_hex(6)}")
+            record(path)
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                continue
+            return path
+        raise SystemStateError(f"no free name for a private directory in {parent}")
 
-    def undo(self, old: Any, result: Any) -> None:
+    def undo(self, old: Any, result: Any) -> str | None:
         if not result:
-            return
+            return None
         try:
             st = os.lstat(result)
         except FileNotFoundError:
-            return
-        if not stat.S_ISDIR(st.st_mode):
-            raise SystemStateError(f"{result} is no longer our directory")
+            return None
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            # named in the journal but made by someone else (we died before our mkdir)
+            return f"left {result} alone: it is not a directory backburner made"
         busy = mounts_under(result) + [dev for f in files_under(result)
                                        for dev in loops_backed_by(f)]
         if busy:
             raise SystemStateError(f"{result} is still in use ({', '.join(busy)})",
                                    "its mounts and loop devices must go first")
         shutil.rmtree(result)
+        return None
 
 
 def files_under(path: str) -> list[str]:
