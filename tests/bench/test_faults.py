@@ -1,5 +1,5 @@
 """Interrupting a real bench in every phase leaves nothing behind and loses no committed
-trial: a shortened run of benchmarks/fault_injection.py (which gives the README's figures)."""
+trial: a shortened run of benchmarks/fault_injection.py (whose figures are in docs/safety.md)."""
 
 from __future__ import annotations
 
