@@ -1,0 +1,188 @@
+"""The README stays a user's guide that works: every `backburner` command in its shell blocks
+parses with the CLI's own parser (so a renamed option or command fails here, not for a
+reader), every command of the CLI has an example, the README stays short and holds CI's
+command verbatim, and no README or docs page names a commit."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from backburner.cli import build_parser
+from backburner.errors import UsageError
+
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+LIMIT_BYTES = 15_000  # a guide a newcomer reads, not a lab notebook; figures live in docs/
+
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+#: Shell blocks hold commands; text blocks hold output and layouts; toml blocks, rule files.
+SHELL, KNOWN = {"sh", "bash"}, {"sh", "bash", "text", "toml"}
+SEPARATORS = {"|", "||", "&&", ";", "&", "(", ")"}
+REDIRECTIONS = {">", ">>", "<", "<<", ">&", "<&", "&>"}
+
+#: Words of 7+ hex digits that are really not commit hashes, each with where and what it is.
+NOT_HASHES = {
+    "1964557665": "README: the seed the demo's bench drew and printed",
+    "20261126": "README: the date in the demo's result file name",
+    "3d1219c7c4c5404aaa1f6d2a48adfda4": "docs/extents.md: the example map's machine id",
+    "fa47d28d": "docs/extents.md: the example map's filesystem UUID, first group",
+    "12a23725da7a": "docs/extents.md: the example map's filesystem UUID, last group",
+    "8589934592": "docs/extents.md: the example file's size in bytes (8 GiB)",
+    "1714564800000000000": "docs/extents.md: the example file's mtime in ns",
+    "1048576": "docs/extents.md: the example partition's start and a hole's length (1 MiB)",
+    "500107862016": "docs/extents.md: the example partition's size in bytes",
+    "134217728": "docs/extents.md: the example segment's length (128 MiB)",
+    "34603008": "docs/extents.md: the example segment's device offset",
+    "1700000000": "docs/trace.md: the example trace's Unix time",
+}
+HEXWORD = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+def _blocks(text: str) -> list[tuple[str, str]]:
+    return [(m.group(1).strip(), m.group(2)) for m in FENCE.finditer(text)]
+
+
+def _logical_lines(block: str) -> list[str]:
+    """A block's lines with backslash continuations joined."""
+    lines, current = [], ""
+    for raw in block.splitlines():
+        if raw.rstrip().endswith("\\"):
+            current += raw.rstrip()[:-1] + " "
+            continue
+        lines.append(current + raw)
+        current = ""
+    if current:
+        lines.append(current)
+    return lines
+
+
+def _simple_commands(line: str) -> list[list[str]]:
+    """The simple commands of one shell line: split at pipes and lists, redirections
+    dropped, command substitutions inside words taken as commands of their own."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    commands: list[list[str]] = [[]]
+    substituted: list[list[str]] = []
+    skip_next = False
+    for token in lexer:
+        if skip_next:
+            skip_next = False
+        elif token in SEPARATORS:
+            commands.append([])
+        elif token in REDIRECTIONS:
+            skip_next = True
+        else:
+            for inner in re.findall(r"\$\(([^()]*)\)", token):
+                substituted.extend(_simple_commands(inner))
+            commands[-1].append(token)
+    return [c for c in commands + substituted if c]
+
+
+def _backburner_argv(command: list[str]) -> list[str] | None:
+    """The arguments of a backburner invocation, however the README spells the program."""
+    words = list(command)
+    while words and (words[0] == "sudo" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0])):
+        words.pop(0)
+    if words and Path(words[0]).name == "backburner":
+        return words[1:]
+    return None
+
+
+def readme_commands(text: str) -> list[tuple[str, list[str]]]:
+    """(the README's line, its argv) for every backburner command in a shell block."""
+    found = []
+    for lang, body in _blocks(text):
+        if lang not in SHELL:
+            continue
+        for line in _logical_lines(body):
+            try:
+                commands = _simple_commands(line)
+            except ValueError as error:  # shlex: an unclosed quote
+                pytest.fail(f"not a shell line: {line.strip()} ({error})")
+            for command in commands:
+                argv = _backburner_argv(command)
+                if argv is not None:
+                    found.append((" ".join(line.split()), argv))
+    return found
+
+
+def _parses(argv: list[str]) -> str | None:
+    """None when the CLI's parser takes argv (nothing is run), else why not."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            build_parser().parse_args(argv)
+    except UsageError as error:
+        return str(error)
+    except SystemExit as done:  # --help and --version print and exit 0
+        return None if done.code in (0, None) else f"exit {done.code}"
+    return None
+
+
+def test_every_block_says_what_it_holds() -> None:
+    """Commands are found in sh blocks only, so a block must say whether it is one."""
+    langs = [lang for lang, _ in _blocks(README.read_text())]
+    assert langs and all(lang in KNOWN for lang in langs), langs
+
+
+def test_every_readme_command_parses() -> None:
+    commands = readme_commands(README.read_text())
+    bad = [f"{line}\n    -> {why}" for line, argv in commands if (why := _parses(argv))]
+    assert not bad, "README commands the CLI does not take:\n" + "\n".join(bad)
+
+
+def test_every_command_of_the_cli_has_an_example() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "cmd")
+    shown = {argv[0] for _, argv in readme_commands(README.read_text()) if argv}
+    assert set(sub.choices) - shown == set()
+
+
+def test_a_command_that_does_not_parse_is_caught() -> None:
+    """The check itself: a misspelt option, a made-up command and a bad choice fail."""
+    text = ("```sh\nbackburner run --policy background -- tar xf a.tar\n"
+            "backburner bench --preset quick \\\n    --no-such-option\n"
+            "x=$(backburner frobnicate) && echo $x\n"
+            "/opt/backburner/bin/backburner report r.db --export xml > out\n```\n")
+    commands = readme_commands(text)
+    assert [argv[0] for _, argv in commands] == ["run", "bench", "frobnicate", "report"]
+    assert [bool(_parses(argv)) for _, argv in commands] == [False, True, True, True]
+    assert commands[1][0] == "backburner bench --preset quick --no-such-option"
+
+
+def test_the_readme_is_short() -> None:
+    assert len(README.read_bytes()) <= LIMIT_BYTES
+
+
+def test_the_readme_holds_cis_command_verbatim() -> None:
+    """.ci/run runs the README's test command: its last command line is in a shell block,
+    near the top and again under Development."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    last = [line for line in ci if line and not line.startswith("#")][-1]
+    text = README.read_text()
+    shell_lines = [line.strip() for lang, body in _blocks(text) if lang in SHELL
+                   for line in body.splitlines()]
+    assert shell_lines.count(last) >= 2, last
+    development = text[text.index("\n## Development"):]
+    assert re.search(rf"^{re.escape(last)}$", development, re.M), last
+
+
+def _documents() -> list[Path]:
+    return sorted([*ROOT.glob("*.md"), *(ROOT / "docs").rglob("*.md")])
+
+
+@pytest.mark.parametrize("path", _documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_commit_hashes_in_the_documentation(path: Path) -> None:
+    words = set(HEXWORD.findall(path.read_text()))
+    assert words - set(NOT_HASHES) == set(), f"{path.relative_to(ROOT)}: commit hashes?"
+
+
+def test_the_hash_check_finds_hashes() -> None:
+    text = "as before commit 4d4f9cd (and c995e42f01), at 0.1.0, in run-26492.432997"
+    assert set(HEXWORD.findall(text)) == {"4d4f9cd", "c995e42f01"}
