@@ -157,7 +157,7 @@ def test_background_policy_cgroup(state_dir: Path, tmp_path: Path) -> None:
         try:
             wait_for(pidfile.exists, what="the job to start")
             jpid = int(pidfile.read_text())
-            name = f"run-{proc.pid}"
+            name = f"run-{procfs.owner_tag(proc.pid)}"
             groups = {c: _v1_mount(c) / "backburner" / name for c in ("blkio", "cpu")}
             cgroup = Path(f"/proc/{jpid}/cgroup").read_text()
             for ctrl, path in groups.items():
