@@ -111,7 +111,7 @@ def test_the_wheel_carries_metadata_license_and_entry_point(wheel: Path) -> None
     requires = [ln for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
     assert requires and all("extra ==" in r for r in requires)  # nothing unconditional
     assert "backburner = backburner.entry:main" in entry
-    assert "backburner/systemd.py" in names and "backburner/cli/apply.py" in names
+    assert "backburner/systemd/bus.py" in names and "backburner/cli/apply.py" in names
     assert not any(n.startswith("tests/") for n in names)
 
 

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CommandNotExecutable, CommandNotFound, UnavailableError, UsageError
-from .priority import CPUPolicy, IOPrio, Policy
+from ..errors import CommandNotExecutable, CommandNotFound, UnavailableError, UsageError
+from ..priority import CPUPolicy, IOPrio, Policy
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ def check_unit_name(name: str) -> str:
 
 def tool_version(tool: str = SYSTEMD_RUN) -> int:
     """The systemd version of a systemd tool, from ``TOOL --version``."""
-    from . import spawn  # only spawn starts processes
+    from .. import spawn  # only spawn starts processes
 
     try:
         res = spawn.run_tool([tool, "--version"], 10.0)
