@@ -63,9 +63,9 @@ def shaped_like_defaults() -> str:
 
 FLOOR = r"""
 import resource, signal, subprocess, sys
-from backburner.govern import connector
-conn = connector.Connector()
-conn.narrow(True)
+from backburner import proc_events
+conn = proc_events.Connector()
+conn.narrow(proc_events.STARTS)
 class Done(Exception):
     pass
 def done(*_):

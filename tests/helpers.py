@@ -7,15 +7,18 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import socket
 import sqlite3
+import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from backburner import proc_events
 from backburner.cell import Cell
 from backburner.store import Store
 
@@ -318,3 +321,42 @@ def store_trial(i: int) -> dict:
         "load_read_bps": 1.5e8, "load_write_bps": 0.0, "started_at": 1000.5 + i,
         "ended_at": 1001.25 + i, "extra": {"limit_s": 60.0, "nested": [1, "two"]},
     }
+
+
+def proc_event_datagram(what: int, data: bytes, seq: int = 7, cpu: int = 1, idx: int = 1
+                        ) -> bytes:
+    """One process event as the kernel's connector sends it (nlmsghdr, cn_msg, proc_event)."""
+    body = struct.pack("=IIQ", what, cpu, 123) + data
+    msg = struct.pack("=IIIIHH", idx, 1, seq, 0, len(body), 0) + body
+    return struct.pack("=IHHII", 16 + len(msg), 3, 0, 0, 0) + msg
+
+
+def _queued(sock: socket.socket) -> Iterator[proc_events.Event]:
+    """Every event queued on `sock` now (without waiting)."""
+    buf = bytearray(65536)
+    while True:
+        try:
+            n = sock.recv_into(buf, 0, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        yield from proc_events.parse(buf, n)
+
+
+def unsubscribed_by_close(fileno: int, close: Callable[[], object]) -> bool:
+    """Whether the kernel stopped sending a listener events once `close()` was called:
+    a second descriptor on the same socket keeps it open past the close, and a process
+    started after it must bring no event there (the kernel drops every event for a socket
+    that said IGNORE, and counts one listener less). The same process started before the
+    close is seen there, so the descriptor does see what the socket is sent."""
+    twin = socket.socket(fileno=os.dup(fileno))
+    try:
+        before = subprocess.Popen(["true"])
+        before.wait()
+        assert any(e.tgid == before.pid for e in _queued(twin)), "the twin sees events"
+        close()
+        list(_queued(twin))
+        after = subprocess.Popen(["true"])
+        after.wait()  # its fork, exec and exit were sent as they happened
+        return not any(after.pid in (e.tgid, e.ptgid) for e in _queued(twin))
+    finally:
+        twin.close()

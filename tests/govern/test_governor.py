@@ -17,7 +17,7 @@ import pytest
 from helpers import bb
 
 from backburner import priority, system
-from backburner.govern import connector as cn
+from backburner import proc_events as cn
 from backburner.govern import daemon, rules
 from backburner.priority import IOPrio
 

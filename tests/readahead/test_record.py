@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BB, bb, one_line_error, wait_for
+from helpers import BB, bb, one_line_error, proc_event_datagram, unsubscribed_by_close, wait_for
 
 from backburner import procfs, system
 from backburner.readahead import packfile
@@ -326,3 +326,44 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     [meta] = [e for e in packfile.load(out).entries if e.device]
     assert not any(o <= journal_sb < o + n for o, n in meta.ranges), meta.ranges
     assert any(o <= inode_block < o + n for o, n in meta.ranges), meta.ranges
+
+
+@pytest.mark.root
+def test_a_stopped_recording_leaves_the_kernel_no_process_events_listener() -> None:
+    """The kernel builds an event for every fork and exit on the machine as long as it
+    counts a listener, and closing the socket does not take it off the count: a recording
+    that stops says IGNORE first, and the kernel then sends its socket nothing more."""
+    from backburner.readahead import record
+
+    listener = record.Listener((), track_ancestry=True)
+    assert listener.forks is not None
+    assert unsubscribed_by_close(listener.forks.fileno(), listener.stop)
+
+
+def test_fork_events_make_the_tree_and_a_gap_in_their_numbers_is_a_loss() -> None:
+    """A fork event lost in the kernel leaves a gap in its CPU's numbers: the tree is then
+    known to be incomplete (the recording says so), though no read failed."""
+    import socket
+    import struct
+
+    from backburner import proc_events
+    from backburner.readahead import record
+
+    ours, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    kernel.send(proc_event_datagram(proc_events.NONE, struct.pack("=I", 0), seq=9, cpu=0))
+    forks = record.ForkWatch(proc_events.Connector(sock=ours))
+    try:
+        fork = proc_events.FORK
+        kernel.send(proc_event_datagram(fork, struct.pack("=iiii", 10, 10, 11, 11), seq=10,
+                                        cpu=0))
+        kernel.send(proc_event_datagram(fork, struct.pack("=iiii", 11, 11, 12, 11), seq=11,
+                                        cpu=0))  # a thread of 11: not a process
+        forks.drain()
+        assert (forks.parents, forks.lost) == ({11: 10}, False)
+        kernel.send(proc_event_datagram(fork, struct.pack("=iiii", 11, 11, 13, 13), seq=14,
+                                        cpu=0))
+        forks.drain()
+        assert (forks.parents, forks.lost) == ({11: 10, 13: 11}, True)
+    finally:
+        forks.close()
+        kernel.close()

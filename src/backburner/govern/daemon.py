@@ -33,7 +33,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import interrupts, job, priority, procfs, safepath, system
+from .. import interrupts, job, priority, proc_events, procfs, safepath, system
 from ..errors import (
     BackburnerError,
     ExistsError,
@@ -41,9 +41,9 @@ from ..errors import (
     SystemStateError,
     UnavailableError,
 )
-from . import connector, execwatch, load, procinfo, state, throttle
-from .connector import COMM as COMM_EVENT
-from .connector import EXEC, EXIT, FORK
+from ..proc_events import COMM as COMM_EVENT
+from ..proc_events import EXEC, EXIT, FORK
+from . import execwatch, load, procinfo, state, throttle
 from .rules import Rule, Ruleset
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class Governor:
 
     # --- events -----------------------------------------------------------------------------
 
-    def handle(self, events: list[connector.Event]) -> None:
+    def handle(self, events: list[proc_events.Event]) -> None:
         governed = self.governed
         c = self.counters
         c.events += len(events)
@@ -618,14 +618,17 @@ def run(opts: Options) -> Stopped:
     names = ruleset.names_bytes()
     watch = execwatch.open_watch(names) if names is not None and not opts.no_exec_filter \
         else None
-    with state.Lock(), connector.Connector() as conn, closing_watch(watch):
-        conn.execs_elsewhere = watch is not None
+    # while nothing is governed only starts matter (forks and exits only of what is
+    # governed: children inherit, exits end a record); execs come filtered from the watch
+    starts = proc_events.COMM if watch is not None else proc_events.STARTS
+    with state.Lock(), proc_events.Connector() as conn, closing_watch(watch):
         tx_cm = nullcontext(None) if opts.dry_run else system.LiveTransaction("govern")
         gov: Governor | None = None
         reason = "stopped"
         try:
             with tx_cm as tx:
-                gov = Governor(ruleset, tx, on_governing=lambda on: conn.narrow(not on))
+                gov = Governor(ruleset, tx,
+                               on_governing=lambda on: conn.narrow(None if on else starts))
                 gov.exec_events = "kernel-filtered" if watch else "connector"
                 if any(r.throttle for r in ruleset.rules):
                     gov.throttle = throttle.Throttle.from_settings(ruleset.throttle)
@@ -634,7 +637,7 @@ def run(opts: Options) -> Stopped:
                         gov.problem(p, p)
                 gov.scan()
                 if not gov.governed:
-                    conn.narrow(True)
+                    conn.narrow(starts)
                 state.write(gov.status(opts, started))
                 _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
@@ -668,7 +671,7 @@ def closing_watch(watch: execwatch.ExecWatch | None) -> Iterator[None]:
             watch.close()
 
 
-def serve(gov: Governor, conn: connector.Connector, opts: Options, started: float,
+def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: float,
           watch: execwatch.ExecWatch | None = None) -> None:
     """The loop. With nothing due and no trigger open it sleeps in recv() on the
     connector (one wake-up per event, nothing else), or with the exec watch in poll() on
@@ -733,7 +736,7 @@ def serve(gov: Governor, conn: connector.Connector, opts: Options, started: floa
             written = now
 
 
-def _idle(gov: Governor, conn: connector.Connector) -> None:
+def _idle(gov: Governor, conn: proc_events.Connector) -> None:
     """Nothing governed, nothing due: the tight loop of `Connector.wait_start` until a
     program a rule may name starts; then the full path decides."""
     c = gov.counters
@@ -763,7 +766,7 @@ def _idle(gov: Governor, conn: connector.Connector) -> None:
         log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
 
 
-def _watched_execs(gov: Governor, conn: connector.Connector,
+def _watched_execs(gov: Governor, conn: proc_events.Connector,
                    watch: execwatch.ExecWatch) -> None:
     """Starts of named programs, filtered by the kernel. While the connector is narrowed
     they are the only word of an exec; otherwise the connector reports them too, and a
@@ -788,7 +791,7 @@ def _watched_execs(gov: Governor, conn: connector.Connector,
         gov.scan()
 
 
-def _events(gov: Governor, conn: connector.Connector, batch: connector.Batch) -> None:
+def _events(gov: Governor, conn: proc_events.Connector, batch: proc_events.Batch) -> None:
     gov.handle(batch.events)
     if batch.incomplete:
         gov.counters.overflows += int(batch.overflow)

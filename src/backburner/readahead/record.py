@@ -44,7 +44,6 @@ import resource
 import select
 import shlex
 import signal
-import socket
 import stat
 import struct
 import threading
@@ -53,7 +52,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import outfile, procfs, spawn, system
+from .. import outfile, proc_events, procfs, spawn, system
 from ..errors import BackburnerError, NotFoundError, UnavailableError, UsageError
 from ..extents import device_of
 from . import kernel, packfile
@@ -159,70 +158,33 @@ def _lower_read_ahead(tx: system.Transaction, watched: Sequence[Watched], kb: in
 
 # --- fork events -----------------------------------------------------------------------------
 
-_NETLINK_CONNECTOR = 11
-_CN_IDX_PROC = 1
-_CN_VAL_PROC = 1
-_PROC_CN_MCAST_LISTEN = 1
-_PROC_EVENT_FORK = 0x1
-_NLMSG_DONE = 3
-_NLMSG = struct.Struct("=IHHII")
-_CNMSG = struct.Struct("=IIIIHH")
-_FORK = struct.Struct("=iiii")
-_SO_RCVBUFFORCE = 33
-
-
 class ForkWatch:
-    """Fork events from the process connector (needs CAP_NET_ADMIN): child -> parent."""
+    """Who forked whom, from the process connector (needs CAP_NET_ADMIN): child -> parent,
+    for processes (not threads), and whether any event was lost meanwhile."""
 
-    def __init__(self) -> None:
+    def __init__(self, events: proc_events.Connector | None = None) -> None:
         self.parents: dict[int, int] = {}
         self.lost = False
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_CONNECTOR)
-        try:
-            try:
-                self.sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, 8 << 20)
-            except OSError:
-                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-            self.sock.bind((0, _CN_IDX_PROC))
-            port = self.sock.getsockname()[0]
-            op = struct.pack("=I", _PROC_CN_MCAST_LISTEN)
-            cn = _CNMSG.pack(_CN_IDX_PROC, _CN_VAL_PROC, 0, 0, len(op), 0) + op
-            self.sock.send(_NLMSG.pack(_NLMSG.size + len(cn), _NLMSG_DONE, 0, 0, port) + cn)
-            self.sock.setblocking(False)
-        except OSError:
-            self.sock.close()
-            raise
+        self.events = events if events is not None else proc_events.Connector()
 
     def fileno(self) -> int:
-        return self.sock.fileno()
+        return self.events.fileno()
 
     def drain(self) -> None:
+        """Everything queued (a lost event, by overflow or by a gap in its numbers, only
+        sets `lost`: the tree is completed from /proc ancestry)."""
+        limit = 4096
         while True:
-            try:
-                data = self.sock.recv(1 << 16)
-            except BlockingIOError:
+            batch = self.events.drain(limit=limit)
+            for ev in batch.events:
+                if ev.what == proc_events.FORK and not ev.is_thread:
+                    self.parents[ev.tgid] = ev.ptgid
+            self.lost = self.lost or batch.incomplete
+            if len(batch.events) < limit and not batch.overflow:
                 return
-            except OSError as err:
-                if err.errno == errno.ENOBUFS:
-                    self.lost = True
-                    continue
-                raise
-            self._parse(data)
-
-    def _parse(self, data: bytes) -> None:
-        pos = 0
-        while pos + _NLMSG.size + _CNMSG.size + 16 + _FORK.size <= len(data):
-            length = _NLMSG.unpack_from(data, pos)[0]
-            event = pos + _NLMSG.size + _CNMSG.size
-            what = struct.unpack_from("=I", data, event)[0]
-            if what == _PROC_EVENT_FORK:
-                _ppid, ptgid, cpid, ctgid = _FORK.unpack_from(data, event + 16)
-                if cpid == ctgid:  # a new process, not a thread
-                    self.parents[ctgid] = ptgid
-            pos += max((length + 3) & ~3, _NLMSG.size)
 
     def close(self) -> None:
-        self.sock.close()
+        self.events.close()
 
 
 def tree_of(root: int, parents: dict[int, int], ancestry: dict[int, tuple[int, ...]]
@@ -318,9 +280,9 @@ class Listener:
             if track_ancestry:
                 try:
                     self.forks = ForkWatch()
-                except OSError as err:
+                except (OSError, BackburnerError) as err:
                     log.warning("no process connector (%s): children that exit before their "
-                                "events are read may be missed", err.strerror)
+                                "events are read may be missed", err)
         except BaseException:
             self._close_marks()
             os.close(self.fd)

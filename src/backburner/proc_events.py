@@ -1,5 +1,8 @@
 """The kernel's process events connector: fork, exec, comm change and exit, as they happen.
 
+The one client of it: `govern` follows every start on the machine with it, `readahead
+record` the process tree of the program it records.
+
 A netlink socket (AF_NETLINK, NETLINK_CONNECTOR) bound to the CN_IDX_PROC multicast group,
 subscribed with PROC_CN_MCAST_LISTEN, receives one datagram per event from the kernel
 (drivers/connector/cn_proc.c). The layout of each, all native-endian:
@@ -11,6 +14,11 @@ subscribed with PROC_CN_MCAST_LISTEN, receives one datagram per event from the k
 event_data: fork {parent_pid, parent_tgid, child_pid, child_tgid}, exec {pid, tgid},
 comm {pid, tgid, char comm[16]}, exit {pid, tgid, exit_code, exit_signal, parent_pid,
 parent_tgid}; all pids are ints. "pid" is the thread id, "tgid" the process id.
+
+The kernel counts its listeners (LISTEN adds one, IGNORE takes it away; closing the socket
+does not) and builds an event for every fork, exec and exit on the machine while the
+count is above zero. So `close` always says IGNORE first: a listener that only closed its
+socket would leave the kernel doing that work for nobody until the next boot.
 
 Events can be lost: when our socket's receive buffer is full the kernel drops them and the
 next recv fails with ENOBUFS; an allocation failure in the kernel drops one silently. The
@@ -31,7 +39,7 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..errors import UnavailableError, denied
+from .errors import UnavailableError, denied
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +141,7 @@ def _control(op: int, events: int | None = None) -> bytes:
     return _NLMSGHDR.pack(_NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, 0) + cn
 
 
-#: What the daemon needs while it governs nothing: new programs and renames. Forks and
-#: exits matter only for processes it governs (children inherit, exits end a record).
+#: New programs and renames: what tells a program by its name starting.
 STARTS = EXEC | COMM
 ALL = 0xFFFFFFFF  # PROC_EVENT_ALL
 
@@ -154,45 +161,55 @@ class Batch:
 
 class Connector:
     """A subscribed process-events socket. `fileno()` is for poll(); `drain()` reads what
-    is queued (waiting for the first event if told to block).
+    is queued (waiting for the first event if told to block); `close()` unsubscribes.
 
-    `narrow(True)` asks the kernel (6.6+) for exec and comm events only (comm events only
-    with `execs_elsewhere`, when execs come filtered by name from `execwatch`): most of a busy
-    machine's events are forks and exits (of threads, too) that concern no governed
-    process, and every event received is a wake-up. Sequence gaps are counted only while
-    all events are received (the kernel numbers events before filtering them); overflows
-    (ENOBUFS) are always seen.
+    `narrow(events)` asks the kernel (6.6+) for those event types only: most of a busy
+    machine's events are forks and exits (of threads, too), and every event received is a
+    wake-up. Sequence gaps are counted only while all events are received (the kernel
+    numbers events before filtering them); overflows (ENOBUFS) are always seen.
+
+    `sock`, when given, is used instead of a socket of our own: one already bound to the
+    connector's group, or a stand-in for the kernel (one end of a socket pair).
     """
 
-    def __init__(self, rcvbuf: int = RCVBUF) -> None:
-        try:
-            self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
-                                      NETLINK_CONNECTOR)
-        except OSError as err:
-            raise UnavailableError(
-                f"no process events connector: {err.strerror}",
-                "the kernel needs CONFIG_CONNECTOR and CONFIG_PROC_EVENTS") from None
+    def __init__(self, rcvbuf: int = RCVBUF, *, sock: socket.socket | None = None) -> None:
+        self.sock = self._open(rcvbuf) if sock is None else sock
         self.buf = bytearray(4096)
         self.view = memoryview(self.buf)
         self.ints = self.view.cast("i")  # what at [9], pid and tgid at [13] and [14]
         self.seqs = SeqTracker()
-        self.narrowed = False
-        self.execs_elsewhere = False  # narrowed: comm events only (execs come filtered)
+        self.only: int | None = None  # the event types asked for; None: every one
         self._overflowed = False
         self._pending: list[Event] = []
         try:
-            self._set_rcvbuf(rcvbuf)
-            self.sock.bind((0, CN_IDX_PROC))
             self._subscribe()
         except BaseException:
             self.sock.close()
             raise
 
-    def _set_rcvbuf(self, size: int) -> None:
+    @classmethod
+    def _open(cls, rcvbuf: int) -> socket.socket:
         try:
-            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC,
+                                 NETLINK_CONNECTOR)
+        except OSError as err:
+            raise UnavailableError(
+                f"no process events connector: {err.strerror}",
+                "the kernel needs CONFIG_CONNECTOR and CONFIG_PROC_EVENTS") from None
+        try:
+            cls._set_rcvbuf(sock, rcvbuf)
+            sock.bind((0, CN_IDX_PROC))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    @staticmethod
+    def _set_rcvbuf(sock: socket.socket, size: int) -> None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
         except PermissionError:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
     def _subscribe(self, timeout: float = 5.0) -> None:
         """Listen to everything and wait for the kernel's acknowledgement (a filtered
@@ -219,14 +236,18 @@ class Connector:
                     return
                 self._pending.append(ev)  # events that overtook the ack
 
-    def narrow(self, starts_only: bool) -> None:
-        """Switch between exec/comm events only and all events. The kernel applies it
-        before send() returns; a kernel before 6.6 ignores it (and sends everything)."""
-        if starts_only == self.narrowed:
+    @property
+    def narrowed(self) -> bool:
+        return self.only is not None
+
+    def narrow(self, events: int | None) -> None:
+        """Receive only these event types (e.g. `STARTS`), or every one with None. The
+        kernel applies it before send() returns; a kernel before 6.6 ignores it (and
+        sends everything)."""
+        if events == self.only:
             return
-        narrow = COMM if self.execs_elsewhere else STARTS
-        self.sock.send(_control(PROC_CN_MCAST_LISTEN, narrow if starts_only else ALL))
-        self.narrowed = starts_only
+        self.sock.send(_control(PROC_CN_MCAST_LISTEN, ALL if events is None else events))
+        self.only = events
         self.seqs.reset()
 
     def fileno(self) -> int:
@@ -267,14 +288,14 @@ class Connector:
 
     def wait_start(self, names: Container[bytes], counts: Callable[[int, int, int], None]
                    ) -> Event | None:
-        """The daemon's idle loop: with the socket narrowed to exec and comm events, sleep
-        until a program starts (or renames itself) with one of `names` (kernel names, as
-        bytes), and return that event with the name in `comm`; None for anything else worth
-        the full path
-        (another kind of event, an overflow: `drain()` then sees it). Others are only
-        counted: counts(events, execs, gone). Deliberately a few lines of plain Python with
-        no calls of our own: it runs for every program started on the machine, each time
-        after a sleep, when nothing of it is in the CPU's caches any more."""
+        """With the socket narrowed to `STARTS`, sleep until a program starts (or renames
+        itself) with one of `names` (kernel names, as bytes), and return that event with
+        the name in `comm`; None for anything else worth the full path (another kind of
+        event, an overflow: `drain()` then sees it). Others are only counted:
+        counts(events, execs, gone). Deliberately a few lines of plain Python with no calls
+        of our own: a daemon that waits here runs it for every program started on the
+        machine, each time after a sleep, when nothing of it is in the CPU's caches any
+        more."""
         recv, buf, ints = self.sock.recv_into, self.buf, self.ints
         open_, read, close, rdonly = os.open, os.read, os.close, os.O_RDONLY | os.O_CLOEXEC
         events = execs = gone = 0
@@ -318,6 +339,10 @@ class Connector:
             counts(events, execs, gone)
 
     def close(self) -> None:
+        """Unsubscribe (IGNORE: the kernel's count of listeners goes down), then close.
+        Closing again does nothing."""
+        if self.sock.fileno() < 0:
+            return
         try:
             self.sock.send(_control(PROC_CN_MCAST_IGNORE))
         except OSError:

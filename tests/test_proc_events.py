@@ -1,24 +1,23 @@
-"""govern/connector.py: datagram parsing and loss detection (exact), and the real kernel
-connector: events of a process we start, the exec-only filter, an overflow."""
+"""proc_events: datagram parsing and loss detection (exact, and through a socket pair playing
+the kernel: subscription, sequence gaps, IGNORE on close), and the real kernel connector:
+events of a process we start, the exec-only filter, an overflow, a closed listener
+unsubscribed."""
 
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import subprocess
 import sys
 import time
 
 import pytest
+from helpers import proc_event_datagram as datagram
+from helpers import unsubscribed_by_close
 
-from backburner.govern import connector as cn
-from backburner.govern.connector import Event
-
-
-def datagram(what: int, data: bytes, seq: int = 7, cpu: int = 1, idx: int = 1) -> bytes:
-    body = struct.pack("=IIQ", what, cpu, 123) + data
-    msg = struct.pack("=IIIIHH", idx, 1, seq, 0, len(body), 0) + body
-    return struct.pack("=IHHII", 16 + len(msg), 3, 0, 0, 0) + msg
+from backburner import proc_events as cn
+from backburner.proc_events import Event
 
 
 def parsed(buf: bytes) -> list[Event]:
@@ -61,6 +60,83 @@ def test_sequence_gaps_per_cpu() -> None:
     assert seqs.missed(0, 500) == 0
 
 
+#: The kernel's answer to a subscription: numbered like any event (its CPU's next number).
+ACK = datagram(cn.NONE, struct.pack("=I", 0), seq=99, cpu=0)
+
+
+def _kernel() -> tuple[socket.socket, socket.socket]:
+    """A datagram socket pair: ours for the Connector, the other end plays the kernel (what
+    it sends is what the kernel would; what it receives is what we told the kernel)."""
+    ours, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    kernel.setblocking(False)
+    return ours, kernel
+
+
+def _controls(kernel: socket.socket) -> list[tuple[int, int, int, bytes]]:
+    """What we sent the kernel: (cn idx, cn val, mcast op, the rest of the body) each."""
+    out = []
+    while True:
+        try:
+            msg = kernel.recv(4096)
+        except BlockingIOError:
+            return out
+        idx, val, _seq, _ack, length, _flags = struct.unpack_from("=IIIIHH", msg, 16)
+        body = msg[36:36 + length]
+        out.append((idx, val, struct.unpack_from("=I", body)[0], body[4:]))
+
+
+def test_subscribes_waits_for_the_ack_and_keeps_what_overtook_it() -> None:
+    ours, kernel = _kernel()
+    early = datagram(cn.EXEC, struct.pack("=ii", 5, 5), seq=3)
+    kernel.send(early)
+    kernel.send(ACK)
+    with cn.Connector(sock=ours) as conn:
+        assert _controls(kernel) == [(cn.CN_IDX_PROC, cn.CN_VAL_PROC,
+                                      cn.PROC_CN_MCAST_LISTEN, b"")]
+        assert [e.pid for e in conn.drain().events] == [5]
+    kernel.close()
+
+
+def test_a_gap_in_a_cpus_numbers_is_a_loss() -> None:
+    """Events numbered per CPU: 100, 101, 105 on CPU 0 lost three (interleaved with CPU 1,
+    whose numbers are its own); numbers are not compared while the kernel filters."""
+    ours, kernel = _kernel()
+    kernel.send(ACK)
+    with cn.Connector(sock=ours) as conn:
+        for cpu, seq in ((0, 100), (1, 5), (0, 101), (1, 6), (0, 105)):
+            kernel.send(datagram(cn.EXEC, struct.pack("=ii", seq, seq), seq=seq, cpu=cpu))
+        batch = conn.drain()
+        assert [e.pid for e in batch.events] == [100, 5, 101, 6, 105]
+        assert (batch.lost, batch.overflow, batch.incomplete) == (3, False, True)
+        kernel.send(datagram(cn.EXEC, struct.pack("=ii", 7, 7), seq=106, cpu=0))
+        assert not conn.drain().incomplete
+        conn.narrow(cn.STARTS)
+        kernel.send(datagram(cn.EXEC, struct.pack("=ii", 8, 8), seq=200, cpu=0))
+        assert not conn.drain().incomplete
+        assert _controls(kernel)[-1] == (cn.CN_IDX_PROC, cn.CN_VAL_PROC,
+                                         cn.PROC_CN_MCAST_LISTEN,
+                                         struct.pack("=I", cn.STARTS))
+    kernel.close()
+
+
+def test_close_says_ignore_before_it_closes_and_only_once() -> None:
+    ours, kernel = _kernel()
+    kernel.send(ACK)
+    conn = cn.Connector(sock=ours)
+    conn.close()
+    conn.close()
+    ops = [op for _idx, _val, op, _rest in _controls(kernel)]
+    assert ops == [cn.PROC_CN_MCAST_LISTEN, cn.PROC_CN_MCAST_IGNORE]
+    assert ours.fileno() == -1
+    kernel.close()
+
+
+@pytest.mark.root
+def test_the_kernel_sends_a_closed_connector_nothing_more() -> None:
+    conn = cn.Connector()
+    assert unsubscribed_by_close(conn.fileno(), conn.close)
+
+
 def _events_of(conn: cn.Connector, pid: int, timeout: float = 5.0) -> list[Event]:
     out: list[Event] = []
     deadline = time.monotonic() + timeout
@@ -93,7 +169,7 @@ def test_real_events_of_a_child() -> None:
 @pytest.mark.root
 def test_narrowed_to_starts_only() -> None:
     with cn.Connector() as conn:
-        conn.narrow(True)
+        conn.narrow(cn.STARTS)
         child = subprocess.Popen(["true"])
         child.wait()
         deadline = time.monotonic() + 5
@@ -104,7 +180,7 @@ def test_narrowed_to_starts_only() -> None:
         mine = [e.name for e in seen if e.tgid == child.pid]
         assert mine == ["exec"], mine  # fork and exit filtered by the kernel (6.6+)
         assert all(e.what in (cn.EXEC, cn.COMM) for e in seen)
-        conn.narrow(False)
+        conn.narrow(None)
         child = subprocess.Popen(["true"])
         child.wait()
         assert {"fork", "exec", "exit"} <= {e.name for e in _events_of(conn, child.pid)}
