@@ -1,6 +1,6 @@
 """The rules of the house (ARCHITECTURE.md), checked over all of src/ by reading the code:
-no import cycles; only spawn.py creates, signals or reaps processes; only the system
-package (and spawn.py's pre-exec hook, which puts a child into its cgroup) writes under
+no import cycles; only the spawn package creates, signals or reaps processes; only the system
+package (and spawn's pre-exec hook, which puts a child into its cgroup) writes under
 /sys, /proc or a cgroup file system; every kind of change lives in the system package and
 is registered for journal replay; no module grows past the size a reader can hold."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import backburner
 
 SRC = Path(backburner.__file__).parent
-PROCESS_MODULES = {"spawn.py"}
-STATE_MODULES = {"spawn.py"}
+PROCESS_PACKAGE = "spawn/"
+STATE_MODULES = {"spawn/launch.py"}
 STATE_PACKAGE = "system/"
 MAX_LINES = 650  # "no module over ~600 lines"
 
@@ -105,7 +105,7 @@ def _calls(tree: ast.AST) -> list[tuple[int, str]]:
 def test_only_spawn_creates_signals_or_reaps_processes() -> None:
     offenders = []
     for path in _modules():
-        if _rel(path) in PROCESS_MODULES:
+        if _rel(path).startswith(PROCESS_PACKAGE):
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -1,0 +1,24 @@
+"""The only place that creates, signals and reaps processes.
+
+Priorities are applied in the child before exec; the parent waits with wait4(2) so every
+job's own rusage comes back with its raw wait status (`Outcome`). `run_foreground` adds
+what `backburner run` needs on top: signal forwarding and an exact mirror of the job's end.
+"""
+
+from .child import Child, Forked, launched, signal_process, stop_all, terminate
+from .fork import fork_call
+from .launch import launch
+from .outcome import Outcome, decode
+from .run import (
+    FORWARDED_SIGNALS,
+    SI_KERNEL,
+    ToolResult,
+    die_like,
+    run_foreground,
+    run_helper,
+    run_tool,
+)
+
+__all__ = ["FORWARDED_SIGNALS", "SI_KERNEL", "Child", "Forked", "Outcome", "ToolResult",
+           "decode", "die_like", "fork_call", "launch", "launched", "run_foreground",
+           "run_helper", "run_tool", "signal_process", "stop_all", "terminate"]
