@@ -139,7 +139,7 @@ def test_create_refuses_a_planted_symlink_and_serves_nothing(tmp_path: Path) -> 
 
 def test_the_daemon_serves_only_the_file_that_was_checked(tmp_path: Path) -> None:
     """Swapped between the check and the daemon's open: the daemon refuses to serve."""
-    from backburner.slowdisk.daemon import ImageFile
+    from backburner.slowdisk.image import ImageFile
 
     checked, other = tmp_path / "checked.img", tmp_path / "other.img"
     for f in (checked, other):

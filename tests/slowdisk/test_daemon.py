@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,9 +19,8 @@ from pathlib import Path
 import pytest
 from helpers import timed_reads
 
-from backburner.slowdisk.daemon import ImageFile, SlowDiskFS
-from backburner.slowdisk.model import Disk, Waiting
-from backburner.slowdisk.profiles import DVD, HDD_7200
+from backburner.slowdisk.model import Disk
+from backburner.slowdisk.profiles import HDD_7200
 
 pytestmark = [
     pytest.mark.root,
@@ -256,26 +254,3 @@ def test_errors_are_one_line_with_exit_status(tmp_path: Path) -> None:
         assert r.returncode == status, (args, r.stderr)
         assert len(lines) == 1 and lines[0].startswith("slowdisk: "), r.stderr
         assert not os.path.ismount(mnt)
-
-
-def test_a_failing_host_queue_degrades_to_arrival_order(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The DVD's host queue picks in a thread of its own; if it fails, the request it left
-    waiting and every later one are still served (a FUSE request that never returns would
-    hang the loop device's IO)."""
-    image = tmp_path / "disc.img"
-    image.write_bytes(MARK + bytes(SIZE - len(MARK)))
-    fs = SlowDiskFS(Disk(DVD, SIZE), ImageFile(str(image), False), read_only=True)
-
-    def broken(*_: object) -> list[Waiting]:
-        raise RuntimeError("injected")
-
-    monkeypatch.setattr(fs.disk, "next_command", broken)
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fs.read("/disk.img", KiB4, 0, 0)),
-                              daemon=True)  # a hang fails the test, not pytest's exit
-    reader.start()
-    reader.join(10)
-    assert not reader.is_alive() and got == [MARK[:KiB4]]
-    assert fs.read("/disk.img", KiB4, KiB4, 0) == bytes(KiB4)
-    assert fs.stats()["requests"] == 2

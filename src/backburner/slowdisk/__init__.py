@@ -1,8 +1,10 @@
 """slowdisk: a FUSE-served image with seek-aware timing of a spinning disk, DVD or SD card.
 
-``model`` is the pure timing model, ``profiles`` the built-in device profiles, ``daemon`` the
-FUSE file system (``python -m backburner.slowdisk.daemon``). Importing this package does not
-load libfuse.
+``model`` is the pure timing model, ``profiles`` the built-in device profiles, ``fs`` the
+FUSE file system (``image`` its backing file, ``hostqueue`` the queue of a drive that takes
+one command at a time), ``daemon`` the process that mounts it (``python -m
+backburner.slowdisk.daemon``), ``device`` the loop device on it. Importing this package does
+not load libfuse.
 """
 
 from .model import Breakdown, Counters, Disk, FlatProfile, Profile
