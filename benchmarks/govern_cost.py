@@ -34,7 +34,7 @@ from pathlib import Path
 
 import govern_lib as lib
 
-from backburner.govern import load, rules
+from backburner.govern import load, rulefile
 
 
 def shaped_like_defaults() -> str:
@@ -56,7 +56,7 @@ def shaped_like_defaults() -> str:
                    f'policy = "{rule.policy.spec()}"\n'
                    + ("throttle = true\n" if rule.throttle else ""))
     text = "\n".join(out)
-    check, errors = rules.combine([rules.parse_file(text, "cost.toml")])
+    check, errors = rulefile.combine([rulefile.parse_file(text, "cost.toml")])
     assert not errors and len(check.rules) == len(parsed.rules), errors
     return text
 

@@ -1,4 +1,4 @@
-"""govern/daemon.py's Governor in-process, fed real and synthetic events about real
+"""govern/governor.py's Governor in-process, fed real and synthetic events about real
 processes: a process gone before it is looked at, forks missed while events were lost (a
 rescan adopts them), a thread born with the old priorities, exits retiring journal entries,
 and the long-lived journal: compacted, and still undone by `restore` after a SIGKILL."""
@@ -18,7 +18,7 @@ from helpers import bb
 
 from backburner import priority, system
 from backburner import proc_events as cn
-from backburner.govern import daemon, rules
+from backburner.govern import daemon, governor, rulefile, rules
 from backburner.priority import IOPrio
 
 pytestmark = pytest.mark.root
@@ -35,7 +35,7 @@ PARENT = textwrap.dedent("""
 
 def ruleset(comm: str, extra: str = "") -> rules.Ruleset:
     text = f'[[rule]]\nname = "g"\nmatch = {{ comm = "{comm}" }}\nio = "idle"\ncpu = "idle"\n'
-    rs, errors = rules.combine([rules.parse_file(text + extra, "g.toml")])
+    rs, errors = rulefile.combine([rulefile.parse_file(text + extra, "g.toml")])
     assert not errors
     return rs
 
@@ -56,7 +56,7 @@ def parent(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
 
 
 def test_gone_before_looked_at_is_counted(state_dir: Path) -> None:
-    gov = daemon.Governor(ruleset("zz-nothing"), None)
+    gov = governor.Governor(ruleset("zz-nothing"), None)
     proc = subprocess.Popen(["true"])
     proc.wait()
     gov.handle([cn.Event(cn.EXEC, 0, 0, proc.pid, proc.pid)])
@@ -68,7 +68,7 @@ def test_rescan_adopts_forks_missed_and_undo_puts_them_back(
     proc, comm = parent
     assert proc.stdin and proc.stdout
     with system.LiveTransaction("govern") as tx:
-        gov = daemon.Governor(ruleset(comm), tx)
+        gov = governor.Governor(ruleset(comm), tx)
         assert gov.consider(proc.pid) is not None
         assert priority.ioprio_get(proc.pid) == IOPrio("idle")
         proc.stdin.write("fork\n")
@@ -99,7 +99,7 @@ def test_thread_born_with_old_priorities_is_fixed(
         state_dir: Path, parent: tuple[subprocess.Popen[str], str]) -> None:
     proc, comm = parent
     with system.LiveTransaction("govern") as tx:
-        gov = daemon.Governor(ruleset(comm), tx)
+        gov = governor.Governor(ruleset(comm), tx)
         gov.consider(proc.pid)
         tid = max(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
         priority.ioprio_set(tid, IOPrio("none"))  # as if cloned while we changed the rest
@@ -170,13 +170,13 @@ def test_missing_controller_other_actions_still_apply_and_status_says_so(
     monkeypatch.setattr(priority, "plan_cgroup",
                         lambda policy, name: real(policy, name, mountinfo=str(mounts)))
     text = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{comm}" }}\npolicy = "background"\n'
-    rs, _ = rules.combine([rules.parse_file(text, "w.toml")])
+    rs, _ = rulefile.combine([rulefile.parse_file(text, "w.toml")])
     with system.LiveTransaction("govern") as tx:
-        gov = daemon.Governor(rs, tx)
+        gov = governor.Governor(rs, tx)
         assert gov.consider(proc.pid) is not None
         assert priority.ioprio_get(proc.pid) == IOPrio("idle")
         assert os.sched_getscheduler(proc.pid) == os.SCHED_IDLE
-        st = gov.status(daemon.Options(), 0.0)
+        st = daemon.status(gov, daemon.Options(), 0.0)
         (problem,) = st["problems"]
         assert "no cgroup weights" in problem and "blkio" in problem
         assert st["governed"][0]["cgroups"] == []
@@ -190,10 +190,10 @@ def test_never_pid1_kernel_threads_itself_or_its_ancestors(state_dir: Path) -> N
              for pid in (1, 2, os.getpid(), os.getppid())}
     text = f'[[rule]]\nname = "all"\nmatch = {{ comm = {sorted(names)!r} }}\n'.replace(
         "'", '"') + 'io = "idle"\nbroad = true\n'
-    rs, errors = rules.combine([rules.parse_file(text, "all.toml")])
+    rs, errors = rulefile.combine([rulefile.parse_file(text, "all.toml")])
     assert not errors
     with system.LiveTransaction("govern") as tx:
-        gov = daemon.Governor(rs, tx)
+        gov = governor.Governor(rs, tx)
         for pid in (1, 2, os.getpid(), os.getppid()):  # (no scan: other processes of
             assert gov.consider(pid) is None, pid    # these names are not ours to change)
         assert gov.governed == {} and tx.entries == []

@@ -1,5 +1,5 @@
-"""govern/rules.py: parsing with file and line in every error, matching, broad rules,
-explanations; exact and fast (no /proc, no root)."""
+"""govern/rules.py: matching, the rule index, explanations, the built-in rules; exact and
+fast (no /proc, no root)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import string
 import pytest
 
 from backburner.govern import load, rules
-from backburner.govern.rules import StaticFacts, parse_file
+from backburner.govern.rulefile import combine, parse_file
+from backburner.govern.rules import StaticFacts
 
 GOOD = """\
 # a comment
@@ -43,26 +44,6 @@ def one(text: str) -> rules.Rule:
     assert parsed.errors == []
     (rule,) = parsed.rules
     return rule
-
-
-def errors_of(text: str, file: str = "f.toml") -> list[str]:
-    return [str(e) for e in parse_file(text, file).errors]
-
-
-def test_good_file_parses_with_policies_and_lines() -> None:
-    parsed = parse_file(GOOD, "good.toml")
-    assert parsed.errors == []
-    idx, custom, under = parsed.rules
-    assert (idx.name, idx.line, idx.throttle, idx.broad) == ("indexers", 2, True, False)
-    assert idx.policy.io is not None and str(idx.policy.io) == "idle"
-    assert idx.policy.io_weight == 10 and idx.policy.cpu_weight == 10
-    assert idx.match.comm == ("updatedb", "plocate")
-    # gentle (be:7, nice 19) with io overridden and a CPU weight added
-    assert str(custom.policy.io) == "idle" and str(custom.policy.cpu) == "nice:19"
-    assert custom.policy.cpu_weight == 20 and custom.line == 8
-    assert custom.match.user == ("root", "1000")
-    assert str(under.policy.io) == "be:7" and under.policy.cpu is None and under.line == 15
-    assert "throttled" in idx.sets() and "io idle" in idx.sets()
 
 
 @pytest.mark.parametrize("pattern, comm, expected", [
@@ -104,107 +85,12 @@ def test_user_matches_name_or_uid() -> None:
     assert not rule.holds(facts(comm="x", user="", uid=-1))  # gone: never matches
 
 
-@pytest.mark.parametrize("text, line, words", [
-    ("[[rule]\nname = 1\n", 1, "not valid TOML"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\ncolour = "red"\n', 5,
-     "unknown key 'colour'"),
-    ('[[rule]]\nmatch = { comm = "x" }\nio = "idle"\n', 1, "missing `name`"),
-    ('[[rule]]\nname = "a b"\nmatch = { comm = "x" }\nio = "idle"\n', 2, "name must be"),
-    ('[[rule]]\nname = "a"\nio = "idle"\n', 1, "missing `match`"),
-    ('[[rule]]\nname = "a"\nmatch = {}\nio = "idle"\n', 3, "match is empty"),
-    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = [] }\n', 4, "non-empty"),
-    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x", colour = "y" }\n', 4,
-     "unknown match key 'colour'"),
-    ('[[rule]]\nname = "a"\nio = "idle"\n\nmatch = { cmdline = "(" }\n', 5,
-     "not a valid regular expression"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\npolicy = "fast"\n', 4,
-     "unknown policy 'fast'"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "rt:0"\n', 4, "realtime"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\ncpu = "nice:-5"\n', 4, "negative nice"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio_weight = 5000\n', 4, "out of range"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "sometimes"\n', 4,
-     "unknown IO class"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\n', 1, "sets nothing"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\nthrottle = "yes"\n', 5,
-     "throttle must be true or false"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n[throttle]\nmin_duty = 1.5\n',
-     6, "min_duty"),
-    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n[throttle]\n'
-     'stall_ms = 900\nwindow_ms = 800\n', 6, "stall_ms must be below window_ms"),
-    ('[rules]\nx = 1\n', 1, "unknown top-level key 'rules'"),
-])
-def test_errors_name_file_and_line(text: str, line: int, words: str) -> None:
-    errs = parse_file(text, "bad.toml").errors
-    assert errs, text
-    assert errs[0].file == "bad.toml"
-    assert errs[0].line == line, errs
-    assert words in errs[0].message, errs
-
-
-def test_every_error_of_a_file_is_listed() -> None:
-    text = ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "sometimes"\n\n'
-            '[[rule]]\nname = "b"\nmatch = { cmdline = "[" }\nio = "idle"\n\n'
-            '[[rule]]\nname = "c"\nmatch = { comm = "y" }\n')
-    errs = parse_file(text, "many.toml").errors
-    assert [(e.line, e.message.split(":")[0]) for e in errs] == [
-        (4, "rule 'a'"), (8, "rule 'b'"), (11, "rule 'c' sets nothing")]
-
-
-def test_duplicate_names_and_second_throttle_table_across_files() -> None:
-    a = parse_file('[[rule]]\nname = "x"\nmatch = { comm = "a" }\nio = "idle"\n'
-                   '[throttle]\npause_ms = 200\n', "a.toml")
-    b = parse_file('\n[[rule]]\nname = "x"\nmatch = { comm = "b" }\nio = "idle"\n'
-                   '[throttle]\npause_ms = 300\n', "b.toml")
-    ruleset, errs = rules.combine([a, b])
-    assert [str(e) for e in errs] == [
-        "b.toml:2: rule name 'x' is already used at a.toml:1",
-        "b.toml:1: a second [throttle] table (the first is in a.toml)"]
-    assert [r.name for r in ruleset.rules] == ["x"] and ruleset.throttle.pause_ms == 200
-
-
 def test_rules_error_is_one_line_with_the_first_and_a_count() -> None:
     err = rules.RulesError([rules.RuleError("a.toml", 3, "bad"),
                             rules.RuleError("b.toml", 4, "worse")])
     assert err.exit_status == 65
     assert str(err) == ("a.toml:3: bad; and 1 more error; `backburner govern check` lists "
                         "them all")
-
-
-@pytest.mark.parametrize("match, why", [
-    ('comm = "bash"', "interactive shell"),
-    ('exe = "/usr/bin/*"', "interactive shell"),
-    ('cmdline = "."', "PID 1"),
-    ('user = "root"', "PID 1"),
-    ('parent = "systemd"', "any process"),
-    ('cgroup = "/*"', "PID 1"),
-    ('unit = "*.service"', "any process"),
-    ('comm = "systemd"', "PID 1"),
-])
-def test_broad_rules_are_refused_unless_marked(match: str, why: str) -> None:
-    text = f'[[rule]]\nname = "wide"\nmatch = {{ {match} }}\nio = "idle"\n'
-    ruleset, errs = rules.combine([parse_file(text, "w.toml")])
-    assert errs == []
-    (err,) = rules.broad_errors(ruleset)
-    assert err.line == 1 and "too broad" in err.message and why in err.message, err
-    marked, _ = rules.combine([parse_file(text + "broad = true\n", "w.toml")])
-    assert rules.broad_errors(marked) == []
-
-
-def test_broad_check_uses_the_real_pid1_too() -> None:
-    rule = one('[[rule]]\nname = "r"\nio = "idle"\nmatch = { comm = "my-init" }\n')
-    pid1 = facts(pid=1, comm="my-init", exe="/sbin/my-init", user="root", uid=0)
-    assert rules.broad_reasons(rule) == []
-    assert rules.broad_reasons(rule, pid1) == ["it would match PID 1"]
-
-
-def test_a_parent_named_for_this_machines_pid1_matches_any_process() -> None:
-    """Every process descends from PID 1, whatever it is called here (a container's or a
-    sandbox's own init): `parent = "<its name>"` governs everything."""
-    rule = one('[[rule]]\nname = "r"\nio = "idle"\nmatch = { parent = "process_api" }\n')
-    pid1 = facts(pid=1, comm="process_api", exe="/opt/sandbox/process_api", user="root",
-                 uid=0)
-    assert rules.broad_reasons(rule) == []
-    assert rules.broad_reasons(rule, pid1) == ["it would match any process"]
 
 
 def test_builtin_rules_parse_are_not_broad_and_each_cites_why() -> None:
@@ -236,7 +122,7 @@ def test_candidates_index_and_first_match_order() -> None:
             '[[rule]]\nname = "glob"\nmatch = { comm = "c*" }\nio = "idle"\n'
             '[[rule]]\nname = "two"\nmatch = { comm = "a", user = "x" }\ncpu = "idle"\n'
             '[[rule]]\nname = "exe"\nmatch = { exe = "/opt/*" }\nio = "idle"\n')
-    ruleset, _ = rules.combine([parse_file(text, "f.toml")])
+    ruleset, _ = combine([parse_file(text, "f.toml")])
     names = [r.name for r in ruleset.candidates("a")]
     assert names == ["one", "glob", "two", "exe"]  # file order kept
     assert [r.name for r in ruleset.candidates("zzz")] == ["glob", "exe"]
@@ -261,7 +147,7 @@ def test_index_agrees_with_trying_every_rule_seeded() -> None:
             if rng.random() < 0.3:
                 keys += ', user = "u"'
             body.append(f'[[rule]]\nname = "r{i}"\nmatch = {{ {keys} }}\nio = "idle"\n')
-        ruleset, errs = rules.combine([parse_file("\n".join(body), "r.toml")])
+        ruleset, errs = combine([parse_file("\n".join(body), "r.toml")])
         assert errs == []
         for _ in range(30):
             comm = "".join(rng.choices(alphabet, k=rng.randint(1, 15)))
@@ -273,7 +159,7 @@ def test_index_agrees_with_trying_every_rule_seeded() -> None:
 
 
 def test_explain_says_why_for_every_key() -> None:
-    ruleset, _ = rules.combine([parse_file(GOOD, "good.toml")])
+    ruleset, _ = combine([parse_file(GOOD, "good.toml")])
     f = facts(comm="dpkg", exe="/usr/bin/dpkg", ancestors=[("apt", "/usr/bin/apt")],
               user="root", uid=0)
     verdicts = rules.explain(ruleset, f)
@@ -292,7 +178,7 @@ def test_sure_match_only_when_the_name_alone_decides() -> None:
             '[[rule]]\nname = "name"\nmatch = { comm = ["a", "b", "a-very-long-program-name"] }'
             '\nio = "idle"\n'
             '[[rule]]\nname = "glob"\nmatch = { comm = "c*" }\nio = "idle"\n')
-    ruleset, _ = rules.combine([parse_file(text, "f.toml")])
+    ruleset, _ = combine([parse_file(text, "f.toml")])
     assert ruleset.sure_match("a") is None  # "both" comes first and asks for a user too
     assert ruleset.sure_match("b").name == "name"
     assert ruleset.sure_match("a-very-long-pro").name == "name"  # as the kernel cuts it

@@ -11,7 +11,7 @@ from helpers import ENV, LOAD, bb, make_db
 
 from backburner import priority, report
 from backburner.cli import build_parser
-from backburner.govern import rules
+from backburner.govern import rulefile
 from backburner.report import recommend
 
 #: bfq idles at 2.0 s and keeps its start at 1.05x that (2.1 s); mq-deadline idles at 1.0 s
@@ -59,7 +59,7 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
     for line in lines:
         _check_command(line, tmp_path)
     assert any(ln.startswith("backburner run ") for ln in lines) == (policy != "govern")
-    parsed = rules.parse_file(rec.govern_rule, "bulk-work.toml")
+    parsed = rulefile.parse_file(rec.govern_rule, "bulk-work.toml")
     assert parsed.errors == [] and len(parsed.rules) == 1
     want = "background" if policy == "govern" else policy
     assert parsed.rules[0].policy == priority.parse_policy(want)

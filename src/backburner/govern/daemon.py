@@ -1,23 +1,16 @@
-"""The govern daemon: process events -> rules -> priorities, cgroups and pauses, all undone.
+"""The govern daemon: process events -> `Governor` (rules, priorities, cgroups, pauses), all
+undone when it stops.
 
-One `system.LiveTransaction("govern")` lives as long as the daemon. Every change goes
-through it, journaled before it is made:
-- a matched process: `Priorities` (every thread, and descendants it already has) and a
-  `CgroupMove` into each of its rule's groups (`backburner/govern-RULE`, made once with
-  `CgroupDir`; a throttled rule's group also gets a `CgroupFreezer`);
-- a process forked by a governed one: `Inherited` (what its ancestor had before), so it is
-  put back even after its parent has exited;
-- a governed process's exit retires its entries (nothing left to undo).
-On SIGTERM, SIGHUP or Ctrl-C the transaction undoes everything still live (priorities of
-processes that still run, cgroup membership, frozen state); after a SIGKILL the journal is
-stale and `backburner restore` does the same.
+One `system.LiveTransaction("govern")` lives as long as the daemon, and the governor makes
+every change through it. On SIGTERM, SIGHUP or Ctrl-C the transaction undoes everything
+still live (priorities of processes that still run, cgroup membership, frozen state); after
+a SIGKILL the journal is stale and `backburner restore` does the same.
 
 While it governs nothing the daemon asks the kernel for exec and comm events only and
-sleeps in recv() (`Connector.wait_start`: one wake-up per program started, a few lines of
-Python each); while it governs something it takes all events and sleeps in poll() on the
-connector and the PSI trigger fds. Its only timeouts are the end of a running pause and a
-pending rewrite of the status file. It never touches PID 1, kernel threads, itself or its
-own ancestors, and starts no processes.
+sleeps in recv() (`proc_events.Connector.wait_start`: one wake-up per program started, a
+few lines of Python each); while it governs something it takes all events and sleeps in
+poll() on the connector and the PSI trigger fds. Its only timeouts are the end of a running
+pause and a pending rewrite of the status file. It starts no processes.
 """
 
 from __future__ import annotations
@@ -28,23 +21,16 @@ import os
 import select
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .. import interrupts, job, priority, proc_events, procfs, safepath, system
-from ..errors import (
-    BackburnerError,
-    ExistsError,
-    NotFoundError,
-    SystemStateError,
-    UnavailableError,
-)
-from ..proc_events import COMM as COMM_EVENT
-from ..proc_events import EXEC, EXIT, FORK
-from . import execwatch, load, procinfo, state, throttle
-from .rules import Rule, Ruleset
+from .. import interrupts, proc_events, procfs, safepath, system
+from ..errors import BackburnerError, ExistsError
+from ..proc_events import EXEC
+from . import execwatch, load, state, throttle
+from .governor import Governor
 
 log = logging.getLogger(__name__)
 
@@ -62,499 +48,32 @@ class Options:
     no_exec_filter: bool = False  # take every exec from the connector (no perf filter)
 
 
-@dataclass
-class Counters:
-    events: int = 0
-    forks: int = 0
-    execs: int = 0
-    comms: int = 0
-    exits: int = 0
-    matched: int = 0
-    inherited: int = 0
-    gone: int = 0  # exited between the event and the action: skipped
-    overflows: int = 0
-    lost_events: int = 0
-    rescans: int = 0
-    errors: int = 0
-
-
-@dataclass
-class Governed:
-    """A process we changed (or, with --dry-run, would have)."""
-
-    pid: int
-    start: int
-    comm: str
-    rule: str
-    sets: str
-    since: float
-    io: str | None = None
-    cpu: str | None = None
-    throttled: bool = False
-    parent: int | None = None  # the governed process it was forked by
-    old: dict[str, int] = field(default_factory=dict)  # main thread before any change
-    moves: dict[str, str] = field(default_factory=dict)  # our group -> where it came from
-    entries: list[Any] = field(default_factory=list)  # journal entries, retired at exit
-    prio_entry: Any = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "start": self.start, "comm": self.comm, "rule": self.rule,
-                "set": self.sets, "since": self.since, "inherited_from": self.parent,
-                "cgroups": sorted(self.moves), "throttled": self.throttled}
-
-
-@dataclass
-class Groups:
-    """A rule's cgroups, made when it first matches."""
-
-    dirs: list[str] = field(default_factory=list)
-    freezers: list[system.CgroupFreezer] = field(default_factory=list)
-
-
-def _io_cpu(rule: Rule) -> tuple[str | None, str | None]:
-    p = rule.policy
-    return (str(p.io) if p.io else None), (str(p.cpu) if p.cpu else None)
-
-
-def _protected() -> set[int]:
-    me = os.getpid()
-    return {0, 1, 2, me, *procfs.ancestors_of(me)}
-
-
-class Governor:
-    """The decisions and changes, event by event (the loop is in `serve`)."""
-
-    def __init__(self, ruleset: Ruleset, tx: system.LiveTransaction | None,
-                 report: Callable[..., None] = log.info,
-                 on_governing: Callable[[bool], None] = lambda _any: None) -> None:
-        self.ruleset = ruleset
-        self.tx = tx
-        self.dry_run = tx is None
-        self.report = report
-        self.on_governing = on_governing  # told when the first is governed / the last goes
-        self.governed: dict[int, Governed] = {}
-        self.n_throttled = 0
-        self.groups: dict[str, Groups] = {}
-        self.problems: dict[str, str] = {}
-        self.counters = Counters()
-        self.exec_events = "connector"  # or "kernel-filtered" (execwatch)
-        self.protected = _protected()
-        self.dirty = True
-        self.throttle: throttle.Throttle | None = None
-        self.triggers: list[throttle.Trigger] = []
-        self.watch: list[str] = []
-        self._sets_text: dict[str, str] = {}
-
-    def _sets(self, rule: Rule) -> str:
-        text = self._sets_text.get(rule.name)
-        if text is None:
-            text = self._sets_text[rule.name] = rule.sets()
-        return text
-
-    def _put(self, g: Governed) -> None:
-        old = self.governed.get(g.pid)
-        if old is not None:
-            self.n_throttled -= old.throttled
-        self.governed[g.pid] = g
-        self.n_throttled += g.throttled
-        self.dirty = True
-
-    def _drop(self, pid: int) -> Governed | None:
-        g = self.governed.pop(pid, None)
-        if g is not None:
-            self.n_throttled -= g.throttled
-            self.dirty = True
-            if not self.governed:
-                self.on_governing(False)
-        return g
-
-    # --- events -----------------------------------------------------------------------------
-
-    def handle(self, events: list[proc_events.Event]) -> None:
-        governed = self.governed
-        c = self.counters
-        c.events += len(events)
-        for ev in events:
-            what = ev.what
-            try:
-                if what == FORK:
-                    c.forks += 1
-                    if ev.pid == ev.tgid:
-                        if ev.ptgid in governed:
-                            self._inherit(ev.tgid, governed[ev.ptgid])
-                    elif ev.tgid in governed:
-                        self._check_thread(governed[ev.tgid], ev.pid)
-                elif what == EXEC:
-                    c.execs += 1
-                    if ev.tgid in governed:
-                        self._reexec(governed[ev.tgid])
-                    else:
-                        self.consider(ev.tgid, execed=True)
-                elif what == EXIT:
-                    c.exits += 1
-                    if ev.pid == ev.tgid and ev.tgid in governed:
-                        self._forget(ev.tgid)
-                elif what == COMM_EVENT:
-                    c.comms += 1
-                    if ev.pid == ev.tgid and ev.tgid not in governed:
-                        self.consider(ev.tgid, ev.comm)
-            except (OSError, BackburnerError) as err:  # one odd process must not stop us
-                c.errors += 1
-                log.warning("%s event of PID %d: %s", ev.name, ev.tgid, err)
-
-    def consider(self, pid: int, comm: str | None = None, execed: bool = False
-                 ) -> Rule | None:
-        """Match a process against the rules and govern it if one matches. The hot path of
-        the daemon: for a program no rule names, one read of its name and a dict lookup.
-        `execed`: it has just run a program, so it is no kernel thread (those never do)."""
-        if comm is None:
-            comm = procfs.comm_of(pid)
-            if comm is None:  # it exited before we could look: skipped, counted
-                self.counters.gone += 1
-                return None
-        candidates = self.ruleset.candidates(comm)
-        if not candidates or pid in self.protected:
-            return None
-        sure = self.ruleset.sure_match(comm)
-        if sure is not None:
-            self._govern(pid, sure, comm, execed)
-            return sure
-        info = procinfo.ProcInfo(pid, comm)
-        for rule in candidates:
-            if rule.holds(info):
-                self._govern(pid, rule, info.comm, execed)
-                return rule
-        return None
-
-    # --- changes ----------------------------------------------------------------------------
-
-    def _gone(self, pid: int, start: int | None) -> bool:
-        now = procfs.start_time(pid)
-        return now is None if not start else now != start  # 0: not read yet
-
-    def _govern(self, pid: int, rule: Rule, comm: str, execed: bool = False) -> None:
-        if execed and self.tx is not None:
-            start: int | None = 0  # taken from the snapshot below: not a read more first
-        else:
-            start, kthread = procfs.start_and_kthread(pid)
-            if start is None:
-                self.counters.gone += 1
-                return
-            if kthread:
-                return
-        io, cpu = _io_cpu(rule)
-        g = Governed(pid, start, comm, rule.name, self._sets(rule), time.time(), io, cpu,
-                     rule.throttle)
-        self.counters.matched += 1
-        first = not self.governed
-        if self.tx is None:
-            if first:
-                self.on_governing(True)
-            self._put(g)
-            self.report("would govern PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
-            return
-        try:
-            if io or cpu:
-                change = (system.PrioritiesFirst if execed else system.Priorities)(pid, io, cpu)
-                entry = self.tx.record(change)
-                g.entries.append(entry)
-                g.prio_entry = entry
-                snap = entry.old.get(str(pid)) or {}
-                g.old = _without_start(snap)
-                if not g.old:
-                    raise NotFoundError(f"PID {pid} is gone")
-                start = g.start = snap["start"]
-            elif not start:
-                start = g.start = procfs.start_time(pid) or 0
-            groups = self._groups(rule)
-            for path in groups.dirs:
-                entry = self.tx.record(system.CgroupMove(pid, path))
-                g.entries.append(entry)
-                g.moves[path] = entry.old.get("from") or ""
-        except (BackburnerError, OSError) as err:
-            if self._gone(pid, start) or not g.entries:
-                self._retire(g)
-                if self._gone(pid, start):
-                    self.counters.gone += 1
-                    return
-                raise
-            self.problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
-        if first:  # forks and exits matter from now on (those of the moment in between are
-            self.on_governing(True)  # caught by the walk of its descendants just below)
-        self._put(g)
-        self.report("governing PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
-        self._adopt_descendants(g)
-
-    def _adopt_descendants(self, g: Governed) -> None:
-        """Children it already had (a process found by a scan): the Priorities change set
-        them too; each gets its own record and is moved into the rule's groups."""
-        assert self.tx is not None
-        for child in procfs.descendants_of(g.pid):
-            if child in self.governed or child in self.protected:
-                continue
-            old = g.old
-            if g.prio_entry is not None:
-                snaps = g.prio_entry.change.saved(g.prio_entry.old, g.prio_entry.result)
-                old = _without_start(snaps.get(str(child))) or g.old
-            parent = procfs.parent_of(child)
-            via = self.governed.get(parent, g) if parent is not None else g
-            try:
-                entry = self.tx.record(system.Inherited(child, g.io, g.cpu, old, {}))
-                kid = Governed(child, entry.old["start"], procfs.comm_of(child) or "",
-                               g.rule, g.sets, time.time(), g.io, g.cpu, g.throttled,
-                               via.pid, old, {}, [entry])
-                for path in g.moves:
-                    move = self.tx.record(system.CgroupMove(child, path))
-                    kid.entries.append(move)
-                    kid.moves[path] = move.old.get("from") or ""
-            except (BackburnerError, OSError):
-                self.counters.gone += 1
-                continue
-            self._put(kid)
-            self.counters.inherited += 1
-
-    def _inherit(self, pid: int, parent: Governed) -> None:
-        """A governed process forked: the child has its priorities and groups already."""
-        self.counters.inherited += 1
-        child = Governed(pid, 0, parent.comm, parent.rule, parent.sets, time.time(),
-                         parent.io, parent.cpu, parent.throttled, parent.pid, parent.old,
-                         parent.moves)
-        if self.tx is not None:
-            try:
-                entry = self.tx.record(system.Inherited(pid, parent.io, parent.cpu,
-                                                        parent.old, parent.moves))
-            except (BackburnerError, OSError):
-                self.counters.gone += 1
-                return
-            child.entries.append(entry)
-            child.start = entry.old["start"]
-        else:
-            child.start = procfs.start_time(pid) or 0
-        self._put(child)
-
-    def _check_thread(self, g: Governed, tid: int) -> None:
-        """A new thread inherits its creator's priorities; one created while we changed the
-        others may have copied the old ones: then the process's change is applied again."""
-        if g.prio_entry is None or self.tx is None:
-            return
-        try:
-            ok = ((g.io is None or str(priority.ioprio_get(tid)) == g.io)
-                  and (g.cpu is None or _cpu_matches(tid, g.cpu)))
-        except OSError:
-            return  # the thread has ended
-        if not ok:
-            log.debug("thread %d of PID %d was born with old priorities", tid, g.pid)
-            g.prio_entry.change.apply()
-
-    def _reexec(self, g: Governed) -> None:
-        """A governed process ran another program: a rule with other settings for the new
-        program adds its changes on top (undone in reverse, back to the original)."""
-        info = procinfo.ProcInfo(g.pid)
-        g.comm = info.comm or g.comm
-        rule = self.ruleset.first_match(info)
-        if rule is None or rule.name == g.rule:
-            return
-        io, cpu = _io_cpu(rule)
-        groups = self._groups(rule) if self.tx is not None else Groups()
-        same = (io, cpu) == (g.io, g.cpu) and set(groups.dirs) == set(g.moves)
-        self.n_throttled += rule.throttle - g.throttled
-        g.rule, g.sets, g.throttled, g.parent = rule.name, self._sets(rule), rule.throttle, None
-        self.counters.matched += 1
-        self.dirty = True
-        if same or self.tx is None:
-            return
-        if io or cpu:
-            entry = self.tx.record(system.Priorities(g.pid, io, cpu))
-            g.entries.append(entry)
-            g.prio_entry = entry
-            g.io, g.cpu = io, cpu
-        ours = {d: o for gr in self.groups.values() for d in gr.dirs for o in [g.moves.get(d)]}
-        for path in groups.dirs:
-            entry = self.tx.record(system.CgroupMove(g.pid, path))
-            g.entries.append(entry)
-            origin = entry.old.get("from") or ""
-            g.moves[path] = ours.get(origin) or origin
-        self.report("governing PID %d (%s) by rule %s: %s", g.pid, g.comm, rule.name, g.sets)
-
-    def _forget(self, pid: int) -> None:
-        g = self._drop(pid)
-        if g is not None:
-            self._retire(g)
-
-    def _retire(self, g: Governed) -> None:
-        if self.tx is not None:
-            for entry in g.entries:
-                self.tx.retire(entry)
-        g.entries.clear()
-
-    def _groups(self, rule: Rule) -> Groups:
-        """The rule's cgroups, made on its first match. A controller or freezer that is
-        missing is a problem `status` shows; the rule's other actions still apply."""
-        found = self.groups.get(rule.name)
-        if found is not None:
-            return found
-        groups = self.groups[rule.name] = Groups()
-        if self.tx is None or not (rule.policy.needs_cgroup or rule.throttle):
-            return groups
-        if rule.policy.needs_cgroup:
-            try:
-                plan = priority.plan_cgroup(rule.policy, f"govern-{rule.name}")
-                self._make_groups(rule, job.cgroup_changes(plan), groups)
-            except (UnavailableError, SystemStateError) as err:
-                self.problem(f"rule {rule.name} weights", f"no cgroup weights: {err}")
-        if rule.throttle:
-            self._make_freezer(rule, groups)
-        return groups
-
-    def _make_groups(self, rule: Rule, changes: list[system.Change], groups: Groups) -> None:
-        assert self.tx is not None
-        for change in changes:
-            try:
-                self.tx.apply(change)
-            except SystemStateError as err:
-                self.problem(f"rule {rule.name} {change.describe()}", str(err))
-                if not isinstance(change, system.CgroupDir) or change.shared:
-                    return
-                continue
-            if isinstance(change, system.CgroupDir) and not change.shared:
-                groups.dirs.append(change.path)
-
-    def _make_freezer(self, rule: Rule, groups: Groups) -> None:
-        assert self.tx is not None
-        target = throttle.freezer_group(rule.name)
-        if target is None:
-            self.problem(f"rule {rule.name} throttle", "no cgroup freezer (v1 freezer or "
-                          "cgroup v2) is mounted: it cannot be paused")
-            return
-        path, version = target
-        try:
-            if path not in groups.dirs:
-                before = len(groups.dirs)
-                self._make_groups(rule, [system.CgroupDir(os.path.dirname(path), shared=True),
-                                         system.CgroupDir(path)], groups)
-                if len(groups.dirs) == before:
-                    return
-            freezer = system.CgroupFreezer(path, version)
-            self.tx.apply(freezer)
-            groups.freezers.append(freezer)
-        except SystemStateError as err:
-            self.problem(f"rule {rule.name} throttle", f"cannot be paused: {err}")
-
-    def problem(self, key: str, message: str) -> None:
-        if self.problems.get(key) != message:
-            log.warning("%s: %s", key, message)
-        self.problems[key] = message
-        self.dirty = True
-
-    # --- scans ------------------------------------------------------------------------------
-
-    def scan(self) -> None:
-        """At start-up and after lost events: forget what exited, adopt what governed
-        processes forked meanwhile, and match every other process."""
-        self.counters.rescans += 1
-        for pid, g in list(self.governed.items()):
-            if procfs.start_time(pid) != g.start:
-                self._forget(pid)
-        for g in list(self.governed.values()):
-            for child in procfs.descendants_of(g.pid):
-                if child not in self.governed:
-                    parent = procfs.parent_of(child)
-                    self._inherit(child, self.governed.get(parent or 0, g))
-        for pid in procfs.pids():
-            if pid not in self.governed:
-                try:
-                    self.consider(pid)
-                except (OSError, BackburnerError) as err:
-                    self.counters.errors += 1
-                    log.warning("PID %d: %s", pid, err)
-
-    # --- throttling -------------------------------------------------------------------------
-
-    def throttle_active(self) -> bool:
-        return self.n_throttled > 0
-
-    def sync_triggers(self) -> bool:
-        """PSI triggers are open while throttled work is governed (and only then: every
-        trigger is a kernel timer). True when the set changed."""
-        want = self.throttle is not None and self.n_throttled > 0
-        if want == bool(self.triggers):
-            return False
-        if want:
-            assert self.throttle is not None
-            self.triggers, problems = throttle.open_triggers(self.ruleset.throttle)
-            for p in problems:
-                self.problem(p, p)
-            window = min((t.window_s for t in self.triggers), default=None)
-            if window is not None:
-                self.throttle.hold_s = 1.5 * window
-            return bool(self.triggers)
-        if self.throttle is not None and self.throttle.force_thaw(time.monotonic()):
-            self.act("thaw")
-        throttle.close_triggers(self.triggers)
-        self.triggers = []
-        return True
-
-    def freezers(self) -> list[system.CgroupFreezer]:
-        return [f for g in self.groups.values() for f in g.freezers]
-
-    def act(self, action: str | None) -> None:
-        """Freeze or thaw every throttled group (with --dry-run: say so)."""
-        if action is None:
-            return
-        self.dirty = True
-        thr = self.throttle
-        assert thr is not None
-        if action == "freeze":
-            log.debug("pausing throttled groups (IO pressure)")
-        else:
-            self.report("paused throttled bulk work for %.0f ms (IO pressure); it runs at least "
-                        "%.0f ms before the next pause%s", thr.stats.last_length_s * 1e3,
-                        max(0.0, thr.run_until - time.monotonic()) * 1e3,
-                        " [dry run]" if self.dry_run else "")
-        if self.dry_run:
-            return
-        for fz in self.freezers():
-            try:
-                fz.freeze() if action == "freeze" else fz.thaw()
-            except SystemStateError as err:
-                self.problem(f"freezer {fz.path}", str(err))
-
-    # --- status -----------------------------------------------------------------------------
-
-    def status(self, opts: Options, started: float, running: bool = True) -> dict[str, Any]:
-        listed = sorted(self.governed.values(), key=lambda g: (g.parent is not None, g.pid))
-        thr = self.throttle
-        stats = thr.stats if thr else throttle.PauseStats()
-        return {
-            "running": running, "pid": os.getpid(), "start": procfs.start_time(os.getpid()),
-            "started_at": started, "updated_at": time.time(), "dry_run": opts.dry_run,
-            "rules_dir": opts.rules_dir or load.RULES_DIR, "defaults": opts.defaults,
-            "rule_files": list(self.ruleset.files),
-            "rules": [r.name for r in self.ruleset.rules],
-            "counters": vars(self.counters).copy(),
-            "exec_events": self.exec_events,
-            "governed_total": len(self.governed),
-            "governed": [g.to_json() for g in listed[:STATUS_LIST_MAX]],
-            "throttle": {
-                "watch": self.watch, "triggers": [t.spec for t in self.triggers],
-                "groups": [f.path for f in self.freezers()],
-                "frozen": bool(thr and thr.frozen), "pauses": stats.pauses,
-                "paused_s": round(stats.paused_s, 3), "longest_s": round(stats.longest_s, 3),
-                "pause_s": thr.pause_s if thr else None,
-                "min_duty": thr.min_duty if thr else None,
-            },
-            "problems": sorted(self.problems.values()),
-        }
-
-
-def _without_start(snap: dict[str, int] | None) -> dict[str, int]:
-    return {k: v for k, v in (snap or {}).items() if k != "start"}
-
-
-def _cpu_matches(tid: int, cpu: str) -> bool:
-    want = priority.CPUPolicy.parse(cpu)
-    name, nice = priority.read_cpu(tid)
-    return name == want.kind and (want.nice is None or nice == want.nice)
+def status(gov: Governor, opts: Options, started: float, running: bool = True
+           ) -> dict[str, Any]:
+    """What the status file says (docs/govern.md)."""
+    listed = sorted(gov.governed.values(), key=lambda g: (g.parent is not None, g.pid))
+    thr = gov.throttle
+    stats = thr.stats if thr else throttle.PauseStats()
+    return {
+        "running": running, "pid": os.getpid(), "start": procfs.start_time(os.getpid()),
+        "started_at": started, "updated_at": time.time(), "dry_run": opts.dry_run,
+        "rules_dir": opts.rules_dir or load.RULES_DIR, "defaults": opts.defaults,
+        "rule_files": list(gov.ruleset.files),
+        "rules": [r.name for r in gov.ruleset.rules],
+        "counters": vars(gov.counters).copy(),
+        "exec_events": gov.exec_events,
+        "governed_total": len(gov.governed),
+        "governed": [g.to_json() for g in listed[:STATUS_LIST_MAX]],
+        "throttle": {
+            "watch": gov.watch, "triggers": [t.spec for t in gov.triggers],
+            "groups": [f.path for f in gov.freezers()],
+            "frozen": bool(thr and thr.frozen), "pauses": stats.pauses,
+            "paused_s": round(stats.paused_s, 3), "longest_s": round(stats.longest_s, 3),
+            "pause_s": thr.pause_s if thr else None,
+            "min_duty": thr.min_duty if thr else None,
+        },
+        "problems": sorted(gov.problems.values()),
+    }
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -638,7 +157,7 @@ def run(opts: Options) -> Stopped:
                 gov.scan()
                 if not gov.governed:
                     conn.narrow(starts)
-                state.write(gov.status(opts, started))
+                state.write(status(gov, opts, started))
                 _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
                           f"{len(gov.governed)} processes")
@@ -658,7 +177,7 @@ def run(opts: Options) -> Stopped:
                 throttle.close_triggers(gov.triggers)
                 if gov.throttle is not None:
                     gov.throttle.force_thaw(time.monotonic())
-                state.write(gov.status(opts, started, running=False))
+                state.write(status(gov, opts, started, running=False))
     return Stopped(reason, len(gov.governed) if gov else 0)
 
 
@@ -730,7 +249,7 @@ def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: fl
         if gov.dirty and status_due is None:
             status_due = now + STATUS_DELAY_S
         if (status_due is not None and now >= status_due) or now - written > STATUS_EVERY_S:
-            state.write(gov.status(opts, started))
+            state.write(status(gov, opts, started))
             gov.dirty = False
             status_due = None
             written = now
@@ -795,7 +314,3 @@ def _events(gov: Governor, conn: proc_events.Connector, batch: proc_events.Batch
     gov.handle(batch.events)
     if batch.incomplete:
         gov.counters.overflows += int(batch.overflow)
-        gov.counters.lost_events += batch.lost
-        log.warning("process events were lost (%s): rescanning /proc",
-                    "socket overflow" if batch.overflow else f"{batch.lost} missed")
-        gov.scan()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import safepath
 from ..errors import NotFoundError
-from . import rules
+from . import broad, rulefile, rules
 from .procinfo import ProcInfo
 
 RULES_DIR = "/etc/backburner/rules.d"
@@ -74,10 +74,10 @@ def sources(rules_dir: str | None, defaults: bool = True) -> list[Source]:
 def parse(found: list[Source]) -> tuple[rules.Ruleset, list[rules.RuleError]]:
     """Every file parsed and combined; broad rules refused (checked against the real PID 1
     too, as far as it can be read)."""
-    parsed = [rules.parse_file(s.text, s.shown) for s in found]
-    ruleset, errors = rules.combine(parsed)
+    parsed = [rulefile.parse_file(s.text, s.shown) for s in found]
+    ruleset, errors = rulefile.combine(parsed)
     pid1 = ProcInfo(1).freeze() if os.path.exists("/proc/1") else None
-    return ruleset, errors + rules.broad_errors(ruleset, pid1)
+    return ruleset, errors + broad.broad_errors(ruleset, pid1)
 
 
 def load(rules_dir: str | None, defaults: bool = True) -> rules.Ruleset:
