@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backburner import interrupts, spawn, stats, system
-from backburner.readahead import layout, packfile, record, replay
+from backburner.readahead import ext4image, layout, packfile, record, replay
 from backburner.readahead.pack import Pack
 from backburner.slowdisk import device as slowdisk
 from backburner.slowdisk.model import Disk
@@ -478,8 +478,8 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     hot = Pack(_union(packs["ordinary-python"], packs["ordinary-data"]))
     paths["hot"] = os.path.join(work, "hot.pack")
     packfile.save(paths["hot"], hot)
-    built = layout.build_ext4(hot, layout.BuildOptions(str(src), images["layout"], size,
-                                                       root=mnt))
+    built = ext4image.build_ext4(hot, ext4image.BuildOptions(str(src), images["layout"], size,
+                                                             root=mnt))
     with system.Transaction("bench-readahead") as tx:
         bed = fast_bed(tx, images["layout"], mnt)
         for w in workloads(mnt, work):

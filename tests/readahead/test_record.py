@@ -1,7 +1,7 @@
 """record on a real loop-mounted ext4: a cold start of cat and python recorded exactly
 (files, order, page ranges), the exit status of a failing or killed program mirrored with
 the pack still written, read-ahead lowered and put back, --system with backburner's own
-reads left out; and the process-tree logic (pure)."""
+reads left out, the metadata entry."""
 
 from __future__ import annotations
 
@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import BB, bb, one_line_error, proc_event_datagram, unsubscribed_by_close, wait_for
+from helpers import BB, bb, one_line_error, wait_for
 
 from backburner import procfs, system
 from backburner.readahead import packfile
 from backburner.readahead.pack import Pack
-from backburner.readahead.record import tree_of
 
 from .conftest import PAGE, Bed
 
@@ -153,32 +152,6 @@ def test_bad_record_commands(tmp_path: Path, state_dir: Path) -> None:
     assert not os.path.exists(pack)
 
 
-def test_tree_from_fork_events_and_ancestry() -> None:
-    parents = {11: 10, 12: 11, 13: 12, 21: 20, 14: 10}
-    assert tree_of(10, parents, {}) == {10, 11, 12, 13, 14}
-    assert tree_of(11, parents, {}) == {11, 12, 13}
-    # a child whose fork event was lost, known by the ancestry read at its first event
-    assert tree_of(10, parents, {30: (13, 12, 1), 31: (20, 1), 32: (30, 1)}) == {
-        10, 11, 12, 13, 14, 30, 32}
-    assert tree_of(99, parents, {}) == {99}
-
-
-def test_a_background_replay_forked_by_any_program_is_known_by_its_name() -> None:
-    """The background replay is a fork of whatever started it (here: pytest, whose command
-    line says nothing of backburner): its name tells the recorder to leave its reads out."""
-    from backburner import spawn
-    from backburner.readahead import record, replay
-
-    child = spawn.fork_call(lambda: (time.sleep(30), 0)[1], name=replay.CHILD_NAME)
-    try:
-        wait_for(lambda: procfs.comm_of(child.pid) == replay.CHILD_NAME,
-                 what="the child's name")
-        assert record.is_backburner(child.pid)
-        assert not record.is_backburner(os.getpid())
-    finally:
-        child.stop(grace=1)
-
-
 @pytest.mark.root
 def test_pages_faulted_after_the_close_count_and_deleted_files_do_not(
         bed: Bed, tmp_path: Path) -> None:
@@ -200,96 +173,6 @@ def test_pages_faulted_after_the_close_count_and_deleted_files_do_not(
     _, pack = _record_cold(bed, tmp_path, PY, "-B", str(reader))
     got = [(e.path, e.ranges) for e in pack.entries]
     assert got == [(bed.path("big.bin"), ((409600, PAGE),))], got
-
-
-@pytest.mark.root
-def test_more_files_than_descriptors_are_all_recorded(bed: Bed) -> None:
-    """Files are held only while there is room, and events are read a few at a time: with
-    a soft limit of 600 open files and 1500 events queued at once, every file is seen (at
-    EMFILE the kernel drops the events a read cannot turn into descriptors)."""
-    import resource
-
-    from backburner.readahead import record
-
-    many = Path(bed.mnt) / "many"
-    many.mkdir()
-    for i in range(1500):
-        (many / f"{i:04d}").write_bytes(b"x" * 100)
-    os.sync()
-    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (600, limits[1]))
-    try:
-        listener = record.Listener(record.watched_filesystems((str(bed.mnt),)),
-                                   track_ancestry=False, hold=True)
-        subprocess.run("cat many/* > /dev/null", shell=True, cwd=bed.mnt, check=True)
-        listener._drain()  # no reader thread ran: all 3000 events are queued, read now
-        seen = listener.stop()
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
-    assert sum(1 for p in seen.paths.values() if b"/many/" in p) == 1500
-    assert not listener.held
-
-
-def _marked_masks(fanotify_fd: int) -> set[int]:
-    """The event masks of a fanotify group's marks, as the kernel shows them."""
-    with open(f"/proc/self/fdinfo/{fanotify_fd}") as f:
-        return {int(word.split(":")[1], 16) for line in f if line.startswith("fanotify ")
-                for word in line.split() if word.startswith("mask:")}
-
-
-@pytest.mark.root
-def test_closes_are_asked_for_only_once_no_more_files_can_be_held(bed: Bed) -> None:
-    """A held file's pages are looked at at the end, so its close is not an event the
-    recorded program pays for; once the hold is full, closes are asked for again."""
-    import resource
-
-    from backburner.readahead import kernel, record
-
-    many = Path(bed.mnt) / "held"
-    many.mkdir()
-    for i in range(40):
-        (many / f"{i:02d}").write_bytes(b"x" * 100)
-    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (512 + 20, limits[1]))  # 20 held, 512 spare
-    try:
-        listener = record.Listener(record.watched_filesystems((str(bed.mnt),)),
-                                   track_ancestry=False, hold=True)
-        try:
-            assert _marked_masks(listener.fd) == {record.MASK & ~kernel.FAN_CLOSE_NOWRITE}
-            subprocess.run("cat held/0* > /dev/null", shell=True, cwd=bed.mnt, check=True)
-            listener._drain()
-            assert _marked_masks(listener.fd) == {record.MASK & ~kernel.FAN_CLOSE_NOWRITE}
-            subprocess.run("cat held/* > /dev/null", shell=True, cwd=bed.mnt, check=True)
-            listener._drain()
-            assert len(listener.held) == listener.hold_max == 20
-            assert _marked_masks(listener.fd) == {record.MASK}
-        finally:
-            seen = listener.stop()
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
-    assert sum(1 for p in seen.paths.values() if b"/held/" in p) == 40
-
-
-@pytest.mark.root
-def test_a_commands_events_are_read_in_one_batch_after_the_first(bed: Bed) -> None:
-    """Events are not read as each arrives (a wake-up per event cost a short start most of
-    its recording overhead) nor every so often, but `batch_s` after the first, at once."""
-    from backburner.readahead import record
-
-    listener = record.Listener(record.watched_filesystems((str(bed.mnt),)),
-                               track_ancestry=False, hold=True, batch_s=1.5)
-    with listener:
-        time.sleep(1.0)  # idle: a reader polling every batch_s would be mid-period
-        first = time.monotonic()
-        subprocess.run(["cat", "a/one.txt"], cwd=bed.mnt, check=True, stdout=subprocess.DEVNULL)
-        time.sleep(0.3)
-        subprocess.run(["cat", "a/two.txt"], cwd=bed.mnt, check=True, stdout=subprocess.DEVNULL)
-        wait_for(lambda: len(listener.seen.paths) > 0, what="the batch")
-        waited = time.monotonic() - first
-        assert len(listener.seen.paths) == 2  # both in one read
-    seen = listener.stop()
-    assert waited >= 1.4, waited
-    assert sorted(seen.paths.values()) == [bed.path("a/one.txt"), bed.path("a/two.txt")]
 
 
 @pytest.mark.root
@@ -326,44 +209,3 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     [meta] = [e for e in packfile.load(out).entries if e.device]
     assert not any(o <= journal_sb < o + n for o, n in meta.ranges), meta.ranges
     assert any(o <= inode_block < o + n for o, n in meta.ranges), meta.ranges
-
-
-@pytest.mark.root
-def test_a_stopped_recording_leaves_the_kernel_no_process_events_listener() -> None:
-    """The kernel builds an event for every fork and exit on the machine as long as it
-    counts a listener, and closing the socket does not take it off the count: a recording
-    that stops says IGNORE first, and the kernel then sends its socket nothing more."""
-    from backburner.readahead import record
-
-    listener = record.Listener((), track_ancestry=True)
-    assert listener.forks is not None
-    assert unsubscribed_by_close(listener.forks.fileno(), listener.stop)
-
-
-def test_fork_events_make_the_tree_and_a_gap_in_their_numbers_is_a_loss() -> None:
-    """A fork event lost in the kernel leaves a gap in its CPU's numbers: the tree is then
-    known to be incomplete (the recording says so), though no read failed."""
-    import socket
-    import struct
-
-    from backburner import proc_events
-    from backburner.readahead import record
-
-    ours, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    kernel.send(proc_event_datagram(proc_events.NONE, struct.pack("=I", 0), seq=9, cpu=0))
-    forks = record.ForkWatch(proc_events.Connector(sock=ours))
-    try:
-        fork = proc_events.FORK
-        kernel.send(proc_event_datagram(fork, struct.pack("=iiii", 10, 10, 11, 11), seq=10,
-                                        cpu=0))
-        kernel.send(proc_event_datagram(fork, struct.pack("=iiii", 11, 11, 12, 11), seq=11,
-                                        cpu=0))  # a thread of 11: not a process
-        forks.drain()
-        assert (forks.parents, forks.lost) == ({11: 10}, False)
-        kernel.send(proc_event_datagram(fork, struct.pack("=iiii", 11, 11, 13, 13), seq=14,
-                                        cpu=0))
-        forks.drain()
-        assert (forks.parents, forks.lost) == ({11: 10, 13: 11}, True)
-    finally:
-        forks.close()
-        kernel.close()

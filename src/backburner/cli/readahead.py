@@ -14,8 +14,9 @@ from .common import add_command, bounded_int, err, finite, recover_if_needed
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..readahead.record import RecordResult, Watched
+    from ..readahead.record import RecordResult
     from ..readahead.replay import ReplayOptions
+    from ..readahead.watched import Watched
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
@@ -127,12 +128,13 @@ def _order(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..readahead import layout, packfile
+    from ..readahead import ext4image, layout, packfile
 
     pack = packfile.load(args.pack)
     size = units.parse_size(args.size, what="--size", minimum=16 << 20) if args.size else None
     recover_if_needed()
-    res = layout.build_ext4(pack, layout.BuildOptions(args.src, args.image, size, args.root))
+    res = ext4image.build_ext4(pack, ext4image.BuildOptions(args.src, args.image, size,
+                                                          args.root))
     nodes = ", ".join(f"{n} {k}" for k, n in sorted(res.nodes.items()))
     print(f"built {res.image}: {units.human_size(res.size)} ext4 ({nodes}); "
           f"{units.plural(res.hot_files, 'hot file')} ({units.human_size(res.hot_bytes)}) "

@@ -1,0 +1,361 @@
+"""`layout build-ext4`: a verified ext4 image of a tree with a pack's files first, in access
+order, contiguous, right after the directories.
+
+The two-pass method. Pass 1: ``mke2fs -T default -d HOT`` makes a filesystem just big
+enough for the hot files (``-T default`` keeps a small first pass off the
+small-filesystem profile; the inode count is that of the final size, and the journal is
+added only after growing, so it does not land between the hot files). HOT holds the
+tree's skeleton (every directory; every file an empty placeholder) and the hot files
+themselves under numbered names in one staging directory: mke2fs -d adds a directory's
+entries in sorted order, so the directories come first, right after the inode tables,
+and the staging directory last (`STAGING_PREFIX`), its data in access order, one run.
+``resize2fs`` grows it to the full size. Pass 2 mounts it (loop device and mount
+through `system`, in a transaction), renames each hot file into place (a rename moves
+no data), and copies the rest in with owners, modes, times, xattrs, symlinks, device
+nodes and hard links. Then ``e2fsck -fn`` must find
+it clean and a read-only mount must compare equal to the source, byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .. import spawn, system
+from ..errors import (
+    BackburnerError,
+    ExistsError,
+    NotFoundError,
+    SystemStateError,
+    UnavailableError,
+    UsageError,
+)
+from ..units import MiB
+from . import tree
+from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative_paths
+from .pack import Pack
+
+log = logging.getLogger(__name__)
+
+BLOCK = 4096
+GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
+INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
+MAX_INODES_PER_GROUP = 8 * BLOCK
+#: The staging directory of the hot files in pass 1. mke2fs -d fills a directory in the
+#: order of its names (byte order, under LC_ALL=C), so this one, whose first byte sorts
+#: after any name's, comes last: the skeleton's directories are written first, right after
+#: the inode tables, and the hot data follows them. A replay then reads the metadata and
+#: the files in one forward pass, not past the hot data to the directories and back.
+STAGING_PREFIX = b"\xff.backburner-hot-"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    src: str
+    image: str
+    size: int | None = None  # bytes; None: the tree's size with room to spare
+    root: str | None = None  # the pack's directory that SRC stands for; None: guessed
+
+
+@dataclass
+class BuildResult:
+    image: str
+    size: int
+    first_pass: int  # bytes of the pass-1 filesystem
+    hot_files: int
+    hot_bytes: int
+    missing: int  # pack files not in the source
+    nodes: dict[str, int] = field(default_factory=dict)  # how many of each kind copied
+    before: CheckResult | None = None  # the pack's files in the source directory
+    after: CheckResult | None = None  # ... in the new image
+    seconds: float = 0.0
+
+
+@dataclass
+class _Scan:
+    nodes: list[tree.Node]
+    used: int  # bytes of blocks the tree needs
+
+    @property
+    def files(self) -> dict[bytes, tree.Node]:
+        return {n.rel: n for n in self.nodes if n.kind == "file"}
+
+
+def _scan(src: bytes) -> _Scan:
+    nodes = list(tree.walk(src))
+    used = sum(-(-n.st.st_size // BLOCK) * BLOCK + BLOCK for n in nodes)
+    return _Scan(nodes, used)
+
+
+def _tool(argv: list[str], what: str, timeout: float = 600.0) -> spawn.ToolResult:
+    try:
+        res = spawn.run_tool(argv, timeout, env={"LC_ALL": "C"})  # byte order: STAGING_PREFIX
+    except FileNotFoundError:
+        raise UnavailableError(f"{argv[0]} is not installed", "apt-get install e2fsprogs"
+                               ) from None
+    return res
+
+
+def _must(res: spawn.ToolResult, what: str, ok: Sequence[int] = (0,)) -> None:
+    if res.status not in ok:
+        lines = [ln for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
+        raise SystemStateError(f"{what} failed: {lines[-1] if lines else 'timed out'}")
+
+
+def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
+         ) -> tuple[list[list[bytes]], bytes, int]:
+    """Hot inodes in access order, each as the list of its hot names (hard links); the
+    pack root used; how many pack files are not in the source."""
+    files = scan.files
+    paths = [e.path for e in pack.entries if not e.device]
+    base = norm_root(root) if root else guess_root(paths, lambda rel: rel in files)
+    by_inode: dict[tuple[int, int], list[bytes]] = {}
+    missing = 0
+    for rel in relative_paths(pack, base)[0]:
+        node = files.get(rel)
+        if node is None:
+            missing += 1
+            continue
+        by_inode.setdefault((node.st.st_dev, node.st.st_ino), []).append(rel)
+    return list(by_inode.values()), base, missing
+
+
+def _stage(hot: list[list[bytes]], scan: _Scan, src: bytes, stage_root: bytes,
+           staging: bytes) -> int:
+    """HOT, what pass 1 is made from: the hot files under numbered names in `staging`, in
+    access order (their data lands first, in that order), and the whole tree's skeleton:
+    every directory, every other node (symlinks, devices, FIFOs) as it is, and every
+    regular file as an empty placeholder, hard links kept. So every directory is complete
+    (and compact) in pass 1, next to the hot data: pass 2 only fills placeholders and
+    renames hot files over theirs, which rewrites a directory entry in place instead of
+    growing the directory somewhere far away. Returns the hot bytes."""
+    os.mkdir(os.path.join(stage_root, staging), 0o700)
+    hot_names = {name for names in hot for name in names}
+    placeholders: dict[tuple[int, int], bytes] = {}
+    for node in scan.nodes:
+        if not node.rel:
+            continue
+        s, d = tree.join(src, node.rel), os.path.join(stage_root, node.rel)
+        if node.kind == "dir":
+            os.mkdir(d, 0o700)
+        elif node.kind == "file":
+            key = (node.st.st_dev, node.st.st_ino)
+            if key in placeholders and node.rel not in hot_names:
+                os.link(placeholders[key], d)  # a cold hard link: one inode in pass 1 too
+                continue
+            os.close(os.open(d, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+            placeholders.setdefault(key, d)
+        else:
+            tree.make_node(s, d, node.st)
+        tree.copy_meta(s, d, node.st)
+    for node in reversed(scan.nodes):
+        if node.kind == "dir" and node.rel:
+            tree.copy_meta(tree.join(src, node.rel), os.path.join(stage_root, node.rel), node.st)
+    nodes = scan.files
+    total = 0
+    width = _width(hot)
+    for rank, names in enumerate(hot):
+        node = nodes[names[0]]
+        dst = os.path.join(stage_root, staging, b"%0*d" % (width, rank))
+        tree.copy_data(os.path.join(src, names[0]), dst)
+        tree.copy_meta(os.path.join(src, names[0]), dst, node.st)
+        total += node.st.st_size
+    return total
+
+
+def _width(hot: list[list[bytes]]) -> int:
+    return max(8, len(str(len(hot))))
+
+
+def _first_pass_size(hot_bytes: int, hot_count: int, scan: _Scan) -> int:
+    """Hot data, the skeleton's directory blocks and inode tables' worth of room."""
+    entries = sum(8 + len(os.path.basename(n.rel)) + 4 for n in scan.nodes)
+    dirs = sum(1 for n in scan.nodes if n.kind == "dir")
+    blocks = hot_bytes / BLOCK * 1.05 + hot_count + entries / BLOCK * 1.5 + dirs + 64
+    size = int(blocks * BLOCK) + 16 * MiB
+    return -(-size // MiB) * MiB
+
+
+def _inodes_per_group(final: int, items: int) -> int:
+    groups = -(-final // GROUP_BYTES)
+    ipg = max(GROUP_BYTES // INODE_RATIO, -(-int(items * 1.2) // groups))
+    ipg = -(-ipg // 16) * 16  # whole inode-table blocks (16 inodes of 256 bytes)
+    if ipg > MAX_INODES_PER_GROUP:
+        raise UsageError(f"{items} files do not fit in an ext4 of this size",
+                         "give a larger --size")
+    return ipg
+
+
+def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: int) -> int:
+    """mke2fs -d HOT into the image, growing the first pass until the hot files fit.
+
+    packed_meta_blocks keeps the bitmaps and the inode table in one block at the start
+    (else small hot files fill the holes flex_bg leaves between them, away from the rest);
+    resize= reserves descriptor blocks for the final size, so growing moves nothing.
+    """
+    for _ in range(6):
+        groups = -(-size // GROUP_BYTES)
+        os.truncate(image, size)
+        res = _tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
+                     "-O", "^has_journal", "-N", str(ipg * groups),
+                     "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
+                     "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"],
+                    "mke2fs")
+        if res.status == 0:
+            return size
+        log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
+        os.truncate(image, 0)
+        size = -(-int(size * 1.5) // MiB) * MiB
+    _must(res, "mke2fs -d (the hot files' first pass)")
+    return size
+
+
+def _grow(image: str, final: int) -> None:
+    os.truncate(image, final)
+    _must(_tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
+    _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+
+
+def _place_hot(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]],
+               staging: bytes) -> None:
+    """Rename each staged hot file over its first name's placeholder (the data stays where
+    pass 1 put it), give it the source's metadata again (mke2fs -d keeps whole seconds
+    only), and link its other hot names over theirs."""
+    files = scan.files
+    width = _width(hot)
+    for rank, names in enumerate(hot):
+        staged = os.path.join(mnt, staging, b"%0*d" % (width, rank))
+        first = os.path.join(mnt, names[0])
+        os.rename(staged, first)
+        tree.copy_meta(os.path.join(src, names[0]), first, files[names[0]].st)
+        for other in names[1:]:
+            os.unlink(os.path.join(mnt, other))
+            os.link(first, os.path.join(mnt, other))
+    os.rmdir(os.path.join(mnt, staging))
+
+
+def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]]) -> dict[str, int]:
+    """Fill the placeholders of everything that is not hot (once per inode: hard links
+    share it since pass 1), hot files' cold names linked to them, metadata on every
+    node; directories' metadata last, deepest first (a rename changes their mtime)."""
+    hot_names = {name for names in hot for name in names}
+    hot_first: dict[tuple[int, int], bytes] = {}
+    for names in hot:
+        st = scan.files[names[0]].st
+        hot_first[(st.st_dev, st.st_ino)] = names[0]
+    filled: set[tuple[int, int]] = set()
+    counts: dict[str, int] = {}
+    for node in scan.nodes:
+        counts[node.kind] = counts.get(node.kind, 0) + 1
+        if node.kind == "dir" or node.rel in hot_names:
+            continue
+        s, d = tree.join(src, node.rel), tree.join(mnt, node.rel)
+        key = (node.st.st_dev, node.st.st_ino)
+        if node.kind == "file" and key in hot_first:  # a cold name of a hot file
+            os.unlink(d)
+            os.link(os.path.join(mnt, hot_first[key]), d)
+            continue
+        if node.kind == "file" and key not in filled:
+            tree.copy_data(s, d, existing=True)
+            filled.add(key)
+        tree.copy_meta(s, d, node.st)
+    for node in reversed(scan.nodes):
+        if node.kind == "dir":
+            tree.copy_meta(tree.join(src, node.rel), tree.join(mnt, node.rel), node.st)
+    return counts
+
+
+def _fsck(image: str) -> None:
+    _must(_tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
+
+
+def _image_path(path: str) -> str:
+    """IMAGE, checked before any work: a new file in an existing directory."""
+    image = os.path.abspath(path)
+    if os.path.lexists(image):
+        raise ExistsError(f"{path} already exists", "remove it or choose another name")
+    if not os.path.isdir(os.path.dirname(image)):
+        raise NotFoundError(f"directory {os.path.dirname(image)} does not exist")
+    return image
+
+
+def _publish(building: str, image: str) -> None:
+    """The finished, verified image appears at IMAGE in one step (a hard link: never over
+    a file that appeared there meanwhile); the building name goes with the transaction."""
+    os.chmod(building, 0o644)
+    try:
+        os.link(building, image)
+    except FileExistsError:
+        raise ExistsError(f"{image} appeared while the image was built",
+                          "the new image was not kept; choose another name") from None
+
+
+def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
+    """`layout build-ext4`: a verified ext4 image of SRC with the pack's files first.
+
+    The image is built under a hidden name beside IMAGE, journaled, and linked to IMAGE
+    only once verified: an interrupt, an error or a SIGKILL followed by `restore` leaves
+    no half-built image at IMAGE (which would then refuse a rerun)."""
+    system.require_root("building an ext4 image (owners, loop device, mount)")
+    src = norm_root(os.path.abspath(opts.src))
+    if not os.path.isdir(src) or os.path.islink(src):
+        raise NotFoundError(f"{opts.src} is not a directory")
+    t0 = time.monotonic()
+    scan = _scan(src)
+    hot, base, missing = _hot(pack, scan, src, opts.root)
+    final = opts.size or -(-int(scan.used * 1.25 + 64 * MiB) // (4 * MiB)) * 4 * MiB
+    image = _image_path(opts.image)
+    folder, name = os.path.split(image)
+    building = os.path.join(folder, f".{name}.building-{secrets.token_hex(4)}")
+    with system.Transaction("layout-image") as tx:
+        tx.apply(system.MadeFile(building))
+        result = _build(pack, opts, src, scan, hot, base, missing, final, building)
+        _publish(building, image)
+    result.image = image
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
+           base: bytes, missing: int, final: int, image: str) -> BuildResult:
+    ipg = _inodes_per_group(final, len(scan.nodes))
+    staging = STAGING_PREFIX + secrets.token_hex(4).encode()
+    with system.Transaction("layout-build") as tx:
+        work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
+        stage_root = os.path.join(work, b"hot")
+        os.mkdir(stage_root, 0o700)
+        hot_bytes = _stage(hot, scan, src, stage_root, staging)
+        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hot_bytes, len(hot), scan),
+                                 ipg, final)
+        if final < first:
+            raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
+        shutil.rmtree(stage_root)
+        _grow(image, final)
+        mnt = os.path.join(work, b"mnt")
+        tx.apply(system.MadeDir(os.fsdecode(mnt)))
+        loop = tx.apply(system.LoopDevice(image))
+        tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
+        _place_hot(src, mnt, scan, hot, staging)
+        nodes = _copy_rest(src, mnt, scan, hot)
+        os.sync()
+    _fsck(image)
+    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes)
+    extra = frozenset() if os.path.lexists(os.path.join(src, b"lost+found")) else frozenset(
+        {b"lost+found"})
+    with mounted_ro(image) as ro:
+        problems = tree.compare(src, os.fsencode(ro), extra)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            log.debug("differences: %s", problems)
+            raise SystemStateError(f"the new image differs from {opts.src}: {problems[0]}{more}")
+        result.after = check_dir(ro, pack, base, label=opts.image)
+    try:
+        result.before = check_dir(src, pack, base, label=opts.src)
+    except BackburnerError as err:
+        log.debug("no before figures: %s", err)
+    return result
