@@ -216,3 +216,9 @@ def test_every_module_says_what_it_is_for() -> None:
     missing = [_rel(p) for p in _modules()
                if p.read_text().strip() and ast.get_docstring(ast.parse(p.read_text())) is None]
     assert missing == []
+
+
+def test_no_module_is_longer_than_a_reader_can_hold() -> None:
+    long = [f"{_rel(p)}: {n} lines" for p in _modules()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert long == []
