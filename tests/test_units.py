@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from backburner.units import one_line, slug
+from backburner.stats import RatioCI
+from backburner.units import (
+    fmt_count,
+    fmt_p,
+    fmt_ratio,
+    fmt_ratio_ci,
+    fmt_signed,
+    fmt_spread,
+    fmt_value,
+    one_line,
+    slug,
+)
 
 
 @pytest.mark.parametrize("text, want", [
@@ -28,3 +41,26 @@ def test_slug_length() -> None:
 def test_one_line_has_no_control_characters() -> None:
     out = one_line("a\nb\x1b[31mred\x07")
     assert "\n" not in out and "\x1b" not in out and "\x07" not in out
+
+
+def test_numbers_for_tables() -> None:
+    """The formats every table shares (trace's and the report's)."""
+    assert fmt_count(89418) == "89,418" and fmt_count(2.5) == "2.5"
+    assert fmt_count(math.nan) == "\u2013"
+    assert fmt_value(0.25, "s") == "250 ms" and fmt_value(2.5, "s") == "2.50 s"
+    assert fmt_value(2048, "KiB") == "2 MiB" and fmt_value(3, "count") == "3"
+    assert fmt_signed(-3, "count") == "\u22123" and fmt_signed(0, "count") == "0"
+    assert fmt_signed(0.5, "s") == "+500 ms"
+    assert fmt_spread([1, 2, 3], "count") == "2 [1\u20133]"
+    assert fmt_spread([4, 4], "count") == "4" and fmt_spread([7], "count") == "7"
+    assert fmt_spread([1.0, 2.0, 3.0, 4.0], "count") == "2.5 [1\u20134]"
+    assert fmt_p(0.0123) == "0.012" and fmt_p(0.00012) == "1.2e-04"
+
+
+def test_ratios() -> None:
+    assert fmt_ratio(float("inf")) == "from 0" and fmt_ratio(None) == "\u2013"
+    assert fmt_ratio(22354.5) == "22354\u00d7" and fmt_ratio(0) == "to 0"
+    assert fmt_ratio(0.25) == "0.25\u00d7" and fmt_ratio(1 / 1210) == "1/1210\u00d7"
+    assert fmt_ratio_ci(RatioCI(3.2, 2.9, 3.5, 0.95)) == "3.20\u00d7 [2.90\u20133.50]"
+    assert fmt_ratio_ci(RatioCI(12.5, 12.3, math.inf, 0.95)) == "12.5\u00d7 [12.3\u2013\u221e]"
+    assert fmt_ratio_ci(None) == "\u2013"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from .errors import UsageError
 
@@ -20,6 +22,8 @@ _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.I)
 _SCALE = {"": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB}
 DASH = "\u2013"
 INFINITY = "\u221e"
+MINUS = "\u2212"
+TIMES = "\u00d7"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -113,6 +117,82 @@ def fmt_factor(x: float) -> str:
 def fmt_pct(fraction: float) -> str:
     """0.1 -> '10%'."""
     return f"{fraction * 100:g}%"
+
+
+def fmt_ratio(ratio: float | None) -> str:
+    """A ratio B / A: "from 0" and "to 0" at the ends, 1/N below 1% (0.00\u00d7 would hide
+    how much)."""
+    if ratio is None:
+        return DASH
+    if math.isinf(ratio):
+        return "from 0"
+    if ratio == 0:
+        return "to 0"
+    if ratio < 0.01:
+        return f"1/{fmt_factor(1 / ratio)}{TIMES}"
+    return f"{fmt_factor(ratio)}{TIMES}"
+
+
+class RatioInterval(Protocol):
+    """A ratio with its interval (`stats.RatioCI` is one): what `fmt_ratio_ci` shows."""
+
+    @property
+    def ratio(self) -> float: ...
+    @property
+    def lo(self) -> float: ...
+    @property
+    def hi(self) -> float: ...
+
+
+def fmt_ratio_ci(r: RatioInterval | None) -> str:
+    """'3.20\u00d7 [2.90\u20133.50]': a ratio and its interval; an unbounded end is '\u221e'."""
+    if r is None:
+        return DASH
+    return f"{fmt_factor(r.ratio)}{TIMES} [{fmt_factor(r.lo)}{DASH}{fmt_factor(r.hi)}]"
+
+
+def fmt_count(x: float) -> str:
+    """A count with thousands separators; a median of an even number of runs keeps .5."""
+    if not math.isfinite(x):
+        return DASH
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
+
+
+def fmt_value(x: float, unit: str) -> str:
+    """A value in its unit: seconds as ms below 1 s, KiB as a size, anything else a count."""
+    if unit == "s":
+        return fmt_ms(x) if abs(x) < 1 else f"{fmt_s(x)} s"
+    if unit == "KiB":
+        return human_size(x * 1024)
+    return fmt_count(x)
+
+
+def fmt_signed(x: float, unit: str) -> str:
+    """A difference with its sign (a true minus sign), '0' unsigned."""
+    text = fmt_value(abs(x), unit)
+    return ("+" if x > 0 else MINUS if x < 0 else "") + text
+
+
+def _median(values: Iterable[float]) -> float:
+    """The median, NaN for no values (shown as a dash)."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def fmt_spread(values: Sequence[float], unit: str) -> str:
+    """median, and [min\u2013max] when there is more than one value."""
+    mid = fmt_value(_median(values), unit)
+    if len(values) < 2 or min(values) == max(values):
+        return mid
+    return f"{mid} [{fmt_value(min(values), unit)}{DASH}{fmt_value(max(values), unit)}]"
+
+
+def fmt_p(p: float) -> str:
+    """A p-value: two significant digits, scientific below 0.001."""
+    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
 def fmt_bytes(n: object) -> str:
