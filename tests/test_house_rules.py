@@ -2,7 +2,8 @@
 no import cycles; only the spawn package creates, signals or reaps processes; only the system
 package (and spawn's pre-exec hook, which puts a child into its cgroup) writes under
 /sys, /proc or a cgroup file system; every kind of change lives in the system package and
-is registered for journal replay; no module grows past the size a reader can hold."""
+is registered for journal replay; no module grows past the size a reader can hold; the pure
+statistics hold no words (`report.words` says them)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ PROCESS_PACKAGE = "spawn/"
 STATE_MODULES = {"spawn/launch.py"}
 STATE_PACKAGE = "system/"
 MAX_LINES = 650  # "no module over ~600 lines"
+WORDLESS_PACKAGE = "stats/"
+#: More words than this in one string is a sentence (codes and labels are one or two).
+MAX_WORDS = 3
 
 _OS_PROCESS_CALLS = {"fork", "forkpty", "system", "popen", "kill", "killpg", "setsid",
                      "wait", "waitpid", "wait3", "wait4", "waitid", "pidfd_open"}
@@ -222,3 +226,54 @@ def test_no_module_is_longer_than_a_reader_can_hold() -> None:
     long = [f"{_rel(p)}: {n} lines" for p in _modules()
             if (n := len(p.read_text().splitlines())) > MAX_LINES]
     assert long == []
+
+
+def _sentences(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, text) of every string that reads as words for a person: more than MAX_WORDS
+    words, or a command-line option ("--timeout"). An f-string counts as a whole, each
+    placeholder a word. Docstrings are for readers of the code, and the messages of
+    exceptions raised for a caller's mistake (a NaN sample, a confidence of 2) for
+    programmers: neither counts."""
+    skip = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)
+            and isinstance(n.value, ast.Constant)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise):
+            skip |= {id(n) for n in ast.walk(node)}
+        elif isinstance(node, ast.JoinedStr):
+            skip |= {id(n) for n in node.values}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else " X "
+                           for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if "--" in text or len(text.split()) > MAX_WORDS:
+            found.append((node.lineno, text))
+    return found
+
+
+def test_the_statistics_hold_no_words() -> None:
+    """`stats` returns kinds, codes and numbers; the sentences (and the advice in them, which
+    names command-line options) are `report.words`'s, so one place says each thing."""
+    offenders = [f"{_rel(p)}:{line}: {text!r}" for p in _modules()
+                 if _rel(p).startswith(WORDLESS_PACKAGE)
+                 for line, text in _sentences(ast.parse(p.read_text()))]
+    assert offenders == []
+
+
+def test_the_word_scan_finds_sentences() -> None:
+    planted = ast.parse(
+        '''"""A docstring of many words is fine."""\n'''
+        "def f(n):\n"
+        '''    """So is this one, it says why."""\n'''
+        "    if n < 0:\n"
+        "        raise ValueError(f'n must be at least 0, got {n}')\n"
+        "    code = 'too-few-trials'\n"
+        "    advice = f'use --trials {n}'\n"
+        "    return f'only {n} trials: too few', 'run more trials to decide', code\n")
+    assert [line for line, _ in _sentences(planted)] == [7, 8, 8]

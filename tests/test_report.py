@@ -9,6 +9,7 @@ reach the right cell and the right baseline, computed independently with raw SQL
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -36,8 +37,14 @@ from helpers import (
 from backburner import errors, report, stats
 from backburner.cell import Cell
 from backburner.report import html as html_report
+from backburner.report import words
 from backburner.store import TRIAL_FIELDS, Store
 from backburner.units import fmt_factor, fmt_s
+
+
+def _said(r: report.CompareRow) -> str:
+    """A compare row's verdict in words."""
+    return words.compare_verdict_text(r.kind, r.params, r.ratio)
 
 
 @pytest.fixture
@@ -102,13 +109,14 @@ def test_verdicts(db: str) -> None:
     data = report.load(db)
     rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in report.summary_rows(data)}
     mq = rows[("mq-deadline", LOAD, "default")]
-    assert mq.verdict_kind == "slower" and "slower than idle" in mq.verdict
+    assert mq.verdict_kind == "slower" and "slower than idle" in words.row_verdict_text(mq)
     expected = stats.verdict(raw_samples(db, mq.cell.key),
                              raw_samples(db, key_of("mq-deadline", "none", "-")),
                              loaded_censored=raw_samples(db, mq.cell.key, status="timeout"))
-    assert mq.verdict == expected.text
+    assert (mq.verdict_kind, mq.ratio) == (expected.kind, expected.ratio)
+    assert words.row_verdict_text(mq) == words.verdict_text(expected)
     assert rows[("bfq", LOAD, "gentle")].verdict_kind == "indistinguishable"
-    assert rows[("bfq", "none", "-")].verdict == "unloaded baseline"
+    assert words.row_verdict_text(rows[("bfq", "none", "-")]) == "unloaded baseline"
     # a generous tolerance swallows bfq/background's ~17%
     loose = {(r.cell.scheduler, r.cell.load, r.cell.policy): r
              for r in report.summary_rows(data, tolerance=0.3)}
@@ -125,7 +133,8 @@ def test_all_timeouts_and_missing_baseline(tmp_path: Path) -> None:
     rows = {r.cell.scheduler + r.cell.load: r for r in report.summary_rows(report.load(path))}
     dead = rows["mq-deadline" + LOAD]
     assert dead.n == 0 and dead.median is None and dead.timeouts == 6
-    assert dead.verdict_kind == "timed-out" and "all 6 counted trials timed out" in dead.verdict
+    assert dead.verdict_kind == "timed-out" and dead.verdict_params["timeouts"] == 6
+    assert "all 6 counted trials timed out" in words.row_verdict_text(dead)
     orphan = rows["kyber" + LOAD]
     assert orphan.verdict_kind == "no-baseline" and orphan.ratio is None
     assert "no-baseline" in [w.code for w in orphan.warnings]
@@ -147,7 +156,9 @@ def test_not_cold_warning_from_a_warm_run_in_the_same_db(tmp_path: Path) -> None
     assert same.median == pytest.approx(np.median(raw_samples(path, same.cell.key, cold=1)))
     assert "not-cold" in [w.code for w in same.warnings]
     assert "not-cold" not in [w.code for w in rows[("bfq", LOAD, "default")].warnings]
-    assert any("2 runs" in n for n in report.notes(data))
+    assert any("2 runs" in n for n in words.notes_text(data))
+    assert {"code": "pooled-runs", "params": {"runs": 2}} in [
+        dataclasses.asdict(n) for n in report.notes(data)]
 
 
 def _warmup_db(path: str, cold_median: float, warm_time: float, warmup_cold: int = 0,
@@ -229,12 +240,12 @@ def test_render_text_fits_the_terminal_without_cropping(db: str, width: int) -> 
     data = report.load(db)
     text = report.render_text(data, width=width)
     assert max(len(ln) for ln in text.splitlines()) <= width
-    words = text.split()
+    tokens = text.split()
     for r in report.summary_rows(data):
-        assert fmt_s(r.median) in words
-        assert r.cell.load in words and r.cell.policy in words
+        assert fmt_s(r.median) in tokens
+        assert r.cell.load in tokens and r.cell.policy in tokens
     for sched in ("mq-deadline", "bfq"):  # in every row of the table (and in warnings)
-        assert words.count(sched) >= sum(1 for k in MEDIANS if k[0] == sched)
+        assert tokens.count(sched) >= sum(1 for k in MEDIANS if k[0] == sched)
     mq_default = next(r for r in report.summary_rows(data)
                       if (r.cell.scheduler, r.cell.load, r.cell.policy)
                       == ("mq-deadline", LOAD, "default"))
@@ -332,15 +343,15 @@ def test_compare_matches_cells_and_lists_the_rest(tmp_path: Path) -> None:
     by = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in result.rows}
     assert len(result.rows) == len(MEDIANS) - 1
     slow = by[("mq-deadline", LOAD, "default")]
-    assert slow.kind == "slower" and slow.verdict.startswith("changed: B 2.")
+    assert slow.kind == "slower" and _said(slow).startswith("changed: B 2.")
     assert slow.ratio.ratio == pytest.approx(
         np.median(raw_samples(b, key_of("mq-deadline", LOAD, "default", device="sda")))
         / np.median(raw_samples(a, key_of("mq-deadline", LOAD, "default"))))
     assert slow.cliffs_delta.delta == 1.0 and slow.cliffs_delta.magnitude == "large"
     assert slow.mann_whitney.p < 0.001
     assert by[("bfq", LOAD, "default")].kind == "faster"
-    assert by[("bfq", LOAD, "default")].verdict.startswith("changed: B 2.")
-    assert by[("mq-deadline", "none", "-")].verdict == "equivalent within \u00b110%"
+    assert _said(by[("bfq", LOAD, "default")]).startswith("changed: B 2.")
+    assert _said(by[("mq-deadline", "none", "-")]) == "equivalent within \u00b110%"
     assert result.only_a == [f"{PROBE} · bfq · {LOAD} · gentle"]
     assert result.only_b == [f"{PROBE} · kyber · none · -"]
     assert any("device labels differ" in n and DEVICE in n and "sda" in n for n in result.notes)
@@ -350,7 +361,7 @@ def test_compare_matches_cells_and_lists_the_rest(tmp_path: Path) -> None:
         assert "only in A" in text and "only in B" in text and "kyber" in text
         assert "device labels differ" in " ".join(text.split())
         for r in result.rows:
-            assert r.verdict in text
+            assert _said(r) in text
             assert fmt_s(r.median_b) in text.split()
 
 
@@ -548,7 +559,7 @@ def test_a_copy_of_a_database_is_no_change(db: str, tmp_path: Path) -> None:
     shutil.copy(db, copy)
     result = report.compare_reports(report.load(db), report.load(copy))
     assert {r.kind for r in result.rows if r.n_a} == {"equivalent"}
-    assert all(r.verdict == "no change (identical samples)" for r in result.rows if r.n_a)
+    assert all(_said(r) == "no change (identical samples)" for r in result.rows if r.n_a)
 
 
 @pytest.mark.parametrize(("args", "status"), [

@@ -29,7 +29,8 @@ from . import outfile
 from .cell import NO_PREPARE, Cell
 from .errors import UsageError
 from .report.data import CellData, ReportData
-from .report.summary import MB, Row, median_value_text, summary_rows
+from .report.summary import MB, Row, summary_rows
+from .report.words import median_value_text
 from .units import fmt_factor, fmt_s, slug
 
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).

@@ -87,3 +87,21 @@ def test_timeouts_in_b_count_at_their_limit(tmp_path: Path) -> None:
     assert rows["mq-deadline"].kind == "inconclusive" and rows["mq-deadline"].ratio.hi == math.inf
     assert rows["bfq"].kind == "slower" and rows["bfq"].lower_bound_b
     assert rows["bfq"].median_b == 12.0
+
+
+def test_b_faster_than_an_a_that_times_out_or_takes_no_time(tmp_path: Path) -> None:
+    """B/A's interval reaches 0 where A's timeouts leave its median unbounded, and B/A is
+    0 where B took no time: B is faster, by up to infinitely much, and the comparison says
+    so."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    cells = {("bfq", "none", "-"): 0.3, ("bfq", LOAD, "default"): 0.3}
+    make_db(a, medians=cells, special={("bfq", LOAD, "default", r): "timeout"
+                                       for r in (2, 5, 7, 9)})
+    make_db(b, medians={("bfq", "none", "-"): 0.0, ("bfq", LOAD, "default"): 0.1}, seed=2)
+    result = report.compare_reports(report.load(a), report.load(b))
+    idle, loaded = result.rows
+    assert (idle.kind, idle.ratio.ratio) == ("faster", 0.0)
+    assert (loaded.kind, loaded.ratio.lo) == ("faster", 0.0)
+    text = report.render_compare(result, width=250)
+    assert "changed: B \u221e\u00d7 faster" in text and "changed: B 3.0" in text
+    assert len(report.gate(result, changed=True)) == 2

@@ -8,6 +8,7 @@ from pathlib import Path
 from helpers import LOAD, make_db
 
 from backburner import report
+from backburner.report import words
 
 IDLE = ("bfq", "none", "-")
 OFTEN = ("bfq", LOAD, "default")      # 4 of 10 time out
@@ -31,10 +32,39 @@ def test_timeouts_are_no_evidence_of_a_fast_start(tmp_path: Path) -> None:
             for r in report.summary_rows(data)}
     often, mostly = rows[OFTEN], rows[MOSTLY]
     assert (often.n, often.timeouts) == (6, 4)
-    assert often.verdict_kind == "inconclusive" and "--timeout" in often.verdict
+    assert often.verdict_kind == "inconclusive" and "--timeout" in words.row_verdict_text(often)
     assert often.median_ci[1] == math.inf and not often.median_lower_bound
-    assert "open above" in next(w.message for w in often.warnings if w.code == "timeouts")
+    (timeouts,) = [w for w in often.warnings if w.code == "timeouts"]
+    assert timeouts.params == {"count": 4, "reach": "interval"}
+    assert "open above" in words.caveat_text(timeouts)
     assert mostly.verdict_kind == "slower" and mostly.median_lower_bound
-    assert mostly.median == 12.0 and mostly.verdict.startswith("\u2265")
+    assert mostly.median == 12.0 and words.row_verdict_text(mostly).startswith("\u2265")
+    assert mostly.verdict_params == {"tolerance": 0.10, "lower_bound": True}
     text = report.render_text(data, width=250)
     assert "\u226512.0" in text and "\u221e" in text and "lower bound" in text
+
+
+def test_a_cell_faster_than_a_baseline_that_times_out(tmp_path: Path) -> None:
+    """The baseline's timeouts leave its median unbounded above, so the ratio's interval
+    reaches 0 below: the loaded cell is faster, by up to infinitely much, and says so."""
+    path = tmp_path / "f.db"
+    make_db(path, medians={IDLE: 0.3, OFTEN: 0.1},
+            special={(*IDLE, r): "timeout" for r in (2, 5, 7, 9)})
+    (idle, fast) = report.summary_rows(report.load(str(path)))
+    assert idle.verdict_kind == "baseline" and fast.verdict_kind == "faster"
+    assert fast.ratio.lo == 0.0
+    assert words.row_verdict_text(fast).endswith("\u2013\u221e\u00d7)")
+    assert "faster than idle" in report.render_text(report.load(str(path)), width=250)
+
+
+def test_a_baseline_of_zero_gives_no_ratio(tmp_path: Path) -> None:
+    """A baseline median of 0 s (a probe that does nothing): no ratio to idle, said in the
+    report's words, for a loaded cell with samples and for one whose trials all timed out."""
+    path = tmp_path / "z.db"
+    make_db(path, medians={IDLE: 0.0, OFTEN: 0.3, MOSTLY: 0.3}, trials=6,
+            special={(*MOSTLY, r): "timeout" for r in range(1, 7)})
+    rows = report.summary_rows(report.load(str(path)))
+    for row in rows[1:]:
+        assert (row.verdict_kind, row.verdict_params) == ("no-data", {"reason": "zero-baseline"})
+        assert words.row_verdict_text(row) == \
+            "no verdict: the unloaded median is zero, so there is no ratio to idle"

@@ -16,7 +16,7 @@ _WHERE = {
     "GROUPINGS": "data", "CellData": "data", "ReportData": "data", "load": "data",
     "split": "data",
     "export_to": "export", "formats": "export",
-    "Row": "summary", "headline": "summary", "notes": "summary", "summary_rows": "summary",
+    "Row": "summary", "headline": "words", "notes": "summary", "summary_rows": "summary",
     "console_for": "terminal", "render_terminal": "terminal", "render_text": "terminal",
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import shutil
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from rich.console import Console
 from rich.text import Text
@@ -20,10 +21,21 @@ from rich.text import Text
 from .. import stats
 from ..cell import NO_PREPARE, Cell
 from ..errors import DataError
-from ..units import fmt_factor, fmt_s, one_line
+from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
 from .data import CellData, ReportData, split
-from .summary import RESAMPLES, SEED, fmt_ratio, known_limits
+from .summary import RESAMPLES, SEED, known_limits
 from .terminal import AdaptiveTable, Column
+from .words import compare_verdict_text
+
+
+class CompareKind(StrEnum):
+    """B against A; `report.words` says each (and its params) in words."""
+
+    EQUIVALENT = "equivalent"      # tolerance; identical: B's samples are A's
+    SLOWER = "slower"              # the whole B/A interval above 1 + tolerance
+    FASTER = "faster"
+    INCONCLUSIVE = "inconclusive"  # tolerance
+    NO_DATA = "no-data"            # reason: no-trials (missing_a, missing_b) | zero-median
 
 
 @dataclass(frozen=True)
@@ -39,8 +51,8 @@ class CompareRow:
     ratio: stats.RatioCI | None          # median B / median A
     mann_whitney: stats.MannWhitney | None
     cliffs_delta: stats.CliffsDelta | None  # positive: B tends to be slower
-    kind: str                            # equivalent | slower | faster | inconclusive | no-data
-    verdict: str
+    kind: CompareKind
+    params: dict[str, stats.Param]       # the numbers behind the kind (see CompareKind)
     trials_a: int = 0                    # counted trials, any status
     trials_b: int = 0
     lost_a: int = 0                      # of them timed out, failed or aborted
@@ -121,36 +133,37 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
     (ma, low_a), (mb, low_b) = (stats.censored_median(s, lim) if s else (None, False)
                                 for s, lim in ((sa, la), (sb, lb)))
     ratio = mw = cd = None
-    tol = f"\u00b1{tolerance * 100:g}%"
+    params: dict[str, stats.Param] = {"tolerance": tolerance}
     if not sa or not sb:
-        kind = "no-data"
-        missing = " and ".join(n for n, s in (("A", sa), ("B", sb)) if not s)
-        verdict = f"no completed trials in {missing}"
+        kind = CompareKind.NO_DATA
+        params = {"reason": "no-trials", "missing_a": not sa, "missing_b": not sb}
     elif ma == 0:
-        kind, verdict = "no-data", "median of A is zero: no ratio"
+        kind, params = CompareKind.NO_DATA, {"reason": "zero-median"}
     else:
         v = stats.verdict(sb, sa, tolerance=tolerance, confidence=confidence, seed=SEED,
                           resamples=RESAMPLES, loaded_censored=lb, baseline_censored=la)
         ratio = v.ratio
         mw = stats.mann_whitney(sb + lb, sa + la)  # ranks: a timeout at its limit is slow
         cd = stats.cliffs_delta(sb + lb, sa + la)
-        f = fmt_factor
         if (sorted(sa), sorted(la)) == (sorted(sb), sorted(lb)):  # a copy of A: no change
-            kind, verdict = "equivalent", "no change (identical samples)"
-        elif v.kind == "slower":
-            kind, verdict = "slower", f"changed: B {f(ratio.ratio)}\u00d7 slower"
-        elif v.kind == "faster":
-            kind, verdict = "faster", f"changed: B {f(1 / ratio.ratio)}\u00d7 faster"
-        elif v.kind == "indistinguishable":
-            kind, verdict = "equivalent", f"equivalent within {tol}"
+            kind, params = CompareKind.EQUIVALENT, {**params, "identical": True}
         else:
-            kind, verdict = "inconclusive", (f"inconclusive: B/A {f(ratio.lo)}\u2013"
-                                             f"{f(ratio.hi)} straddles {tol}")
+            kind = _COMPARED[v.kind]
     return CompareRow(ca.cell, cb.cell.device,
                       len(sa), len(sb), len(ca.timeout_limits()), len(cb.timeout_limits()),
-                      ma, mb, ratio, mw, cd, kind, verdict,
+                      ma, mb, ratio, mw, cd, kind, params,
                       len(ca.mode_trials()), len(cb.mode_trials()), _lost(ca), _lost(cb),
                       low_a, low_b)
+
+
+_COMPARED = {stats.VerdictKind.SLOWER: CompareKind.SLOWER,
+             stats.VerdictKind.FASTER: CompareKind.FASTER,
+             stats.VerdictKind.INDISTINGUISHABLE: CompareKind.EQUIVALENT,
+             stats.VerdictKind.INCONCLUSIVE: CompareKind.INCONCLUSIVE}
+
+
+def _verdict(r: CompareRow) -> str:
+    return compare_verdict_text(r.kind, r.params, r.ratio)
 
 
 def _lost(c: CellData) -> int:
@@ -179,7 +192,7 @@ def gate(result: CompareResult, *, slower_than: float | None = None,
             failing.append(f"{r.label}: B {fmt_factor(r.ratio.ratio)}\u00d7 A (CI from "
                            f"{fmt_factor(r.ratio.lo)}\u00d7)")
         elif changed and r.kind in ("slower", "faster"):
-            failing.append(f"{r.label}: {r.verdict}")
+            failing.append(f"{r.label}: {_verdict(r)}")
     return failing
 
 
@@ -198,7 +211,7 @@ def render_compare(result: CompareResult, *, width: int | None = None,
           else "\u2013" for r in rows]
     style = {"slower": "bold red", "faster": "green", "equivalent": "green",
              "inconclusive": "yellow"}
-    verdict = Column("Verdict", [Text(one_line(r.verdict), style=style.get(r.kind, ""))
+    verdict = Column("Verdict", [Text(one_line(_verdict(r)), style=style.get(r.kind, ""))
                                  for r in rows], wrap=True)
     sched = [one_line(r.cell.scheduler) for r in rows]
     load = [one_line(r.cell.load) for r in rows]
@@ -212,7 +225,7 @@ def render_compare(result: CompareResult, *, width: int | None = None,
     wide = [Column("Scheduler", sched), *prep, Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
             Column("Median A s", med_a, "right"), Column("Median B s", med_b, "right"),
-            Column("B/A [CI]", [fmt_ratio(r.ratio) for r in rows], "right"),
+            Column("B/A [CI]", [fmt_ratio_ci(r.ratio) for r in rows], "right"),
             Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
     narrow = [Column("Cell", [f"{s}\n" + (f"prepare {one_line(r.cell.prepare)}\n"
                                             if prepared else "")
@@ -221,7 +234,7 @@ def render_compare(result: CompareResult, *, width: int | None = None,
                               for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
               Column("Median s\nA / B", [f"{x}\n{y}" for x, y in zip(med_a, med_b, strict=True)],
                      "right"),
-              Column("B/A\n[CI]", [fmt_ratio(r.ratio).replace(" ", "\n", 1) for r in rows],
+              Column("B/A\n[CI]", [fmt_ratio_ci(r.ratio).replace(" ", "\n", 1) for r in rows],
                    "right"),
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),

@@ -13,17 +13,17 @@ from .. import __version__, outfile, stats
 from ..cell import NO_PREPARE
 from ..units import fmt_bytes, fmt_factor, fmt_range, fmt_s
 from .data import ReportData
-from .summary import (
-    RESAMPLES,
-    SEED,
-    Row,
+from .summary import RESAMPLES, SEED, Row, summary_rows
+from .words import (
+    OUTLIER_RULE,
     background_text,
     bulk_ratio_text,
     bulk_speed_text,
+    caveat_text,
     lost_text,
     median_value_text,
-    notes,
-    summary_rows,
+    notes_text,
+    row_verdict_text,
     timeouts_text,
 )
 
@@ -131,9 +131,9 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
         parts.append(why)
 
     parts.append("<h2>Warnings</h2>")
-    warn_items = [f"<li><strong>{_e(r.cell.label)}</strong>: {_e(w.message)}</li>"
+    warn_items = [f"<li><strong>{_e(r.cell.label)}</strong>: {_e(caveat_text(w))}</li>"
                   for r in rows for w in r.warnings]
-    warn_items += [f"<li>{_e(n)}</li>" for n in notes(data)]
+    warn_items += [f"<li>{_e(n)}</li>" for n in notes_text(data)]
     if warn_items:
         parts.append('<ul class="warn">' + "".join(warn_items) + "</ul>")
     else:
@@ -210,7 +210,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
                 f'<td class="num{" bad" if r.timeouts else ""}">{_e(timeouts_text(r))}</td>',
                 f'<td class="num{" bad" if r.failed or r.aborted else ""}">'
                 f"{_e(lost_text(r))}</td>"]
-        tds.append(f'<td class="v v-{_e(r.verdict_kind)}">{_e(r.verdict)}</td>')
+        tds.append(f'<td class="v v-{_e(r.verdict_kind)}">{_e(row_verdict_text(r))}</td>')
         tds.append(f'<td class="num">{_e(background_text(r))}</td>')
         tds.append(f'<td class="num">{_e(bulk_speed_text(r))}<br><small>'
                    f"{_e(bulk_ratio_text(r))}</small></td>")
@@ -306,7 +306,7 @@ def _html_notes(tolerance: float, confidence: float) -> str:
         "normal approximation with tie and continuity corrections) and <b>Cliff's delta</b> "
         "(P(B &gt; A) \u2212 P(B &lt; A), magnitudes after Romano et al. 2006) are used by "
         "<code>compare</code>; neither assumes a distribution.",
-        f"<b>Outliers.</b> {_e(stats.OUTLIER_RULE)}.",
+        f"<b>Outliers.</b> {_e(OUTLIER_RULE)}.",
         "<b>Warnings.</b> too few trials for a distribution-free interval of the median; "
         "timeouts; bimodal samples (Sarle's bimodality coefficient &gt; 5/9); not cold: the "
         "probe's cold trials read no more blocks from disk (wait4's in_blocks) than its warm "

@@ -19,13 +19,13 @@ import json
 import math
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..cell import GOVERNED, GOVERNED_RULE_POLICY
 from ..errors import DataError
-from ..units import fmt_factor, fmt_s, one_line
+from ..units import fmt_ratio_ci, fmt_s, one_line
 from .data import ReportData
-from .summary import Row, median_text, summary_rows
+from .summary import Row, summary_rows
+from .words import median_text
 
 #: Where a rule for the govern daemon goes (docs/govern.md).
 RULES_FILE = "/etc/backburner/rules.d/bulk-work.toml"
@@ -96,15 +96,11 @@ def choose(rows: list[Row], tolerance: float) -> Row:
     return max(close, key=lambda r: (_bulk(r) or 0.0, -_start(r)))
 
 
-def _ci(ratio: Any) -> str:
-    return f"{fmt_factor(ratio.ratio)}\u00d7 [{fmt_factor(ratio.lo)}\u2013{fmt_factor(ratio.hi)}]"
-
-
 def evidence(r: Row, rows: list[Row]) -> str:
     parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up {median_text(r)} s"
-             + (f", {_ci(r.ratio)} its idle time" if r.ratio else "")]
+             + (f", {fmt_ratio_ci(r.ratio)} its idle time" if r.ratio else "")]
     if r.bulk is not None and r.cell.policy != "default" and r.bulk.ratio is not None:
-        parts.append(f"bulk work at {_ci(r.bulk.ratio)} of its unprotected speed")
+        parts.append(f"bulk work at {fmt_ratio_ci(r.bulk.ratio)} of its unprotected speed")
     elif r.bulk is not None and r.cell.policy == "default":
         parts.append("bulk work unprotected (full speed)")
     defaults = {x.cell.scheduler: x for x in rows if x.cell.policy == "default"

@@ -19,25 +19,52 @@
   "inconclusive" or "slower" is given. Trials that failed or were aborted (never ran) are
   counted and warned about, not sampled: they say nothing about how long a start takes.
 
-The short texts that every renderer shows for a row (median with CI, timeouts, background)
-are here too, so the terminal, Markdown and HTML say the same thing.
+Rows hold numbers, kinds and codes only: `report.words` says them, so the terminal,
+Markdown, HTML and JSON say the same thing.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
 from .. import stats
 from ..cell import Cell
-from ..units import DASH, fmt_factor, fmt_mbps, fmt_range, fmt_s
 from .data import CellData, ReportData
 
 SEED = 0
 RESAMPLES = 10_000
 MB = 1e6
+
+
+class RowKind(StrEnum):
+    """A row's verdict where there is no ratio to judge (else a `stats.VerdictKind`)."""
+
+    BASELINE = "baseline"          # an unloaded cell
+    TIMED_OUT = "timed-out"        # every counted trial timed out: timeouts, ratio_at_least
+    NO_BASELINE = "no-baseline"    # reason: no-cell (scheduler) | no-samples
+    NO_DATA = "no-data"            # reason: no-trials | zero-baseline
+
+
+class RowCaveat(StrEnum):
+    """Caveats that only the report sees (the trials' statuses, the matrix); the samples'
+    own are `stats.CaveatCode`s."""
+
+    FAILED = "failed"              # count
+    ABORTED = "aborted"            # count
+    WARM = "warm"                  # (caches were not dropped)
+    NO_BASELINE = "no-baseline"    # scheduler
+
+
+class NoteCode(StrEnum):
+    """Remarks about a whole report."""
+
+    UNFINISHED_RUN = "unfinished-run"  # run
+    POOLED_RUNS = "pooled-runs"        # runs
+    UNEQUAL_TRIALS = "unequal-trials"  # fewest, most
 
 
 @dataclass(frozen=True)
@@ -67,9 +94,10 @@ class Row:
     warmups: int
     baseline_key: str | None
     ratio: stats.RatioCI | None    # median / baseline median
-    verdict_kind: str              # stats kinds, or baseline | timed-out | no-baseline | no-data
-    verdict: str
-    warnings: tuple[stats.Warning_, ...]
+    verdict_kind: str              # a stats.VerdictKind or a RowKind
+    #: the numbers behind the verdict (see RowKind; a stats kind: tolerance, lower_bound)
+    verdict_params: dict[str, stats.Param]
+    warnings: tuple[stats.Caveat, ...]
     read_mbps: float | None
     write_mbps: float | None
     summary: stats.Summary | None
@@ -109,7 +137,7 @@ def median_of(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def _not_cold_by_blocks(cell: CellData) -> list[stats.Warning_]:
+def _not_cold_by_blocks(cell: CellData) -> list[stats.Caveat]:
     """Direct evidence: cold trials that read no more blocks from disk than warm ones."""
     cold = cell.blocks([t for t in cell.mode_trials("cold") if t["status"] == "ok"])
     if not cold:
@@ -119,10 +147,59 @@ def _not_cold_by_blocks(cell: CellData) -> list[stats.Warning_]:
     warm_blocks = float(np.median(warm)) if warm else 0.0
     if cold_blocks > warm_blocks:
         return []
-    return [stats.Warning_(
-        "not-cold", f"the probe's cold trials read {cold_blocks:.0f} blocks from disk "
-        f"(median), no more than warm ones ({warm_blocks:.0f}): caches were probably not "
-        "dropped, or the probe's files are on a RAM-backed filesystem")]
+    return [stats.Caveat(stats.CaveatCode.NOT_COLD, {
+        "evidence": "blocks", "cold_blocks": cold_blocks, "warm_blocks": warm_blocks})]
+
+
+def _caveats(cell: CellData, samples: list[float], timeouts: int, confidence: float,
+             summary: stats.Summary | None) -> list[stats.Caveat]:
+    """The samples' own caveats (`stats.warnings_for`), then what only the trials show."""
+    mode = cell.mode
+    warm_samples = cell.samples("warm") if mode == "cold" else []
+    warm_median = median_of(warm_samples) if len(warm_samples) >= 3 else None
+    found = list(stats.warnings_for(samples, timeouts=timeouts, warm_median=warm_median,
+                                    confidence=confidence, summary=summary))
+    if mode == "cold" and not any(w.code == stats.CaveatCode.NOT_COLD for w in found):
+        found += _not_cold_by_blocks(cell)
+    failed, aborted = cell.failed(mode), cell.count("aborted", mode)
+    if failed:
+        found.append(stats.Caveat(RowCaveat.FAILED, {"count": failed}))
+    if aborted:
+        found.append(stats.Caveat(RowCaveat.ABORTED, {"count": aborted}))
+    if mode == "warm":
+        found.append(stats.Caveat(RowCaveat.WARM))
+    return found
+
+
+def _verdict(cell: CellData, base: CellData | None, samples: list[float], limits: list[float],
+             tolerance: float, confidence: float
+             ) -> tuple[str, dict[str, stats.Param], stats.RatioCI | None, list[stats.Caveat]]:
+    """(kind, its numbers, the ratio to idle, caveats) of a cell against its baseline."""
+    mode = cell.mode
+    base_samples = base.samples(mode) if base else []
+    if cell.unloaded:
+        return RowKind.BASELINE, {}, None, []
+    if base is None:
+        scheduler = cell.cell.scheduler
+        return (RowKind.NO_BASELINE, {"reason": "no-cell", "scheduler": scheduler}, None,
+                [stats.Caveat(RowCaveat.NO_BASELINE, {"scheduler": scheduler})])
+    if not base_samples:
+        return RowKind.NO_BASELINE, {"reason": "no-samples"}, None, []
+    base_censored = known_limits(base.timeout_limits(mode))
+    if not samples and limits and not math.isnan(min(limits)):
+        base_median = float(np.median(base_samples))
+        if base_median == 0:
+            return RowKind.NO_DATA, {"reason": "zero-baseline"}, None, []
+        return RowKind.TIMED_OUT, {"timeouts": len(limits),
+                                   "ratio_at_least": min(limits) / base_median}, None, []
+    if not samples:
+        return RowKind.NO_DATA, {"reason": "no-trials"}, None, []
+    if stats.censored_median(base_samples, base_censored)[0] == 0:
+        return RowKind.NO_DATA, {"reason": "zero-baseline"}, None, []
+    v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
+                      seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
+                      baseline_censored=base_censored)
+    return v.kind, {"tolerance": v.tolerance, "lower_bound": v.lower_bound}, v.ratio, []
 
 
 def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) -> Row:
@@ -132,56 +209,10 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
     censored = known_limits(limits)
     summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED,
                                censored=censored) if samples else None)
-    warm_samples = cell.samples("warm") if mode == "cold" else []
-    warm_median = median_of(warm_samples) if len(warm_samples) >= 3 else None
-    warnings = list(stats.warnings_for(samples, timeouts=len(limits), warm_median=warm_median,
-                                       confidence=confidence, summary=summary))
-    if mode == "cold" and not any(w.code == "not-cold" for w in warnings):
-        warnings += _not_cold_by_blocks(cell)
-    failed, aborted = cell.failed(mode), cell.count("aborted", mode)
-    if failed:
-        warnings.append(stats.Warning_(
-            "failed", f"{failed} trial{_s(failed)} failed (the probe exited with an error or "
-            f"was killed) and {_are(failed)} not in the samples; the exit codes are in the "
-            "CSV export"))
-    if aborted:
-        warnings.append(stats.Warning_(
-            "aborted", f"{aborted} trial{_s(aborted)} {_were(aborted)} skipped after repeated "
-            "timeouts and {} not in the samples; raise --timeout or --abort-factor to measure "
-            "them".format(
-                _are(aborted))))
-    if mode == "warm":
-        warnings.append(stats.Warning_(
-            "warm", "caches were not dropped before these trials (cold=0): they measure warm "
-            "start-up, not the cold start the background load affects most"))
-
     base = data.baseline_of(cell)
-    base_samples = base.samples(mode) if base else []
-    ratio: stats.RatioCI | None = None
-    if cell.unloaded:
-        kind, text = "baseline", "unloaded baseline"
-    elif base is None:
-        kind, text = "no-baseline", "no unloaded baseline for this scheduler"
-        warnings.append(stats.Warning_(
-            "no-baseline", f"there is no unloaded cell for scheduler {cell.cell.scheduler}: add "
-            "load none to the matrix to get a ratio to idle"))
-    elif not base_samples:
-        kind, text = "no-baseline", "the unloaded baseline has no completed trials"
-    elif not samples and limits and not math.isnan(min(limits)):
-        lower = min(limits) / float(np.median(base_samples))
-        kind = "timed-out"
-        text = (f"all {len(limits)} counted trial{_s(len(limits))} timed out: "
-                f"\u2265{fmt_factor(lower)}\u00d7 slower than idle")
-    elif not samples:
-        kind, text = "no-data", "no completed trials"
-    else:
-        try:
-            v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
-                              seed=SEED, resamples=RESAMPLES, loaded_censored=censored,
-                              baseline_censored=known_limits(base.timeout_limits(mode)))
-            kind, text, ratio = v.kind, v.text, v.ratio
-        except ValueError as err:  # e.g. a baseline median of zero
-            kind, text = "no-data", f"no verdict: {err}"
+    warnings = _caveats(cell, samples, len(limits), confidence, summary)
+    kind, params, ratio, more = _verdict(cell, base, samples, limits, tolerance, confidence)
+    warnings += more
     reads, writes = cell.throughput("load_read_bps"), cell.throughput("load_write_bps")
     s = summary
     return Row(
@@ -199,10 +230,10 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
         outliers=len(s.outliers) if s else 0,
         timeouts=len(limits),
         timeout_limit=max(limits) if limits else None,
-        failed=failed, aborted=aborted,
+        failed=cell.failed(mode), aborted=cell.count("aborted", mode),
         warmups=sum(1 for t in cell.trials if t["warmup"]),
         baseline_key=base.key if base else None,
-        ratio=ratio, verdict_kind=kind, verdict=text, warnings=tuple(warnings),
+        ratio=ratio, verdict_kind=kind, verdict_params=params, warnings=tuple(warnings),
         read_mbps=(median_of(reads) or 0.0) / MB if reads else None,
         write_mbps=(median_of(writes) or 0.0) / MB if writes else None,
         summary=summary,
@@ -245,98 +276,14 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
     return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio)
 
 
-def _s(n: int) -> str:
-    return "" if n == 1 else "s"
-
-
-def _are(n: int) -> str:
-    return "is" if n == 1 else "are"
-
-
-def _were(n: int) -> str:
-    return "was" if n == 1 else "were"
-
-
-def notes(data: ReportData) -> list[str]:
-    """Report-level remarks: unfinished runs, several runs pooled, uneven trial counts."""
-    out = []
-    for r in data.runs:
-        if r.finished_at is None:
-            out.append(f"run {r.id} has no finish time: bench was interrupted or is still "
-                       "running, so cells may have fewer trials than planned "
-                       "(`bench --resume` continues it)")
+def notes(data: ReportData) -> list[stats.Caveat]:
+    """Report-level remarks (`NoteCode`): unfinished runs, several runs pooled, uneven trial
+    counts."""
+    out = [stats.Caveat(NoteCode.UNFINISHED_RUN, {"run": r.id})
+           for r in data.runs if r.finished_at is None]
     if len(data.runs) > 1:
-        out.append(f"{len(data.runs)} runs in this database; trials of the same cell are pooled")
+        out.append(stats.Caveat(NoteCode.POOLED_RUNS, {"runs": len(data.runs)}))
     ns = {len(c.counted) for c in data.cells}
     if len(ns) > 1:
-        out.append(f"cells have unequal numbers of counted trials ({min(ns)}\u2013{max(ns)})")
+        out.append(stats.Caveat(NoteCode.UNEQUAL_TRIALS, {"fewest": min(ns), "most": max(ns)}))
     return out
-
-
-def fmt_ratio(r: stats.RatioCI | None) -> str:
-    if r is None:
-        return DASH
-    return f"{fmt_factor(r.ratio)}\u00d7 [{fmt_factor(r.lo)}\u2013{fmt_factor(r.hi)}]"
-
-
-def median_value_text(r: Row) -> str:
-    """The median, marked \u2265 where timeouts make it a lower bound."""
-    if r.median is None:
-        return DASH
-    return ("\u2265" if r.median_lower_bound else "") + fmt_s(r.median)
-
-
-def median_text(r: Row) -> str:
-    if r.median is None:
-        return DASH
-    value = median_value_text(r)
-    return f"{value} [{fmt_range(*r.median_ci)}]" if r.median_ci else value
-
-
-def background_text(r: Row) -> str:
-    if r.read_mbps is None and r.write_mbps is None:
-        return DASH
-    return f"{fmt_mbps(r.read_mbps)} / {fmt_mbps(r.write_mbps)}"
-
-
-def bulk_speed_text(r: Row) -> str:
-    """The load's own speed: MB/s for bytes, else its unit per second."""
-    b = r.bulk
-    if b is None:
-        return DASH
-    if b.unit.endswith("bytes"):
-        return f"{fmt_mbps(b.speed / MB)} MB/s"
-    return f"{b.speed:.3g} {b.unit}/s"
-
-
-def bulk_ratio_text(r: Row) -> str:
-    b = r.bulk
-    if b is None:
-        return ""
-    if r.cell.policy == "default":
-        return "unprotected"
-    if b.ratio is None:
-        return "no unprotected cell"
-    return f"{fmt_factor(b.ratio.ratio)}\u00d7 [{fmt_factor(b.ratio.lo)}\u2013" \
-           f"{fmt_factor(b.ratio.hi)}]"
-
-
-def timeouts_text(r: Row) -> str:
-    if not r.timeouts:
-        return "0"
-    return f"{r.timeouts} (\u2265{fmt_s(r.timeout_limit)} s)"
-
-
-def lost_text(r: Row) -> str:
-    return f"{r.failed}/{r.aborted}"
-
-
-def policy_text(r: Row) -> str:
-    return r.cell.policy + (" (warm)" if r.mode == "warm" else "")
-
-
-def headline(data: ReportData) -> str:
-    probes = ", ".join(data.probes)
-    devices = ", ".join(data.devices)
-    state = "finished" if data.finished else "unfinished"
-    return f"{probes} on {devices} \u2014 {data.path} ({state})"

@@ -24,18 +24,19 @@ from rich.text import Text
 from ..cell import NO_PREPARE
 from ..units import fmt_range, fmt_s, one_line
 from .data import ReportData
-from .summary import (
-    Row,
+from .summary import Row, summary_rows
+from .words import (
     background_text,
     bulk_ratio_text,
     bulk_speed_text,
+    caveat_text,
     headline,
     lost_text,
     median_text,
     median_value_text,
-    notes,
+    notes_text,
     policy_text,
-    summary_rows,
+    row_verdict_text,
     timeouts_text,
 )
 
@@ -134,7 +135,7 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
                                             if r.timeouts else "") for r in rows], "right")
     fa = [Column("Fail/Abort", [lost_text(r) for r in rows], "right")] if lost else []
     fa2 = [Column("F/A", [lost_text(r) for r in rows], "right")] if lost else []
-    verdict = Column("Verdict", [Text(one_line(r.verdict),
+    verdict = Column("Verdict", [Text(one_line(row_verdict_text(r)),
                                       style=KIND_STYLE.get(r.verdict_kind, ""))
                                  for r in rows], wrap=True)
     bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
@@ -178,8 +179,8 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
         for w in r.warnings:
             lines.append(Text.assemble(("warning ", "yellow"),
                                        (f"{one_line(r.cell.label)}: ", "bold"),
-                                       one_line(w.message)))
-    for n in notes(data):
+                                       one_line(caveat_text(w))))
+    for n in notes_text(data):
         lines.append(Text.assemble(("note ", "cyan"), one_line(n)))
     return Group(Text(one_line(headline(data)), style="bold"), Text(""), table, Text(""),
                  legend, *lines)

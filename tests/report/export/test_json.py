@@ -1,16 +1,20 @@
-"""report.export.json: the interval under summary.median_ci is the one every table shows."""
+"""report.export.json: the interval under summary.median_ci is the one every table shows,
+and every text field has the codes and numbers it says beside it."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 
-from helpers import make_db, raw_samples
+from helpers import SPECIAL, make_db, raw_samples
 
 from backburner import report, stats
+from backburner.report import words
 from backburner.report.export import json as json_export
-from backburner.report.summary import median_text
+from backburner.report.summary import NoteCode, RowCaveat, RowKind
+from backburner.report.words import median_text
 from backburner.units import fmt_range
 
 
@@ -30,3 +34,43 @@ def test_median_ci_is_the_exact_interval_the_tables_show(tmp_path: Path) -> None
         assert summary["median_ci_bootstrap"] == list(stats.bootstrap_median_ci(x))
         assert "median_ci_exact" not in summary
         assert median_text(rows[cell["key"]]).endswith(f"[{fmt_range(*summary['median_ci'])}]")
+
+
+def test_verdicts_warnings_and_notes_carry_codes_and_numbers(tmp_path: Path) -> None:
+    """A script reads codes and numbers, never the English beside them: each text field can
+    be said again from the codes and numbers next to it."""
+    path = str(tmp_path / "r.db")
+    make_db(path, special=SPECIAL, finish=False)
+    out = io.StringIO()
+    report.export_to(report.load(path), "json", out)
+    doc = json.loads(out.getvalue())
+    kinds, codes = set(), set()
+    for cell in doc["cells"]:
+        v, r = cell["verdict"], cell["ratio_to_baseline"]
+        ratio = None if r is None else stats.RatioCI(
+            r["ratio"], r["lo"], math.inf if r["hi"] is None else r["hi"], r["confidence"])
+        assert v["text"] == words.cell_verdict_text(v["kind"], v["params"], ratio)
+        kinds.add(v["kind"])
+        for w in cell["warnings"]:
+            assert set(w) == {"code", "message", "params"}
+            assert w["message"] == words.caveat_text(stats.Caveat(w["code"], w["params"]))
+            codes.add(w["code"])
+    assert kinds == {"baseline", "slower", "indistinguishable"}
+    assert codes == {"timeouts", "aborted", "failed"}
+    (timeouts,) = [w for c in doc["cells"] for w in c["warnings"] if w["code"] == "timeouts"]
+    assert timeouts["params"] == {"count": 2, "reach": "interval"}
+    slower = next(c["verdict"] for c in doc["cells"] if c["verdict"]["kind"] == "slower")
+    assert slower["params"] == {"tolerance": 0.1, "lower_bound": False}
+    assert doc["note_codes"] == [{"code": "unfinished-run", "params": {"run": 1}}]
+    assert doc["notes"] == [words.caveat_text(stats.Caveat(n["code"], n["params"]))
+                            for n in doc["note_codes"]]
+    assert doc["statistics"]["outlier_fence"] == stats.TUKEY_K == 1.5
+    assert doc["statistics"]["outlier_rule"] == doc["cells"][0]["summary"]["outlier_rule"] \
+        == words.OUTLIER_RULE
+
+
+def test_the_schema_documents_every_kind_and_code() -> None:
+    doc = (Path(__file__).parents[3] / "docs" / "json-schema.md").read_text()
+    codes = {*stats.VerdictKind, *RowKind, *stats.CaveatCode, *RowCaveat, *NoteCode,
+             *stats.TimeoutReach}
+    assert {str(c) for c in codes if f"`{c}`" not in doc} == set()

@@ -11,7 +11,8 @@ from typing import Any, TextIO
 from ... import __version__, stats
 from ...store import TRIAL_FIELDS
 from ..data import ReportData
-from ..summary import RESAMPLES, SEED, notes, summary_rows
+from ..summary import RESAMPLES, SEED, Row, notes, summary_rows
+from ..words import OUTLIER_RULE, caveat_text, row_verdict_text
 from .registry import exporter
 
 FORMAT = "backburner-results"
@@ -51,11 +52,11 @@ def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.
             "timeouts": r.timeouts,
             "timeout_limit_s": r.timeout_limit, "failed": r.failed, "aborted": r.aborted,
             "warmups": r.warmups,
-            "summary": asdict(r.summary) if r.summary else None,
+            "summary": _summary(r.summary),
             "baseline": r.baseline_key,
             "ratio_to_baseline": asdict(r.ratio) if r.ratio else None,
-            "verdict": {"kind": r.verdict_kind, "text": r.verdict},
-            "warnings": [asdict(w) for w in r.warnings],
+            "verdict": _verdict(r),
+            "warnings": [_caveat(w) for w in r.warnings],
             "background_mbps": {"read": r.read_mbps, "write": r.write_mbps},
             "bulk_speed": r.bulk.speed if r.bulk else None,
             "bulk_speed_unit": f"{r.bulk.unit}/s" if r.bulk else None,
@@ -75,9 +76,33 @@ def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.
         "source": {"path": data.path, "schema_version": data.schema_version},
         "statistics": {"tolerance": tolerance, "confidence": confidence,
                        "bootstrap_resamples": RESAMPLES, "bootstrap_seed": SEED,
-                       "outlier_rule": stats.OUTLIER_RULE},
-        "notes": notes(data),
+                       "outlier_rule": OUTLIER_RULE, "outlier_fence": stats.TUKEY_K},
+        "notes": [caveat_text(n) for n in notes(data)],
+        "note_codes": [{"code": str(n.code), "params": dict(n.params)} for n in notes(data)],
         "runs": [asdict(r) for r in data.runs],
         "cells": cells,
         "trials": trials,
     })
+
+
+def _summary(s: stats.Summary | None) -> dict[str, Any] | None:
+    """A cell's summary, with the outlier rule in words after the outliers it found."""
+    if s is None:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in asdict(s).items():
+        out[key] = value
+        if key == "outliers":
+            out["outlier_rule"] = OUTLIER_RULE
+    return out
+
+
+def _verdict(r: Row) -> dict[str, Any]:
+    """The verdict's kind, its sentence and the numbers behind it."""
+    return {"kind": str(r.verdict_kind), "text": row_verdict_text(r),
+            "params": dict(r.verdict_params)}
+
+
+def _caveat(c: stats.Caveat) -> dict[str, Any]:
+    """A warning's code, its sentence and the numbers behind it."""
+    return {"code": str(c.code), "message": caveat_text(c), "params": dict(c.params)}

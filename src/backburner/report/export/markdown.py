@@ -12,15 +12,17 @@ from typing import TextIO
 from ...cell import NO_PREPARE
 from ...units import DASH, fmt_range
 from ..data import ReportData
-from ..summary import (
+from ..summary import summary_rows
+from ..words import (
     background_text,
     bulk_ratio_text,
     bulk_speed_text,
+    caveat_text,
     lost_text,
     median_text,
-    notes,
+    notes_text,
     policy_text,
-    summary_rows,
+    row_verdict_text,
     timeouts_text,
 )
 from .registry import exporter
@@ -66,7 +68,7 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
              "| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     for r in rows:
         cells = [text(r.cell.probe), text(r.cell.device)] if data.multi else []
-        verdict = text(r.verdict)
+        verdict = text(row_verdict_text(r))
         cells += [code(r.cell.scheduler), *([code(r.cell.prepare)] if prepared else []),
                   code(r.cell.load), code(policy_text(r)), str(r.n),
                   text(median_text(r)), text(fmt_range(r.q1, r.q3)), text(timeouts_text(r)),
@@ -75,8 +77,9 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
                   text(background_text(r)), text(bulk_speed_text(r)),
                   text(bulk_ratio_text(r) or DASH)]
         lines.append("| " + " | ".join(cells) + " |")
-    extra = [f"- {text(r.cell.label)}: {text(w.message)}" for r in rows for w in r.warnings]
-    extra += [f"- {text(n)}" for n in notes(data)]
+    extra = [f"- {text(r.cell.label)}: {text(caveat_text(w))}" for r in rows
+             for w in r.warnings]
+    extra += [f"- {text(n)}" for n in notes_text(data)]
     if extra:
         lines += ["", *extra]
     return "\n".join(lines) + "\n"

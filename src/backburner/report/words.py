@@ -1,0 +1,356 @@
+"""Every sentence a report says: verdicts, warnings, notes and the short texts of a row.
+
+`stats` and the report's rows hold kinds, codes and numbers; this module is the one place
+that turns them into words (and the advice in them, "raise --timeout"), so the terminal,
+Markdown, HTML and the JSON export's ``text`` and ``message`` fields say the same thing,
+while a script reads the codes and numbers beside them. Each kind and code has one entry
+in a table below; a test checks that none is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+from .. import stats
+from ..stats import CaveatCode, TimeoutReach, VerdictKind
+from ..units import (
+    DASH,
+    INFINITY,
+    TIMES,
+    fmt_factor,
+    fmt_mbps,
+    fmt_pct,
+    fmt_range,
+    fmt_ratio_ci,
+    fmt_s,
+)
+from .data import ReportData
+from .summary import MB, NoteCode, Row, RowCaveat, RowKind, notes
+
+GE = "\u2265"
+PLUS_MINUS = "\u00b1"
+
+OUTLIER_RULE = (
+    f"Tukey fences: x < Q1 - {stats.TUKEY_K}*IQR or x > Q3 + {stats.TUKEY_K}*IQR "
+    "(numpy linear quantiles; flagged, never dropped)"
+)
+
+Params = Mapping[str, stats.Param]
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _are(n: int) -> str:
+    return "is" if n == 1 else "are"
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
+def _inverse(x: float) -> float:
+    """1 / x, infinite at 0 (a cell that took no time is infinitely faster, not an error)."""
+    return math.inf if x == 0 else 1 / x
+
+
+def _ci(lo: float, hi: float) -> str:
+    return f"{fmt_factor(lo)}{DASH}{fmt_factor(hi)}{TIMES}"
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def _slower(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
+    return (f"{at_least}{fmt_factor(r.ratio)}{TIMES} slower than idle "
+            f"({fmt_pct(r.confidence)} CI {_ci(r.lo, r.hi)})")
+
+
+def _faster(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
+    return (f"{fmt_factor(_inverse(r.ratio))}{TIMES} faster than idle "
+            f"({fmt_pct(r.confidence)} CI {_ci(_inverse(r.hi), _inverse(r.lo))})")
+
+
+def _indistinguishable(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
+    return (f"indistinguishable from idle (within {PLUS_MINUS}{fmt_pct(tolerance)}; "
+            f"{fmt_factor(r.ratio)}{TIMES} idle, {fmt_pct(r.confidence)} CI "
+            f"{_ci(r.lo, r.hi)})")
+
+
+def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
+    advice = ("timeouts leave it open above: raise --timeout to measure them"
+              if math.isinf(r.hi) else "run more trials to decide")
+    return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
+            f"({fmt_pct(r.confidence)} CI {_ci(r.lo, r.hi)}); {advice}")
+
+
+_JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
+    VerdictKind.SLOWER: _slower,
+    VerdictKind.FASTER: _faster,
+    VerdictKind.INDISTINGUISHABLE: _indistinguishable,
+    VerdictKind.INCONCLUSIVE: _inconclusive,
+}
+
+
+def verdict_text(v: stats.Verdict) -> str:
+    """A `stats.Verdict` against idle, in one sentence ("3.20x slower than idle (95% CI
+    ...)"); "\u2265" where timeouts make the ratio a lower bound."""
+    return _JUDGED[v.kind](v.ratio, v.tolerance, GE if v.lower_bound else "")
+
+
+def _no_baseline(p: Params) -> str:
+    if p["reason"] == "no-cell":
+        return "no unloaded baseline for this scheduler"
+    return "the unloaded baseline has no completed trials"
+
+
+def _timed_out(p: Params) -> str:
+    n = int(p["timeouts"])
+    return (f"all {n} counted trial{_s(n)} timed out: "
+            f"{GE}{fmt_factor(float(p['ratio_at_least']))}{TIMES} slower than idle")
+
+
+def _no_data(p: Params) -> str:
+    if p["reason"] == "zero-baseline":
+        return "no verdict: the unloaded median is zero, so there is no ratio to idle"
+    return "no completed trials"
+
+
+_UNJUDGED: dict[str, Callable[[Params], str]] = {
+    RowKind.BASELINE: lambda p: "unloaded baseline",
+    RowKind.NO_BASELINE: _no_baseline,
+    RowKind.TIMED_OUT: _timed_out,
+    RowKind.NO_DATA: _no_data,
+}
+
+
+def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
+    """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
+    it): against idle (`verdict_text`), or why there is none."""
+    if kind in _JUDGED and ratio is not None:
+        return verdict_text(stats.Verdict(VerdictKind(kind), ratio, float(params["tolerance"]),
+                                          bool(params["lower_bound"])))
+    return _UNJUDGED[kind](params)
+
+
+def row_verdict_text(r: Row) -> str:
+    """A summary row's verdict in words."""
+    return cell_verdict_text(r.verdict_kind, r.verdict_params, r.ratio)
+
+
+# --------------------------------------------------------------------------- compare verdicts
+
+
+def _changed(kind: str) -> Callable[[Params, stats.RatioCI | None], str]:
+    def text(p: Params, r: stats.RatioCI | None) -> str:
+        assert r is not None
+        factor = r.ratio if kind == "slower" else _inverse(r.ratio)
+        return f"changed: B {fmt_factor(factor)}{TIMES} {kind}"
+    return text
+
+
+def _equivalent(p: Params, r: stats.RatioCI | None) -> str:
+    if p.get("identical"):
+        return "no change (identical samples)"
+    return f"equivalent within {PLUS_MINUS}{fmt_pct(float(p['tolerance']))}"
+
+
+def _compare_inconclusive(p: Params, r: stats.RatioCI | None) -> str:
+    assert r is not None
+    return (f"inconclusive: B/A {fmt_factor(r.lo)}{DASH}{fmt_factor(r.hi)} straddles "
+            f"{PLUS_MINUS}{fmt_pct(float(p['tolerance']))}")
+
+
+def _compare_no_data(p: Params, r: stats.RatioCI | None) -> str:
+    if p["reason"] == "zero-median":
+        return "median of A is zero: no ratio"
+    missing = " and ".join(side for side in ("A", "B") if p[f"missing_{side.lower()}"])
+    return f"no completed trials in {missing}"
+
+
+#: `report.compare.CompareKind` -> its words (kept here by value: compare imports words)
+COMPARED: dict[str, Callable[[Params, stats.RatioCI | None], str]] = {
+    "slower": _changed("slower"),
+    "faster": _changed("faster"),
+    "equivalent": _equivalent,
+    "inconclusive": _compare_inconclusive,
+    "no-data": _compare_no_data,
+}
+
+
+def compare_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
+    """B judged against A (`report.compare`): changed, equivalent, inconclusive or why not."""
+    return COMPARED[kind](params, ratio)
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+_TIMEOUT_EFFECT = {
+    TimeoutReach.EVERYTHING: "no trial completed, so only a lower bound of the time is known",
+    TimeoutReach.MEDIAN: f"so the median is only a lower bound ({GE}) and its interval is "
+                         "open above",
+    TimeoutReach.INTERVAL: f"so the median's interval is open above ({INFINITY})",
+    TimeoutReach.NOTHING: "they do not reach the median or its interval",
+}
+
+
+def _too_few_trials(p: Params) -> str:
+    n = int(p["trials"])
+    head = "no completed trials" if n == 0 else f"only {n} trial{_s(n)}"
+    return (f"{head}: too few for a {fmt_pct(float(p['confidence']))} interval of the median; "
+            f"use --trials {p['advised']} or more")
+
+
+def _timeouts(p: Params) -> str:
+    n = int(p["count"])
+    return (f"{n} trial{_s(n)} timed out and {_are(n)} counted in this cell at the limit "
+            f"{'they' if n != 1 else 'it'} hit (the probe took at least that long), not "
+            f"dropped: {_TIMEOUT_EFFECT[TimeoutReach(p['reach'])]}; raise --timeout if the "
+            "probe is merely slow, or treat this configuration as pathological")
+
+
+def _bimodal(p: Params) -> str:
+    return (f"samples look bimodal (bimodality coefficient {float(p['coefficient']):.2f} > "
+            f"{p['threshold']}); the median may describe neither mode: look at the strip "
+            "plot and run more trials")
+
+
+def _not_cold(p: Params) -> str:
+    if p["evidence"] == "blocks":
+        return (f"the probe's cold trials read {float(p['cold_blocks']):.0f} blocks from disk "
+                f"(median), no more than warm ones ({float(p['warm_blocks']):.0f}): caches "
+                "were probably not dropped, or the probe's files are on a RAM-backed "
+                "filesystem")
+    return ("the probe's cold time equals its warm time: caches were probably not dropped, "
+            "or the probe's files are not on the device under test")
+
+
+def _outliers(p: Params) -> str:
+    k, n = int(p["count"]), int(p["trials"])
+    return (f"{k} of {n} trials ({k / n:.0%}) are outliers by Tukey's rule (flagged, not "
+            "dropped); stop other activity on the machine, check the strip plot, or run "
+            "more trials")
+
+
+def _failed(p: Params) -> str:
+    n = int(p["count"])
+    return (f"{n} trial{_s(n)} failed (the probe exited with an error or was killed) and "
+            f"{_are(n)} not in the samples; the exit codes are in the CSV export")
+
+
+def _aborted(p: Params) -> str:
+    n = int(p["count"])
+    return (f"{n} trial{_s(n)} {_were(n)} skipped after repeated timeouts and {_are(n)} not "
+            "in the samples; raise --timeout or --abort-factor to measure them")
+
+
+def _no_baseline_cell(p: Params) -> str:
+    return (f"there is no unloaded cell for scheduler {p['scheduler']}: add load none to "
+            "the matrix to get a ratio to idle")
+
+
+_CAVEATS: dict[str, Callable[[Params], str]] = {
+    CaveatCode.TOO_FEW_TRIALS: _too_few_trials,
+    CaveatCode.TIMEOUTS: _timeouts,
+    CaveatCode.BIMODAL: _bimodal,
+    CaveatCode.NOT_COLD: _not_cold,
+    CaveatCode.OUTLIERS: _outliers,
+    RowCaveat.FAILED: _failed,
+    RowCaveat.ABORTED: _aborted,
+    RowCaveat.WARM: lambda p: ("caches were not dropped before these trials (cold=0): they "
+                               "measure warm start-up, not the cold start the background "
+                               "load affects most"),
+    RowCaveat.NO_BASELINE: _no_baseline_cell,
+    NoteCode.UNFINISHED_RUN: lambda p: (
+        f"run {p['run']} has no finish time: bench was interrupted or is still running, so "
+        "cells may have fewer trials than planned (`bench --resume` continues it)"),
+    NoteCode.POOLED_RUNS: lambda p: (
+        f"{p['runs']} runs in this database; trials of the same cell are pooled"),
+    NoteCode.UNEQUAL_TRIALS: lambda p: (
+        f"cells have unequal numbers of counted trials ({p['fewest']}{DASH}{p['most']})"),
+}
+
+
+def caveat_text(c: stats.Caveat) -> str:
+    """A warning about a cell, or a note about a report: what it means and what to do."""
+    return _CAVEATS[c.code](c.params)
+
+
+def notes_text(data: ReportData) -> list[str]:
+    """The report's notes (`summary.notes`) in words."""
+    return [caveat_text(n) for n in notes(data)]
+
+
+# --------------------------------------------------------------------------- a row's short texts
+
+
+def median_value_text(r: Row) -> str:
+    """The median, marked \u2265 where timeouts make it a lower bound."""
+    if r.median is None:
+        return DASH
+    return (GE if r.median_lower_bound else "") + fmt_s(r.median)
+
+
+def median_text(r: Row) -> str:
+    """The median and its interval: '0.300 [0.289\u20130.307]'."""
+    if r.median is None:
+        return DASH
+    value = median_value_text(r)
+    return f"{value} [{fmt_range(*r.median_ci)}]" if r.median_ci else value
+
+
+def background_text(r: Row) -> str:
+    """Background throughput, read / write MB/s."""
+    if r.read_mbps is None and r.write_mbps is None:
+        return DASH
+    return f"{fmt_mbps(r.read_mbps)} / {fmt_mbps(r.write_mbps)}"
+
+
+def bulk_speed_text(r: Row) -> str:
+    """The load's own speed: MB/s for bytes, else its unit per second."""
+    b = r.bulk
+    if b is None:
+        return DASH
+    if b.unit.endswith("bytes"):
+        return f"{fmt_mbps(b.speed / MB)} MB/s"
+    return f"{b.speed:.3g} {b.unit}/s"
+
+
+def bulk_ratio_text(r: Row) -> str:
+    """The load's speed relative to the same load unprotected."""
+    b = r.bulk
+    if b is None:
+        return ""
+    if r.cell.policy == "default":
+        return "unprotected"
+    if b.ratio is None:
+        return "no unprotected cell"
+    return fmt_ratio_ci(b.ratio)
+
+
+def timeouts_text(r: Row) -> str:
+    """'2 (\u226512.0 s)': how many timed out, and the largest limit they hit."""
+    if not r.timeouts:
+        return "0"
+    return f"{r.timeouts} ({GE}{fmt_s(r.timeout_limit)} s)"
+
+
+def lost_text(r: Row) -> str:
+    """Failed / aborted trials."""
+    return f"{r.failed}/{r.aborted}"
+
+
+def policy_text(r: Row) -> str:
+    """The policy, marked where the cell only has warm trials."""
+    return r.cell.policy + (" (warm)" if r.mode == "warm" else "")
+
+
+def headline(data: ReportData) -> str:
+    """What was measured where, and whether the run finished."""
+    probes = ", ".join(data.probes)
+    devices = ", ".join(data.devices)
+    state = "finished" if data.finished else "unfinished"
+    return f"{probes} on {devices} \u2014 {data.path} ({state})"

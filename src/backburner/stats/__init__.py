@@ -1,0 +1,82 @@
+"""Statistics for start-up latency samples: summaries, comparisons, verdicts and caveats.
+
+Everything here is a pure function: numbers in, frozen dataclasses out, no I/O and no words
+(kinds, codes and numbers; `report.words` says them). The results hold only plain floats,
+ints, strings, string enums and tuples, so ``dataclasses.asdict`` gives JSON. One module per
+concept: `estimates` (one cell), `comparisons` (two cells), `verdicts` (what they mean).
+
+Why these choices:
+
+* Latencies under load are skewed and heavy-tailed, so we centre on the *median* and give it
+  the exact, distribution-free order-statistic interval (its coverage is at least the
+  confidence asked for, for any continuous distribution; a percentile bootstrap of the
+  median covers less than promised at the small n of a bench cell), instead of mean +/- sd.
+* Comparisons are a *ratio of medians* ("3.2x slower than idle"), because that is what a
+  user wants to read, with a bootstrap CI (its coverage checked by simulation in the tests);
+  Mann-Whitney U (scipy's) and Cliff's delta are reported too, distribution-free.
+* Outliers are flagged, never dropped: a slow start under load is the thing we measure.
+* A timed-out trial is *right-censored*: it took at least its limit. Dropping it would make a
+  cell that often times out look fast (6 starts at idle speed and 4 timeouts at 30x idle would
+  read "indistinguishable from idle"), so the functions below take such values as
+  ``censored`` and count them. Order statistics are monotone in every value, so the truth
+  lies between the statistic with each censored value at its limit and the same statistic
+  with each one unbounded: the median is the former (a lower bound when the two differ,
+  ``median_lower_bound``), and an interval takes its lower end from the former and its upper
+  end from the latter (infinite when a censored value reaches it). Such an interval holds the
+  interval the uncensored times would give, so its coverage is still at least the confidence
+  asked for (the order-statistic one exactly so; the bootstrap ones as far as a bootstrap
+  goes), and a verdict drawn from it is never more optimistic than the data allow.
+* Bootstraps use a seeded ``numpy.random.Generator`` so a report is reproducible.
+"""
+
+from .comparisons import (
+    CliffsDelta,
+    Comparison,
+    MannWhitney,
+    RatioCI,
+    cliffs_delta,
+    cliffs_magnitude,
+    compare,
+    mann_whitney,
+    ratio_of_medians,
+)
+from .estimates import (
+    BOOTSTRAP_MEDIAN_MAX_N,
+    MAD_NORMAL_SCALE,
+    TUKEY_K,
+    Summary,
+    bootstrap_median_ci,
+    censored_median,
+    min_trials,
+    order_statistic_ci,
+    summarize,
+    tukey_outliers,
+)
+from .verdicts import (
+    BIMODAL_MIN_N,
+    BIMODAL_THRESHOLD,
+    NOT_COLD_FRACTION,
+    OUTLIER_WARN_FRACTION,
+    RECOMMENDED_TRIALS,
+    Caveat,
+    CaveatCode,
+    Param,
+    TimeoutReach,
+    Verdict,
+    VerdictKind,
+    bimodality_coefficient,
+    timeout_reach,
+    verdict,
+    warnings_for,
+)
+
+__all__ = [
+    "BIMODAL_MIN_N", "BIMODAL_THRESHOLD", "BOOTSTRAP_MEDIAN_MAX_N", "MAD_NORMAL_SCALE",
+    "NOT_COLD_FRACTION", "OUTLIER_WARN_FRACTION", "RECOMMENDED_TRIALS", "TUKEY_K",
+    "Caveat", "CaveatCode", "CliffsDelta", "Comparison", "MannWhitney", "Param", "RatioCI",
+    "Summary", "TimeoutReach", "Verdict", "VerdictKind",
+    "bimodality_coefficient", "bootstrap_median_ci", "censored_median", "cliffs_delta",
+    "cliffs_magnitude", "compare", "mann_whitney", "min_trials", "order_statistic_ci",
+    "ratio_of_medians", "summarize", "timeout_reach", "tukey_outliers", "verdict",
+    "warnings_for",
+]

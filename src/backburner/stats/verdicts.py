@@ -1,0 +1,224 @@
+"""What a cell's numbers say: a verdict against its baseline, and caveats about its data.
+
+Kinds, codes and numbers only. The sentences a person reads (and the advice in them) are
+`report.words`'s; a JSON reader gets the codes and numbers as they are, so nothing has to
+parse English, and a new renderer cannot say a verdict differently from the others.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .comparisons import RatioCI, ratio_of_medians
+from .estimates import (
+    Summary,
+    as_samples,
+    censored_median,
+    check_confidence,
+    min_trials,
+    tukey_outliers,
+)
+
+#: Bimodality-coefficient threshold: 5/9, the value for a uniform distribution.
+BIMODAL_THRESHOLD = 0.555
+BIMODAL_MIN_N = 10
+#: A cold median within this fraction of the warm median is no cold start.
+NOT_COLD_FRACTION = 0.10
+#: More than this fraction of a cell's trials outside Tukey's fences is worth a warning.
+OUTLIER_WARN_FRACTION = 0.10
+#: Round number of trials we recommend even when fewer would technically do.
+RECOMMENDED_TRIALS = 10
+
+#: A caveat's parameter: a count, a measured value, a flag, or a code (never a sentence).
+Param = int | float | bool | str
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+class VerdictKind(StrEnum):
+    """Where the ratio's interval lies against the band 1 +/- tolerance."""
+
+    SLOWER = "slower"                        # wholly above 1 + tolerance
+    FASTER = "faster"                        # wholly below 1 - tolerance
+    INDISTINGUISHABLE = "indistinguishable"  # wholly inside the band
+    INCONCLUSIVE = "inconclusive"            # across a bound of the band
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The kind, the ratio behind it and the band it was judged against."""
+
+    kind: VerdictKind
+    ratio: RatioCI
+    tolerance: float
+    #: timeouts reach the loaded median, so the ratio is only a lower bound
+    lower_bound: bool = False
+
+    @property
+    def open_above(self) -> bool:
+        """Timeouts leave the interval without an upper end: a longer limit would close it,
+        more trials would not."""
+        return math.isinf(self.ratio.hi)
+
+
+def verdict(
+    loaded: ArrayLike,
+    baseline: ArrayLike,
+    *,
+    tolerance: float = 0.10,
+    confidence: float = 0.95,
+    seed: int = 0,
+    resamples: int = 10_000,
+    loaded_censored: ArrayLike = (),
+    baseline_censored: ArrayLike = (),
+) -> Verdict:
+    """Whether ``loaded`` is slower, faster or indistinguishable from ``baseline`` (idle).
+
+    We only claim "indistinguishable" when the whole ratio CI lies within 1 +/- tolerance:
+    a wide interval straddling 1 is "inconclusive", not evidence of no effect. Timed-out
+    trials (``*_censored``, at their limit) widen the interval as far as they could reach,
+    so they can make a verdict "slower" or "inconclusive", never falsely reassuring; a ratio
+    whose loaded median they reach is marked as a lower bound.
+    """
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed,
+                         a_censored=loaded_censored, b_censored=baseline_censored)
+    if r.lo > 1.0 + tolerance:
+        kind = VerdictKind.SLOWER
+    elif r.hi < 1.0 - tolerance:
+        kind = VerdictKind.FASTER
+    elif r.lo >= 1.0 - tolerance and r.hi <= 1.0 + tolerance:
+        kind = VerdictKind.INDISTINGUISHABLE
+    else:
+        kind = VerdictKind.INCONCLUSIVE
+    return Verdict(kind, r, tolerance, censored_median(loaded, loaded_censored)[1])
+
+
+# --------------------------------------------------------------------------- caveats
+
+
+class CaveatCode(StrEnum):
+    """What can be wrong with one cell's samples, as far as the samples themselves show."""
+
+    TOO_FEW_TRIALS = "too-few-trials"  # trials, confidence, advised
+    TIMEOUTS = "timeouts"              # count, reach (a TimeoutReach)
+    BIMODAL = "bimodal"                # coefficient, threshold
+    NOT_COLD = "not-cold"              # evidence "time": median, warm_median, fraction
+    OUTLIERS = "outliers"              # count, trials
+
+
+class TimeoutReach(StrEnum):
+    """How much of a cell's summary its timeouts leave unknown."""
+
+    EVERYTHING = "everything"  # no trial completed: only a lower bound of the time
+    MEDIAN = "median"          # the median is a lower bound, its interval open above
+    INTERVAL = "interval"      # the median's interval is open above
+    NOTHING = "nothing"        # neither the median nor its interval
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """A problem with a cell's data (or a whole report's): a code and the numbers behind it.
+    ``code`` is a `CaveatCode`, or one of the report's own codes for what only it can see
+    (failed trials, a missing baseline)."""
+
+    code: str
+    params: dict[str, Param] = field(default_factory=dict)
+
+
+def bimodality_coefficient(samples: ArrayLike) -> float:
+    """Sarle's BC = (g1^2 + 1) / (g2 + 3(n-1)^2 / ((n-2)(n-3))), bias-corrected g1, g2.
+
+    Above 5/9 (a uniform's value) suggests two modes, e.g. some trials hit a cache and some
+    did not, in which case a single median misdescribes the cell. NaN if n < 4 or constant.
+    """
+    x = as_samples(samples)
+    n = x.size
+    d = x - x.mean()
+    m2 = float(np.mean(d**2))
+    if n < 4 or m2 == 0.0:
+        return math.nan
+    g1 = float(np.mean(d**3)) / m2**1.5
+    g2 = float(np.mean(d**4)) / m2**2 - 3.0
+    skew = g1 * math.sqrt(n * (n - 1)) / (n - 2)
+    kurt = ((n + 1) * g2 + 6.0) * (n - 1) / ((n - 2) * (n - 3))
+    return (skew**2 + 1.0) / (kurt + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3)))
+
+
+def _too_few_trials(n: int, confidence: float, timeouts: int = 0) -> Caveat | None:
+    """Too few *run* trials. When timeouts make up the shortfall, more trials would not help
+    (they would time out too): the timeouts caveat covers it."""
+    if n >= min_trials(confidence) or (timeouts and n + timeouts >= min_trials(confidence)):
+        return None
+    advised = max(RECOMMENDED_TRIALS, min_trials(confidence))
+    return Caveat(CaveatCode.TOO_FEW_TRIALS,
+                  {"trials": n, "confidence": confidence, "advised": advised})
+
+
+def timeout_reach(summary: Summary | None) -> TimeoutReach:
+    """What timeouts leave unknown of a cell summarised as ``summary`` (None: no trial
+    completed)."""
+    if summary is None:
+        return TimeoutReach.EVERYTHING
+    if summary.median_lower_bound:
+        return TimeoutReach.MEDIAN
+    if summary.median_ci is not None and math.isinf(summary.median_ci[1]):
+        return TimeoutReach.INTERVAL
+    return TimeoutReach.NOTHING
+
+
+def _timeouts(timeouts: int, summary: Summary | None) -> Caveat | None:
+    if timeouts <= 0:
+        return None
+    return Caveat(CaveatCode.TIMEOUTS, {"count": timeouts, "reach": timeout_reach(summary)})
+
+
+def _bimodal(x: np.ndarray) -> Caveat | None:
+    if x.size < BIMODAL_MIN_N:
+        return None
+    bc = bimodality_coefficient(x)
+    if not bc > BIMODAL_THRESHOLD:
+        return None
+    return Caveat(CaveatCode.BIMODAL, {"coefficient": bc, "threshold": BIMODAL_THRESHOLD})
+
+
+def _not_cold(median: float, warm_median: float | None) -> Caveat | None:
+    if warm_median is None or abs(median - warm_median) > NOT_COLD_FRACTION * abs(warm_median):
+        return None
+    return Caveat(CaveatCode.NOT_COLD, {"evidence": "time", "median": median,
+                                        "warm_median": warm_median,
+                                        "fraction": NOT_COLD_FRACTION})
+
+
+def _outliers(x: np.ndarray) -> Caveat | None:
+    k = len(tukey_outliers(x))
+    if k <= OUTLIER_WARN_FRACTION * x.size:
+        return None
+    return Caveat(CaveatCode.OUTLIERS, {"count": k, "trials": int(x.size)})
+
+
+def warnings_for(
+    samples: ArrayLike,
+    *,
+    timeouts: int = 0,
+    warm_median: float | None = None,
+    confidence: float = 0.95,
+    summary: Summary | None = None,
+) -> list[Caveat]:
+    """Every caveat about one cell, in a stable order (`CaveatCode`'s); empty ``samples``
+    is allowed here. ``summary`` (of the samples and the timeouts) says what the timeouts
+    leave unknown."""
+    check_confidence(confidence)
+    raw = np.asarray(samples, dtype=float)
+    found = [_too_few_trials(int(raw.size), confidence, timeouts), _timeouts(timeouts, summary)]
+    if raw.size:
+        x = as_samples(raw)
+        found += [_bimodal(x), _not_cold(float(np.median(x)), warm_median), _outliers(x)]
+    return [w for w in found if w is not None]

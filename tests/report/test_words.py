@@ -1,0 +1,236 @@
+"""report.words: every kind and code has its sentence, and the sentences say the numbers.
+
+The expected sentences are written out in full: they are what the terminal, Markdown, HTML
+and the JSON export's text fields show.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from backburner import stats
+from backburner.report import words
+from backburner.report.compare import CompareKind
+from backburner.report.summary import NoteCode, RowCaveat, RowKind
+from backburner.stats import Caveat, CaveatCode, RatioCI, TimeoutReach, Verdict, VerdictKind
+
+R = RatioCI(3.2, 2.9, 3.5, 0.95)
+
+#: one example of every kind a row's verdict can have, with its sentence
+VERDICTS: dict[str, tuple[dict, RatioCI | None, str]] = {
+    VerdictKind.SLOWER: ({"tolerance": 0.1, "lower_bound": True}, R,
+                         "\u22653.20\u00d7 slower than idle (95% CI 2.90\u20133.50\u00d7)"),
+    VerdictKind.FASTER: ({"tolerance": 0.1, "lower_bound": False}, RatioCI(0.5, 0.4, 0.8, 0.9),
+                         "2.00\u00d7 faster than idle (90% CI 1.25\u20132.50\u00d7)"),
+    VerdictKind.INDISTINGUISHABLE: (
+        {"tolerance": 0.2, "lower_bound": False}, RatioCI(1.01, 0.95, 1.1, 0.95),
+        "indistinguishable from idle (within \u00b120%; 1.01\u00d7 idle, 95% CI "
+        "0.95\u20131.10\u00d7)"),
+    VerdictKind.INCONCLUSIVE: (
+        {"tolerance": 0.1, "lower_bound": False}, RatioCI(1.05, 0.98, math.inf, 0.95),
+        "inconclusive: 1.05\u00d7 idle (95% CI 0.98\u2013\u221e\u00d7); timeouts leave it "
+        "open above: raise --timeout to measure them"),
+    RowKind.BASELINE: ({}, None, "unloaded baseline"),
+    RowKind.NO_BASELINE: ({"reason": "no-cell", "scheduler": "kyber"}, None,
+                          "no unloaded baseline for this scheduler"),
+    RowKind.TIMED_OUT: ({"timeouts": 6, "ratio_at_least": 43.9}, None,
+                        "all 6 counted trials timed out: \u226543.9\u00d7 slower than idle"),
+    RowKind.NO_DATA: ({"reason": "no-trials"}, None, "no completed trials"),
+}
+
+#: one example of every warning and note code, with its sentence
+CAVEATS: dict[str, tuple[dict, str]] = {
+    CaveatCode.TOO_FEW_TRIALS: (
+        {"trials": 1, "confidence": 0.99, "advised": 10},
+        "only 1 trial: too few for a 99% interval of the median; use --trials 10 or more"),
+    CaveatCode.TIMEOUTS: (
+        {"count": 1, "reach": "median"},
+        "1 trial timed out and is counted in this cell at the limit it hit (the probe took at "
+        "least that long), not dropped: so the median is only a lower bound (\u2265) and its "
+        "interval is open above; raise --timeout if the probe is merely slow, or treat this "
+        "configuration as pathological"),
+    CaveatCode.BIMODAL: (
+        {"coefficient": 0.6312, "threshold": 0.555},
+        "samples look bimodal (bimodality coefficient 0.63 > 0.555); the median may describe "
+        "neither mode: look at the strip plot and run more trials"),
+    CaveatCode.NOT_COLD: (
+        {"evidence": "time", "median": 1.05, "warm_median": 1.0, "fraction": 0.1},
+        "the probe's cold time equals its warm time: caches were probably not dropped, or "
+        "the probe's files are not on the device under test"),
+    CaveatCode.OUTLIERS: (
+        {"count": 3, "trials": 13},
+        "3 of 13 trials (23%) are outliers by Tukey's rule (flagged, not dropped); stop "
+        "other activity on the machine, check the strip plot, or run more trials"),
+    RowCaveat.FAILED: (
+        {"count": 1},
+        "1 trial failed (the probe exited with an error or was killed) and is not in the "
+        "samples; the exit codes are in the CSV export"),
+    RowCaveat.ABORTED: (
+        {"count": 2},
+        "2 trials were skipped after repeated timeouts and are not in the samples; raise "
+        "--timeout or --abort-factor to measure them"),
+    RowCaveat.WARM: (
+        {}, "caches were not dropped before these trials (cold=0): they measure warm "
+        "start-up, not the cold start the background load affects most"),
+    RowCaveat.NO_BASELINE: (
+        {"scheduler": "kyber"}, "there is no unloaded cell for scheduler kyber: add load "
+        "none to the matrix to get a ratio to idle"),
+    NoteCode.UNFINISHED_RUN: (
+        {"run": 3}, "run 3 has no finish time: bench was interrupted or is still running, "
+        "so cells may have fewer trials than planned (`bench --resume` continues it)"),
+    NoteCode.POOLED_RUNS: ({"runs": 2}, "2 runs in this database; trials of the same cell "
+                           "are pooled"),
+    NoteCode.UNEQUAL_TRIALS: ({"fewest": 8, "most": 10}, "cells have unequal numbers of "
+                              "counted trials (8\u201310)"),
+}
+
+COMPARED: dict[str, tuple[dict, RatioCI | None, str]] = {
+    CompareKind.SLOWER: ({"tolerance": 0.1}, R, "changed: B 3.20\u00d7 slower"),
+    CompareKind.FASTER: ({"tolerance": 0.1}, RatioCI(0.25, 0.2, 0.3, 0.95),
+                         "changed: B 4.00\u00d7 faster"),
+    CompareKind.EQUIVALENT: ({"tolerance": 0.05}, R, "equivalent within \u00b15%"),
+    CompareKind.INCONCLUSIVE: ({"tolerance": 0.1}, RatioCI(1.1, 0.95, 1.3, 0.95),
+                               "inconclusive: B/A 0.95\u20131.30 straddles \u00b110%"),
+    CompareKind.NO_DATA: ({"reason": "no-trials", "missing_a": True, "missing_b": True}, None,
+                          "no completed trials in A and B"),
+}
+
+
+def test_every_kind_and_code_has_words() -> None:
+    """Each enum member has an entry in words' tables and an example here; a new code
+    without a sentence fails."""
+    kinds = {*VerdictKind, *RowKind}
+    codes = {*CaveatCode, *RowCaveat, *NoteCode}
+    assert set(VERDICTS) == kinds and set(CAVEATS) == codes and set(COMPARED) == {*CompareKind}
+    assert set(words._JUDGED) | set(words._UNJUDGED) == kinds
+    assert set(words._CAVEATS) == codes
+    assert set(words.COMPARED) == {*CompareKind}
+
+
+@pytest.mark.parametrize("kind", list(VERDICTS))
+def test_row_verdicts(kind: str) -> None:
+    params, ratio, want = VERDICTS[kind]
+    assert words.cell_verdict_text(kind, params, ratio) == want
+
+
+@pytest.mark.parametrize("code", list(CAVEATS))
+def test_warnings_and_notes(code: str) -> None:
+    params, want = CAVEATS[code]
+    assert words.caveat_text(Caveat(code, params)) == want
+
+
+@pytest.mark.parametrize("kind", list(COMPARED))
+def test_compare_verdicts(kind: str) -> None:
+    params, ratio, want = COMPARED[kind]
+    assert words.compare_verdict_text(kind, params, ratio) == want
+
+
+@pytest.mark.parametrize(("params", "want"), [
+    ({"reason": "no-samples"}, "the unloaded baseline has no completed trials"),
+    ({"reason": "zero-baseline"},
+     "no verdict: the unloaded median is zero, so there is no ratio to idle"),
+])
+def test_the_other_reasons_for_no_verdict(params: dict, want: str) -> None:
+    kind = RowKind.NO_DATA if params["reason"] == "zero-baseline" else RowKind.NO_BASELINE
+    assert words.cell_verdict_text(kind, params, None) == want
+
+
+@pytest.mark.parametrize(("reach", "effect"), [
+    (TimeoutReach.EVERYTHING, "no trial completed, so only a lower bound of the time is known"),
+    (TimeoutReach.INTERVAL, "so the median's interval is open above (\u221e)"),
+    (TimeoutReach.NOTHING, "they do not reach the median or its interval"),
+])
+def test_what_timeouts_leave_unknown(reach: str, effect: str) -> None:
+    text = words.caveat_text(Caveat(CaveatCode.TIMEOUTS, {"count": 4, "reach": reach}))
+    assert text.startswith("4 trials timed out and are counted in this cell at the limit they "
+                           f"hit (the probe took at least that long), not dropped: {effect}; ")
+
+
+def test_the_rest_of_compare() -> None:
+    assert words.compare_verdict_text("equivalent", {"tolerance": 0.1, "identical": True},
+                                      R) == "no change (identical samples)"
+    assert words.compare_verdict_text("no-data", {"reason": "zero-median"}, None) == \
+        "median of A is zero: no ratio"
+    assert words.compare_verdict_text(
+        "no-data", {"reason": "no-trials", "missing_a": False, "missing_b": True}, None) == \
+        "no completed trials in B"
+    assert words.caveat_text(Caveat(CaveatCode.NOT_COLD, {
+        "evidence": "blocks", "cold_blocks": 0.0, "warm_blocks": 8000.0})) == (
+        "the probe's cold trials read 0 blocks from disk (median), no more than warm ones "
+        "(8000): caches were probably not dropped, or the probe's files are on a RAM-backed "
+        "filesystem")
+
+
+# --------------------------------------------------------------------------- from stats
+
+_CI_TEXT = r"\(95% CI (\d+\.\d+)\u2013(\d+\.\d+)\u00d7\)"
+
+
+def test_slower_says_the_ratio_and_its_interval() -> None:
+    rng = np.random.default_rng(18)
+    v = stats.verdict(rng.normal(320, 3, size=40), rng.normal(100, 1, size=40))
+    m = re.fullmatch(r"(\d\.\d\d)\u00d7 slower than idle " + _CI_TEXT, words.verdict_text(v))
+    assert m, words.verdict_text(v)
+    assert float(m[1]) == pytest.approx(v.ratio.ratio, abs=0.005)
+    assert (float(m[2]), float(m[3])) == pytest.approx((v.ratio.lo, v.ratio.hi), abs=0.005)
+
+
+def test_faster_says_the_inverse_factor() -> None:
+    rng = np.random.default_rng(19)
+    v = stats.verdict(rng.normal(50, 0.5, size=40), rng.normal(100, 1, size=40))
+    m = re.fullmatch(r"(\d\.\d\d)\u00d7 faster than idle " + _CI_TEXT, words.verdict_text(v))
+    assert m, words.verdict_text(v)
+    assert float(m[1]) == pytest.approx(1 / v.ratio.ratio, abs=0.005)
+    assert (float(m[2]), float(m[3])) == pytest.approx((1 / v.ratio.hi, 1 / v.ratio.lo),
+                                                       abs=0.005)
+
+
+def test_a_faster_cell_whose_interval_reaches_zero() -> None:
+    """A loaded cell that took no time, or a ratio whose lower end is 0 (the baseline's
+    timeouts leave its median unbounded): infinitely faster, said, not a division error."""
+    zero = Verdict(VerdictKind.FASTER, RatioCI(0.0, 0.0, 0.0, 0.95), 0.1)
+    assert words.verdict_text(zero) == \
+        "\u221e\u00d7 faster than idle (95% CI \u221e\u2013\u221e\u00d7)"
+    open_end = Verdict(VerdictKind.FASTER, RatioCI(0.33, 0.0, 0.5, 0.95), 0.1)
+    assert words.verdict_text(open_end) == \
+        "3.03\u00d7 faster than idle (95% CI 2.00\u2013\u221e\u00d7)"
+    assert words.compare_verdict_text("faster", {"tolerance": 0.1}, zero.ratio) == \
+        "changed: B \u221e\u00d7 faster"
+
+
+def test_inconclusive_says_what_would_decide_it() -> None:
+    rng = np.random.default_rng(3)
+    idle, fast = rng.lognormal(0.0, 0.02, 10), rng.lognormal(0.0, 0.02, 6)
+    open_above = words.verdict_text(stats.verdict(fast, idle, loaded_censored=[30.0] * 4))
+    assert open_above.startswith("inconclusive: ") and "raise --timeout" in open_above
+    noisy = words.verdict_text(stats.verdict(rng.normal(100, 30, size=5),
+                                             rng.normal(100, 30, size=5)))
+    assert re.search(_CI_TEXT, noisy) and noisy.endswith("; run more trials to decide")
+    lower = words.verdict_text(stats.verdict(fast[:2], idle, loaded_censored=[30.0] * 8))
+    assert lower.startswith("\u2265") and "slower than idle" in lower
+
+
+def test_the_tolerance_is_said() -> None:
+    rng = np.random.default_rng(23)
+    loaded, idle = rng.normal(115, 0.5, size=40), rng.normal(100, 0.5, size=40)
+    text = words.verdict_text(stats.verdict(loaded, idle, tolerance=0.2))
+    assert text.startswith("indistinguishable from idle (within \u00b120%; 1.15\u00d7 idle")
+
+
+def test_warnings_from_stats_in_words() -> None:
+    (few,) = stats.warnings_for([1.0, 2.0, 3.0, 4.0])
+    assert words.caveat_text(few) == ("only 4 trials: too few for a 95% interval of the "
+                                      "median; use --trials 10 or more")
+    none, timeouts = stats.warnings_for([], timeouts=3)
+    assert words.caveat_text(none).startswith("no completed trials: too few")
+    assert "3 trials timed out" in words.caveat_text(timeouts)
+    assert "only a lower bound of the time is known" in words.caveat_text(timeouts)
+
+
+def test_the_outlier_rule_says_the_fence() -> None:
+    assert words.OUTLIER_RULE == ("Tukey fences: x < Q1 - 1.5*IQR or x > Q3 + 1.5*IQR "
+                                  "(numpy linear quantiles; flagged, never dropped)")
