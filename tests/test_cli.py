@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +104,47 @@ def test_unknown_plot_format_fails_before_the_table(db: str, tmp_path: Path, fmt
     assert "unknown plot format" in line and "png,svg,pdf" in line
     assert r.out == ""  # the table was not printed first
     assert not (tmp_path / "plots").exists()
+
+
+#: `python -m backburner` on a machine without matplotlib (the rest of the report extra there)
+WITHOUT_MATPLOTLIB = """
+import sys
+
+class NoMatplotlib:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "matplotlib":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoMatplotlib())
+from backburner.entry import main
+sys.exit(main())
+"""
+
+
+def _without_matplotlib(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", WITHOUT_MATPLOTLIB, *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("args", [["--export", "csv"], ["--export", "json"],
+                                  ["--export", "markdown"], [], ["--recommend"]])
+def test_only_what_draws_needs_matplotlib(db: str, args: list[str]) -> None:
+    r = _without_matplotlib("report", db, *args)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout and "matplotlib" not in r.stderr
+    r = _without_matplotlib("compare", db, db)
+    assert r.returncode == 0 and "no change" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("args", [["--html", "r.html"], ["--plot", "plots"]])
+def test_drawing_without_matplotlib_is_one_line_before_anything(db: str, tmp_path: Path,
+                                                               args: list[str]) -> None:
+    r = _without_matplotlib("report", db, args[0], str(tmp_path / args[1]))
+    assert r.returncode == errors.UnavailableError.exit_status, r.stderr
+    assert r.stderr.splitlines() == [
+        "backburner: this command needs matplotlib, which is not installed; install the "
+        "report extra: pip install 'backburner[report]'"]
+    assert r.stdout == "" and os.listdir(tmp_path) == ["r.db"]
 
 
 def test_cold_and_warm_together_64(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ import pytest
 from helpers import COMMAND, MEDIANS, PREPARED, SPECIAL, make_db
 from PIL import Image
 
-from backburner import plot, report
+from backburner import report
 from backburner.report import html as html_report
-from backburner.report import words
+from backburner.report import plot, words
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

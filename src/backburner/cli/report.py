@@ -46,10 +46,14 @@ def _date(text: str) -> float:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .. import plot, report
-    from ..report import html
+    from .. import report
+    from ..report.plot_formats import parse_formats
 
-    formats = plot.parse_formats(args.format)  # a typo fails before anything is printed
+    formats = parse_formats(args.format)  # a typo fails before anything is printed
+    if args.plot or args.html:
+        # matplotlib only for what draws, imported here so that a missing one stops the
+        # command before anything is printed
+        from ..report import plot
     data = report.load(database(args, args.database), selection(args))
     if args.recommend:
         from ..report import recommend
@@ -62,6 +66,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))
     if args.html:
+        from ..report import html
+
         html.write_html(data, args.html, tolerance=args.tolerance)
         print(f"report: {args.html}")
     if args.plot:
@@ -83,9 +89,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         for result in results:
             print(report.render_compare(result, color=color))
         if args.plot:
-            from .. import plot
+            from ..report import plot_groups
 
-            for f in plot.write_group_plots(data, args.by, args.plot):
+            for f in plot_groups.write_group_plots(data, args.by, args.plot):
                 print(f"plot: {f}")
     else:
         if not args.after:

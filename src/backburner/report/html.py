@@ -1,5 +1,6 @@
 """The HTML report: one self-contained file (no scripts, no external references, plots
-inline). The only part of the report that draws: it alone imports `plot`."""
+inline). It draws only through `report.plot`, imported when a page is written, so importing
+this module does not import matplotlib."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from .words import (
 def write_html(data: ReportData, path: str, *, tolerance: float = 0.10,
                confidence: float = 0.95) -> None:
     """One self-contained HTML file: no scripts, no external references, plots inline."""
-    from .. import plot  # matplotlib only when plots are wanted
+    from . import plot  # matplotlib only when a page is written
 
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     images = plot.inline_pngs(data, tolerance=tolerance)

@@ -8,7 +8,8 @@ against median background throughput, one point per cell, error bars spanning th
 
 `figures` returns the figures without saving them, so tests can inspect what is drawn; every
 drawn element carries a gid ("box:KEY", "violin:KEY", "samples:KEY", "timeouts:KEY",
-"idle:GROUP" (the scheduler, and its preparation if any), "point:KEY").
+"idle:GROUP" (the scheduler, and its preparation if any), "point:KEY"). The figures of
+`compare --by` are `plot_groups`'s, drawn in the same style.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import outfile
-from .cell import NO_PREPARE, Cell
-from .errors import UsageError
-from .report.data import CellData, ReportData
-from .report.summary import MB, Row, summary_rows
-from .report.words import median_value_text
-from .units import fmt_factor, fmt_s, slug
+from .. import outfile
+from ..cell import NO_PREPARE, Cell
+from ..units import fmt_factor, fmt_s, slug
+from .data import CellData, ReportData
+from .plot_formats import check_formats
+from .summary import MB, Row, summary_rows
+from .words import median_value_text
 
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#8C6D31", "#F0E442",
@@ -70,7 +71,7 @@ def use_log_scale(values: list[float]) -> bool:
     return bool(v) and max(v) / min(v) > LOG_RANGE
 
 
-def _set_y_scale(ax, values: list[float]) -> None:
+def set_y_scale(ax, values: list[float]) -> None:
     """Log scale (with plain-number ticks) when the range exceeds LOG_RANGE, else from 0."""
     v = [x for x in values if x is not None and np.isfinite(x) and x > 0]
     if not v:
@@ -90,7 +91,7 @@ def _set_y_scale(ax, values: list[float]) -> None:
         ax.set_ylim(0, hi / (1 - HEADROOM))
 
 
-def _titles(fig: Figure, ax, title: str, subtitle: str) -> None:
+def titles(fig: Figure, ax, title: str, subtitle: str) -> None:
     fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 9.5)), x=0.01, ha="left",
                  fontsize=12.5, fontweight="bold")
     width = int(fig.get_figwidth() * 12)
@@ -105,7 +106,7 @@ def group_label(cell: Cell) -> str:
     return f"{cell.scheduler} \u00b7 prepare {cell.prepare}"
 
 
-def _unique_names() -> Callable[[str], str]:
+def unique_names() -> Callable[[str], str]:
     """A namer whose names stay unique (a repeat gets -2, -3, ...): slugs are cut at 60
     characters, so two loads of a long probe would otherwise write the same file."""
     names: set[str] = set()
@@ -134,7 +135,7 @@ def _figures(data: ReportData, *, violin: bool = False,
     rows = {r.cell.key: r for r in summary_rows(data, tolerance=tolerance)}
     colours = policy_colours(data)
     out: list[PlotFigure] = []
-    unique = _unique_names()
+    unique = unique_names()
     groups: dict[tuple[str, str], list[CellData]] = {}
     for c in data.cells:
         groups.setdefault((c.cell.probe, c.cell.device), []).append(c)
@@ -208,7 +209,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
             all_values += samples + limits
             has_timeouts = has_timeouts or bool(limits)
             # the box spans the quartiles the table shows: timeouts count at their limit
-            _draw_distribution(ax, x, cell.key, samples + limits if samples else [], colour,
+            draw_distribution(ax, x, cell.key, samples + limits if samples else [], colour,
                                violin)
             rng = np.random.default_rng(1000 * g + i)
             if samples:
@@ -248,10 +249,10 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
     sec.tick_params(axis="x", length=0, pad=34 if long_labels else 20)
     sec.spines["bottom"].set_visible(False)
     ax.set_xlim(-0.8, x)
-    _set_y_scale(ax, all_values)
+    set_y_scale(ax, all_values)
     ax.set_ylabel("start-up time (s)")
     what = f"load {load}" if load != "none" else "unloaded"
-    _titles(fig, ax, f"Start-up time of {probe} on {device}, {what}",
+    titles(fig, ax, f"Start-up time of {probe} on {device}, {what}",
             f"every trial is a dot; {'bars' if violin else 'boxes'} span the quartiles; "
             "dashed line = unloaded median of the scheduler (and preparation); "
             "colour = policy of the background load; labels = median and ratio to idle"
@@ -259,7 +260,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
     return fig
 
 
-def _draw_distribution(ax, x: float, key: str, samples: list[float], colour: str,
+def draw_distribution(ax, x: float, key: str, samples: list[float], colour: str,
                        violin: bool) -> None:
     if not samples:
         return
@@ -353,20 +354,20 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
         elif row.timeouts:
             label += f" (+{row.timeouts} timed out)"
         labels.append((tx, y, label, TIMEOUT_COLOUR if row.timeouts else "#1d232b"))
-    _set_y_scale(ax, ys)
+    set_y_scale(ax, ys)
     ax.margins(x=0.08)
     ax.set_xlim(left=-0.03 * max(ax.get_xlim()[1], 1e-9))
     _place_labels(ax, labels)
     if by_bulk:
         ax.set_xlabel("bulk work's own speed, relative to the same load unprotected "
                       "(1 = full speed)")
-        _titles(fig, ax, f"Start-up time of {probe} on {device} vs the bulk work's speed",
+        titles(fig, ax, f"Start-up time of {probe} on {device} vs the bulk work's speed",
                 "one point per loaded cell: median start-up time against the load's own "
                 "speed over the whole time it ran; bars: quartiles (y) and the ratio's CI "
                 "(x); colour = policy, shape = scheduler")
     else:
         ax.set_xlabel("background device throughput during the probe (MB/s, read + write)")
-        _titles(fig, ax, f"Start-up time of {probe} on {device} vs background throughput",
+        titles(fig, ax, f"Start-up time of {probe} on {device} vs background throughput",
                 "one point per cell: median start-up time against median background "
                 "throughput; bars span the quartiles; colour = policy, shape = scheduler")
     ax.set_ylabel("median start-up time (s)")
@@ -411,7 +412,7 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, frameon=False, loc="lower right")
     what = f"load {load}" if load != "none" else "unloaded"
-    _titles(fig, ax, f"Start-up times of {probe} on {device}, {what}: the whole distribution",
+    titles(fig, ax, f"Start-up times of {probe} on {device}, {what}: the whole distribution",
             "empirical CDF of every counted trial; the right end is the tail a user meets")
     return fig
 
@@ -438,12 +439,12 @@ def _order_figure(probe: str, device: str, cells: list[CellData],
                    marker=markers[cell.cell.scheduler], edgecolors="#1d232b", linewidths=0.3,
                    label=cell.label if not cell.unloaded else f"{group_label(cell.cell)} · "
                    "idle", gid=f"order:{cell.key}")
-    _set_y_scale(ax, values)
+    set_y_scale(ax, values)
     ax.set_xlabel("trial, in the order they ran")
     ax.set_ylabel("start-up time (s)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7.5, frameon=False, ncol=2, loc="upper left")
-    _titles(fig, ax, f"Every trial of {probe} on {device}, in run order",
+    titles(fig, ax, f"Every trial of {probe} on {device}, in run order",
             "a drift or a step here means the machine changed during the run "
             "(the order is shuffled per round, so it cannot favour one cell)")
     return fig
@@ -478,27 +479,10 @@ def _throughput_mbps(cell: CellData) -> list[float]:
     return out
 
 
-FORMATS = ("png", "svg", "pdf")
-
-
-def _check_formats(formats: tuple[str, ...] | list[str]) -> None:
-    bad = [f for f in formats if f not in FORMATS]
-    if bad or not formats:
-        raise UsageError(f"unknown plot format {', '.join(bad) or '(none)'}",
-                         f"use one or more of {','.join(FORMATS)}")
-
-
-def parse_formats(text: str) -> tuple[str, ...]:
-    """`--format png,svg` as a tuple; UsageError (before anything is drawn) if unknown."""
-    formats = tuple(f.strip().lower() for f in text.split(",") if f.strip())
-    _check_formats(formats)
-    return formats
-
-
 def write_plots(data: ReportData, outdir: str, formats: tuple[str, ...] = ("png",),
                 violin: bool = False, *, tolerance: float = 0.10) -> list[str]:
     """Save every plot in every format into `outdir` (created); returns the paths written."""
-    _check_formats(formats)
+    check_formats(formats)
     outfile.make_dirs(outdir)
     paths = []
     for pf in figures(data, violin=violin, tolerance=tolerance):
@@ -527,76 +511,3 @@ def inline_pngs(data: ReportData, *, violin: bool = False,
                     width))
         pf.figure.clear()
     return out
-
-
-def group_figures(data: ReportData, by: str) -> list[PlotFigure]:
-    """For `compare --by`: per probe and load, one box per machine (kernel, run) for each
-    scheduler and policy, the same colour per group in every figure."""
-    with matplotlib.rc_context({"text.parse_math": False}):
-        return _group_figures(data, by)
-
-
-def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
-    from .report.data import split
-
-    groups = split(data, by)
-    colours = {label: PALETTE[i % len(PALETTE)] for i, (label, _) in enumerate(groups)}
-    by_cell: dict[str, list[tuple[str, CellData]]] = {}
-    for label, part in groups:
-        for c in part.cells:
-            by_cell.setdefault(c.key, []).append((label, c))
-    out = []
-    unique = _unique_names()
-    for (probe, load), keys in _by_probe_and_load(data).items():
-        fig = Figure(figsize=(min(15.0, 3.0 + 0.6 * len(keys) * len(groups)), 5.2), dpi=DPI,
-                     layout="constrained")
-        ax = fig.add_subplot()
-        ax.grid(axis="y", color="#E3E6EA", linewidth=0.8)
-        x, ticks, names, values = 0.0, [], [], []
-        for key in keys:
-            first = x
-            for label, cell in by_cell.get(key, []):
-                samples = cell.samples()
-                values += samples
-                _draw_distribution(ax, x, f"{label}:{key}", samples, colours[label], False)
-                x += 0.8
-            ticks.append((first + x - 0.8) / 2)
-            cell = data.cell(key).cell
-            prep = "" if cell.prepare == NO_PREPARE else f"\nprepare {cell.prepare}"
-            names.append(("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
-                         + prep)
-            x += 0.8
-        ax.set_xticks(ticks, names, fontsize=8.5)
-        for label, colour in colours.items():
-            ax.scatter([], [], marker="s", s=60, color=colour, alpha=0.5, label=label)
-        ax.legend(title=by, fontsize=8, title_fontsize=8.5, loc="upper left", frameon=False)
-        _set_y_scale(ax, values)
-        ax.set_ylabel("start-up time (s)")
-        _titles(fig, ax, f"Start-up time of {probe}, load {load}, by {by}",
-                "boxes span the quartiles of each group's counted trials")
-        out.append(PlotFigure(unique(slug(f"by-{by}-{probe}-{load}")), "box",
-                              f"Start-up time of {probe} under load {load}, one box per "
-                              f"{by}.", fig))
-    return out
-
-
-def _by_probe_and_load(data: ReportData) -> dict[tuple[str, str], list[str]]:
-    out: dict[tuple[str, str], list[str]] = {}
-    for c in data.cells:
-        out.setdefault((c.cell.probe, c.cell.load), []).append(c.key)
-    for (probe, load), keys in out.items():
-        if load != "none":
-            keys[:0] = [c.key for c in data.cells if c.unloaded and c.cell.probe == probe
-                        and c.key not in keys]
-    return out
-
-
-def write_group_plots(data: ReportData, by: str, outdir: str) -> list[str]:
-    outfile.make_dirs(outdir)
-    paths = []
-    for pf in group_figures(data, by):
-        path = os.path.join(outdir, f"{pf.name}.png")
-        with outfile.replaced(path, "wb") as f:
-            pf.figure.savefig(f, format="png", dpi=DPI * 1.5, metadata={"Software": None})
-        paths.append(path)
-    return paths

@@ -1,4 +1,5 @@
-"""plot: what is drawn matches the data (boxes, dots, timeouts, scales), and files are written."""
+"""report.plot and report.plot_groups: what is drawn matches the data (boxes, dots,
+timeouts, scales), and files are written."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from helpers import LOAD, LOAD2, MEDIANS, PREPARED, SPECIAL, make_db
 from matplotlib.colors import to_hex
 
-from backburner import errors, plot, report
+from backburner import errors, report
+from backburner.report import plot, plot_groups
 
 
 def gid_artists(fig, prefix: str) -> list:
@@ -164,7 +166,7 @@ def test_group_plot_files_are_unique_for_a_long_probe(tmp_path: Path) -> None:
     store = make_db(tmp_path / "r.db", medians=medians, probe=probe, trials=6, close=False)
     make_db(None, store=store, medians=medians, probe=probe, trials=6, seed=2)
     data = report.load(str(tmp_path / "r.db"))
-    paths = plot.write_group_plots(data, "run", str(tmp_path / "plots"))
+    paths = plot_groups.write_group_plots(data, "run", str(tmp_path / "plots"))
     assert len(paths) == len(set(paths)) == 3  # one per load, "none" too
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
         Path(p).name for p in paths)
