@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What does `govern` cost while nothing matches? (issue 10 targets: < 0.5% of one core at
+"""What does `govern` cost while nothing matches? (targets: < 0.5% of one core at
 100 exec/s of non-matching programs; memory steady over 100,000 execs.)
 
 The daemon runs with a rule set shaped like the built-in one (as many rules, as many names

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How fast does `govern` put a new matching program on the back burner? (issue 10 target:
+"""How fast does `govern` put a new matching program on the back burner? (target:
 p50 < 1 ms, p99 < 5 ms from exec to idle IO class, measured from inside the child.)
 
 A C driver forks N times; each child reads CLOCK_MONOTONIC and execs the probe, a program

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """One policy against another, cell by cell, in stored results: the ratio of the probe's
-medians with its 95% interval (the statistics `report` uses). Written for issue 10's
+medians with its 95% interval (the statistics `report` uses). Written for govern's
 end-to-end target: a governed cell within 10% of the same cell with `background`.
 
 Usage: .venv/bin/python benchmarks/policy_ratio.py RESULTS.db [MORE.db ...] [--a govern]

@@ -497,11 +497,3 @@ def plan_cgroup(policy: Policy, name: str, mountinfo: str = "/proc/self/mountinf
         shares = max(2, round(policy.cpu_weight * 1024 / 100))
         dirs[str(cpu / "backburner" / name)] = {"cpu.shares": str(shares)}
     return CgroupPlan(1, dirs)
-
-
-def cgroup_of(pid: int | str, controller: str) -> str:
-    """The cgroup path of pid in the hierarchy holding `controller` (v1) or '' for v2."""
-    for num, ctrls, path in procfs.cgroup_lines(int(pid)):
-        if controller in ctrls.split(",") or (controller == "" and num == "0"):
-            return path
-    return ""

@@ -24,7 +24,7 @@ def _timeouts_db(path: Path) -> report.ReportData:
 
 
 def test_timeouts_are_no_evidence_of_a_fast_start(tmp_path: Path) -> None:
-    """The reviewer's case: dropping the timeouts made a cell that times out 4 times in 10
+    """Dropping the timeouts made a cell that times out 4 times in 10 read
     'indistinguishable from idle'. Counted at their limit they leave the interval open above:
     inconclusive; reaching the median they make it a lower bound, and slower."""
     data = _timeouts_db(tmp_path / "t.db")

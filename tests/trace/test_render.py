@@ -28,18 +28,6 @@ def _text(lines, tables) -> str:
     return buf.getvalue()
 
 
-def test_number_formats() -> None:
-    assert render.fmt_count(89418) == "89,418" and render.fmt_count(2.5) == "2.5"
-    assert render.fmt_value(0.25, "s") == "250 ms" and render.fmt_value(2.5, "s") == "2.50 s"
-    assert render.fmt_value(2048, "KiB") == "2 MiB"
-    assert render.fmt_signed(-3, "count") == "\u22123" and render.fmt_signed(0, "count") == "0"
-    assert render.fmt_ratio(float("inf")) == "from 0" and render.fmt_ratio(None) == "\u2013"
-    assert render.fmt_ratio(22354.5) == "22354\u00d7" and render.fmt_ratio(0) == "to 0"
-    assert render.fmt_ratio(0.25) == "0.25\u00d7" and render.fmt_ratio(1 / 1210) == "1/1210\u00d7"
-    assert render.fmt_spread([1, 2, 3], "count") == "2 [1\u20133]"
-    assert render.fmt_spread([4, 4], "count") == "4"
-
-
 def test_show_tables(two) -> None:
     _, bad = two
     tables = render.show_tables(bad)

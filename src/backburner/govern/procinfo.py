@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import pwd
-from dataclasses import asdict
-from typing import Any
 
 from .. import procfs
 from .rules import StaticFacts
@@ -103,9 +101,5 @@ class ProcInfo:
                            list(self.ancestors), self.unit, self.cgroup, self.user, self.uid)
 
 
-def facts_dict(facts: StaticFacts) -> dict[str, Any]:
-    return asdict(facts)
-
-
 def is_kernel_thread(pid: int) -> bool:
-    return pid == 2 or procfs.is_kernel_thread(pid)
+    return procfs.is_kernel_thread(pid)  # by its flags: PID 2 of a container is no kthread

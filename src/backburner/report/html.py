@@ -4,13 +4,12 @@ this module does not import matplotlib."""
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from .. import __version__, outfile, stats
+from .. import __version__, htmlpage, outfile, stats
 from ..cell import NO_PREPARE
 from ..units import fmt_bytes, fmt_factor, fmt_range, fmt_s
 from .data import ReportData
@@ -41,70 +40,14 @@ def write_html(data: ReportData, path: str, *, tolerance: float = 0.10,
         f.write(page)
 
 
-_CSS = """
-:root { --fg:#1d232b; --muted:#5b6673; --line:#d8dde3; --bg:#ffffff; --soft:#f5f7f9;
-  --red:#b42318; --green:#1a7f37; --amber:#9a6700; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--bg); color:var(--fg);
-  font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","DejaVu Sans",sans-serif; }
-main { max-width:1360px; margin:0 auto; padding:28px 28px 64px; }
-.scroll { overflow-x:auto; }
-.legend { color:var(--muted); font-size:13px; margin:8px 0 0; }
-h1 { font-size:26px; margin:0 0 4px; }
-h2 { font-size:19px; margin:36px 0 10px; padding-bottom:4px; border-bottom:1px solid var(--line); }
-h3 { font-size:15px; margin:18px 0 6px; }
-.sub { color:var(--muted); margin:0 0 16px; }
-code, pre, .num { font-family:ui-monospace,"SFMono-Regular","DejaVu Sans Mono",Menlo,monospace; }
-pre { background:var(--soft); border:1px solid var(--line); border-radius:6px; padding:10px 12px;
-  overflow-x:auto; font-size:13px; white-space:pre-wrap; word-break:break-all; margin:6px 0; }
-table { border-collapse:collapse; width:100%; font-size:13.5px; }
-th, td { padding:6px 9px; border-bottom:1px solid var(--line); text-align:left;
-  vertical-align:top; }
-th { background:var(--soft); font-weight:600; white-space:nowrap; }
-td.num, th.num { text-align:right; white-space:nowrap; font-size:12.5px; }
-table.summary td:nth-child(-n+3) { white-space:nowrap; }
-table.summary td code { font-size:12.5px; }
-table.summary th, table.summary td { padding:6px 7px; }
-tr.base td { background:#fafbfc; color:var(--muted); }
-tr.group td { border-top:2px solid var(--line); }
-.v { font-weight:600; }
-.v-slower, .v-timed-out { color:var(--red); }
-.v-faster, .v-indistinguishable { color:var(--green); }
-.v-inconclusive, .v-no-baseline, .v-no-data { color:var(--amber); }
-.v-baseline { color:var(--muted); font-weight:400; }
-table.summary small { color:var(--muted); font-size:11.5px; }
-table.summary th small { font-weight:400; }
-table.summary td.v { min-width:230px; font-size:13px; }
-td.bad { color:var(--red); font-weight:600; }
-.warn { background:#fff8e6; border:1px solid #f0d58c; border-radius:6px;
-  padding:10px 14px 10px 30px; margin:8px 0; }
-.warn li { margin:3px 0; }
-.ok { color:var(--green); }
-figure { margin:16px 0 28px; }
-figure img { display:block; max-width:100%; height:auto; border:1px solid var(--line);
-  border-radius:6px; }
-figcaption { color:var(--muted); font-size:13px; margin-top:6px; }
-.kv { width:auto; min-width:50%; }
-.kv th { width:220px; background:none; font-weight:600; color:var(--muted); }
-details summary { cursor:pointer; color:var(--muted); margin:6px 0; }
-.notes li { margin:4px 0; }
-footer { margin-top:40px; color:var(--muted); font-size:12px; }
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+_e = htmlpage.escape
 
 
 def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, str, int]],
                tolerance: float, confidence: float) -> str:
     conf = f"{confidence * 100:g}%"
     title = f"backburner: {', '.join(data.probes)} on {', '.join(data.devices)}"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-             "img-src data:; style-src 'unsafe-inline'\">",
-             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+    parts = [*htmlpage.head(title),
              "<h1>Start-up latency under background IO</h1>",
              f'<p class="sub">{_e(title)} \u00b7 <code>{_e(data.path)}</code> \u00b7 '
              f"{len(data.cells)} cells, {data.trial_count} trials \u00b7 "

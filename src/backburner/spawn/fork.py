@@ -26,7 +26,7 @@ def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | Non
     here already. A background readahead replay started as a new interpreter costs a start
     of its own (an interpreter and its modules, read cold) at the very moment it is meant to help
     one: measured on a fast device, +13-26% to the start it ran beside, against -28% when
-    forked (bench/readahead_slowdisk.py).
+    forked (benchmarks/readahead_slowdisk.py).
 
     The child holds none of our descriptors (its stdio is /dev/null: a caller reading our
     output is not kept waiting, and no lock or pipe of ours lives on in it), takes

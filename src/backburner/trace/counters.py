@@ -16,7 +16,6 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -348,8 +347,3 @@ class ThreadSampler:
             self.seen[inner_tid] = ThreadSched(inner_tid, inner_pid, comm, values[0] / 1e9,
                                                values[1] / 1e9, values[2],
                                                (known.samples + 1) if known else 1)
-
-
-def sched_rows(seen: Iterable[ThreadSched]) -> list[dict[str, Any]]:
-    return [{"tid": t.tid, "pid": t.pid, "comm": t.comm, "run_s": t.run_s, "wait_s": t.wait_s,
-             "slices": t.slices, "samples": t.samples} for t in seen]

@@ -5,7 +5,7 @@ Every engine runs the same launcher (`trace.shim`) under it, which starts the jo
 its end and reports the job's own wait status and rusage; the tracer's own exit status and
 CPU use never stand in for the job's. The launcher's syscalls are traced too and dropped.
 
-Which engine is cheapest is measured by bench/trace_overhead.py; perf was far cheaper where
+Which engine is cheapest is measured by benchmarks/trace_overhead.py; perf was far cheaper where
 this was written (in-kernel tracepoints written to a buffer instead of two ptrace stops per
 syscall), so `auto` prefers it and falls back to strace, which needs no root.
 """
@@ -218,7 +218,7 @@ def _drop_process(threads: dict[int, parsers.TracedThread], pid: int) -> None:
 
 ENGINES: dict[str, type[Engine]] = {"perf": PerfEngine, "strace": StraceEngine,
                                     "none": NoEngine}
-#: The order `auto` tries, cheapest first (see bench/trace_overhead.py).
+#: The order `auto` tries, cheapest first (see benchmarks/trace_overhead.py).
 PREFERENCE = ("perf", "strace")
 
 

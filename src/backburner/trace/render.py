@@ -9,17 +9,24 @@ references, the bar chart inline as a PNG); matplotlib is imported only for it.
 from __future__ import annotations
 
 import base64
-import html
 import io
 import json
 import math
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .. import __version__
-from ..units import DASH, fmt_factor, fmt_ms, fmt_s, human_size
+from .. import __version__, htmlpage
+from ..units import (
+    DASH,
+    fmt_count,
+    fmt_factor,
+    fmt_p,
+    fmt_ratio,
+    fmt_signed,
+    fmt_spread,
+    fmt_value,
+)
 from .diff import Diff, Row
 from .profile import (
     Profile,
@@ -30,7 +37,6 @@ from .profile import (
     processes,
 )
 
-MINUS = "\u2212"
 TOP = 25
 
 
@@ -41,54 +47,6 @@ class Table:
     align: str  # one of "l"/"r" per column
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-# --- numbers -----------------------------------------------------------------------------
-
-
-def fmt_count(x: float) -> str:
-    """A count with thousands separators; a median of an even number of runs keeps .5."""
-    if not math.isfinite(x):
-        return DASH
-    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
-
-
-def fmt_value(x: float, unit: str) -> str:
-    if unit == "s":
-        return fmt_ms(x) if abs(x) < 1 else f"{fmt_s(x)} s"
-    if unit == "KiB":
-        return human_size(x * 1024)
-    return fmt_count(x)
-
-
-def fmt_signed(x: float, unit: str) -> str:
-    text = fmt_value(abs(x), unit)
-    return ("+" if x > 0 else MINUS if x < 0 else "") + text
-
-
-def fmt_ratio(ratio: float | None) -> str:
-    """B / A: "from 0" and "to 0" at the ends, 1/N below 1% (0.00× would hide how much)."""
-    if ratio is None:
-        return DASH
-    if math.isinf(ratio):
-        return "from 0"
-    if ratio == 0:
-        return "to 0"
-    if ratio < 0.01:
-        return f"1/{fmt_factor(1 / ratio)}\u00d7"
-    return f"{fmt_factor(ratio)}\u00d7"
-
-
-def fmt_spread(values: Sequence[float], unit: str) -> str:
-    """median, and [min–max] when there is more than one value."""
-    mid = fmt_value(median(values), unit)
-    if len(values) < 2 or min(values) == max(values):
-        return mid
-    return f"{mid} [{fmt_value(min(values), unit)}{DASH}{fmt_value(max(values), unit)}]"
-
-
-def fmt_p(p: float) -> str:
-    return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
 # --- show ----------------------------------------------------------------------------------
@@ -391,19 +349,12 @@ def bar_chart(d: Diff, top: int = 15) -> tuple[str, int] | None:
     return base64.b64encode(buf.getvalue()).decode("ascii"), 9 * 110
 
 
-def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+_e = htmlpage.escape
 
 
 def to_html(d: Diff, top: int = TOP) -> str:
-    from ..report.html import _CSS  # the report's look, shared
-
     title = f"backburner trace diff: {d.label_a} vs {d.label_b}"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-             "img-src data:; style-src 'unsafe-inline'\">",
-             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>",
+    parts = [*htmlpage.head(title),
              "<h1>What changed between two runs</h1>",
              '<p class="sub">' + "<br>".join(_e(x) for x in diff_header(d)) + "</p>"]
     chart = bar_chart(d)
