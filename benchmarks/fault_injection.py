@@ -11,7 +11,8 @@ interruption it checks, by PID and by the filesystem:
   run's state directory), and two seconds later still none has appeared;
 * no loop device is backed by a file of the run, nothing is mounted under it, the work root
   is empty (nothing was written beneath an unmounted testbed), no journal is left;
-* no cgroup of the run is left;
+* no cgroup of the run is left, and nothing new of backburner's in /tmp, /dev/shm or
+  /var/tmp;
 * every trial the run reported as done (its `[k/N]` progress lines, printed after each
   commit) is in the database: committed trials lost = 0.
 
@@ -148,6 +149,14 @@ def leftovers(state: Path, bench_pid: int) -> list[str]:
     return problems
 
 
+def scratch() -> set[str]:
+    """backburner's scratch in the machine's shared places (it belongs in the journaled work
+    root: anything new here after a run is a leak)."""
+    return {str(p) for pattern in ("tmp/backburner*", "dev/shm/backburner*",
+                                   "var/tmp/backburner*")
+            for p in Path("/").glob(pattern)}
+
+
 def _stored(db: Path) -> int:
     if not db.exists():
         return 0
@@ -167,6 +176,7 @@ def inject(workdir: Path, phase: str, kind: str, delay_s: float) -> Outcome | No
     None when it had already finished (nothing was injected)."""
     state = Path(tempfile.mkdtemp(dir=workdir))
     db = state / "r.db"
+    shared_before = scratch()
     proc = _run(state, db, debug=True)
     assert proc.stderr is not None
     lines: list[bytes] = []
@@ -206,6 +216,7 @@ def inject(workdir: Path, phase: str, kind: str, delay_s: float) -> Outcome | No
         out.problems.append(f"status {proc.returncode}: "
                             + err.decode(errors="replace")[-300:])
     out.problems += leftovers(state, proc.pid)
+    out.problems += [f"scratch left: {x}" for x in sorted(scratch() - shared_before)]
     time.sleep(2)  # a stray helper would write again by now
     out.problems += [f"2 s later: {p}" for p in leftovers(state, proc.pid)]
     if out.lost:

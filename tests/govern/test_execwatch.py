@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backburner.govern import execwatch
-from backburner.trace.engines import tracefs_mount
+from backburner.system import tracefs_mount
 
 FORMAT = """name: sched_process_exec
 ID: 312

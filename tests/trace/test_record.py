@@ -132,7 +132,7 @@ def test_a_session_keeps_its_scratch_in_the_journal_and_in_memory(state_dir: Pat
     both journaled (so `restore` removes them after a SIGKILL), and perf's own tracefs too;
     nothing is left when the session ends."""
     _require("perf")
-    tracefs_before = engines.tracefs_mount()
+    tracefs_before = system.tracefs_mount()
     with record.Session(engines.choose("perf")) as session:
         work = str(session.workdir)
         assert os.path.dirname(work) == str(system.work_root())
@@ -142,10 +142,10 @@ def test_a_session_keeps_its_scratch_in_the_journal_and_in_memory(state_dir: Pat
         assert fstype[os.path.realpath(work)] == "tmpfs"
         assert _intents(state_dir).count("privdir") == (2 if tracefs_before is None else 1)
         if tracefs_before is None:
-            assert os.path.dirname(engines.tracefs_mount() or "") == str(system.work_root())
+            assert os.path.dirname(system.tracefs_mount() or "") == str(system.work_root())
         run, outcome = session.run(["true"], 0)
         assert outcome.exit_code == 0 and run.threads
-    assert engines.tracefs_mount() == tracefs_before
+    assert system.tracefs_mount() == tracefs_before
     assert not os.path.exists(work) and list(system.work_root().iterdir()) == []
     assert list((state_dir / "journal").iterdir()) == []
 

@@ -128,7 +128,7 @@ def test_perf_attributes_a_real_probe_and_load(ext4_loop) -> None:
     if engines.PerfEngine().missing():
         pytest.fail(f"perf cannot run here: {engines.PerfEngine().missing()}")
     loop, mnt = ext4_loop
-    tracefs_before = engines.tracefs_mount()
+    tracefs_before = system.tracefs_mount()
     with window.IOAttribution(loop) as attribution:
         attribution.start()
         load = subprocess.Popen(["sh", "-c", WRITE.format(mnt=mnt)])
@@ -147,7 +147,7 @@ def test_perf_attributes_a_real_probe_and_load(ext4_loop) -> None:
             assert task["comm"] == "dd"
         if task["group"] == "writeback":
             assert task["tid"] in r["flusher_tids"]
-    assert engines.tracefs_mount() == tracefs_before  # our own tracefs mount is gone
+    assert system.tracefs_mount() == tracefs_before  # our own tracefs mount is gone
 
 
 @pytest.mark.root

@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
-from .. import procfs
+from .. import procfs, system
 from ..trace import counters, engines, window
 from .devices import Device
 from .loads import Load
@@ -18,7 +18,7 @@ def hold_tracefs(stack: ExitStack) -> None:
     """Mount tracefs once for the whole bench when perf will attribute the IO (else each
     trial would mount and unmount its own), kept until `stack` closes."""
     if engines.PerfEngine().missing() is None:
-        engines.ensure_tracefs(stack)
+        system.ensure_tracefs(stack)
 
 
 class Tracing:

@@ -37,8 +37,8 @@ from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from .. import system
 from ..errors import BackburnerError
-from ..trace.engines import ensure_tracefs
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ def _tracepoint() -> tuple[int, Layout]:
     our own (trace's, journaled) for as long as it takes to read two files."""
     try:
         with ExitStack() as stack:
-            return _read_tracepoint(ensure_tracefs(stack))
+            return _read_tracepoint(system.ensure_tracefs(stack))
     except BackburnerError as err:
         raise OSError(0, f"tracefs could not be mounted: {err}") from None
 

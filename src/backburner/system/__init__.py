@@ -26,7 +26,14 @@ from .change import Change, selected
 from .files import InstalledFile, MadeDir, MadeFile, PrivateDir, remove_tree
 from .journal import Journal, JournalInfo, journals, stale_journals
 from .loops import LoopDevice, is_loop_over, loops_backed_by
-from .mounts import Filesystem, FuseMount, Mount, is_mountpoint, mount_options, mounts_under
+from .mounts import (
+    Filesystem,
+    FuseMount,
+    Mount,
+    is_mountpoint,
+    mount_options,
+    mounts_under,
+)
 from .paths import (
     DEFAULT_STATE_DIR,
     is_root,
@@ -37,6 +44,7 @@ from .paths import (
     work_root,
 )
 from .processes import Daemon, Inherited, Priorities, PrioritiesFirst
+from .tracefs import ensure_tracefs, tracefs_mount
 from .transaction import (
     LiveTransaction,
     Transaction,
@@ -52,10 +60,11 @@ __all__ = [
     "ControllersEnabled", "Daemon", "Filesystem", "FuseMount", "Inherited", "InstalledFile",
     "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
-    "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "is_mountpoint",
+    "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
+    "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",
     "mount_options", "mounts_under",
     "prune_empty_cgroups", "psi_trigger", "recover", "remove_tree", "require_root",
     "restore_stale", "selected", "stale_journals", "state_dir", "trusted_dir",
-    "undo_journal", "work_root",
+    "tracefs_mount", "undo_journal", "work_root",
 ]

@@ -175,3 +175,4 @@ class FuseMount(Change):
                 continue
         if is_mountpoint(self.target):
             raise SystemStateError(f"could not unmount the FUSE mount on {self.target}")
+

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from .. import procfs, spawn, system
+from .. import spawn, system
 from ..errors import UnavailableError, UsageError
 from . import parsers
 
@@ -122,27 +122,6 @@ class StraceEngine(Engine):
         return Collected(threads)  # ptrace stops the job: nothing is ever lost
 
 
-def tracefs_mount() -> str | None:
-    """Where tracefs is mounted now, if anywhere (perf finds it through /proc/mounts)."""
-    return next((m.mountpoint for m in procfs.mounts() if m.fstype == "tracefs"), None)
-
-
-def ensure_tracefs(stack: ExitStack) -> str:
-    """A tracefs mount for perf: the existing one, else one of our own on a private
-    directory under the work root, both journaled, unmounted and removed when `stack`
-    closes or by `restore` (never /sys/kernel/tracing, which other tools may expect to find
-    in the state they left it)."""
-    found = tracefs_mount()
-    if found:
-        return found
-    system.require_root("mounting tracefs for perf")
-    tx = stack.enter_context(system.Transaction("trace"))
-    target = tx.apply(system.PrivateDir(str(system.work_root()), "tracefs-"))
-    tx.apply(system.Mount("tracefs", target, "tracefs", "nosuid,nodev,noexec"))
-    log.debug("tracefs mounted on %s", target)
-    return str(target)
-
-
 #: The run's own PID namespace: `unshare` dies with us (the parent-death signal), its child
 #: (the tracer, or the launcher) is the first process of the namespace and is SIGKILLed when
 #: unshare dies, and when the first process of a PID namespace dies the kernel kills every
@@ -180,7 +159,7 @@ class PerfEngine(Engine):
         return None
 
     def prepare(self, stack: ExitStack) -> None:
-        ensure_tracefs(stack)
+        system.ensure_tracefs(stack)
 
     def command(self, inner: list[str], workdir: Path) -> list[str]:
         # 8 MiB of ring buffer per CPU (default 512 KiB): a syscall storm on a busy machine

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import spawn
+from .. import spawn, system
 from ..errors import NotFoundError, UnavailableError, UsageError
 from . import counters, engines, scratch
 
@@ -370,7 +370,7 @@ class IOAttribution:
         assert self._dev is not None
         self._stack = ExitStack()
         try:
-            engines.ensure_tracefs(self._stack)
+            system.ensure_tracefs(self._stack)
             self._dir = scratch.private_dir(self._stack, "io-")  # in memory: off the device
             self._launch_perf()
         except BaseException:
