@@ -1,5 +1,7 @@
-"""bench.runner on real testbeds (root): every slot stored, the system left exactly as it
-was (after success, after an exception mid-run), and resume after a SIGKILL."""
+"""bench.machine, the real executor, under the runner on real testbeds (root): every slot
+stored, the system left exactly as it was (after success, after an exception mid-run), and
+resume after a SIGKILL. The runner's rules themselves are tested in test_runner.py against
+a scripted executor."""
 
 from __future__ import annotations
 
@@ -10,14 +12,17 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, bb, one_line_error
+from helpers import BB, TIMEOUT, bb
 
 from backburner import system
-from backburner.bench import config, devices, loads, probes, runner
+from backburner.bench import config, devices, loads, runner
+from backburner.bench.executor import Measurement
+from backburner.bench.machine import MachineExecutor
+from backburner.cell import Cell
 from backburner.store import Store
 
 pytestmark = pytest.mark.root
@@ -132,23 +137,35 @@ class Recorder:
         self.warnings.append(msg)
 
 
-def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+class Spying(MachineExecutor):
+    """The real executor, with a look at the machine just before each probe starts and at
+    each cache drop."""
+
+    def __init__(self, plan: config.Plan, warn: Callable[[str], None],
+                 before_probe: Callable[[], None] = lambda: None) -> None:
+        super().__init__(plan, warn)
+        self.before_probe = before_probe
+        self.drops = 0
+
+    def drop_caches(self) -> None:
+        self.drops += 1
+        super().drop_caches()
+
+    def measure(self, cell: Cell, limit_s: float) -> Measurement:
+        self.before_probe()
+        return super().measure(cell, limit_s)
+
+
+def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None) -> None:
     cfg = _config()
     db = str(tmp_path / "r.db")
     rec = Recorder()
-    drops = []
-    real_drop = system.drop_caches
-
-    def counting_drop() -> None:
-        drops.append(1)
-        real_drop()
-
-    monkeypatch.setattr(system, "drop_caches", counting_drop)
     plan = config.plan(cfg)
-    store, run_id = runner.start(plan, db, rec.report, rec.warn, command="bb test")
+    machine = Spying(plan, rec.warn)
+    store, run_id = runner.start(plan, db, rec.report, rec.warn, command="bb test",
+                                 executor=machine)
     store.close()
-    assert len(drops) == len(plan.cells) * cfg.trials  # not before the warm-ups
+    assert machine.drops == len(plan.cells) * cfg.trials  # not before the warm-ups
     assert_nothing_left(os.getpid(), state_dir)
 
     s = Store.open(db, readonly=True)
@@ -203,8 +220,7 @@ def _earlier_cold_unloaded(trials: list[dict], t: dict, by_id: dict) -> bool:
                and by_id[u["cell_id"]].cell.scheduler == sched for u in trials)
 
 
-def test_no_thread_runs_while_probes_are_spawned(tmp_path: Path, state_dir: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_thread_runs_while_probes_are_spawned(tmp_path: Path, state_dir: Path) -> None:
     """With the real progress bar drawing to a terminal, no extra thread exists whenever a
     probe is launched (spawn forks and runs a pre-exec hook)."""
     import io
@@ -214,20 +230,15 @@ def test_no_thread_runs_while_probes_are_spawned(tmp_path: Path, state_dir: Path
     from backburner.bench import ui
 
     seen: list[int] = []
-    real_time_probe = probes.time_probe
-
-    def spy(*a: object, **kw: object) -> probes.ProbeResult:
-        seen.append(threading.active_count())
-        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(probes, "time_probe", spy)
     cfg = _config(loads=["none"], policies=["default"], schedulers=["bfq"], trials=1,
                   device="testbed:256M")
+    plan = config.plan(cfg)
+    warn = Recorder().warn
+    machine = Spying(plan, warn, lambda: seen.append(threading.active_count()))
     console = Console(file=io.StringIO(), force_terminal=True, width=120)
     before = threading.active_count()
     with ui.progress_bar(console) as reporter:
-        runner.start(config.plan(cfg), str(tmp_path / "r.db"), reporter,
-                     Recorder().warn)[0].close()
+        runner.start(plan, str(tmp_path / "r.db"), reporter, warn, executor=machine)[0].close()
     assert seen and set(seen) == {before}, (before, seen)
     assert_nothing_left(os.getpid(), state_dir)
 
@@ -274,16 +285,10 @@ def test_path_device_scheduler_restored(own_disk: tuple[Path, Path], tmp_path: P
     mnt, queue = own_disk
     rec = Recorder()
     seen: list[str] = []
-    real_time_probe = probes.time_probe
-
-    def spy(*a: object, **kw: object) -> probes.ProbeResult:
-        seen.append(_sched(queue))
-        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
-
+    plan = config.plan(_path_config(mnt))
     db = str(tmp_path / "r.db")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(probes, "time_probe", spy)
-        store, run_id = _start(_path_config(mnt), db, rec)
+    machine = Spying(plan, rec.warn, lambda: seen.append(_sched(queue)))
+    store, run_id = runner.start(plan, db, rec.report, rec.warn, executor=machine)
     store.close()
     assert {"bfq", "mq-deadline"} <= set(seen)  # it really switched
     assert _sched(queue) == "none"
@@ -299,24 +304,21 @@ def test_path_device_scheduler_restored(own_disk: tuple[Path, Path], tmp_path: P
 
 
 def test_path_device_scheduler_restored_after_interrupt(
-        own_disk: tuple[Path, Path], tmp_path: Path, state_dir: Path, tiny_fio: None,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        own_disk: tuple[Path, Path], tmp_path: Path, state_dir: Path, tiny_fio: None) -> None:
     mnt, queue = own_disk
     calls = []
-    real_time_probe = probes.time_probe
 
-    def flaky(*a: object, **kw: object) -> probes.ProbeResult:
+    def flaky() -> None:
         calls.append(_sched(queue))
-        if len(calls) == 3:  # call 1 is strace's discovery; 2 is the first trial
+        if len(calls) == 2:  # in the second trial's probe
             raise KeyboardInterrupt
-        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(probes, "time_probe", flaky)
     db = str(tmp_path / "r.db")
     rec = Recorder()
+    plan = config.plan(_path_config(mnt, seed=3))
     with pytest.raises(KeyboardInterrupt):
-        _start(_path_config(mnt, seed=3), db, rec)
-    assert calls[2] in ("bfq", "mq-deadline")  # interrupted with a scheduler switched
+        runner.start(plan, db, rec.report, rec.warn, executor=Spying(plan, rec.warn, flaky))
+    assert calls[1] in ("bfq", "mq-deadline")  # interrupted with a scheduler switched
     assert _sched(queue) == "none"
     assert sorted(os.listdir(mnt)) == ["lost+found"]
     assert _journals(state_dir) == []
@@ -343,22 +345,17 @@ def test_exception_before_any_trial_leaves_no_database(tmp_path: Path, state_dir
     assert_nothing_left(os.getpid(), state_dir)
 
 
-def test_work_root_shared_with_a_concurrent_run(tmp_path: Path, state_dir: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_work_root_shared_with_a_concurrent_run(tmp_path: Path, state_dir: Path) -> None:
     """Another run's testbed appears in the shared work root while we run. Our undo must
     neither fail on it nor touch it."""
     other = _work(state_dir) / "testbed-another-run"
-    real_time_probe = probes.time_probe
-
-    def with_neighbour(*a: object, **kw: object) -> probes.ProbeResult:
-        other.mkdir(parents=True, exist_ok=True)
-        return real_time_probe(*a, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(probes, "time_probe", with_neighbour)
     rec = Recorder()
     cfg = _config(loads=["none"], policies=["default"], schedulers=["bfq"], trials=1,
                   device="testbed:256M")
-    _start(cfg, str(tmp_path / "r.db"), rec)[0].close()
+    plan = config.plan(cfg)
+    machine = Spying(plan, rec.warn, lambda: other.mkdir(parents=True, exist_ok=True))
+    runner.start(plan, str(tmp_path / "r.db"), rec.report, rec.warn,
+                 executor=machine)[0].close()
     assert other.is_dir()
     other.rmdir()
     assert_nothing_left(os.getpid(), state_dir)
@@ -436,79 +433,3 @@ def test_resume_of_a_finished_run_adds_nothing(tmp_path: Path, state_dir: Path,
     after = Store.open(db, readonly=True).trials(include_warmup=True)
     assert after == before and len(after) == 2 * 2
     assert_nothing_left(os.getpid(), state_dir)
-
-
-def test_the_abort_limit_comes_from_the_cells_own_baseline() -> None:
-    """A replayed (prepared) idle start 7× faster must not set the limit for cells without
-    the preparation: each loaded cell is limited by its own unloaded baseline."""
-    from types import SimpleNamespace
-
-    from backburner.bench.runner import Bench
-    from backburner.cell import Cell
-
-    bench = Bench.__new__(Bench)
-    bench.cfg = SimpleNamespace(timeout_s=300.0, abort_factor=30.0)
-    bench.unloaded = {Cell("p", "d", "bfq", "none", "-"): [0.7],
-                      Cell("p", "d", "bfq", "none", "-", "replay"): [0.1]}
-    plain = Cell("p", "d", "bfq", "readers:1:seq", "default")
-    replayed = Cell("p", "d", "bfq", "readers:1:seq", "default", "replay")
-    assert bench.limit_for(plain) == pytest.approx(21.0)
-    assert bench.limit_for(replayed) == pytest.approx(3.0)
-
-
-# --- --resume of a shared database: only this machine's own run -----------------------------
-
-
-def _shared_run(store: Store, hostname: str, machine: str | None = None,
-                finished: bool = False) -> int:
-    cfg = config.BenchConfig(probes=["/bin/true"], loads=["none"], policies=["default"],
-                             schedulers=["none"], device="testbed:64M", trials=1)
-    run = store.add_run("backburner bench", cfg.to_dict(), 0, {}, "v", machine=machine,
-                        hostname=hostname)
-    if finished:
-        store.finish_run(run)
-    return run
-
-
-def test_resume_of_a_shared_database_never_takes_another_machines_run(
-        pg_url: str, state_dir: Path) -> None:
-    """Resuming `postgresql://…` on a machine with no run there used to continue another
-    machine's run, mixing two machines' trials in one run: it is refused, naming the
-    machines whose runs are unfinished."""
-    s = Store.create(pg_url)
-    _shared_run(s, "ssd-desktop", "f" * 32)
-    _shared_run(s, "hdd-laptop-3", "e" * 32)
-    _shared_run(s, "done-box", "d" * 32, finished=True)
-    s.close()
-    r = bb("bench", "--resume", pg_url)
-    assert r.returncode == 65, r.err
-    line = one_line_error(r)
-    assert "no run of this machine" in line
-    assert "hdd-laptop-3 (eeeeeeee), ssd-desktop (ffffffff)" in line and "done-box" not in line
-    s = Store.open(pg_url, readonly=True)
-    assert s.trials(include_warmup=True) == [] and len(s.runs()) == 3
-    s.close()
-
-    s = Store.open(pg_url)  # this machine's unfinished run is the one resumed
-    mine = _shared_run(s, "here")
-    _shared_run(s, "here", finished=True)  # (a later finished one is not)
-    s.close()
-    job = runner.Resume(pg_url)
-    try:
-        assert job.run_id == mine and not job.finished and job.left == 2
-    finally:
-        job.store.close()
-
-
-def test_resume_of_a_copied_file_still_takes_its_last_run(tmp_path: Path) -> None:
-    """A file copied from another machine is resumed here: its last run, whoever made it."""
-    db = str(tmp_path / "copied.db")
-    s = Store.create(db)
-    _shared_run(s, "ssd-desktop", "f" * 32)
-    last = _shared_run(s, "hdd-laptop-3", "e" * 32)
-    s.close()
-    job = runner.Resume(db)
-    try:
-        assert job.run_id == last
-    finally:
-        job.store.close()

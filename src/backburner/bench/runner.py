@@ -1,10 +1,12 @@
 """Runs the matrix of a `config.Plan`: for each slot, scheduler → caches dropped → load →
 probe → stored.
 
-All system changes of a run live in one `system.Transaction`; every trial is committed to
-the store as it ends. `--resume` rebuilds the same slot order from the stored seed and
-skips the (cell, round) pairs already stored. Without `--seed` the seed is drawn at random
-and recorded with the run (and printed in its header line), so any order can be repeated.
+The rules are here; what touches the machine is an `executor.Executor` (the real one,
+`machine.MachineExecutor`, keeps all system changes of a run in one `system.Transaction`).
+Every trial is committed to the store as it ends. `--resume` rebuilds the same slot order
+from the stored seed and skips the (cell, round) pairs already stored. Without `--seed` the
+seed is drawn at random and recorded with the run (and printed in its header line), so any
+order can be repeated.
 
 Cache state: in cold mode (the default) caches are dropped before every counted trial
 (round > 0, stored with cold=1). The warm-up round (round 0) runs WITHOUT dropping caches
@@ -24,25 +26,20 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from .. import __version__, job, outfile, priority, procfs, safepath, system
-from ..cell import NO_POLICY, Cell
-from ..errors import DataError, SystemStateError, UnavailableError
+from .. import __version__, outfile, safepath, system
+from ..cell import Cell
+from ..errors import DataError
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
-from ..units import slug
-from . import config, devices, loads, proberoot, probes
+from . import config, devices
 from .config import Plan
-from .devices import weight_raising_s
 from .environment import capture as capture_environment
-from .environment import device_settings
-from .governed import Governor
+from .executor import Executor, Measurement
+from .machine import MachineExecutor
 from .matrix import Slot
-from .prepare import prepare_step, start_during
-from .tracing import Tracing, hold_tracefs
 
 log = logging.getLogger(__name__)
 
@@ -91,100 +88,21 @@ Warn = Callable[[str], None]
 
 
 class Bench:
-    def __init__(self, plan: Plan, store: Store, run_id: int,
-                 reporter: Reporter, warn: Warn, show_output: bool = False) -> None:
+    """The rules of a run, on whatever executes them: the seeded order and what is left of
+    it, warm-ups, cache drops, each load's lifetime and settling, the abort limits, and
+    every trial committed to the store as it ends."""
+
+    def __init__(self, plan: Plan, store: Store, run_id: int, executor: Executor,
+                 reporter: Reporter) -> None:
         self.plan = plan
         self.cfg = plan.config
         self.store = store
         self.run_id = run_id
+        self.executor = executor
         self.report = reporter
-        self.warn = warn
-        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
-        self.cgroups: dict[str, list[str]] = {}
-        self.loads: dict[str, loads.Load] = {}
-        self.device: devices.Device | None = None
         self.unloaded: dict[Cell, list[float]] = defaultdict(list)  # by baseline cell
         self.timeouts: dict[str, int] = defaultdict(int)
-        self.show_output = show_output
-        self.output = probes.ProbeOutput("/dev/null", show=True)  # replaced in prepare()
-        self._load_bytes = (0, 0)
-        self._probe_blocks = [0, 0]
-        self._governor: Governor | None = None
-
-    # --- set-up -------------------------------------------------------------------------
-
-    def prepare(self, tx: system.Transaction) -> None:
-        log.debug("phase: device")
-        root = self.cfg.probe_root
-        image = root if root is not None and os.path.isfile(root) else None
-        self.device = devices.setup(self.plan.device, tx, self.cfg.rotational, image)
-        self.output = probes.ProbeOutput(self.device.workdir, show=self.show_output)
-        offered = self.device.schedulers()
-        queues = {}
-        for sched in self.plan.schedulers:
-            if sched not in offered:
-                raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
-                                       f"{self.device.name}", f"it offers: {', '.join(offered)}")
-            if self.device.current_scheduler() != sched:
-                tx.apply(system.SysfsValue(self.device.scheduler_file, sched))
-            queues[sched] = device_settings(self.device.queue)  # its tunables, as selected
-        self.device.facts["queue"] = queues
-        log.debug("phase: discovery")
-        touched: list[str] = []
-        if root is None:
-            for probe in self.plan.probes.values():
-                touched += probes.discover_files(probe, self.device.workdir,
-                                                 self.cfg.timeout_s)
-            if not self.device.chroot:
-                self._warn_other_devices(touched)
-        if self.device.chroot:
-            self._build_root(touched, root, image)
-            devices.bind_virtual(self.device.chroot, tx)
-        log.debug("phase: layout")
-        for i, (text, spec) in enumerate(self.plan.loads.items()):
-            # numbered: two loads may share their first 60 characters
-            directory = os.path.join(self.device.load_dir, f"{i:02d}-{slug(text)}")
-            os.mkdir(directory, 0o700)
-            load = loads.Load(spec, directory)
-            load.prepare()
-            self.loads[text] = load
-        for i, (name, pol) in enumerate(self.policies.items()):
-            if pol.needs_cgroup:
-                owner = procfs.owner_tag(os.getpid())
-                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
-                for change in job.cgroup_changes(plan):
-                    tx.apply(change)
-                self.cgroups[name] = plan.procs_files
-        self.store.update_environment(self.run_id, {"device": self.device.facts})
-
-    def _build_root(self, touched: list[str], root: str | None, image: str | None) -> None:
-        """The probe's files on the testbed, laid out as --probe-layout / --probe-root say,
-        and the layout's facts recorded with the run."""
-        assert self.device is not None and self.device.chroot is not None
-        mode = self.cfg.probe_layout
-        if image is not None:
-            mode = "image"
-        elif root is not None:
-            proberoot.copy_tree(root, self.device.chroot)
-            mode = "tree"
-        else:
-            copied = proberoot.build(mode, touched, self.device.chroot, self.cfg.seed)
-            self.device.facts["probe_files_copied"] = copied
-        facts = proberoot.facts(mode, touched, self.device.chroot,
-                                self.cfg.seed if mode == "aged" else None)
-        self.device.facts["probe_layout"] = facts.as_dict()
-
-    def _warn_other_devices(self, files: list[str]) -> None:
-        assert self.device is not None
-        for devno, paths in probes.devices_of(files).items():
-            try:
-                name = devices._whole_disk(devno)
-            except Exception:  # noqa: BLE001 - a virtual fs: not a disk
-                continue
-            if name != self.device.name:
-                self.warn(f"{len(paths)} of the probe's files (e.g. {paths[0]}) are on {name}, "
-                          f"not on the device under test {self.device.name}: their reads are "
-                          "not scheduled by the schedulers being compared")
+        self.running: set[str] = set()  # loads started and not stopped yet
 
     # --- one slot -----------------------------------------------------------------------
 
@@ -194,114 +112,62 @@ class Bench:
             return self.cfg.timeout_s
         return min(self.cfg.timeout_s, max(1.0, self.cfg.abort_factor * median(base)))
 
-    def _lives_for_block(self, load: loads.Load) -> bool:
-        return self.cfg.load_lifetime == "cell" and not load.spec.is_none
+    def _lives_for_block(self, cell: Cell) -> bool:
+        return self.cfg.load_lifetime == "cell" and not self.plan.loads[cell.load].is_none
 
-    def run_slot(self, tx: system.Transaction, slot: Slot) -> dict[str, Any]:
-        assert self.device is not None
+    def run_slot(self, slot: Slot) -> dict[str, Any]:
         cell = slot.cell
         cold = self.cfg.cold and not slot.warmup  # the warm-up is the warm reference
-        self.device.check_alive()
-        load = self.loads[cell.load]
-        block = self._lives_for_block(load)
+        self.executor.check_alive()
+        block = self._lives_for_block(cell)
+        ends = not block or slot.last_in_block  # a load started for this slot stops after it
         if self.timeouts[cell.key] >= self.cfg.abort_after:
             now = time.time()
             extra: dict[str, Any] = {
                 "reason": f"{self.timeouts[cell.key]} earlier trials timed out"}
-            if load.child is not None and (not block or slot.last_in_block):
-                self._stop_load(load, extra)
+            if cell.load in self.running and ends:
+                self._stop_load(cell.load, extra)
             return {"status": "aborted", "cold": int(cold), "started_at": now, "ended_at": now,
                     "extra": extra}
         extra = {}
-        if not block or slot.first_in_block or not load.alive():
-            if self.device.current_scheduler() != cell.scheduler:
-                tx.apply(system.SysfsValue(self.device.scheduler_file, cell.scheduler))
+        if not block or slot.first_in_block or not self.executor.load_alive(cell.load):
+            self.executor.use_scheduler(cell.scheduler)
             if cold and not block:
-                system.drop_caches()
-            self._start_load(load, cell, extra)
+                self.executor.drop_caches()
+            self._start_load(cell, extra)
         if cold and block:
-            system.drop_caches()  # while the load runs, as on a machine that is updating
+            self.executor.drop_caches()  # while the load runs, as on a machine that is updating
         started_at = time.time()
         try:
-            result, window, moved = self._measure(cell, extra)
+            measured = self.executor.measure(cell, self.limit_for(cell))
+            extra.update(measured.extra)
+            extra["limit_s"] = self.limit_for(cell)
         finally:
-            if load.child is not None and (not block or slot.last_in_block):
-                self._stop_load(load, extra)
-        return self._record(cell, cold, result, window, moved, started_at, extra)
+            if cell.load in self.running and ends:
+                self._stop_load(cell.load, extra)
+        return self._record(cell, cold, measured, started_at, extra)
 
-    def _start_load(self, load: loads.Load, cell: Cell, extra: dict[str, Any]) -> None:
+    def _start_load(self, cell: Cell, extra: dict[str, Any]) -> None:
         """Start the load and let it settle: --settle seconds, and with a load that lives
         for a block of trials at least BFQ's weight-raising time, so the probe meets a load
         that has lost any head start a newly started queue gets."""
-        if load.spec.is_none:
+        if self.plan.loads[cell.load].is_none:
             return
-        assert self.device is not None
-        self._load_bytes = self.device.counters()
-        self._probe_blocks = [0, 0]
-        if cell.policy == config.GOVERNED:  # the daemon's rule, not us, protects it
-            assert self.device is not None
-            self._governor = Governor(load.spec, self.device.workdir)
-            self._governor.start()
-        load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
+        self.executor.start_load(cell)
+        self.running.add(cell.load)
         settle = self.cfg.settle_s
-        if self._lives_for_block(load):
-            settle = max(settle, weight_raising_s(self.device.queue, cell.scheduler))
+        if self._lives_for_block(cell):
+            settle = max(settle, self.executor.weight_raising_s(cell.scheduler))
         extra["settle_s"] = settle
-        time.sleep(settle)
-        if not load.alive():
-            raise SystemStateError(f"load {cell.load!r} ended during settling: "
-                                   f"{load.last_words()}")
+        self.executor.settle(cell.load, settle)
 
-    def _stop_load(self, load: loads.Load, extra: dict[str, Any]) -> None:
-        """Stop the load and keep what it did while it ran (the price of the protection)."""
-        assert self.device is not None
-        try:
-            load.stop()
-        finally:
-            if self._governor is not None:
-                self._governor.stop()
-                self._governor = None
-        bulk = load.bulk()
-        if bulk is None:  # a command that counts nothing: the device's traffic, not the probe's
-            after = self.device.counters()
-            moved = sum(after) - sum(self._load_bytes) - 512 * sum(self._probe_blocks)
-            bulk = loads.Bulk("device bytes", max(0.0, float(moved)), load.ran_s())
-        extra["bulk"] = bulk.as_dict()
+    def _stop_load(self, load: str, extra: dict[str, Any]) -> None:
+        self.running.discard(load)
+        extra["bulk"] = self.executor.stop_load(load)
 
-    def _measure(self, cell: Cell, extra: dict[str, Any]
-                 ) -> tuple[probes.ProbeResult, float, tuple[int, int]]:
-        """The probe's start, with its preparation step, its output kept, and the device's
-        traffic in the window (optionally: kernel counters and who issued the IO)."""
-        assert self.device is not None
-        step = self.plan.prepares.get(cell.prepare)
-        if step is not None and not step.during:
-            extra["prepare"] = prepare_step(step, self.device, self.cfg.timeout_s).as_dict()
-        tracing = Tracing(self.device, self.loads[cell.load]) if self.cfg.trace else None
-        if tracing:
-            tracing.start()
-        during = start_during(step, self.device) if step is not None and step.during else None
-        before = self.device.counters()
-        t0 = time.monotonic()
-        try:
-            result = probes.time_probe(self.plan.probes[cell.probe], self.limit_for(cell),
-                                       chroot=self.device.chroot, **self.output.streams())
-        finally:
-            self.output.release()
-        if result.outcome is not None:  # before the load stops: its bytes exclude the probe's
-            self._probe_blocks[0] += result.outcome.in_blocks
-            self._probe_blocks[1] += result.outcome.out_blocks
-        window = max(time.monotonic() - t0, 1e-9)
-        after = self.device.counters()
-        if during is not None:
-            extra["prepare"] = during.finish(self.cfg.timeout_s).as_dict()
-        if tracing:
-            extra.update(tracing.stop(result))
-        extra["limit_s"] = self.limit_for(cell)
-        return result, window, (after[0] - before[0], after[1] - before[1])
-
-    def _record(self, cell: Cell, cold: bool, result: probes.ProbeResult, window: float,
-                moved: tuple[int, int], started_at: float, extra: dict[str, Any]
-                ) -> dict[str, Any]:
+    def _record(self, cell: Cell, cold: bool, measured: Measurement, started_at: float,
+                extra: dict[str, Any]) -> dict[str, Any]:
+        result, moved, window = measured.result, measured.moved, measured.window_s
         out = result.outcome
         if result.status == "timeout":
             self.timeouts[cell.key] += 1
@@ -309,10 +175,8 @@ class Bench:
             self.unloaded[cell.baseline()].append(result.wall_s)
         in_blocks = out.in_blocks if out else 0
         out_blocks = out.out_blocks if out else 0
-        if result.status != "ok":
-            tail = self.output.tail()
-            if tail:
-                extra["stderr_tail"] = tail
+        if result.status != "ok" and measured.stderr_tail:
+            extra["stderr_tail"] = measured.stderr_tail
         return {
             "status": result.status,
             "cold": int(cold),
@@ -339,24 +203,21 @@ class Bench:
     # --- the whole matrix ---------------------------------------------------------------
 
     def run(self) -> None:
-        cells = list(self.plan.cells)
         slots = self.plan.slots()
         done = self.store.done_keys(self.run_id)
         self._reload_history()
         progress = Progress(total=len(slots), done=sum(
             1 for s in slots if (s.cell.key, s.round) in done))
-        with system.Transaction("bench") as tx, ExitStack() as held:
-            self.prepare(tx)
-            if self.cfg.trace:
-                hold_tracefs(held)
+        with self.executor.open() as facts:
+            self.store.update_environment(self.run_id, {"device": facts})
             log.debug("phase: trials")
-            ids = {c.key: self.store.add_cell(self.run_id, c) for c in cells}
+            ids = {c.key: self.store.add_cell(self.run_id, c) for c in self.plan.cells}
             for slot in slots:
                 if (slot.cell.key, slot.round) in done:
                     continue
                 progress.cell = slot.cell.label + (" (warm-up)" if slot.warmup else "")
                 self.report(progress)
-                trial = self.run_slot(tx, slot)
+                trial = self.run_slot(slot)
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
                                      warmup=int(slot.warmup), **trial)
                 progress.done += 1
@@ -391,8 +252,9 @@ def preflight(plan: Plan) -> None:
 
 def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
           command: str | None = None, environment: dict[str, Any] | None = None,
-          show_output: bool = False) -> tuple[Store, int]:
-    """A new run into a new database (never overwrites), or into a shared one."""
+          show_output: bool = False, executor: Executor | None = None) -> tuple[Store, int]:
+    """A new run into a new database (never overwrites), or into a shared one; run on this
+    machine unless another `executor` is given."""
     preflight(plan)
     store = Store.create(output)  # first: an existing database is refused before any wait
     run_id = None
@@ -403,7 +265,8 @@ def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
         cmd = command or shlex.join(["backburner", *sys.argv[1:]])
         env = {**capture_environment(), **(environment or {})}
         run_id = store.add_run(cmd, plan.config.to_dict(), plan.config.seed, env, __version__)
-        Bench(plan, store, run_id, reporter, warn, show_output).run()
+        Bench(plan, store, run_id, executor or MachineExecutor(plan, warn, show_output),
+              reporter).run()
     except BaseException:
         measured = run_id is not None and store.trials(include_warmup=True, run_ids=[run_id])
         if measured:
@@ -479,7 +342,8 @@ class Resume:
             return
         plan = config.plan(self.plan.config)  # now the probes must exist, and fio
         preflight(plan)
-        Bench(plan, self.store, self.run_id, reporter, warn, show_output).run()
+        Bench(plan, self.store, self.run_id, MachineExecutor(plan, warn, show_output),
+              reporter).run()
 
 
 def resume(path: str, reporter: Reporter, warn: Warn) -> tuple[Store, int]:

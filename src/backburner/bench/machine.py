@@ -1,0 +1,231 @@
+"""The real `executor.Executor`: the one part of a bench run that touches the machine.
+
+It builds the device under test (a testbed loop device, a slowdisk, or the device holding a
+path), checks that it offers the schedulers asked for, discovers the probe's files and lays
+them out, lays out the loads' data and makes the policies' cgroups, all in one
+`system.Transaction` that is undone when `open()` ends. Per trial it switches schedulers,
+drops caches, starts and stops loads (and the govern daemon for a governed one) and times the
+probe, counting the device's traffic around it. What to do when is the runner's business.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from .. import job, priority, procfs, system
+from ..cell import NO_POLICY, Cell
+from ..errors import SystemStateError, UnavailableError
+from ..units import slug
+from . import config, devices, loads, proberoot, probes
+from .config import Plan
+from .environment import device_settings
+from .executor import Measurement
+from .governed import Governor
+from .prepare import prepare_step, start_during
+from .tracing import Tracing, hold_tracefs
+
+log = logging.getLogger(__name__)
+
+
+class MachineExecutor:
+    """Devices, cgroups, loads, cache drops and probes, as `executor.Executor` says."""
+
+    def __init__(self, plan: Plan, warn: Callable[[str], None],
+                 show_output: bool = False) -> None:
+        self.plan = plan
+        self.cfg = plan.config
+        self.warn = warn
+        self.show_output = show_output
+        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
+        self.cgroups: dict[str, list[str]] = {}
+        self.loads: dict[str, loads.Load] = {}
+        self._device: devices.Device | None = None
+        self._tx: system.Transaction | None = None
+        self.output = probes.ProbeOutput("/dev/null", show=True)  # replaced in open()
+        self._load_bytes = (0, 0)
+        self._probe_blocks = [0, 0]
+        self._governor: Governor | None = None
+
+    @property
+    def device(self) -> devices.Device:
+        assert self._device is not None, "use the executor inside open()"
+        return self._device
+
+    @property
+    def tx(self) -> system.Transaction:
+        assert self._tx is not None, "use the executor inside open()"
+        return self._tx
+
+    # --- set-up -------------------------------------------------------------------------
+
+    @contextmanager
+    def open(self) -> Iterator[dict[str, Any]]:
+        with system.Transaction("bench") as tx, ExitStack() as held:
+            self._tx = tx
+            try:
+                self._prepare(tx)
+                if self.cfg.trace:
+                    hold_tracefs(held)
+                yield self.device.facts
+            finally:
+                self._tx = None
+
+    def _prepare(self, tx: system.Transaction) -> None:
+        log.debug("phase: device")
+        root = self.cfg.probe_root
+        image = root if root is not None and os.path.isfile(root) else None
+        self._device = device = devices.setup(self.plan.device, tx, self.cfg.rotational, image)
+        self.output = probes.ProbeOutput(device.workdir, show=self.show_output)
+        offered = device.schedulers()
+        queues = {}
+        for sched in self.plan.schedulers:
+            if sched not in offered:
+                raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
+                                       f"{device.name}", f"it offers: {', '.join(offered)}")
+            self.use_scheduler(sched)
+            queues[sched] = device_settings(device.queue)  # its tunables, as selected
+        device.facts["queue"] = queues
+        log.debug("phase: discovery")
+        touched: list[str] = []
+        if root is None:
+            for probe in self.plan.probes.values():
+                touched += probes.discover_files(probe, device.workdir, self.cfg.timeout_s)
+            if not device.chroot:
+                self._warn_other_devices(touched)
+        if device.chroot:
+            self._build_root(touched, root, image)
+            devices.bind_virtual(device.chroot, tx)
+        log.debug("phase: layout")
+        self._lay_out_loads()
+        self._make_cgroups(tx)
+
+    def _lay_out_loads(self) -> None:
+        for i, (text, spec) in enumerate(self.plan.loads.items()):
+            # numbered: two loads may share their first 60 characters
+            directory = os.path.join(self.device.load_dir, f"{i:02d}-{slug(text)}")
+            os.mkdir(directory, 0o700)
+            load = loads.Load(spec, directory)
+            load.prepare()
+            self.loads[text] = load
+
+    def _make_cgroups(self, tx: system.Transaction) -> None:
+        for i, (name, pol) in enumerate(self.policies.items()):
+            if pol.needs_cgroup:
+                owner = procfs.owner_tag(os.getpid())
+                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
+                for change in job.cgroup_changes(plan):
+                    tx.apply(change)
+                self.cgroups[name] = plan.procs_files
+
+    def _build_root(self, touched: list[str], root: str | None, image: str | None) -> None:
+        """The probe's files on the testbed, laid out as --probe-layout / --probe-root say,
+        and the layout's facts recorded with the run."""
+        chroot = self.device.chroot
+        assert chroot is not None
+        mode = self.cfg.probe_layout
+        if image is not None:
+            mode = "image"
+        elif root is not None:
+            proberoot.copy_tree(root, chroot)
+            mode = "tree"
+        else:
+            copied = proberoot.build(mode, touched, chroot, self.cfg.seed)
+            self.device.facts["probe_files_copied"] = copied
+        facts = proberoot.facts(mode, touched, chroot, self.cfg.seed if mode == "aged" else None)
+        self.device.facts["probe_layout"] = facts.as_dict()
+
+    def _warn_other_devices(self, files: list[str]) -> None:
+        for devno, paths in probes.devices_of(files).items():
+            try:
+                name = devices._whole_disk(devno)
+            except Exception:  # noqa: BLE001 - a virtual fs: not a disk
+                continue
+            if name != self.device.name:
+                self.warn(f"{len(paths)} of the probe's files (e.g. {paths[0]}) are on {name}, "
+                          f"not on the device under test {self.device.name}: their reads are "
+                          "not scheduled by the schedulers being compared")
+
+    # --- per trial ----------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        self.device.check_alive()
+
+    def use_scheduler(self, scheduler: str) -> None:
+        if self.device.current_scheduler() != scheduler:
+            self.tx.apply(system.SysfsValue(self.device.scheduler_file, scheduler))
+
+    def drop_caches(self) -> None:
+        system.drop_caches()
+
+    def weight_raising_s(self, scheduler: str) -> float:
+        return devices.weight_raising_s(self.device.queue, scheduler)
+
+    def start_load(self, cell: Cell) -> None:
+        self._load_bytes = self.device.counters()
+        self._probe_blocks = [0, 0]
+        load = self.loads[cell.load]
+        if cell.policy == config.GOVERNED:  # the daemon's rule, not us, protects it
+            self._governor = Governor(load.spec, self.device.workdir)
+            self._governor.start()
+        load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
+
+    def settle(self, load: str, seconds: float) -> None:
+        time.sleep(seconds)
+        if not self.loads[load].alive():
+            raise SystemStateError(f"load {load!r} ended during settling: "
+                                   f"{self.loads[load].last_words()}")
+
+    def load_alive(self, load: str) -> bool:
+        return self.loads[load].alive()
+
+    def stop_load(self, load: str) -> dict[str, Any]:
+        """Stop the load and keep what it did while it ran (the price of the protection)."""
+        running = self.loads[load]
+        try:
+            running.stop()
+        finally:
+            if self._governor is not None:
+                self._governor.stop()
+                self._governor = None
+        bulk = running.bulk()
+        if bulk is None:  # a command that counts nothing: the device's traffic, not the probe's
+            after = self.device.counters()
+            moved = sum(after) - sum(self._load_bytes) - 512 * sum(self._probe_blocks)
+            bulk = loads.Bulk("device bytes", max(0.0, float(moved)), running.ran_s())
+        return bulk.as_dict()
+
+    def measure(self, cell: Cell, limit_s: float) -> Measurement:
+        """The probe's start, with its preparation step, its output kept, and the device's
+        traffic in the window (optionally: kernel counters and who issued the IO)."""
+        extra: dict[str, Any] = {}
+        step = self.plan.prepares.get(cell.prepare)
+        if step is not None and not step.during:
+            extra["prepare"] = prepare_step(step, self.device, self.cfg.timeout_s).as_dict()
+        tracing = Tracing(self.device, self.loads[cell.load]) if self.cfg.trace else None
+        if tracing:
+            tracing.start()
+        during = start_during(step, self.device) if step is not None and step.during else None
+        before = self.device.counters()
+        t0 = time.monotonic()
+        try:
+            result = probes.time_probe(self.plan.probes[cell.probe], limit_s,
+                                       chroot=self.device.chroot, **self.output.streams())
+        finally:
+            self.output.release()
+        if result.outcome is not None:  # before the load stops: its bytes exclude the probe's
+            self._probe_blocks[0] += result.outcome.in_blocks
+            self._probe_blocks[1] += result.outcome.out_blocks
+        window = max(time.monotonic() - t0, 1e-9)
+        after = self.device.counters()
+        if during is not None:
+            extra["prepare"] = during.finish(self.cfg.timeout_s).as_dict()
+        if tracing:
+            extra.update(tracing.stop(result))
+        tail = self.output.tail() if result.status != "ok" else []
+        return Measurement(result, window, (after[0] - before[0], after[1] - before[1]),
+                           extra, tail)

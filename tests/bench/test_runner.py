@@ -1,0 +1,509 @@
+"""bench.runner's rules against a scripted executor: no root, no device, no sleeping.
+
+The order trials run and are stored in, warm-ups, cache drops, when loads start, settle and
+stop, the abort limits and rules, resume and the progress shown are all decided by
+`runner.Bench`; `Scripted` writes down what it is asked and answers each probe start from a
+script. test_machine.py runs the same rules on the real executor and real testbeds."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import bb, one_line_error
+
+from backburner import spawn
+from backburner.bench import config, runner
+from backburner.bench.executor import Executor, Measurement
+from backburner.bench.probes import ProbeResult
+from backburner.cell import Cell
+from backburner.errors import SystemStateError
+from backburner.store import Store
+
+BULK = {"unit": "bytes", "units": 1e6, "seconds": 1.0}
+Times = Callable[[Cell], tuple[str, float]]
+
+
+def _usual(cell: Cell) -> tuple[str, float]:
+    return "ok", 0.1 if cell.unloaded else 0.4
+
+
+def _outcome(status: str, wall: float) -> spawn.Outcome:
+    code, sig = {"ok": (0, None), "failed": (3, None), "timeout": (None, 9)}[status]
+    return spawn.Outcome(pid=4242, status=9 if sig else code << 8, exit_code=code, signal=sig,
+                         core_dumped=False, wall_s=wall, user_s=0.01, sys_s=0.02,
+                         max_rss_kb=2048, in_blocks=16, out_blocks=0, started_at=0.0,
+                         launcher_rss_kb=1024, nvcsw=5, nivcsw=1, majflt=2)
+
+
+class Scripted:
+    """An executor that touches nothing: it writes down every call, in order, and answers
+    each probe start from `times` (status and seconds; a timeout lasts the limit given)."""
+
+    def __init__(self, times: Times = _usual, *, weight_raising: dict[str, float] | None = None,
+                 interrupt_at: int | None = None, dies_after: dict[int, str] | None = None,
+                 ends_while_settling: str | None = None) -> None:
+        self.times = times
+        self.weight_raising = weight_raising or {}
+        self.interrupt_at = interrupt_at  # the n-th probe start (from 0) is ^C'd
+        self.dies_after = dies_after or {}  # the load that ends after the n-th probe start
+        self.ends_while_settling = ends_while_settling
+        self.calls: list[tuple[Any, ...]] = []
+        self.running: set[str] = set()
+        self.measured = 0
+
+    @contextmanager
+    def open(self) -> Iterator[dict[str, Any]]:
+        self.calls.append(("open",))
+        try:
+            yield {"name": "scripted0"}
+        finally:
+            self.calls.append(("close",))
+
+    def check_alive(self) -> None:
+        pass
+
+    def use_scheduler(self, scheduler: str) -> None:
+        self.calls.append(("scheduler", scheduler))
+
+    def drop_caches(self) -> None:
+        self.calls.append(("drop",))
+
+    def weight_raising_s(self, scheduler: str) -> float:
+        return self.weight_raising.get(scheduler, 0.0)
+
+    def start_load(self, cell: Cell) -> None:
+        self.calls.append(("start", cell))
+        self.running.add(cell.load)
+
+    def settle(self, load: str, seconds: float) -> None:
+        self.calls.append(("settle", load, seconds))
+        if load == self.ends_while_settling:
+            raise SystemStateError(f"load {load!r} ended during settling: gone")
+
+    def load_alive(self, load: str) -> bool:
+        return load in self.running
+
+    def stop_load(self, load: str) -> dict[str, Any]:
+        self.calls.append(("stop", load))
+        self.running.discard(load)
+        return dict(BULK)
+
+    def measure(self, cell: Cell, limit_s: float) -> Measurement:
+        self.calls.append(("measure", cell, limit_s))
+        n, self.measured = self.measured, self.measured + 1
+        if n == self.interrupt_at:
+            raise KeyboardInterrupt
+        if n in self.dies_after:
+            self.running.discard(self.dies_after[n])
+        status, wall = self.times(cell)
+        wall = limit_s if status == "timeout" else wall
+        extra = {"prepare": {"status": "ok"}} if cell.prepare != "none" else {}
+        tail = ["the reason it failed"] if status != "ok" else []
+        return Measurement(ProbeResult(status, _outcome(status, wall), wall), 0.5,
+                           (16 * 512 + 1000, 0), extra, tail)
+
+    def measures(self) -> list[tuple[Cell, float]]:
+        return [(c[1], c[2]) for c in self.calls if c[0] == "measure"]
+
+
+def _plan(**kw: object) -> config.Plan:
+    base: dict = dict(probes=["/bin/true"], loads=["none", "readers:1:seq"],
+                      policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
+                      device="testbed:1G", trials=2, settle_s=0.3, timeout_s=30, seed=11)
+    base.update(kw)
+    return config.plan(config.BenchConfig(**base), resolve=False)  # type: ignore[arg-type]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.progress: list[tuple[int, int, str, str]] = []
+
+    def report(self, p: runner.Progress) -> None:
+        self.progress.append((p.done, p.total, p.cell, p.last))
+
+
+def _new_run(tmp_path: Path, plan: config.Plan) -> tuple[Store, int]:
+    store = Store.create(str(tmp_path / "r.db"))
+    return store, store.add_run("bb test", plan.config.to_dict(), plan.config.seed, {}, "test")
+
+
+def _bench(tmp_path: Path, plan: config.Plan, executor: Executor
+           ) -> tuple[Store, int, Recorder]:
+    store, run_id = _new_run(tmp_path, plan)
+    rec = Recorder()
+    runner.Bench(plan, store, run_id, executor, rec.report).run()
+    return store, run_id, rec
+
+
+def _stored(store: Store, run_id: int) -> list[tuple[Cell, dict[str, Any]]]:
+    """(cell, trial) in the order the trials were committed."""
+    cells = {c.id: c.cell for c in store.cells(run_id)}
+    return [(cells[t["cell_id"]], t) for t in store.trials(include_warmup=True,
+                                                           run_ids=[run_id])]
+
+
+def _between_measures(calls: list[tuple[Any, ...]]) -> list[list[tuple[Any, ...]]]:
+    """The calls made before each probe start, since the previous one (its stop included)."""
+    out: list[list[tuple[Any, ...]]] = [[]]
+    for call in calls:
+        if call[0] == "measure":
+            out.append([])
+        else:
+            out[-1].append(call)
+    return out[:-1]
+
+
+# --- order, warm-ups, cache drops ----------------------------------------------------------
+
+
+def test_trials_run_and_are_stored_in_the_seeded_order(tmp_path: Path) -> None:
+    plan = _plan()
+    fake = Scripted()
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    slots = plan.slots()
+    stored = _stored(store, run_id)
+    assert [(c.key, t["round"]) for c, t in stored] == [(s.cell.key, s.round) for s in slots]
+    assert [c for c, _ in fake.measures()] == [s.cell for s in slots]
+    assert fake.calls[0] == ("open",) and fake.calls[-1] == ("close",)
+    assert store.runs()[0].finished_at is not None
+    assert store.runs()[0].environment["device"] == {"name": "scripted0"}
+    assert {c.key for c in store.cells(run_id)} == {c.key for c in plan.cells}
+    assert _plan().slots() == slots and _plan(seed=12).slots() != slots  # the seed decides
+
+
+def test_warm_ups_run_warm_and_are_never_counted_as_trials(tmp_path: Path) -> None:
+    """Warm-ups come first, are stored flagged (cold=0, warmup=1) but never among the
+    counted trials, and no cache is dropped before them; every counted trial is cold, after
+    exactly one drop."""
+    plan = _plan(warmup=2, trials=3)
+    fake = Scripted()
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    stored = _stored(store, run_id)
+    cells = len(plan.cells)
+    assert [t["warmup"] for _, t in stored] == [1] * 2 * cells + [0] * 3 * cells
+    assert all(t["cold"] == 1 - t["warmup"] for _, t in stored)
+    assert {t["round"] for _, t in stored if t["warmup"]} == {0, 1}
+    assert len(store.trials(run_ids=[run_id])) == 3 * cells  # the counted ones
+    assert all(not t["warmup"] for t in store.trials(run_ids=[run_id]))
+    drops = [before.count(("drop",)) for before in _between_measures(fake.calls)]
+    assert drops == [0] * 2 * cells + [1] * 3 * cells
+
+
+def test_a_warm_run_drops_nothing_and_its_warm_ups_set_the_limits(tmp_path: Path) -> None:
+    plan = _plan(cold=False, timeout_s=30)
+    fake = Scripted()
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    assert ("drop",) not in fake.calls
+    assert all(t["cold"] == 0 for _, t in _stored(store, run_id))
+    # the unloaded warm-ups run first, so every loaded start is already limited: 30 × 0.1 s
+    assert {round(lim, 9) for c, lim in fake.measures() if not c.unloaded} == {3.0}
+
+
+# --- the abort rules ------------------------------------------------------------------------
+
+
+def test_the_limit_is_abort_factor_times_the_cold_unloaded_median(tmp_path: Path) -> None:
+    """max(1 s, factor × the median of the scheduler's cold unloaded times), never above
+    the timeout; the timeout until a cold unloaded time exists (warm-ups set none)."""
+    unloaded = {"mq-deadline": 0.5, "kyber": 2.0, "bfq": 0.01}
+    plan = _plan(timeout_s=8, abort_factor=10, schedulers=list(unloaded))
+    fake = Scripted(lambda c: ("ok", unloaded[c.scheduler] if c.unloaded else 2.0))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    seen: set[str] = set()
+    for (cell, limit), slot in zip(fake.measures(), plan.slots(), strict=True):
+        if cell.unloaded:
+            assert limit == 8
+            if not slot.warmup:
+                seen.add(cell.scheduler)
+        elif cell.scheduler not in seen:
+            assert limit == 8  # no cold unloaded time of its scheduler yet
+        else:  # 10 × 0.5 s; 10 × 2 s = 20 s, above the timeout; 10 × 0.01 s, below 1 s
+            assert limit == {"mq-deadline": 5.0, "kyber": 8.0, "bfq": 1.0}[cell.scheduler]
+    assert seen == set(unloaded)
+    assert [t["extra"]["limit_s"] for _, t in _stored(store, run_id)] == \
+        [limit for _, limit in fake.measures()]
+
+
+def test_the_limit_comes_from_the_cells_own_baseline(tmp_path: Path) -> None:
+    """A replayed (prepared) idle start 7× faster must not set the limit for cells without
+    the preparation: each loaded cell is limited by its own unloaded baseline."""
+    plan = _plan(prepares=["before:replay=true"], schedulers=["bfq"], policies=["default"],
+                 timeout_s=300, trials=3, warmup=0)
+    fake = Scripted(lambda c: ("ok", (0.1 if c.prepare == "replay" else 0.7)
+                               if c.unloaded else 2.0))
+    _bench(tmp_path, plan, fake)
+    limited = {(c.prepare, round(lim, 9)) for c, lim in fake.measures()
+               if not c.unloaded and lim != 300}
+    assert limited == {("none", 21.0), ("replay", 3.0)}
+
+
+def test_a_cell_is_given_up_after_abort_after_timeouts(tmp_path: Path) -> None:
+    """Its (abort_after + 1)-th slot and all later ones are stored aborted without a probe
+    start or a load; the warm-up's timeout counts; other cells are not affected."""
+    plan = _plan(trials=5, abort_after=2)
+    bad = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
+    fake = Scripted(lambda c: ("timeout", 0) if c == bad else _usual(c))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    statuses = [t["status"] for c, t in _stored(store, run_id) if c == bad]
+    assert statuses == ["timeout", "timeout", "aborted", "aborted", "aborted", "aborted"]
+    assert [c for c, _ in fake.measures()].count(bad) == 2
+    aborted = [t for c, t in _stored(store, run_id) if t["status"] == "aborted"]
+    assert {t["extra"]["reason"] for t in aborted} == {"2 earlier trials timed out"}
+    assert all(t["wall_s"] is None and t["started_at"] == t["ended_at"] for t in aborted)
+    assert fake.calls.count(("start", bad)) == 2  # no load for an aborted slot
+    others = [t["status"] for c, t in _stored(store, run_id) if c != bad]
+    assert set(others) == {"ok"}
+
+
+def test_failures_keep_their_stderr_and_neither_abort_nor_set_limits(tmp_path: Path) -> None:
+    plan = _plan(trials=4, abort_after=1, timeout_s=30)
+    fake = Scripted(lambda c: ("failed", 0.05) if c.unloaded else ("ok", 0.4))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    stored = _stored(store, run_id)
+    assert len(fake.measures()) == len(stored) == len(plan.slots())  # none aborted
+    assert {lim for _, lim in fake.measures()} == {30}  # no successful baseline
+    failed = [t for c, t in stored if c.unloaded]
+    assert all(t["status"] == "failed" and t["exit_code"] == 3 for t in failed)
+    assert all(t["extra"]["stderr_tail"] == ["the reason it failed"] for t in failed)
+    assert all("stderr_tail" not in t["extra"] for c, t in stored if not c.unloaded)
+
+
+# --- resume ---------------------------------------------------------------------------------
+
+
+def test_a_resumed_run_skips_exactly_the_committed_trials(tmp_path: Path) -> None:
+    """Interrupted in its 8th probe start, a run keeps 7 trials and stops the load it had
+    started; resumed, it runs exactly the rest of the seeded order, each slot once."""
+    plan = _plan(trials=3)
+    slots = plan.slots()
+    first = Scripted(interrupt_at=7)
+    store, run_id = _new_run(tmp_path, plan)
+    with pytest.raises(KeyboardInterrupt):
+        runner.Bench(plan, store, run_id, first, Recorder().report).run()
+    store.close()
+    assert first.calls[-1] == ("close",) and first.running == set()
+    job = runner.Resume(str(tmp_path / "r.db"))
+    try:
+        assert (job.run_id, job.total, job.left) == (run_id, len(slots), len(slots) - 7)
+        assert not job.finished
+        second, rec = Scripted(), Recorder()
+        runner.Bench(job.plan, job.store, job.run_id, second, rec.report).run()
+        stored = _stored(job.store, run_id)
+    finally:
+        job.store.close()
+    assert [c for c, _ in second.measures()] == [s.cell for s in slots[7:]]
+    assert [(c.key, t["round"]) for c, t in stored] == [(s.cell.key, s.round) for s in slots]
+    assert rec.progress[0][:2] == (7, len(slots))
+
+
+def test_a_resumed_run_keeps_its_timeouts_and_limits(tmp_path: Path) -> None:
+    """The abort count and the unloaded baselines continue from what is stored."""
+    plan = _plan(trials=4, abort_after=2, timeout_s=30, schedulers=["bfq"], seed=11)
+    slots = plan.slots()
+    bad = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
+    times: Times = lambda c: ("timeout", 0) if c == bad else _usual(c)  # noqa: E731
+    # seed 11: the bad cell times out in slots 1 and 3 and is given up in slot 6; slot 4 is
+    # the one cold unloaded trial before slot 7, a loaded one, whose probe is interrupted
+    assert [i for i, s in enumerate(slots[:8]) if s.cell == bad] == [1, 3, 6]
+    assert [i for i, s in enumerate(slots[:8]) if s.cell.unloaded and not s.warmup] == [4]
+    assert not slots[7].cell.unloaded
+    store, run_id = _new_run(tmp_path, plan)
+    with pytest.raises(KeyboardInterrupt):
+        runner.Bench(plan, store, run_id, Scripted(times, interrupt_at=6),
+                     Recorder().report).run()
+    assert len(_stored(store, run_id)) == 7
+    second = Scripted(times)
+    runner.Bench(plan, store, run_id, second, Recorder().report).run()
+    assert second.measures()[0] == (slots[7].cell, 3.0)  # 30 × the stored 0.1 s
+    assert bad not in [c for c, _ in second.measures()]
+    statuses = [t["status"] for c, t in _stored(store, run_id) if c == bad]
+    assert statuses == ["timeout", "timeout", "aborted", "aborted", "aborted"]
+
+
+# --- loads: lifetimes, settling, interleaving -----------------------------------------------
+
+
+def test_a_load_per_trial_is_started_settled_and_stopped_around_its_probe(
+        tmp_path: Path) -> None:
+    plan = _plan(trials=2)
+    fake = Scripted(weight_raising={"bfq": 5.0})
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    stored = _stored(store, run_id)
+    before = _between_measures(fake.calls)
+    for (cell, t), calls in zip(stored, before, strict=True):
+        calls = [c for c in calls if c[0] != "stop" and c != ("open",)]  # (the last one's)
+        drop = [("drop",)] if t["cold"] else []
+        if cell.unloaded:
+            assert calls == [("scheduler", cell.scheduler), *drop]
+            assert "settle_s" not in t["extra"] and "bulk" not in t["extra"]
+        else:  # weight raising is waited out only by a load that lives for a block
+            assert calls == [("scheduler", cell.scheduler), *drop, ("start", cell),
+                             ("settle", cell.load, 0.3)]
+            assert t["extra"]["settle_s"] == 0.3 and t["extra"]["bulk"] == BULK
+    after = [fake.calls[i + 1] for i, c in enumerate(fake.calls) if c[0] == "measure"]
+    assert after == [("stop", c.load) if not c.unloaded else after_unloaded
+                     for (c, _), after_unloaded in zip(stored, after, strict=True)]
+    assert ("stop", "readers:1:seq") not in [a for (c, _), a in zip(stored, after, strict=True)
+                                             if c.unloaded]
+
+
+def test_a_load_that_lives_for_a_block(tmp_path: Path) -> None:
+    """Started once per block (after the scheduler switch), settled past the scheduler's
+    weight raising, caches dropped under it before every trial, stopped after the block's
+    last trial: its bulk work is stored with that trial, its settle time with the first."""
+    plan = _plan(trials=3, block=3, load_lifetime="cell", warmup=0, schedulers=["bfq"],
+                 policies=["background"], settle_s=0.3)
+    fake = Scripted(weight_raising={"bfq": 5.0})
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    loaded = [t for c, t in _stored(store, run_id) if not c.unloaded]
+    assert ["settle_s" in t["extra"] for t in loaded] == [True, False, False]
+    assert ["bulk" in t["extra"] for t in loaded] == [False, False, True]
+    assert loaded[0]["extra"]["settle_s"] == 5.0
+    load = "readers:1:seq"
+    cell = Cell("/bin/true", "testbed:1G", "bfq", load, "background")
+    assert [c for c in fake.calls if c[0] in ("start", "settle", "stop")] == [
+        ("start", cell), ("settle", load, 5.0), ("stop", load)]
+    before = [[c for c in calls if c != ("open",)] for calls in _between_measures(fake.calls)]
+    first = [c for c, _ in fake.measures()].index(cell)
+    assert before[first] == [("scheduler", "bfq"), ("start", cell), ("settle", load, 5.0),
+                             ("drop",)]  # dropped while the load runs, not before
+    assert before[first + 1] == [("drop",)] and before[first + 2] == [("drop",)]
+
+
+def test_a_block_load_that_ended_is_started_again(tmp_path: Path) -> None:
+    plan = _plan(trials=3, block=3, load_lifetime="cell", warmup=0, schedulers=["bfq"],
+                 policies=["background"], loads=["readers:1:seq"])
+    fake = Scripted(dies_after={0: "readers:1:seq"})
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    loaded = [t for c, t in _stored(store, run_id) if not c.unloaded]
+    assert ["settle_s" in t["extra"] for t in loaded] == [True, True, False]
+    assert [c[0] for c in fake.calls if c[0] in ("start", "stop")] == ["start", "start", "stop"]
+
+
+def test_an_aborted_slot_that_ends_a_block_stops_its_load(tmp_path: Path) -> None:
+    plan = _plan(trials=3, block=3, load_lifetime="cell", warmup=0, schedulers=["bfq"],
+                 policies=["background"], loads=["readers:1:seq"], abort_after=1)
+    fake = Scripted(lambda c: ("timeout", 0) if not c.unloaded else _usual(c))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    loaded = [t for c, t in _stored(store, run_id) if not c.unloaded]
+    assert [t["status"] for t in loaded] == ["timeout", "aborted", "aborted"]
+    assert ["bulk" in t["extra"] for t in loaded] == [False, False, True]
+    assert [c[0] for c in fake.calls if c[0] in ("start", "measure", "stop")
+            and (c[0] != "measure" or not c[1].unloaded)] == ["start", "measure", "stop"]
+
+
+def test_a_load_that_ends_while_settling_ends_the_run(tmp_path: Path) -> None:
+    """The trials before it stay committed; the run is not finished; nothing is left open."""
+    plan = _plan()
+    fake = Scripted(ends_while_settling="readers:1:seq")
+    store, run_id = _new_run(tmp_path, plan)
+    with pytest.raises(SystemStateError, match="ended during settling"):
+        runner.Bench(plan, store, run_id, fake, Recorder().report).run()
+    first_loaded = next(i for i, s in enumerate(plan.slots()) if not s.cell.unloaded)
+    assert len(_stored(store, run_id)) == first_loaded
+    assert store.runs()[0].finished_at is None
+    assert fake.calls[-1] == ("close",)
+
+
+def test_what_a_trial_stores(tmp_path: Path) -> None:
+    """The trial's row, and its extra's keys in the order they are stored."""
+    plan = _plan(loads=["readers:1:seq"], policies=["default"], schedulers=["bfq"],
+                 prepares=["before:warm=true"], trials=1, warmup=0)
+    fake = Scripted(lambda c: ("failed", 0.25) if c.prepare == "warm" else ("ok", 0.5))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    trial = next(t for c, t in _stored(store, run_id) if c.prepare == "warm"
+                 and not c.unloaded)
+    assert list(trial["extra"]) == ["launcher_rss_kb", "nvcsw", "nivcsw", "majflt", "settle_s",
+                                    "prepare", "limit_s", "bulk", "stderr_tail"]
+    assert trial["extra"]["launcher_rss_kb"] == 1024 and trial["extra"]["majflt"] == 2
+    assert (trial["status"], trial["wall_s"], trial["exit_code"], trial["cold"]) == \
+        ("failed", 0.25, 3, 1)
+    assert (trial["in_blocks"], trial["max_rss_kb"], trial["user_s"]) == (16, 2048, 0.01)
+    assert trial["load_read_bps"] == pytest.approx(1000 / 0.5)  # the probe's own taken out
+    assert trial["load_write_bps"] == 0
+
+
+# --- progress ------------------------------------------------------------------------------
+
+
+def test_progress_before_and_after_every_slot(tmp_path: Path) -> None:
+    plan = _plan(loads=["none"], schedulers=["bfq"], trials=2, timeout_s=30, abort_after=1)
+    fake = Scripted(lambda c: ("timeout", 0))
+    _, _, rec = _bench(tmp_path, plan, fake)
+    warm, cold = "bfq · none · - (warm-up)", "bfq · none · -"
+    assert rec.progress == [
+        (0, 3, warm, ""), (1, 3, warm, "timeout 30.000s"),
+        (1, 3, cold, "timeout 30.000s"), (2, 3, cold, "aborted"),
+        (2, 3, cold, "aborted"), (3, 3, cold, "aborted")]
+
+
+def test_progress_shows_each_times_status_and_seconds(tmp_path: Path) -> None:
+    plan = _plan(loads=["none"], schedulers=["bfq"], trials=1)
+    _, _, rec = _bench(tmp_path, plan, Scripted(lambda c: ("ok", 0.1234)))
+    assert [p[3] for p in rec.progress] == ["", "ok 0.123s", "ok 0.123s", "ok 0.123s"]
+    assert Counter(p[2] for p in rec.progress) == {"bfq · none · - (warm-up)": 2,
+                                                    "bfq · none · -": 2}
+
+
+# --- --resume of a shared database: only this machine's own run -----------------------------
+
+
+def _shared_run(store: Store, hostname: str, machine: str | None = None,
+                finished: bool = False) -> int:
+    cfg = config.BenchConfig(probes=["/bin/true"], loads=["none"], policies=["default"],
+                             schedulers=["none"], device="testbed:64M", trials=1)
+    run = store.add_run("backburner bench", cfg.to_dict(), 0, {}, "v", machine=machine,
+                        hostname=hostname)
+    if finished:
+        store.finish_run(run)
+    return run
+
+
+@pytest.mark.root  # (the PostgreSQL server runs as its own user)
+def test_resume_of_a_shared_database_never_takes_another_machines_run(
+        pg_url: str, state_dir: Path) -> None:
+    """Resuming `postgresql://…` on a machine with no run there used to continue another
+    machine's run, mixing two machines' trials in one run: it is refused, naming the
+    machines whose runs are unfinished."""
+    s = Store.create(pg_url)
+    _shared_run(s, "ssd-desktop", "f" * 32)
+    _shared_run(s, "hdd-laptop-3", "e" * 32)
+    _shared_run(s, "done-box", "d" * 32, finished=True)
+    s.close()
+    r = bb("bench", "--resume", pg_url)
+    assert r.returncode == 65, r.err
+    line = one_line_error(r)
+    assert "no run of this machine" in line
+    assert "hdd-laptop-3 (eeeeeeee), ssd-desktop (ffffffff)" in line and "done-box" not in line
+    s = Store.open(pg_url, readonly=True)
+    assert s.trials(include_warmup=True) == [] and len(s.runs()) == 3
+    s.close()
+
+    s = Store.open(pg_url)  # this machine's unfinished run is the one resumed
+    mine = _shared_run(s, "here")
+    _shared_run(s, "here", finished=True)  # (a later finished one is not)
+    s.close()
+    job = runner.Resume(pg_url)
+    try:
+        assert job.run_id == mine and not job.finished and job.left == 2
+    finally:
+        job.store.close()
+
+
+def test_resume_of_a_copied_file_still_takes_its_last_run(tmp_path: Path) -> None:
+    """A file copied from another machine is resumed here: its last run, whoever made it."""
+    db = str(tmp_path / "copied.db")
+    s = Store.create(db)
+    _shared_run(s, "ssd-desktop", "f" * 32)
+    last = _shared_run(s, "hdd-laptop-3", "e" * 32)
+    s.close()
+    job = runner.Resume(db)
+    try:
+        assert job.run_id == last
+    finally:
+        job.store.close()
