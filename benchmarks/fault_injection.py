@@ -145,7 +145,7 @@ def leftovers(state: Path, bench_pid: int) -> list[str]:
         problems.append(f"journals left: {sorted(p.name for p in journal.iterdir())}")
     for hier in Path("/sys/fs/cgroup").iterdir():
         problems += [f"cgroup left: {g}" for g in (hier / "backburner").glob(
-            f"bench-{bench_pid}.*")]
+            f"bench-{bench_pid}-*")]
     return problems
 
 

@@ -555,7 +555,7 @@ def test_prune_keeps_a_live_owners_group_and_not_one_whose_pid_was_reused(
     top = Path("/sys/fs/cgroup/blkio/backburner")
     top.mkdir(exist_ok=True)
     mine = top / f"run-{procfs.owner_tag(os.getpid())}"
-    reused = top / f"run-{os.getpid()}.1"  # our PID, another process's start time
+    reused = top / f"run-{os.getpid()}-1"  # our PID, another process's start time
     for group in (mine, reused):
         group.mkdir()
     try:

@@ -49,15 +49,17 @@ def start_time(pid: int) -> int | None:
 
 
 def owner_tag(pid: int) -> str:
-    """'PID.START': a name part that says which process owns something (a cgroup) in a way
-    a later process with the same PID cannot claim."""
-    return f"{pid}.{start_time(pid) or 0}"
+    """'PID-START': a name part that says which process owns something (a cgroup) in a way
+    a later process with the same PID cannot claim. The PID comes first, as in the names
+    of older versions, whose clean-up reads only that and so keeps the group while its
+    owner runs."""
+    return f"{pid}-{start_time(pid) or 0}"
 
 
 def owner_alive(tag: str) -> bool:
     """Whether the process an `owner_tag` names still lives (a bare PID, as older names
     carry, counts while any process has that PID)."""
-    pid, _, start = tag.partition(".")
+    pid, _, start = tag.partition("-")
     if not pid.isdigit():
         return False
     now = start_time(int(pid))

@@ -239,8 +239,8 @@ def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list
     """Remove our empty groups (`backburner/*` in every hierarchy, then `backburner` itself)
     whose owner is gone: what is left when a job outlived every record of it.
 
-    A group's name carries the PID and start time of what owns it (run-PID.START,
-    pid-PID.START, bench-PID.START-...): while that process lives the group is left alone,
+    A group's name carries the PID and start time of what owns it (run-PID-START,
+    pid-PID-START, bench-PID-START-...): while that process lives the group is left alone,
     even when it is empty for a moment (a bench's group before its load starts) and even
     when its journal is in another state directory; a new process that got the same PID
     does not keep it. govern's groups (govern-RULE) belong to its live journal."""
@@ -265,9 +265,9 @@ def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list
 
 
 def _owner_alive(name: str) -> bool:
-    """run-PID.START, pid-PID.START, bench-PID.START-...: the owner tag after the kind."""
+    """run-PID-START, pid-PID-START, bench-PID-START-...: the owner tag after the kind."""
     parts = name.split("-")
-    return len(parts) > 1 and procfs.owner_alive(parts[1])
+    return len(parts) > 1 and procfs.owner_alive("-".join(parts[1:3]))
 
 
 def _our_cgroup_tops() -> list[Path]:
