@@ -28,7 +28,7 @@ _backburner_node() {  # $1: command path -> _bb_subs, _bb_opts, _bb_job
         "readahead show") _bb_subs=""; _bb_opts="-h --help --files --verify"; _bb_job=0;;
         "report") _bb_subs=""; _bb_opts="-h --help --run --machine --since --recommend --html --plot --format --violin --export --output -o --tolerance"; _bb_job=0;;
         "restore") _bb_subs=""; _bb_opts="-h --help --pid"; _bb_job=0;;
-        "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force -v --verbose"; _bb_job=1;;
+        "run") _bb_subs=""; _bb_opts="-h --help --policy --io --cpu --io-weight --cpu-weight --no-cgroup --pid --force --slice -v --verbose"; _bb_job=1;;
         "slowdisk") _bb_subs="create list profiles remove stats"; _bb_opts="-h --help"; _bb_job=0;;
         "slowdisk create") _bb_subs=""; _bb_opts="-h --help --profile --size --read-only --scheduler"; _bb_job=0;;
         "slowdisk list") _bb_subs=""; _bb_opts="-h --help"; _bb_job=0;;
@@ -140,6 +140,7 @@ _backburner_values() {  # $1: command path, $2: option -> its choices; fails if 
         "run|--io-weight") echo "__any__";;
         "run|--cpu-weight") echo "__any__";;
         "run|--pid") echo "__any__";;
+        "run|--slice") echo "__any__";;
         "slowdisk create|--profile") echo "__any__";;
         "slowdisk create|--size") echo "__any__";;
         "slowdisk create|--scheduler") echo "__any__";;

@@ -11,7 +11,6 @@ the argv, the priorities set before it starts, the exit mirroring — and nothin
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 from pathlib import Path
 
@@ -68,7 +67,7 @@ def test_scope_argv_carries_the_weights_and_the_command_verbatim() -> None:
     job_argv = ["sh", "-c", 'echo "$HOME" $$ %h', "--", "-p"]
     argv = systemd.scope_argv(BACKGROUND, job_argv, version=252, unit="u.scope")
     assert argv[:4] == ["systemd-run", "--scope", "--quiet", "--collect"]
-    assert "--unit=u.scope" in argv
+    assert "--unit=u.scope" in argv and "--slice=backburner.slice" in argv
     split = argv.index("--")
     assert argv[split + 1:] == job_argv
     opts = argv[:split]
@@ -165,39 +164,6 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path
 
 
 MANAGED = Facts(True, "0::/init.scope\n")
-
-
-@pytest.mark.root
-def test_run_goes_through_a_scope_where_systemd_manages_cgroups(
-        state_dir: Path, stand_in: tuple[str, Path]) -> None:
-    tool, record = stand_in
-    said: list[str] = []
-    out = job.run_job(["sh", "-c", "exit 3"], BACKGROUND, facts=MANAGED, systemd_run=tool,
-                      report=said.append)
-    assert (out.exit_code, out.signal) == (3, None)
-    argv = record.read_text().splitlines()
-    assert argv[:4] == ["--scope", "--quiet", "--collect", argv[3]]
-    assert argv[3].startswith(f"--unit=backburner-run-{os.getpid()}-")
-    assert "--expand-environment=no" in argv  # the stand-in says it is systemd 255
-    assert argv[argv.index("--") + 1:] == ["sh", "-c", "exit 3"]
-    assert "IOWeight=10" in argv and "CPUWeight=10" in argv
-    # set on systemd-run before it started, so the job inherits them across exec
-    assert record.with_suffix(".io").read_text().strip() == "idle"
-    assert "SCHED_IDLE" in record.with_suffix(".cpu").read_text()
-    assert "systemd scope backburner-run-" in said[0]
-    assert not list(state_dir.rglob("*.jsonl"))  # no group of ours: nothing to undo
-
-
-@pytest.mark.root
-def test_a_signalled_job_in_a_scope_is_mirrored_exactly(
-        state_dir: Path, stand_in: tuple[str, Path]) -> None:
-    """systemd-run --scope execs the job in place: the process we wait for is the job, so
-    its death by a signal is a signal (not systemd-run's status 1)."""
-    tool, _ = stand_in
-    out = job.run_job(["sh", "-c", "kill -SEGV $$"], BACKGROUND, facts=MANAGED,
-                      systemd_run=tool)
-    assert out.signal == signal.SIGSEGV and out.exit_code is None
-    assert os.WIFSIGNALED(out.status) and os.WTERMSIG(out.status) == signal.SIGSEGV
 
 
 @pytest.mark.root

@@ -35,6 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .. import job, spawn
 
     policy = policy_from_args(args)
+    system.check_slice_name(args.slice)  # bad input is refused on every machine alike
     report = err if args.verbose else quiet
     if args.pid is not None:
         if args.command:
@@ -49,7 +50,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("no command to run", "put it after --, e.g. backburner run -- tar xf a")
     if policy.needs_cgroup and not args.no_cgroup:
         recover_if_needed()
-    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report)
+    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
+                          slice_name=args.slice)
     if args.verbose:
         err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
             f"(user {outcome.user_s:.3f}s, sys {outcome.sys_s:.3f}s, "
@@ -93,6 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "once it exits, `restore` removes what is left)")
     p.add_argument("--force", action="store_true", help="with --pid: allow PID 1, kernel "
                    "threads and backburner's own ancestors")
+    p.add_argument("--slice", metavar="NAME", default="backburner.slice",
+                   help="where systemd owns the cgroups: the slice the job's scope goes in, "
+                   "beside user.slice, carrying the weights (default: backburner.slice)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,

@@ -3,6 +3,7 @@ D-Bus API (`bus`)."""
 
 from .facts import (
     BOOTED_DIR,
+    DEFAULT_SLICE,
     EXPAND_ENVIRONMENT_SINCE,
     SYSTEMD_RUN,
     Facts,
@@ -15,9 +16,11 @@ from .facts import (
     scope_properties,
     scope_unit_name,
     service_properties,
+    slice_properties,
     tool_version,
 )
 
-__all__ = ["BOOTED_DIR", "EXPAND_ENVIRONMENT_SINCE", "SYSTEMD_RUN", "Facts", "check_command",
-           "check_unit_name", "manages_cgroups", "parse_version", "read_facts", "scope_argv",
-           "scope_properties", "scope_unit_name", "service_properties", "tool_version"]
+__all__ = ["BOOTED_DIR", "DEFAULT_SLICE", "EXPAND_ENVIRONMENT_SINCE", "SYSTEMD_RUN", "Facts",
+           "check_command", "check_unit_name", "manages_cgroups", "parse_version",
+           "read_facts", "scope_argv", "scope_properties", "scope_unit_name",
+           "service_properties", "slice_properties", "tool_version"]

@@ -127,10 +127,28 @@ def scope_unit_name(pid: int) -> str:
     return f"backburner-run-{pid}-{secrets.token_hex(4)}.scope"
 
 
-def scope_argv(policy: Policy, argv: Sequence[str], *, version: int, unit: str) -> list[str]:
+#: Where `run` puts a job by default: a slice beside user.slice and system.slice, so its
+#: weights rank it against the desktop, not only against other system services.
+DEFAULT_SLICE = "backburner.slice"
+
+
+def slice_properties(policy: Policy) -> dict[str, int]:
+    """The weights a policy gives the slice its jobs run in (systemd.resource-control(5))."""
+    props = {}
+    if policy.io_weight is not None:
+        props["IOWeight"] = policy.io_weight
+    if policy.cpu_weight is not None:
+        props["CPUWeight"] = policy.cpu_weight
+    return props
+
+
+def scope_argv(policy: Policy, argv: Sequence[str], *, version: int, unit: str,
+               slice_name: str = DEFAULT_SLICE) -> list[str]:
     """``systemd-run --scope`` running argv in place (it execs the command itself, so the
-    job's wait status is the job's own) in a transient scope with the policy's weights."""
+    job's wait status is the job's own) in a transient scope with the policy's weights,
+    in `slice_name`."""
     out = [SYSTEMD_RUN, "--scope", "--quiet", "--collect", f"--unit={unit}",
+           f"--slice={slice_name}",
            "--description=backburner run: a bulk job on the back burner"]
     if version >= EXPAND_ENVIRONMENT_SINCE:
         out.append("--expand-environment=no")  # the job gets its arguments as typed
