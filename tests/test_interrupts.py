@@ -126,3 +126,13 @@ def test_a_ctrl_c_while_the_program_loads_is_one_line_and_130() -> None:
     r = subprocess.run([sys.executable, "-c", INTERRUPTED_LOADING], capture_output=True,
                        text=True, timeout=TIMEOUT)
     assert (r.returncode, r.stderr) == (130, "backburner: interrupted\n")
+
+
+def test_the_cli_called_in_a_process_that_goes_on_leaves_its_signals_alone() -> None:
+    """Only the program's own exit holds the terminating signals; a test (or any caller)
+    that runs the CLI and goes on must still receive them, as must its children."""
+    code = ("import signal; from backburner import cli, system; cli.main(['policies']);"
+            "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[]", r.stdout

@@ -36,11 +36,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("backburner: interrupted", file=sys.stderr)
         return 130
     try:
-        return cli_main(argv)
+        status = cli_main(argv)
     except ModuleNotFoundError as error:
         explained = missing_extra(error)
         args = sys.argv[1:] if argv is None else list(argv)
         if explained is None or "--debug" in args[:1]:
             raise
         print(f"backburner: {explained}", file=sys.stderr)
-        return explained.exit_status
+        status = explained.exit_status
+    if argv is None:  # the program itself, about to exit: nothing may change its status now
+        from . import interrupts
+
+        interrupts.finished()
+    return status

@@ -16,6 +16,7 @@ from typing import Any
 _seen: int | None = None  # the first interrupting signal received
 _pending: int | None = None  # one that arrived inside deferred(), not raised yet
 _depth = 0
+_settled = False  # the command's outcome is decided: signals are noted, not raised
 
 
 class Terminated(BaseException):
@@ -36,6 +37,8 @@ def _handler(signum: int, _frame: Any) -> None:
     global _seen, _pending
     if _seen is None:
         _seen = signum
+    if _settled:
+        return
     if _depth:
         if _pending is None:
             _pending = signum
@@ -46,6 +49,8 @@ def _handler(signum: int, _frame: Any) -> None:
 def install() -> None:
     """Our handlers for SIGTERM, SIGHUP and (unless it is ignored: started in the
     background by a shell) SIGINT."""
+    global _settled
+    _settled = False
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _handler)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -98,9 +103,18 @@ def held(signals: frozenset[int] | set[int] = TERMINATING) -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def settle() -> None:
+    """The command's outcome is decided (its status chosen, its changes committed): a
+    terminating signal from here on is noted, never raised, so it cannot turn a success
+    into "interrupted; system state restored" (which `apply` said after committing)."""
+    global _settled
+    _settled = True
+
+
 def finished() -> None:
-    """The command's outcome is decided (its status chosen, its output written): from here
-    to the exit, terminating signals are held, never acted on. Without this, one landing
-    while the interpreter shuts down (its handlers back to the default) killed a command
-    that had already succeeded: "terminated" after a slowdisk was set up and announced."""
+    """The program is about to exit with its status: terminating signals are held to the
+    end. Without this, one landing while the interpreter shuts down (its handlers back to
+    the default action) killed a program that had already succeeded: "terminated" after a
+    slowdisk was set up and announced. Only the program's entry calls it: a process that
+    goes on (a test calling the CLI) must keep its signals."""
     signal.pthread_sigmask(signal.SIG_BLOCK, TERMINATING)

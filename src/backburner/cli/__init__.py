@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("no command given", "see backburner --help")
         interrupts.install()
         status = args.handler(args)
-        interrupts.finished()
+        interrupts.settle()
         return status
     except BackburnerError as error:
         if debug:

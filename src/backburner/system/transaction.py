@@ -218,7 +218,7 @@ def commit(tx: Transaction) -> None:
     it the command has succeeded, and a signal arriving on its way out is held (it exited
     130, "system state restored", with the changes kept)."""
     assert tx.journal is not None, "commit inside the transaction"
-    interrupts.finished()
+    interrupts.settle()
     tx.entries.clear()
     tx.journal.path.unlink(missing_ok=True)
 
