@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import mmap
 import os
+import signal
 import socket
 import sqlite3
 import struct
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 
 from backburner import proc_events
 from backburner.cell import Cell
@@ -84,6 +86,43 @@ def one_line_error(result: Result) -> str:
     lines = result.err.strip().splitlines()
     assert len(lines) == 1, result.err
     return lines[0]
+
+
+# --- `backburner run`'s exact end: the cases test_run.py checks here and vm/test_guest_run.py
+# checks in a Debian guest under systemd; `py` is the Python the segfaulting job runs with
+
+SEGFAULT = "import ctypes; ctypes.string_at(0)"
+RUN_EXIT_CODES = (0, 1, 3, 255)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def run_signal_deaths(py: str) -> list:
+    """(job, signal) for jobs that die of a signal: backburner then dies of it too."""
+    return [pytest.param(["sh", "-c", "kill -TERM $$"], signal.SIGTERM, id="SIGTERM"),
+            pytest.param(["sh", "-c", "kill -KILL $$"], signal.SIGKILL, id="SIGKILL"),
+            pytest.param([py, "-c", SEGFAULT], signal.SIGSEGV, id="segfault")]
+
+
+def run_shell_statuses(py: str) -> list:
+    """(job, status a shell shows for backburner): 128 + the job's signal."""
+    return [pytest.param([py, "-c", SEGFAULT], 139, id="segfault"),
+            pytest.param(["sh", "-c", "kill -TERM $$"], 143, id="SIGTERM")]
+
+
+#: a job that traps the forwarded signals: writes the name to argv[1], exits 40 + signal
+TRAP_JOB = r"""
+import os, signal, sys, time
+out = sys.argv[1]
+def got(signum, frame):
+    with open(out, "w") as f:
+        f.write(signal.Signals(signum).name)
+    os._exit(40 + signum)
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    signal.signal(s, got)
+open(out + ".ready", "w").close()
+time.sleep(10)
+os._exit(99)
+"""
 
 
 def timed_reads(path: str | os.PathLike[str], offsets: list[int], size: int) -> list[float]:

@@ -12,45 +12,46 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
+from helpers import (
+    BB,
+    FORWARDED,
+    RUN_EXIT_CODES,
+    SEGFAULT,
+    TIMEOUT,
+    TRAP_JOB,
+    Result,
+    bb,
+    one_line_error,
+    raw_status,
+    run_shell_statuses,
+    run_signal_deaths,
+    wait_for,
+)
 
 import backburner
 from backburner import errors, priority
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
-SEGFAULT = "import ctypes; ctypes.string_at(0)"
 
 
 # --- exit status --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code", [0, 1, 3, 255])
+@pytest.mark.parametrize("code", RUN_EXIT_CODES)
 def test_exit_code_mirrored(state_dir: Path, code: int) -> None:
     r = bb("run", "--", "sh", "-c", f"exit {code}")
     assert r.returncode == code
     assert r.stderr == b""
 
 
-@pytest.mark.parametrize(
-    "job, sig",
-    [
-        (["sh", "-c", "kill -TERM $$"], signal.SIGTERM),
-        (["sh", "-c", "kill -KILL $$"], signal.SIGKILL),
-        ([PY, "-c", SEGFAULT], signal.SIGSEGV),
-    ],
-    ids=["SIGTERM", "SIGKILL", "segfault"],
-)
+@pytest.mark.parametrize("job, sig", run_signal_deaths(PY))
 def test_signal_death_mirrored(state_dir: Path, job: list[str], sig: int) -> None:
     r = bb("run", "--", *job)
     assert r.returncode == -sig  # backburner itself died of the signal (WIFSIGNALED)
 
 
-@pytest.mark.parametrize(
-    "job, shown",
-    [([PY, "-c", SEGFAULT], 139), (["sh", "-c", "kill -TERM $$"], 143)],
-    ids=["segfault", "SIGTERM"],
-)
+@pytest.mark.parametrize("job, shown", run_shell_statuses(PY))
 def test_shell_sees_128_plus_signal(state_dir: Path, job: list[str], shown: int) -> None:
     script = '"$@"; echo "status=$?"'
     r = subprocess.run(["sh", "-c", script, "sh", *BB, "run", "--", *job],
@@ -99,23 +100,7 @@ def test_not_executable_126(state_dir: Path, tmp_path: Path) -> None:
 
 # --- signals sent to backburner reach the job -------------------------------------------
 
-TRAP_JOB = r"""
-import os, signal, sys, time
-out = sys.argv[1]
-def got(signum, frame):
-    with open(out, "w") as f:
-        f.write(signal.Signals(signum).name)
-    os._exit(40 + signum)
-for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-    signal.signal(s, got)
-open(out + ".ready", "w").close()
-time.sleep(10)
-os._exit(99)
-"""
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
-                         ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", FORWARDED, ids=lambda s: s.name)
 def test_signal_forwarded_to_job(state_dir: Path, tmp_path: Path, sig: signal.Signals) -> None:
     out = tmp_path / "got"
     with subprocess.Popen([*BB, "run", "--", PY, "-c", TRAP_JOB, str(out)]) as proc:

@@ -1,0 +1,113 @@
+"""Fixtures of the guest checks: the image (built once, then cached), this commit's wheel,
+one guest shared by the session's checks, and fresh guests for checks that need their own.
+
+A check that fails gets the guest's failed units, their journals and the journal's tail
+attached to its report ("guest" section); a guest that hung is reported with its console.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from .image import Image, ensure_image
+from .rig import BootSpec, Guest, SharedGuest, remove_stale_runs
+
+ROOT = Path(__file__).parents[2]
+GUESTS = pytest.StashKey[list[Guest]]()
+SHARED_DISKS = {"scratch": "4G"}  # the shared guest's spare disk: /dev/disk/by-id/virtio-scratch
+
+
+@contextmanager
+def _uncaptured(config: pytest.Config) -> Iterator[None]:
+    """Progress of a minutes-long step (the image build) shown as it happens."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is None:
+        yield
+        return
+    with capture.global_and_fixture_disabled():
+        yield
+
+
+def _say(config: pytest.Config) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        with _uncaptured(config):
+            print(line, file=sys.stderr, flush=True)
+
+    return say
+
+
+@pytest.fixture(scope="session")
+def vm_image(pytestconfig: pytest.Config) -> Image:
+    say = _say(pytestconfig)
+    for stale in remove_stale_runs():
+        say(f"vm: removed the run directory of a killed session: {stale}")
+    return ensure_image(log=say)
+
+
+@pytest.fixture(scope="session")
+def vm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This commit's wheel, built as a user's pip would build it (not a copy of src/)."""
+    out = tmp_path_factory.mktemp("vm-wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(out), str(ROOT)], check=True,
+                   timeout=300, cwd=out)
+    (wheel,) = out.glob("backburner-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def _shared_guest(vm_image: Image, vm_wheel: Path) -> Iterator[SharedGuest]:
+    shared = SharedGuest(vm_image, BootSpec(wheel=vm_wheel, disks=SHARED_DISKS))
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
+@pytest.fixture
+def guest(_shared_guest: SharedGuest, request: pytest.FixtureRequest) -> Guest:
+    """The session's shared guest, with this commit's wheel installed. A check that changes
+    it puts back what it changed; one that needs a pristine system uses `make_guest`."""
+    g = _shared_guest.get()
+    request.node.stash.setdefault(GUESTS, []).append(g)
+    return g
+
+
+@pytest.fixture
+def make_guest(vm_image: Image, vm_wheel: Path,
+               request: pytest.FixtureRequest) -> Iterator[Callable[..., Guest]]:
+    """make_guest(**BootSpec fields) -> a fresh, booted guest of its own (wheel installed),
+    killed and removed after the check."""
+    made: list[Guest] = []
+
+    def make(**spec: object) -> Guest:
+        g = Guest(vm_image, BootSpec(**{"wheel": vm_wheel, **spec}))  # type: ignore[arg-type]
+        made.append(g)
+        request.node.stash.setdefault(GUESTS, []).append(g)
+        return g.start()
+
+    try:
+        yield make
+    finally:
+        for g in made:
+            g.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for g in item.stash.get(GUESTS, []):
+        try:
+            text = g.failure_report()
+        except Exception as exc:  # the report must not hide the check's own failure
+            text = f"(no report from the guest: {exc})"
+        report.sections.append(("guest", text))

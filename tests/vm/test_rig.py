@@ -1,0 +1,250 @@
+"""The rig itself: a failing guest command reads well (output, the unit's journal), a
+command that outlives its timeout is killed in the guest, a guest that hangs is killed at
+the deadline and reported with its console, a guest boots with the units, files, kernel
+arguments and disks a check asks for and reboots the same disk, and QEMU and its files go
+away with the test process however it ends."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import wait_for
+
+from .conftest import GUESTS
+from .image import Image
+from .rig import (
+    BootSpec,
+    Guest,
+    GuestCommandFailed,
+    GuestHung,
+    SharedGuest,
+    remove_stale_runs,
+    run_root,
+    seed_tar,
+    wanted_by,
+)
+
+pytestmark = pytest.mark.timeout(900)
+
+FAILING_UNIT = """\
+[Unit]
+Description=rig check: a unit that fails
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'echo "bb-rig-marker: about to fail"; exit 3'
+"""
+
+
+@pytest.mark.root
+def test_a_failing_command_reads_well(guest: Guest) -> None:
+    unit = "bb-rig-fails.service"
+    guest.put(f"/run/systemd/system/{unit}", FAILING_UNIT)
+    guest.run(["systemctl", "daemon-reload"], check=True)
+    try:
+        with pytest.raises(GuestCommandFailed) as caught:
+            guest.run(["systemctl", "start", unit], check=True, units=[unit])
+        msg = str(caught.value)
+        assert msg.splitlines()[0] == f"guest command failed: systemctl start {unit}: exit status 1"
+        assert f"--- stderr (last 30 lines) ---\nJob for {unit} failed" in msg
+        journal = msg.split(f"--- journal of {unit} (last 40 lines) ---\n")[1]
+        assert "bb-rig-marker: about to fail" in journal
+        assert "status=3/NOTIMPLEMENTED" in journal
+        # what a failed check gets attached: the failed unit, its journal
+        report = guest.failure_report()
+        assert unit in report.split("--- failed units ---\n")[1].splitlines()[0]
+        assert "bb-rig-marker: about to fail" in report
+    finally:
+        guest.run(["rm", "-f", f"/run/systemd/system/{unit}"], check=True)
+        guest.run(["systemctl", "reset-failed", unit])
+        guest.run(["systemctl", "daemon-reload"], check=True)
+
+
+@pytest.mark.root
+def test_a_command_past_its_timeout_is_killed_in_the_guest(guest: Guest) -> None:
+    started = time.monotonic()
+    r = guest.run(["sh", "-c", "echo started; sleep 60 & wait"], timeout=2)
+    assert r.timed_out and r.status == -signal.SIGKILL and r.out == "started\n"
+    assert time.monotonic() - started < 20
+    assert guest.run(["pgrep", "-f", "sleep 60"]).status == 1  # its whole group went
+    with pytest.raises(GuestCommandFailed, match=r": timed out in the guest after 2 s"):
+        guest.run(["sleep", "60"], timeout=2, check=True)
+
+
+# --- the seed and the run directories -------------------------------------------------------
+
+
+def test_stale_run_directories_go_live_ones_stay(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    root = run_root(cache)
+    live, dead = root / "guest-live", root / "guest-dead"
+    for d in (live, dead):
+        d.mkdir()
+        (d / "lock").touch()
+    fd = os.open(live / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert remove_stale_runs(cache) == [dead]
+        assert live.exists() and not dead.exists()
+    finally:
+        os.close(fd)
+
+
+def test_units_are_enabled_as_their_install_section_says() -> None:
+    text = "[Unit]\nWantedBy=no.target\n[Install]\nWantedBy=multi-user.target a.target\n"
+    assert wanted_by(text) == ["multi-user.target", "a.target"]
+    assert wanted_by("[Service]\nExecStart=/bin/true\n") == []
+    spec = BootSpec(units={"x.service": text}, files={"/etc/x": "plain", "/usr/bin/y": "#!/bin/sh"})
+    with tarfile.open(fileobj=io.BytesIO(seed_tar(spec))) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert members["etc/systemd/system/multi-user.target.wants/x.service"].linkname == \
+        "/etc/systemd/system/x.service"
+    assert members["etc/x"].mode == 0o644 and members["usr/bin/y"].mode == 0o755
+    assert members["usr/local/lib/backburner-vm/agent.py"].mode == 0o755
+    assert len(seed_tar(spec)) % 512 == 0  # a disk QEMU can attach
+
+
+# --- a guest of its own: boots with extras, reboots, then hangs ---------------------------
+
+BOOTS_UNIT = """\
+[Unit]
+Description=rig check: note each boot
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'cat /proc/sys/kernel/random/boot_id >> /var/lib/bb-rig/boots'
+[Install]
+WantedBy=multi-user.target
+"""
+OWN = BootSpec(units={"bb-rig-boots.service": BOOTS_UNIT},
+               files={"/var/lib/bb-rig/note": "seeded\n",
+                      "/usr/local/bin/bb-rig-hello": "#!/bin/sh\necho hello from the seed\n"},
+               kernel_args=["bb_rig.marker=42"], disks={"extra": "1G"})
+
+
+@pytest.fixture(scope="module")
+def own_guest(vm_image: Image) -> Iterator[SharedGuest]:
+    """Shared by this module's checks; no wheel: they are of the rig alone."""
+    shared = SharedGuest(vm_image, OWN)
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
+@pytest.fixture
+def own(own_guest: SharedGuest, request: pytest.FixtureRequest) -> Guest:
+    g = own_guest.get()
+    request.node.stash.setdefault(GUESTS, []).append(g)
+    return g
+
+
+@pytest.mark.root
+def test_a_guest_boots_with_its_units_files_kernel_args_and_disks(own: Guest) -> None:
+    # the unit was enabled from the seed and started by systemd at this very boot
+    assert own.get("/var/lib/bb-rig/boots").decode().split() == [own.boot_id]
+    assert own.run(["systemctl", "is-enabled", "bb-rig-boots.service"]).out == "enabled\n"
+    assert own.run(["bb-rig-hello"], check=True).out == "hello from the seed\n"
+    assert "bb_rig.marker=42" in own.get("/proc/cmdline").decode().split()
+    size = own.run(["blockdev", "--getsize64", "/dev/disk/by-id/virtio-extra"], check=True)
+    assert int(size.out) == 1 << 30
+
+
+@pytest.mark.root
+def test_reboot_boots_the_same_disk_again(own: Guest) -> None:
+    first = own.boot_id
+    own.run("echo changed > /var/lib/bb-rig/note", check=True)
+    own.reboot()
+    assert own.boot_id != first
+    assert own.get("/var/lib/bb-rig/boots").decode().split() == [first, own.boot_id]
+    assert own.get("/var/lib/bb-rig/note") == b"changed\n"  # the seed is for the first boot
+
+
+@pytest.mark.root
+def test_a_guest_that_hangs_is_killed_and_reported(own: Guest) -> None:
+    qemu, run_dir = own.qemu, own.dir
+    assert qemu and run_dir
+    own.answer_margin = 10
+    with pytest.raises(GuestHung) as caught:
+        own.run("echo c > /proc/sysrq-trigger", timeout=5)  # a kernel panic: nothing answers
+    msg = str(caught.value)
+    assert msg.startswith("guest did not answer within 15 s (run); QEMU killed\n"), msg
+    assert "--- guest console (last 40 lines) ---" in msg
+    assert "Kernel panic - not syncing: sysrq triggered crash" in msg
+    assert qemu.poll() is not None and not own.alive
+    with pytest.raises(GuestHung, match="the guest is not usable: guest did not answer"):
+        own.run(["true"])
+    own.close()
+    assert not run_dir.exists()
+
+
+# --- QEMU dies with the test process -------------------------------------------------------
+
+CHILD = """\
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from vm.image import verify
+from vm.rig import BootSpec, Guest
+Guest(verify(Path({path!r}), {key!r}), BootSpec()).start()
+"""
+
+
+def _qemu_child_of(pid: int) -> int | None:
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text()
+            except OSError:
+                continue
+            comm, rest = stat.rsplit(")", 1)
+            if int(rest.split()[1]) == pid and comm.endswith("(qemu-system-x86"):
+                return int(proc.name)
+    return None
+
+
+def _gone(pid: int) -> bool:
+    """Dead: reaped, or a zombie nobody has reaped yet."""
+    try:
+        return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=lambda s: s.name)
+def test_qemu_and_its_files_go_with_the_test_process(vm_image: Image, sig: int) -> None:
+    """SIGKILL: QEMU gets its parent-death signal, and the next session removes the run
+    directory (its lock is free). ^C: the guest is closed on the way out."""
+    before = set(run_root().glob("guest-*"))
+    code = CHILD.format(tests=str(Path(__file__).parents[1]), path=str(vm_image.path),
+                        key=vm_image.key)
+    with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) as child:
+        qemu = 0
+
+        def started() -> bool:
+            nonlocal qemu
+            qemu = _qemu_child_of(child.pid) or 0
+            return bool(qemu)
+
+        wait_for(started, timeout=60, what="QEMU")
+        (run_dir,) = set(run_root().glob("guest-*")) - before
+        time.sleep(1)  # inside start(), waiting for the agent
+        os.kill(child.pid, sig)
+        child.wait(timeout=60)
+        err = child.stderr.read().decode() if child.stderr else ""
+    wait_for(lambda: _gone(qemu), timeout=30, what="QEMU to die")
+    if sig == signal.SIGKILL:
+        assert run_dir.exists()
+        assert run_dir in remove_stale_runs()
+    else:
+        assert "KeyboardInterrupt" in err
+    assert not run_dir.exists()
