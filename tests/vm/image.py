@@ -30,6 +30,7 @@ from backburner.safepath import private_dir
 
 from .proc import dies_with_us
 
+Log = Callable[[str], None]
 HERE = Path(__file__).parent
 ROOTFS = HERE / "rootfs"  # files laid over the debootstrapped tree (boot glue, no checks)
 
@@ -154,9 +155,6 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path)
 
 
-Log = Callable[[str], None]
-
-
 def ensure_image(cache: Path = CACHE, *, build: Callable[[Path, Log], dict] | None = None,
                  key: str | None = None, log: Log = print) -> Image:
     """The verified image for `key` (default: this rig's), built first if the cache has none.
@@ -220,7 +218,7 @@ def _prune(root: Path, keep: int) -> list[Path]:
 # --- the real build ------------------------------------------------------------------------
 
 
-def _run(argv: list[str], log: Callable[[str], None], **kw: object) -> None:
+def _run(argv: list[str], log: Log, **kw: object) -> None:
     """A build step to completion; killed with us (parent-death signal)."""
     started = time.monotonic()
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -231,10 +229,30 @@ def _run(argv: list[str], log: Callable[[str], None], **kw: object) -> None:
     log(f"vm image: {' '.join(argv[:3])} ... {time.monotonic() - started:.0f} s")
 
 
-def build_image(out: Path, log: Callable[[str], None] = print) -> dict:
+def build_image(out: Path, log: Log = print) -> dict:
     """debootstrap the packages, lay the rig's boot glue over them, make an ext4 image of
     the tree without a loop device (mkfs.ext4 -d) and take the kernel and initramfs out."""
     tree = out / "tree"
+    _debootstrap(tree, log)
+    _lay_glue(tree)
+    versions = installed_versions(tree)
+    (kernel,) = (tree / "boot").glob("vmlinuz-*")
+    (initrd,) = (tree / "boot").glob("initrd.img-*")
+    shutil.copyfile(kernel, out / "vmlinuz")
+    shutil.copyfile(initrd, out / "initrd.img")
+    raw = out / "disk.raw"
+    with open(raw, "wb") as f:
+        f.truncate(_bytes(DISK_SIZE))
+    _run(["mkfs.ext4", "-q", "-F", "-L", "bbroot", "-d", str(tree), str(raw)], log)
+    shutil.rmtree(tree)
+    _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(out / "disk.qcow2")], log)
+    raw.unlink()
+    return {"suite": SUITE, "mirror": MIRROR, "kernel": kernel.name.removeprefix("vmlinuz-"),
+            "versions": versions, "inputs": build_inputs(),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def _debootstrap(tree: Path, log: Log) -> None:
     # A PID and mount namespace of its own: killed, debootstrap and every maintainer script
     # die with it (the namespace's init is killed), and its /proc and /sys mounts in the
     # tree vanish with the namespace.
@@ -242,12 +260,25 @@ def build_image(out: Path, log: Callable[[str], None] = print) -> dict:
     # Two stages, to configure dpkg in between: the first downloads and unpacks the
     # essential packages, the second installs everything with dpkg told not to fsync each
     # file (a throwaway tree: the image is checksummed after) and to skip documentation.
-    _run([*isolated, "debootstrap", "--foreign", "--variant=minbase",
-          f"--include={','.join(PACKAGES)}", SUITE, str(tree), MIRROR], log)
+    # The first is the one that needs the network: tried twice.
+    for attempt in (1, 2):
+        try:
+            _run([*isolated, "debootstrap", "--foreign", "--variant=minbase",
+                  f"--include={','.join(PACKAGES)}", SUITE, str(tree), MIRROR], log)
+            break
+        except RuntimeError as err:
+            if attempt == 2:
+                raise
+            log(f"{err}\nvm image: trying the download once more")
+            shutil.rmtree(tree, ignore_errors=True)
     for rel, text in BUILD_CONFIG.items():
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         (tree / rel).write_text(text)
     _run([*isolated, "chroot", str(tree), "/debootstrap/debootstrap", "--second-stage"], log)
+
+
+def _lay_glue(tree: Path) -> None:
+    """The rig's files over the tree; no docs or package caches; noisy timers masked."""
     for rel in PRUNED:
         shutil.rmtree(tree / rel, ignore_errors=True)
     for src in sorted(ROOTFS.rglob("*")):
@@ -264,20 +295,19 @@ def build_image(out: Path, log: Callable[[str], None] = print) -> dict:
         for link in wants.iterdir():
             if link.name in MASKED_UNITS:
                 link.unlink()
-    (kernel,) = (tree / "boot").glob("vmlinuz-*")
-    (initrd,) = (tree / "boot").glob("initrd.img-*")
-    shutil.copyfile(kernel, out / "vmlinuz")
-    shutil.copyfile(initrd, out / "initrd.img")
-    raw = out / "disk.raw"
-    with open(raw, "wb") as f:
-        f.truncate(_bytes(DISK_SIZE))
-    _run(["mkfs.ext4", "-q", "-F", "-L", "bbroot", "-d", str(tree), str(raw)], log)
-    shutil.rmtree(tree)
-    _run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(out / "disk.qcow2")], log)
-    raw.unlink()
-    return {"suite": SUITE, "mirror": MIRROR, "packages": list(PACKAGES),
-            "kernel": kernel.name.removeprefix("vmlinuz-"), "inputs": build_inputs(),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def installed_versions(tree: Path) -> dict[str, str]:
+    """The versions of PACKAGES (and systemd) dpkg installed: the mirror moves on, and the
+    manifest says what this image has."""
+    wanted = {*PACKAGES, "systemd"}
+    versions = {}
+    for stanza in (tree / "var/lib/dpkg/status").read_text().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines()
+                      if ": " in line and not line.startswith(" "))
+        if fields.get("Package") in wanted and fields.get("Status", "").endswith(" installed"):
+            versions[fields["Package"]] = fields["Version"]
+    return dict(sorted(versions.items()))
 
 
 def _bytes(size: str) -> int:

@@ -65,7 +65,7 @@ class GuestCommandFailed(AssertionError):
     """A command failed in the guest: the message has its output and the journal asked for."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GuestResult:
     argv: list[str]
     status: int  # like Popen.returncode: the exit code, or -N for death by signal N
@@ -82,8 +82,9 @@ class GuestResult:
     def err(self) -> str:
         return self.stderr.decode(errors="replace")
 
-    def __str__(self) -> str:
-        """Readable in an assertion message: the command, how it ended, its output."""
+    def __repr__(self) -> str:
+        """Readable as an assertion's message (`assert r.status == 0, r`): the command, how
+        it ended, its output."""
         parts = [f"{_shell_join(self.argv)}: {self.how()}"]
         for name, text in (("stdout", self.out), ("stderr", self.err)):
             if text.strip():

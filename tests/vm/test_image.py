@@ -14,7 +14,15 @@ import pytest
 from backburner.errors import UnsafePathError
 
 from . import image
-from .image import IMAGE_FILES, MANIFEST, ensure_image, image_key, prune, verify
+from .image import (
+    IMAGE_FILES,
+    MANIFEST,
+    ensure_image,
+    image_key,
+    installed_versions,
+    prune,
+    verify,
+)
 
 KEY = "f" * 32
 
@@ -141,3 +149,16 @@ def test_the_key_covers_what_goes_into_the_image(monkeypatch: pytest.MonkeyPatch
     assert "rootfs/usr/lib/systemd/system-generators/backburner-vm-seed" in inputs["files"]
     inputs["files"]["rootfs/etc/fstab"] = "0" * 64  # a glue file changed
     assert image_key(inputs) != base
+
+
+def test_the_manifest_says_which_versions_were_installed(tmp_path: Path) -> None:
+    status = tmp_path / "var/lib/dpkg/status"
+    status.parent.mkdir(parents=True)
+    status.write_text(
+        "Package: systemd\nStatus: install ok installed\nVersion: 252.39-1~deb12u1\n"
+        "Description: system and service manager\n more text: with a colon\n\n"
+        "Package: fio\nStatus: deinstall ok config-files\nVersion: 3.33-3\n\n"
+        "Package: python3\nStatus: install ok installed\nVersion: 3.11.2-1+b1\n\n"
+        "Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n")
+    assert installed_versions(tmp_path) == {"python3": "3.11.2-1+b1",
+                                            "systemd": "252.39-1~deb12u1"}
