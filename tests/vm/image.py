@@ -71,6 +71,7 @@ BUILD_CONFIG = {
 IMAGE_FILES = ("disk.qcow2", "vmlinuz", "initrd.img")
 MANIFEST = "manifest.json"
 KEEP = 2  # cache entries kept: this image and the one before (another branch's, say)
+IN_USE = 2 * 3600  # and any entry a guest booted from this recently
 
 
 @dataclass(frozen=True)
@@ -207,12 +208,15 @@ def prune(cache: Path = CACHE, keep: int = KEEP) -> list[Path]:
 
 
 def _prune(root: Path, keep: int) -> list[Path]:
+    """Beyond the `keep` newest, entries not used for IN_USE seconds (a guest's boot marks
+    its image as used: another session may still be booting guests from it)."""
     entries = sorted((p for p in root.iterdir()
                       if p.is_dir() and re.fullmatch(r"[0-9a-f]{32}", p.name)),
                      key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[keep:]:
-        remove_tree(old)
-    return entries[keep:]
+    old = [p for p in entries[keep:] if time.time() - p.stat().st_mtime > IN_USE]
+    for entry in old:
+        remove_tree(entry)
+    return old
 
 
 # --- the real build ------------------------------------------------------------------------

@@ -236,6 +236,7 @@ class Guest:
         started = time.monotonic()
         self._make_run_dir()
         try:
+            os.utime(self.image.path)  # in use: not pruned while sessions boot from it
             self._prepare_disks()
             self._launch()
             self._wait_for_agent(started + timeout, timeout, previous="")

@@ -119,6 +119,8 @@ def test_prune_keeps_the_most_recently_used(cache: Path) -> None:
     _ensure(cache, build, key="c" * 32)  # a third build prunes the least recently used
     assert {p.name for p in cache.iterdir()} == {".lock", "a" * 32, "c" * 32}
     (cache / "run").mkdir()  # not an image: never pruned
+    assert prune(cache, keep=1) == []  # "a" was used less than IN_USE ago: another session's
+    os.utime(cache / ("a" * 32), (1000, 1000))
     assert [p.name for p in prune(cache, keep=1)] == ["a" * 32]
     assert {p.name for p in cache.iterdir()} == {".lock", "c" * 32, "run"}
 
