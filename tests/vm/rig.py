@@ -223,6 +223,7 @@ class Guest:
         self.sock: socket.socket | None = None
         self.boot_id = ""
         self.boot_seconds = 0.0
+        self.boot_state = ""
         self.dead = ""  # why the guest can no longer be used ("" while it can)
         self.answer_margin = ANSWER_MARGIN  # beyond a command's timeout: then it hung
         self._lock_fd: int | None = None
@@ -359,7 +360,8 @@ class Guest:
 
     def _check_boot(self, timeout: float) -> None:
         """The boot finished (or says why not), and the wheel, if any, is installed."""
-        self.run(["systemctl", "is-system-running", "--wait"], timeout=timeout)
+        state = self.run(["systemctl", "is-system-running", "--wait"], timeout=timeout)
+        self.boot_state = state.out.strip()  # "running", or "degraded" if a unit failed
         if self.spec.wheel and self.run(["test", "-e", WHEEL_DONE]).status != 0:
             raise GuestCommandFailed(
                 f"this commit's wheel ({self.spec.wheel.name}) did not install in the guest\n"
@@ -480,6 +482,8 @@ class Guest:
         return result
 
     def put(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """A regular file, written whole and renamed into place (its directory made if
+        missing). Not for /sys or /proc: write those with run()."""
         data = data.encode() if isinstance(data, str) else data
         self._ask("put", self.answer_margin, path=path, data=_b64(data), mode=mode)
 
