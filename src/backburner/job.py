@@ -61,7 +61,6 @@ def describe_plan(policy: priority.Policy, plan: priority.CgroupPlan | None) -> 
 
 def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = True,
             report: Report = _quiet, facts: systemd.Facts | None = None,
-            systemd_run: str = systemd.SYSTEMD_RUN,
             slice_name: str = systemd.DEFAULT_SLICE) -> spawn.Outcome:
     """Run argv to completion under policy; the job's cgroup is removed after it, whatever
     happens. Returns the job's Outcome for the caller to mirror.
@@ -78,8 +77,7 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
         return spawn.run_foreground(argv, policy=policy)
     system.require_root("placing the job in a cgroup with IO/CPU weights (--no-cgroup avoids it)")
     if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
-        return run_in_scope(argv, policy, report=report, systemd_run=systemd_run,
-                            slice_name=slice_name)
+        return run_in_scope(argv, policy, report=report, slice_name=slice_name)
     plan = priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
     with system.Transaction("run") as tx:
         for change in cgroup_changes(plan):
@@ -89,44 +87,38 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
 
 
 def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report = _quiet,
-                 systemd_run: str = systemd.SYSTEMD_RUN,
                  slice_name: str = systemd.DEFAULT_SLICE) -> spawn.Outcome:
-    """The job in a transient systemd scope, in a slice beside user.slice that carries the
-    policy's weights (in system.slice, where a scope lands by default, a weight ranks the
-    job only against other services, and the desktop's user.slice weighs the same as all
-    of them). systemd-run execs the job in place, so the Outcome (exit status, signal,
-    rusage) is the job's own; the IO class and CPU policy are set on systemd-run before it
-    starts and the job inherits them."""
-    system.check_slice_name(slice_name)
-    systemd.check_command(argv[0])
-    version = systemd.tool_version(systemd_run)
+    """The job in a transient systemd scope of its own, in a slice beside user.slice that
+    carries the policy's weights (in system.slice, where a scope lands by default, a weight
+    ranks the job only against other services, and the desktop's user.slice weighs as much
+    as all of them). As `systemd-run --scope` does, the child asks systemd for the scope
+    itself, after its IO class and CPU policy are set and before it execs the job: the
+    Outcome (exit status, signal, rusage) is the job's own. The slice, made with the scope
+    when it does not exist yet, is stopped by systemd when its last job has gone (even if
+    we were killed): nothing of it is ours to undo."""
+    systemd.check_slice_name(slice_name)
     unit = systemd.scope_unit_name(os.getpid())
-    cmd = systemd.scope_argv(policy, argv, version=version, unit=unit, slice_name=slice_name)
-    cmd[0] = systemd_run
+    weights = systemd.slice_properties(policy)
     own = replace(policy, io_weight=None, cpu_weight=None)  # the slice carries the weights
-    wanted = systemd.slice_properties(policy)
-    with system.Transaction("run") as tx:
-        change = system.TransientSlice(slice_name, wanted)
-        tx.apply(change)
-        old = tx.entries[-1].old
-        props = ", ".join(f"{k}={v}" for k, v in wanted.items())
-        where = f"systemd scope {unit} in {slice_name} ({props})"
-        if old.get("existed"):
-            have = old.get("properties", {})
-            where = f"systemd scope {unit} in {slice_name}, as it is (" + ", ".join(
-                f"{k}={_weight_text(have.get(k))}" for k in wanted) + ")"
-            if any(have.get(k) != v for k, v in wanted.items()):
-                report(f"{slice_name} exists already with other weights than the policy's: "
-                       "the job gets the slice's (--slice NAME for another)")
-        parts = [f"{k} {v}" for k, v in own.settings().items() if v not in ("-", "inherit")]
-        report(f"applying {'; '.join([*parts, where])}")
-        return spawn.run_foreground(cmd, policy=own)
+    from .systemd.bus import Bus
 
+    with Bus.connect() as bus:  # fails here, in one line, where systemd does not answer
+        have = bus.slice_weights(slice_name, list(weights))
 
-def _weight_text(value: int | None) -> str:
-    from .systemd.bus import WEIGHT_UNSET
+    def join_scope() -> None:
+        with Bus.connect() as bus:
+            bus.start_scope(unit, os.getpid(), slice_name,
+                            [(k, ("t", v)) for k, v in weights.items()],
+                            "backburner run: a bulk job on the back burner")
 
-    return "default" if value in (None, WEIGHT_UNSET) else str(value)
+    if have is None:
+        where = f"{slice_name} (" + ", ".join(f"{k}={v}" for k, v in weights.items()) + ")"
+    else:  # a unit file's, or another job's: as it is
+        where = f"{slice_name} as it is (" + ", ".join(
+            f"{k}={'default' if v is None else v}" for k, v in have.items()) + ")"
+    parts = [f"{k} {v}" for k, v in own.settings().items() if v not in ("-", "inherit")]
+    report(f"applying {'; '.join([*parts, f'systemd scope {unit} in {where}'])}")
+    return spawn.run_foreground(argv, policy=own, before_exec=join_scope)
 
 
 @dataclass(frozen=True)

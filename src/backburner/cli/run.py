@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import priority, system
+from .. import priority, system, systemd
 from ..errors import UsageError
 from .common import add_command, err, quiet, recover_if_needed
 
@@ -35,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .. import job, spawn
 
     policy = policy_from_args(args)
-    system.check_slice_name(args.slice)  # bad input is refused on every machine alike
+    systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
     report = err if args.verbose else quiet
     if args.pid is not None:
         if args.command:

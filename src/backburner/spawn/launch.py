@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from .. import interrupts, priority
 from ..errors import (
+    BackburnerError,
     CommandNotExecutable,
     CommandNotFound,
     NotRootError,
@@ -28,7 +29,8 @@ log = logging.getLogger(__name__)
 
 def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                  errpipe: int, die_with: int | None, chroot: str | None,
-                 death_signal: int = signal.SIGTERM) -> Callable[[], None]:
+                 death_signal: int = signal.SIGTERM,
+                 before_exec: Callable[[], None] | None = None) -> Callable[[], None]:
     """Build the pre-exec hook. Errors go through `errpipe` so the parent can name them."""
 
     def setup() -> None:
@@ -46,6 +48,8 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                     f.write(str(os.getpid()))
             if policy is not None:
                 priority.apply_to_self(policy)
+            if before_exec is not None:  # e.g. ask systemd for a scope of our own
+                before_exec()
             if chroot is not None:
                 os.chroot(chroot)
                 os.chdir("/")
@@ -72,6 +76,7 @@ def launch(
     death_signal: int = signal.SIGTERM,
     chroot: str | None = None,
     detached: bool = False,
+    before_exec: Callable[[], None] | None = None,
 ) -> Child:
     """Start argv with `policy` applied before exec. stdio is inherited unless given.
 
@@ -79,7 +84,9 @@ def launch(
     SIGKILL), for helpers that must never outlive the command that started them.
     ``chroot``: run it inside that root (a testbed). ``detached``: a daemon that is handed
     over and may outlive us; all other children are stopped, with their trees, by
-    `stop_all`.
+    `stop_all`. ``before_exec``: run in the child after its priorities are set, before
+    exec (`run` asks systemd there for a scope of the child's own, as systemd-run does);
+    a BackburnerError it raises is raised again here, as it was.
 
     Raises CommandNotFound (127) / CommandNotExecutable (126) with a one-line message.
     """
@@ -89,10 +96,11 @@ def launch(
     # A pre-exec hook forces fork() instead of vfork(): ~1.5 ms more per launch, which is
     # harness overhead in every trial. Use one only when something must happen in the child.
     needs_hook = (policy is not None or bool(cgroup_procs) or die_with_parent
-                  or chroot is not None or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+                  or chroot is not None or before_exec is not None
+                  or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
     die_with = os.getpid() if die_with_parent else None
-    hook = (_child_setup(policy, cgroup_procs, wfd, die_with, chroot, death_signal)
-            if needs_hook else None)
+    hook = (_child_setup(policy, cgroup_procs, wfd, die_with, chroot, death_signal,
+                         before_exec) if needs_hook else None)
     with interrupts.deferred():  # a signal after fork must find the child registered
         return _start(argv, hook, rfd, wfd, stdin=stdin, stdout=stdout, stderr=stderr,
                       env=env, cwd=cwd, pass_fds=pass_fds, new_group=new_group,
@@ -130,6 +138,9 @@ def _start(argv: Sequence[str], hook: Callable[[], None] | None, rfd: int, wfd: 
         os.close(wfd)
         wfd = -1
         detail = os.read(rfd, 1000).decode(errors="replace") or "unknown error"
+        ours = _our_error(detail)
+        if ours is not None:
+            raise ours from None
         if detail.startswith("PermissionError") and os.geteuid() != 0:
             raise NotRootError(f"starting {argv[0]} with these priorities (a negative nice, "
                                "the realtime classes or a cgroup)") from None
@@ -146,3 +157,19 @@ def _start(argv: Sequence[str], hook: Callable[[], None] | None, rfd: int, wfd: 
     log.debug("launched %s as %d", argv, popen.pid)
     return Child(popen, started_ns, started_at, detached=detached, own_group=new_group)
 
+
+
+def _our_error(detail: str) -> BackburnerError | None:
+    """One of our errors, as the child's pre-exec hook reported it ("UnavailableError: ...")."""
+    name, _, message = detail.partition(": ")
+    cls = next((c for c in _error_classes() if c.__name__ == name), None)
+    return cls(message) if cls is not None and message else None
+
+
+def _error_classes() -> list[type[BackburnerError]]:
+    found, todo = [], [BackburnerError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo += cls.__subclasses__()
+    return [c for c in found if c not in (NotRootError,)]

@@ -53,7 +53,7 @@ from .transaction import (
     restore_stale,
     undo_journal,
 )
-from .units import TransientScope, TransientSlice, UnitWeights, check_slice_name
+from .units import TransientScope, UnitWeights
 from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
@@ -61,7 +61,7 @@ __all__ = [
     "ControllersEnabled", "Daemon", "Filesystem", "FuseMount", "Inherited", "InstalledFile",
     "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
-    "TransientScope", "TransientSlice", "UnitWeights", "check_slice_name",
+    "TransientScope", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
     "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",

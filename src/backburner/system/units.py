@@ -1,139 +1,22 @@
 """systemd units whose properties we set or that we start, through systemd's D-Bus API:
-where systemd owns the cgroup tree, weights are asked of it, never written behind its back.
-
-A slice that ranks bulk work against the desktop (`backburner.slice` at the level of
-`user.slice`) is started as a transient unit when no unit file provides it, and stopped
-again by the last user that leaves it empty. Its users (each `run` job, the govern daemon)
-hold a shared lock on it while they use it; stopping takes the lock exclusively, so a slice
-is never stopped under a job that another process just put in it.
-"""
+where systemd owns the cgroup tree, weights are asked of it, never written behind its back
+(govern: a service's weights at runtime, a scope of its own for work that shares a login
+session's)."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs, safepath
-from ..errors import BackburnerError, SystemStateError, UsageError
+from .. import procfs
+from ..errors import BackburnerError, UsageError
 from .change import Change
 
-LOCK_DIR = "/run/backburner/slices"
 UNIT = "org.freedesktop.systemd1.Unit"
 SLICE = "org.freedesktop.systemd1.Slice"
-
-
-def check_slice_name(name: str) -> str:
-    """A slice name: `backburner.slice`, or a nested one (`bulk-updates.slice` lives in
-    `bulk.slice`). Not a path: systemd builds the path from the name's dashes."""
-    if "/" in name:
-        raise UsageError(f"{name!r} is not a slice name: a slice is named, not given as a path",
-                         "e.g. --slice backburner.slice (a dash nests: a-b.slice is in a.slice)")
-    if not name.endswith(".slice") or name in (".slice", "-.slice") or name.startswith("-") \
-            or "--" in name or not all(c.isalnum() or c in "-_.:\\" for c in name):
-        raise UsageError(f"{name!r} is not a slice name", "e.g. --slice backburner.slice")
-    return name
-
-
-def _lock_path(name: str) -> str:
-    safepath.private_dir(LOCK_DIR, "slice lock directory")
-    return os.path.join(LOCK_DIR, name + ".lock")
-
-
-def hold(name: str) -> int:
-    """A shared hold on a slice for as long as the returned descriptor is open."""
-    fd = os.open(_lock_path(name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    return fd
-
-
-def _cgroup_children(control_group: str) -> list[str]:
-    root = next((m.mountpoint for m in procfs.mounts() if m.fstype == "cgroup2"), None)
-    if root is None or not control_group:
-        return []
-    path = Path(root, control_group.lstrip("/"))
-    try:
-        return [p.name for p in path.iterdir() if p.is_dir()]
-    except OSError:
-        return []
-
-
-@dataclass
-class TransientSlice(Change):
-    """A slice with the given properties (IOWeight=, CPUWeight=), started as a transient
-    unit unless it exists already (a unit file, or another user's transient slice), in
-    which case it is used as it is. Undo stops it only if we started it and nobody uses it:
-    no process holds it and it has no child group."""
-
-    kind: ClassVar[str] = "slice"
-    name: str
-    properties: dict[str, int] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        props = ", ".join(f"{k}={v}" for k, v in self.properties.items())
-        return f"slice {self.name} ({props or 'no properties'})"
-
-    def read(self) -> dict[str, Any]:
-        from ..systemd.bus import Bus
-
-        check_slice_name(self.name)
-        with Bus.connect() as bus:
-            path = bus.unit_path(self.name)
-            state = str(bus.get(path, UNIT, "ActiveState"))
-            fragment = str(bus.get(path, UNIT, "FragmentPath"))
-            have = {k: int(bus.get(path, SLICE, k)) for k in self.properties}
-        return {"existed": state == "active" or bool(fragment), "fragment": fragment,
-                "properties": have}
-
-    def apply(self) -> dict[str, Any]:
-        from ..systemd.bus import Bus
-
-        fd = hold(self.name)  # held until undo: another user's undo cannot stop it
-        self.__dict__["_hold"] = fd
-        with Bus.connect() as bus:
-            if bus.active_state(self.name) == "active":
-                return {"started": False}
-            props = [(k, ("t", int(v))) for k, v in self.properties.items()]
-            props.append(("Description", ("s", "backburner: bulk work on the back burner")))
-            try:
-                bus.start_transient(self.name, props)
-            except UsageError as err:  # started by another run meanwhile
-                if "already" not in str(err).lower() and "exists" not in str(err).lower():
-                    raise
-                return {"started": False}
-        return {"started": True}
-
-    def undo(self, old: Any, result: Any) -> str | None:
-        from ..systemd.bus import Bus
-
-        fd = self.__dict__.pop("_hold", None)
-        if fd is not None:
-            os.close(fd)
-        if not (result or {}).get("started"):
-            return None  # not ours to stop
-        lock = os.open(_lock_path(self.name), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
-                       | os.O_CLOEXEC, 0o600)
-        try:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return f"kept {self.name}: another job still uses it"
-            with Bus.connect() as bus:
-                if bus.active_state(self.name) != "active":
-                    return None
-                group = str(bus.unit_property(self.name, SLICE, "ControlGroup"))
-                if _cgroup_children(group):
-                    return f"kept {self.name}: it still holds {', '.join(_cgroup_children(group))}"
-                bus.stop(self.name)
-        except OSError as err:
-            raise SystemStateError(f"could not stop {self.name}: {err}") from None
-        finally:
-            os.close(lock)
-        return None
 
 
 #: Where SetUnitProperties(runtime=true) writes what it sets (systemd.unit(5)).

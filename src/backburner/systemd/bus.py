@@ -167,6 +167,51 @@ class Bus:
         if state != "active":
             raise SystemStateError(f"{name} did not start: it is {state}")
 
+    def slice_weights(self, name: str, props: Sequence[str]) -> dict[str, int | None] | None:
+        """The named weights of a slice that exists (a unit file's, or one running), None
+        for a slice that does not yet (a job's scope makes it); None values: unset."""
+        path = self.unit_path(name)
+        if not self.get(path, UNIT, "FragmentPath") and str(
+                self.get(path, UNIT, "ActiveState")) == "inactive":
+            return None
+        values = {p: int(self.get(path, "org.freedesktop.systemd1.Slice", p)) for p in props}
+        return {p: (None if v == WEIGHT_UNSET else v) for p, v in values.items()}
+
+    def start_scope(self, name: str, pid: int, slice_name: str, slice_props: Sequence[Property],
+                    description: str, timeout_s: float = 10.0) -> bool:
+        """A transient scope for `pid` in `slice_name`, which is made with it (one
+        StartTransientUnit call, the slice an auxiliary unit) with `slice_props` and
+        StopWhenUnneeded=yes when it does not exist yet: systemd then stops the slice once
+        its last scope is gone, whatever becomes of us. A slice that exists (a unit file,
+        another job's) is used as it is. Returns whether the slice was made here."""
+        scope: list[Property] = [("PIDs", ("au", [pid])), ("Slice", ("s", slice_name)),
+                                 ("Description", ("s", description)),
+                                 ("CollectMode", ("s", "inactive-or-failed"))]
+        path = self.unit_path(slice_name)
+        exists = bool(self.get(path, UNIT, "FragmentPath")) or str(
+            self.get(path, UNIT, "ActiveState")) != "inactive"
+        aux: list[Any] = []
+        if not exists and slice_props:
+            aux = [(slice_name, [*slice_props, ("StopWhenUnneeded", ("b", True)),
+                                 ("Description", ("s", "backburner: bulk work"))])]
+        try:
+            self.manager("StartTransientUnit", "ssa(sv)a(sa(sv))", (name, "fail", scope, aux),
+                         what=f"starting {name} in {slice_name}")
+        except UsageError as err:  # the slice was made by another job meanwhile
+            if not aux or "exist" not in str(err):
+                raise
+            aux = []
+            self.manager("StartTransientUnit", "ssa(sv)a(sa(sv))", (name, "fail", scope, aux),
+                         what=f"starting {name} in {slice_name}")
+        deadline = time.monotonic() + timeout_s
+        while (state := self.active_state(name)) in ("inactive", "activating"):
+            if time.monotonic() > deadline:
+                raise SystemStateError(f"{name} did not start within {timeout_s:g} s")
+            time.sleep(0.005)
+        if state != "active":
+            raise SystemStateError(f"{name} did not start: it is {state}")
+        return bool(aux)
+
     def attach(self, name: str, pids: Sequence[int]) -> None:
         """AttachProcessesToUnit: move processes into a running unit's group."""
         self.manager("AttachProcessesToUnit", "ssau", (name, "", list(pids)),

@@ -17,20 +17,14 @@ import logging
 import os
 import re
 import secrets
-import shutil
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CommandNotExecutable, CommandNotFound, UnavailableError, UsageError
+from ..errors import UsageError
 from ..priority import CPUPolicy, IOPrio, Policy
 
 log = logging.getLogger(__name__)
 
-SYSTEMD_RUN = "systemd-run"
-#: systemd-run expands $VARIABLES in a scope's command line since 254, which also brought
-#: --expand-environment=no to turn that off (252, Debian 12's, neither expands nor knows it).
-EXPAND_ENVIRONMENT_SINCE = 254
 #: sd_booted(3): "systemd is the init system" is exactly "this directory exists".
 BOOTED_DIR = "/run/systemd/system"
 
@@ -73,12 +67,6 @@ def manages_cgroups(facts: Facts) -> bool:
         if ours and (path.rstrip("/") + "/").endswith("/init.scope/"):
             return True
     return False
-
-
-def parse_version(text: str) -> int | None:
-    """``systemd 252 (252.38-1~deb12u1)`` -> 252."""
-    m = re.match(r"\s*systemd\s+(\d+)", text)
-    return int(m.group(1)) if m else None
 
 
 def scope_properties(policy: Policy) -> dict[str, str]:
@@ -142,38 +130,6 @@ def slice_properties(policy: Policy) -> dict[str, int]:
     return props
 
 
-def scope_argv(policy: Policy, argv: Sequence[str], *, version: int, unit: str,
-               slice_name: str = DEFAULT_SLICE) -> list[str]:
-    """``systemd-run --scope`` running argv in place (it execs the command itself, so the
-    job's wait status is the job's own) in a transient scope with the policy's weights,
-    in `slice_name`."""
-    out = [SYSTEMD_RUN, "--scope", "--quiet", "--collect", f"--unit={unit}",
-           f"--slice={slice_name}",
-           "--description=backburner run: a bulk job on the back burner"]
-    if version >= EXPAND_ENVIRONMENT_SINCE:
-        out.append("--expand-environment=no")  # the job gets its arguments as typed
-    for key, value in scope_properties(policy).items():
-        out += ["-p", f"{key}={value}"]
-    return [*out, "--", *argv]
-
-
-def check_command(name: str, path: str | None = None) -> None:
-    """Raise CommandNotFound (127) / CommandNotExecutable (126) as a direct start would.
-
-    systemd-run reports a command it cannot execute with its own status 1, which would
-    read as the job's; checked before, a job that exits 1 stays distinguishable."""
-    if "/" in name:
-        if not os.path.lexists(name):
-            raise CommandNotFound(f"{name}: command not found")
-        if os.path.isdir(name) or not os.access(name, os.X_OK):
-            raise CommandNotExecutable(f"{name}: cannot execute: Permission denied")
-        return
-    if shutil.which(name, path=path) is None:
-        if shutil.which(name, mode=os.F_OK, path=path) is not None:
-            raise CommandNotExecutable(f"{name}: cannot execute: Permission denied")
-        raise CommandNotFound(f"{name}: command not found")
-
-
 def check_unit_name(name: str) -> str:
     """A service unit name as systemctl would take it ("foo" -> "foo.service"); refused
     when it could not be a unit name (a path, a newline, another unit type)."""
@@ -189,19 +145,13 @@ def check_unit_name(name: str) -> str:
     return name
 
 
-def tool_version(tool: str = SYSTEMD_RUN) -> int:
-    """The systemd version of a systemd tool, from ``TOOL --version``."""
-    from .. import spawn  # only spawn starts processes
-
-    try:
-        res = spawn.run_tool([tool, "--version"], 10.0)
-    except FileNotFoundError:
-        raise UnavailableError(f"systemd manages the cgroups here, but {tool} is not installed",
-                               "install systemd, or use --no-cgroup") from None
-    version = parse_version(res.stdout)
-    if res.status != 0 or version is None:
-        said = (res.stdout or res.stderr).strip()[:60]
-        raise UnavailableError(f"could not tell the version of {tool}",
-                               f"`{tool} --version` said {said!r}")
-    log.debug("%s is systemd %d", tool, version)
-    return version
+def check_slice_name(name: str) -> str:
+    """A slice name: `backburner.slice`, or a nested one (`bulk-updates.slice` lives in
+    `bulk.slice`). Not a path: systemd builds the path from the name's dashes."""
+    if "/" in name:
+        raise UsageError(f"{name!r} is not a slice name: a slice is named, not given as a path",
+                         "e.g. --slice backburner.slice (a dash nests: a-b.slice is in a.slice)")
+    if not name.endswith(".slice") or name in (".slice", "-.slice") or name.startswith("-") \
+            or "--" in name or not all(c.isalnum() or c in "-_.:\\" for c in name):
+        raise UsageError(f"{name!r} is not a slice name", "e.g. --slice backburner.slice")
+    return name

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from backburner.errors import UsageError
-from backburner.system import units
+from backburner.systemd import facts as units
 
 
 @pytest.mark.parametrize("name", ["backburner.slice", "bulk-updates.slice", "a_b.slice"])
