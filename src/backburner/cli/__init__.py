@@ -36,14 +36,26 @@ MODULES = (run, bench, report, store, slowdisk, govern, readahead, extents, trac
            completion)
 
 
+DESCRIPTION = """\
+Keep bulk work on the back burner: measure what a fair IO scheduler (BFQ), the idle IO
+class and cgroup weights do for the start-up time of a real program under background load
+(bench, report, compare), then apply the answer to one job (run), to every known bulk
+program by rule (govern), or as the udev rule and systemd drop-ins a distribution ships
+(apply). What it changes on the machine is journaled and put back afterwards."""
+
+EPILOG = "Each command has its own help: backburner COMMAND --help."
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog=PROG, description="Keep bulk work on the back burner.",
+    parser = Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=HelpFormatter)
     parser.add_argument("-V", "--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--debug", action="store_true", help="log details and show tracebacks")
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(title="commands", dest="cmd", metavar="COMMAND",
+                                parser_class=Parser)
     for module in MODULES:
         module.register(sub)
+    parser.set_defaults(parser=parser)  # for what describes the whole program (completion)
     return parser
 
 
