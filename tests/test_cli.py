@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
-from backburner import errors
+from backburner import cli, errors, interrupts, job
 from backburner.bench import config, runner
 from backburner.errors import ExistsError
 from backburner.store import Store
@@ -28,6 +28,43 @@ def db(tmp_path: Path) -> str:
     return path
 
 
+# --- run's own failures: 125, whatever their kind ------------------------------------------
+
+
+@pytest.mark.parametrize("args, command", [
+    (["run", "--", "ls"], "run"), (["--debug", "run", "ls"], "run"), (["report", "x"], "report"),
+    (["--", "run"], None), ([], None), (["-V"], None)])
+def test_the_command_word(args: list[str], command: str | None) -> None:
+    assert cli.command_of(args) == command
+
+
+@pytest.mark.parametrize("failure, status", [
+    (errors.UnavailableError("no io controller"), 125), (errors.NotRootError("x"), 125),
+    (OSError(5, "Input/output error"), 125), (RuntimeError("a bug"), 125),
+    (errors.CommandNotFound("x: command not found"), 127),
+    (errors.CommandNotExecutable("x: cannot execute"), 126)])
+def test_runs_own_failures_are_125_and_the_jobs_exec_errors_126_127(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        failure: BaseException, status: int) -> None:
+    def fail(*_args: object, **_kw: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(job, "run_job", fail)
+    monkeypatch.setattr(interrupts, "install", lambda: None)  # pytest keeps its handlers
+    assert cli.main(["run", "--", "true"]) == status
+    err = capsys.readouterr().err
+    if isinstance(failure, RuntimeError):  # a bug is told as one, with its traceback
+        assert "Traceback" in err and "RuntimeError: a bug" in err
+    else:
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_other_commands_keep_sysexits(monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["policies", "--bogus"]) == 64
+    assert cli.main(["restore", "--pid", "x"]) == 64
+
+
 # --- OS and SQLite errors: one line, not a traceback ------------------------------------------
 
 
@@ -37,7 +74,7 @@ def test_the_readme_documents_every_exit_status() -> None:
     table = readme[readme.index("| status | meaning |"):].split("\n\n", 1)[0]
     documented = {int(m) for m in re.findall(r"^\| (\d+)\b", table, re.M)}
     documented |= {int(m) for m in re.findall(r"^\| \d+ / (\d+)\b", table, re.M)}
-    assert documented == set(errors.EXIT_STATUSES.values()) - {70}
+    assert documented == set(errors.EXIT_STATUSES.values()) - {70} | {cli.RUN_OWN_FAILURE}
 
 
 @pytest.mark.parametrize("args", [["--html", "/nonexistent/x.html"],

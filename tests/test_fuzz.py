@@ -24,7 +24,8 @@ from helpers import make_db
 
 from backburner import errors
 
-DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0}
+#: sysexits, and 125: `run`'s own failures (its job's statuses are the job's)
+DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0, 125}
 
 DRIVER = r'''
 import io, json, os, sys, contextlib, tempfile
@@ -32,7 +33,7 @@ from backburner import cli, job, system
 from backburner.bench import runner
 from backburner.slowdisk import device
 
-class WouldRun(Exception):
+class WouldRun(BaseException):  # not an Exception: run reports any of those as its own (125)
     pass
 
 def stop(*a, **k):
