@@ -4,6 +4,7 @@ option handling (now in bench.runner) and --resume rules."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sqlite3
@@ -191,6 +192,42 @@ def test_cold_and_warm_together_64(tmp_path: Path) -> None:
     assert not (tmp_path / "r.db").exists()
 
 
+def test_the_old_matrix_spelling_of_prepare_is_refused_with_a_hint(tmp_path: Path) -> None:
+    r = bb("bench", "--probe", "/bin/true", "--prepare", "replay=backburner readahead replay p",
+           "-o", str(tmp_path / "r.db"))
+    assert r.returncode == 64 and r.stdout == b""
+    line = one_line_error(r)
+    assert "now --setup-variant NAME=COMMAND" in line
+    assert not (tmp_path / "r.db").exists()
+
+
+def _bench_args(*args: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(["bench", "--probe", "/bin/true", *args])
+
+
+def test_hyperfines_prepare_and_shell_options(capsys: pytest.CaptureFixture[str]) -> None:
+    args = _bench_args("-p", "sync", "--prepare", "true", "-N")
+    assert (args.prepare, args.shell) == (["sync", "true"], "none")
+    assert _bench_args("--shell=none").shell == "none"
+    assert _bench_args("-S", "bash --norc").shell == "bash --norc"
+    assert _bench_args().shell is None  # the configuration's default, sh
+    args = _bench_args("--setup-variant", "r=true", "--setup-variant-during", "b=true")
+    assert (args.setup_variant, args.setup_variant_during) == (["r=true"], ["b=true"])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_during_spelling_works_with_one_note(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from backburner.cli import common
+
+    monkeypatch.setattr(common, "_NOTED", set())
+    args = _bench_args("--prepare-during", "a=true", "--prepare-during", "b=true")
+    assert args.setup_variant_during == ["a=true", "b=true"]
+    err = capsys.readouterr().err
+    assert err == "backburner: --prepare-during is deprecated; use --setup-variant-during\n"
+    assert "--prepare-during" not in cli.build_parser().format_help()
+
+
 def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     existing = tmp_path / "r.db"
     existing.write_text("precious")
@@ -211,7 +248,9 @@ def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.parametrize("extra", [["--load", "readers:1:seq"], ["--policy", "background"],
                                    ["--scheduler", "bfq"], ["--device", "testbed:1G"],
                                    ["--trials", "3"], ["--probe", "/bin/true"],
-                                   ["--preset", "quick"], ["--seed", "1"], ["--warm"]])
+                                   ["--preset", "quick"], ["--seed", "1"], ["--warm"],
+                                   ["--prepare", "sync"], ["--setup-variant", "v=true"],
+                                   ["--shell", "none"]])
 def test_resume_with_matrix_options_64(db: str, extra: list[str]) -> None:
     r = bb("bench", "--resume", db, *extra)
     assert r.returncode == 64, r.err

@@ -53,6 +53,25 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
         return super()._get_help_string(action)
 
 
+_NOTED: set[str] = set()
+
+
+def deprecated(base: type[argparse.Action], use: str) -> type[argparse.Action]:
+    """An old spelling kept for the scripts that use it: it works as `base` does (e.g.
+    argparse._AppendAction) and says once on stderr what replaces it. Hidden from --help,
+    the man page and completion (give it help=argparse.SUPPRESS)."""
+
+    class Deprecated(base):  # type: ignore[valid-type, misc]
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                      values: object, option_string: str | None = None) -> None:
+            if option_string not in _NOTED:
+                _NOTED.add(str(option_string))
+                err(f"{option_string} is deprecated; use {use}")
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
+
+
 def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,
                 **kw: object) -> argparse.ArgumentParser:
     kw.setdefault("formatter_class", HelpFormatter)
