@@ -5,6 +5,7 @@ option handling (now in bench.runner) and --resume rules."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sqlite3
@@ -78,8 +79,8 @@ def test_the_readme_documents_every_exit_status() -> None:
     assert documented == set(errors.EXIT_STATUSES.values()) - {70} | {cli.RUN_OWN_FAILURE}
 
 
-@pytest.mark.parametrize("args", [["--html", "/nonexistent/x.html"],
-                                  ["--export", "csv", "-o", "/nonexistent/x.csv"]])
+@pytest.mark.parametrize("args", [["--export-html", "/nonexistent/x.html"],
+                                  ["--export-csv", "/nonexistent/x.csv"]])
 def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
     r = bb("report", db, *args)
     assert r.returncode == 74, r.err
@@ -89,7 +90,7 @@ def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
 
 
 def test_debug_before_the_command_shows_the_traceback(db: str) -> None:
-    r = bb("--debug", "report", db, "--html", "/nonexistent/x.html")
+    r = bb("--debug", "report", db, "--export-html", "/nonexistent/x.html")
     assert r.returncode != 0
     assert "Traceback" in r.err and "IOFailure: /nonexistent/x.html" in r.err
     assert "matplotlib" not in r.err  # our debug logging only, not every library's
@@ -130,13 +131,13 @@ def test_tolerance_must_be_a_fraction(db: str, value: str) -> None:
 
 
 def test_tolerance_in_range_is_accepted(db: str) -> None:
-    r = bb("report", db, "--tolerance", "0.2", "--export", "json")
+    r = bb("report", db, "--tolerance", "0.2", "--format", "json")
     assert r.returncode == 0, r.err
 
 
 @pytest.mark.parametrize("fmt", ["bogus", "png,jpgg"])
 def test_unknown_plot_format_fails_before_the_table(db: str, tmp_path: Path, fmt: str) -> None:
-    r = bb("report", db, "--plot", str(tmp_path / "plots"), "--format", fmt)
+    r = bb("report", db, "--plot", str(tmp_path / "plots"), "--plot-format", fmt)
     assert r.returncode == 64, r.err
     line = one_line_error(r)
     assert "unknown plot format" in line and "png,svg,pdf" in line
@@ -164,8 +165,8 @@ def _without_matplotlib(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.mark.parametrize("args", [["--export", "csv"], ["--export", "json"],
-                                  ["--export", "markdown"], [], ["--recommend"]])
+@pytest.mark.parametrize("args", [["--format", "csv"], ["--json"],
+                                  ["--format", "markdown"], [], ["--recommend"]])
 def test_only_what_draws_needs_matplotlib(db: str, args: list[str]) -> None:
     r = _without_matplotlib("report", db, *args)
     assert r.returncode == 0, r.stderr
@@ -174,7 +175,7 @@ def test_only_what_draws_needs_matplotlib(db: str, args: list[str]) -> None:
     assert r.returncode == 0 and "no change" in r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("args", [["--html", "r.html"], ["--plot", "plots"]])
+@pytest.mark.parametrize("args", [["--export-html", "r.html"], ["--plot", "plots"]])
 def test_drawing_without_matplotlib_is_one_line_before_anything(db: str, tmp_path: Path,
                                                                args: list[str]) -> None:
     r = _without_matplotlib("report", db, args[0], str(tmp_path / args[1]))
@@ -331,8 +332,8 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("args", [["--html", "FULL/r.html"],
-                                  ["--export", "csv", "-o", "FULL/r.csv"],
+@pytest.mark.parametrize("args", [["--export-html", "FULL/r.html"],
+                                  ["--export-csv", "FULL/r.csv"],
                                   ["--plot", "FULL/plots"]])
 def test_a_full_disk_is_74_naming_the_file(db: str, full_disk: Path, args: list[str]) -> None:
     args = [a.replace("FULL", str(full_disk)) for a in args]
@@ -382,3 +383,99 @@ def test_a_signal_that_surfaces_as_another_error_is_still_the_signal(
     assert res.returncode == 128 + sig, res.stderr
     want = "interrupted" if sig == 2 else "terminated by SIGTERM"
     assert res.stderr == f"backburner: {want}; system state restored\n", res.stderr
+
+
+# --- the output convention: --format for the terminal, --export-FORMAT FILE, -o --------------
+
+
+@pytest.mark.parametrize("args", [["--format", "json"], ["--json"]])
+def test_report_format_json_goes_to_the_terminal(db: str, args: list[str]) -> None:
+    r = bb("report", db, *args)
+    assert r.returncode == 0 and r.err == "", r.err
+    assert json.loads(r.out)["format"] == "backburner-results"
+
+
+def test_report_exports_files_and_still_prints_its_table(db: str, tmp_path: Path) -> None:
+    files = {fmt: tmp_path / f"r.{fmt}" for fmt in ("json", "csv", "markdown",
+                                                     "hyperfine-json", "html")}
+    files["json"].write_text("an old export: replaced, as hyperfine's are")
+    r = bb("report", db, *[a for fmt, path in files.items()
+                           for a in (f"--export-{fmt}", str(path))])
+    assert r.returncode == 0 and r.err == "", r.err
+    assert "bfq" in r.out and f"report: {files['html']}" in r.out
+    assert json.loads(files["json"].read_text())["format"] == "backburner-results"
+    assert "results" in json.loads(files["hyperfine-json"].read_text())
+    assert files["csv"].read_text().count("\n") > 4 and "|" in files["markdown"].read_text()
+    assert files["html"].read_text().startswith("<!DOCTYPE html>")
+
+
+def test_with_a_machine_format_notices_go_to_stderr(db: str, tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    r = bb("report", db, "--json", "--export-html", str(page))
+    assert r.returncode == 0 and json.loads(r.out) and page.exists()
+    assert r.err == f"backburner: report: {page}\n"
+
+
+def test_the_old_report_spellings_still_work_with_a_note(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    r = bb("report", db, "--export", "csv", "-o", str(out))
+    assert r.returncode == 0 and r.out == ""  # as before: the export only
+    assert out.read_text() == bb("report", db, "--format", "csv").out
+    assert r.err.splitlines() == [
+        "backburner: --export is deprecated; use --export-FORMAT FILE, or --format FORMAT "
+        "for stdout", "backburner: -o is deprecated; use --export-FORMAT FILE"]
+    r = bb("report", db, "--html", str(tmp_path / "r.html"))
+    assert r.returncode == 0 and (tmp_path / "r.html").exists()
+    assert "--html is deprecated; use --export-html" in r.err
+    plots = tmp_path / "plots"
+    r = bb("report", db, "--plot", str(plots), "--format", "png,svg")
+    assert r.returncode == 0, r.err
+    assert r.err == "backburner: --format with plot formats is deprecated; use --plot-format\n"
+    assert {p.suffix for p in plots.iterdir()} == {".png", ".svg"}
+    assert "--export " not in cli.build_parser().parse_args(["report"]).parser.format_help()
+
+
+def test_report_minus_o_without_export_is_refused(db: str) -> None:
+    r = bb("report", db, "-o", "x.csv")
+    assert r.returncode == 64 and r.out == ""
+    assert r.err.splitlines()[-1] == ("backburner: -o goes with --export; use "
+                                      "--export-FORMAT FILE")
+
+
+def test_recommend_prints_text_only(db: str) -> None:
+    r = bb("report", db, "--recommend", "--json")
+    assert r.returncode == 64 and "--recommend prints text" in one_line_error(r)
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    from backburner.completion import _parsers
+
+    return dict(_parsers(cli.build_parser()))
+
+
+def test_one_convention_across_commands() -> None:
+    """--json is short for --format json wherever JSON can be printed; every -o/--output
+    has --force (bench's database excepted: it is never replaced); files besides it are
+    --export-FORMAT FILE."""
+    with_json = []
+    for path, parser in _commands().items():
+        options = {o: a for a in parser._actions for o in a.option_strings}
+        if "--json" in options:
+            with_json.append(path)
+            assert "--format" in options and "json" in options["--format"].choices
+            assert options["--json"].dest == "format" and options["--json"].const == "json"
+        out = options.get("--output")
+        if out is not None and out.help != argparse.SUPPRESS and path != "bench":
+            assert "--force" in options, path
+        assert not [o for o in options if o == "--html" and options[o].help != argparse.SUPPRESS]
+    assert set(with_json) >= {"report", "extents show", "slowdisk stats", "slowdisk profiles",
+                              "govern status", "trace show", "trace diff", "trace compare"}
+
+
+@pytest.mark.parametrize("argv", [["govern", "status"], ["slowdisk", "stats", "loop0"],
+                                  ["slowdisk", "profiles"], ["extents", "show", "f"],
+                                  ["trace", "show", "t.json"], ["report", "r.db"]])
+def test_format_json_and_json_are_the_same(argv: list[str]) -> None:
+    parse = cli.build_parser().parse_args
+    assert parse([*argv, "--format", "json"]).format == parse([*argv, "--json"]).format == "json"
+    assert parse(argv).format == "text"

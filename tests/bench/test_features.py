@@ -208,8 +208,11 @@ def test_an_unreachable_server_falls_back_only_when_asked(tmp_path: Path,
     fallback = tmp_path / "local.db"
     r = bb("bench", "--probe", "/bin/true", "--trials", "1", "--scheduler", "bfq",
            "--device", "testbed:256M", "-o", url, "--fallback", str(fallback),
-           "--export-json", str(tmp_path / "r.json"), timeout=120)
+           "--export-json", str(tmp_path / "r.json"), "--export-hyperfine-json",
+           str(tmp_path / "h.json"), "--export-html", str(tmp_path / "r.html"), timeout=120)
     assert r.returncode == 0, r.err
+    assert "results" in json.loads((tmp_path / "h.json").read_text())  # hyperfine's form
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     assert f"keeping the results in {fallback} instead" in r.err
     assert len(Store.open(str(fallback), readonly=True).trials(include_warmup=True)) == 2
     assert json.loads((tmp_path / "r.json").read_text())["format"] == "backburner-results"

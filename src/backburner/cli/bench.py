@@ -9,7 +9,7 @@ import os
 from .. import system
 from ..errors import UnavailableError, UsageError
 from .common import add_command, deprecated, err, quiet, recover_if_needed
-from .report import DB_ENV
+from .report import DB_ENV, add_exports, exports
 
 log = logging.getLogger(__name__)
 
@@ -162,14 +162,13 @@ def _finish(path: str, args: argparse.Namespace) -> int:
     data = report.load(path, _this_run(path))
     if not args.quiet:
         report.console_for().print(report.render_terminal(data))
-    html = args.html or (None if "://" in path else os.path.splitext(path)[0] + ".html")
+    html = args.export_html or (None if "://" in path
+                                else os.path.splitext(path)[0] + ".html")
     if html:
         html_report.write_html(data, html)
-    for fmt, target in (("json", args.export_json), ("markdown", args.export_markdown),
-                        ("csv", args.export_csv)):
-        if target:
-            with outfile.text_output(target) as out:
-                report.export_to(data, fmt, out)
+    for fmt, target in exports(args):
+        with outfile.text_output(target) as out:
+            report.export_to(data, fmt, out)
     if not args.quiet:
         print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
     failed = [c.label for c in data.cells if not c.samples()]
@@ -277,17 +276,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "issued the device's IO during every probe (perf; costs time)")
     out = p.add_argument_group("results")
     out.add_argument("--output", "-o", metavar="DB", help="result database to create (never "
-                     f"overwritten), or a postgresql:// address (default: ${DB_ENV}, else "
-                     "results/bench-DATE.db)")
+                     "replaced: it holds measurements), or a postgresql:// address (default: "
+                     f"${DB_ENV}, else results/bench-DATE.db); the HTML report goes next to a "
+                     "file as DB.html unless --export-html says where")
     out.add_argument("--fallback", metavar="FILE.db",
                      help="if the --output server is unreachable, keep the results here")
     out.add_argument("--resume", metavar="DB",
                      help="continue an interrupted run (its stored configuration)")
-    out.add_argument("--html", metavar="FILE",
-                     help="where to write the HTML report (default: next to the database)")
-    out.add_argument("--export-json", metavar="FILE", help="also export JSON here")
-    out.add_argument("--export-markdown", metavar="FILE", help="also export Markdown here")
-    out.add_argument("--export-csv", metavar="FILE", help="also export CSV here")
+    add_exports(out)  # --export-html's default: next to a database file
     out.add_argument("--show-output", action="store_true",
                      help="show the probe's output instead of keeping its stderr's last lines")
     out.add_argument("--ignore-failure", action="store_true",

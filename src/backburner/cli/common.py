@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import system
 from ..errors import UsageError
@@ -70,6 +70,20 @@ def deprecated(base: type[argparse.Action], use: str) -> type[argparse.Action]:
             super().__call__(parser, namespace, values, option_string)
 
     return Deprecated
+
+
+def add_format(p: argparse.ArgumentParser, choices: Sequence[str], default: str = "text",
+               what: str = "what is printed") -> None:
+    """The output convention, for the terminal: --format FMT (and --json, short for
+    --format json where JSON is one of them). Files are --export-FORMAT FILE and -o FILE."""
+    p.add_argument("--format", choices=choices, default=default, help=what)
+    if "json" in choices:
+        p.add_argument("--json", dest="format", action="store_const", const="json",
+                       help="short for --format json")
+
+
+def add_force(p: argparse.ArgumentParser, what: str = "the -o file") -> None:
+    p.add_argument("--force", action="store_true", help=f"replace {what} if it exists")
 
 
 def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,
