@@ -15,7 +15,7 @@ from helpers import TIMEOUT, bb, one_line_error
 from backburner import completion
 from backburner.cli import build_parser
 
-COMMANDS = ["apply", "bench", "compare", "completion", "extents", "govern", "layout",
+COMMANDS = ["apply", "bench", "compare", "completion", "doctor", "extents", "govern", "layout",
             "policies", "readahead", "report", "restore", "run", "slowdisk", "store", "trace"]
 
 

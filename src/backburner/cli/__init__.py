@@ -28,6 +28,7 @@ from . import (
     apply,
     bench,
     completion,
+    doctor,
     extents,
     govern,
     readahead,
@@ -41,7 +42,7 @@ from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
 MODULES = (run, bench, report, store, slowdisk, govern, readahead, extents, trace, apply,
-           completion)
+           doctor, completion)
 
 
 DESCRIPTION = """\
