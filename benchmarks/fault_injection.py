@@ -76,7 +76,7 @@ class Outcome:
 def _command(debug: bool, db: Path) -> list[str]:
     code = f"import sys; {SMALL_FIO}; from backburner.cli import main; sys.exit(main())"
     return [sys.executable, "-c", code, *(["--debug"] if debug else []), "bench", *BENCH,
-            "-o", str(db), "--html", str(db.with_suffix(".html"))]
+            "-o", str(db), "--export-html", str(db.with_suffix(".html"))]
 
 
 def _run(state: Path, db: Path, debug: bool) -> subprocess.Popen[bytes]:

@@ -4,6 +4,8 @@ option handling (now in bench.runner) and --resume rules."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import sqlite3
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
-from backburner import errors
+from backburner import cli, errors, interrupts, job
 from backburner.bench import config, runner
 from backburner.errors import ExistsError
 from backburner.store import Store
@@ -28,6 +30,43 @@ def db(tmp_path: Path) -> str:
     return path
 
 
+# --- run's own failures: 125, whatever their kind ------------------------------------------
+
+
+@pytest.mark.parametrize("args, command", [
+    (["run", "--", "ls"], "run"), (["--debug", "run", "ls"], "run"), (["report", "x"], "report"),
+    (["--", "run"], None), ([], None), (["-V"], None)])
+def test_the_command_word(args: list[str], command: str | None) -> None:
+    assert cli.command_of(args) == command
+
+
+@pytest.mark.parametrize("failure, status", [
+    (errors.UnavailableError("no io controller"), 125), (errors.NotRootError("x"), 125),
+    (OSError(5, "Input/output error"), 125), (RuntimeError("a bug"), 125),
+    (errors.CommandNotFound("x: command not found"), 127),
+    (errors.CommandNotExecutable("x: cannot execute"), 126)])
+def test_runs_own_failures_are_125_and_the_jobs_exec_errors_126_127(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        failure: BaseException, status: int) -> None:
+    def fail(*_args: object, **_kw: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(job, "run_job", fail)
+    monkeypatch.setattr(interrupts, "install", lambda: None)  # pytest keeps its handlers
+    assert cli.main(["run", "--", "true"]) == status
+    err = capsys.readouterr().err
+    if isinstance(failure, RuntimeError):  # a bug is told as one, with its traceback
+        assert "Traceback" in err and "RuntimeError: a bug" in err
+    else:
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_other_commands_keep_sysexits(monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["policies", "--bogus"]) == 64
+    assert cli.main(["restore", "--pid", "x"]) == 64
+
+
 # --- OS and SQLite errors: one line, not a traceback ------------------------------------------
 
 
@@ -37,11 +76,11 @@ def test_the_readme_documents_every_exit_status() -> None:
     table = readme[readme.index("| status | meaning |"):].split("\n\n", 1)[0]
     documented = {int(m) for m in re.findall(r"^\| (\d+)\b", table, re.M)}
     documented |= {int(m) for m in re.findall(r"^\| \d+ / (\d+)\b", table, re.M)}
-    assert documented == set(errors.EXIT_STATUSES.values()) - {70}
+    assert documented == set(errors.EXIT_STATUSES.values()) - {70} | {cli.RUN_OWN_FAILURE}
 
 
-@pytest.mark.parametrize("args", [["--html", "/nonexistent/x.html"],
-                                  ["--export", "csv", "-o", "/nonexistent/x.csv"]])
+@pytest.mark.parametrize("args", [["--export-html", "/nonexistent/x.html"],
+                                  ["--export-csv", "/nonexistent/x.csv"]])
 def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
     r = bb("report", db, *args)
     assert r.returncode == 74, r.err
@@ -51,7 +90,7 @@ def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
 
 
 def test_debug_before_the_command_shows_the_traceback(db: str) -> None:
-    r = bb("--debug", "report", db, "--html", "/nonexistent/x.html")
+    r = bb("--debug", "report", db, "--export-html", "/nonexistent/x.html")
     assert r.returncode != 0
     assert "Traceback" in r.err and "IOFailure: /nonexistent/x.html" in r.err
     assert "matplotlib" not in r.err  # our debug logging only, not every library's
@@ -92,13 +131,13 @@ def test_tolerance_must_be_a_fraction(db: str, value: str) -> None:
 
 
 def test_tolerance_in_range_is_accepted(db: str) -> None:
-    r = bb("report", db, "--tolerance", "0.2", "--export", "json")
+    r = bb("report", db, "--tolerance", "0.2", "--format", "json")
     assert r.returncode == 0, r.err
 
 
 @pytest.mark.parametrize("fmt", ["bogus", "png,jpgg"])
 def test_unknown_plot_format_fails_before_the_table(db: str, tmp_path: Path, fmt: str) -> None:
-    r = bb("report", db, "--plot", str(tmp_path / "plots"), "--format", fmt)
+    r = bb("report", db, "--plot", str(tmp_path / "plots"), "--plot-format", fmt)
     assert r.returncode == 64, r.err
     line = one_line_error(r)
     assert "unknown plot format" in line and "png,svg,pdf" in line
@@ -126,8 +165,8 @@ def _without_matplotlib(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.mark.parametrize("args", [["--export", "csv"], ["--export", "json"],
-                                  ["--export", "markdown"], [], ["--recommend"]])
+@pytest.mark.parametrize("args", [["--format", "csv"], ["--json"],
+                                  ["--format", "markdown"], [], ["--recommend"]])
 def test_only_what_draws_needs_matplotlib(db: str, args: list[str]) -> None:
     r = _without_matplotlib("report", db, *args)
     assert r.returncode == 0, r.stderr
@@ -136,7 +175,7 @@ def test_only_what_draws_needs_matplotlib(db: str, args: list[str]) -> None:
     assert r.returncode == 0 and "no change" in r.stdout, r.stderr
 
 
-@pytest.mark.parametrize("args", [["--html", "r.html"], ["--plot", "plots"]])
+@pytest.mark.parametrize("args", [["--export-html", "r.html"], ["--plot", "plots"]])
 def test_drawing_without_matplotlib_is_one_line_before_anything(db: str, tmp_path: Path,
                                                                args: list[str]) -> None:
     r = _without_matplotlib("report", db, args[0], str(tmp_path / args[1]))
@@ -152,6 +191,42 @@ def test_cold_and_warm_together_64(tmp_path: Path) -> None:
     assert r.returncode == 64, r.err
     assert "--cold" in one_line_error(r)
     assert not (tmp_path / "r.db").exists()
+
+
+def test_the_old_matrix_spelling_of_prepare_is_refused_with_a_hint(tmp_path: Path) -> None:
+    r = bb("bench", "--probe", "/bin/true", "--prepare", "replay=backburner readahead replay p",
+           "-o", str(tmp_path / "r.db"))
+    assert r.returncode == 64 and r.stdout == b""
+    line = one_line_error(r)
+    assert "now --setup-variant NAME=COMMAND" in line
+    assert not (tmp_path / "r.db").exists()
+
+
+def _bench_args(*args: str) -> argparse.Namespace:
+    return cli.build_parser().parse_args(["bench", "--probe", "/bin/true", *args])
+
+
+def test_hyperfines_prepare_and_shell_options(capsys: pytest.CaptureFixture[str]) -> None:
+    args = _bench_args("-p", "sync", "--prepare", "true", "-N")
+    assert (args.prepare, args.shell) == (["sync", "true"], "none")
+    assert _bench_args("--shell=none").shell == "none"
+    assert _bench_args("-S", "bash --norc").shell == "bash --norc"
+    assert _bench_args().shell is None  # the configuration's default, sh
+    args = _bench_args("--setup-variant", "r=true", "--setup-variant-during", "b=true")
+    assert (args.setup_variant, args.setup_variant_during) == (["r=true"], ["b=true"])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_old_during_spelling_works_with_one_note(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from backburner.cli import common
+
+    monkeypatch.setattr(common, "_NOTED", set())
+    args = _bench_args("--prepare-during", "a=true", "--prepare-during", "b=true")
+    assert args.setup_variant_during == ["a=true", "b=true"]
+    err = capsys.readouterr().err
+    assert err == "backburner: --prepare-during is deprecated; use --setup-variant-during\n"
+    assert "--prepare-during" not in cli.build_parser().format_help()
 
 
 def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,7 +249,9 @@ def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 @pytest.mark.parametrize("extra", [["--load", "readers:1:seq"], ["--policy", "background"],
                                    ["--scheduler", "bfq"], ["--device", "testbed:1G"],
                                    ["--trials", "3"], ["--probe", "/bin/true"],
-                                   ["--preset", "quick"], ["--seed", "1"], ["--warm"]])
+                                   ["--preset", "quick"], ["--seed", "1"], ["--warm"],
+                                   ["--prepare", "sync"], ["--setup-variant", "v=true"],
+                                   ["--shell", "none"]])
 def test_resume_with_matrix_options_64(db: str, extra: list[str]) -> None:
     r = bb("bench", "--resume", db, *extra)
     assert r.returncode == 64, r.err
@@ -255,8 +332,8 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("args", [["--html", "FULL/r.html"],
-                                  ["--export", "csv", "-o", "FULL/r.csv"],
+@pytest.mark.parametrize("args", [["--export-html", "FULL/r.html"],
+                                  ["--export-csv", "FULL/r.csv"],
                                   ["--plot", "FULL/plots"]])
 def test_a_full_disk_is_74_naming_the_file(db: str, full_disk: Path, args: list[str]) -> None:
     args = [a.replace("FULL", str(full_disk)) for a in args]
@@ -306,3 +383,99 @@ def test_a_signal_that_surfaces_as_another_error_is_still_the_signal(
     assert res.returncode == 128 + sig, res.stderr
     want = "interrupted" if sig == 2 else "terminated by SIGTERM"
     assert res.stderr == f"backburner: {want}; system state restored\n", res.stderr
+
+
+# --- the output convention: --format for the terminal, --export-FORMAT FILE, -o --------------
+
+
+@pytest.mark.parametrize("args", [["--format", "json"], ["--json"]])
+def test_report_format_json_goes_to_the_terminal(db: str, args: list[str]) -> None:
+    r = bb("report", db, *args)
+    assert r.returncode == 0 and r.err == "", r.err
+    assert json.loads(r.out)["format"] == "backburner-results"
+
+
+def test_report_exports_files_and_still_prints_its_table(db: str, tmp_path: Path) -> None:
+    files = {fmt: tmp_path / f"r.{fmt}" for fmt in ("json", "csv", "markdown",
+                                                     "hyperfine-json", "html")}
+    files["json"].write_text("an old export: replaced, as hyperfine's are")
+    r = bb("report", db, *[a for fmt, path in files.items()
+                           for a in (f"--export-{fmt}", str(path))])
+    assert r.returncode == 0 and r.err == "", r.err
+    assert "bfq" in r.out and f"report: {files['html']}" in r.out
+    assert json.loads(files["json"].read_text())["format"] == "backburner-results"
+    assert "results" in json.loads(files["hyperfine-json"].read_text())
+    assert files["csv"].read_text().count("\n") > 4 and "|" in files["markdown"].read_text()
+    assert files["html"].read_text().startswith("<!DOCTYPE html>")
+
+
+def test_with_a_machine_format_notices_go_to_stderr(db: str, tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    r = bb("report", db, "--json", "--export-html", str(page))
+    assert r.returncode == 0 and json.loads(r.out) and page.exists()
+    assert r.err == f"backburner: report: {page}\n"
+
+
+def test_the_old_report_spellings_still_work_with_a_note(db: str, tmp_path: Path) -> None:
+    out = tmp_path / "r.csv"
+    r = bb("report", db, "--export", "csv", "-o", str(out))
+    assert r.returncode == 0 and r.out == ""  # as before: the export only
+    assert out.read_text() == bb("report", db, "--format", "csv").out
+    assert r.err.splitlines() == [
+        "backburner: --export is deprecated; use --export-FORMAT FILE, or --format FORMAT "
+        "for stdout", "backburner: -o is deprecated; use --export-FORMAT FILE"]
+    r = bb("report", db, "--html", str(tmp_path / "r.html"))
+    assert r.returncode == 0 and (tmp_path / "r.html").exists()
+    assert "--html is deprecated; use --export-html" in r.err
+    plots = tmp_path / "plots"
+    r = bb("report", db, "--plot", str(plots), "--format", "png,svg")
+    assert r.returncode == 0, r.err
+    assert r.err == "backburner: --format with plot formats is deprecated; use --plot-format\n"
+    assert {p.suffix for p in plots.iterdir()} == {".png", ".svg"}
+    assert "--export " not in cli.build_parser().parse_args(["report"]).parser.format_help()
+
+
+def test_report_minus_o_without_export_is_refused(db: str) -> None:
+    r = bb("report", db, "-o", "x.csv")
+    assert r.returncode == 64 and r.out == ""
+    assert r.err.splitlines()[-1] == ("backburner: -o goes with --export; use "
+                                      "--export-FORMAT FILE")
+
+
+def test_recommend_prints_text_only(db: str) -> None:
+    r = bb("report", db, "--recommend", "--json")
+    assert r.returncode == 64 and "--recommend prints text" in one_line_error(r)
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    from backburner.completion import _parsers
+
+    return dict(_parsers(cli.build_parser()))
+
+
+def test_one_convention_across_commands() -> None:
+    """--json is short for --format json wherever JSON can be printed; every -o/--output
+    has --force (bench's database excepted: it is never replaced); files besides it are
+    --export-FORMAT FILE."""
+    with_json = []
+    for path, parser in _commands().items():
+        options = {o: a for a in parser._actions for o in a.option_strings}
+        if "--json" in options:
+            with_json.append(path)
+            assert "--format" in options and "json" in options["--format"].choices
+            assert options["--json"].dest == "format" and options["--json"].const == "json"
+        out = options.get("--output")
+        if out is not None and out.help != argparse.SUPPRESS and path != "bench":
+            assert "--force" in options, path
+        assert not [o for o in options if o == "--html" and options[o].help != argparse.SUPPRESS]
+    assert set(with_json) >= {"report", "extents show", "slowdisk stats", "slowdisk profiles",
+                              "govern status", "trace show", "trace diff", "trace compare"}
+
+
+@pytest.mark.parametrize("argv", [["govern", "status"], ["slowdisk", "stats", "loop0"],
+                                  ["slowdisk", "profiles"], ["extents", "show", "f"],
+                                  ["trace", "show", "t.json"], ["report", "r.db"]])
+def test_format_json_and_json_are_the_same(argv: list[str]) -> None:
+    parse = cli.build_parser().parse_args
+    assert parse([*argv, "--format", "json"]).format == parse([*argv, "--json"]).format == "json"
+    assert parse(argv).format == "text"

@@ -36,6 +36,7 @@ def imported_modules(*args: str) -> set[str]:
 
 
 @pytest.mark.parametrize("args", [["run", "--", "true"], ["policies"], ["completion", "bash"],
+                                  ["completion", "fish"], ["doctor"],
                                   ["apply", "--unit", "x", "--dry-run"]])
 def test_light_commands_import_no_heavy_dependency(args: list[str]) -> None:
     assert imported_modules(*args).isdisjoint(HEAVY)
@@ -73,8 +74,9 @@ def test_locks_pin_and_hash_every_package() -> None:
 
 def test_runtime_dependencies_are_extras_with_debian_12_floors() -> None:
     project = PYPROJECT["project"]
-    # the one unconditional dependency: pure Python, python3-jeepney 0.8.0 in bookworm
-    assert project["dependencies"] == ["jeepney>=0.8"]
+    # the unconditional dependencies, pure Python: python3-jeepney 0.8.0 in bookworm;
+    # python3-shtab 1.7.1 in trixie (bookworm's 1.5.5 completes subcommands wrongly in bash)
+    assert project["dependencies"] == ["jeepney>=0.8", "shtab>=1.7.1"]
     extras = project["optional-dependencies"]
     assert set(extras) >= {"report", "slowdisk", "postgres", "all", "test"}
     floors = {re.split(r"[\[>=]", r)[0]: r
@@ -111,7 +113,8 @@ def test_the_wheel_carries_metadata_license_and_entry_point(wheel: Path) -> None
     assert "Requires-Python: >=3.11" in meta
     requires = [ln for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
     unconditional = [r for r in requires if "extra ==" not in r]
-    assert unconditional == ["Requires-Dist: jeepney>=0.8"]  # the rest are extras
+    assert unconditional == ["Requires-Dist: jeepney>=0.8",  # the rest are extras
+                             "Requires-Dist: shtab>=1.7.1"]
     assert "backburner = backburner.entry:main" in entry
     assert "backburner/systemd/bus.py" in names and "backburner/cli/apply.py" in names
     assert not any(n.startswith("tests/") for n in names)
@@ -139,7 +142,7 @@ def test_the_wheel_alone_runs_the_light_commands(fresh_venv: Path, tmp_path: Pat
     assert _run(fresh_venv, tool, "policies").stdout.startswith("default")
     py = str(fresh_venv / "bin/python")
     assert _run(fresh_venv, py, "-m", "backburner", "-V").returncode == 0
-    assert "complete -F _backburner" in _run(fresh_venv, tool, "completion", "bash").stdout
+    assert "complete -c backburner" in _run(fresh_venv, tool, "completion", "fish").stdout
     where = _run(fresh_venv, py, "-c", "import backburner; print(backburner.__file__)").stdout
     assert where.startswith(str(fresh_venv))  # the installed copy, not this checkout
     db = tmp_path / "r.db"
@@ -161,3 +164,5 @@ def test_the_wheel_with_the_runtime_lock_runs_report(fresh_venv: Path, tmp_path:
     assert res.returncode == 0, res.stderr
     assert "bfq" in res.stdout and "mq-deadline" in res.stdout
     assert _run(fresh_venv, str(fresh_venv / "bin/backburner"), "policies").returncode == 0
+    bash = _run(fresh_venv, str(fresh_venv / "bin/backburner"), "completion", "bash").stdout
+    assert "complete -o bashdefault -F _shtab_backburner backburner" in bash

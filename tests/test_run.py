@@ -32,6 +32,7 @@ import backburner
 from backburner import errors, priority
 
 PY = sys.executable
+RUN_OWN = 125  # run's own failures, as nice, env, chroot and timeout report theirs
 pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
 
 
@@ -160,12 +161,48 @@ def _nothing_changed(result: Result, state_dir: Path, marker: Path) -> None:
          "an IO weight and a CPU weight need a cgroup"),
     ],
 )
-def test_usage_errors_64(state_dir: Path, tmp_path: Path, options: list[str], words: str) -> None:
+def test_usage_errors_125(state_dir: Path, tmp_path: Path, options: list[str],
+                          words: str) -> None:
     marker = tmp_path / "ran"
     r = bb("run", *options, "--", "touch", str(marker))
-    assert r.returncode == errors.UsageError.exit_status == 64
+    assert r.returncode == RUN_OWN == 125
     assert words in one_line_error(r)
     _nothing_changed(r, state_dir, marker)
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--io"], ["--io-weight", "5", "--nope"]],
+                         ids=["unknown option", "missing value", "unknown after a good one"])
+def test_a_bad_option_is_one_line_and_125(state_dir: Path, tmp_path: Path,
+                                          args: list[str]) -> None:
+    marker = tmp_path / "ran"
+    r = bb("run", *args, "--", "touch", str(marker))
+    assert r.returncode == RUN_OWN and r.stdout == b""
+    one_line_error(r)
+    _nothing_changed(r, state_dir, marker)
+
+
+def test_a_job_that_exits_64_is_not_runs_usage_error(state_dir: Path) -> None:
+    """The job's 64 comes through as 64 and silent; run's own usage error is 125 and says
+    so: a script can tell them apart."""
+    job = bb("run", "--", "sh", "-c", "exit 64")
+    own = bb("run", "--no-such-option", "--", "sh", "-c", "exit 64")
+    assert (job.returncode, job.stderr) == (64, b"")
+    assert own.returncode == RUN_OWN and "unrecognized arguments" in one_line_error(own)
+
+
+def test_the_other_commands_keep_their_sysexits() -> None:
+    assert bb("policies", "--bogus").returncode == errors.UsageError.exit_status == 64
+    assert bb("restore", "--pid", "x").returncode == 64
+    assert bb("--bogus").returncode == 64
+
+
+def test_run_help_documents_the_statuses() -> None:
+    r = bb("run", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.out.split())
+    for words in ("125 backburner run itself failed", "126 COMMAND was found but cannot",
+                  "127 COMMAND was not found", "the job's exit status, exactly"):
+        assert words in text
 
 
 def _free_pid() -> int:
@@ -173,10 +210,10 @@ def _free_pid() -> int:
     return next(p for p in range(pid_max - 1, 1, -1) if not Path(f"/proc/{p}").exists())
 
 
-def test_pid_that_does_not_exist_66(state_dir: Path, tmp_path: Path) -> None:
+def test_pid_that_does_not_exist_125(state_dir: Path, tmp_path: Path) -> None:
     pid = _free_pid()
     r = bb("run", "--pid", str(pid), "--io", "idle", "--cpu", "idle")
-    assert r.returncode == errors.NotFoundError.exit_status == 66
+    assert r.returncode == RUN_OWN
     assert f"no process with PID {pid}" in one_line_error(r)
     _nothing_changed(r, state_dir, tmp_path / "ran")
 
@@ -187,7 +224,7 @@ def test_run_pid_with_a_weight_and_no_cgroup_is_refused(state_dir: Path) -> None
     with subprocess.Popen(["sleep", "30"]) as target:
         try:
             r = bb("run", "--pid", str(target.pid), "--no-cgroup", "--io-weight", "10")
-            assert r.returncode == 64
+            assert r.returncode == RUN_OWN
             assert "an IO weight needs a cgroup" in one_line_error(r)
             _nothing_changed(r, state_dir, state_dir / "ran")
             r = bb("run", "--pid", str(target.pid), "--no-cgroup", "--policy", "background")
@@ -224,7 +261,7 @@ AS_NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
 
 
 @pytest.mark.root
-def test_not_root_77(tmp_path: Path) -> None:
+def test_not_root_125(tmp_path: Path) -> None:
     shared = Path(os.environ.get("TMPDIR", "/tmp")) / f"bb-nobody-{os.getpid()}"
     shared.mkdir(mode=0o777)
     try:
@@ -242,7 +279,7 @@ def test_not_root_77(tmp_path: Path) -> None:
         ) as proc:
             out, err = proc.communicate(timeout=TIMEOUT)
         r = Result(proc.pid, proc.returncode, out, err)
-        assert r.returncode == errors.NotRootError.exit_status == 77
+        assert r.returncode == RUN_OWN  # not 77: that could be the job's
         assert "needs root" in one_line_error(r)
         _nothing_changed(r, state, marker)
     finally:

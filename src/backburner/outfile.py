@@ -1,6 +1,11 @@
 """Files written for the user (reports, exports, plots, packs): whole or not at all, and a
 failure names the file.
 
+The command line's one convention (docs/cli.md): `-o/--output FILE`, a command's product
+(a trace, a map, a pack, a sort file), is never replaced unless --force (`check_new`, before
+the work); `--export-FORMAT FILE`, a view of results, is replaced, as hyperfine's exports
+are. Both are written through `replaced`.
+
 The content goes to a temporary file in the same directory, which replaces the target only
 once it is complete: a full disk or an interrupt never leaves half a report where the last
 good one was. Any OSError on the way becomes an `IOFailure` (74) naming the target, because
@@ -46,6 +51,18 @@ def check_target(path: str) -> None:
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         raise ExistsError(f"{path} is {kind_of(st.st_mode)}: output goes to regular files only",
                           "give the path of a regular file (or of none yet)")
+
+
+def check_new(path: str, force: bool = False) -> None:
+    """What `-o FILE` promises, checked before any work is done: a regular file (or none
+    yet), not one that exists unless --force, in a folder that exists and can be written.
+    The file itself is then written with `replaced` (whole or not at all)."""
+    check_target(path)
+    if os.path.lexists(path) and not force:
+        raise ExistsError(f"{path} exists", "choose another name, or add --force to replace it")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise IOFailure(f"{path}: cannot write there (no such folder or no permission)")
 
 
 @contextlib.contextmanager

@@ -174,3 +174,52 @@ def test_space_check(tmp_path: object) -> None:
     with pytest.raises(UsageError, match="does not fit"):
         config.check_space(spec, str(tmp_path))
     config.check_space(config.DeviceSpec.parse("testbed:64M"), str(tmp_path))
+
+
+# --- --prepare (hyperfine's), --setup-variant, --shell ---------------------------------------
+
+
+def test_one_prepare_for_every_probe_or_one_per_probe() -> None:
+    two = ["a=/bin/true", "b=/bin/echo"]
+    assert config.plan(_cfg(prepare_commands=["sync"]), resolve=False).trial_prepares == {
+        "/bin/true": "sync"}
+    assert config.plan(_cfg(probes=two, prepare_commands=["sync"]),
+                       resolve=False).trial_prepares == {"a": "sync", "b": "sync"}
+    assert config.plan(_cfg(probes=two, prepare_commands=["x 1", "x 2"]),
+                       resolve=False).trial_prepares == {"a": "x 1", "b": "x 2"}
+    assert config.plan(_cfg(), resolve=False).trial_prepares == {}
+    with pytest.raises(UsageError, match="3 --prepare commands for 2 probes"):
+        config.plan(_cfg(probes=two, prepare_commands=["1", "2", "3"]), resolve=False)
+
+
+@pytest.mark.parametrize("command", ["replay=backburner readahead replay x.pack", "warm=true"])
+def test_the_old_matrix_spelling_of_prepare_is_refused_with_a_hint(command: str) -> None:
+    with pytest.raises(UsageError) as err:
+        config.plan(_cfg(prepare_commands=[command]), resolve=False)
+    assert "--setup-variant NAME=COMMAND" in str(err.value)
+    assert "env NAME=VALUE COMMAND" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_empty_prepare_is_refused() -> None:
+    with pytest.raises(UsageError, match="empty"):
+        config.plan(_cfg(prepare_commands=["  "]), resolve=False)
+
+
+def test_how_commands_run_with_and_without_a_shell() -> None:
+    assert config.command_argv("sync; echo 3 > x", "sh") == ["sh", "-c", "sync; echo 3 > x"]
+    assert config.command_argv("true", "bash --norc") == ["bash", "--norc", "-c", "true"]
+    assert config.command_argv("rm -rf '/tmp/a b'", "none") == ["rm", "-rf", "/tmp/a b"]
+
+
+def test_programs_are_checked_before_anything_runs() -> None:
+    """Without a shell (-N) each command's program must exist; with one, the shell."""
+    config.plan(_cfg(prepare_commands=["true"], shell="none"))
+    with pytest.raises(CommandNotFound, match="no-such-prog"):
+        config.plan(_cfg(prepare_commands=["no-such-prog --x"], shell="none"))
+    with pytest.raises(CommandNotFound, match="without a shell"):
+        config.plan(_cfg(prepares=["before:v=no-such-prog"], shell="none"))
+    with pytest.raises(CommandNotFound, match="no-such-shell"):
+        config.plan(_cfg(prepare_commands=["true"], shell="no-such-shell -e"))
+    config.plan(_cfg(prepare_commands=["no-such-prog"]))  # sh runs it: its failure, per trial
+    with pytest.raises(UsageError, match="--shell is empty"):
+        config.plan(_cfg(shell=" "), resolve=False)

@@ -42,14 +42,18 @@ def _trials(store: Store, **cell: str) -> list[dict]:
 
 def test_bulk_work_background_and_preparation(tmp_path: Path, state_dir: Path) -> None:
     """fio's own bytes and a cmd load's own count are kept per load run; the unloaded
-    cell's background throughput is ~0 (the probe's reads are not "background"); a
-    preparation step runs before the probe with the testbed's root and device."""
+    cell's background throughput is ~0 (the probe's reads are not "background"); a setup
+    variant runs before the probe with the testbed's root and device; --prepare before
+    every trial, warm-ups included."""
     marker = tmp_path / "prepared"
     prep = f"echo \"$BACKBURNER_ROOT $BACKBURNER_DEVICE\" >> {shlex.quote(str(marker))}"
+    each = tmp_path / "each"
+    each.mkdir()
+    every = shlex.join(["mktemp", "-p", str(each)])
     count = "cmd:'while :; do echo 5 >> \"$BACKBURNER_PROGRESS\"; sleep 0.05; done'"
     py = shlex.join([sys.executable, "-I", "-c", "import json, email.parser"])
     r, s = bench(tmp_path, "--probe", f"py={py}", "--load", "readers:1:seq", "--load", count,
-                 "--trials", "2", "--prepare", f"mark={prep}")
+                 "--trials", "2", "--setup-variant", f"mark={prep}", "--prepare", every)
     assert r.returncode == 0, r.err
     for t in _trials(s, load="readers:1:seq"):
         bulk = t["extra"]["bulk"]
@@ -65,6 +69,9 @@ def test_bulk_work_background_and_preparation(tmp_path: Path, state_dir: Path) -
     assert root.endswith("/mnt/root") and dev.startswith("/dev/loop")
     cells = {c.cell.prepare for c in s.cells()}
     assert cells == {"none", "mark"}
+    trials = s.trials(include_warmup=True)
+    assert len(list(each.iterdir())) == len(trials)  # one --prepare per trial, warm-ups too
+    assert all(t["extra"]["trial_prepare"]["status"] == "ok" for t in trials)
     env = s.runs()[0].environment["device"]["probe_layout"]
     assert env["mode"] == "touched" and env["probe_files"] > 10 and env["physical_runs"] >= 10
 
@@ -201,8 +208,11 @@ def test_an_unreachable_server_falls_back_only_when_asked(tmp_path: Path,
     fallback = tmp_path / "local.db"
     r = bb("bench", "--probe", "/bin/true", "--trials", "1", "--scheduler", "bfq",
            "--device", "testbed:256M", "-o", url, "--fallback", str(fallback),
-           "--export-json", str(tmp_path / "r.json"), timeout=120)
+           "--export-json", str(tmp_path / "r.json"), "--export-hyperfine-json",
+           str(tmp_path / "h.json"), "--export-html", str(tmp_path / "r.html"), timeout=120)
     assert r.returncode == 0, r.err
+    assert "results" in json.loads((tmp_path / "h.json").read_text())  # hyperfine's form
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     assert f"keeping the results in {fallback} instead" in r.err
     assert len(Store.open(str(fallback), readonly=True).trials(include_warmup=True)) == 2
     assert json.loads((tmp_path / "r.json").read_text())["format"] == "backburner-results"
@@ -257,8 +267,8 @@ def test_loads_alike_in_60_characters_and_a_quiet_loads_device_bytes(
         assert t["extra"]["bulk"]["units"] < probe_bytes / 4, (t["extra"]["bulk"], probe_bytes)
 
 
-def test_a_readahead_replay_as_a_preparation_step(tmp_path: Path, state_dir: Path) -> None:
-    """The issue's use of --prepare: a pack recorded on an image mounted at one place is
+def test_a_readahead_replay_as_a_setup_variant(tmp_path: Path, state_dir: Path) -> None:
+    """A setup variant at work: a pack recorded on an image mounted at one place is
     replayed (--rebase) on the copy of that image the bench starts the probe from; the
     replayed trials' probe then reads (almost) nothing from the device itself."""
     import subprocess
@@ -288,7 +298,8 @@ def test_a_readahead_replay_as_a_preparation_step(tmp_path: Path, state_dir: Pat
     replay = (f"{sys.executable} -m backburner readahead replay --wait --rebase "
               f"{recorded} \"$BACKBURNER_ROOT\" {pack}")
     r, s = bench(tmp_path, "--probe", shlex.join([cat.argv[0], *names]), "--probe-root",
-                 str(image), "--prepare", f"replay={replay}", "--trials", "3", "--warmup", "0")
+                 str(image), "--setup-variant", f"replay={replay}", "--trials", "3",
+                 "--warmup", "0")
     assert r.returncode == 0, r.err
     plain = _trials(s, prepare="none")
     replayed = _trials(s, prepare="replay")

@@ -19,6 +19,7 @@ from helpers import bb, one_line_error
 from backburner import spawn
 from backburner.bench import config, runner
 from backburner.bench.executor import Executor, Measurement
+from backburner.bench.prepare import StepResult
 from backburner.bench.probes import ProbeResult
 from backburner.cell import Cell
 from backburner.errors import SystemStateError
@@ -46,8 +47,10 @@ class Scripted:
 
     def __init__(self, times: Times = _usual, *, weight_raising: dict[str, float] | None = None,
                  interrupt_at: int | None = None, dies_after: dict[int, str] | None = None,
-                 ends_while_settling: str | None = None) -> None:
+                 ends_while_settling: str | None = None,
+                 prepared: Callable[[Cell], StepResult | None] = lambda _c: None) -> None:
         self.times = times
+        self.prepared = prepared
         self.weight_raising = weight_raising or {}
         self.interrupt_at = interrupt_at  # the n-th probe start (from 0) is ^C'd
         self.dies_after = dies_after or {}  # the load that ends after the n-th probe start
@@ -66,6 +69,11 @@ class Scripted:
 
     def check_alive(self) -> None:
         pass
+
+    def prepare_trial(self, cell: Cell) -> StepResult | None:
+        """--prepare: as `prepared` says for the cell (None: no --prepare)."""
+        self.calls.append(("prepare", cell))
+        return self.prepared(cell)
 
     def use_scheduler(self, scheduler: str) -> None:
         self.calls.append(("scheduler", scheduler))
@@ -339,11 +347,11 @@ def test_a_load_per_trial_is_started_settled_and_stopped_around_its_probe(
         calls = [c for c in calls if c[0] != "stop" and c != ("open",)]  # (the last one's)
         drop = [("drop",)] if t["cold"] else []
         if cell.unloaded:
-            assert calls == [("scheduler", cell.scheduler), *drop]
+            assert calls == [("prepare", cell), ("scheduler", cell.scheduler), *drop]
             assert "settle_s" not in t["extra"] and "bulk" not in t["extra"]
         else:  # weight raising is waited out only by a load that lives for a block
-            assert calls == [("scheduler", cell.scheduler), *drop, ("start", cell),
-                             ("settle", cell.load, 0.3)]
+            assert calls == [("prepare", cell), ("scheduler", cell.scheduler), *drop,
+                             ("start", cell), ("settle", cell.load, 0.3)]
             assert t["extra"]["settle_s"] == 0.3 and t["extra"]["bulk"] == BULK
     after = [fake.calls[i + 1][0] for i, c in enumerate(fake.calls) if c[0] == "measure"]
     assert [a == "stop" for a in after] == [not c.unloaded for c, _ in stored]
@@ -369,9 +377,9 @@ def test_a_load_that_lives_for_a_block(tmp_path: Path) -> None:
         ("start", cell), ("settle", load, 5.0), ("stop", load)]
     before = [[c for c in calls if c != ("open",)] for calls in _between_measures(fake.calls)]
     first = [c for c, _ in fake.measures()].index(cell)
-    assert before[first] == [("scheduler", "bfq"), ("start", cell), ("settle", load, 5.0),
-                             ("drop",)]  # dropped while the load runs, not before
-    assert before[first + 1] == [("drop",)] and before[first + 2] == [("drop",)]
+    assert before[first] == [("prepare", cell), ("scheduler", "bfq"), ("start", cell),
+                             ("settle", load, 5.0), ("drop",)]  # dropped while it runs
+    assert before[first + 1] == before[first + 2] == [("prepare", cell), ("drop",)]
 
 
 def test_a_block_load_that_ended_is_started_again(tmp_path: Path) -> None:
@@ -506,3 +514,59 @@ def test_resume_of_a_copied_file_still_takes_its_last_run(tmp_path: Path) -> Non
         assert job.run_id == last
     finally:
         job.store.close()
+
+
+# --- --prepare (hyperfine's) ----------------------------------------------------------------
+
+
+def _step(status: str) -> StepResult:
+    tail = ("rm: cannot remove 'x': Permission denied",) if status != "ok" else ()
+    return StepResult("prepare", status, 0.02, 0 if status == "ok" else 1, "", tail)
+
+
+def test_prepare_runs_first_in_every_slot_warm_up_or_counted(tmp_path: Path) -> None:
+    """Before the scheduler switch, the cache drop and the load: un-timed, and what it
+    reads is dropped again before a cold trial."""
+    plan = _plan(trials=2, warmup=1)
+    fake = Scripted(prepared=lambda c: _step("ok"))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    stored = _stored(store, run_id)
+    assert len(stored) == len(plan.slots())
+    for (cell, t), calls in zip(stored, _between_measures(fake.calls), strict=True):
+        calls = [c for c in calls if c[0] not in ("stop", "open")]
+        assert calls[0] == ("prepare", cell)
+        assert t["status"] == "ok" and t["extra"]["trial_prepare"]["status"] == "ok"
+
+
+def test_a_failed_prepare_fails_its_trial_without_the_probe(tmp_path: Path) -> None:
+    plan = _plan(trials=2, warmup=0, policies=["default"], schedulers=["bfq"])
+    bad = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "default")
+    fake = Scripted(prepared=lambda c: _step("failed" if c == bad else "ok"))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    failed = [t for c, t in _stored(store, run_id) if c == bad]
+    assert [t["status"] for t in failed] == ["failed", "failed"]
+    assert all(t["wall_s"] is None for t in failed)
+    assert failed[0]["extra"]["stderr_tail"] == ["rm: cannot remove 'x': Permission denied"]
+    assert failed[0]["extra"]["reason"] == "the --prepare command failed"
+    assert failed[0]["extra"]["trial_prepare"]["status"] == "failed"
+    assert bad not in [c for c, _ in fake.measures()]  # the probe never started
+    assert ("start", bad) not in fake.calls  # nor its load
+    others = [t["status"] for c, t in _stored(store, run_id) if c != bad]
+    assert others and set(others) == {"ok"}
+
+
+def test_a_failed_prepare_stops_a_block_load_it_ends(tmp_path: Path) -> None:
+    """With --load-lifetime cell the load may already run: the block's last slot stops it,
+    prepared or not."""
+    plan = _plan(trials=2, block=2, load_lifetime="cell", warmup=0, schedulers=["bfq"],
+                 policies=["default"], loads=["readers:1:seq"])
+    slots = [s for s in plan.slots() if not s.cell.unloaded]
+    last = slots[-1]
+    count = iter(range(100))
+    fake = Scripted(prepared=lambda c: _step(
+        "failed" if not c.unloaded and next(count) == 1 else "ok"))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    loaded = [t for c, t in _stored(store, run_id) if c == last.cell]
+    assert [t["status"] for t in loaded] == ["ok", "failed"]
+    assert "bulk" in loaded[1]["extra"]  # the load stopped after the failed slot
+    assert fake.running == set()

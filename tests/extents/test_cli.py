@@ -56,8 +56,9 @@ def test_show_text_and_json(ext4: Bed) -> None:
     rows = [ln.split() for ln in lines[4:]]
     assert [(int(x[1]), int(x[2]), int(x[3]), int(x[4])) for x in rows] == \
         [(r.logical, r.length, r.physical, r.physical // 512) for r in lay.runs]
-    j = extents("show", "--json", f)
+    j = extents("show", "--format", "json", f)
     assert j.returncode == 0, j.err
+    assert extents("show", "--json", f).out == j.out  # --json: short for --format json
     doc = json.loads(j.out)
     assert doc["totals"]["runs"] == lay.totals.runs and doc["device"]["path"] == ext4.device
     assert [(s["logical"], s["physical"], s["length"], s["physical_sector"])

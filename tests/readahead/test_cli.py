@@ -84,6 +84,36 @@ def test_an_empty_pack_replays_and_shows(tmp_path: Path) -> None:
     assert res.returncode == 0 and "files     0" in res.out, res.err
 
 
+@pytest.mark.root
+def test_record_replaces_a_pack_only_with_force(tmp_path: Path, state_dir: Path) -> None:
+    """-o never replaces an existing file unless --force, checked before recording."""
+    old = tmp_path / "boot.pack"
+    old.write_bytes(b"precious")
+    res = bb("readahead", "record", "-o", str(old), "--mount", str(tmp_path), "--", "true")
+    assert res.returncode == 73 and "add --force to replace it" in one_line_error(res)
+    assert old.read_bytes() == b"precious"
+    res = bb("readahead", "record", "-o", str(old), "--mount", str(tmp_path), "--force", "--",
+             "true")
+    assert res.returncode == 0, res.err
+    assert any(e.path.endswith(b"/true") for e in packfile.load(old).entries)  # a new pack
+
+
+def test_layout_order_replaces_only_with_force(tmp_path: Path) -> None:
+    pp = tmp_path / "p.pack"
+    packfile.save(pp, Pack((Entry(b"/x/y", FileState(1, 0, 2, 3, 4)),)))
+    out = tmp_path / "sort.txt"
+    out.write_text("old")
+    res = bb("layout", "order", str(pp), "--emit", "list", "--root", "/x", "-o", str(out))
+    assert res.returncode == 73 and "add --force" in one_line_error(res)
+    assert out.read_text() == "old"
+    res = bb("layout", "order", str(pp), "--emit", "list", "--root", "/x", "-o", str(out),
+             "--force")
+    assert res.returncode == 0, res.err
+    shown = bb("layout", "order", str(pp), "--emit", "list", "--root", "/x")
+    assert out.read_bytes() == shown.stdout and shown.stdout
+    assert out.stat().st_mode & 0o777 == 0o600  # it names a pack's files: private
+
+
 def test_layout_check_and_build_name_missing_inputs(tmp_path: Path, state_dir: Path) -> None:
     pp = tmp_path / "p.pack"
     packfile.save(pp, Pack((Entry(b"/x/y", FileState(1, 0, 2, 3, 4)),)))

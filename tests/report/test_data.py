@@ -44,7 +44,7 @@ def test_a_report_over_several_machines_is_refused(tmp_path: Path) -> None:
     with pytest.raises(errors.UsageError, match="2 machines"):
         report.compare_reports(data, data)
     for args in (["report", path], ["report", path, "--recommend"],
-                 ["report", path, "--export", "json"], ["compare", path, path]):
+                 ["report", path, "--format", "json"], ["compare", path, path]):
         r = bb(*args)
         assert r.returncode == errors.UsageError.exit_status, (args, r.err)
         line = one_line_error(r)
@@ -52,7 +52,7 @@ def test_a_report_over_several_machines_is_refused(tmp_path: Path) -> None:
     # one machine (by a prefix of its id), or the raw trials of all, are fine
     assert bb("report", path, "--machine", ID_B[:8]).returncode == 0
     assert report.summary_rows(report.load(path, Filter(machine=ID_A[:6])))
-    r = bb("report", path, "--export", "csv")
+    r = bb("report", path, "--format", "csv")
     assert r.returncode == 0, r.err
     assert len(list(csv.DictReader(io.StringIO(r.out)))) == 2 * len(MEDIANS) * 7
     assert bb("compare", path, "--by", "machine").returncode == 0

@@ -32,8 +32,8 @@ def test_profiles_lists_every_builtin_with_parameters_and_sources() -> None:
     assert r.out.count("source: ") == len(BUILTIN) + 1
     assert "ECMA-267" in r.out and "dm-delay" in r.out
 
-    r = bb("slowdisk", "profiles", "--json")
-    assert r.returncode == 0
+    r = bb("slowdisk", "profiles", "--format", "json")
+    assert r.returncode == 0 and r.out == bb("slowdisk", "profiles", "--json").out
     data = json.loads(r.out)
     assert [p["name"] for p in data] == list(BUILTIN)
     assert all(p["source"] and "average_seek_s" in p for p in data)

@@ -402,7 +402,7 @@ def test_bench_on_a_slowdisk(tmp_path: Path, state_dir: Path) -> None:
     db = tmp_path / "run.db"
     args = ["bench", "--probe", "/bin/true", "--load", "readers:1:seq", "--scheduler",
             "mq-deadline", "--device", "slowdisk:hdd-7200:128M", "--trials", "1",
-            "--settle", "0.3", "-o", str(db), "--html", str(tmp_path / "r.html")]
+            "--settle", "0.3", "-o", str(db), "--export-html", str(tmp_path / "r.html")]
     r = subprocess.run([sys.executable, "-c", _BENCH, *args], capture_output=True,
                        timeout=100)
     assert r.returncode == 0, r.stderr.decode()[-2000:]

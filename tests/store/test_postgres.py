@@ -61,7 +61,7 @@ def test_report_reads_a_shared_database(pg_url: str) -> None:
     r = bb("report", pg_url)
     assert r.returncode == 0, r.err
     assert "mq-deadline" in r.out and "slower" in r.out
-    r = bb("report", pg_url, "--export", "json")
+    r = bb("report", pg_url, "--format", "json")
     assert r.returncode == 0 and '"runs"' in r.out
 
 

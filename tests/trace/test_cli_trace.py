@@ -349,9 +349,9 @@ def test_outputs_never_go_into_a_device_and_refuse_it_before_running(
     assert not marker.exists() and stat.S_ISCHR(os.lstat(dev).st_mode)
     r, trace = _record(tmp_path, "true", engine="none")
     assert r.returncode == 0
-    r = bb("trace", "diff", str(trace), str(trace), "--html", str(dev))
+    r = bb("trace", "diff", str(trace), str(trace), "--export-html", str(dev))
     assert r.returncode == 73 and "a character device" in one_line_error(r) and r.out == ""
-    r = bb("trace", "compare", "--engine", "none", "--html", str(dev), "--",
+    r = bb("trace", "compare", "--engine", "none", "--export-html", str(dev), "--",
            "touch", str(marker), "--", "true")
     assert r.returncode == 73 and not marker.exists()
     assert stat.S_ISCHR(os.lstat(dev).st_mode)
@@ -372,12 +372,21 @@ def test_outputs_are_replaced_whole_never_written_through_a_link(
     assert r.returncode == 0 and not link.is_symlink() and profile.load(str(link)).runs
     page = tmp_path / "page.html"
     page.symlink_to(victim)
-    r = bb("trace", "diff", str(trace), str(link), "--html", str(page))
+    r = bb("trace", "diff", str(trace), str(link), "--export-html", str(page))
     assert r.returncode == 0, r.err
     assert not page.is_symlink() and page.read_text().startswith("<!DOCTYPE")
     assert stat.S_IMODE(page.stat().st_mode) == 0o644
     assert victim.read_text() == "keep me"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".~")] == []
+
+
+def test_the_old_html_spelling_works_with_a_note(tmp_path: Path, state_dir: Path) -> None:
+    r, trace = _record(tmp_path, "true", engine="none")
+    page = tmp_path / "old.html"
+    r = bb("trace", "diff", str(trace), str(trace), "--html", str(page), "--json")
+    assert r.returncode == 0 and page.read_text().startswith("<!DOCTYPE")
+    assert "backburner: --html is deprecated; use --export-html" in r.err.splitlines()
+    assert json.loads(r.out)  # --json: short for --format json
 
 
 def test_trace_inputs_that_are_not_regular_files_are_refused(tmp_path: Path) -> None:
@@ -419,7 +428,7 @@ def test_show_and_diff_formats(two_traces: tuple[Path, Path], tmp_path: Path) ->
     assert enoent["a"] == [0, 0] and enoent["b"] == [6, 6]  # apart: 2 runs cannot call it
     assert enoent["p"] == pytest.approx(1 / 3) and not data["changed"]
     page = tmp_path / "d.html"
-    r = bb("trace", "diff", str(a), str(b), "--html", str(page))
+    r = bb("trace", "diff", str(a), str(b), "--export-html", str(page))
     assert r.returncode == 0 and "Noise" in r.out and page.read_text().startswith("<!DOCTYPE")
 
 
@@ -448,7 +457,7 @@ def test_show_and_diff_need_no_root(two_traces: tuple[Path, Path], nobody_dir: P
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": ":".join(paths),
            "HOME": str(nobody_dir), "BACKBURNER_STATE_DIR": str(nobody_dir / "state")}
     page = nobody_dir / "d.html"
-    for args in (["show", str(a)], ["diff", str(a), str(b), "--html", str(page)]):
+    for args in (["show", str(a)], ["diff", str(a), str(b), "--export-html", str(page)]):
         proc = subprocess.run([*AS_NOBODY, sys.executable, "-m", "backburner", "trace", *args],
                               env=env, cwd="/", capture_output=True, text=True, timeout=TIMEOUT)
         assert proc.returncode == 0, proc.stderr

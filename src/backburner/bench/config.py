@@ -24,7 +24,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from .. import priority
 from ..cell import GOVERNED, Cell
-from ..errors import DataError, NotFoundError, UsageError
+from ..errors import CommandNotFound, DataError, NotFoundError, UsageError
 from ..units import human_size
 from . import loads as loadspec
 from . import matrix
@@ -63,9 +63,16 @@ class BenchConfig:
     ready_file: str | None = None
     preset: str | None = None
     warmup: int = 1
-    #: preparation steps, a matrix dimension: "before:NAME=COMMAND" runs after the cache drop
-    #: and before the probe; "during:NAME=COMMAND" starts with the probe (as at boot)
+    #: setup variants, a matrix dimension (`--setup-variant`): "before:NAME=COMMAND" runs
+    #: after the cache drop and before the probe; "during:NAME=COMMAND" starts with the
+    #: probe (as at boot)
     prepares: list[str] = field(default_factory=list)
+    #: hyperfine's --prepare: a command run before every trial, un-timed (one for every
+    #: probe, or one per probe in their order)
+    prepare_commands: list[str] = field(default_factory=list)
+    #: what the --prepare and --setup-variant commands run in: a shell command line
+    #: (`SHELL -c COMMAND`), or "none" (-N): split into words and run directly
+    shell: str = "sh"
     load_lifetime: str = "trial"  # trial | cell
     block: int = 4  # consecutive trials of a cell that share one run of the load ("cell")
     probe_layout: str = "touched"  # touched | directories | aged
@@ -134,7 +141,8 @@ MAX_WARMUP = 100
 
 @dataclass(frozen=True)
 class Prepare:
-    """A preparation step: a command run after the cache drop, before the probe or with it."""
+    """A setup variant (`--setup-variant NAME=COMMAND`): a command run after the cache drop,
+    before the probe or with it; the cells with it are compared with those without."""
 
     name: str
     command: str
@@ -146,10 +154,10 @@ class Prepare:
         name, sep, command = rest.partition("=")
         if mode not in ("before", "during") or not sep or not _LABEL.fullmatch(name) \
                 or not command.strip():
-            raise UsageError(f"preparation {text!r} does not parse",
-                             "use --prepare NAME='COMMAND' (or --prepare-during)")
+            raise UsageError(f"setup variant {text!r} does not parse",
+                             "use --setup-variant NAME='COMMAND' (or --setup-variant-during)")
         if name == "none":
-            raise UsageError("'none' names the cells without a preparation step",
+            raise UsageError("'none' names the cells without a setup variant",
                              "choose another name")
         shlex_split(command)
         return cls(name, command.strip(), mode == "during")
@@ -249,6 +257,8 @@ class Plan:
     schedulers: tuple[str, ...]
     device: DeviceSpec
     cells: tuple[Cell, ...] = field(default=())
+    #: probe label -> the --prepare command run before each of its trials
+    trial_prepares: dict[str, str] = field(default_factory=dict)
 
     @property
     def needs_fio(self) -> bool:
@@ -289,6 +299,9 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
         loadspec.require_fio()
     prepares = _prepares(cfg)
+    trial_prepares = _trial_prepares(cfg, list(probes))
+    _check_commands(cfg, [*trial_prepares.values(), *(p.command for p in prepares.values() if p)],
+                    resolve)
     _check_choices(cfg)
     if cfg.probe_root is not None and device.kind == "path":
         raise UsageError("--probe-root needs a testbed or slowdisk device: on a directory the "
@@ -296,7 +309,8 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
                          "use --device testbed:SIZE or slowdisk:PROFILE:SIZE")
     cells = tuple(matrix.build_cells(list(probes), device.label, list(schedulers), list(loads),
                                      list(policies), list(prepares)))
-    return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells)
+    return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells,
+                trial_prepares)
 
 
 def _prepares(cfg: BenchConfig) -> dict[str, Prepare | None]:
@@ -305,6 +319,54 @@ def _prepares(cfg: BenchConfig) -> dict[str, Prepare | None]:
     if len(set(names)) != len(names):
         raise UsageError("two preparation steps share a name", "name them apart")
     return {"none": None, **{p.name: p for p in steps}}
+
+
+#: What the matrix form of --prepare looked like (NAME=COMMAND), now --setup-variant.
+_NAMED_COMMAND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*=\S")
+
+
+def _trial_prepares(cfg: BenchConfig, probes: list[str]) -> dict[str, str]:
+    """Probe label -> its --prepare command: one command for every probe, or one per probe
+    in their order, as hyperfine pairs --prepare with its commands."""
+    commands = cfg.prepare_commands
+    for command in commands:
+        if not command.strip():
+            raise UsageError("--prepare COMMAND is empty")
+        if _NAMED_COMMAND.match(command):
+            raise UsageError(f"--prepare {command!r}: NAME=COMMAND is the matrix form, now "
+                             "--setup-variant NAME=COMMAND",
+                             "--prepare runs one command before every trial (for a command "
+                             "that begins with an assignment: env NAME=VALUE COMMAND)")
+    if len(commands) > 1 and len(commands) != len(probes):
+        raise UsageError(f"{len(commands)} --prepare commands for {len(probes)} probes",
+                         "give one for every probe, or one per --probe in their order")
+    if not commands:
+        return {}
+    return dict(zip(probes, commands * len(probes) if len(commands) == 1 else commands,
+                    strict=False))
+
+
+def command_argv(command: str, shell: str) -> list[str]:
+    """How a --prepare or --setup-variant command runs: `SHELL -c COMMAND` (sh by default,
+    as hyperfine's), or with --shell=none (-N) split into words and run directly."""
+    if shell == "none":
+        return shlex_split(command)
+    return [*shlex_split(shell), "-c", command]
+
+
+def _check_commands(cfg: BenchConfig, commands: list[str], resolve: bool) -> None:
+    """The shell parses and, when resolving, exists; with -N each command's program."""
+    if not shlex_split(cfg.shell):
+        raise UsageError("--shell is empty", "give a shell, e.g. sh or 'bash --norc', or none")
+    if not commands or not resolve:
+        return
+    programs = [shlex_split(c)[0] for c in commands] if cfg.shell == "none" \
+        else [shlex_split(cfg.shell)[0]]
+    for program in programs:
+        if shutil.which(program) is None:
+            raise CommandNotFound(f"{program!r}: command not found",
+                                  "--prepare and --setup-variant commands run on this machine"
+                                  + (" without a shell (-N)" if cfg.shell == "none" else ""))
 
 
 def _check_choices(cfg: BenchConfig) -> None:

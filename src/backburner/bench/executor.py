@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..cell import Cell
+from .prepare import StepResult
 from .probes import ProbeResult
 
 
@@ -40,6 +41,10 @@ class Executor(Protocol):
 
     def check_alive(self) -> None:
         """Raise SystemStateError when what serves the device has died."""
+
+    def prepare_trial(self, cell: Cell) -> StepResult | None:
+        """Run the --prepare command of the cell's probe to its end, un-timed; None when
+        there is none."""
 
     def use_scheduler(self, scheduler: str) -> None:
         """Make `scheduler` the device's IO scheduler (nothing if it already is)."""

@@ -26,7 +26,7 @@ from .config import Plan
 from .environment import device_settings
 from .executor import Measurement
 from .governed import Governor
-from .prepare import prepare_step, start_during
+from .prepare import StepResult, before_trial, prepare_step, start_during
 from .tracing import Tracing, hold_tracefs
 
 log = logging.getLogger(__name__)
@@ -155,6 +155,12 @@ class MachineExecutor:
     def check_alive(self) -> None:
         self.device.check_alive()
 
+    def prepare_trial(self, cell: Cell) -> StepResult | None:
+        command = self.plan.trial_prepares.get(cell.probe)
+        if command is None:
+            return None
+        return before_trial(command, self.device, self.cfg.timeout_s, self.cfg.shell)
+
     def use_scheduler(self, scheduler: str) -> None:
         if self.device.current_scheduler() != scheduler:
             self.tx.apply(system.SysfsValue(self.device.scheduler_file, scheduler))
@@ -205,11 +211,13 @@ class MachineExecutor:
         extra: dict[str, Any] = {}
         step = self.plan.prepares.get(cell.prepare)
         if step is not None and not step.during:
-            extra["prepare"] = prepare_step(step, self.device, self.cfg.timeout_s).as_dict()
+            extra["prepare"] = prepare_step(step, self.device, self.cfg.timeout_s,
+                                            self.cfg.shell).as_dict()
         tracing = Tracing(self.device, self.loads[cell.load]) if self.cfg.trace else None
         if tracing:
             tracing.start()
-        during = start_during(step, self.device) if step is not None and step.during else None
+        during = (start_during(step, self.device, self.cfg.shell)
+                  if step is not None and step.during else None)
         before = self.device.counters()
         t0 = time.monotonic()
         try:

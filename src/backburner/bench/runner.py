@@ -1,5 +1,5 @@
-"""Runs the matrix of a `config.Plan`: for each slot, scheduler → caches dropped → load →
-probe → stored.
+"""Runs the matrix of a `config.Plan`: for each slot, --prepare → scheduler → caches dropped →
+load → probe → stored.
 
 The rules are here; what touches the machine is an `executor.Executor` (the real one,
 `machine.MachineExecutor`, keeps all system changes of a run in one `system.Transaction`).
@@ -15,6 +15,11 @@ which the report's "not-cold" check compares the cold median with (a cold time e
 warm time means the drop did not reach the probe's files). Warm-up times are therefore not
 used for the abort limits of cold trials. In warm mode (`--warm`) nothing is dropped and
 every trial is stored with cold=0.
+
+A --prepare command (hyperfine's) runs first in every slot, warm-up or counted, un-timed:
+before the cache drop, so that what it reads is not left in the cache for a cold trial, and
+before the load starts, so that it does not compete with it. If it fails, the trial is
+stored as failed with its last lines of stderr, and the probe does not start.
 """
 
 from __future__ import annotations
@@ -130,6 +135,11 @@ class Bench:
             return {"status": "aborted", "cold": int(cold), "started_at": now, "ended_at": now,
                     "extra": extra}
         extra = {}
+        prepared = self.executor.prepare_trial(cell)  # before the cache drop: it may read
+        if prepared is not None:
+            extra["trial_prepare"] = prepared.as_dict()
+            if prepared.status != "ok":
+                return self._prepare_failed(cell, cold, ends, list(prepared.tail), extra)
         if not block or slot.first_in_block or not self.executor.load_alive(cell.load):
             self.executor.use_scheduler(cell.scheduler)
             if cold and not block:
@@ -146,6 +156,18 @@ class Bench:
             if cell.load in self.running and ends:
                 self._stop_load(cell.load, extra)
         return self._record(cell, cold, measured, started_at, extra)
+
+    def _prepare_failed(self, cell: Cell, cold: bool, ends: bool, tail: list[str],
+                        extra: dict[str, Any]) -> dict[str, Any]:
+        """A --prepare that failed fails its trial, as the probe's own failure would; the
+        probe does not start, and a load that would have stopped after it stops."""
+        now = time.time()
+        if cell.load in self.running and ends:
+            self._stop_load(cell.load, extra)
+        if tail:
+            extra["stderr_tail"] = tail
+        return {"status": "failed", "cold": int(cold), "started_at": now, "ended_at": now,
+                "extra": {"reason": "the --prepare command failed", **extra}}
 
     def _start_load(self, cell: Cell, extra: dict[str, Any]) -> None:
         """Start the load and let it settle: --settle seconds, and with a load that lives

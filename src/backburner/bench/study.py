@@ -25,12 +25,21 @@ KEYS: dict[str, tuple[str, str]] = {
     "device": ("device", "str"), "trials": ("trials", "int"), "warmup": ("warmup", "int"),
     "cold": ("cold", "bool"), "seed": ("seed", "int"), "settle": ("settle_s", "float"),
     "timeout": ("timeout_s", "float"), "abort-factor": ("abort_factor", "float"),
-    "rotational": ("rotational", "int"), "prepare": ("prepares", "list"),
-    "prepare-during": ("prepares", "list"), "load-lifetime": ("load_lifetime", "str"),
+    "rotational": ("rotational", "int"), "prepare": ("prepare_commands", "list"),
+    "setup-variant": ("prepares", "list"), "setup-variant-during": ("prepares", "list"),
+    "prepare-during": ("prepares", "list"), "shell": ("shell", "str"),
+    "load-lifetime": ("load_lifetime", "str"),
     "block": ("block", "int"), "probe-layout": ("probe_layout", "str"),
     "probe-root": ("probe_root", "str"), "trace": ("trace", "bool"),
     "ignore-failure": ("ignore_failure", "bool"),
 }
+
+
+#: keys kept for the study files that use them, each with what replaces it
+DEPRECATED = {"prepare-during": "setup-variant-during"}
+#: the matrix dimension's keys: "before" steps and "during" steps
+VARIANTS = {"setup-variant": "before", "setup-variant-during": "during",
+            "prepare-during": "during"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,7 @@ class Study:
     text: str
     options: dict[str, Any]  # config field -> value
     preset: str | None
+    notes: tuple[str, ...] = ()  # one line each: a deprecated key and what replaces it
 
 
 def load(path: str) -> Study:
@@ -55,10 +65,13 @@ def load(path: str) -> Study:
     return Study(path, text, *parse(data, path))
 
 
-def parse(data: dict[str, Any], path: str = "study") -> tuple[dict[str, Any], str | None]:
-    """TOML data -> (config fields, preset). Pure."""
+def parse(data: dict[str, Any], path: str = "study"
+          ) -> tuple[dict[str, Any], str | None, tuple[str, ...]]:
+    """TOML data -> (config fields, preset, deprecation notes). Pure."""
     options: dict[str, Any] = {}
     preset = None
+    notes = tuple(f"{path}: key {key!r} is deprecated; use {new!r}"
+                  for key, new in DEPRECATED.items() if key in data)
     for key, value in data.items():
         if key not in KEYS:
             raise UsageError(f"{path}: unknown key {key!r}",
@@ -66,14 +79,13 @@ def parse(data: dict[str, Any], path: str = "study") -> tuple[dict[str, Any], st
                              + ", ".join(sorted(KEYS)))
         field, kind = KEYS[key]
         value = _typed(path, key, value, kind)
-        if key in ("prepare", "prepare-during"):
-            mode = "during" if key == "prepare-during" else "before"
-            value = options.get("prepares", []) + [f"{mode}:{v}" for v in value]
+        if key in VARIANTS:
+            value = options.get("prepares", []) + [f"{VARIANTS[key]}:{v}" for v in value]
         if field == "preset":
             preset = value
         else:
             options[field] = value
-    return options, preset
+    return options, preset, notes
 
 
 def _typed(path: str, key: str, value: Any, kind: str) -> Any:

@@ -12,14 +12,23 @@ import logging
 import os
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .. import __version__, interrupts
-from ..errors import BackburnerError, DataError, IOFailure, UsageError
+from ..errors import (
+    BackburnerError,
+    CommandNotExecutable,
+    CommandNotFound,
+    DataError,
+    IOFailure,
+    UsageError,
+)
 from . import (
     apply,
     bench,
     completion,
+    doctor,
     extents,
     govern,
     readahead,
@@ -33,17 +42,29 @@ from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
 MODULES = (run, bench, report, store, slowdisk, govern, readahead, extents, trace, apply,
-           completion)
+           doctor, completion)
+
+
+DESCRIPTION = """\
+Keep bulk work on the back burner: measure what a fair IO scheduler (BFQ), the idle IO
+class and cgroup weights do for the start-up time of a real program under background load
+(bench, report, compare), then apply the answer to one job (run), to every known bulk
+program by rule (govern), or as the udev rule and systemd drop-ins a distribution ships
+(apply). What it changes on the machine is journaled and put back afterwards."""
+
+EPILOG = "Each command has its own help: backburner COMMAND --help."
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog=PROG, description="Keep bulk work on the back burner.",
+    parser = Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=HelpFormatter)
     parser.add_argument("-V", "--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--debug", action="store_true", help="log details and show tracebacks")
-    sub = parser.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(title="commands", dest="cmd", metavar="COMMAND",
+                                parser_class=Parser)
     for module in MODULES:
         module.register(sub)
+    parser.set_defaults(parser=parser)  # for what describes the whole program (completion)
     return parser
 
 
@@ -58,6 +79,28 @@ def _debug_before_command(args: Sequence[str]) -> bool:
     return False
 
 
+#: `run`'s own failures (a bad option, no root, a missing controller, systemd refusing),
+#: as nice, env, chroot and timeout report theirs: `run` exits with its job's status, so
+#: sysexits 64-78 of its own would read like the job's. 126/127 stay the job's exec errors.
+RUN_OWN_FAILURE = 125
+JOB_STATUSES = (CommandNotExecutable.exit_status, CommandNotFound.exit_status)
+
+
+def command_of(args: Sequence[str]) -> str | None:
+    """The command word: the first argument that is not one of the program's own options
+    (none of which takes a value)."""
+    for arg in args:
+        if arg == "--" or not arg.startswith("-"):
+            return None if arg == "--" else arg
+    return None
+
+
+def _status(status: int, command: str | None) -> int:
+    if command == "run" and status not in JOB_STATUSES:
+        return RUN_OWN_FAILURE
+    return status
+
+
 def _os_error_message(error: OSError) -> str:
     what = error.strerror or str(error)
     if error.filename is None:
@@ -70,6 +113,17 @@ def _os_error_message(error: OSError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = _debug_before_command(args_list)  # until the arguments are parsed
+    command = command_of(args_list)
+    try:
+        return _main(args_list, debug, command)
+    except Exception:
+        if command != "run" or debug:
+            raise
+        traceback.print_exc()  # a bug, told as one; the status still says "run, not the job"
+        return RUN_OWN_FAILURE
+
+
+def _main(args_list: list[str], debug: bool, command: str | None) -> int:
     try:
         args = build_parser().parse_args(args_list)
         debug = args.debug
@@ -86,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             raise
         err(str(error))
-        return error.exit_status
+        return _status(error.exit_status, command)
     except KeyboardInterrupt:
         err("interrupted; system state restored")
         return 130
@@ -101,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         failure = IOFailure(_os_error_message(error))
         err(str(failure))
-        return failure.exit_status
+        return _status(failure.exit_status, command)
     except Exception as error:
         seen = interrupts.seen()
         if seen is not None:  # what ^C or SIGTERM turned into on its way out (see there)

@@ -8,8 +8,8 @@ import os
 
 from .. import system
 from ..errors import UnavailableError, UsageError
-from .common import add_command, err, quiet, recover_if_needed
-from .report import DB_ENV
+from .common import add_command, deprecated, err, quiet, recover_if_needed
+from .report import DB_ENV, add_exports, exports
 
 log = logging.getLogger(__name__)
 
@@ -20,16 +20,22 @@ _RUN_OPTIONS = {
     "ready_file": "ready_file", "load": "loads", "policy": "policies",
     "scheduler": "schedulers", "device": "device", "trials": "trials", "warmup": "warmup",
     "cold": None, "warm": None, "seed": None, "settle": "settle_s", "timeout": "timeout_s",
-    "abort_factor": "abort_factor", "rotational": "rotational", "prepare": None,
-    "prepare_during": None, "load_lifetime": "load_lifetime", "block": "block",
+    "abort_factor": "abort_factor", "rotational": "rotational",
+    "prepare": "prepare_commands", "setup_variant": None, "setup_variant_during": None,
+    "shell": "shell", "load_lifetime": "load_lifetime", "block": "block",
     "probe_layout": "probe_layout", "probe_root": "probe_root", "trace": "trace",
     "ignore_failure": "ignore_failure", "output": None,
 }
 
 DESCRIPTION = """\
 Times the cold start of a program (the probe) under background load, for every
-combination of IO scheduler x policy of the load x load x probe x preparation, with
+combination of IO scheduler x policy of the load x load x probe x setup variant, with
 every trial kept, and reports each cell against the same probe unloaded.
+
+The probe runs without a shell, its command split into words (hyperfine's -N, the only
+mode: a shell's own cold start would read from the device under test and be timed with
+it). The --prepare and --setup-variant commands run through `sh -c` unless --shell says
+otherwise; -N (--shell=none) runs them without a shell too, as in hyperfine.
 
 loads (--load, repeatable; "none", the unloaded baseline, is always added):
   readers:N:seq|rand[:direct|buffered]   N fio jobs reading their own files
@@ -51,6 +57,7 @@ examples:
       --policy default --policy background --scheduler mq-deadline --scheduler bfq
   backburner bench --probe app='lowriter --terminate_after_init' --load install-loop \\
       --device slowdisk:hdd-5400:8G -r 15 -o results.db
+  backburner bench --probe gimp --prepare 'rm -rf ~/.cache/gimp' --load copy
   backburner bench --study office.toml --output postgresql://bench@db.lab/backburner
   backburner bench --resume results.db
 """
@@ -103,12 +110,14 @@ def _plan(args: argparse.Namespace):  # noqa: ANN202 - (Plan, Study | None)
     from ..bench import config, study
 
     loaded = study.load(args.study) if args.study else None
+    for note in loaded.notes if loaded else ():
+        err(note)
     options = dict(loaded.options) if loaded else {}
     for dest, field in _RUN_OPTIONS.items():
         if field and _given(args, dest):
             options[field] = getattr(args, dest)
-    prepares = [f"before:{p}" for p in args.prepare or []]
-    prepares += [f"during:{p}" for p in args.prepare_during or []]
+    prepares = [f"before:{p}" for p in args.setup_variant or []]
+    prepares += [f"during:{p}" for p in args.setup_variant_during or []]
     if prepares:
         options["prepares"] = prepares
     if args.cold or args.warm:
@@ -153,14 +162,13 @@ def _finish(path: str, args: argparse.Namespace) -> int:
     data = report.load(path, _this_run(path))
     if not args.quiet:
         report.console_for().print(report.render_terminal(data))
-    html = args.html or (None if "://" in path else os.path.splitext(path)[0] + ".html")
+    html = args.export_html or (None if "://" in path
+                                else os.path.splitext(path)[0] + ".html")
     if html:
         html_report.write_html(data, html)
-    for fmt, target in (("json", args.export_json), ("markdown", args.export_markdown),
-                        ("csv", args.export_csv)):
-        if target:
-            with outfile.text_output(target) as out:
-                report.export_to(data, fmt, out)
+    for fmt, target in exports(args):
+        with outfile.text_output(target) as out:
+            report.export_to(data, fmt, out)
     if not args.quiet:
         print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
     failed = [c.label for c in data.cells if not c.samples()]
@@ -211,13 +219,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="IO scheduler: mq-deadline, bfq, kyber, none (repeatable)")
     what.add_argument("--device", metavar="DEVICE", help="testbed:SIZE (default testbed:4G), "
                       "slowdisk:PROFILE:SIZE, or a directory on the disk to test")
-    what.add_argument("--prepare", action="append", metavar="NAME=COMMAND",
-                      help="a preparation step after the cache drop, before the probe "
+    what.add_argument("-p", "--prepare", action="append", metavar="CMD",
+                      help="a command run before every trial (warm-up and counted), un-timed, "
+                      "before the cache drop and the load, as hyperfine's --prepare: once "
+                      "for every probe, or once per --probe in their order; if it fails, "
+                      "so does that trial (with its last lines of stderr)")
+    what.add_argument("--setup-variant", action="append", metavar="NAME=COMMAND",
+                      help="a setup step after the cache drop, before the probe "
                       "(repeatable: a matrix dimension, 'none' is always added; the command "
                       "gets $BACKBURNER_ROOT and $BACKBURNER_DEVICE)")
-    what.add_argument("--prepare-during", action="append", metavar="NAME=COMMAND",
-                      help="a preparation step started together with the probe (as a "
+    what.add_argument("--setup-variant-during", action="append", metavar="NAME=COMMAND",
+                      help="a setup step started together with the probe (as a "
                       "readahead replay at boot)")
+    what.add_argument("--prepare-during", dest="setup_variant_during", metavar="NAME=COMMAND",
+                      action=deprecated(argparse._AppendAction, "--setup-variant-during"),
+                      help=argparse.SUPPRESS)
     how = p.add_argument_group("how it is measured")
     how.add_argument("-r", "--runs", "--trials", dest="trials", type=int, metavar="N",
                      help="counted trials per cell (default 10)")
@@ -229,6 +245,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--warm", action="store_true", help="do not drop caches")
     how.add_argument("--seed", type=int, help="seed of the trial order (default: drawn at "
                      "random and recorded)")
+    how.add_argument("-S", "--shell", metavar="SHELL",
+                     help="what the --prepare and --setup-variant commands run in: a shell "
+                     "(default sh; a command line such as 'bash --norc'), or none: split into "
+                     "words and run directly")
+    how.add_argument("-N", dest="shell", action="store_const", const="none",
+                     help="--shell=none, as in hyperfine (the probe never has a shell)")
     how.add_argument("--settle", type=float, metavar="S",
                      help="seconds the load runs before the probe (default 2)")
     how.add_argument("--load-lifetime", choices=LOAD_LIFETIMES,
@@ -254,17 +276,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "issued the device's IO during every probe (perf; costs time)")
     out = p.add_argument_group("results")
     out.add_argument("--output", "-o", metavar="DB", help="result database to create (never "
-                     f"overwritten), or a postgresql:// address (default: ${DB_ENV}, else "
-                     "results/bench-DATE.db)")
+                     "replaced: it holds measurements), or a postgresql:// address (default: "
+                     f"${DB_ENV}, else results/bench-DATE.db); the HTML report goes next to a "
+                     "file as DB.html unless --export-html says where")
     out.add_argument("--fallback", metavar="FILE.db",
                      help="if the --output server is unreachable, keep the results here")
     out.add_argument("--resume", metavar="DB",
                      help="continue an interrupted run (its stored configuration)")
-    out.add_argument("--html", metavar="FILE",
-                     help="where to write the HTML report (default: next to the database)")
-    out.add_argument("--export-json", metavar="FILE", help="also export JSON here")
-    out.add_argument("--export-markdown", metavar="FILE", help="also export Markdown here")
-    out.add_argument("--export-csv", metavar="FILE", help="also export CSV here")
+    add_exports(out)  # --export-html's default: next to a database file
     out.add_argument("--show-output", action="store_true",
                      help="show the probe's output instead of keeping its stderr's last lines")
     out.add_argument("--ignore-failure", action="store_true",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import system
 from ..errors import UsageError
@@ -51,6 +51,39 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter,
         if "default" in text or action.default in (None, False):
             return text
         return super()._get_help_string(action)
+
+
+_NOTED: set[str] = set()
+
+
+def deprecated(base: type[argparse.Action], use: str) -> type[argparse.Action]:
+    """An old spelling kept for the scripts that use it: it works as `base` does (e.g.
+    argparse._AppendAction) and says once on stderr what replaces it. Hidden from --help,
+    the man page and completion (give it help=argparse.SUPPRESS)."""
+
+    class Deprecated(base):  # type: ignore[valid-type, misc]
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                      values: object, option_string: str | None = None) -> None:
+            if option_string not in _NOTED:
+                _NOTED.add(str(option_string))
+                err(f"{option_string} is deprecated; use {use}")
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
+
+
+def add_format(p: argparse.ArgumentParser, choices: Sequence[str], default: str = "text",
+               what: str = "what is printed") -> None:
+    """The output convention, for the terminal: --format FMT (and --json, short for
+    --format json where JSON is one of them). Files are --export-FORMAT FILE and -o FILE."""
+    p.add_argument("--format", choices=choices, default=default, help=what)
+    if "json" in choices:
+        p.add_argument("--json", dest="format", action="store_const", const="json",
+                       help="short for --format json")
+
+
+def add_force(p: argparse.ArgumentParser, what: str = "the -o file") -> None:
+    p.add_argument("--force", action="store_true", help=f"replace {what} if it exists")
 
 
 def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,

@@ -1,4 +1,5 @@
-"""`completion bash`: print a bash completion script generated from this parser."""
+"""`completion SHELL`: print a completion script for bash, zsh or fish, generated from this
+program's own parser (see `backburner.completion`)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,26 @@ import argparse
 import sys
 
 from .. import completion
-from .common import PROG, add_command
+from .common import add_command
 
-#: The options `build_parser` gives the program itself (the sub-parser action cannot see its
-#: parent; tests/test_completion.py checks this against the real parser).
-TOP_OPTIONS = (argparse.Action(["-h", "--help"], "help", nargs=0),
-               argparse.Action(["-V", "--version"], "version", nargs=0),
-               argparse.Action(["--debug"], "debug", nargs=0))
+DESCRIPTION = """\
+Print a completion script generated from this program's parser. Use it with
+  eval "$(backburner completion bash)"                       # bash, this shell
+  source <(backburner completion zsh)                         # zsh, this shell
+  backburner completion fish | source                         # fish, this shell
+or install it where each shell looks (scripts/build-extras writes all three):
+  backburner completion bash > /usr/share/bash-completion/completions/backburner
+  backburner completion zsh > /usr/share/zsh/vendor-completions/_backburner
+  backburner completion fish > /usr/share/fish/vendor_completions.d/backburner.fish"""
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    sys.stdout.write(completion.script(args.parser, args.shell))  # the program's own parser
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    def cmd_completion(args: argparse.Namespace) -> int:
-        nodes = completion.walk(sub._name_parser_map, TOP_OPTIONS)
-        sys.stdout.write(completion.bash(nodes, PROG))
-        return 0
-
     p = add_command(sub, "completion", cmd_completion,
-                    help="print a shell completion script",
-                    description="Print a bash completion script. Use it with\n"
-                    "  eval \"$(backburner completion bash)\"              # this shell\n"
-                    "  backburner completion bash > /etc/bash_completion.d/backburner")
-    p.add_argument("shell", choices=["bash"], help="the shell")
+                    help="print a shell completion script (bash, zsh, fish)",
+                    description=DESCRIPTION)
+    p.add_argument("shell", choices=completion.SHELLS, help="the shell")

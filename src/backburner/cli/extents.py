@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .. import units
-from .common import add_command, err
+from .common import add_command, add_force, add_format, err
 
 DESCRIPTION = """\
 A file's exact physical map, proven byte for byte and watched for moves.
@@ -73,7 +73,7 @@ def _show(args: argparse.Namespace) -> int:
     from ..extents import layout_of, render
 
     lay = layout_of(args.file)
-    if args.json:
+    if args.format == "json":
         json.dump(render.show_json(lay), sys.stdout, indent=1)
         print()
     else:
@@ -137,7 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh = add_command(s, "show", _show,
                      help="merged physical runs, flags, holes, totals, fragmentation")
     sh.add_argument("file")
-    sh.add_argument("--json", action="store_true", help="as JSON (docs/extents.md)")
+    add_format(sh, ("text", "json"), what="text, or JSON (docs/extents.md)")
     m = add_command(s, "map", _map, help="a dm-linear table, or losetup arguments")
     m.add_argument("file")
     how = m.add_mutually_exclusive_group(required=True)
@@ -157,8 +157,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "would serve)")
     sv = add_command(s, "save", _save, help="prove the map and keep it, with checksums")
     sv.add_argument("file")
-    sv.add_argument("-o", "--output", required=True, help="the map file to write")
-    sv.add_argument("--force", action="store_true", help="replace an existing map file")
+    sv.add_argument("-o", "--output", required=True,
+                    help="the map file to write (an existing one only with --force)")
+    add_force(sv, "an existing map file")
     c = add_command(s, "check", _check,
                     help="exit 0 if the file is still exactly where the map says")
     c.add_argument("map", help="a map file written by save")

@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 
-from .common import add_command, err, recover_if_needed
+from .common import add_command, add_format, err, recover_if_needed
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -30,7 +30,7 @@ def _status(args: argparse.Namespace) -> int:
     from ..govern import state, views
 
     st = state.read()
-    print(json.dumps(st, indent=1) if args.json else views.format_status(st))
+    print(json.dumps(st, indent=1) if args.format == "json" else views.format_status(st))
     return 0
 
 
@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "kernel filter them by program name (a perf tracepoint)")
     st = add_command(s, "status", _status,
                      help="each governed process: rule, what was set, since when")
-    st.add_argument("--json", action="store_true", help="the status file as it is")
+    add_format(st, ("text", "json"), what="text, or the status file as it is (JSON)")
     c = add_command(s, "check", _check, help="validate rules; show which running processes "
                     "each would match")
     _rules_options(c, positional=True)

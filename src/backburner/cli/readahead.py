@@ -7,9 +7,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from .. import units
-from ..errors import ExistsError, UsageError
-from .common import add_command, bounded_int, err, finite, recover_if_needed
+from .. import outfile, units
+from ..errors import UsageError
+from .common import add_command, add_force, bounded_int, err, finite, recover_if_needed
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -30,7 +30,7 @@ def _record(args: argparse.Namespace) -> int:
     opts = record.RecordOptions(
         output=args.output, mounts=tuple(args.mount or ()),
         read_ahead_kb=None if args.keep_read_ahead else args.read_ahead_kb,
-        drop_caches=args.drop_caches, hash=args.hash)
+        drop_caches=args.drop_caches, hash=args.hash, force=args.force)
     argv = _argv(args)
     if args.system:
         if argv:
@@ -105,13 +105,11 @@ def _replay(args: argparse.Namespace) -> int:
 def _order(args: argparse.Namespace) -> int:
     from ..readahead import layout, packfile
 
-    done = layout.order(packfile.load(args.pack), args.emit, args.root, null=args.null)
     if args.output:
-        try:
-            with open(args.output, "xb") as f:
-                f.write(done.emitted.data)
-        except FileExistsError:
-            raise ExistsError(f"{args.output} already exists", "choose a new file") from None
+        outfile.check_new(args.output, args.force)
+    done = layout.order(packfile.load(args.pack), args.emit, args.root, null=args.null)
+    if args.output:  # it names the files of a pack: private, as the pack is
+        outfile.write_bytes(args.output, done.emitted.data, outfile.PRIVATE)
     else:
         sys.stdout.buffer.write(done.emitted.data)
         sys.stdout.flush()
@@ -169,7 +167,9 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
                        "in physical order on rotating disks.")
     s = p.add_subparsers(dest="readahead_cmd", metavar="ACTION", required=True)
     r = add_command(s, "record", _record, help="record a command's start (or --system)")
-    r.add_argument("-o", "--output", required=True, help="the pack to write (replaced)")
+    r.add_argument("-o", "--output", required=True,
+                   help="the pack to write (an existing one only with --force)")
+    add_force(r, "an existing pack")
     r.add_argument("--system", action="store_true",
                    help="record everything read on the machine (but by backburner)")
     r.add_argument("--seconds", type=finite(0, 86400, low_open=True),
@@ -222,7 +222,9 @@ def _register_layout(sub: argparse._SubParsersAction) -> None:
                                                      "list"))
     o.add_argument("--root", help="the directory that is the image's root (default /)")
     o.add_argument("--null", action="store_true", help="list: NUL-terminated names")
-    o.add_argument("-o", "--output", help="write here (a new file) instead of stdout")
+    o.add_argument("-o", "--output",
+                   help="write here instead of stdout (an existing file only with --force)")
+    add_force(o)
     b = add_command(s, "build-ext4", _build, help="an ext4 image of SRC_DIR, hot files first")
     b.add_argument("--pack", required=True)
     b.add_argument("src", metavar="SRC_DIR")

@@ -10,10 +10,15 @@ import time
 
 from .. import outfile
 from ..errors import UsageError
+from ..report.export.registry import FORMATS as EXPORT_FORMATS
 from ..store import Filter
-from .common import add_command, err, finite, fraction
+from .common import add_command, add_format, deprecated, err, finite, fraction
 
 DB_ENV = "BACKBURNER_DB"
+#: what --format can send to the terminal: the table, or an export format
+TERMINAL = ("text", *EXPORT_FORMATS)
+EXPORT_HELP = {"json": "JSON (docs/json-schema.md)", "markdown": "Markdown tables",
+               "csv": "CSV (one row per trial)", "hyperfine-json": "hyperfine's JSON"}
 
 
 def database(args: argparse.Namespace, given: str | None) -> str:
@@ -49,8 +54,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .. import report
     from ..report.plot_formats import parse_formats
 
-    formats = parse_formats(args.format)  # a typo fails before anything is printed
-    if args.plot or args.html:
+    terminal, plot_formats = _formats(args)
+    formats = parse_formats(plot_formats)  # a typo fails before anything is printed
+    exports = _exports(args)
+    for _fmt, path in exports:
+        outfile.check_target(path)  # a device or a directory: refused before the work
+    if args.plot or args.export_html:
         # matplotlib only for what draws, imported here so that a missing one stops the
         # command before anything is printed
         from ..report import plot
@@ -58,23 +67,58 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.recommend:
         from ..report import recommend
 
+        if terminal != "text":
+            raise UsageError("--recommend prints text", "drop --format, or --recommend")
         print(recommend.render(recommend.recommend(data, tolerance=args.tolerance)), end="")
         return 0
-    if args.export:
+    if args.export:  # the old spelling, as it was: only the export, to -o or stdout
         with outfile.text_output(args.output) as out:
             report.export_to(data, args.export, out, tolerance=args.tolerance)
         return 0
-    report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))
-    if args.html:
+    if terminal == "text":
+        report.console_for().print(report.render_terminal(data, tolerance=args.tolerance))
+    else:
+        with outfile.text_output(None) as out:
+            report.export_to(data, terminal, out, tolerance=args.tolerance)
+    notice = print if terminal == "text" else err  # stdout carries only the data then
+    for fmt, path in exports:
+        with outfile.text_output(path) as out:
+            report.export_to(data, fmt, out, tolerance=args.tolerance)
+    if args.export_html:
         from ..report import html
 
-        html.write_html(data, args.html, tolerance=args.tolerance)
-        print(f"report: {args.html}")
+        html.write_html(data, args.export_html, tolerance=args.tolerance)
+        notice(f"report: {args.export_html}")
     if args.plot:
         for f in plot.write_plots(data, args.plot, formats, violin=args.violin,
                                   tolerance=args.tolerance):
-            print(f"plot: {f}")
+            notice(f"plot: {f}")
     return 0
+
+
+def _formats(args: argparse.Namespace) -> tuple[str, str]:
+    """(what the terminal gets, the plot formats). --format png,svg is the old spelling of
+    --plot-format: it still works, with a note."""
+    if args.format in TERMINAL:
+        return args.format, args.plot_format
+    err("--format with plot formats is deprecated; use --plot-format")
+    return "text", args.format
+
+
+def _exports(args: argparse.Namespace) -> list[tuple[str, str]]:
+    if args.output and not args.export:
+        raise UsageError("-o goes with --export", "use --export-FORMAT FILE")
+    return exports(args)
+
+
+def exports(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(format, file) of every --export-FORMAT FILE given (--export-html apart)."""
+    return [(fmt, getattr(args, _export_dest(fmt))) for fmt in EXPORT_FORMATS
+            if getattr(args, _export_dest(fmt))]
+
+
+def _export_dest(fmt: str) -> str:
+    return "export_" + fmt.replace("-", "_")
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -116,6 +160,30 @@ def _filters(p: argparse.ArgumentParser) -> None:
                    "(YYYY-MM-DD)")
 
 
+class _TerminalFormats(tuple):
+    """--format's choices: what the terminal can get. A list of plot formats (png,svg: what
+    --format meant before --plot-format) passes argparse's check too, for `_formats` to
+    take with a deprecation note; help and completion show only the real choices."""
+
+    def __contains__(self, value: object) -> bool:
+        if tuple.__contains__(self, value):
+            return True
+        from ..report.plot_formats import FORMATS as PLOTS
+
+        words = str(value).lower().split(",")
+        return bool(value) and all(w.strip() in PLOTS for w in words)
+
+
+def add_exports(p: argparse.ArgumentParser) -> None:
+    """--export-FORMAT FILE for every export format, and --export-html FILE (report and
+    bench): each file written whole, replaced if it exists (as hyperfine's exports are)."""
+    for fmt in EXPORT_FORMATS:
+        p.add_argument(f"--export-{fmt}", dest=_export_dest(fmt), metavar="FILE",
+                       help=f"also write the results as {EXPORT_HELP[fmt]} to FILE")
+    p.add_argument("--export-html", metavar="FILE",
+                   help="also write a self-contained HTML report (tables, plots) to FILE")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from ..report.data import GROUPINGS
     from ..report.export.registry import FORMATS
@@ -128,12 +196,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--recommend", action="store_true",
                    help="the best scheduler and policy for each load, with the evidence, "
                    "the commands that apply it and what this machine limits")
-    r.add_argument("--html", help="write a self-contained HTML report here")
+    add_format(r, _TerminalFormats(TERMINAL), what="what is printed: the table (text), or "
+               "the results as JSON, Markdown, CSV or hyperfine's JSON")
+    add_exports(r)
     r.add_argument("--plot", metavar="DIR", help="write plots into DIR")
-    r.add_argument("--format", default="png", help="plot formats: png, svg, pdf (e.g. png,svg)")
+    r.add_argument("--plot-format", default="png", metavar="FMT,...",
+                   help="plot formats: png, svg, pdf (e.g. png,svg)")
     r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
-    r.add_argument("--export", choices=FORMATS)
-    r.add_argument("--output", "-o", help="file for --export (default: stdout)")
+    # the old spellings, kept for the scripts that use them (docs/cli.md)
+    r.add_argument("--html", dest="export_html", help=argparse.SUPPRESS,
+                   action=deprecated(argparse._StoreAction, "--export-html"))
+    r.add_argument("--export", choices=FORMATS, help=argparse.SUPPRESS,
+                   action=deprecated(argparse._StoreAction,
+                                     "--export-FORMAT FILE, or --format FORMAT for stdout"))
+    r.add_argument("--output", "-o", help=argparse.SUPPRESS,
+                   action=deprecated(argparse._StoreAction, "--export-FORMAT FILE"))
     r.add_argument("--tolerance", type=fraction, default=0.10,
                    help="'indistinguishable from idle' band, as a fraction")
 

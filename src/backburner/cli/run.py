@@ -86,9 +86,33 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_DESCRIPTION = """\
+Run COMMAND with a lower IO class, CPU policy and cgroup weights (a policy, or the parts
+given), or re-prioritise a running process tree with --pid. stdin, stdout, stderr and the
+environment pass through; SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the job."""
+
+RUN_EPILOG = """\
+exit status (as nice, env, chroot and timeout):
+  the job's        the job's exit status, exactly; a job killed by a signal makes
+                   backburner die of the same signal (a shell shows 128+N)
+  125              backburner run itself failed: a bad option, no root, a missing
+                   cgroup controller, systemd refusing the scope; one line on stderr,
+                   and the job was not started
+  126              COMMAND was found but cannot be executed
+  127              COMMAND was not found
+  130, 143         ^C or SIGTERM before the job started (nothing left changed)
+with --pid: 0 once the process tree is re-prioritised, 125 when it cannot be.
+
+examples:
+  backburner run --policy background -- tar xf big.tar
+  backburner run --io idle --cpu idle -- flatpak update
+  backburner run --pid 1234 --io idle"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "run", cmd_run,
-                    help="run a bulk job (or re-prioritise one) on the back burner")
+                    help="run a bulk job (or re-prioritise one) on the back burner",
+                    description=RUN_DESCRIPTION, epilog=RUN_EPILOG)
     add_policy_options(p)
     p.add_argument("--pid", type=int, help="re-prioritise a running process and its tree "
                    "(its old priorities are journaled: `restore --pid PID` puts them back; "

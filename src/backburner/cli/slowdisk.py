@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .. import units
-from .common import add_command, err, recover_if_needed
+from .common import add_command, add_format, err, recover_if_needed
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def _stats(args: argparse.Namespace) -> int:
     from ..slowdisk import device
 
     stats = device.read_stats(args.device)
-    print(json.dumps(stats, indent=1, sort_keys=True) if args.json
+    print(json.dumps(stats, indent=1, sort_keys=True) if args.format == "json"
           else device.format_stats(stats))
     return 0
 
@@ -47,7 +47,7 @@ def _stats(args: argparse.Namespace) -> int:
 def _profiles(args: argparse.Namespace) -> int:
     from ..slowdisk import device
 
-    print(json.dumps(device.profiles_json(), indent=1) if args.json
+    print(json.dumps(device.profiles_json(), indent=1) if args.format == "json"
           else device.format_profiles())
     return 0
 
@@ -86,8 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("device", help="/dev/loopN as printed by create")
     st = add_command(s, "stats", _stats, help="requests, seeks and modelled busy time, live")
     st.add_argument("device", help="/dev/loopN")
-    st.add_argument("--json", action="store_true", help="the raw counters as JSON")
+    add_format(st, ("text", "json"), what="text, or the raw counters as JSON")
     pr = add_command(s, "profiles", _profiles,
                      help="the built-in profiles, their parameters and sources")
-    pr.add_argument("--json", action="store_true", help="as JSON")
+    add_format(pr, ("text", "json"), what="text or JSON")
     add_command(s, "list", _list, help="the slowdisks set up now")

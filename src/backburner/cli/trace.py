@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
 from .. import outfile
-from ..errors import ExistsError, IOFailure, UsageError
-from .common import add_command, bounded_int, err, quiet, recover_if_needed
+from ..errors import UsageError
+from .common import (
+    add_command,
+    add_force,
+    add_format,
+    bounded_int,
+    deprecated,
+    err,
+    quiet,
+    recover_if_needed,
+)
 
 if TYPE_CHECKING:
     from ..trace import record
@@ -26,13 +34,8 @@ def _split_command(words: list[str], what: str) -> list[str]:
 
 def _check_output(path: str, force: bool = True) -> None:
     """Before anything runs: the file must be a regular one (or none yet), new unless
-    --force, and its folder writable."""
-    outfile.check_target(path)
-    if os.path.lexists(path) and not force:
-        raise ExistsError(f"{path} exists", "choose another name or add --force")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise IOFailure(f"{path}: cannot write there (no such folder or no permission)")
+    --force (an export is replaced: force), and its folder writable."""
+    outfile.check_new(path, force)
 
 
 def _options(args: argparse.Namespace) -> record.Options:
@@ -84,19 +87,19 @@ def _show(args: argparse.Namespace) -> int:
 def _write_diff(d, args: argparse.Namespace) -> None:
     from ..trace import render
 
-    if args.html:
-        with outfile.replaced(args.html) as f:  # a report: PUBLIC, like bench's
+    if args.export_html:
+        with outfile.replaced(args.export_html) as f:  # a report: PUBLIC, like bench's
             f.write(render.to_html(d, args.top))
     _emit(args.format, render.diff_header(d), render.diff_tables(d, args.top), d.to_dict())
-    if args.html:
-        err(f"HTML report written to {args.html}")
+    if args.export_html:
+        err(f"HTML report written to {args.export_html}")
 
 
 def _diff(args: argparse.Namespace) -> int:
     from ..trace import diff, profile
 
-    if args.html:
-        _check_output(args.html)
+    if args.export_html:
+        _check_output(args.export_html)
     a, b = profile.load(args.a), profile.load(args.b)
     _write_diff(diff.diff(a, b), args)
     return 0
@@ -122,8 +125,8 @@ def _compare(args: argparse.Namespace) -> int:
     outputs = [f"{args.output}-a.json", f"{args.output}-b.json"] if args.output else []
     for path in outputs:
         _check_output(path, args.force)
-    if args.html:
-        _check_output(args.html)
+    if args.export_html:
+        _check_output(args.export_html)
     recover_if_needed()
     a, b = record.compare(argv_a, argv_b, _options(args), report=quiet if args.quiet else err)
     for prof, path in zip((a, b), outputs, strict=False):
@@ -155,14 +158,19 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    "overhead (traced / untraced wall time)")
     p.add_argument("--sample-ms", type=bounded_int(5, 1000), default=50,
                    help="how often each thread's run-queue wait (schedstat) is sampled")
-    p.add_argument("--force", action="store_true", help="overwrite existing trace files")
+    add_force(p, "existing trace files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def _add_view_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=FORMATS, default="text", help="output format")
+def _add_view_options(p: argparse.ArgumentParser, html: bool = False) -> None:
+    add_format(p, FORMATS, what="what is printed: tables, Markdown or JSON")
     p.add_argument("--top", type=bounded_int(1, 100_000), default=25,
                    help="rows per table (changed metrics are always all shown)")
+    if html:
+        p.add_argument("--export-html", metavar="FILE",
+                       help="also write an HTML page with a bar chart (replaced if it exists)")
+        p.add_argument("--html", dest="export_html", metavar="FILE", help=argparse.SUPPRESS,
+                       action=deprecated(argparse._StoreAction, "--export-html"))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -179,7 +187,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "running when it ends is stopped. ^C or SIGTERM to backburner stops "
                     "every run (the command gets SIGTERM), writes nothing and exits 130 / "
                     "143.")
-    r.add_argument("-o", "--output", required=True, help="trace file to write (JSON)")
+    r.add_argument("-o", "--output", required=True,
+                   help="trace file to write (JSON; an existing one only with --force)")
     _add_record_options(r)
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     sh = add_command(s, "show", _show, help="a trace's syscalls and counters as tables")
@@ -192,8 +201,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = add_command(s, "diff", _diff, help="two traces side by side, significant changes first")
     d.add_argument("a", help="trace A (the reference)")
     d.add_argument("b", help="trace B")
-    d.add_argument("--html", metavar="PATH", help="also write an HTML page with a bar chart")
-    _add_view_options(d)
+    _add_view_options(d, html=True)
     c = add_command(s, "compare", _compare,
                     help="record two commands interleaved, then diff them",
                     description="Runs CMD_A and CMD_B alternately (A B B A ...), each --runs "
@@ -204,7 +212,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_record_options(c)
     c.add_argument("-o", "--output", metavar="PREFIX",
                    help="also keep the traces as PREFIX-a.json and PREFIX-b.json")
-    c.add_argument("--html", metavar="PATH", help="also write an HTML page with a bar chart")
-    _add_view_options(c)
+    _add_view_options(c, html=True)
     c.add_argument("commands", nargs=argparse.REMAINDER, help="-- CMD_A [ARGS] -- CMD_B [ARGS]")
     add_command(s, "engines", _engines, help="which tracers can run here, cheapest first")

@@ -70,6 +70,7 @@ class RecordOptions:
     read_ahead_kb: int | None = DEFAULT_READ_AHEAD_KB  # None: leave read-ahead alone
     drop_caches: bool = False  # start cold, so the pack holds only what this start read
     hash: bool = False  # a digest of each file's recorded bytes
+    force: bool = False  # replace an existing pack (else refused before recording)
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _check(opts: RecordOptions) -> list[Watched]:
                             "create it first")
     if os.path.isdir(out):
         raise UsageError(f"{opts.output} is a directory", "give a file name for the pack")
-    outfile.check_target(out)  # a device, FIFO or socket: refused before the recording
+    outfile.check_new(opts.output, opts.force)  # before the recording, not after it
     if opts.read_ahead_kb is not None and opts.read_ahead_kb < 0:
         raise UsageError("--read-ahead-kb must be 0 or more")
     watched = watched_filesystems(opts.mounts)

@@ -1,0 +1,29 @@
+"""bench.study: a study file's keys are the options of `bench` (pure parsing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backburner.bench import study
+from backburner.errors import UsageError
+
+
+def test_prepare_setup_variants_and_shell() -> None:
+    options, preset, notes = study.parse({
+        "preset": "quick", "prepare": "sync", "setup-variant": ["replay=true"],
+        "setup-variant-during": "boot=true", "shell": "none"})
+    assert preset == "quick" and notes == ()
+    assert options == {"prepare_commands": ["sync"], "shell": "none",
+                       "prepares": ["before:replay=true", "during:boot=true"]}
+
+
+def test_the_old_during_key_still_works_with_a_note() -> None:
+    options, _, notes = study.parse({"prepare-during": "boot=true"}, "s.toml")
+    assert options == {"prepares": ["during:boot=true"]}
+    assert notes == ("s.toml: key 'prepare-during' is deprecated; use 'setup-variant-during'",)
+
+
+def test_an_unknown_key_names_the_keys() -> None:
+    with pytest.raises(UsageError, match="unknown key 'prepare-before'") as err:
+        study.parse({"prepare-before": "x"}, "s.toml")
+    assert "setup-variant" in str(err.value)
