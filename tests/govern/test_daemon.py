@@ -528,7 +528,8 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
         "/usr/bin/backburner", str(entry)))
     r = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True,
                        text=True, timeout=TIMEOUT)
-    assert "broken.service:11: Failed to parse service type" in r.stderr  # it does check
+    line = text.splitlines().index("Type=notify") + 1
+    assert f"broken.service:{line}: Failed to parse service type" in r.stderr  # it checks
 
 
 def test_not_root_77(tmp_path: Path) -> None:
@@ -544,3 +545,44 @@ def test_not_root_77(tmp_path: Path) -> None:
     assert r.returncode == 77, r.stderr
     assert "needs root" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("extra", [(), ("--no-exec-filter",)])
+def test_sighup_reloads_the_rules_and_bad_ones_leave_the_old(
+        tmp_path: Path, state_dir: Path, targets: list[Target], extra: tuple[str, ...]
+        ) -> None:
+    """`systemctl reload` (SIGHUP): the same daemon takes the new rules, for programs that
+    start afterwards and for one already running that a new rule names; a bad file leaves
+    the rules in force and says so in `status`. Both ways of seeing execs (the watch of
+    named programs is opened again for the new names)."""
+    first, second, running = (tmp_path / _name() for _ in range(3))
+    for path in (first, second, running):
+        path.symlink_to(sys.executable)
+    rule = '[[rule]]\nname = "{0}"\nmatch = {{ comm = "{0}" }}\nio = "idle"\n'
+    rules = rules_dir(tmp_path, rule.format(first.name))
+    early = Target(running)  # named by no rule yet
+    targets.append(early)
+    daemon = Daemon(tmp_path, rules, *extra)
+    try:
+        (rules / "test.toml").write_text(rule.format(second.name) + rule.format(running.name))
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_idle(early.pid)  # the rescan after the reload found it
+        new = Target(second)
+        targets.append(new)
+        wait_idle(new.pid)
+        old = Target(first)  # its rule is gone
+        targets.append(old)
+        (rules / "test.toml").write_text("[[rule]]\nname = \n")
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: any("not reloaded" in p for p in json.loads(
+            bb("govern", "status", "--json").out)["problems"]), what="the problem shown")
+        st = json.loads(bb("govern", "status", "--json").out)
+        assert st["rules"] == [second.name, running.name] and st["pid"] == daemon.proc.pid
+        assert io_of(old.pid) == "none"
+        assert daemon.proc.poll() is None
+    finally:
+        code, err = daemon.finish()
+    assert code == 0, err
+    assert "rules reloaded" in err and "not reloaded" in err, err
+    for t in (early, new):
+        assert_put_back(t.pid)

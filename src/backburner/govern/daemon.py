@@ -2,9 +2,10 @@
 undone when it stops.
 
 One `system.LiveTransaction("govern")` lives as long as the daemon, and the governor makes
-every change through it. On SIGTERM, SIGHUP or Ctrl-C the transaction undoes everything
-still live (priorities of processes that still run, cgroup membership, frozen state); after
-a SIGKILL the journal is stale and `backburner restore` does the same.
+every change through it. On SIGTERM or Ctrl-C the transaction undoes everything still live
+(priorities of processes that still run, cgroup membership or unit weights, frozen state);
+after a SIGKILL the journal is stale and `backburner restore` does the same. SIGHUP reads
+the rules again (`systemctl reload`): bad rules leave the old ones in force.
 
 While it governs nothing the daemon asks the kernel for exec and comm events only and
 sleeps in recv() (`proc_events.Connector.wait_start`: one wake-up per program started, a
@@ -19,6 +20,7 @@ import logging
 import math
 import os
 import select
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -26,7 +28,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import interrupts, proc_events, procfs, safepath, system
+from .. import interrupts, proc_events, procfs, safepath, system, systemd
 from ..errors import BackburnerError, ExistsError
 from ..proc_events import EXEC
 from . import execwatch, load, state, throttle
@@ -105,16 +107,51 @@ def _check_ready_file(path: str | None) -> None:
 
 
 def _ready(path: str | None) -> None:
-    """The caller's ready file: created (never an existing one, never through a symlink)
-    once we are subscribed and have scanned, so no process can be missed from then on."""
+    """The caller's ready file: created whole (never an existing one, never through a
+    symlink) once we are subscribed and have scanned, so no process can be missed from
+    then on."""
     if path is None:
         return
     safepath.check_chain(os.path.dirname(os.path.abspath(path)), "ready file directory")
-    fd = safepath.create_new(path, 0o644)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
+                       f".{os.path.basename(path)}.{os.getpid()}")
+    fd = safepath.create_new(tmp, 0o644)  # whole before it appears: a reader never sees ""
     try:
         os.write(fd, f"{os.getpid()}\n".encode())
     finally:
         os.close(fd)
+    try:
+        os.link(tmp, path)  # never replaces a file that appeared meanwhile
+    finally:
+        os.unlink(tmp)
+
+
+class Reload(BaseException):
+    """SIGHUP while serving: read the rules again."""
+
+
+class _Hangup:
+    """SIGHUP asks for a reload. It is noted at once and raised as `Reload` only while
+    the loop waits for events, never in the middle of a change."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self.waiting = False
+
+    def handler(self, _signum: int, _frame: Any) -> None:
+        self.pending = True
+        if self.waiting:
+            raise Reload
+
+    @contextmanager
+    def waiting_for_events(self) -> Iterator[None]:
+        self.waiting = True
+        try:
+            if self.pending:
+                raise Reload
+            yield
+        finally:
+            self.waiting = False
 
 
 @dataclass
@@ -134,12 +171,10 @@ def run(opts: Options) -> Stopped:
     ruleset = load.load(opts.rules_dir, opts.defaults)
     _check_ready_file(opts.ready_file)
     started = time.time()
-    names = ruleset.names_bytes()
-    watch = execwatch.open_watch(names) if names is not None and not opts.no_exec_filter \
-        else None
-    # while nothing is governed only starts matter (forks and exits only of what is
-    # governed: children inherit, exits end a record); execs come filtered from the watch
-    starts = proc_events.COMM if watch is not None else proc_events.STARTS
+    units = not opts.dry_run and systemd.manages_cgroups(systemd.read_facts())
+    watch = Watch(opts)
+    watch.open(ruleset)
+    hangup = _Hangup()
     with state.Lock(), proc_events.Connector() as conn, closing_watch(watch):
         tx_cm = nullcontext(None) if opts.dry_run else system.LiveTransaction("govern")
         gov: Governor | None = None
@@ -147,16 +182,13 @@ def run(opts: Options) -> Stopped:
         try:
             with tx_cm as tx:
                 gov = Governor(ruleset, tx,
-                               on_governing=lambda on: conn.narrow(None if on else starts))
-                gov.exec_events = "kernel-filtered" if watch else "connector"
-                if any(r.throttle for r in ruleset.rules):
-                    gov.throttle = throttle.Throttle.from_settings(ruleset.throttle)
-                    gov.watch, problems = throttle.watch_paths(ruleset.throttle)
-                    for p in problems:
-                        gov.problem(p, p)
+                               on_governing=lambda on: conn.narrow(None if on else watch.starts),
+                               systemd_units=units)
+                _throttle_settings(gov)
+                gov.exec_events = "kernel-filtered" if watch.watch else "connector"
                 gov.scan()
                 if not gov.governed:
-                    conn.narrow(starts)
+                    conn.narrow(watch.starts)
                 state.write(status(gov, opts, started))
                 _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
@@ -164,12 +196,20 @@ def run(opts: Options) -> Stopped:
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
+                old_hup = signal.signal(signal.SIGHUP, hangup.handler)
                 try:
-                    serve(gov, conn, opts, started, watch)
+                    while True:
+                        try:
+                            serve(gov, conn, opts, started, watch.watch, hangup)
+                        except Reload:
+                            hangup.pending = False
+                            _reload(gov, opts, conn, watch)
                 except (KeyboardInterrupt, interrupts.Terminated) as stop:
                     reason = f"stopped by {stop}" if str(stop) else "interrupted"
                     sd_notify("STOPPING=1")
                     raise
+                finally:
+                    signal.signal(signal.SIGHUP, old_hup)
         except (KeyboardInterrupt, interrupts.Terminated):
             pass
         finally:
@@ -181,17 +221,79 @@ def run(opts: Options) -> Stopped:
     return Stopped(reason, len(gov.governed) if gov else 0)
 
 
+class Watch:
+    """The kernel-filtered exec watch for the rules' program names (opened again when a
+    reload changes them), and what the connector reports while nothing is governed: only
+    starts (forks and exits matter only for what is governed: children inherit, exits end
+    a record); execs come filtered from the watch when there is one."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.watch: execwatch.ExecWatch | None = None
+        self.names: frozenset[bytes] | None = None
+
+    @property
+    def starts(self) -> int:
+        return proc_events.COMM if self.watch is not None else proc_events.STARTS
+
+    def open(self, ruleset: Any) -> None:
+        names = ruleset.names_bytes()
+        if self.watch is not None and names == self.names:
+            return
+        self.close()
+        self.names = names
+        if names is not None and not self.opts.no_exec_filter:
+            self.watch = execwatch.open_watch(names)
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.close()
+            self.watch = None
+
+
 @contextmanager
-def closing_watch(watch: execwatch.ExecWatch | None) -> Iterator[None]:
+def closing_watch(watch: Watch) -> Iterator[None]:
     try:
         yield
     finally:
-        if watch is not None:
-            watch.close()
+        watch.close()
+
+
+def _throttle_settings(gov: Governor) -> None:
+    """Pauses as the rules say (the first time a rule throttles)."""
+    if gov.throttle is None and any(r.throttle for r in gov.ruleset.rules):
+        gov.throttle = throttle.Throttle.from_settings(gov.ruleset.throttle)
+        gov.watch, problems = throttle.watch_paths(gov.ruleset.throttle)
+        for p in problems:
+            gov.problem(p, p)
+
+
+def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Watch) -> None:
+    """SIGHUP: the rules read again and in force for what starts from now on, and for
+    running processes a new rule matches; bad rules leave the old ones in force (one line
+    in the log and in `status`). Processes already governed stay so until they exit."""
+    sd_notify("RELOADING=1")
+    try:
+        ruleset = load.load(opts.rules_dir, opts.defaults)
+    except BackburnerError as err:
+        gov.problem("reload", f"rules not reloaded, the old ones stay: {err}")
+        sd_notify("READY=1")
+        return
+    gov.problems.pop("reload", None)
+    gov.set_rules(ruleset)
+    watch.open(ruleset)
+    _throttle_settings(gov)
+    gov.exec_events = "kernel-filtered" if watch.watch else "connector"
+    if not gov.governed:
+        conn.narrow(watch.starts)
+    gov.scan()
+    log.info("rules reloaded: %d rules from %s", len(ruleset.rules),
+             ", ".join(ruleset.files) or "no files")
+    sd_notify(f"READY=1\nSTATUS=governing {len(gov.governed)} processes")
 
 
 def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: float,
-          watch: execwatch.ExecWatch | None = None) -> None:
+          watch: execwatch.ExecWatch | None = None, hangup: _Hangup | None = None) -> None:
     """The loop. With nothing due and no trigger open it sleeps in recv() on the
     connector (one wake-up per event, nothing else), or with the exec watch in poll() on
     the connector and the watch's rings; otherwise in poll() on all of those and the
@@ -210,6 +312,7 @@ def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: fl
         return poller
 
     poller = new_poller()
+    waiting = hangup.waiting_for_events if hangup is not None else nullcontext
     thr = gov.throttle
     written = time.monotonic()
     status_due: float | None = None  # a rename costs ~1 ms on ext4: changes are batched
@@ -221,12 +324,15 @@ def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: fl
                      if d is not None]
         if not deadlines and not gov.triggers and not gov.governed and conn.narrowed \
                 and watch is None:
-            _idle(gov, conn)
+            _idle(gov, conn, waiting)
         elif not deadlines and not gov.triggers and watch is None:
-            _events(gov, conn, conn.drain(block=True))
+            with waiting():
+                batch = conn.drain(block=True)
+            _events(gov, conn, batch)
         else:
             timeout = max(0, math.ceil((min(deadlines) - now) * 1000)) if deadlines else None
-            ready = poller.poll(timeout)
+            with waiting():
+                ready = poller.poll(timeout)
             if watch is not None and any(fd in watch_fds for fd, _ in ready):
                 _watched_execs(gov, conn, watch)
             for fd, mask in ready:
@@ -255,13 +361,16 @@ def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: fl
             written = now
 
 
-def _idle(gov: Governor, conn: proc_events.Connector) -> None:
+def _idle(gov: Governor, conn: proc_events.Connector,
+          waiting: Any = nullcontext) -> None:
     """Nothing governed, nothing due: the tight loop of `Connector.wait_start` until a
     program a rule may name starts; then the full path decides."""
     c = gov.counters
     names = gov.ruleset.names_bytes()
     if names is None:  # a rule without a plain list of names: every start needs a look
-        _events(gov, conn, conn.drain(block=True))
+        with waiting():
+            batch = conn.drain(block=True)
+        _events(gov, conn, batch)
         return
 
     def counts(events: int, execs: int, gone: int) -> None:
@@ -269,7 +378,8 @@ def _idle(gov: Governor, conn: proc_events.Connector) -> None:
         c.execs += execs
         c.gone += gone
 
-    ev = conn.wait_start(names, counts)
+    with waiting():  # only counted events pass before a start: a reload loses none
+        ev = conn.wait_start(names, counts)
     if ev is None:
         _events(gov, conn, conn.drain())
         return

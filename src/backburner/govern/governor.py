@@ -3,9 +3,11 @@ governed, its forks inherit, its exit retires it (the loop that feeds it is `dae
 
 Every change goes through the daemon's `system.LiveTransaction("govern")`, journaled before
 it is made:
-- a matched process: `Priorities` (every thread, and descendants it already has) and a
-  `CgroupMove` into each of its rule's groups (`backburner/govern-RULE`, made once with
-  `CgroupDir`; a throttled rule's group also gets a `CgroupFreezer`: `groups`);
+- a matched process: `Priorities` (every thread, and descendants it already has) and,
+  where systemd owns the cgroup tree, its weights and pauses through its unit
+  (`units.Placer`); elsewhere a `CgroupMove` into each of its rule's groups
+  (`backburner/govern-RULE`, made once with `CgroupDir`; a throttled rule's group also
+  gets a `CgroupFreezer`: `groups`);
 - a process forked by a governed one: `Inherited` (what its ancestor had before), so it is
   put back even after its parent has exited;
 - a governed process's exit retires its entries (nothing left to undo).
@@ -23,13 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import priority, proc_events, procfs, system
-from ..errors import BackburnerError, NotFoundError, SystemStateError
+from ..errors import BackburnerError, NotFoundError
 from ..proc_events import COMM as COMM_EVENT
 from ..proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
 from .groups import Groups
 from .rules import Rule, Ruleset
+from .units import Placer
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +71,13 @@ class Governed:
     moves: dict[str, str] = field(default_factory=dict)  # our group -> where it came from
     entries: list[Any] = field(default_factory=list)  # journal entries, retired at exit
     prio_entry: Any = None
+    unit: str | None = None  # the systemd unit its weights are set through (`Placer`)
 
     def to_json(self) -> dict[str, Any]:
         return {"pid": self.pid, "start": self.start, "comm": self.comm, "rule": self.rule,
                 "set": self.sets, "since": self.since, "inherited_from": self.parent,
-                "cgroups": sorted(self.moves), "throttled": self.throttled}
+                "cgroups": sorted(self.moves), "unit": self.unit,
+                "throttled": self.throttled}
 
 
 def _io_cpu(rule: Rule) -> tuple[str | None, str | None]:
@@ -90,7 +95,8 @@ class Governor:
 
     def __init__(self, ruleset: Ruleset, tx: system.LiveTransaction | None,
                  report: Callable[..., None] = log.info,
-                 on_governing: Callable[[bool], None] = lambda _any: None) -> None:
+                 on_governing: Callable[[bool], None] = lambda _any: None,
+                 systemd_units: bool = False) -> None:
         self.ruleset = ruleset
         self.tx = tx
         self.dry_run = tx is None
@@ -108,6 +114,15 @@ class Governor:
         self.triggers: list[throttle.Trigger] = []
         self.watch: list[str] = []
         self._sets_text: dict[str, str] = {}
+        # where systemd owns the cgroup tree: weights and pauses through units
+        self.placer = Placer(tx, self.problem) if tx is not None and systemd_units else None
+
+    def set_rules(self, ruleset: Ruleset) -> None:
+        """New rules (a reload): for processes that start from now on, and running ones a
+        new rule matches (the caller rescans); those governed stay so until they exit."""
+        self.ruleset = ruleset
+        self._sets_text.clear()
+        self.dirty = True
 
     def _sets(self, rule: Rule) -> str:
         text = self._sets_text.get(rule.name)
@@ -128,6 +143,8 @@ class Governor:
         if g is not None:
             self.n_throttled -= g.throttled
             self.dirty = True
+            if self.placer is not None:
+                self.placer.release(g.unit)
             if not self.governed:
                 self.on_governing(False)
         return g
@@ -230,6 +247,8 @@ class Governor:
                 start = g.start = snap["start"]
             elif not start:
                 start = g.start = procfs.start_time(pid) or 0
+            if self.placer is not None:
+                g.unit = self.placer.place(pid, start, rule)
             groups = self._groups(rule)
             for path in groups.dirs:
                 entry = self.tx.record(system.CgroupMove(pid, path))
@@ -266,7 +285,7 @@ class Governor:
                 entry = self.tx.record(system.Inherited(child, g.io, g.cpu, old, {}))
                 kid = Governed(child, entry.old["start"], procfs.comm_of(child) or "",
                                g.rule, g.sets, time.time(), g.io, g.cpu, g.throttled,
-                               via.pid, old, {}, [entry])
+                               via.pid, old, {}, [entry], unit=g.unit)
                 for path in g.moves:
                     move = self.tx.record(system.CgroupMove(child, path))
                     kid.entries.append(move)
@@ -275,6 +294,8 @@ class Governor:
                 self.counters.gone += 1
                 continue
             self._put(kid)
+            if self.placer is not None:
+                self.placer.hold(kid.unit)
             self.counters.inherited += 1
 
     def _inherit(self, pid: int, parent: Governed) -> None:
@@ -282,7 +303,7 @@ class Governor:
         self.counters.inherited += 1
         child = Governed(pid, 0, parent.comm, parent.rule, parent.sets, time.time(),
                          parent.io, parent.cpu, parent.throttled, parent.pid, parent.old,
-                         parent.moves)
+                         parent.moves, unit=parent.unit)
         if self.tx is not None:
             try:
                 entry = self.tx.record(system.Inherited(pid, parent.io, parent.cpu,
@@ -295,6 +316,8 @@ class Governor:
         else:
             child.start = procfs.start_time(pid) or 0
         self._put(child)
+        if self.placer is not None:
+            self.placer.hold(child.unit)
 
     def _check_thread(self, g: Governed, tid: int) -> None:
         """A new thread inherits its creator's priorities; one created while we changed the
@@ -357,7 +380,8 @@ class Governor:
         if found is not None:
             return found
         groups = self.groups[rule.name] = Groups()
-        cgroups.fill(groups, rule, self.tx, self.problem)
+        if self.placer is None:  # systemd's units carry weights and pauses (`Placer`)
+            cgroups.fill(groups, rule, self.tx, self.problem)
         return groups
 
     def problem(self, key: str, message: str) -> None:
@@ -414,8 +438,10 @@ class Governor:
         self.triggers = []
         return True
 
-    def freezers(self) -> list[system.CgroupFreezer]:
-        return [f for g in self.groups.values() for f in g.freezers]
+    def freezers(self) -> list[system.CgroupFreezer | system.UnitFrozen]:
+        found: list[system.CgroupFreezer | system.UnitFrozen] = [
+            f for g in self.groups.values() for f in g.freezers]
+        return found + (self.placer.freezers() if self.placer is not None else [])
 
     def act(self, action: str | None) -> None:
         """Freeze or thaw every throttled group (with --dry-run: say so)."""
@@ -436,7 +462,7 @@ class Governor:
         for fz in self.freezers():
             try:
                 fz.freeze() if action == "freeze" else fz.thaw()
-            except SystemStateError as err:
+            except BackburnerError as err:
                 self.problem(f"freezer {fz.path}", str(err))
 
 

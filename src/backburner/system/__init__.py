@@ -24,7 +24,7 @@ from .cgroups import (
 )
 from .change import Change, selected
 from .files import InstalledFile, MadeDir, MadeFile, PrivateDir, remove_tree
-from .journal import Journal, JournalInfo, journals, stale_journals
+from .journal import Entry, Journal, JournalInfo, journals, stale_journals
 from .loops import LoopDevice, is_loop_over, loops_backed_by
 from .mounts import (
     Filesystem,
@@ -53,15 +53,16 @@ from .transaction import (
     restore_stale,
     undo_journal,
 )
-from .units import TransientScope, UnitWeights
+from .units import TransientScope, UnitFrozen, UnitWeights
 from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
     "DEFAULT_STATE_DIR", "CgroupDir", "CgroupFreezer", "CgroupMove", "Change",
-    "ControllersEnabled", "Daemon", "Filesystem", "FuseMount", "Inherited", "InstalledFile",
+    "ControllersEnabled", "Daemon", "Entry", "Filesystem", "FuseMount", "Inherited",
+    "InstalledFile",
     "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
-    "TransientScope", "UnitWeights",
+    "TransientScope", "UnitFrozen", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
     "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",

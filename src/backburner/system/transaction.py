@@ -268,6 +268,19 @@ class LiveTransaction(Transaction):
                     self.retire(entry)
             raise
 
+    def undo_one(self, entry: Entry) -> None:
+        """Put back one live change now (a unit no governed process needs any more), then
+        forget it; an error is raised after the entry is retired (it was tried)."""
+        if entry not in self.entries:
+            return
+        try:
+            with interrupts.held():
+                note = entry.change.undo(entry.old, entry.result)
+        finally:
+            self.retire(entry)
+        if note:
+            log.info("%s", note)
+
     def retire(self, entry: Entry) -> None:
         """Forget an entry whose change needs no undo any more (its process has exited)."""
         assert self.journal is not None

@@ -1,7 +1,7 @@
-"""systemd units whose properties we set or that we start, through systemd's D-Bus API:
-where systemd owns the cgroup tree, weights are asked of it, never written behind its back
-(govern: a service's weights at runtime, a scope of its own for work that shares a login
-session's)."""
+"""systemd units whose properties we set, that we start or pause, through systemd's D-Bus
+API: where systemd owns the cgroup tree, weights and pauses are asked of it, never written
+behind its back (govern: a service's weights at runtime, a scope of its own for work that
+shares a login session's, a governed unit frozen while the desktop waits for the disk)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,16 @@ from typing import Any, ClassVar
 
 from .. import procfs
 from ..errors import BackburnerError, UsageError
-from .change import Change
+from .cgroups import cgroup_procs
+from .change import Change, write
 
-UNIT = "org.freedesktop.systemd1.Unit"
 SLICE = "org.freedesktop.systemd1.Slice"
 
 
-#: Where SetUnitProperties(runtime=true) writes what it sets (systemd.unit(5)).
+#: Where SetUnitProperties(runtime=true) writes what it sets (systemd.unit(5)): beside a
+#: unit file's unit, or a transient unit's.
 CONTROL_DIR = "/run/systemd/system.control"
+TRANSIENT_DIR = "/run/systemd/transient"
 INTERFACES = {".service": "org.freedesktop.systemd1.Service",
               ".scope": "org.freedesktop.systemd1.Scope",
               ".slice": SLICE}
@@ -33,8 +35,8 @@ def _interface(unit: str) -> str:
     raise UsageError(f"{unit}: only services, scopes and slices have cgroup weights")
 
 
-def _dropin(unit: str, prop: str) -> str:
-    return os.path.join(CONTROL_DIR, f"{unit}.d", f"50-{prop}.conf")
+def _dropin(unit: str, prop: str, top: str = CONTROL_DIR) -> str:
+    return os.path.join(top, f"{unit}.d", f"50-{prop}.conf")
 
 
 def _read_small(path: str) -> str | None:
@@ -48,8 +50,10 @@ def _read_small(path: str) -> str | None:
 class UnitWeights(Change):
     """A unit's IOWeight=/CPUWeight= set at runtime (SetUnitProperties), for the processes
     it holds (a service govern matched), which stay in their unit: `systemctl stop` of it
-    still stops them. Undo sets back the old values and takes out the runtime drop-ins the
-    change created (systemd keeps one per property in /run/systemd/system.control)."""
+    still stops them. Undo sets back the old values (an unset one as unset) and takes out
+    the runtime drop-ins the change created (systemd writes one per property in
+    /run/systemd/system.control); one it could not take out says the old value, so the
+    unit is as before either way, and it is gone at the next boot."""
 
     kind: ClassVar[str] = "unitweights"
     unit: str
@@ -66,8 +70,11 @@ class UnitWeights(Change):
         with Bus.connect() as bus:
             path = bus.unit_path(self.unit)
             values = {k: int(bus.get(path, iface, k)) for k in self.properties}
-        return {"values": values,
-                "dropins": {k: _read_small(_dropin(self.unit, k)) for k in self.properties}}
+            transient = bool(bus.get(path, "org.freedesktop.systemd1.Unit", "Transient"))
+        top = TRANSIENT_DIR if transient else CONTROL_DIR
+        return {"values": values, "top": top,
+                "dropins": {k: _read_small(_dropin(self.unit, k, top))
+                            for k in self.properties}}
 
     def apply(self) -> None:
         from ..systemd.bus import Bus
@@ -82,30 +89,41 @@ class UnitWeights(Change):
         if not old:
             return None
         with Bus.connect() as bus:
-            try:
-                bus.unit_path(self.unit)
-            except BackburnerError:
-                return None  # the unit is gone: nothing of ours is left in memory
-            bus.set_properties(self.unit, [(k, ("t", int(v)))
-                                           for k, v in old["values"].items()])
-        for prop, before in (old.get("dropins") or {}).items():
-            path = _dropin(self.unit, prop)
-            if before is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            elif _read_small(path) != before:
-                Path(path).write_text(before)
+            if bus.loaded(self.unit):  # else gone (a stopped transient unit): files only
+                bus.set_properties(self.unit, [(k, ("t", int(v)))
+                                               for k, v in old["values"].items()])
+        top = old.get("top", CONTROL_DIR)
+        left = [path for prop, before in (old.get("dropins") or {}).items()
+                if not _put_back(path := _dropin(self.unit, prop, top), before)]
         with contextlib.suppress(OSError):  # empty now: it was ours
-            os.rmdir(os.path.dirname(_dropin(self.unit, "x")))
+            os.rmdir(os.path.dirname(_dropin(self.unit, "x", top)))
+        if left:
+            return (f"{', '.join(left)} left in place (it says the old value; a read-only "
+                    "/run?)")
         return None
+
+
+def _put_back(path: str, before: str | None) -> bool:
+    """A runtime drop-in as it was (absent, or its old text); False if it could not be."""
+    try:
+        if before is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        elif _read_small(path) != before:
+            Path(path).write_text(before)
+    except OSError:
+        return False
+    return True
 
 
 @dataclass
 class TransientScope(Change):
-    """Processes moved into a transient scope of their own in a weighted slice: for a
-    process that shares its unit with interactive work (a login session's scope), whose
-    weights must not change. Undo moves those still in it back to the unit each came from
-    (AttachProcessesToUnit); the empty scope then goes by itself."""
+    """Processes moved into a transient scope of their own in a weighted slice: for work
+    that shares its unit with interactive work (a login session's scope, a user's service
+    manager), whose weights must not change. The slice is made with the scope when it does
+    not exist (with the weights, stopped by systemd once unneeded), as for `run`. Undo
+    moves every process still in the scope (those born there too) back into the group its
+    governed ancestor came from; the empty scope then goes by itself."""
 
     kind: ClassVar[str] = "scope"
     name: str
@@ -117,68 +135,119 @@ class TransientScope(Change):
         return f"scope {self.name} in {self.slice_name} for PIDs {self.pids}"
 
     def read(self) -> dict[str, Any]:
-        from ..systemd.bus import Bus
-
-        with Bus.connect() as bus:
-            return {"from": {str(p): bus.unit_of_pid(p) for p in self.pids},
-                    "start": {str(p): procfs.start_time(p) for p in self.pids}}
+        return {"from": {str(p): unified_dir(p) for p in self.pids},
+                "start": {str(p): procfs.start_time(p) for p in self.pids}}
 
     def apply(self) -> None:
         from ..systemd.bus import Bus
 
-        props: list[Any] = [("PIDs", ("au", list(self.pids))),
-                            ("Slice", ("s", self.slice_name)),
-                            ("CollectMode", ("s", "inactive-or-failed")),
-                            ("Description", ("s", "backburner govern: bulk work"))]
-        props += [(k, ("t", int(v))) for k, v in self.properties.items()]
         with Bus.connect() as bus:
-            bus.start_transient(self.name, props)
+            bus.start_scope(self.name, self.pids, self.slice_name,
+                            [(k, ("t", int(v))) for k, v in self.properties.items()],
+                            "backburner govern: bulk work on the back burner")
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        if not old:
+            return None
+        here = _scope_dir(self.name, self.slice_name)
+        left: list[str] = []
+        for pid in cgroup_procs(here) if here else []:
+            origin = _origin(pid, old)
+            if origin is None or not os.path.isdir(origin):
+                left.append(str(pid))
+                continue
+            try:
+                write(os.path.join(origin, "cgroup.procs"), str(pid))
+            except BackburnerError:
+                if procfs.start_time(pid) is not None:
+                    left.append(str(pid))
+        if left:
+            return f"PIDs {', '.join(left)} stay in {self.name}: the group they came from is gone"
+        return None
+
+
+def unified_dir(pid: int) -> str | None:
+    """The directory of a process's group in the unified (v2) hierarchy."""
+    root = _unified_root()
+    for num, ctrls, rel in procfs.cgroup_lines(pid):
+        if num == "0" and not ctrls and root is not None:
+            return os.path.join(root, rel.lstrip("/")).rstrip("/") or root
+    return None
+
+
+def _unified_root() -> str | None:
+    return next((m.mountpoint for m in procfs.mounts() if m.fstype == "cgroup2"), None)
+
+
+def _scope_dir(name: str, slice_name: str) -> str | None:
+    """Where systemd puts a scope of a slice: the slice's dashes nest (a-b.slice is in
+    a.slice), the scope is a directory of the innermost."""
+    root = _unified_root()
+    if root is None:
+        return None
+    parts = slice_name.removesuffix(".slice").split("-")
+    slices = ["-".join(parts[:i + 1]) + ".slice" for i in range(len(parts))]
+    return os.path.join(root, *slices, name)
+
+
+def _origin(pid: int, old: dict[str, Any]) -> str | None:
+    """The group a process goes back to: its own before the move, or (born in the scope)
+    its governed ancestor's."""
+    dirs, starts = old.get("from", {}), old.get("start", {})
+    cur: int | None = pid
+    while cur:
+        if str(cur) in dirs and procfs.start_time(cur) in (starts.get(str(cur)), None):
+            return dirs[str(cur)]
+        cur = procfs.parent_of(cur)
+    return next(iter(dirs.values()), None)
+
+
+@dataclass
+class UnitFrozen(Change):
+    """A unit paused (FreezeUnit): govern's throttle where systemd owns the groups. Apply
+    records only that it may be frozen; `freeze`/`thaw` follow the pressure; undo thaws."""
+
+    kind: ClassVar[str] = "unitfrozen"
+    unit: str
+
+    @property
+    def path(self) -> str:
+        return self.unit
+
+    def describe(self) -> str:
+        return f"pauses of {self.unit}"
+
+    def read(self) -> str:
+        from ..systemd.bus import Bus
+
+        with Bus.connect() as bus:
+            return str(bus.unit_property(self.unit, "org.freedesktop.systemd1.Unit",
+                                         "FreezerState"))
+
+    def apply(self) -> None:
+        return None
+
+    def freeze(self) -> None:
+        self._set(True)
+
+    def thaw(self) -> None:
+        self._set(False)
+
+    def _set(self, frozen: bool) -> None:
+        from ..systemd.bus import Bus
+
+        with Bus.connect() as bus:
+            bus.freeze(self.unit, frozen)
 
     def undo(self, old: Any, result: Any) -> str | None:
         from ..systemd.bus import Bus
 
-        if not old:
-            return None
-        left: list[str] = []
         with Bus.connect() as bus:
             try:
-                group = str(bus.unit_property(self.name, "org.freedesktop.systemd1.Scope",
-                                              "ControlGroup"))
+                state = str(bus.unit_property(self.unit, "org.freedesktop.systemd1.Unit",
+                                              "FreezerState"))
             except BackburnerError:
-                return None
-            for pid in _procs_of(group):
-                origin = _origin(pid, old)
-                if origin is None:
-                    left.append(str(pid))
-                    continue
-                try:
-                    bus.attach(origin, [pid])
-                except BackburnerError:
-                    left.append(str(pid))
-        if left:
-            return f"PIDs {', '.join(left)} stay in {self.name}: their own unit is gone"
+                return None  # gone
+            if state in ("frozen", "freezing") and old in ("running", "thawing", None):
+                bus.freeze(self.unit, False)
         return None
-
-
-def _procs_of(control_group: str) -> list[int]:
-    root = next((m.mountpoint for m in procfs.mounts() if m.fstype == "cgroup2"), None)
-    if root is None or not control_group:
-        return []
-    path = Path(root, control_group.lstrip("/"))
-    out: list[int] = []
-    for procs in path.rglob("cgroup.procs"):
-        with contextlib.suppress(OSError, ValueError):
-            out += [int(x) for x in procs.read_text().split()]
-    return out
-
-
-def _origin(pid: int, old: dict[str, Any]) -> str | None:
-    """The unit a process came from: its own, or (born in the scope) its ancestor's."""
-    units, starts = old.get("from", {}), old.get("start", {})
-    cur: int | None = pid
-    while cur:
-        if str(cur) in units and procfs.start_time(cur) in (starts.get(str(cur)), None):
-            return units[str(cur)]
-        cur = procfs.parent_of(cur)
-    first = next(iter(units.values()), None)
-    return first

@@ -136,6 +136,14 @@ class Bus:
         (path,) = self.manager("LoadUnit", "s", (name,), what=f"unit {name}")
         return str(path)
 
+    def loaded(self, name: str) -> bool:
+        """Whether systemd has the unit in memory now (GetUnit: without loading it)."""
+        try:
+            (path,) = self.manager("GetUnit", "s", (name,), what=f"unit {name}")
+        except NotFoundError:
+            return False
+        return str(self.get(path, UNIT, "LoadState")) == "loaded"
+
     def unit_of_pid(self, pid: int) -> str:
         """The name of the unit a process belongs to (its service or scope)."""
         (path,) = self.manager("GetUnitByPID", "u", (pid,), what=f"the unit of PID {pid}")
@@ -177,14 +185,16 @@ class Bus:
         values = {p: int(self.get(path, "org.freedesktop.systemd1.Slice", p)) for p in props}
         return {p: (None if v == WEIGHT_UNSET else v) for p, v in values.items()}
 
-    def start_scope(self, name: str, pid: int, slice_name: str, slice_props: Sequence[Property],
-                    description: str, timeout_s: float = 10.0) -> bool:
-        """A transient scope for `pid` in `slice_name`, which is made with it (one
+    def start_scope(self, name: str, pid: int | Sequence[int], slice_name: str,
+                    slice_props: Sequence[Property], description: str,
+                    timeout_s: float = 10.0) -> bool:
+        """A transient scope for `pid` (or several) in `slice_name`, which is made with it (one
         StartTransientUnit call, the slice an auxiliary unit) with `slice_props` and
         StopWhenUnneeded=yes when it does not exist yet: systemd then stops the slice once
         its last scope is gone, whatever becomes of us. A slice that exists (a unit file,
         another job's) is used as it is. Returns whether the slice was made here."""
-        scope: list[Property] = [("PIDs", ("au", [pid])), ("Slice", ("s", slice_name)),
+        pids = [pid] if isinstance(pid, int) else list(pid)
+        scope: list[Property] = [("PIDs", ("au", pids)), ("Slice", ("s", slice_name)),
                                  ("Description", ("s", description)),
                                  ("CollectMode", ("s", "inactive-or-failed"))]
         path = self.unit_path(slice_name)
@@ -216,6 +226,12 @@ class Bus:
         """AttachProcessesToUnit: move processes into a running unit's group."""
         self.manager("AttachProcessesToUnit", "ssau", (name, "", list(pids)),
                      what=f"moving PIDs {', '.join(map(str, pids))} into {name}")
+
+    def freeze(self, name: str, frozen: bool) -> None:
+        """FreezeUnit/ThawUnit: every process of a unit paused or let go (cgroup v2's
+        freezer, through the unit that owns the group)."""
+        self.manager("FreezeUnit" if frozen else "ThawUnit", "s", (name,),
+                     what=f"{'pausing' if frozen else 'resuming'} {name}")
 
     def stop(self, name: str) -> None:
         self.manager("StopUnit", "ss", (name, "fail"), what=f"stopping {name}")
