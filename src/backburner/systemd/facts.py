@@ -1,14 +1,13 @@
-"""systemd as the owner of the cgroup tree: whether it is, how to ask it for a job's group,
-and how a policy reads as unit settings.
+"""systemd as the owner of the cgroup tree: whether it is, and how a policy reads as unit
+settings and slice weights.
 
 Where systemd is PID 1 it owns the cgroup hierarchy ("a single writer"): groups that others
 make at its root are moved or removed behind their backs. There a job with cgroup weights
-goes into a transient scope that systemd makes for it (``systemd-run --scope``), and only
-where systemd does not manage cgroups does `run` write cgroup files itself.
+goes into a transient scope that systemd makes for it (`job.run_in_scope`, through the
+D-Bus client in `bus`), and only where systemd does not manage cgroups does `run` write
+cgroup files itself.
 
-Everything here is pure (data in, data out) except `read_facts`, `check_command` and
-`tool_version`, which only look: the job is launched by `spawn`; the decision and the argv
-live here, tested.
+Everything here is pure (data in, data out) except `read_facts`, which only looks.
 """
 
 from __future__ import annotations
