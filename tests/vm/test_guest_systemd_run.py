@@ -113,3 +113,13 @@ def test_no_access_to_systemd_is_one_line(guest: Guest) -> None:
                    "background", "--", "true"], timeout=60)
     assert r.status == 125 and len(r.err.strip().splitlines()) == 1, r  # run's own failure
     assert "needs root" in r.err, r
+
+
+@pytest.mark.parametrize("name", ["a/b.slice", "bulk", "-.slice"])
+def test_a_bad_slice_name_is_one_line_and_nothing_starts(guest: Guest, name: str) -> None:
+    r = guest.run(["sh", "-c", f"backburner run --policy background --slice '{name}' -- "
+                   "touch /tmp/bb-ran; echo status=$?"], timeout=60)
+    assert r.out.strip() == "status=125" and len(r.err.strip().splitlines()) == 1, r
+    assert guest.run(["test", "-e", "/tmp/bb-ran"]).status != 0, "the job ran"
+    units = guest.run(["systemctl", "list-units", "--all", "--no-legend", "backburner*"]).out
+    assert "backburner-run-" not in units, units
