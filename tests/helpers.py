@@ -1,6 +1,7 @@
 """Helpers the tests share: the CLI as a real subprocess, waiting, exact wait statuses, and
 result databases built with the real Store API from seeded synthetic samples (a fake
-executor: statistics, storage and plots are tested fast against known truth)."""
+executor: statistics, storage and plots are tested fast against known truth), and the
+Debian package, built from a copy of the checkout."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -399,3 +401,19 @@ def unsubscribed_by_close(fileno: int, close: Callable[[], object]) -> bool:
         return not any(after.pid in (e.tgid, e.ptgid) for e in _queued(twin))
     finally:
         twin.close()
+
+
+# -- the Debian package ----------------------------------------------------------------------
+
+DEB_BUILD_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's tools, as scripts/build-deb uses
+
+
+def build_deb(checkout: Path, out: Path) -> Path:
+    """The .deb of checkout's tracked files as they are now, built by scripts/build-deb
+    into out (from a scratch copy: the checkout is not written to), with this interpreter
+    as the man page and completion generator where Debian 12 lacks them."""
+    done = subprocess.run([str(checkout / "scripts/build-deb"), str(out)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (deb,) = out.glob("backburner_*_all.deb")
+    return deb

@@ -21,7 +21,7 @@ from .conftest import Bed, resident
 
 UNITS = Path(__file__).resolve().parents[2] / "systemd"
 NAMES = ["backburner-readahead-record.service", "backburner-readahead-replay.service"]
-INSTALLED = "/usr/local/bin/backburner"
+INSTALLED = "/usr/bin/backburner"
 PACK = "/var/lib/backburner/readahead/boot.pack"
 
 

@@ -5,6 +5,7 @@ per run across machines, and `report` reading a shared database."""
 from __future__ import annotations
 
 import multiprocessing
+import sys
 
 import pytest
 from helpers import PgCluster, bb, make_db, one_line_error
@@ -18,6 +19,15 @@ pytestmark = pytest.mark.root
 def test_a_password_in_the_address_is_refused() -> None:
     with pytest.raises(UsageError, match="PGPASSWORD, ~/.pgpass"):
         Store.open("postgresql://bench:s3cret@db.lab/backburner")
+
+
+def test_without_psycopg_the_hint_names_debians_package(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    with pytest.raises(UnavailableError) as err:
+        Store.open("postgresql://bench@db.lab/backburner", readonly=True)
+    assert err.value.exit_status == 69
+    assert "apt install python3-psycopg" in str(err.value), str(err.value)
 
 
 def test_an_unreachable_server_is_69_naming_the_host(pg_cluster: PgCluster) -> None:

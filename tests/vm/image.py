@@ -45,6 +45,8 @@ PACKAGES = (
     "systemd-sysv", "udev", "dbus", "linux-image-amd64", "kmod",
     # this commit's wheel goes in with pip; D-Bus from Python; bench's statistics
     "python3", "python3-pip", "python3-jeepney", "python3-numpy", "python3-scipy", "python3-rich",
+    # the rest of the .deb's dependencies (tests/vm/test_guest_deb.py installs it offline)
+    "python3-shtab",
     # the kernel interfaces the checks drive: network, processes, disks, device-mapper
     "iproute2", "procps", "util-linux", "e2fsprogs", "xfsprogs", "btrfs-progs", "dmsetup",
     "fio", "strace",

@@ -40,7 +40,8 @@ def _psycopg() -> Any:
         import psycopg
     except ImportError:
         raise Unreachable("the PostgreSQL store needs psycopg 3",
-                          "pip install 'psycopg[binary]' (scripts/setup installs it)"
+                          "apt install python3-psycopg, or pip install 'psycopg[binary]' "
+                          "(scripts/setup installs it)"
                           ) from None
     return psycopg
 
