@@ -209,3 +209,22 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     [meta] = [e for e in packfile.load(out).entries if e.device]
     assert not any(o <= journal_sb < o + n for o, n in meta.ranges), meta.ranges
     assert any(o <= inode_block < o + n for o, n in meta.ranges), meta.ranges
+
+
+@pytest.mark.root
+def test_a_stop_right_as_the_recording_starts_still_writes_the_pack(bed: Bed,
+                                                                   tmp_path: Path) -> None:
+    """`systemctl stop` at the moment the recorder says it records (SIGTERM sent from its
+    `ready` notice, the earliest a caller can know): the recording ends, the pack is
+    written, status 0 — not killed by the signal with nothing written."""
+    out = tmp_path / "early.pack"
+    code = ("import os, signal, sys\n"
+            "from backburner import interrupts\n"
+            "from backburner.readahead import record\n"
+            "interrupts.install()\n"
+            "opts = record.RecordOptions(sys.argv[1], mounts=(sys.argv[2],))\n"
+            "record.record_system(60, opts, lambda _w: os.kill(os.getpid(), signal.SIGTERM))\n")
+    r = subprocess.run([sys.executable, "-c", code, str(out), str(bed.mnt)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert packfile.load(out).entries is not None

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .. import outfile, spawn, system
+from .. import interrupts, outfile, spawn, system
 from ..errors import NotFoundError, UnavailableError, UsageError
 from . import packfile
 from .listener import MASK_SYSTEM, Listener, is_backburner, tree_of
@@ -159,7 +159,9 @@ def record_system(seconds: float, opts: RecordOptions,
             system.drop_caches()
         listener = Listener(watched, track_ancestry=False, exclude=_excluder(),
                             mask=MASK_SYSTEM)
-        with listener:
+        # a stop signal from the moment `ready` says so is taken by _wait (ends the
+        # recording early), never raised: systemctl stop right after the start wrote no pack
+        with listener, interrupts.held(_STOP_SIGNALS):
             ready(watched)
             _wait(seconds)
         seen = listener.stop()
