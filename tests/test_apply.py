@@ -277,6 +277,9 @@ def test_a_failure_half_way_undoes_what_was_written(tmp_path: Path, state_dir: P
 
 @pytest.mark.parametrize("bad, status", [(["--scheduler", "bfq", "--remove"], 64),
                                          (["--unit", "../x"], 64),
+                                         (["--unit", "bb/updater"], 64),
+                                         (["--unit", "x\nExecStart=/bin/sh"], 64),
+                                         (["--unit", "x.slice"], 64),
                                          (["--unit", "x", "--io-weight", "0"], 64),
                                          (["--unit", "x", "--root", "/no/such/dir"], 66),
                                          ([], 64)])

@@ -131,11 +131,14 @@ def dropin(unit: str, policy: Policy) -> str:
 
 
 def slice_unit(policy: Policy) -> str:
-    """The slice's unit file: the policy's weights at the level of user.slice."""
+    """The slice's unit file: the policy's weights at the level of user.slice. Stopped by
+    systemd when no unit in it runs, as `run`'s transient slice is: nothing of it lingers
+    once its units have left (after `--remove`, a reload and their restart)."""
     props = systemd.slice_properties(policy)
     lines = [MARKER, f"# {SLICE}: bulk work beside user.slice and system.slice "
              f"(policy {policy.spec()}).", "[Unit]", "Description=backburner: bulk work",
-             "Before=slices.target", "[Slice]", *(f"{k}={v}" for k, v in props.items())]
+             "Before=slices.target", "StopWhenUnneeded=yes", "[Slice]",
+             *(f"{k}={v}" for k, v in props.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -284,3 +287,7 @@ def remove(root: str = "/", report: Report = lambda _m: None) -> list[str]:
 RELOAD_HINT = ("to use them now: systemctl daemon-reload; udevadm control --reload && "
                "udevadm trigger --subsystem-match=block --action=change; a running unit "
                "takes its drop-in at its next start (systemctl restart UNIT)")
+REMOVE_HINT = ("to take them out of the running system: systemctl stop UNIT; systemctl "
+               "daemon-reload; systemctl start UNIT for each unit running with a drop-in "
+               "(stopped first, backburner.slice stops with its last unit; a restart after "
+               "the reload leaves it behind, empty, until systemctl stop backburner.slice)")

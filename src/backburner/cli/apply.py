@@ -43,6 +43,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         removed = apply.remove(args.root, report=print)
         if not removed:
             print(f"nothing to remove: no file written by backburner apply under {args.root}")
+        elif args.root == "/":
+            err(apply.REMOVE_HINT)
         return 0
     rule = apply.SchedulerRule(args.scheduler, args.kernel, apply.DEVICE_CLASSES[args.devices]) \
         if args.scheduler else None
