@@ -76,6 +76,22 @@ def test_nothing_installed(tmp_path: Path) -> None:
     assert applied.render(st).startswith("nothing installed")
 
 
+def test_a_slice_left_behind_without_its_file_is_named(tmp_path: Path) -> None:
+    view = FakeSystemd(backburner_slice=applied.Unit("not-found", "active"))
+    st = applied.status(str(tmp_path), view)
+    assert st.exit_status == applied.NOTHING
+    assert applied.render(st).endswith("note: backburner.slice is still active without its "
+                                       "unit file: systemctl stop backburner.slice once no "
+                                       "unit runs in it\n")
+    view.units["backburner_slice"] = applied.Unit("loaded", "active")  # made by a Slice=
+    assert applied.status(str(tmp_path), view).leftover is not None
+    transient = applied.Unit("loaded", "active", (), "/run/systemd/transient/backburner.slice")
+    for quiet in (applied.Unit("not-found"), transient):  # run's own
+        view.units["backburner_slice"] = quiet
+        assert applied.status(str(tmp_path), view).leftover is None
+    assert applied.status(str(tmp_path), None).leftover is None
+
+
 def test_installed_and_live(tmp_path: Path) -> None:
     st = _status(_tree(tmp_path), _running())
     assert [i.verdict for i in st.items] == ["live"] * 3, _notes(st)

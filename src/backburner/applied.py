@@ -71,6 +71,7 @@ class Item:
 class Status:
     items: list[Item]
     checked_live: bool
+    leftover: str | None = None  # live state apply's files left behind when taken out
 
     @property
     def exit_status(self) -> int:
@@ -95,13 +96,13 @@ class BusSystemd:
 
         b = self._bus
         path = b.unit_path(name)
-        load = str(b.get(path, UNIT, "LoadState"))
-        if load == "not-found":
-            return Unit(load)
+        load, active = str(b.get(path, UNIT, "LoadState")), str(b.get(path, UNIT, "ActiveState"))
+        if load == "not-found":  # may still be active: a unit whose file went with a reload
+            return Unit(load, active)
         kind = {"service": "Service", "slice": "Slice"}.get(name.rsplit(".", 1)[-1])
         cgroup = str(b.get(path, f"org.freedesktop.systemd1.{kind}", "ControlGroup")) \
             if kind else ""
-        return Unit(load, str(b.get(path, UNIT, "ActiveState")),
+        return Unit(load, active,
                     tuple(str(p) for p in b.get(path, UNIT, "DropInPaths")),
                     str(b.get(path, UNIT, "FragmentPath")),
                     bool(b.get(path, UNIT, "NeedDaemonReload")), cgroup)
@@ -142,7 +143,20 @@ def status(root: str = "/", view: Systemd | None = None, *, live: bool = True,
             _check_live(item, path, "/" + str(path.relative_to(base)), view, sys_block,
                         cgroup_root, read_thread)
         items.append(item)
-    return Status(items, live)
+    return Status(items, live, _leftover(items, view) if live else None)
+
+
+def _leftover(items: list[Item], view: Systemd | None) -> str | None:
+    """Our slice still active after its file was taken out: systemd forgets its
+    StopWhenUnneeded= with the file, so a unit restarted after the reload leaves it
+    behind, empty, until it is stopped."""
+    if view is None or any(i.what == f"slice {apply.SLICE}" for i in items):
+        return None
+    unit = view.unit(apply.SLICE)  # run's transient slice has its file under /run
+    if unit.active_state == "active" and not unit.fragment:
+        return (f"{apply.SLICE} is still active without its unit file: systemctl stop "
+                f"{apply.SLICE} once no unit runs in it")
+    return None
 
 
 def _check_file(path: Path, base: Path) -> Item:
@@ -308,7 +322,8 @@ def _weights_off(group: Path, policy: Policy) -> str | None:
 def at_policy(snap: dict[str, int], policy: Policy) -> bool:
     """Whether a process's priorities (`priority.snapshot_thread`) are the ones a unit
     with the policy's drop-in gets: the IO class (and level, for classes that have one:
-    systemd sets the idle class with a level the kernel ignores), the CPU policy and nice."""
+    systemd sets the idle class with its default level 4, which the kernel keeps and that
+    class ignores), the CPU policy and nice."""
     io = policy.io
     if io is not None and io.klass != "none":
         got = priority.IOPrio.from_value(snap["io"])
@@ -340,8 +355,9 @@ def _read(path: Path) -> str | None:
 
 def render(st: Status) -> str:
     """What `apply --status` prints: one verdict line per file, its findings indented."""
+    tail = [f"note: {st.leftover}"] if st.leftover else []
     if not st.items:
-        return "nothing installed: no file written by backburner apply\n"
+        return "\n".join(["nothing installed: no file written by backburner apply", *tail]) + "\n"
     lines = []
     for item in st.items:
         lines.append(f"{item.verdict:9} {item.path} ({item.what})")
@@ -352,4 +368,4 @@ def render(st: Status) -> str:
                "liveness not checked)",
                NOT_LIVE: "installed, not live: see the lines above",
                DRIFTED: "drifted: a file is not what apply would write now"}[st.exit_status]
-    return "\n".join([*lines, summary]) + "\n"
+    return "\n".join([*lines, summary, *tail]) + "\n"
