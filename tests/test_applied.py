@@ -4,6 +4,7 @@ tests/vm/test_guest_apply.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -222,6 +223,14 @@ def test_the_cli_exit_statuses(tmp_path: Path, state_dir: Path) -> None:
     for bad in (["--unit", "bulk"], ["--remove"], ["--dry-run"]):
         r = bb("apply", "--status", "--root", str(root), *bad)
         assert r.returncode == 64 and "--status reads what apply installed" in one_line_error(r)
+    r = bb("apply", "--status", "--root", str(root), "--json")
+    doc = json.loads(r.out)
+    assert r.returncode == doc["exit_status"] == 2 and doc["format"] == "backburner-apply-status"
+    assert {f["path"]: f["verdict"] for f in doc["files"]} == {
+        str(conf): "drifted", str(root / "etc/systemd/system/backburner.slice"): "installed"}
+    assert doc["checked_live"] is False and doc["leftover"] is None
+    r = bb("apply", "--root", str(root), "--unit", "bulk", "--format", "json")
+    assert r.returncode == 64 and "for the output of --status" in one_line_error(r)
     r = bb("apply", "--status", "--root", str(tmp_path / "nothing"))
     assert r.returncode == 66
     one_line_error(r)

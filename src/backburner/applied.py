@@ -17,6 +17,7 @@ apply would write now — edited, or written by another version), `NOTHING` (3).
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -369,3 +370,14 @@ def render(st: Status) -> str:
                NOT_LIVE: "installed, not live: see the lines above",
                DRIFTED: "drifted: a file is not what apply would write now"}[st.exit_status]
     return "\n".join([*lines, summary, *tail]) + "\n"
+
+
+def render_json(st: Status) -> str:
+    """`apply --status --format json`: the same findings for a machine (a CI job, an image
+    pipeline), with the exit status it ends with."""
+    doc = {"format": "backburner-apply-status", "version": 1,
+           "exit_status": st.exit_status, "checked_live": st.checked_live,
+           "files": [{"path": i.path, "what": i.what, "verdict": i.verdict, "drift": i.drift,
+                      "live": i.live, "notes": i.notes} for i in st.items],
+           "leftover": st.leftover}
+    return json.dumps(doc, indent=1) + "\n"

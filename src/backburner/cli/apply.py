@@ -8,7 +8,7 @@ import os
 
 from .. import applied, apply, priority
 from ..errors import NotFoundError, UsageError
-from .common import add_command, err, recover_if_needed
+from .common import add_command, add_format, err, recover_if_needed
 
 EPILOG = """\
 examples:
@@ -36,6 +36,8 @@ exit status of --status:
 def cmd_apply(args: argparse.Namespace) -> int:
     if args.status:
         return _status(args)
+    if args.format != "text":
+        raise UsageError("--format/--json is for the output of --status")
     if args.remove:
         if args.scheduler or args.unit:
             raise UsageError("--remove takes every file apply wrote; give no --scheduler/--unit")
@@ -87,7 +89,7 @@ def _status(args: argparse.Namespace) -> int:
     else:
         with applied.running_systemd() as view:
             st = applied.status("/", view)
-    print(applied.render(st), end="")
+    print((applied.render_json if args.format == "json" else applied.render)(st), end="")
     return st.exit_status
 
 
@@ -124,6 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--status", action="store_true",
                    help="what apply installed, whether it is what apply writes now, and "
                    "whether it is live (exit status 0 live, 1 not live, 2 drifted, 3 none)")
+    add_format(p, ("text", "json"), what="the output of --status: text, or JSON for machines")
 
 
 def _weight(top: int):  # noqa: ANN202 - an argparse type
