@@ -206,6 +206,13 @@ def _remove_slowdisk(_d: Path, out: str, env: dict[str, str]) -> None:
         _sh(*BB, "slowdisk", "remove", dev, env=env)
 
 
+def _unit_root(root: Path, unit: str) -> None:
+    """An image root with the unit apply writes a drop-in for (apply refuses one that does
+    not exist)."""
+    (root / "usr/lib/systemd/system").mkdir(parents=True)
+    (root / "usr/lib/systemd/system" / unit).write_text("[Service]\nExecStart=/bin/true\n")
+
+
 def _rules(d: Path) -> None:
     (d / "rules").mkdir(mode=0o755)
     (d / "rules" / "t.toml").write_text(
@@ -244,7 +251,7 @@ SCENARIOS = {
     "apply": Scenario(
         "apply", lambda d: ["apply", "--root", str(d / "root"), "--scheduler", "bfq",
                             "--unit", "fault-test.service", "--policy", "background"], 0.4,
-        setup=lambda d: (d / "root").mkdir(),
+        setup=lambda d: _unit_root(d / "root", "fault-test.service"),
         after_success=lambda d, o, env: _sh(*BB, "apply", "--root", str(d / "root"),
                                             "--remove", env=env)),
 }

@@ -19,7 +19,7 @@ import pytest
 from helpers import TIMEOUT, bb, one_line_error
 
 from backburner import apply, priority, system
-from backburner.errors import ExistsError, UsageError
+from backburner.errors import ExistsError, NotFoundError, UsageError
 
 BACKGROUND = priority.BUILTIN["background"]
 RULE = apply.SchedulerRule("bfq")
@@ -51,7 +51,9 @@ def test_the_dropin_carries_the_policy() -> None:
     assert text.splitlines()[0] == apply.MARKER
     body = text.split("[Service]\n", 1)[1].splitlines()
     assert body == ["IOSchedulingClass=idle", "CPUSchedulingPolicy=idle", "IOWeight=10",
-                    "CPUWeight=10"]
+                    "CPUWeight=10", "Slice=backburner.slice"]
+    gentle = apply.dropin("backup.service", priority.BUILTIN["gentle"])
+    assert "Slice=" not in gentle  # no weights: nothing for a slice to carry
     with pytest.raises(UsageError):
         apply.dropin("backup.service", priority.BUILTIN["default"])
 
@@ -60,9 +62,46 @@ def test_plan_names_the_files() -> None:
     files = apply.plan(RULE, ["apt-daily-upgrade", "apt-daily-upgrade.service"], BACKGROUND)
     assert [f.path for f in files] == [
         "etc/udev/rules.d/65-backburner-scheduler.rules",
-        "etc/systemd/system/apt-daily-upgrade.service.d/50-backburner.conf"]
+        "etc/systemd/system/apt-daily-upgrade.service.d/50-backburner.conf",
+        "etc/systemd/system/backburner.slice"]
+    assert files[-1].content.endswith("[Slice]\nIOWeight=10\nCPUWeight=10\n")
+    assert [f.path for f in apply.plan(RULE, [], BACKGROUND)] == [files[0].path]
+    assert len(apply.plan(None, ["x"], priority.BUILTIN["gentle"])) == 1  # no weights, no slice
     with pytest.raises(UsageError):
         apply.plan(None, [], BACKGROUND)
+
+
+@pytest.mark.parametrize("spec", ["background", "gentle", "io=rt:1,cpu=batch:5,io-weight=500",
+                                  "background,io-weight=20"])
+def test_each_file_says_what_it_was_written_for(spec: str) -> None:
+    policy = priority.parse_policy(spec)
+    for f in apply.plan(apply.SchedulerRule("kyber", "sd*|vd*", "0"), ["x@y.z.service"], policy):
+        if f.path.endswith(".rules"):
+            assert apply.recorded_rule(f.content) == apply.SchedulerRule("kyber", "sd*|vd*", "0")
+        else:
+            got = apply.recorded_policy(f.content)
+            assert got is not None
+            assert (got.io, got.cpu, got.io_weight, got.cpu_weight) == (
+                policy.io, policy.cpu, policy.io_weight, policy.cpu_weight)
+    assert apply.recorded_rule(apply.udev_rule(RULE) + "KERNEL==\"x\"\n") is None
+    assert apply.recorded_policy(apply.MARKER + "\n# edited\n") is None
+
+
+def test_a_unit_exists_when_its_file_or_template_is_in_a_search_path(tmp_path: Path) -> None:
+    (tmp_path / "usr/lib/systemd/system").mkdir(parents=True)
+    (tmp_path / "usr/lib/systemd/system/backup@.service").write_text("")
+    (tmp_path / "etc/systemd/system").mkdir(parents=True)
+    (tmp_path / "etc/systemd/system/local.service").write_text("")
+    for unit in ("backup@home.service", "backup@a.b.service", "local.service"):
+        assert apply.unit_file_exists(unit, tmp_path), unit
+    assert not apply.unit_file_exists("backup.service", tmp_path)
+    apply.check_units(["local", "backup@x"], str(tmp_path))
+    with pytest.raises(NotFoundError, match="unit nope.service does not exist") as err:
+        apply.check_units(["local", "nope"], str(tmp_path))
+    assert err.value.exit_status == 66
+    apply.check_units(["nope"], "/", known=lambda name: name == "nope.service")
+    with pytest.raises(NotFoundError):
+        apply.check_units(["local"], str(tmp_path), known=lambda name: False)
 
 
 # --- checked by the tools that read them -------------------------------------------------------
@@ -168,8 +207,15 @@ def test_install_and_remove_round_trip_through_the_cli(tmp_path: Path, state_dir
     root = tmp_path / "image"
     (root / "etc/systemd/system/keep.service.d").mkdir(parents=True)
     (root / "etc/systemd/system/keep.service.d/10-admin.conf").write_text("[Service]\nNice=5\n")
-    res = bb("apply", "--root", str(root), "--scheduler", "bfq", "--devices", "all",
-             "--unit", "keep", "--unit", "backup@home", "--policy", "gentle")
+    args = ["--root", str(root), "--scheduler", "bfq", "--devices", "all", "--unit", "keep",
+            "--unit", "backup@home", "--policy", "gentle"]
+    res = bb("apply", *args)
+    assert res.returncode == 66 and "keep.service does not exist" in one_line_error(res)
+    assert list(root.rglob("*backburner*")) == []  # refused before anything was written
+    (root / "usr/lib/systemd/system").mkdir(parents=True)
+    (root / "usr/lib/systemd/system/backup@.service").write_text("[Service]\nExecStart=/bin/true\n")
+    (root / "usr/lib/systemd/system/keep.service").write_text("[Service]\nExecStart=/bin/true\n")
+    res = bb("apply", *args)
     assert res.returncode == 0, res.err
     rule = root / apply.UDEV_DIR / apply.UDEV_RULE
     keep = root / "etc/systemd/system/keep.service.d" / apply.DROPIN
@@ -183,8 +229,9 @@ def test_install_and_remove_round_trip_through_the_cli(tmp_path: Path, state_dir
 
     res = bb("apply", "--root", str(root), "--remove")
     assert res.returncode == 0, res.err
-    assert res.out.count("removed ") == 3
+    assert res.out.count("removed ") == 4  # and the slice of the background policy
     assert not rule.exists() and not keep.exists() and not backup.parent.exists()
+    assert not (root / "etc/systemd/system/backburner.slice").exists()
     assert (root / "etc/systemd/system/keep.service.d/10-admin.conf").is_file()  # not ours
     assert (root / apply.UDEV_DIR).is_dir()
     assert "nothing to remove" in bb("apply", "--root", str(root), "--remove").out
@@ -230,6 +277,9 @@ def test_a_failure_half_way_undoes_what_was_written(tmp_path: Path, state_dir: P
 
 @pytest.mark.parametrize("bad, status", [(["--scheduler", "bfq", "--remove"], 64),
                                          (["--unit", "../x"], 64),
+                                         (["--unit", "bb/updater"], 64),
+                                         (["--unit", "x\nExecStart=/bin/sh"], 64),
+                                         (["--unit", "x.slice"], 64),
                                          (["--unit", "x", "--io-weight", "0"], 64),
                                          (["--unit", "x", "--root", "/no/such/dir"], 66),
                                          ([], 64)])

@@ -474,7 +474,8 @@ def test_one_convention_across_commands() -> None:
 
 @pytest.mark.parametrize("argv", [["govern", "status"], ["slowdisk", "stats", "loop0"],
                                   ["slowdisk", "profiles"], ["extents", "show", "f"],
-                                  ["trace", "show", "t.json"], ["report", "r.db"]])
+                                  ["trace", "show", "t.json"], ["report", "r.db"],
+                                  ["apply", "--status"]])
 def test_format_json_and_json_are_the_same(argv: list[str]) -> None:
     parse = cli.build_parser().parse_args
     assert parse([*argv, "--format", "json"]).format == parse([*argv, "--json"]).format == "json"

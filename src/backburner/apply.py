@@ -1,6 +1,14 @@
 """`apply`: write what a distribution would ship to keep bulk work on the back burner — a
 udev rule that selects an IO scheduler for matching disks, and systemd drop-ins that put
-bulk-work services (updates, backups, indexers) in the idle IO class with low weights.
+bulk-work services (updates, backups, indexers) in the idle IO class with low weights, in
+a slice of low weight beside user.slice.
+
+Why all of them: with BFQ on cgroup v2, a desktop reader in user.slice against a bulk reader
+got 50 % of the disk unprotected, 86 % with the bulk at the idle IO class in system.slice,
+75 % with the bulk only in a slice of IOWeight=10, and 87 % with both (docs/systemd.md,
+benchmarks/slice_shares.py). BFQ serves groups by weight before it looks at the classes
+inside them, so the class alone leaves the group's share to its slice's weight, and the
+weight alone leaves the bulk competing inside its slice at the reader's class.
 
 Rendering is pure (`udev_rule`, `dropin`, `plan`); installing goes through `system`: each
 file is an `InstalledFile` change, journaled with the old content, in one transaction that
@@ -19,7 +27,7 @@ from pathlib import Path
 
 from . import safepath, system, systemd
 from .errors import ExistsError, NotFoundError, UsageError
-from .priority import Policy
+from .priority import Policy, parse_policy
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +38,12 @@ UDEV_DIR = "etc/udev/rules.d"
 UDEV_RULE = "65-backburner-scheduler.rules"  # after the 60-* rules that set defaults
 UNIT_DIR = "etc/systemd/system"
 DROPIN = "50-backburner.conf"
+#: The slice of the units apply puts on the back burner: a unit file of its own (written
+#: with the drop-ins) carries the weights, at the level of user.slice and system.slice.
+SLICE = systemd.DEFAULT_SLICE
+#: Where systemd looks for unit files (systemd.unit(5), the system manager's search path).
+UNIT_PATHS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system",
+              "usr/lib/systemd/system", "lib/systemd/system")
 #: Whole disks that have a scheduler: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe.
 DEFAULT_KERNEL = "sd*|vd*|xvd*|mmcblk*|nvme*"
 DEVICE_CLASSES = {"rotational": "1", "non-rotational": "0", "all": None}
@@ -102,12 +116,29 @@ def udev_rule(rule: SchedulerRule) -> str:
 
 
 def dropin(unit: str, policy: Policy) -> str:
+    """A unit's drop-in: the policy's IO class, CPU policy and weights, and, when it has
+    weights, the unit in our slice (which carries them against user.slice: a weight inside
+    system.slice ranks the unit only against other system services)."""
     props = systemd.service_properties(policy)
     if not props:
         raise UsageError(f"policy {policy.name!r} sets nothing for {unit}",
                          "give --policy background, or --io/--cpu/--io-weight/--cpu-weight")
+    if systemd.slice_properties(policy):
+        props["Slice"] = SLICE
     lines = [MARKER, f"# {unit}: bulk work on the back burner (policy {policy.spec()}).",
              "[Service]", *(f"{k}={v}" for k, v in props.items())]
+    return "\n".join(lines) + "\n"
+
+
+def slice_unit(policy: Policy) -> str:
+    """The slice's unit file: the policy's weights at the level of user.slice. Stopped by
+    systemd when no unit in it runs, as `run`'s transient slice is: nothing of it lingers
+    once its units have left (after `--remove`, a reload and their restart)."""
+    props = systemd.slice_properties(policy)
+    lines = [MARKER, f"# {SLICE}: bulk work beside user.slice and system.slice "
+             f"(policy {policy.spec()}).", "[Unit]", "Description=backburner: bulk work",
+             "Before=slices.target", "StopWhenUnneeded=yes", "[Slice]",
+             *(f"{k}={v}" for k, v in props.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -118,7 +149,60 @@ def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy) -> li
     files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rule(rule))] if rule else []
     for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
         files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy)))
+    if units and systemd.slice_properties(policy):
+        files.append(File(f"{UNIT_DIR}/{SLICE}", slice_unit(policy)))
     return files
+
+
+def recorded_policy(text: str) -> Policy | None:
+    """The policy a drop-in or slice file of ours was written for (its second line)."""
+    lines = text.splitlines()
+    m = re.search(r"\(policy ([^()]+)\)\.$", lines[1]) if len(lines) > 1 else None
+    if m is None:
+        return None
+    try:
+        return parse_policy(m.group(1))
+    except UsageError:
+        return None
+
+
+_RULE_LINE = re.compile(r'.*KERNEL=="([^"]*)"(?:, ATTR\{queue/rotational\}=="([01])")?, '
+                        r'ATTR\{queue/scheduler\}="([^"]*)"')
+
+
+def recorded_rule(text: str) -> SchedulerRule | None:
+    """The scheduler rule a udev file of ours says, or None when it says none we write."""
+    rules = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+    m = _RULE_LINE.fullmatch(rules[0]) if len(rules) == 1 else None
+    if m is None:
+        return None
+    try:
+        return SchedulerRule(m.group(3), m.group(1), m.group(2))
+    except UsageError:
+        return None
+
+
+def unit_file_exists(unit: str, root: str | Path) -> bool:
+    """Whether a unit file (or, for an instance, its template) is in one of systemd's
+    search paths under root: how an image is checked, where no systemd runs to ask."""
+    names = [unit]
+    if "@" in unit:  # foo@bar.baz.service comes from foo@.service
+        names.append(f"{unit.partition('@')[0]}@.{unit.rsplit('.', 1)[1]}")
+    return any(os.path.lexists(Path(root) / d / n) for d in UNIT_PATHS for n in names)
+
+
+def check_units(units: Sequence[str], root: str = "/",
+                known: Callable[[str], bool] | None = None) -> None:
+    """Refuse a unit that does not exist, before anything is written: a drop-in for a
+    misspelt name would change nothing, silently. On the running system systemd is asked
+    (`known`: it knows generated and runtime units too); under another root, or where
+    systemd is not PID 1, the unit's file is looked for."""
+    for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
+        found = known(name) if known is not None else unit_file_exists(name, root)
+        if not found:
+            raise NotFoundError(f"unit {name} does not exist",
+                                "check the name (systemctl list-unit-files), or --force to "
+                                "write its drop-in anyway")
 
 
 def render(files: Sequence[File], root: str = "/") -> str:
@@ -182,7 +266,7 @@ def installed(root: str = "/") -> list[Path]:
     """Files under root that `apply` wrote (they start with our marker line)."""
     base = Path(os.path.abspath(root))
     found = [*(base / UDEV_DIR).glob("*backburner*.rules"),
-             *(base / UNIT_DIR).glob(f"*.d/{DROPIN}")]
+             *(base / UNIT_DIR).glob(f"*.d/{DROPIN}"), base / UNIT_DIR / SLICE]
     return sorted(p for p in found if p.is_file() and not p.is_symlink() and _ours(p))
 
 
@@ -201,4 +285,9 @@ def remove(root: str = "/", report: Report = lambda _m: None) -> list[str]:
 
 
 RELOAD_HINT = ("to use them now: systemctl daemon-reload; udevadm control --reload && "
-               "udevadm trigger --subsystem-match=block --action=change")
+               "udevadm trigger --subsystem-match=block --action=change; a running unit "
+               "takes its drop-in at its next start (systemctl restart UNIT)")
+REMOVE_HINT = ("to take them out of the running system: systemctl stop UNIT; systemctl "
+               "daemon-reload; systemctl start UNIT for each unit running with a drop-in "
+               "(stopped first, backburner.slice stops with its last unit; a restart after "
+               "the reload leaves it behind, empty, until systemctl stop backburner.slice)")

@@ -4,10 +4,11 @@ for bulk-work services), print it (--dry-run), or take it out again (--remove)."
 from __future__ import annotations
 
 import argparse
+import os
 
-from .. import apply, priority
-from ..errors import UsageError
-from .common import add_command, err, recover_if_needed
+from .. import applied, apply, priority
+from ..errors import NotFoundError, UsageError
+from .common import add_command, add_format, err, recover_if_needed
 
 EPILOG = """\
 examples:
@@ -15,15 +16,28 @@ examples:
   backburner apply --scheduler bfq --devices all --unit apt-daily-upgrade --unit backup.service
   backburner apply --unit packagekit --policy gentle --dry-run
   backburner apply --root image/ --scheduler bfq --unit apt-daily-upgrade   # an image build
+  backburner apply --status                              # installed? as apply writes it? live?
   backburner apply --remove
 
 files:
   /etc/udev/rules.d/65-backburner-scheduler.rules
   /etc/systemd/system/UNIT.d/50-backburner.conf
+  /etc/systemd/system/backburner.slice      (with drop-ins of a policy with weights)
+
+exit status of --status:
+  0   every file apply wrote is as it writes it now, and live (on the running system)
+  1   installed, not live: a disk without the rule's scheduler, a drop-in systemd has not
+      loaded, a running unit's processes not at the policy
+  2   drifted: a file is not what apply would write now (edited, another version)
+  3   nothing installed
 """
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    if args.status:
+        return _status(args)
+    if args.format != "text":
+        raise UsageError("--format/--json is for the output of --status")
     if args.remove:
         if args.scheduler or args.unit:
             raise UsageError("--remove takes every file apply wrote; give no --scheduler/--unit")
@@ -31,6 +45,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
         removed = apply.remove(args.root, report=print)
         if not removed:
             print(f"nothing to remove: no file written by backburner apply under {args.root}")
+        elif args.root == "/":
+            err(apply.REMOVE_HINT)
         return 0
     rule = apply.SchedulerRule(args.scheduler, args.kernel, apply.DEVICE_CLASSES[args.devices]) \
         if args.scheduler else None
@@ -44,11 +60,37 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(apply.render(files, args.root), end="")
         return 0
+    if args.unit and not args.force:
+        _check_units(args.unit, args.root)
     recover_if_needed()
     apply.install(files, args.root, force=args.force, report=print)
     if args.root == "/":
         err(apply.RELOAD_HINT)
     return 0
+
+
+def _check_units(units: list[str], root: str) -> None:
+    """Every unit exists: asked of systemd on the running system, looked for under root."""
+    if os.path.abspath(root) != "/":
+        apply.check_units(units, root)
+        return
+    with applied.running_systemd() as view:
+        apply.check_units(units, root, applied.unit_known(view) if view else None)
+
+
+def _status(args: argparse.Namespace) -> int:
+    if args.scheduler or args.unit or args.remove or args.dry_run:
+        raise UsageError("--status reads what apply installed; give no --scheduler, --unit, "
+                         "--remove or --dry-run")
+    if not os.path.isdir(args.root):
+        raise NotFoundError(f"root {args.root} is not a directory")
+    if os.path.abspath(args.root) != "/":
+        st = applied.status(args.root, live=False)
+    else:
+        with applied.running_systemd() as view:
+            st = applied.status("/", view)
+    print((applied.render_json if args.format == "json" else applied.render)(st), end="")
+    return st.exit_status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,8 +120,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the files, change nothing")
     p.add_argument("--force", action="store_true",
                    help="replace a file at our paths that backburner did not write; take a "
-                   "scheduler name neither mainline Linux nor this machine has")
+                   "scheduler name neither mainline Linux nor this machine has, or a unit "
+                   "that does not exist (yet)")
     p.add_argument("--remove", action="store_true", help="take out every file apply wrote")
+    p.add_argument("--status", action="store_true",
+                   help="what apply installed, whether it is what apply writes now, and "
+                   "whether it is live (exit status 0 live, 1 not live, 2 drifted, 3 none)")
+    add_format(p, ("text", "json"), what="the output of --status: text, or JSON for machines")
 
 
 def _weight(top: int):  # noqa: ANN202 - an argparse type

@@ -1,0 +1,383 @@
+"""`apply --status`: what `apply` installed, whether each file is what apply would write
+now, and whether it is live — like `tuned-adm verify`, read-only.
+
+A file can be installed and do nothing: a udev rule acts only on the next uevent of a disk,
+a drop-in only after systemd reloads its units, and its settings only from the unit's next
+start. So liveness is read where it takes effect: the scheduler in force in
+`/sys/block/*/queue/scheduler` for every disk the rule matches; the drop-in in the unit's
+DropInPaths as systemd reports it over D-Bus (and no reload pending); and, for a running
+unit, the IO class and CPU policy of each of its processes (ioprio_get, sched_getscheduler)
+and the weights and place of its cgroup (io.weight, cpu.weight, its slice), as the kernel
+has them — not the unit's properties, which say what systemd asked for.
+
+The verdict is an exit status: `LIVE` (0), `NOT_LIVE` (1), `DRIFTED` (2: a file is not what
+apply would write now — edited, or written by another version), `NOTHING` (3).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Protocol
+
+from . import apply, priority, systemd
+from .errors import BackburnerError
+from .priority import Policy
+
+LIVE, NOT_LIVE, DRIFTED, NOTHING = 0, 1, 2, 3
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+ReadThread = Callable[[int], "dict[str, int] | None"]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What systemd says of a unit (org.freedesktop.systemd1.Unit and .Service/.Slice)."""
+
+    load_state: str  # loaded, not-found, masked, bad-setting, error
+    active_state: str = "inactive"
+    dropins: tuple[str, ...] = ()  # DropInPaths
+    fragment: str = ""  # FragmentPath
+    need_reload: bool = False  # NeedDaemonReload: a file changed since systemd read it
+    cgroup: str = ""  # ControlGroup, e.g. /backburner.slice/x.service
+
+
+class Systemd(Protocol):
+    def unit(self, name: str) -> Unit: ...
+
+
+@dataclass
+class Item:
+    """One installed file: whether it is what apply writes now, and whether it is live."""
+
+    path: str
+    what: str
+    drift: str | None = None  # why it is not what apply would write now
+    live: bool | None = None  # None: not checked (another root than the running system)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if self.drift:
+            return "drifted"
+        return {True: "live", False: "not live", None: "installed"}[self.live]
+
+
+@dataclass(frozen=True)
+class Status:
+    items: list[Item]
+    checked_live: bool
+    leftover: str | None = None  # live state apply's files left behind when taken out
+
+    @property
+    def exit_status(self) -> int:
+        if not self.items:
+            return NOTHING
+        if any(i.drift for i in self.items):
+            return DRIFTED
+        return NOT_LIVE if any(i.live is False for i in self.items) else LIVE
+
+
+# --- systemd over D-Bus ------------------------------------------------------------------------
+
+
+class BusSystemd:
+    """`Systemd` through the D-Bus client: LoadUnit, then the unit's properties."""
+
+    def __init__(self, bus: systemd.bus.Bus) -> None:
+        self._bus = bus
+
+    def unit(self, name: str) -> Unit:
+        from .systemd.bus import UNIT
+
+        b = self._bus
+        path = b.unit_path(name)
+        load, active = str(b.get(path, UNIT, "LoadState")), str(b.get(path, UNIT, "ActiveState"))
+        if load == "not-found":  # may still be active: a unit whose file went with a reload
+            return Unit(load, active)
+        kind = {"service": "Service", "slice": "Slice"}.get(name.rsplit(".", 1)[-1])
+        cgroup = str(b.get(path, f"org.freedesktop.systemd1.{kind}", "ControlGroup")) \
+            if kind else ""
+        return Unit(load, active,
+                    tuple(str(p) for p in b.get(path, UNIT, "DropInPaths")),
+                    str(b.get(path, UNIT, "FragmentPath")),
+                    bool(b.get(path, UNIT, "NeedDaemonReload")), cgroup)
+
+
+@contextmanager
+def running_systemd() -> Iterator[Systemd | None]:
+    """The running system's systemd, or None where systemd is not PID 1 (no drop-in is
+    live there)."""
+    if not os.path.isdir(systemd.BOOTED_DIR):
+        yield None
+        return
+    from .systemd.bus import Bus
+
+    with Bus.connect() as bus:
+        yield BusSystemd(bus)
+
+
+def unit_known(view: Systemd) -> Callable[[str], bool]:
+    """For `apply.check_units`: a unit exists when systemd finds a file for it."""
+    return lambda name: view.unit(name).load_state != "not-found"
+
+
+# --- reading it all ------------------------------------------------------------------------------
+
+
+def status(root: str = "/", view: Systemd | None = None, *, live: bool = True,
+           sys_block: str = "/sys/block", cgroup_root: str = CGROUP_ROOT,
+           read_thread: ReadThread = priority.snapshot_thread) -> Status:
+    """Every file apply wrote under root, checked against what apply would write now and,
+    with `live` (the running system), against the kernel and systemd (`view`; None where
+    systemd is not PID 1)."""
+    base = Path(os.path.abspath(root))
+    items = []
+    for path in apply.installed(str(base)):
+        item = _check_file(path, base)
+        if live and not item.drift:  # systemd sees the file at its place under /
+            _check_live(item, path, "/" + str(path.relative_to(base)), view, sys_block,
+                        cgroup_root, read_thread)
+        items.append(item)
+    return Status(items, live, _leftover(items, view) if live else None)
+
+
+def _leftover(items: list[Item], view: Systemd | None) -> str | None:
+    """Our slice still active after its file was taken out: systemd forgets its
+    StopWhenUnneeded= with the file, so a unit restarted after the reload leaves it
+    behind, empty, until it is stopped."""
+    if view is None or any(i.what == f"slice {apply.SLICE}" for i in items):
+        return None
+    unit = view.unit(apply.SLICE)  # run's transient slice has its file under /run
+    if unit.active_state == "active" and not unit.fragment:
+        return (f"{apply.SLICE} is still active without its unit file: systemctl stop "
+                f"{apply.SLICE} once no unit runs in it")
+    return None
+
+
+def _check_file(path: Path, base: Path) -> Item:
+    text = path.read_text(errors="replace")
+    rel = str(path.relative_to(base))
+    if path.suffix == ".rules":
+        rule = apply.recorded_rule(text)
+        item = Item(str(path), "udev scheduler rule")
+        expected = apply.udev_rule(rule) if rule else None
+    else:
+        unit = apply.SLICE if path.name == apply.SLICE else path.parent.name.removesuffix(".d")
+        item = Item(str(path), f"slice {unit}" if unit == apply.SLICE else f"drop-in of {unit}")
+        policy = apply.recorded_policy(text)
+        expected = None
+        if policy is not None:
+            try:
+                expected = apply.slice_unit(policy) if unit == apply.SLICE \
+                    else apply.dropin(unit, policy)
+            except BackburnerError:
+                expected = None
+    if expected is None:
+        item.drift = f"{rel} does not say what apply wrote it for: edited by hand?"
+    elif expected != text:
+        item.drift = f"{rel} differs from what apply writes for it now: edited, or " \
+                     "written by another version (apply again, or --remove)"
+    return item
+
+
+def _check_live(item: Item, path: Path, seen: str, view: Systemd | None, sys_block: str,
+                cgroup_root: str, read_thread: ReadThread) -> None:
+    text = path.read_text(errors="replace")
+    if path.suffix == ".rules":
+        rule = apply.recorded_rule(text)
+        assert rule is not None  # not drifted
+        item.live, item.notes = scheduler_live(rule, sys_block)
+        return
+    policy = apply.recorded_policy(text)
+    assert policy is not None
+    if view is None:
+        item.live, item.notes = False, ["systemd is not PID 1 here: nothing loads it"]
+        return
+    if path.name == apply.SLICE:
+        item.live, item.notes = slice_live(view.unit(apply.SLICE), seen, policy, cgroup_root)
+        return
+    unit = path.parent.name.removesuffix(".d")
+    item.live, item.notes = dropin_live(unit, view.unit(unit), seen, policy, cgroup_root,
+                                        read_thread)
+
+
+def matched_disks(rule: apply.SchedulerRule, sys_block: str = "/sys/block") -> list[Path]:
+    """The disks of /sys/block the rule's matches select, as udev evaluates them."""
+    disks = []
+    for dev in sorted(Path(sys_block).iterdir()):
+        if not any(fnmatch.fnmatchcase(dev.name, g) for g in rule.kernel.split("|")):
+            continue
+        if not (dev / "queue" / "scheduler").exists():
+            continue
+        if rule.rotational is not None and _read(dev / "queue" / "rotational") \
+                != rule.rotational:
+            continue
+        disks.append(dev)
+    return disks
+
+
+def scheduler_live(rule: apply.SchedulerRule, sys_block: str = "/sys/block"
+                   ) -> tuple[bool, list[str]]:
+    """Whether every disk the rule matches has its scheduler in force."""
+    disks = matched_disks(rule, sys_block)
+    if not disks:
+        return True, ["matches no disk of this machine"]
+    live, notes = True, []
+    for dev in disks:
+        text = _read(dev / "queue" / "scheduler") or ""
+        active = text.partition("[")[2].partition("]")[0]
+        if active == rule.scheduler:
+            notes.append(f"{dev.name}: {active} in force")
+        else:
+            live = False
+            notes.append(f"{dev.name}: {active or '?'} in force, not {rule.scheduler} "
+                         "(udevadm control --reload; udevadm trigger --action=change "
+                         f"/sys/block/{dev.name})")
+    return live, notes
+
+
+def _loaded(unit: Unit, name: str, path: str, dropin: bool) -> tuple[bool, list[str]]:
+    if unit.load_state == "not-found":
+        return False, [f"{name}: systemd has no such unit"]
+    if unit.load_state != "loaded":
+        return False, [f"{name}: systemd says it is {unit.load_state}"]
+    if (path not in unit.dropins) if dropin else (unit.fragment != path):
+        return False, [f"{name}: systemd has not loaded {path} (systemctl daemon-reload)"]
+    if unit.need_reload:
+        return False, [f"{name}: changed since systemd read it (systemctl daemon-reload)"]
+    return True, [f"{name}: loaded by systemd"]
+
+
+def dropin_live(name: str, unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT,
+                read_thread: ReadThread = priority.snapshot_thread) -> tuple[bool, list[str]]:
+    """Loaded by systemd; and, when the unit runs, every one of its processes at the
+    policy's IO class and CPU policy, its group in our slice with the policy's weights."""
+    live, notes = _loaded(unit, name, path, dropin=True)
+    if not live:
+        return live, notes
+    if unit.active_state not in ("active", "reloading", "activating") or not unit.cgroup:
+        notes.append(f"{name} is {unit.active_state}: the drop-in takes effect when it starts")
+        return live, notes
+    group = Path(cgroup_root + unit.cgroup)
+    restart = f" (systemctl restart {name})"
+    pids = _procs(group)
+    wrong = [pid for pid in pids
+             if (snap := read_thread(pid)) is not None and not at_policy(snap, policy)]
+    if wrong:
+        live = False
+        notes.append(f"{name}: {len(wrong)} of {len(pids)} processes not at {_what(policy)}, "
+                     f"e.g. PID {wrong[0]}{restart}")
+    else:
+        notes.append(f"{name}: {len(pids)} processes at {_what(policy)}")
+    if systemd.slice_properties(policy):
+        if not unit.cgroup.startswith(f"/{apply.SLICE}/"):
+            live = False
+            notes.append(f"{name} runs in {os.path.dirname(unit.cgroup)}, not in "
+                         f"{apply.SLICE}{restart}")
+        bad = _weights_off(group, policy)
+        if bad:
+            live = False
+            notes.append(f"{name}: {bad}{restart}")
+    return live, notes
+
+
+def slice_live(unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT
+               ) -> tuple[bool, list[str]]:
+    """Loaded from our file; while active (a unit in it runs), its group has the weights."""
+    live, notes = _loaded(unit, apply.SLICE, path, dropin=False)
+    if live and unit.active_state == "active" and unit.cgroup:
+        bad = _weights_off(Path(cgroup_root + unit.cgroup), policy)
+        if bad:
+            live = False
+            notes.append(f"{apply.SLICE}: {bad}")
+        else:
+            notes.append(f"{apply.SLICE}: {', '.join(_weights(policy))} in force")
+    return live, notes
+
+
+def _weights(policy: Policy) -> list[str]:
+    return [f"{k}={v}" for k, v in systemd.slice_properties(policy).items()]
+
+
+def _weights_off(group: Path, policy: Policy) -> str | None:
+    """What is not as the policy says among a group's io.weight and cpu.weight."""
+    off = []
+    if policy.io_weight is not None:
+        text = _read(group / "io.weight")
+        default = text.split("\n")[0].removeprefix("default ").strip() if text else None
+        if default != str(policy.io_weight):
+            off.append(f"io.weight {default or 'absent'}, not {policy.io_weight}")
+    if policy.cpu_weight is not None:
+        text = _read(group / "cpu.weight")
+        if text != str(policy.cpu_weight):
+            off.append(f"cpu.weight {text or 'absent'}, not {policy.cpu_weight}")
+    return "; ".join(off) or None
+
+
+def at_policy(snap: dict[str, int], policy: Policy) -> bool:
+    """Whether a process's priorities (`priority.snapshot_thread`) are the ones a unit
+    with the policy's drop-in gets: the IO class (and level, for classes that have one:
+    systemd sets the idle class with its default level 4, which the kernel keeps and that
+    class ignores), the CPU policy and nice."""
+    io = policy.io
+    if io is not None and io.klass != "none":
+        got = priority.IOPrio.from_value(snap["io"])
+        if got.klass != io.klass or (io.klass != "idle" and got.level != io.level):
+            return False
+    return priority.has_policy(snap, replace(policy, io=None))
+
+
+def _procs(group: Path) -> list[int]:
+    """The processes of a group and of the groups below it."""
+    pids: set[int] = set()
+    for procs in group.glob("**/cgroup.procs"):
+        pids.update(int(x) for x in (_read(procs) or "").split())
+    return sorted(pids)
+
+
+def _what(policy: Policy) -> str:
+    parts = [f"IO class {policy.io}" if policy.io else "",
+             f"CPU {policy.cpu}" if policy.cpu else ""]
+    return " and ".join(p for p in parts if p) or "their inherited priorities"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def render(st: Status) -> str:
+    """What `apply --status` prints: one verdict line per file, its findings indented."""
+    tail = [f"note: {st.leftover}"] if st.leftover else []
+    if not st.items:
+        return "\n".join(["nothing installed: no file written by backburner apply", *tail]) + "\n"
+    lines = []
+    for item in st.items:
+        lines.append(f"{item.verdict:9} {item.path} ({item.what})")
+        lines += [f"          {item.drift}"] if item.drift else []
+        lines += [f"          {n}" for n in item.notes]
+    summary = {LIVE: "live: every file is as apply writes it, and in force" if st.checked_live
+               else "installed: every file is as apply writes it (not the running system: "
+               "liveness not checked)",
+               NOT_LIVE: "installed, not live: see the lines above",
+               DRIFTED: "drifted: a file is not what apply would write now"}[st.exit_status]
+    return "\n".join([*lines, summary, *tail]) + "\n"
+
+
+def render_json(st: Status) -> str:
+    """`apply --status --format json`: the same findings for a machine (a CI job, an image
+    pipeline), with the exit status it ends with."""
+    doc = {"format": "backburner-apply-status", "version": 1,
+           "exit_status": st.exit_status, "checked_live": st.checked_live,
+           "files": [{"path": i.path, "what": i.what, "verdict": i.verdict, "drift": i.drift,
+                      "live": i.live, "notes": i.notes} for i in st.items],
+           "leftover": st.leftover}
+    return json.dumps(doc, indent=1) + "\n"
