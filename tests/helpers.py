@@ -190,13 +190,15 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             special: dict | None = None, rounds: dict | None = None, cold: int = 1,
             device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
             close: bool = True, hostname: str | None = None,
-            env: dict | None = None, probe: str = PROBE, machine: str | None = None) -> Store:
+            env: dict | None = None, probe: str = PROBE, machine: str | None = None,
+            settings: dict | None = None) -> Store:
     """A result database as bench would write it.
 
     medians: {(sched, load, policy[, prepare]): median}; special: {(sched, load, policy
     [, prepare], round): status} overrides ("timeout", "failed", "aborted"); rounds: {(sched,
-    load, policy[, prepare]): number of counted rounds} for interrupted runs. Warm-ups and
-    failed trials get absurd wall times, so including them would show.
+    load, policy[, prepare]): number of counted rounds} for interrupted runs; settings: more
+    of the run's configuration. Warm-ups and failed trials get absurd wall times, so
+    including them would show.
     """
     medians = MEDIANS if medians is None else medians
     special = special or {}
@@ -206,7 +208,8 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
         store.conn.execute("PRAGMA synchronous=OFF")  # test speed; durability is not tested here
     loads = list(dict.fromkeys(k[1] for k in medians))
     config = {"probe": probe, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
-              "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device}
+              "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device,
+              **(settings or {})}
     run = store.add_run(command, config, seed, {**ENV, **(env or {})}, "0.1.0",
                         hostname=hostname, machine=machine)
     rng = np.random.default_rng(seed)

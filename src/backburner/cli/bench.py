@@ -170,15 +170,16 @@ def _finish(path: str, args: argparse.Namespace) -> int:
 
     log.debug("phase: report")
     data = report.load(path, _this_run(path))
+    tolerance = data.runs[-1].config.get("tolerance") or 0.10  # what the run decided on
     if not args.quiet:
-        report.console_for().print(report.render_terminal(data))
+        report.console_for().print(report.render_terminal(data, tolerance=tolerance))
     html = args.export_html or (None if "://" in path
                                 else os.path.splitext(path)[0] + ".html")
     if html:
-        html_report.write_html(data, html)
+        html_report.write_html(data, html, tolerance=tolerance)
     for fmt, target in exports(args):
         with outfile.text_output(target) as out:
-            report.export_to(data, fmt, out)
+            report.export_to(data, fmt, out, tolerance=tolerance)
     if not args.quiet:
         print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
     failed = [c.label for c in data.cells if not c.samples()]

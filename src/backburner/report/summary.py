@@ -11,7 +11,11 @@
   and preparation (and the same cold/warm mode).
 * A cell's median is shown with its exact order-statistic interval (distribution-free: its
   coverage is at least the confidence asked for); ratios to idle with a percentile
-  bootstrap (seed 0, 10,000 resamples, so a report is reproducible).
+  bootstrap (seed 0, 10,000 resamples, so a report is reproducible) -- or, where a run
+  stopped its cells once they were decided (`--min-runs`, `--max-runs`, `--max-time`),
+  with the confidence sequence that run stopped on (`stats.sequential`), the only one
+  still valid after such stopping. The ratio names its method; an undecided cell of such a
+  run says which budget stopped it (``stopped``: max-runs, max-time).
 * A timed-out trial took at least its limit: it is counted at that limit (right-censored, see
   `stats`), never dropped, so a cell that often times out cannot pass for fast. Where the
   timeouts reach the median it is a lower bound (shown "≥"); where they reach the upper
@@ -171,8 +175,49 @@ def _caveats(cell: CellData, samples: list[float], timeouts: int, confidence: fl
     return found
 
 
-def _verdict(cell: CellData, base: CellData | None, samples: list[float], limits: list[float],
-             tolerance: float, confidence: float
+def sequential(data: ReportData) -> bool:
+    """Whether any run pooled here stopped its cells once decided: then only the confidence
+    sequences are valid intervals of its ratios."""
+    return any(r.config.get(k) is not None for r in data.runs
+               for k in ("min_runs", "max_runs", "max_time_s"))
+
+
+def stop_reason(data: ReportData, cell: CellData) -> str | None:
+    """Why a sequential run stopped the cell (decided, max-runs, max-time), as the run
+    recorded it; None when no run did."""
+    reason = None
+    for run in data.runs:
+        stopping = run.environment.get("stopping")
+        if isinstance(stopping, dict) and isinstance(stopping.get(cell.key), str):
+            reason = stopping[cell.key]
+    return reason
+
+
+def _judge(data: ReportData, cell: CellData, samples: list[float], base_samples: list[float],
+           limits: list[float], base_censored: list[float], tolerance: float,
+           confidence: float) -> tuple[str, dict[str, stats.Param], stats.RatioCI]:
+    """The verdict by the method the data allow: the bootstrap at a fixed count, the
+    confidence sequence after stopping once decided."""
+    if sequential(data):
+        v = stats.sequential_verdict(samples, base_samples, tolerance=tolerance,
+                                     confidence=confidence,
+                                     loaded_censored=known_limits(limits),
+                                     baseline_censored=base_censored)
+    else:
+        v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
+                          seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
+                          baseline_censored=base_censored)
+    params: dict[str, stats.Param] = {"tolerance": v.tolerance, "lower_bound": v.lower_bound,
+                                      "method": v.ratio.method}
+    reason = stop_reason(data, cell)
+    if v.kind == stats.VerdictKind.INCONCLUSIVE and reason in ("max-runs", "max-time"):
+        params["stopped"] = reason
+        params["trials"] = len(samples) + len(limits)
+    return v.kind, params, v.ratio
+
+
+def _verdict(data: ReportData, cell: CellData, base: CellData | None, samples: list[float],
+             limits: list[float], tolerance: float, confidence: float
              ) -> tuple[str, dict[str, stats.Param], stats.RatioCI | None, list[stats.Caveat]]:
     """(kind, its numbers, the ratio to idle, caveats) of a cell against its baseline."""
     mode = cell.mode
@@ -196,10 +241,9 @@ def _verdict(cell: CellData, base: CellData | None, samples: list[float], limits
         return RowKind.NO_DATA, {"reason": "no-trials"}, None, []
     if stats.censored_median(base_samples, base_censored)[0] == 0:
         return RowKind.NO_DATA, {"reason": "zero-baseline"}, None, []
-    v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
-                      seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
-                      baseline_censored=base_censored)
-    return v.kind, {"tolerance": v.tolerance, "lower_bound": v.lower_bound}, v.ratio, []
+    kind, params, ratio = _judge(data, cell, samples, base_samples, limits, base_censored,
+                                 tolerance, confidence)
+    return kind, params, ratio, []
 
 
 def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) -> Row:
@@ -211,7 +255,7 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
                                censored=censored) if samples else None)
     base = data.baseline_of(cell)
     warnings = _caveats(cell, samples, len(limits), confidence, summary)
-    kind, params, ratio, more = _verdict(cell, base, samples, limits, tolerance, confidence)
+    kind, params, ratio, more = _verdict(data, cell, base, samples, limits, tolerance, confidence)
     warnings += more
     reads, writes = cell.throughput("load_read_bps"), cell.throughput("load_write_bps")
     s = summary

@@ -60,30 +60,52 @@ def _ci(lo: float, hi: float) -> str:
     return f"{fmt_factor(lo)}{DASH}{fmt_factor(hi)}{TIMES}"
 
 
+def _kind_of_ci(r: stats.RatioCI) -> str:
+    """'95% CI' (bootstrap, a fixed number of trials), '95% sequential CI' (a confidence
+    sequence: valid however early the run stopped)."""
+    kind = "sequential CI" if r.method == stats.SEQUENTIAL_METHOD else "CI"
+    return f"{fmt_pct(r.confidence)} {kind}"
+
+
 # --------------------------------------------------------------------------- verdicts
 
 
 def _slower(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     return (f"{at_least}{fmt_factor(r.ratio)}{TIMES} slower than idle "
-            f"({fmt_pct(r.confidence)} CI {_ci(r.lo, r.hi)})")
+            f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)})")
 
 
 def _faster(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     return (f"{fmt_factor(_inverse(r.ratio))}{TIMES} faster than idle "
-            f"({fmt_pct(r.confidence)} CI {_ci(_inverse(r.hi), _inverse(r.lo))})")
+            f"({_kind_of_ci(r)} {_ci(_inverse(r.hi), _inverse(r.lo))})")
 
 
 def _indistinguishable(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     return (f"indistinguishable from idle (within {PLUS_MINUS}{fmt_pct(tolerance)}; "
-            f"{fmt_factor(r.ratio)}{TIMES} idle, {fmt_pct(r.confidence)} CI "
+            f"{fmt_factor(r.ratio)}{TIMES} idle, {_kind_of_ci(r)} "
             f"{_ci(r.lo, r.hi)})")
 
 
 def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
-    advice = ("timeouts leave it open above: raise --timeout to measure them"
-              if math.isinf(r.hi) else "run more trials to decide")
+    advice = "run more trials to decide"
+    if math.isinf(r.hi):
+        advice = ("timeouts, or too few trials for a sequential interval, leave it open "
+                  "above: raise --timeout or --min-runs" if r.method == stats.SEQUENTIAL_METHOD
+                  else "timeouts leave it open above: raise --timeout to measure them")
     return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
-            f"({fmt_pct(r.confidence)} CI {_ci(r.lo, r.hi)}); {advice}")
+            f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)}); {advice}")
+
+
+#: What an undecided cell of a run that stopped once decided ran out of, and what to give.
+_BUDGETS = {"max-runs": ("--max-runs", "raise --max-runs"),
+            "max-time": ("--max-time", "give more --max-time")}
+
+
+def _undecided(r: stats.RatioCI, at_least: str, stopped: str, trials: int) -> str:
+    option, advice = _BUDGETS[stopped]
+    return (f"undecided when {option} ran out after {trials} trial{_s(trials)}: "
+            f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
+            f"{_ci(r.lo, r.hi)}); {advice} to decide")
 
 
 _JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
@@ -129,6 +151,11 @@ _UNJUDGED: dict[str, Callable[[Params], str]] = {
 def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
     """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
     it): against idle (`verdict_text`), or why there is none."""
+    stopped = params.get("stopped")
+    if kind == VerdictKind.INCONCLUSIVE and ratio is not None and stopped in _BUDGETS \
+            and not math.isinf(ratio.hi):
+        return _undecided(ratio, GE if params.get("lower_bound") else "", str(stopped),
+                          int(params.get("trials", 0)))
     if kind in _JUDGED and ratio is not None:
         return verdict_text(stats.Verdict(VerdictKind(kind), ratio, float(params["tolerance"]),
                                           bool(params["lower_bound"])))
