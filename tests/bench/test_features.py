@@ -170,6 +170,25 @@ def test_study_files(tmp_path: Path, state_dir: Path) -> None:
     assert r.returncode == 64 and "'trials' must be a whole number" in one_line_error(r)
 
 
+def test_until_decided_on_a_real_testbed(tmp_path: Path, state_dir: Path) -> None:
+    """A study file's budget runs the sequential loop on a real testbed: three trials per
+    cell cannot decide anything at 95%, so every cell stops on max-runs, the run records
+    why, and the report says which budget left the loaded cell undecided, with the method
+    of its interval."""
+    study = tmp_path / "s.toml"
+    study.write_text('probe = "/bin/true"\nmin-runs = 2\nmax-runs = 3\n')
+    r, s = bench(tmp_path, "--study", str(study), "--load", "cmd:'sleep 100'")
+    assert r.returncode == 0, r.err
+    assert "2\u20133 trials until decided (\u00b110%)" in r.err
+    run = s.runs()[0]
+    assert set(run.environment["stopping"].values()) == {"max-runs"}
+    counted = [t for t in s.trials() if not t["warmup"]]
+    assert len(counted) == 2 * 3
+    page = (tmp_path / "r.html").read_text()  # the terminal table wraps its columns
+    assert "undecided when --max-runs ran out after 3 trials" in page
+    assert "95% sequential CI" in page
+
+
 def test_trace_records_counters_and_who_did_the_io(tmp_path: Path, state_dir: Path) -> None:
     r, s = bench(tmp_path, "--probe", "/bin/true", "--load", "readers:1:seq", "--trials",
                  "1", "--trace", "--warmup", "0")

@@ -213,6 +213,7 @@ def _judge(data: ReportData, cell: CellData, samples: list[float], base_samples:
     if v.kind == stats.VerdictKind.INCONCLUSIVE and reason in ("max-runs", "max-time"):
         params["stopped"] = reason
         params["trials"] = len(samples) + len(limits)
+        params["timeouts"] = len(limits)
     return v.kind, params, v.ratio
 
 

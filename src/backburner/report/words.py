@@ -101,11 +101,18 @@ _BUDGETS = {"max-runs": ("--max-runs", "raise --max-runs"),
             "max-time": ("--max-time", "give more --max-time")}
 
 
-def _undecided(r: stats.RatioCI, at_least: str, stopped: str, trials: int) -> str:
-    option, advice = _BUDGETS[stopped]
+def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
+    """A cell a sequential run's budget stopped undecided: which budget, after how many
+    trials, and what would decide it (a longer --timeout, where timeouts leave it open)."""
+    option, advice = _BUDGETS[str(p["stopped"])]
+    trials = int(p.get("trials", 0))
+    if math.isinf(r.hi) and int(p.get("timeouts", 0)):
+        advice = "timeouts leave it open above: raise --timeout to measure them"
+    else:
+        advice += " to decide"
     return (f"undecided when {option} ran out after {trials} trial{_s(trials)}: "
             f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
-            f"{_ci(r.lo, r.hi)}); {advice} to decide")
+            f"{_ci(r.lo, r.hi)}); {advice}")
 
 
 _JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
@@ -151,11 +158,9 @@ _UNJUDGED: dict[str, Callable[[Params], str]] = {
 def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
     """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
     it): against idle (`verdict_text`), or why there is none."""
-    stopped = params.get("stopped")
-    if kind == VerdictKind.INCONCLUSIVE and ratio is not None and stopped in _BUDGETS \
-            and not math.isinf(ratio.hi):
-        return _undecided(ratio, GE if params.get("lower_bound") else "", str(stopped),
-                          int(params.get("trials", 0)))
+    if kind == VerdictKind.INCONCLUSIVE and ratio is not None \
+            and params.get("stopped") in _BUDGETS:
+        return _undecided(ratio, GE if params.get("lower_bound") else "", params)
     if kind in _JUDGED and ratio is not None:
         return verdict_text(stats.Verdict(VerdictKind(kind), ratio, float(params["tolerance"]),
                                           bool(params["lower_bound"])))
