@@ -191,13 +191,15 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
             close: bool = True, hostname: str | None = None,
             env: dict | None = None, probe: str = PROBE, machine: str | None = None,
-            settings: dict | None = None) -> Store:
+            settings: dict | None = None, bulk: dict | None = None) -> Store:
     """A result database as bench would write it.
 
     medians: {(sched, load, policy[, prepare]): median}; special: {(sched, load, policy
     [, prepare], round): status} overrides ("timeout", "failed", "aborted"); rounds: {(sched,
     load, policy[, prepare]): number of counted rounds} for interrupted runs; settings: more
-    of the run's configuration. Warm-ups and failed trials get absurd wall times, so
+    of the run's configuration; bulk: {(sched, load, policy): (bytes/s, every)}: the load's
+    own work, stored on every `every`-th counted trial (a load that lives for a block).
+    Warm-ups and failed trials get absurd wall times, so
     including them would show.
     """
     medians = MEDIANS if medians is None else medians
@@ -229,6 +231,10 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             elif status == "aborted":
                 wall = None
             loaded = load != "none"
+            extra: dict = {"limit_s": 12.0}
+            if key in (bulk or {}) and rnd and rnd % bulk[key][1] == 0:
+                rate = bulk[key][0] * math.exp(rng.normal(0, spread))
+                extra["bulk"] = {"unit": "bytes", "units": rate * 10.0, "seconds": 10.0}
             store.add_trial(
                 run, cid, round=rnd, warmup=int(rnd == 0), status=status, cold=cold,
                 wall_s=wall, user_s=0.05, sys_s=0.02, max_rss_kb=51200,
@@ -236,7 +242,7 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
                 out_blocks=0, exit_code=1 if status == "failed" else 0, signal=None,
                 load_read_bps=float(rng.uniform(1e6, 2e6)) if loaded else 0.0,
                 load_write_bps=float(rng.uniform(150e6, 160e6)) if loaded else 0.0,
-                started_at=t0, ended_at=t0 + (wall or 0.0), extra={"limit_s": 12.0})
+                started_at=t0, ended_at=t0 + (wall or 0.0), extra=extra)
             t0 += 10
     if finish:
         store.finish_run(run)

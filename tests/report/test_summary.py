@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from pathlib import Path
 
@@ -102,3 +104,25 @@ def test_a_fixed_count_run_keeps_the_bootstrap(tmp_path: Path) -> None:
     make_db(path, medians={IDLE: 0.3, SLOW: 0.9}, trials=20, spread=0.1)
     (_, slow) = report.summary_rows(report.load(str(path)))
     assert slow.ratio.method == "bootstrap" and "(95% CI " in words.row_verdict_text(slow)
+
+
+def test_a_bulk_speed_measured_once_gets_no_interval(tmp_path: Path) -> None:
+    """A load that lives for a whole cell runs once: its speed against the unprotected
+    load's is one number each, and a bootstrap of one number is no interval (it printed
+    0.97x [0.97-0.97]). The ratio is shown with its n; with a sample, with its interval."""
+    once, often = tmp_path / "once.db", tmp_path / "often.db"
+    medians = {IDLE: 0.3, SLOW: 0.9, EDGE: 0.33}
+    make_db(once, medians=medians, bulk={SLOW: (100e6, 10), EDGE: (97e6, 10)})
+    row = report.summary_rows(report.load(str(once)))[2]
+    assert row.cell.policy == "background" and row.bulk.runs == row.bulk.reference_runs == 1
+    assert math.isnan(row.bulk.ratio.lo) and math.isnan(row.bulk.ratio.hi)
+    assert words.bulk_ratio_text(row) == f"{row.bulk.ratio.ratio:.2f}\u00d7 (n=1)"
+    out = io.StringIO()
+    report.export_to(report.load(str(once)), "json", out)
+    doc = json.loads(out.getvalue())
+    (cell,) = [c for c in doc["cells"] if c["policy"] == "background"]
+    assert cell["bulk_speed_ratio"]["lo"] is None and cell["bulk_speed_ratio"]["hi"] is None
+    make_db(often, medians=medians, bulk={SLOW: (100e6, 1), EDGE: (97e6, 1)})
+    row = report.summary_rows(report.load(str(often)))[2]
+    text = words.bulk_ratio_text(row)
+    assert row.bulk.ratio.lo < row.bulk.ratio.hi and text.endswith("] (n=10)"), text

@@ -119,7 +119,11 @@ class Bulk:
     runs: int                      # load runs measured
     speed: float                   # median units per second
     reference_key: str | None      # the unprotected cell
-    ratio: stats.RatioCI | None    # speed / the unprotected cell's speed
+    #: speed / the unprotected cell's speed; its interval (lo, hi) is NaN where either side
+    #: has fewer runs than a distribution-free interval needs (`stats.min_trials`): with
+    #: --load-lifetime cell a load runs once per block, so a short run has one number
+    ratio: stats.RatioCI | None
+    reference_runs: int = 0        # the unprotected cell's load runs
 
     @property
     def per_second(self) -> str:
@@ -312,13 +316,25 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
     if not rates:
         return None
     ref = data.unprotected_of(cell)
-    ratio = None
+    ratio, ref_runs = None, 0
     if ref is not None and ref is not cell:
         ref_unit, ref_rates = bulk_rates(ref)
         if ref_rates and ref_unit == unit and float(np.median(ref_rates)) > 0:
-            ratio = stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
-                                           resamples=RESAMPLES, seed=SEED)
-    return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio)
+            ratio = _bulk_ratio(rates, ref_rates, confidence)
+            ref_runs = len(ref_rates)
+    return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio,
+                ref_runs)
+
+
+def _bulk_ratio(rates: list[float], ref_rates: list[float], confidence: float
+                ) -> stats.RatioCI:
+    """The ratio of the two median speeds, with an interval only where both sides have a
+    sample to make one: a bootstrap of one number per side would be [r, r]."""
+    if min(len(rates), len(ref_rates)) < stats.min_trials(confidence):
+        point = float(np.median(rates)) / float(np.median(ref_rates))
+        return stats.RatioCI(point, math.nan, math.nan, confidence, "none")
+    return stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
+                                  resamples=RESAMPLES, seed=SEED)
 
 
 def notes(data: ReportData) -> list[stats.Caveat]:

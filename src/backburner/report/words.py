@@ -360,7 +360,10 @@ def bulk_ratio_text(r: Row) -> str:
         return "unprotected"
     if b.ratio is None:
         return "no unprotected cell"
-    return fmt_ratio_ci(b.ratio)
+    runs = f"n={b.runs}" + (f" vs {b.reference_runs}" if b.reference_runs != b.runs else "")
+    if math.isnan(b.ratio.lo):  # too few load runs for an interval: the ratio and its n
+        return f"{fmt_factor(b.ratio.ratio)}{TIMES} ({runs})"
+    return f"{fmt_ratio_ci(b.ratio)} ({runs})"
 
 
 def timeouts_text(r: Row) -> str:
