@@ -257,3 +257,21 @@ def test_a_stored_configuration_from_before_until_decided_still_loads() -> None:
     for key in ("min_runs", "max_runs", "max_time_s", "tolerance"):
         del old[key]
     assert not BenchConfig.from_dict(old).sequential
+
+
+def test_a_device_too_small_for_the_loads_files_is_refused_by_plan() -> None:
+    """Four fio readers lay out 1 GiB: with the probe's files they do not fit a 1G testbed,
+    and plan() says so, with a size that would fit, before anything is built."""
+    with pytest.raises(UsageError, match=r"the loads' files need 1 GiB but testbed:1G has "
+                       r"921.6 MiB for files; use a larger device, e.g. testbed:2G"):
+        config.plan(_cfg(device="testbed:1G", loads=["none", "readers:4:seq"]), resolve=False)
+    config.plan(_cfg(device="testbed:2G", loads=["none", "readers:4:seq"]), resolve=False)
+    config.plan(_cfg(device="testbed:1G", loads=["none", "cmd:'sleep 9'"]), resolve=False)
+
+
+def test_the_room_left_beside_the_probes_files_is_checked_at_run_time() -> None:
+    spec = config.DeviceSpec.parse("testbed:2G")
+    with pytest.raises(UsageError, match=r"need 1 GiB but testbed:2G has 600 MiB left beside "
+                       r"the probe's 700 MiB; use a larger device, e.g. testbed:3G"):
+        config.check_room(spec, 1 << 30, 700 << 20, free=600 << 20)
+    config.check_room(spec, 1 << 30, 700 << 20, free=1100 << 20)

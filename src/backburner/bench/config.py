@@ -342,6 +342,7 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     for name in schedulers:
         check_scheduler(name)
     device = DeviceSpec.parse(cfg.device)
+    check_room(device, sum(spec.data_bytes for spec in loads.values()))
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
         loadspec.require_fio()
     prepares = _prepares(cfg)
@@ -527,6 +528,39 @@ def _check_stopping(cfg: BenchConfig) -> None:
     if not (math.isfinite(cfg.tolerance) and 0 < cfg.tolerance < 1):
         raise UsageError(f"--tolerance {cfg.tolerance:g} out of range",
                          "give a fraction above 0 and below 1, e.g. 0.1 for +/-10%")
+
+
+#: The share of a testbed's size its filesystem leaves for files (ext4's metadata, journal
+#: and reserved blocks take the rest), and the room the probe's own files need at least.
+USABLE_FRACTION = 0.90
+PROBE_ROOM = 256 * 1024 * 1024
+
+
+def fitting_size(need: int) -> str:
+    """The smallest whole-GiB testbed size whose filesystem holds ``need`` bytes of files
+    (the shortfall added to what this size holds, at run time)."""
+    return f"{math.ceil(need / USABLE_FRACTION / (1 << 30))}G"
+
+
+def check_room(spec: DeviceSpec, load_bytes: int, probe_bytes: int | None = None,
+               free: int | None = None) -> None:
+    """Refuse a testbed or slow disk too small for the loads' files and the probe's: fio
+    would fail with "No space left on device" after the testbed was built. At plan time
+    the probe's files are not found yet (``PROBE_ROOM`` stands for them); once they are laid
+    out, the executor checks again with their bytes and the filesystem's real free space."""
+    if spec.kind == "path" or not load_bytes:
+        return
+    probe_bytes = PROBE_ROOM if probe_bytes is None else probe_bytes
+    room = int(spec.size * USABLE_FRACTION) if free is None else free
+    need = load_bytes + (probe_bytes if free is None else 0)
+    if need > room:
+        where = (f"has {human_size(room)} for files" if free is None else
+                 f"has {human_size(room)} left beside the probe's {human_size(probe_bytes)}")
+        raise UsageError(
+            f"the loads' files need {human_size(load_bytes)} but {spec.label} {where}",
+            f"use a larger device, e.g. {spec.label.rpartition(':')[0]}:"
+            f"{fitting_size(need - room + int(spec.size * USABLE_FRACTION))}, "
+            "or fewer fio jobs")
 
 
 def check_space(spec: DeviceSpec, where: str) -> None:
