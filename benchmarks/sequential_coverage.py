@@ -12,8 +12,9 @@ the mean trials per cell. The same rule stopping on the fixed-n percentile boots
 Usage: .venv/bin/python benchmarks/sequential_coverage.py [--studies N] [--min-runs N]
        [--max-runs N] [--sigma S ...] [--no-peeking]
 The defaults (1000 studies per ratio and spread, sigma 0.05, 0.1 and 0.25, min 6 and
-max 60 runs, tolerance 0.1) take about five minutes on one core; exit status 0, or 1 if a
-coverage falls under the confidence or a wrong-call rate over 1 - confidence.
+max 60 runs, tolerance 0.1) took 12 minutes on the development VM (the peeked bootstrap
+takes most of it; --no-peeking skips it); exit status 0, or 1 if a coverage falls under the
+confidence or a wrong-call rate over 1 - confidence. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
