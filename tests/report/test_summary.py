@@ -97,6 +97,11 @@ def test_a_run_that_stopped_once_decided_is_judged_by_its_sequence(tmp_path: Pat
     assert words.row_verdict_text(edge).startswith(
         "undecided when --max-runs ran out after 20 trials: 1.")
     assert "raise --max-runs to decide" in words.row_verdict_text(edge)
+    few = tmp_path / "few.db"
+    make_db(few, medians={IDLE: 0.3, SLOW: 0.9}, trials=4, settings={"max_runs": 4})
+    (too_few,) = [w for w in report.summary_rows(report.load(str(few)))[1].warnings
+                  if w.code == "too-few-trials"]
+    assert words.caveat_text(too_few).endswith("use --min-runs 10 or more")
 
 
 def test_a_fixed_count_run_keeps_the_bootstrap(tmp_path: Path) -> None:

@@ -159,14 +159,17 @@ def _not_cold_by_blocks(cell: CellData) -> list[stats.Caveat]:
         "evidence": "blocks", "cold_blocks": cold_blocks, "warm_blocks": warm_blocks})]
 
 
-def _caveats(cell: CellData, samples: list[float], timeouts: int, confidence: float,
-             summary: stats.Summary | None) -> list[stats.Caveat]:
+def _caveats(data: ReportData, cell: CellData, samples: list[float], timeouts: int,
+             confidence: float, summary: stats.Summary | None) -> list[stats.Caveat]:
     """The samples' own caveats (`stats.warnings_for`), then what only the trials show."""
     mode = cell.mode
     warm_samples = cell.samples("warm") if mode == "cold" else []
     warm_median = median_of(warm_samples) if len(warm_samples) >= 3 else None
     found = list(stats.warnings_for(samples, timeouts=timeouts, warm_median=warm_median,
                                     confidence=confidence, summary=summary))
+    if sequential(data):  # its trial count is set by --min-runs, not --trials
+        found = [stats.Caveat(w.code, {**w.params, "option": "--min-runs"})
+                 if w.code == stats.CaveatCode.TOO_FEW_TRIALS else w for w in found]
     if mode == "cold" and not any(w.code == stats.CaveatCode.NOT_COLD for w in found):
         found += _not_cold_by_blocks(cell)
     failed, aborted = cell.failed(mode), cell.count("aborted", mode)
@@ -259,7 +262,7 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
     summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED,
                                censored=censored) if samples else None)
     base = data.baseline_of(cell)
-    warnings = _caveats(cell, samples, len(limits), confidence, summary)
+    warnings = _caveats(data, cell, samples, len(limits), confidence, summary)
     kind, params, ratio, more = _verdict(data, cell, base, samples, limits, tolerance, confidence)
     warnings += more
     reads, writes = cell.throughput("load_read_bps"), cell.throughput("load_write_bps")

@@ -233,7 +233,7 @@ def _too_few_trials(p: Params) -> str:
     n = int(p["trials"])
     head = "no completed trials" if n == 0 else f"only {n} trial{_s(n)}"
     return (f"{head}: too few for a {fmt_pct(float(p['confidence']))} interval of the median; "
-            f"use --trials {p['advised']} or more")
+            f"use {p.get('option', '--trials')} {p['advised']} or more")
 
 
 def _timeouts(p: Params) -> str:
