@@ -569,3 +569,17 @@ def test_a_resumed_sequential_run_ends_as_an_uninterrupted_one(tmp_path: Path) -
         assert job.complete  # finished where it was decided: nothing left to resume
     finally:
         job.store.close()
+
+
+def test_until_decided_a_cell_given_up_after_its_timeouts_stops(tmp_path: Path) -> None:
+    """Its timeouts give it up (one aborted slot, as in a fixed-count run), and no more
+    aborted slots pile up to max_runs; its baseline stops with the other cell."""
+    plan = _plan(schedulers=["bfq"], min_runs=8, max_runs=60, abort_after=2)
+    bad = next(c for c in plan.cells if c.policy == "background")
+    clear = _noisy({"default": 3.0, "background": 3.0})
+    fake = Scripted(lambda c: ("timeout", 0) if c == bad else clear(c))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    statuses = [t["status"] for c, t in _stored(store, run_id) if c == bad]
+    assert statuses == ["timeout", "timeout", "aborted"]
+    reasons = store.run(run_id).environment["stopping"]
+    assert reasons[bad.key] == "aborted" and max(_counted(store, run_id).values()) < 60

@@ -8,7 +8,8 @@ while any cell judged against it needs trials. The time budget stops every cell 
 start of a block, so a load started for a block always runs it to its end.
 
 What stopped each cell, and why, is kept for the run's record (`reasons`): "decided",
-"max-runs" or "max-time"; the report says it of every cell that stopped undecided.
+"max-runs", "max-time", or "aborted" (given up after its timeouts, as in a fixed-count
+run); the report says it of every cell that stopped undecided.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Stopper:
             limit = wall if wall is not None else (trial.get("extra") or {}).get("limit_s")
             if isinstance(limit, int | float) and math.isfinite(limit):
                 self.censored[key].append(float(limit))
+        elif status == "aborted":  # given up after its timeouts: more slots would be aborted
+            self.reasons.setdefault(key, "aborted")
 
     # --- what to skip ---------------------------------------------------------------------
 
