@@ -348,6 +348,6 @@ def notes(data: ReportData) -> list[stats.Caveat]:
     if len(data.runs) > 1:
         out.append(stats.Caveat(NoteCode.POOLED_RUNS, {"runs": len(data.runs)}))
     ns = {len(c.counted) for c in data.cells}
-    if len(ns) > 1:
+    if len(ns) > 1 and not sequential(data):  # (a run until decided means them to differ)
         out.append(stats.Caveat(NoteCode.UNEQUAL_TRIALS, {"fewest": min(ns), "most": max(ns)}))
     return out
