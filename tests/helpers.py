@@ -16,14 +16,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from backburner import proc_events
+from backburner import proc_events, spawn
+from backburner.bench.executor import Measurement
+from backburner.bench.prepare import StepResult
+from backburner.bench.probes import ProbeResult
 from backburner.cell import Cell
+from backburner.errors import SystemStateError
 from backburner.store import Store
 
 BB = [sys.executable, "-m", "backburner"]
@@ -186,13 +192,17 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             special: dict | None = None, rounds: dict | None = None, cold: int = 1,
             device: str = DEVICE, store: Store | None = None, command: str = COMMAND,
             close: bool = True, hostname: str | None = None,
-            env: dict | None = None, probe: str = PROBE, machine: str | None = None) -> Store:
+            env: dict | None = None, probe: str = PROBE, machine: str | None = None,
+            settings: dict | None = None, bulk: dict | None = None) -> Store:
     """A result database as bench would write it.
 
     medians: {(sched, load, policy[, prepare]): median}; special: {(sched, load, policy
     [, prepare], round): status} overrides ("timeout", "failed", "aborted"); rounds: {(sched,
-    load, policy[, prepare]): number of counted rounds} for interrupted runs. Warm-ups and
-    failed trials get absurd wall times, so including them would show.
+    load, policy[, prepare]): number of counted rounds} for interrupted runs; settings: more
+    of the run's configuration; bulk: {(sched, load, policy): (bytes/s, every)}: the load's
+    own work, stored on every `every`-th counted trial (a load that lives for a block).
+    Warm-ups and failed trials get absurd wall times, so
+    including them would show.
     """
     medians = MEDIANS if medians is None else medians
     special = special or {}
@@ -202,7 +212,8 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
         store.conn.execute("PRAGMA synchronous=OFF")  # test speed; durability is not tested here
     loads = list(dict.fromkeys(k[1] for k in medians))
     config = {"probe": probe, "loads": loads, "trials": trials, "seed": seed, "cold": bool(cold),
-              "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device}
+              "schedulers": list(dict.fromkeys(k[0] for k in medians)), "device": device,
+              **(settings or {})}
     run = store.add_run(command, config, seed, {**ENV, **(env or {})}, "0.1.0",
                         hostname=hostname, machine=machine)
     rng = np.random.default_rng(seed)
@@ -222,6 +233,10 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
             elif status == "aborted":
                 wall = None
             loaded = load != "none"
+            extra: dict = {"limit_s": 12.0}
+            if key in (bulk or {}) and rnd and rnd % bulk[key][1] == 0:
+                rate = bulk[key][0] * math.exp(rng.normal(0, spread))
+                extra["bulk"] = {"unit": "bytes", "units": rate * 10.0, "seconds": 10.0}
             store.add_trial(
                 run, cid, round=rnd, warmup=int(rnd == 0), status=status, cold=cold,
                 wall_s=wall, user_s=0.05, sys_s=0.02, max_rss_kb=51200,
@@ -229,7 +244,7 @@ def make_db(path: str | os.PathLike, *, medians: dict | None = None, trials: int
                 out_blocks=0, exit_code=1 if status == "failed" else 0, signal=None,
                 load_read_bps=float(rng.uniform(1e6, 2e6)) if loaded else 0.0,
                 load_write_bps=float(rng.uniform(150e6, 160e6)) if loaded else 0.0,
-                started_at=t0, ended_at=t0 + (wall or 0.0), extra={"limit_s": 12.0})
+                started_at=t0, ended_at=t0 + (wall or 0.0), extra=extra)
             t0 += 10
     if finish:
         store.finish_run(run)
@@ -417,3 +432,99 @@ def build_deb(checkout: Path, out: Path) -> Path:
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     (deb,) = out.glob("backburner_*_all.deb")
     return deb
+
+
+# --- bench: an executor that touches nothing ------------------------------------------------
+
+BULK = {"unit": "bytes", "units": 1e6, "seconds": 1.0}
+Times = Callable[[Cell], tuple[str, float]]
+
+
+def usual(cell: Cell) -> tuple[str, float]:
+    return "ok", 0.1 if cell.unloaded else 0.4
+
+
+def scripted_outcome(status: str, wall: float) -> spawn.Outcome:
+    code, sig = {"ok": (0, None), "failed": (3, None), "timeout": (None, 9)}[status]
+    return spawn.Outcome(pid=4242, status=9 if sig else code << 8, exit_code=code, signal=sig,
+                         core_dumped=False, wall_s=wall, user_s=0.01, sys_s=0.02,
+                         max_rss_kb=2048, in_blocks=16, out_blocks=0, started_at=0.0,
+                         launcher_rss_kb=1024, nvcsw=5, nivcsw=1, majflt=2)
+
+
+class Scripted:
+    """An executor that touches nothing: it writes down every call, in order, and answers
+    each probe start from `times` (status and seconds; a timeout lasts the limit given)."""
+
+    def __init__(self, times: Times = usual, *, weight_raising: dict[str, float] | None = None,
+                 interrupt_at: int | None = None, dies_after: dict[int, str] | None = None,
+                 ends_while_settling: str | None = None,
+                 prepared: Callable[[Cell], StepResult | None] = lambda _c: None) -> None:
+        self.times = times
+        self.prepared = prepared
+        self.weight_raising = weight_raising or {}
+        self.interrupt_at = interrupt_at  # the n-th probe start (from 0) is ^C'd
+        self.dies_after = dies_after or {}  # the load that ends after the n-th probe start
+        self.ends_while_settling = ends_while_settling
+        self.calls: list[tuple[Any, ...]] = []
+        self.running: set[str] = set()
+        self.measured = 0
+
+    @contextmanager
+    def open(self) -> Iterator[dict[str, Any]]:
+        self.calls.append(("open",))
+        try:
+            yield {"name": "scripted0"}
+        finally:
+            self.calls.append(("close",))
+
+    def check_alive(self) -> None:
+        pass
+
+    def prepare_trial(self, cell: Cell) -> StepResult | None:
+        """--prepare: as `prepared` says for the cell (None: no --prepare)."""
+        self.calls.append(("prepare", cell))
+        return self.prepared(cell)
+
+    def use_scheduler(self, scheduler: str) -> None:
+        self.calls.append(("scheduler", scheduler))
+
+    def drop_caches(self) -> None:
+        self.calls.append(("drop",))
+
+    def weight_raising_s(self, scheduler: str) -> float:
+        return self.weight_raising.get(scheduler, 0.0)
+
+    def start_load(self, cell: Cell) -> None:
+        self.calls.append(("start", cell))
+        self.running.add(cell.load)
+
+    def settle(self, load: str, seconds: float) -> None:
+        self.calls.append(("settle", load, seconds))
+        if load == self.ends_while_settling:
+            raise SystemStateError(f"load {load!r} ended during settling: gone")
+
+    def load_alive(self, load: str) -> bool:
+        return load in self.running
+
+    def stop_load(self, load: str) -> dict[str, Any]:
+        self.calls.append(("stop", load))
+        self.running.discard(load)
+        return dict(BULK)
+
+    def measure(self, cell: Cell, limit_s: float) -> Measurement:
+        self.calls.append(("measure", cell, limit_s))
+        n, self.measured = self.measured, self.measured + 1
+        if n == self.interrupt_at:
+            raise KeyboardInterrupt
+        if n in self.dies_after:
+            self.running.discard(self.dies_after[n])
+        status, wall = self.times(cell)
+        wall = limit_s if status == "timeout" else wall
+        extra = {"prepare": {"status": "ok"}} if cell.prepare != "none" else {}
+        tail = ["the reason it failed"] if status != "ok" else []
+        return Measurement(ProbeResult(status, scripted_outcome(status, wall), wall), 0.5,
+                           (16 * 512 + 1000, 0), extra, tail)
+
+    def measures(self) -> list[tuple[Cell, float]]:
+        return [(c[1], c[2]) for c in self.calls if c[0] == "measure"]

@@ -6,9 +6,11 @@ import math
 
 import pytest
 
+from backburner.errors import UsageError
 from backburner.stats import RatioCI
 from backburner.units import (
     fmt_count,
+    fmt_duration,
     fmt_p,
     fmt_ratio,
     fmt_ratio_ci,
@@ -16,6 +18,7 @@ from backburner.units import (
     fmt_spread,
     fmt_value,
     one_line,
+    parse_duration,
     slug,
 )
 
@@ -64,3 +67,21 @@ def test_ratios() -> None:
     assert fmt_ratio_ci(RatioCI(3.2, 2.9, 3.5, 0.95)) == "3.20\u00d7 [2.90\u20133.50]"
     assert fmt_ratio_ci(RatioCI(12.5, 12.3, math.inf, 0.95)) == "12.5\u00d7 [12.3\u2013\u221e]"
     assert fmt_ratio_ci(None) == "\u2013"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1h30m", 5400.0), ("2.5m", 150.0),
+    (" 1h 5s ", 3605.0), (12, 12.0), ("7M", 420.0)])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0", "5m30", "1d", "-5", "8h" * 30, "169h"])
+def test_parse_duration_refuses(text: str) -> None:
+    with pytest.raises(UsageError, match="duration"):
+        parse_duration(text)
+
+
+def test_fmt_duration() -> None:
+    assert [fmt_duration(s) for s in (45, 150, 5400, 3605)] == ["45s", "2m30s", "1h30m",
+                                                                 "1h5s"]

@@ -55,6 +55,36 @@ def parse_size(text: str, *, what: str = "size", minimum: int = 1) -> int:
     return size
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)?", re.I)
+_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, None: 1.0}
+#: A week: longer than any bench run is meant to take.
+MAX_DURATION_S = 7 * 24 * 3600.0
+
+
+def parse_duration(text: str | float, *, what: str = "duration") -> float:
+    """'90', '90s', '5m', '1h30m', '2.5m' -> seconds (a plain number is seconds).
+    UsageError when it does not parse, is zero or longer than a week."""
+    raw = str(text).strip().replace(" ", "")
+    parts = list(_DURATION_PART.finditer(raw))
+    if not raw or "".join(m.group() for m in parts) != raw \
+            or (len(parts) > 1 and any(m.group(2) is None for m in parts)):
+        raise UsageError(f"{what} {text!r} does not parse", "use e.g. 90s, 5m, 1h30m")
+    seconds = sum(float(m.group(1)) * _SECONDS[(m.group(2) or "s").lower()] for m in parts)
+    if not 0.0 < seconds <= MAX_DURATION_S:
+        raise UsageError(f"{what} {text!r} out of range", "give more than 0 and at most 7 days")
+    return seconds
+
+
+def fmt_duration(seconds: float) -> str:
+    """Seconds for reading: 45 -> '45s', 150 -> '2m30s', 5400 -> '1h30m'."""
+    s = round(seconds)
+    if s < 60:
+        return f"{seconds:g}s"
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v)
+
+
 def human_size(n: float) -> str:
     """Bytes in binary units for reading: 1536 -> '1.5 KiB', 8 GiB -> '8 GiB'."""
     for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):

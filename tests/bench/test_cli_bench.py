@@ -83,7 +83,9 @@ def test_bad_load_64(tmp_path: Path, state_dir: Path, spec: str, message: str) -
                                   ["--device", "testbed:lots"], ["--trials", "two"],
                                   ["--device", "testbed:1M"], ["--device", "slowdisk:nope:1G"],
                                   ["--timeout", "-1"], ["--settle", "-5"],
-                                  ["--abort-factor", "0"]])
+                                  ["--abort-factor", "0"], ["--max-time", "soon"],
+                                  ["--trials", "5", "--max-runs", "9"],
+                                  ["--min-runs", "9", "-M", "5"], ["--tolerance", "2"]])
 def test_other_bad_options_64(tmp_path: Path, state_dir: Path, args: list[str]) -> None:
     db = tmp_path / "r.db"
     r = bb(*BASE, *args, "-o", str(db))

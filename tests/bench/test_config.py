@@ -223,3 +223,55 @@ def test_programs_are_checked_before_anything_runs() -> None:
     config.plan(_cfg(prepare_commands=["no-such-prog"]))  # sh runs it: its failure, per trial
     with pytest.raises(UsageError, match="--shell is empty"):
         config.plan(_cfg(shell=" "), resolve=False)
+
+
+def test_until_decided_options_make_a_sequential_run() -> None:
+    fixed = config.from_options(probes=["/bin/true"], trials=5)
+    assert not fixed.sequential and fixed.rounds == 5
+    run = config.from_options(probes=["/bin/true"], max_time_s=60.0)
+    rule = run.stopping_rule()
+    assert run.sequential and (rule.min_runs, rule.max_runs) == (6, 100)
+    assert run.rounds == 100 and config.plan(run, resolve=False).slots()[-1].round == 100
+    short = config.from_options(probes=["/bin/true"], max_runs=3).stopping_rule()
+    assert (short.min_runs, short.max_runs) == (3, 3)
+    quick = config.from_options(preset_name="quick")
+    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 60)
+    counted = config.from_options(preset_name="quick", trials=8)  # a fixed count replaces
+    assert not counted.sequential and counted.rounds == 8
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"trials": 5, "max_runs": 9}, "--trials fixes the number of trials; --max-runs"),
+    ({"min_runs": 9, "max_runs": 5}, "--min-runs 9 is above --max-runs 5"),
+    ({"min_runs": 0}, "--min-runs 0 out of range"),
+    ({"max_runs": 10_001}, "--max-runs 10001 out of range"),
+    ({"max_time_s": math.inf}, "--max-time infs out of range"),
+    ({"min_runs": 3, "tolerance": 1.5}, "--tolerance 1.5 out of range")])
+def test_until_decided_options_are_checked(options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        config.plan(config.from_options(probes=["/bin/true"], **options), resolve=False)
+
+
+def test_a_stored_configuration_from_before_until_decided_still_loads() -> None:
+    old = _cfg().to_dict()
+    for key in ("min_runs", "max_runs", "max_time_s", "tolerance"):
+        del old[key]
+    assert not BenchConfig.from_dict(old).sequential
+
+
+def test_a_device_too_small_for_the_loads_files_is_refused_by_plan() -> None:
+    """Four fio readers lay out 1 GiB: with the probe's files they do not fit a 1G testbed,
+    and plan() says so, with a size that would fit, before anything is built."""
+    with pytest.raises(UsageError, match=r"the loads' files need 1 GiB but testbed:1G has "
+                       r"921.6 MiB for files; use a larger device, e.g. testbed:2G"):
+        config.plan(_cfg(device="testbed:1G", loads=["none", "readers:4:seq"]), resolve=False)
+    config.plan(_cfg(device="testbed:2G", loads=["none", "readers:4:seq"]), resolve=False)
+    config.plan(_cfg(device="testbed:1G", loads=["none", "cmd:'sleep 9'"]), resolve=False)
+
+
+def test_the_room_left_beside_the_probes_files_is_checked_at_run_time() -> None:
+    spec = config.DeviceSpec.parse("testbed:2G")
+    with pytest.raises(UsageError, match=r"need 1 GiB but testbed:2G has 600 MiB left beside "
+                       r"the probe's 700 MiB; use a larger device, e.g. testbed:3G"):
+        config.check_room(spec, 1 << 30, 700 << 20, free=600 << 20)
+    config.check_room(spec, 1 << 30, 700 << 20, free=1100 << 20)

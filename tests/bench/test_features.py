@@ -170,6 +170,48 @@ def test_study_files(tmp_path: Path, state_dir: Path) -> None:
     assert r.returncode == 64 and "'trials' must be a whole number" in one_line_error(r)
 
 
+def test_until_decided_on_a_real_testbed(tmp_path: Path, state_dir: Path) -> None:
+    """A study file's budget runs the sequential loop on a real testbed: three trials per
+    cell cannot decide anything at 95%, so every cell stops on max-runs, the run records
+    why, and the report says which budget left the loaded cell undecided, with the method
+    of its interval."""
+    study = tmp_path / "s.toml"
+    study.write_text('probe = "/bin/true"\nmin-runs = 2\nmax-runs = 3\n')
+    r, s = bench(tmp_path, "--study", str(study), "--load", "cmd:'sleep 100'")
+    assert r.returncode == 0, r.err
+    assert "2\u20133 trials until decided (\u00b110%)" in r.err
+    run = s.runs()[0]
+    assert set(run.environment["stopping"].values()) == {"max-runs"}
+    counted = [t for t in s.trials() if not t["warmup"]]
+    assert len(counted) == 2 * 3
+    page = (tmp_path / "r.html").read_text()  # the terminal table wraps its columns
+    assert "undecided when --max-runs ran out after 3 trials" in page
+    assert "95% sequential CI" in page
+
+
+def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
+        tmp_path: Path, state_dir: Path) -> None:
+    """plan() can only guess the probe's share of the testbed; with its guess taken away,
+    the run-time check (after the probe's files are laid out, before any load file) refuses
+    with one line, 64, and the size that would fit, where fio used to fail with "No space
+    left on device". Nothing is left behind."""
+    db = tmp_path / "r.db"
+    code = (f"import sys; {SMALL}; from backburner.bench import config; "
+            "config.USABLE_FRACTION = 1.0; config.PROBE_ROOM = 0; "
+            "from backburner.cli import main; sys.exit(main())")
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", code, "bench", "--device", "testbed:512M",
+                        "--scheduler", "bfq", "--probe", "/bin/true", "--load",
+                        "readers:15:seq", "--trials", "1", "-o", str(db)],
+                       capture_output=True, timeout=300, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 64, r.stderr
+    line = r.stderr.splitlines()[-1]  # (after the run's header line)
+    assert "the loads' files need 480 MiB but testbed:512M has" in line
+    assert "left beside the probe's" in line and "testbed:1G" in line
+    assert "Traceback" not in r.stderr and not db.exists()
+
+
 def test_trace_records_counters_and_who_did_the_io(tmp_path: Path, state_dir: Path) -> None:
     r, s = bench(tmp_path, "--probe", "/bin/true", "--load", "readers:1:seq", "--trials",
                  "1", "--trace", "--warmup", "0")

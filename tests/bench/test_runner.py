@@ -8,115 +8,20 @@ script. test_machine.py runs the same rules on the real executor and real testbe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from helpers import bb, one_line_error
+from helpers import BULK, Scripted, Times, bb, one_line_error, usual
 
-from backburner import spawn
 from backburner.bench import config, runner
-from backburner.bench.executor import Executor, Measurement
+from backburner.bench.executor import Executor
 from backburner.bench.prepare import StepResult
-from backburner.bench.probes import ProbeResult
 from backburner.cell import Cell
 from backburner.errors import SystemStateError
 from backburner.store import Store
-
-BULK = {"unit": "bytes", "units": 1e6, "seconds": 1.0}
-Times = Callable[[Cell], tuple[str, float]]
-
-
-def _usual(cell: Cell) -> tuple[str, float]:
-    return "ok", 0.1 if cell.unloaded else 0.4
-
-
-def _outcome(status: str, wall: float) -> spawn.Outcome:
-    code, sig = {"ok": (0, None), "failed": (3, None), "timeout": (None, 9)}[status]
-    return spawn.Outcome(pid=4242, status=9 if sig else code << 8, exit_code=code, signal=sig,
-                         core_dumped=False, wall_s=wall, user_s=0.01, sys_s=0.02,
-                         max_rss_kb=2048, in_blocks=16, out_blocks=0, started_at=0.0,
-                         launcher_rss_kb=1024, nvcsw=5, nivcsw=1, majflt=2)
-
-
-class Scripted:
-    """An executor that touches nothing: it writes down every call, in order, and answers
-    each probe start from `times` (status and seconds; a timeout lasts the limit given)."""
-
-    def __init__(self, times: Times = _usual, *, weight_raising: dict[str, float] | None = None,
-                 interrupt_at: int | None = None, dies_after: dict[int, str] | None = None,
-                 ends_while_settling: str | None = None,
-                 prepared: Callable[[Cell], StepResult | None] = lambda _c: None) -> None:
-        self.times = times
-        self.prepared = prepared
-        self.weight_raising = weight_raising or {}
-        self.interrupt_at = interrupt_at  # the n-th probe start (from 0) is ^C'd
-        self.dies_after = dies_after or {}  # the load that ends after the n-th probe start
-        self.ends_while_settling = ends_while_settling
-        self.calls: list[tuple[Any, ...]] = []
-        self.running: set[str] = set()
-        self.measured = 0
-
-    @contextmanager
-    def open(self) -> Iterator[dict[str, Any]]:
-        self.calls.append(("open",))
-        try:
-            yield {"name": "scripted0"}
-        finally:
-            self.calls.append(("close",))
-
-    def check_alive(self) -> None:
-        pass
-
-    def prepare_trial(self, cell: Cell) -> StepResult | None:
-        """--prepare: as `prepared` says for the cell (None: no --prepare)."""
-        self.calls.append(("prepare", cell))
-        return self.prepared(cell)
-
-    def use_scheduler(self, scheduler: str) -> None:
-        self.calls.append(("scheduler", scheduler))
-
-    def drop_caches(self) -> None:
-        self.calls.append(("drop",))
-
-    def weight_raising_s(self, scheduler: str) -> float:
-        return self.weight_raising.get(scheduler, 0.0)
-
-    def start_load(self, cell: Cell) -> None:
-        self.calls.append(("start", cell))
-        self.running.add(cell.load)
-
-    def settle(self, load: str, seconds: float) -> None:
-        self.calls.append(("settle", load, seconds))
-        if load == self.ends_while_settling:
-            raise SystemStateError(f"load {load!r} ended during settling: gone")
-
-    def load_alive(self, load: str) -> bool:
-        return load in self.running
-
-    def stop_load(self, load: str) -> dict[str, Any]:
-        self.calls.append(("stop", load))
-        self.running.discard(load)
-        return dict(BULK)
-
-    def measure(self, cell: Cell, limit_s: float) -> Measurement:
-        self.calls.append(("measure", cell, limit_s))
-        n, self.measured = self.measured, self.measured + 1
-        if n == self.interrupt_at:
-            raise KeyboardInterrupt
-        if n in self.dies_after:
-            self.running.discard(self.dies_after[n])
-        status, wall = self.times(cell)
-        wall = limit_s if status == "timeout" else wall
-        extra = {"prepare": {"status": "ok"}} if cell.prepare != "none" else {}
-        tail = ["the reason it failed"] if status != "ok" else []
-        return Measurement(ProbeResult(status, _outcome(status, wall), wall), 0.5,
-                           (16 * 512 + 1000, 0), extra, tail)
-
-    def measures(self) -> list[tuple[Cell, float]]:
-        return [(c[1], c[2]) for c in self.calls if c[0] == "measure"]
 
 
 def _plan(**kw: object) -> config.Plan:
@@ -255,7 +160,7 @@ def test_a_cell_is_given_up_after_abort_after_timeouts(tmp_path: Path) -> None:
     start or a load; the warm-up's timeout counts; other cells are not affected."""
     plan = _plan(trials=5, abort_after=2)
     bad = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
-    fake = Scripted(lambda c: ("timeout", 0) if c == bad else _usual(c))
+    fake = Scripted(lambda c: ("timeout", 0) if c == bad else usual(c))
     store, run_id, _ = _bench(tmp_path, plan, fake)
     statuses = [t["status"] for c, t in _stored(store, run_id) if c == bad]
     assert statuses == ["timeout", "timeout", "aborted", "aborted", "aborted", "aborted"]
@@ -314,7 +219,7 @@ def test_a_resumed_run_keeps_its_timeouts_and_limits(tmp_path: Path) -> None:
     plan = _plan(trials=4, abort_after=2, timeout_s=30, schedulers=["bfq"], seed=11)
     slots = plan.slots()
     bad = Cell("/bin/true", "testbed:1G", "bfq", "readers:1:seq", "background")
-    times: Times = lambda c: ("timeout", 0) if c == bad else _usual(c)  # noqa: E731
+    times: Times = lambda c: ("timeout", 0) if c == bad else usual(c)  # noqa: E731
     # seed 11: the bad cell times out in slots 1 and 3 and is given up in slot 6; slot 4 is
     # the one cold unloaded trial before slot 7, a loaded one, whose probe is interrupted
     assert [i for i, s in enumerate(slots[:8]) if s.cell == bad] == [1, 3, 6]
@@ -395,7 +300,7 @@ def test_a_block_load_that_ended_is_started_again(tmp_path: Path) -> None:
 def test_an_aborted_slot_that_ends_a_block_stops_its_load(tmp_path: Path) -> None:
     plan = _plan(trials=3, block=3, load_lifetime="cell", warmup=0, schedulers=["bfq"],
                  policies=["background"], loads=["readers:1:seq"], abort_after=1)
-    fake = Scripted(lambda c: ("timeout", 0) if not c.unloaded else _usual(c))
+    fake = Scripted(lambda c: ("timeout", 0) if not c.unloaded else usual(c))
     store, run_id, _ = _bench(tmp_path, plan, fake)
     loaded = [t for c, t in _stored(store, run_id) if not c.unloaded]
     assert [t["status"] for t in loaded] == ["timeout", "aborted", "aborted"]
@@ -570,3 +475,111 @@ def test_a_failed_prepare_stops_a_block_load_it_ends(tmp_path: Path) -> None:
     assert [t["status"] for t in loaded] == ["ok", "failed"]
     assert "bulk" in loaded[1]["extra"]  # the load stopped after the failed slot
     assert fake.running == set()
+
+
+# --- until decided (--min-runs, --max-runs, --max-time) --------------------------------------
+
+
+def _noisy(ratios: dict[str, float], seed: int = 5) -> Callable[[Cell], tuple[str, float]]:
+    """Lognormal start-up times: 0.1 s unloaded, that times the policy's ratio loaded."""
+    rng = np.random.default_rng(seed)
+
+    def times(cell: Cell) -> tuple[str, float]:
+        median = 0.1 if cell.unloaded else 0.1 * ratios[cell.policy]
+        return "ok", float(median * rng.lognormal(0.0, 0.05))
+    return times
+
+
+def _counted(store: Store, run_id: int) -> Counter[Cell]:
+    return Counter(c for c, t in _stored(store, run_id) if not t["warmup"])
+
+
+def test_until_decided_a_clear_cell_stops_and_its_slots_are_skipped(tmp_path: Path) -> None:
+    """A cell 3× slower is decided within a few rounds and left alone; a cell 1.1× idle (on
+    the band's edge) cannot be decided and runs to max_runs, with its baseline; the other
+    baseline stops with its last decided cell. Why each stopped is stored with the run."""
+    plan = _plan(schedulers=["bfq", "mq-deadline"], min_runs=8, max_runs=40)
+    fake = Scripted(_noisy({"default": 3.0, "background": 1.1}))
+    store, run_id, rec = _bench(tmp_path, plan, fake)
+    counted = _counted(store, run_id)
+    clear = [c for c in plan.cells if c.policy == "default"]
+    edge = [c for c in plan.cells if c.policy == "background"]
+    assert all(8 <= counted[c] < 20 for c in clear)
+    assert all(counted[c] == 40 for c in edge)
+    assert all(counted[c] == 40 for c in plan.cells if c.unloaded)
+    reasons = store.run(run_id).environment["stopping"]
+    assert {reasons[c.key] for c in clear} == {"decided"}
+    assert {reasons[c.key] for c in edge} == {"max-runs"}
+    assert rec.progress[-1][0] == rec.progress[-1][1] == len(fake.measures())
+
+
+def test_until_decided_the_undecided_cells_keep_the_seeded_order(tmp_path: Path) -> None:
+    plan = _plan(min_runs=6, max_runs=30)
+    fake = Scripted(_noisy({"default": 3.0, "background": 1.1}))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    ran = [(c, t["round"]) for c, t in _stored(store, run_id)]
+    in_order = [(s.cell, s.round) for s in plan.slots() if (s.cell, s.round) in set(ran)]
+    assert ran == in_order
+
+
+def test_a_baseline_stops_once_every_cell_judged_against_it_is_decided(
+        tmp_path: Path) -> None:
+    plan = _plan(schedulers=["bfq"], min_runs=8, max_runs=60)
+    fake = Scripted(_noisy({"default": 3.0, "background": 0.5}))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    counted = _counted(store, run_id)
+    base = next(c for c in plan.cells if c.unloaded)
+    assert counted[base] == max(counted[c] for c in plan.cells if not c.unloaded) < 60
+    assert set(store.run(run_id).environment["stopping"].values()) == {"decided"}
+
+
+def test_max_time_stops_every_cell_at_a_block_start_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a load per block of 4 trials, the time budget never cuts a block: every cell's
+    trials are whole blocks, and its load stopped as often as it started."""
+    clock = iter(range(0, 10_000, 1))
+    monkeypatch.setattr("backburner.bench.stopping.time.monotonic", lambda: next(clock))
+    plan = _plan(load_lifetime="cell", block=4, max_time_s=30.0, min_runs=2, max_runs=400)
+    fake = Scripted(_noisy({"default": 1.1, "background": 1.1}))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    counted = _counted(store, run_id)
+    assert all(0 < counted[c] < 400 and counted[c] % 4 == 0 for c in plan.cells)
+    assert set(store.run(run_id).environment["stopping"].values()) == {"max-time"}
+    starts = [c for c in fake.calls if c[0] == "start"]
+    assert len(starts) == sum(1 for c in fake.calls if c[0] == "stop") and fake.running == set()
+
+
+def test_a_resumed_sequential_run_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
+    plan = _plan(min_runs=6, max_runs=30)
+    whole, _ = tmp_path / "whole", tmp_path / "cut"
+    whole.mkdir()
+    store, run_id, _ = _bench(whole, plan, Scripted(_noisy({"default": 3.0,
+                                                             "background": 1.1})))
+    expected = _counted(store, run_id)
+    cut_store, cut_id = _new_run(tmp_path, plan)
+    times = _noisy({"default": 3.0, "background": 1.1})
+    with pytest.raises(KeyboardInterrupt):
+        runner.Bench(plan, cut_store, cut_id, Scripted(times, interrupt_at=40),
+                     Recorder().report).run()
+    runner.Bench(plan, cut_store, cut_id, Scripted(times), Recorder().report).run()
+    assert _counted(cut_store, cut_id) == expected
+    cut_store.close()
+    job = runner.Resume(str(tmp_path / "r.db"))
+    try:
+        assert job.complete  # finished where it was decided: nothing left to resume
+    finally:
+        job.store.close()
+
+
+def test_until_decided_a_cell_given_up_after_its_timeouts_stops(tmp_path: Path) -> None:
+    """Its timeouts give it up (one aborted slot, as in a fixed-count run), and no more
+    aborted slots pile up to max_runs; its baseline stops with the other cell."""
+    plan = _plan(schedulers=["bfq"], min_runs=8, max_runs=60, abort_after=2)
+    bad = next(c for c in plan.cells if c.policy == "background")
+    clear = _noisy({"default": 3.0, "background": 3.0})
+    fake = Scripted(lambda c: ("timeout", 0) if c == bad else clear(c))
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    statuses = [t["status"] for c, t in _stored(store, run_id) if c == bad]
+    assert statuses == ["timeout", "timeout", "aborted"]
+    reasons = store.run(run_id).environment["stopping"]
+    assert reasons[bad.key] == "aborted" and max(_counted(store, run_id).values()) < 60

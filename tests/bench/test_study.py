@@ -27,3 +27,14 @@ def test_an_unknown_key_names_the_keys() -> None:
     with pytest.raises(UsageError, match="unknown key 'prepare-before'") as err:
         study.parse({"prepare-before": "x"}, "s.toml")
     assert "setup-variant" in str(err.value)
+
+
+def test_until_decided_keys() -> None:
+    options, _, _ = study.parse({"min-runs": 8, "max-runs": 40, "max-time": "2m30s",
+                                 "tolerance": 0.05})
+    assert options == {"min_runs": 8, "max_runs": 40, "max_time_s": 150.0, "tolerance": 0.05}
+    assert study.parse({"max-time": 90})[0] == {"max_time_s": 90.0}
+    with pytest.raises(UsageError, match="s.toml: key 'max-time' '5 weeks' does not parse"):
+        study.parse({"max-time": "5 weeks"}, "s.toml")
+    with pytest.raises(UsageError, match="key 'max-time' must be a number of seconds"):
+        study.parse({"max-time": True}, "s.toml")

@@ -105,3 +105,16 @@ def test_b_faster_than_an_a_that_times_out_or_takes_no_time(tmp_path: Path) -> N
     text = report.render_compare(result, width=250)
     assert "changed: B \u221e\u00d7 faster" in text and "changed: B 3.0" in text
     assert len(report.gate(result, changed=True)) == 2
+
+
+def test_a_run_that_stopped_once_decided_is_compared_by_its_sequence(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.db", tmp_path / "b.db", tmp_path / "c.db"
+    make_db(a, trials=20)
+    make_db(b, trials=20, seed=2, settings={"max_runs": 20})
+    make_db(c, trials=20, seed=2)
+    seq = report.compare_reports(report.load(str(a)), report.load(str(b)))
+    fixed = report.compare_reports(report.load(str(a)), report.load(str(c)))
+    assert {r.params["method"] for r in seq.rows} == {"confidence-sequence"}
+    assert {r.ratio.method for r in fixed.rows} == {"bootstrap"}
+    assert all(s.ratio.hi - s.ratio.lo > f.ratio.hi - f.ratio.lo
+               for s, f in zip(seq.rows, fixed.rows, strict=True))

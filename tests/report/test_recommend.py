@@ -61,6 +61,12 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
     assert any(ln.startswith("backburner run ") for ln in lines) == (policy != "govern")
     parsed = rulefile.parse_file(rec.govern_rule, "bulk-work.toml")
     assert parsed.errors == [] and len(parsed.rules) == 1
+    if rec.govern_rule:  # printed as the file it is: its lines, indented, parse the same
+        head = "  govern rule, as a file /etc/backburner/rules.d/bulk-work.toml:"
+        after = text.split(head + "\n", 1)[1].splitlines()
+        printed = "\n".join(ln for ln in after[:len(rec.govern_rule.strip().splitlines())])
+        assert all(ln.startswith("    ") for ln in printed.splitlines())
+        assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
     want = "background" if policy == "govern" else policy
     assert parsed.rules[0].policy == priority.parse_policy(want)
 

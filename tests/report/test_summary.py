@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from pathlib import Path
 
-from helpers import LOAD, make_db
+from helpers import LOAD, key_of, make_db
 
 from backburner import report
 from backburner.report import words
@@ -39,7 +41,8 @@ def test_timeouts_are_no_evidence_of_a_fast_start(tmp_path: Path) -> None:
     assert "open above" in words.caveat_text(timeouts)
     assert mostly.verdict_kind == "slower" and mostly.median_lower_bound
     assert mostly.median == 12.0 and words.row_verdict_text(mostly).startswith("\u2265")
-    assert mostly.verdict_params == {"tolerance": 0.10, "lower_bound": True}
+    assert mostly.verdict_params == {"tolerance": 0.10, "lower_bound": True,
+                                     "method": "bootstrap"}
     text = report.render_text(data, width=250)
     assert "\u226512.0" in text and "\u221e" in text and "lower bound" in text
 
@@ -68,3 +71,64 @@ def test_a_baseline_of_zero_gives_no_ratio(tmp_path: Path) -> None:
         assert (row.verdict_kind, row.verdict_params) == ("no-data", {"reason": "zero-baseline"})
         assert words.row_verdict_text(row) == \
             "no verdict: the unloaded median is zero, so there is no ratio to idle"
+
+
+SLOW, EDGE = ("bfq", LOAD, "default"), ("bfq", LOAD, "background")
+
+
+def test_a_run_that_stopped_once_decided_is_judged_by_its_sequence(tmp_path: Path) -> None:
+    """Its ratios come from the confidence sequence it stopped on, and say so; a cell it
+    left undecided on its budget says which budget and after how many trials."""
+    path = tmp_path / "s.db"
+    make_db(path, medians={IDLE: 0.3, SLOW: 0.9, EDGE: 0.33}, trials=20, spread=0.1,
+            settings={"min_runs": 6, "max_runs": 20}, rounds={SLOW: 12},
+            env={"stopping": {key_of(*IDLE): "max-runs", key_of(*SLOW): "decided",
+                              key_of(*EDGE): "max-runs"}})
+    data = report.load(str(path))
+    rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r
+            for r in report.summary_rows(data)}
+    slow, edge = rows[SLOW], rows[EDGE]
+    assert slow.verdict_kind == "slower" and slow.ratio.method == "confidence-sequence"
+    assert slow.verdict_params == {"tolerance": 0.10, "lower_bound": False,
+                                   "method": "confidence-sequence"}
+    assert "95% sequential CI" in words.row_verdict_text(slow)
+    assert edge.verdict_kind == "inconclusive"
+    assert edge.verdict_params["stopped"] == "max-runs" and edge.verdict_params["trials"] == 20
+    assert words.row_verdict_text(edge).startswith(
+        "undecided when --max-runs ran out after 20 trials: 1.")
+    assert "raise --max-runs to decide" in words.row_verdict_text(edge)
+    assert report.notes(data) == []  # unequal trial counts are the point of such a run
+    few = tmp_path / "few.db"
+    make_db(few, medians={IDLE: 0.3, SLOW: 0.9}, trials=4, settings={"max_runs": 4})
+    (too_few,) = [w for w in report.summary_rows(report.load(str(few)))[1].warnings
+                  if w.code == "too-few-trials"]
+    assert words.caveat_text(too_few).endswith("use --min-runs 10 or more")
+
+
+def test_a_fixed_count_run_keeps_the_bootstrap(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    make_db(path, medians={IDLE: 0.3, SLOW: 0.9}, trials=20, spread=0.1)
+    (_, slow) = report.summary_rows(report.load(str(path)))
+    assert slow.ratio.method == "bootstrap" and "(95% CI " in words.row_verdict_text(slow)
+
+
+def test_a_bulk_speed_measured_once_gets_no_interval(tmp_path: Path) -> None:
+    """A load that lives for a whole cell runs once: its speed against the unprotected
+    load's is one number each, and a bootstrap of one number is no interval (it printed
+    0.97x [0.97-0.97]). The ratio is shown with its n; with a sample, with its interval."""
+    once, often = tmp_path / "once.db", tmp_path / "often.db"
+    medians = {IDLE: 0.3, SLOW: 0.9, EDGE: 0.33}
+    make_db(once, medians=medians, bulk={SLOW: (100e6, 10), EDGE: (97e6, 10)})
+    row = report.summary_rows(report.load(str(once)))[2]
+    assert row.cell.policy == "background" and row.bulk.runs == row.bulk.reference_runs == 1
+    assert math.isnan(row.bulk.ratio.lo) and math.isnan(row.bulk.ratio.hi)
+    assert words.bulk_ratio_text(row) == f"{row.bulk.ratio.ratio:.2f}\u00d7 (n=1)"
+    out = io.StringIO()
+    report.export_to(report.load(str(once)), "json", out)
+    doc = json.loads(out.getvalue())
+    (cell,) = [c for c in doc["cells"] if c["policy"] == "background"]
+    assert cell["bulk_speed_ratio"]["lo"] is None and cell["bulk_speed_ratio"]["hi"] is None
+    make_db(often, medians=medians, bulk={SLOW: (100e6, 1), EDGE: (97e6, 1)})
+    row = report.summary_rows(report.load(str(often)))[2]
+    text = words.bulk_ratio_text(row)
+    assert row.bulk.ratio.lo < row.bulk.ratio.hi and text.endswith("] (n=10)"), text

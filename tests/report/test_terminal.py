@@ -57,3 +57,17 @@ def test_recommend_shows_them_escaped_too(tmp_path: Path) -> None:
     r = bb("report", _hostile_db(tmp_path / "h.db"), "--recommend")
     assert r.returncode == 0, r.err
     assert "\x1b" not in r.out and "\\x1b[2J" in r.out and HOSTILE_LOAD in r.out
+
+
+def test_a_wide_table_keeps_each_cell_on_one_line(tmp_path: Path) -> None:
+    """Written to a file, the table's last column broke over two lines ("1624 MB/s" then
+    "unprotected"): where the table fits, every cell is one line, so a row is one line."""
+    slow, fast = ("bfq", "readers:1:seq", "default"), ("bfq", "readers:1:seq", "background")
+    make_db(tmp_path / "b.db", medians={("bfq", "none", "-"): 0.3, slow: 0.9, fast: 0.4},
+            bulk={slow: (1624e6, 1), fast: (900e6, 1)})
+    lines = [x for x in report.render_text(report.load(str(tmp_path / "b.db")),
+                                           width=250).splitlines() if x.startswith("bfq")]
+    (unprotected,) = [x for x in lines if "unprotected" in x and "MB/s" in x]
+    assert "readers:1:seq" in unprotected and "default" in unprotected
+    (protected,) = [x for x in lines if "background" in x and "MB/s" in x]
+    assert "(n=10)" in protected

@@ -22,10 +22,10 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from .. import priority
+from .. import priority, stats
 from ..cell import GOVERNED, Cell
 from ..errors import CommandNotFound, DataError, NotFoundError, UsageError
-from ..units import human_size
+from ..units import MAX_DURATION_S, human_size
 from . import loads as loadspec
 from . import matrix
 from .devices import DeviceSpec
@@ -37,6 +37,10 @@ MAX_TRIALS = 10_000
 MAX_TIMEOUT_S = 24 * 3600.0
 MAX_SETTLE_S = 3600.0
 MAX_ABORT_FACTOR = 1e6
+#: A sequential run's defaults: the fewest trials for which a distribution-free interval of
+#: a median exists at 95%, and a ceiling that bounds the run's length.
+DEFAULT_MIN_RUNS = 6
+DEFAULT_MAX_RUNS = 100
 #: fio jobs of one load: more would measure the harness, not the device (and can exhaust
 #: memory with 256 MiB files each).
 MAX_FIO_JOBS = 64
@@ -79,6 +83,31 @@ class BenchConfig:
     probe_root: str | None = None
     trace: bool = False  # per-trial kernel counters and who issued the device's IO
     ignore_failure: bool = False
+    #: until decided (`stats.stopping`): any of these makes the run sequential, and then
+    #: `trials` is not used -- each cell runs until its verdict is decided, at least
+    #: min_runs and at most max_runs trials, all of them within max_time_s of trials
+    min_runs: int | None = None
+    max_runs: int | None = None
+    max_time_s: float | None = None
+    #: the band 1 +/- tolerance a sequential run decides against
+    tolerance: float = 0.10
+
+    @property
+    def sequential(self) -> bool:
+        """Whether cells run until decided (else a fixed `trials` each)."""
+        return any(v is not None for v in (self.min_runs, self.max_runs, self.max_time_s))
+
+    @property
+    def rounds(self) -> int:
+        """Counted rounds in the trial order: the most any cell may get."""
+        return self.stopping_rule().max_runs if self.sequential else self.trials
+
+    def stopping_rule(self) -> stats.Rule:
+        """The rule of a sequential run, its defaults filled in."""
+        high = self.max_runs if self.max_runs is not None \
+            else max(self.min_runs or 0, DEFAULT_MAX_RUNS)
+        low = self.min_runs if self.min_runs is not None else min(DEFAULT_MIN_RUNS, high)
+        return stats.Rule(low, high, self.tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -177,7 +206,7 @@ def _quick() -> BenchConfig:
     return BenchConfig(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
                        policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
                        device="testbed:4G", trials=8, settle_s=2.0, timeout_s=60.0,
-                       preset="quick")
+                       preset="quick", min_runs=8, max_runs=60, max_time_s=150.0)
 
 
 def _office_hdd() -> BenchConfig:
@@ -197,7 +226,7 @@ def _office_hdd() -> BenchConfig:
                        loads=["none", "install-loop:shell-loop", "install-loop:long-lived"],
                        policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
                        device="slowdisk:hdd-5400:4G", trials=6, settle_s=2.0, timeout_s=60.0,
-                       preset="office-hdd")
+                       preset="office-hdd", min_runs=6, max_runs=15)
 
 
 PRESETS = {"quick": _quick, "office-hdd": _office_hdd}
@@ -233,6 +262,7 @@ def from_options(*, preset_name: str | None = None, seed: int | None = None,
             raise UsageError("bench needs --probe COMMAND or --preset NAME")
         cfg = BenchConfig(probes=[], loads=["none"], policies=["default"],
                           schedulers=["mq-deadline", "bfq"])
+    _choose_stopping(cfg, options)
     for key, value in options.items():
         if value is not None:
             setattr(cfg, key, list(value) if isinstance(value, list | tuple) else value)
@@ -240,6 +270,22 @@ def from_options(*, preset_name: str | None = None, seed: int | None = None,
         cfg.loads.insert(0, "none")
     cfg.seed = seed if seed is not None else secrets.randbelow(2**31)
     return cfg
+
+
+SEQUENTIAL_OPTIONS = {"min_runs": "--min-runs", "max_runs": "--max-runs",
+                      "max_time_s": "--max-time"}
+
+
+def _choose_stopping(cfg: BenchConfig, options: dict[str, Any]) -> None:
+    """A fixed --trials count and the until-decided budget exclude each other: a fixed
+    count given replaces a preset's budget; both given is refused."""
+    budget = [flag for key, flag in SEQUENTIAL_OPTIONS.items() if options.get(key) is not None]
+    if options.get("trials") is None:
+        return
+    if budget:
+        raise UsageError(f"--trials fixes the number of trials; {', '.join(budget)} run "
+                         "each cell until it is decided", "give one or the other")
+    cfg.min_runs = cfg.max_runs = cfg.max_time_s = None
 
 
 # --- the plan -------------------------------------------------------------------------------
@@ -267,7 +313,7 @@ class Plan:
     def slots(self) -> list[matrix.Slot]:
         cfg = self.config
         block = cfg.block if cfg.load_lifetime == "cell" else 1
-        return matrix.order(list(self.cells), cfg.trials, cfg.seed, cfg.warmup, block)
+        return matrix.order(list(self.cells), cfg.rounds, cfg.seed, cfg.warmup, block)
 
 
 def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
@@ -296,6 +342,7 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     for name in schedulers:
         check_scheduler(name)
     device = DeviceSpec.parse(cfg.device)
+    check_room(device, sum(spec.data_bytes for spec in loads.values()))
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
         loadspec.require_fio()
     prepares = _prepares(cfg)
@@ -464,6 +511,56 @@ def _check_numbers(cfg: BenchConfig) -> None:
         raise UsageError(f"--rotational {cfg.rotational} out of range", "use 0 or 1")
     if not 1 <= cfg.abort_after <= MAX_TRIALS:
         raise UsageError(f"abort_after {cfg.abort_after} out of range")
+    _check_stopping(cfg)
+
+
+def _check_stopping(cfg: BenchConfig) -> None:
+    """The until-decided budget: whole numbers of trials in range, min <= max, a time."""
+    for flag, value in (("--min-runs", cfg.min_runs), ("--max-runs", cfg.max_runs)):
+        if value is not None and not 1 <= value <= MAX_TRIALS:
+            raise UsageError(f"{flag} {value} out of range", f"use 1..{MAX_TRIALS}")
+    if cfg.min_runs is not None and cfg.max_runs is not None and cfg.min_runs > cfg.max_runs:
+        raise UsageError(f"--min-runs {cfg.min_runs} is above --max-runs {cfg.max_runs}")
+    if cfg.max_time_s is not None and not (
+            math.isfinite(cfg.max_time_s) and 0 < cfg.max_time_s <= MAX_DURATION_S):
+        raise UsageError(f"--max-time {cfg.max_time_s:g}s out of range",
+                         "give more than 0 and at most 7 days")
+    if not (math.isfinite(cfg.tolerance) and 0 < cfg.tolerance < 1):
+        raise UsageError(f"--tolerance {cfg.tolerance:g} out of range",
+                         "give a fraction above 0 and below 1, e.g. 0.1 for +/-10%")
+
+
+#: The share of a testbed's size its filesystem leaves for files (ext4's metadata, journal
+#: and reserved blocks take the rest), and the room the probe's own files need at least.
+USABLE_FRACTION = 0.90
+PROBE_ROOM = 256 * 1024 * 1024
+
+
+def fitting_size(need: int) -> str:
+    """The smallest whole-GiB testbed size whose filesystem holds ``need`` bytes of files
+    (the shortfall added to what this size holds, at run time)."""
+    return f"{math.ceil(need / USABLE_FRACTION / (1 << 30))}G"
+
+
+def check_room(spec: DeviceSpec, load_bytes: int, probe_bytes: int | None = None,
+               free: int | None = None) -> None:
+    """Refuse a testbed or slow disk too small for the loads' files and the probe's: fio
+    would fail with "No space left on device" after the testbed was built. At plan time
+    the probe's files are not found yet (``PROBE_ROOM`` stands for them); once they are laid
+    out, the executor checks again with their bytes and the filesystem's real free space."""
+    if spec.kind == "path" or not load_bytes:
+        return
+    probe_bytes = PROBE_ROOM if probe_bytes is None else probe_bytes
+    room = int(spec.size * USABLE_FRACTION) if free is None else free
+    need = load_bytes + (probe_bytes if free is None else 0)
+    if need > room:
+        where = (f"has {human_size(room)} for files" if free is None else
+                 f"has {human_size(room)} left beside the probe's {human_size(probe_bytes)}")
+        raise UsageError(
+            f"the loads' files need {human_size(load_bytes)} but {spec.label} {where}",
+            f"use a larger device, e.g. {spec.label.rpartition(':')[0]}:"
+            f"{fitting_size(need - room + int(spec.size * USABLE_FRACTION))}, "
+            "or fewer fio jobs")
 
 
 def check_space(spec: DeviceSpec, where: str) -> None:

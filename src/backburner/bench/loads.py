@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from .. import logtail, priority, safepath, spawn
 from ..errors import SystemStateError, UnavailableError, UsageError
+from ..units import parse_size
 
 FIO_FILE_SIZE = "256m"
 COPY_SIZE = "1g"
@@ -59,6 +60,17 @@ class LoadSpec:
     @property
     def is_none(self) -> bool:
         return self.kind == "none"
+
+    @property
+    def data_bytes(self) -> int:
+        """The bytes of data files `Load.prepare` lays out (and a copy writes), so a device
+        too small for them is refused before anything is built. An install loop's archive
+        and a cmd's own files are not known here (0)."""
+        if self.kind == "fio":
+            return sum(part.jobs for part in self.fio) * parse_size(FIO_FILE_SIZE)
+        if self.kind == "copy":
+            return 2 * parse_size(COPY_SIZE)  # the source and its copy
+        return 0
 
 
 _FIO_RE = re.compile(r"(readers|writers):(\d+):(seq|rand)(?::(direct|buffered))?")

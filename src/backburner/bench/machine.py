@@ -101,8 +101,17 @@ class MachineExecutor:
             self._build_root(touched, root, image)
             devices.bind_virtual(device.chroot, tx)
         log.debug("phase: layout")
+        self._check_room()
         self._lay_out_loads()
         self._make_cgroups(tx)
+
+    def _check_room(self) -> None:
+        """Before any load file is written: the loads' files fit in what the probe's files
+        left free (plan() could only guess the probe's share), else one line and 64."""
+        st = os.statvfs(self.device.load_dir)
+        probe_bytes = int(self.device.facts.get("probe_layout", {}).get("bytes") or 0)
+        config.check_room(self.plan.device, sum(s.data_bytes for s in self.plan.loads.values()),
+                          probe_bytes, free=st.f_bavail * st.f_frsize)
 
     def _lay_out_loads(self) -> None:
         for i, (text, spec) in enumerate(self.plan.loads.items()):

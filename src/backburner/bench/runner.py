@@ -39,12 +39,14 @@ from .. import __version__, outfile, safepath, system
 from ..cell import Cell
 from ..errors import DataError
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
+from ..units import fmt_duration
 from . import config, devices
 from .config import Plan
 from .environment import capture as capture_environment
 from .executor import Executor, Measurement
 from .machine import MachineExecutor
 from .matrix import Slot
+from .stopping import Stopper
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +71,17 @@ def header(plan: Plan, path: str, *, left: int | None = None) -> str:
     """The run's first line: its size, cache mode and seed (which reproduces the order)."""
     config = plan.config
     cells = len(plan.cells)
-    total = cells * (config.trials + config.warmup)
-    todo = f"{left} of {total} trials left" if left is not None else f"{total} trials"
+    total = cells * (config.rounds + config.warmup)
+    most = "at most " if config.sequential else ""
+    todo = f"{left} of {most}{total} trials left" if left is not None else f"{most}{total} trials"
     rounds = f"{config.warmup} warm-up round{'s' if config.warmup != 1 else ''}"
-    return (f"bench: {cells} cells × {config.trials} trials + {rounds} ({todo}), "
+    trials = f"{config.trials} trials"
+    if config.sequential:
+        rule = config.stopping_rule()
+        budget = f", at most {fmt_duration(config.max_time_s)}" if config.max_time_s else ""
+        trials = (f"{rule.min_runs}–{rule.max_runs} trials until decided "
+                  f"(±{config.tolerance * 100:g}%{budget})")
+    return (f"bench: {cells} cells × {trials} + {rounds} ({todo}), "
             f"{'cold' if config.cold else 'warm'}, seed {config.seed} (--seed {config.seed} "
             f"repeats the order) → {path}")
 
@@ -108,6 +117,8 @@ class Bench:
         self.unloaded: dict[Cell, list[float]] = defaultdict(list)  # by baseline cell
         self.timeouts: dict[str, int] = defaultdict(int)
         self.running: set[str] = set()  # loads started and not stopped yet
+        self.stopper = (Stopper(plan.cells, self.cfg.stopping_rule(), self.cfg.max_time_s,
+                                self.cfg.cold) if self.cfg.sequential else None)
 
     # --- one slot -----------------------------------------------------------------------
 
@@ -237,15 +248,22 @@ class Bench:
             for slot in slots:
                 if (slot.cell.key, slot.round) in done:
                     continue
+                if self.stopper and self.stopper.skips(slot):
+                    progress.total -= 1  # a decided cell's slot is not run
+                    continue
                 progress.cell = slot.cell.label + (" (warm-up)" if slot.warmup else "")
                 self.report(progress)
                 trial = self.run_slot(slot)
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
                                      warmup=int(slot.warmup), **trial)
+                if self.stopper:
+                    self.stopper.add(slot.cell, trial, slot.warmup)
                 progress.done += 1
                 wall = trial.get("wall_s")
                 progress.last = f"{trial['status']} {wall:.3f}s" if wall else trial["status"]
                 self.report(progress)
+        if self.stopper:  # why each cell stopped, for the report
+            self.store.update_environment(self.run_id, {"stopping": self.stopper.finish()})
         self.store.finish_run(self.run_id)
 
     def _reload_history(self) -> None:
@@ -260,6 +278,8 @@ class Bench:
             if (stored.cell.unloaded and t["status"] == "ok"
                     and bool(t["cold"]) == self.cfg.cold):
                 self.unloaded[stored.cell.baseline()].append(t["wall_s"])
+            if self.stopper:
+                self.stopper.add(stored.cell, t, bool(t["warmup"]))
 
 
 def preflight(plan: Plan) -> None:
@@ -326,6 +346,8 @@ class Resume:
             slots = self.plan.slots()
             self.total = len(slots)
             self.left = sum(1 for s in slots if (s.cell.key, s.round) not in done)
+            if self.finished and cfg.sequential:
+                self.left = 0  # it stopped where its cells were decided or out of budget
         except BaseException:
             self.store.close()
             raise

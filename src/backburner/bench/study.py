@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NotFoundError, UsageError
+from ..units import parse_duration
 
 #: key -> (config field, type): "list" takes a string or a list of strings
 KEYS: dict[str, tuple[str, str]] = {
@@ -32,6 +33,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "block": ("block", "int"), "probe-layout": ("probe_layout", "str"),
     "probe-root": ("probe_root", "str"), "trace": ("trace", "bool"),
     "ignore-failure": ("ignore_failure", "bool"),
+    "min-runs": ("min_runs", "int"), "max-runs": ("max_runs", "int"),
+    "max-time": ("max_time_s", "duration"), "tolerance": ("tolerance", "float"),
 }
 
 
@@ -105,6 +108,10 @@ def _typed(path: str, key: str, value: Any, kind: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise wrong("a whole number")
         return value
+    if kind == "duration":  # seconds, or a string such as "5m"
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise wrong("a number of seconds or a duration such as \"5m\"")
+        return parse_duration(value, what=f"{path}: key {key!r}")
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise wrong("a number")

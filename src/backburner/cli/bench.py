@@ -24,7 +24,8 @@ _RUN_OPTIONS = {
     "prepare": "prepare_commands", "setup_variant": None, "setup_variant_during": None,
     "shell": "shell", "load_lifetime": "load_lifetime", "block": "block",
     "probe_layout": "probe_layout", "probe_root": "probe_root", "trace": "trace",
-    "ignore_failure": "ignore_failure", "output": None,
+    "ignore_failure": "ignore_failure", "output": None, "min_runs": "min_runs",
+    "max_runs": "max_runs", "max_time": "max_time_s", "tolerance": "tolerance",
 }
 
 DESCRIPTION = """\
@@ -61,6 +62,15 @@ examples:
   backburner bench --study office.toml --output postgresql://bench@db.lab/backburner
   backburner bench --resume results.db
 """
+
+
+def _duration(text: str) -> float:
+    from ..units import parse_duration
+
+    try:
+        return parse_duration(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _flag(dest: str) -> str:
@@ -160,15 +170,16 @@ def _finish(path: str, args: argparse.Namespace) -> int:
 
     log.debug("phase: report")
     data = report.load(path, _this_run(path))
+    tolerance = data.runs[-1].config.get("tolerance") or 0.10  # what the run decided on
     if not args.quiet:
-        report.console_for().print(report.render_terminal(data))
+        report.console_for().print(report.render_terminal(data, tolerance=tolerance))
     html = args.export_html or (None if "://" in path
                                 else os.path.splitext(path)[0] + ".html")
     if html:
-        html_report.write_html(data, html)
+        html_report.write_html(data, html, tolerance=tolerance)
     for fmt, target in exports(args):
         with outfile.text_output(target) as out:
-            report.export_to(data, fmt, out)
+            report.export_to(data, fmt, out, tolerance=tolerance)
     if not args.quiet:
         print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
     failed = [c.label for c in data.cells if not c.samples()]
@@ -236,7 +247,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help=argparse.SUPPRESS)
     how = p.add_argument_group("how it is measured")
     how.add_argument("-r", "--runs", "--trials", dest="trials", type=int, metavar="N",
-                     help="counted trials per cell (default 10)")
+                     help="a fixed number of counted trials per cell (default 10)")
+    how.add_argument("-m", "--min-runs", type=int, metavar="N",
+                     help="run each cell until its verdict is decided (slower, faster or "
+                     "within the tolerance), with at least N trials (default 6)")
+    how.add_argument("-M", "--max-runs", type=int, metavar="N",
+                     help="until decided, with at most N trials per cell (default 100)")
+    how.add_argument("--max-time", type=_duration, metavar="DURATION",
+                     help="until decided, within this much time of trials (90s, 5m, 1h30m); "
+                     "a cell still undecided then is reported so")
+    how.add_argument("--tolerance", type=float, metavar="X",
+                     help="until decided: the band 1±X a cell is judged against "
+                     "(default 0.1)")
     how.add_argument("-w", "--warmup", type=int, metavar="N",
                      help="warm-up rounds, run and stored but not counted (default 1)")
     mode = how.add_mutually_exclusive_group()

@@ -23,7 +23,7 @@ from ..cell import NO_PREPARE, Cell
 from ..errors import DataError
 from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
 from .data import CellData, ReportData, split
-from .summary import RESAMPLES, SEED, known_limits
+from .summary import RESAMPLES, SEED, known_limits, sequential
 from .terminal import AdaptiveTable, Column
 from .words import compare_verdict_text
 
@@ -106,7 +106,8 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
     order = {c.key: i for i, c in enumerate(a.cells)}
     pairs.sort(key=lambda p: order[p[0].key])
 
-    rows = [_compare_cells(ca, cb, tolerance, confidence) for ca, cb in pairs]
+    seq = sequential(a) or sequential(b)
+    rows = [_compare_cells(ca, cb, tolerance, confidence, seq) for ca, cb in pairs]
     out_notes = []
     dev_pairs = sorted({(ca.cell.device, cb.cell.device) for ca, cb in pairs
                         if ca.cell.device != cb.cell.device})
@@ -127,7 +128,10 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
 
 
 def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
-                   confidence: float) -> CompareRow:
+                   confidence: float, sequential: bool = False) -> CompareRow:
+    """B's cell against A's. Where either side's run stopped its cells once decided, their
+    trial counts depend on the data, so the ratio's interval is the confidence sequence
+    (`stats.sequential`), valid whatever the counts, instead of the bootstrap."""
     sa, sb = ca.samples(), cb.samples()
     la, lb = known_limits(ca.timeout_limits()), known_limits(cb.timeout_limits())
     (ma, low_a), (mb, low_b) = (stats.censored_median(s, lim) if s else (None, False)
@@ -140,8 +144,12 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
     elif ma == 0:
         kind, params = CompareKind.NO_DATA, {"reason": "zero-median"}
     else:
-        v = stats.verdict(sb, sa, tolerance=tolerance, confidence=confidence, seed=SEED,
-                          resamples=RESAMPLES, loaded_censored=lb, baseline_censored=la)
+        v = (stats.sequential_verdict(sb, sa, tolerance=tolerance, confidence=confidence,
+                                      loaded_censored=lb, baseline_censored=la)
+             if sequential else
+             stats.verdict(sb, sa, tolerance=tolerance, confidence=confidence, seed=SEED,
+                           resamples=RESAMPLES, loaded_censored=lb, baseline_censored=la))
+        params["method"] = v.ratio.method
         ratio = v.ratio
         mw = stats.mann_whitney(sb + lb, sa + la)  # ranks: a timeout at its limit is slow
         cd = stats.cliffs_delta(sb + lb, sa + la)

@@ -144,6 +144,10 @@ def rule_policy(policy: str) -> str:
     return policy if policy not in ("default", "-") else "background"
 
 
+#: Where the printed govern rule goes (govern's rules directory, docs/govern.md).
+RULE_FILE = "/etc/backburner/rules.d/bulk-work.toml"
+
+
 def govern_rule(r: Row) -> str:
     """The rule that applies the recommendation automatically; none when it is to leave
     the bulk work unprotected."""
@@ -207,8 +211,9 @@ def render(recs: list[Recommendation]) -> str:
         front = ", ".join(f"{r.cell.scheduler} + {r.cell.policy}" for r in rec.pareto)
         lines.append(f"  Pareto-best (start-up vs bulk work): {front}")
         lines += [f"  $ {c}" for c in rec.commands]
-        if rec.govern_rule:
-            lines.append("  govern rule: " + rec.govern_rule.strip().replace("\n", "; "))
+        if rec.govern_rule:  # a file as it is: TOML a user can paste (indented, still TOML)
+            lines.append(f"  govern rule, as a file {RULE_FILE}:")
+            lines += [f"    {ln}" for ln in rec.govern_rule.strip().splitlines()]
         lines += [f"  limit: {note}" for note in rec.limits]
         lines.append("")
     return "\n".join(one_line(ln) for ln in lines).rstrip() + "\n"

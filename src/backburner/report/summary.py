@@ -11,7 +11,11 @@
   and preparation (and the same cold/warm mode).
 * A cell's median is shown with its exact order-statistic interval (distribution-free: its
   coverage is at least the confidence asked for); ratios to idle with a percentile
-  bootstrap (seed 0, 10,000 resamples, so a report is reproducible).
+  bootstrap (seed 0, 10,000 resamples, so a report is reproducible) -- or, where a run
+  stopped its cells once they were decided (`--min-runs`, `--max-runs`, `--max-time`),
+  with the confidence sequence that run stopped on (`stats.sequential`), the only one
+  still valid after such stopping. The ratio names its method; an undecided cell of such a
+  run says which budget stopped it (``stopped``: max-runs, max-time).
 * A timed-out trial took at least its limit: it is counted at that limit (right-censored, see
   `stats`), never dropped, so a cell that often times out cannot pass for fast. Where the
   timeouts reach the median it is a lower bound (shown "≥"); where they reach the upper
@@ -115,7 +119,11 @@ class Bulk:
     runs: int                      # load runs measured
     speed: float                   # median units per second
     reference_key: str | None      # the unprotected cell
-    ratio: stats.RatioCI | None    # speed / the unprotected cell's speed
+    #: speed / the unprotected cell's speed; its interval (lo, hi) is NaN where either side
+    #: has fewer runs than a distribution-free interval needs (`stats.min_trials`): with
+    #: --load-lifetime cell a load runs once per block, so a short run has one number
+    ratio: stats.RatioCI | None
+    reference_runs: int = 0        # the unprotected cell's load runs
 
     @property
     def per_second(self) -> str:
@@ -151,14 +159,17 @@ def _not_cold_by_blocks(cell: CellData) -> list[stats.Caveat]:
         "evidence": "blocks", "cold_blocks": cold_blocks, "warm_blocks": warm_blocks})]
 
 
-def _caveats(cell: CellData, samples: list[float], timeouts: int, confidence: float,
-             summary: stats.Summary | None) -> list[stats.Caveat]:
+def _caveats(data: ReportData, cell: CellData, samples: list[float], timeouts: int,
+             confidence: float, summary: stats.Summary | None) -> list[stats.Caveat]:
     """The samples' own caveats (`stats.warnings_for`), then what only the trials show."""
     mode = cell.mode
     warm_samples = cell.samples("warm") if mode == "cold" else []
     warm_median = median_of(warm_samples) if len(warm_samples) >= 3 else None
     found = list(stats.warnings_for(samples, timeouts=timeouts, warm_median=warm_median,
                                     confidence=confidence, summary=summary))
+    if sequential(data):  # its trial count is set by --min-runs, not --trials
+        found = [stats.Caveat(w.code, {**w.params, "option": "--min-runs"})
+                 if w.code == stats.CaveatCode.TOO_FEW_TRIALS else w for w in found]
     if mode == "cold" and not any(w.code == stats.CaveatCode.NOT_COLD for w in found):
         found += _not_cold_by_blocks(cell)
     failed, aborted = cell.failed(mode), cell.count("aborted", mode)
@@ -171,8 +182,50 @@ def _caveats(cell: CellData, samples: list[float], timeouts: int, confidence: fl
     return found
 
 
-def _verdict(cell: CellData, base: CellData | None, samples: list[float], limits: list[float],
-             tolerance: float, confidence: float
+def sequential(data: ReportData) -> bool:
+    """Whether any run pooled here stopped its cells once decided: then only the confidence
+    sequences are valid intervals of its ratios."""
+    return any(r.config.get(k) is not None for r in data.runs
+               for k in ("min_runs", "max_runs", "max_time_s"))
+
+
+def stop_reason(data: ReportData, cell: CellData) -> str | None:
+    """Why a sequential run stopped the cell (decided, max-runs, max-time), as the run
+    recorded it; None when no run did."""
+    reason = None
+    for run in data.runs:
+        stopping = run.environment.get("stopping")
+        if isinstance(stopping, dict) and isinstance(stopping.get(cell.key), str):
+            reason = stopping[cell.key]
+    return reason
+
+
+def _judge(data: ReportData, cell: CellData, samples: list[float], base_samples: list[float],
+           limits: list[float], base_censored: list[float], tolerance: float,
+           confidence: float) -> tuple[str, dict[str, stats.Param], stats.RatioCI]:
+    """The verdict by the method the data allow: the bootstrap at a fixed count, the
+    confidence sequence after stopping once decided."""
+    if sequential(data):
+        v = stats.sequential_verdict(samples, base_samples, tolerance=tolerance,
+                                     confidence=confidence,
+                                     loaded_censored=known_limits(limits),
+                                     baseline_censored=base_censored)
+    else:
+        v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
+                          seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
+                          baseline_censored=base_censored)
+    params: dict[str, stats.Param] = {"tolerance": v.tolerance, "lower_bound": v.lower_bound,
+                                      "method": v.ratio.method}
+    reason = stop_reason(data, cell)
+    if v.kind == stats.VerdictKind.INCONCLUSIVE and reason in ("max-runs", "max-time"):
+        params["stopped"] = reason
+        params["trials"] = len(samples) + len(limits)
+        params["timeouts"] = len(limits)
+    return v.kind, params, v.ratio
+
+
+def _verdict(data: ReportData, cell: CellData, base: CellData | None, samples: list[float],
+             limits: list[float], tolerance: float, confidence: float
              ) -> tuple[str, dict[str, stats.Param], stats.RatioCI | None, list[stats.Caveat]]:
     """(kind, its numbers, the ratio to idle, caveats) of a cell against its baseline."""
     mode = cell.mode
@@ -196,10 +249,9 @@ def _verdict(cell: CellData, base: CellData | None, samples: list[float], limits
         return RowKind.NO_DATA, {"reason": "no-trials"}, None, []
     if stats.censored_median(base_samples, base_censored)[0] == 0:
         return RowKind.NO_DATA, {"reason": "zero-baseline"}, None, []
-    v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
-                      seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
-                      baseline_censored=base_censored)
-    return v.kind, {"tolerance": v.tolerance, "lower_bound": v.lower_bound}, v.ratio, []
+    kind, params, ratio = _judge(data, cell, samples, base_samples, limits, base_censored,
+                                 tolerance, confidence)
+    return kind, params, ratio, []
 
 
 def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) -> Row:
@@ -210,8 +262,8 @@ def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) 
     summary = (stats.summarize(samples, confidence=confidence, resamples=RESAMPLES, seed=SEED,
                                censored=censored) if samples else None)
     base = data.baseline_of(cell)
-    warnings = _caveats(cell, samples, len(limits), confidence, summary)
-    kind, params, ratio, more = _verdict(cell, base, samples, limits, tolerance, confidence)
+    warnings = _caveats(data, cell, samples, len(limits), confidence, summary)
+    kind, params, ratio, more = _verdict(data, cell, base, samples, limits, tolerance, confidence)
     warnings += more
     reads, writes = cell.throughput("load_read_bps"), cell.throughput("load_write_bps")
     s = summary
@@ -267,13 +319,25 @@ def _bulk(data: ReportData, cell: CellData, confidence: float) -> Bulk | None:
     if not rates:
         return None
     ref = data.unprotected_of(cell)
-    ratio = None
+    ratio, ref_runs = None, 0
     if ref is not None and ref is not cell:
         ref_unit, ref_rates = bulk_rates(ref)
         if ref_rates and ref_unit == unit and float(np.median(ref_rates)) > 0:
-            ratio = stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
-                                           resamples=RESAMPLES, seed=SEED)
-    return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio)
+            ratio = _bulk_ratio(rates, ref_rates, confidence)
+            ref_runs = len(ref_rates)
+    return Bulk(unit, len(rates), float(np.median(rates)), ref.key if ref else None, ratio,
+                ref_runs)
+
+
+def _bulk_ratio(rates: list[float], ref_rates: list[float], confidence: float
+                ) -> stats.RatioCI:
+    """The ratio of the two median speeds, with an interval only where both sides have a
+    sample to make one: a bootstrap of one number per side would be [r, r]."""
+    if min(len(rates), len(ref_rates)) < stats.min_trials(confidence):
+        point = float(np.median(rates)) / float(np.median(ref_rates))
+        return stats.RatioCI(point, math.nan, math.nan, confidence, "none")
+    return stats.ratio_of_medians(rates, ref_rates, confidence=confidence,
+                                  resamples=RESAMPLES, seed=SEED)
 
 
 def notes(data: ReportData) -> list[stats.Caveat]:
@@ -284,6 +348,6 @@ def notes(data: ReportData) -> list[stats.Caveat]:
     if len(data.runs) > 1:
         out.append(stats.Caveat(NoteCode.POOLED_RUNS, {"runs": len(data.runs)}))
     ns = {len(c.counted) for c in data.cells}
-    if len(ns) > 1:
+    if len(ns) > 1 and not sequential(data):  # (a run until decided means them to differ)
         out.append(stats.Caveat(NoteCode.UNEQUAL_TRIALS, {"fewest": min(ns), "most": max(ns)}))
     return out

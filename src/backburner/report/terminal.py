@@ -140,8 +140,9 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
                                  for r in rows], wrap=True)
     bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
     has_bulk = any(r.bulk is not None for r in rows)
-    bulk = [Column("Bulk speed\nvs unprotected", [
-        bulk_speed_text(r) + (f"\n{bulk_ratio_text(r)}" if r.bulk else "") for r in rows],
+    # one line per row: a table written to a file is read (and grepped) by its lines
+    bulk = [Column("Bulk speed, vs unprotected", [
+        bulk_speed_text(r) + (f", {bulk_ratio_text(r)}" if r.bulk else "") for r in rows],
         "right")] if has_bulk else []
     stacked = Column("Cell", ["\n".join([one_line(x) for x in ([r.cell.probe, r.cell.device]
                                                                  if multi else [])

@@ -60,30 +60,59 @@ def _ci(lo: float, hi: float) -> str:
     return f"{fmt_factor(lo)}{DASH}{fmt_factor(hi)}{TIMES}"
 
 
+def _kind_of_ci(r: stats.RatioCI) -> str:
+    """'95% CI' (bootstrap, a fixed number of trials), '95% sequential CI' (a confidence
+    sequence: valid however early the run stopped)."""
+    kind = "sequential CI" if r.method == stats.SEQUENTIAL_METHOD else "CI"
+    return f"{fmt_pct(r.confidence)} {kind}"
+
+
 # --------------------------------------------------------------------------- verdicts
 
 
 def _slower(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     return (f"{at_least}{fmt_factor(r.ratio)}{TIMES} slower than idle "
-            f"({fmt_pct(r.confidence)} CI {_ci(r.lo, r.hi)})")
+            f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)})")
 
 
 def _faster(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     return (f"{fmt_factor(_inverse(r.ratio))}{TIMES} faster than idle "
-            f"({fmt_pct(r.confidence)} CI {_ci(_inverse(r.hi), _inverse(r.lo))})")
+            f"({_kind_of_ci(r)} {_ci(_inverse(r.hi), _inverse(r.lo))})")
 
 
 def _indistinguishable(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     return (f"indistinguishable from idle (within {PLUS_MINUS}{fmt_pct(tolerance)}; "
-            f"{fmt_factor(r.ratio)}{TIMES} idle, {fmt_pct(r.confidence)} CI "
+            f"{fmt_factor(r.ratio)}{TIMES} idle, {_kind_of_ci(r)} "
             f"{_ci(r.lo, r.hi)})")
 
 
 def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
-    advice = ("timeouts leave it open above: raise --timeout to measure them"
-              if math.isinf(r.hi) else "run more trials to decide")
+    advice = "run more trials to decide"
+    if math.isinf(r.hi):
+        advice = ("timeouts, or too few trials for a sequential interval, leave it open "
+                  "above: raise --timeout or --min-runs" if r.method == stats.SEQUENTIAL_METHOD
+                  else "timeouts leave it open above: raise --timeout to measure them")
     return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
-            f"({fmt_pct(r.confidence)} CI {_ci(r.lo, r.hi)}); {advice}")
+            f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)}); {advice}")
+
+
+#: What an undecided cell of a run that stopped once decided ran out of, and what to give.
+_BUDGETS = {"max-runs": ("--max-runs", "raise --max-runs"),
+            "max-time": ("--max-time", "give more --max-time")}
+
+
+def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
+    """A cell a sequential run's budget stopped undecided: which budget, after how many
+    trials, and what would decide it (a longer --timeout, where timeouts leave it open)."""
+    option, advice = _BUDGETS[str(p["stopped"])]
+    trials = int(p.get("trials", 0))
+    if math.isinf(r.hi) and int(p.get("timeouts", 0)):
+        advice = "timeouts leave it open above: raise --timeout to measure them"
+    else:
+        advice += " to decide"
+    return (f"undecided when {option} ran out after {trials} trial{_s(trials)}: "
+            f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
+            f"{_ci(r.lo, r.hi)}); {advice}")
 
 
 _JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
@@ -129,6 +158,9 @@ _UNJUDGED: dict[str, Callable[[Params], str]] = {
 def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
     """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
     it): against idle (`verdict_text`), or why there is none."""
+    if kind == VerdictKind.INCONCLUSIVE and ratio is not None \
+            and params.get("stopped") in _BUDGETS:
+        return _undecided(ratio, GE if params.get("lower_bound") else "", params)
     if kind in _JUDGED and ratio is not None:
         return verdict_text(stats.Verdict(VerdictKind(kind), ratio, float(params["tolerance"]),
                                           bool(params["lower_bound"])))
@@ -201,7 +233,7 @@ def _too_few_trials(p: Params) -> str:
     n = int(p["trials"])
     head = "no completed trials" if n == 0 else f"only {n} trial{_s(n)}"
     return (f"{head}: too few for a {fmt_pct(float(p['confidence']))} interval of the median; "
-            f"use --trials {p['advised']} or more")
+            f"use {p.get('option', '--trials')} {p['advised']} or more")
 
 
 def _timeouts(p: Params) -> str:
@@ -328,7 +360,10 @@ def bulk_ratio_text(r: Row) -> str:
         return "unprotected"
     if b.ratio is None:
         return "no unprotected cell"
-    return fmt_ratio_ci(b.ratio)
+    runs = f"n={b.runs}" + (f" vs {b.reference_runs}" if b.reference_runs != b.runs else "")
+    if math.isnan(b.ratio.lo):  # too few load runs for an interval: the ratio and its n
+        return f"{fmt_factor(b.ratio.ratio)}{TIMES} ({runs})"
+    return f"{fmt_ratio_ci(b.ratio)} ({runs})"
 
 
 def timeouts_text(r: Row) -> str:

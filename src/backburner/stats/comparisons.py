@@ -26,12 +26,15 @@ from .estimates import (
 
 @dataclass(frozen=True)
 class RatioCI:
-    """median(a) / median(b) with a bootstrap percentile interval."""
+    """median(a) / median(b) with an interval, and the method that made it: "bootstrap"
+    (percentile bootstrap, for a fixed number of trials) or "confidence-sequence" (valid at
+    every number of trials, for runs that stop once decided: `sequential`)."""
 
     ratio: float
     lo: float
     hi: float
     confidence: float
+    method: str = "bootstrap"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from .estimates import (
     min_trials,
     tukey_outliers,
 )
+from .sequential import ratio_cs
 
 #: Bimodality-coefficient threshold: 5/9, the value for a uniform distribution.
 BIMODAL_THRESHOLD = 0.555
@@ -86,19 +87,45 @@ def verdict(
     so they can make a verdict "slower" or "inconclusive", never falsely reassuring; a ratio
     whose loaded median they reach is marked as a lower bound.
     """
-    if not 0.0 <= tolerance < 1.0:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+    _check_tolerance(tolerance)
     r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed,
                          a_censored=loaded_censored, b_censored=baseline_censored)
+    return Verdict(classify(r, tolerance), r, tolerance,
+                   censored_median(loaded, loaded_censored)[1])
+
+
+def sequential_verdict(
+    loaded: ArrayLike,
+    baseline: ArrayLike,
+    *,
+    tolerance: float = 0.10,
+    confidence: float = 0.95,
+    loaded_censored: ArrayLike = (),
+    baseline_censored: ArrayLike = (),
+) -> Verdict:
+    """`verdict` on the ratio's confidence sequence (`sequential.ratio_cs`) instead of its
+    bootstrap interval: the verdict of a run that stopped once it was decided."""
+    _check_tolerance(tolerance)
+    r = ratio_cs(loaded, baseline, confidence=confidence, a_censored=loaded_censored,
+                 b_censored=baseline_censored)
+    return Verdict(classify(r, tolerance), r, tolerance,
+                   censored_median(loaded, loaded_censored)[1])
+
+
+def _check_tolerance(tolerance: float) -> None:
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
+
+
+def classify(r: RatioCI, tolerance: float) -> VerdictKind:
+    """Where the interval lies against the band 1 +/- tolerance."""
     if r.lo > 1.0 + tolerance:
-        kind = VerdictKind.SLOWER
-    elif r.hi < 1.0 - tolerance:
-        kind = VerdictKind.FASTER
-    elif r.lo >= 1.0 - tolerance and r.hi <= 1.0 + tolerance:
-        kind = VerdictKind.INDISTINGUISHABLE
-    else:
-        kind = VerdictKind.INCONCLUSIVE
-    return Verdict(kind, r, tolerance, censored_median(loaded, loaded_censored)[1])
+        return VerdictKind.SLOWER
+    if r.hi < 1.0 - tolerance:
+        return VerdictKind.FASTER
+    if r.lo >= 1.0 - tolerance and r.hi <= 1.0 + tolerance:
+        return VerdictKind.INDISTINGUISHABLE
+    return VerdictKind.INCONCLUSIVE
 
 
 # --------------------------------------------------------------------------- caveats

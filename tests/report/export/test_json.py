@@ -60,7 +60,7 @@ def test_verdicts_warnings_and_notes_carry_codes_and_numbers(tmp_path: Path) -> 
     (timeouts,) = [w for c in doc["cells"] for w in c["warnings"] if w["code"] == "timeouts"]
     assert timeouts["params"] == {"count": 2, "reach": "interval"}
     slower = next(c["verdict"] for c in doc["cells"] if c["verdict"]["kind"] == "slower")
-    assert slower["params"] == {"tolerance": 0.1, "lower_bound": False}
+    assert slower["params"] == {"tolerance": 0.1, "lower_bound": False, "method": "bootstrap"}
     assert doc["note_codes"] == [{"code": "unfinished-run", "params": {"run": 1}}]
     assert doc["notes"] == [words.caveat_text(stats.Caveat(n["code"], n["params"]))
                             for n in doc["note_codes"]]
