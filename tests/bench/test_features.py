@@ -191,13 +191,14 @@ def test_until_decided_on_a_real_testbed(tmp_path: Path, state_dir: Path) -> Non
 
 def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
         tmp_path: Path, state_dir: Path) -> None:
-    """plan() can only guess the probe's share of the testbed; with its guess taken away,
+    """plan() checks only the loads (the probe's files are not found yet); with the whole
+    testbed counted as room (USABLE_FRACTION 1) it lets this through; then
     the run-time check (after the probe's files are laid out, before any load file) refuses
     with one line, 64, and the size that would fit, where fio used to fail with "No space
     left on device". Nothing is left behind."""
     db = tmp_path / "r.db"
     code = (f"import sys; {SMALL}; from backburner.bench import config; "
-            "config.USABLE_FRACTION = 1.0; config.PROBE_ROOM = 0; "
+            "config.USABLE_FRACTION = 1.0; "
             "from backburner.cli import main; sys.exit(main())")
     import subprocess
 

@@ -20,9 +20,9 @@ import sys
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from types import UnionType
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from .. import priority, stats
+from .. import priority
 from ..cell import GOVERNED, Cell
 from ..errors import CommandNotFound, DataError, NotFoundError, UsageError
 from ..units import MAX_DURATION_S, human_size
@@ -30,6 +30,9 @@ from . import loads as loadspec
 from . import matrix
 from .devices import DeviceSpec
 from .probes import Probe
+
+if TYPE_CHECKING:  # the statistics (numpy) only when a run needs them: `run` loads this
+    from ..stats import Rule
 
 #: The IO schedulers (elevators) of Linux's block layer; a device offers a subset of them.
 KNOWN_SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
@@ -102,12 +105,13 @@ class BenchConfig:
         """Counted rounds in the trial order: the most any cell may get."""
         return self.stopping_rule().max_runs if self.sequential else self.trials
 
-    def stopping_rule(self) -> stats.Rule:
+    def stopping_rule(self) -> Rule:
         """The rule of a sequential run, its defaults filled in."""
+        from ..stats import Rule
         high = self.max_runs if self.max_runs is not None \
             else max(self.min_runs or 0, DEFAULT_MAX_RUNS)
         low = self.min_runs if self.min_runs is not None else min(DEFAULT_MIN_RUNS, high)
-        return stats.Rule(low, high, self.tolerance)
+        return Rule(low, high, self.tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -531,9 +535,8 @@ def _check_stopping(cfg: BenchConfig) -> None:
 
 
 #: The share of a testbed's size its filesystem leaves for files (ext4's metadata, journal
-#: and reserved blocks take the rest), and the room the probe's own files need at least.
+#: and reserved blocks take the rest).
 USABLE_FRACTION = 0.90
-PROBE_ROOM = 256 * 1024 * 1024
 
 
 def fitting_size(need: int) -> str:
@@ -546,11 +549,12 @@ def check_room(spec: DeviceSpec, load_bytes: int, probe_bytes: int | None = None
                free: int | None = None) -> None:
     """Refuse a testbed or slow disk too small for the loads' files and the probe's: fio
     would fail with "No space left on device" after the testbed was built. At plan time
-    the probe's files are not found yet (``PROBE_ROOM`` stands for them); once they are laid
-    out, the executor checks again with their bytes and the filesystem's real free space."""
+    the probe's files are not found yet (a probe may need a few KiB or gigabytes: only the
+    loads are checked); once they are laid out, the executor checks again with their bytes
+    and the filesystem's real free space."""
     if spec.kind == "path" or not load_bytes:
         return
-    probe_bytes = PROBE_ROOM if probe_bytes is None else probe_bytes
+    probe_bytes = 0 if probe_bytes is None else probe_bytes
     room = int(spec.size * USABLE_FRACTION) if free is None else free
     need = load_bytes + (probe_bytes if free is None else 0)
     if need > room:

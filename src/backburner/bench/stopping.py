@@ -18,11 +18,13 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import stats
 from ..cell import Cell
 from .matrix import Slot
+
+if TYPE_CHECKING:  # numpy (and its BLAS threads) only once a decision is asked for
+    from .. import stats
 
 
 class Stopper:
@@ -94,6 +96,8 @@ class Stopper:
         """A loaded cell: its verdict is decided. A baseline: no cell judged against it
         needs more trials."""
         if not cell.unloaded:
+            from .. import stats
+
             base = cell.baseline().key
             return stats.decision(
                 self.rule, self.samples[cell.key], self.samples[base],
