@@ -161,20 +161,6 @@ class Bus:
         self.manager("SetUnitProperties", "sba(sv)", (name, runtime, list(props)),
                      what=f"setting {', '.join(p for p, _ in props)} of {name}")
 
-    def start_transient(self, name: str, props: Sequence[Property], timeout_s: float = 10.0
-                        ) -> None:
-        """StartTransientUnit, then wait until systemd has started it (a scope takes its
-        PIDs when it starts)."""
-        self.manager("StartTransientUnit", "ssa(sv)a(sa(sv))", (name, "fail", list(props), []),
-                     what=f"starting {name}")
-        deadline = time.monotonic() + timeout_s
-        while (state := self.active_state(name)) in ("inactive", "activating"):
-            if time.monotonic() > deadline:
-                raise SystemStateError(f"{name} did not start within {timeout_s:g} s")
-            time.sleep(0.01)
-        if state != "active":
-            raise SystemStateError(f"{name} did not start: it is {state}")
-
     def slice_weights(self, name: str, props: Sequence[str]) -> dict[str, int | None] | None:
         """The named weights of a slice that exists (a unit file's, or one running), None
         for a slice that does not yet (a job's scope makes it); None values: unset."""
@@ -222,19 +208,11 @@ class Bus:
             raise SystemStateError(f"{name} did not start: it is {state}")
         return bool(aux)
 
-    def attach(self, name: str, pids: Sequence[int]) -> None:
-        """AttachProcessesToUnit: move processes into a running unit's group."""
-        self.manager("AttachProcessesToUnit", "ssau", (name, "", list(pids)),
-                     what=f"moving PIDs {', '.join(map(str, pids))} into {name}")
-
     def freeze(self, name: str, frozen: bool) -> None:
         """FreezeUnit/ThawUnit: every process of a unit paused or let go (cgroup v2's
         freezer, through the unit that owns the group)."""
         self.manager("FreezeUnit" if frozen else "ThawUnit", "s", (name,),
                      what=f"{'pausing' if frozen else 'resuming'} {name}")
-
-    def stop(self, name: str) -> None:
-        self.manager("StopUnit", "ss", (name, "fail"), what=f"stopping {name}")
 
 
 class _Direct:
