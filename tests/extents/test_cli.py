@@ -354,3 +354,62 @@ def test_progress_bar_on_a_terminal(make_bed) -> None:
         os.close(master)
     assert proc.returncode == 0 and out.startswith(b"identical: 80 MiB")
     assert b"80.0/80.0 MiB" in shown
+
+
+def test_the_load_hint_says_whether_the_kernel_would_take_the_table(ext4: Bed) -> None:
+    """A mounted filesystem claims its device (dmsetup create: "Device or resource busy"):
+    the hint says so, and says it only after asking the kernel (an exclusive open)."""
+    f = ext4.path("frag")
+    write_fragmented(ext4, f, MiB, seed=11)
+    r = extents("map", "--dm-table", f)
+    assert r.returncode == 0, r.err
+    hint = r.err.strip().splitlines()[-1].removeprefix("backburner: ")
+    assert hint.startswith("not loadable now: ") and f"mounted at {ext4.mnt}" in hint, hint
+    assert "--saved MAP" in hint
+
+
+def test_a_saved_map_gives_its_table_only_while_it_holds(ext4: Bed) -> None:
+    """`map --saved`: mounted, proven by check (a moved file refused); unmounted, proven by
+    the device's bytes against the saved digests (bytes overwritten there: refused); the
+    table it prints reads back as the file."""
+    f = ext4.path("frag")
+    data = write_fragmented(ext4, f, 2 * MiB, seed=12)
+    m = ext4.mnt.parent / "frag.map"
+    assert extents("save", f, "-o", m).returncode == 0
+    live = extents("map", "--dm-table", "--saved", m)
+    assert live.returncode == 0, live.err
+    assert live.out == extents("map", "--dm-table", f).out
+    assert "checked against the file" in live.err
+    sh_umount = subprocess.run(["umount", str(ext4.mnt)], capture_output=True, text=True)
+    assert sh_umount.returncode == 0, sh_umount.stderr
+    ext4.mounted = False
+    cold = extents("map", "--dm-table", "--saved", m)
+    assert cold.returncode == 0, cold.err
+    assert cold.out == live.out
+    assert "match the saved digests" in cold.err
+    assert cold.err.strip().splitlines()[-1].startswith("backburner: load it with: dmsetup")
+    assert read_through_table(ext4, cold.out, len(data)) == data
+    assert extents("map", "--loop-args", "--saved", m).returncode == errors.UsageError.exit_status
+    # the device's bytes at one run overwritten (as a filesystem reusing freed blocks would)
+    second = int(cold.out.splitlines()[1].split()[4]) * 512
+    with open(ext4.device, "r+b") as dev:
+        dev.seek(second)
+        dev.write(b"\0" * 4096)
+    gone = extents("map", "--dm-table", "--saved", m)
+    assert gone.returncode == errors.DataError.exit_status and gone.out == ""
+    assert "differ from the saved file's in 1 of" in one_line_error(gone)
+
+
+def test_a_saved_map_of_a_moved_file_is_refused(ext4: Bed) -> None:
+    filler = fragment_free_space(ext4)
+    f = ext4.path("victim")
+    write_random(f, 4 * MiB, seed=13)
+    m = ext4.mnt.parent / "victim.map"
+    assert extents("save", f, "-o", m).returncode == 0
+    filler.unlink()
+    ext4.sync()
+    subprocess.run(["e4defrag", str(f)], check=True, capture_output=True)
+    r = extents("map", "--dm-table", "--saved", m)
+    assert r.returncode == errors.DataError.exit_status and r.out == ""
+    line = one_line_error(r)
+    assert "moved since the map was saved" in line and "save a new map" in line, line

@@ -13,9 +13,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from .. import units
 from .common import add_command, add_force, add_format, err
+
+if TYPE_CHECKING:
+    from ..extents.device import BlockDevice
 
 DESCRIPTION = """\
 A file's exact physical map, proven byte for byte and watched for moves.
@@ -84,6 +88,8 @@ def _show(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace) -> int:
     from ..extents import layout_of, render, tables
 
+    if args.saved:
+        return _map_saved(args)
     lay = layout_of(args.file)
     if args.loop_args:
         la = tables.loop_args(lay.runs, lay.file.size, lay.device.path,
@@ -94,12 +100,47 @@ def _map(args: argparse.Namespace) -> int:
     targets = tables.dm_targets(lay.runs, lay.file.size, zero_unwritten=args.zero_unwritten,
                                 allow_shared=args.allow_shared)
     sys.stdout.write("".join(t.line(lay.device.path) + "\n" for t in targets))
-    err(f"{lay.file.path}: {tables.describe_targets(targets)} on {render.device_line(lay)}; "
-        "load it with: dmsetup create NAME --readonly < TABLE")
+    err(f"{lay.file.path}: {tables.describe_targets(targets)} on {render.device_line(lay)}")
     if lay.totals.shared_bytes:
         err(f"{units.human_size(lay.totals.shared_bytes)} of it is shared with other files: "
             "use the mapping read-only")
+    err(_load_hint(lay.device))
     return 0
+
+
+def _map_saved(args: argparse.Namespace) -> int:
+    """The table of a map kept by `save`, once it is proven to hold (extents/saved.py)."""
+    from ..errors import UsageError
+    from ..extents import saved, tables
+
+    if args.loop_args:
+        raise UsageError("--saved gives a device-mapper table", "use --dm-table with --saved")
+    with _progress("prove") as bar:
+        proven = saved.prove(args.file, progress=bar)
+    targets = tables.dm_targets(list(proven.runs), proven.saved.size,
+                                zero_unwritten=args.zero_unwritten,
+                                allow_shared=args.allow_shared)
+    sys.stdout.write("".join(t.line(proven.saved.device.path) + "\n" for t in targets))
+    err(f"{proven.saved.path}: {tables.describe_targets(targets)} on "
+        f"{proven.saved.device.path}; {proven.how}")
+    err(_load_hint(proven.device))
+    return 0
+
+
+def _load_hint(device: BlockDevice) -> str:
+    """How to load the table, said only after asking whether the kernel would take it now."""
+    from ..extents.device import claim_of
+
+    claim = claim_of(device)
+    load = "dmsetup create NAME --readonly < TABLE"
+    if claim.free:
+        return f"load it with: {load} ({claim.why})"
+    if claim.free is None:
+        return f"load it with: {load}, where nothing claims {device.path} ({claim.why})"
+    return (f"not loadable now: {claim.why}. Load it where the filesystem is not mounted "
+            "(an initramfs, another system) or is mounted by FUSE (ntfs-3g), from a map "
+            "kept with `extents save`: `extents map --dm-table --saved MAP` proves it still "
+            f"holds, then {load}")
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -139,7 +180,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh.add_argument("file")
     add_format(sh, ("text", "json"), what="text, or JSON (docs/extents.md)")
     m = add_command(s, "map", _map, help="a dm-linear table, or losetup arguments")
-    m.add_argument("file")
+    m.add_argument("file", help="the file, or with --saved a map file written by save")
+    m.add_argument("--saved", action="store_true",
+                   help="FILE is a map kept by save: prove it still holds (against the file, "
+                   "or the device's bytes where the file is not mounted), then its table")
     how = m.add_mutually_exclusive_group(required=True)
     how.add_argument("--dm-table", action="store_true", help="a device-mapper table")
     how.add_argument("--loop-args", action="store_true",

@@ -9,6 +9,7 @@ that holds the file, and the filesystem must sit on that one device.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -162,3 +163,46 @@ def fs_uuid(device: str) -> str | None:
 def machine_id() -> str | None:
     """This installation's identity (/etc/machine-id): a map saved elsewhere is refused."""
     return _sysfs_read("/etc/machine-id") or None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Whether device-mapper could take ``device`` now: a table naming a device that a
+    mounted filesystem (or md, or a holder other than device-mapper) claims is refused by
+    the kernel ("Device or resource busy"). ``free`` is None where it could not be told."""
+
+    free: bool | None
+    why: str
+
+
+def claim_of(dev: BlockDevice) -> Claim:
+    """Tried the way the kernel decides: an exclusive open fails while another holder has
+    the device. device-mapper shares one claim among its tables, so a device held only by
+    dm devices can still be named by another table."""
+    try:
+        fd = os.open(dev.path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+    except PermissionError:
+        return Claim(None, f"could not tell whether {dev.path} is claimed (needs root)")
+    except OSError as err:
+        if err.errno != errno.EBUSY:
+            return Claim(None, f"could not open {dev.path}: {err.strerror}")
+        return _busy(dev)
+    os.close(fd)
+    return Claim(True, f"nothing claims {dev.path} now")
+
+
+def _busy(dev: BlockDevice) -> Claim:
+    mounted = sorted({m.mountpoint for m in procfs.mounts()  # btrfs: by source
+                      if m.devno == dev.devno or os.path.realpath(m.source) == dev.path})
+    if mounted:
+        return Claim(False, f"{dev.path} is mounted at {', '.join(mounted)}: a mounted "
+                     "filesystem claims its device, so dmsetup create fails with 'Device or "
+                     "resource busy' until it is unmounted")
+    holders_dir = f"{SYS_DEV_BLOCK}/{dev.major_minor}/holders"
+    holders = sorted(os.listdir(holders_dir)) if os.path.isdir(holders_dir) else []
+    if holders and all(h.startswith("dm-") for h in holders):
+        return Claim(True, f"{dev.path} is held by device-mapper ({', '.join(holders)}), "
+                     "which shares its claim with a new table")
+    held = f" by {', '.join(holders)}" if holders else ""
+    return Claim(False, f"{dev.path} is claimed{held}: dmsetup create fails with 'Device or "
+                 "resource busy' while it is")

@@ -183,7 +183,7 @@ def load(map_path: str | os.PathLike[str]) -> MapFile:
     return mapfile.loads(infile.read_text(name, "map file", MAX_MAP_BYTES), name)
 
 
-def _same_machine(saved: MapFile, source: str) -> None:
+def same_machine(saved: MapFile, source: str) -> None:
     here = machine_id()
     if saved.machine_id and here and saved.machine_id != here:
         raise NotFoundError(f"{source} was saved on another machine ({saved.host}): its file "
@@ -194,7 +194,7 @@ def check(map_path: str | os.PathLike[str], *, quick: bool = False,
           progress: Progress | None = None) -> CheckResult:
     """Is the file still exactly where ``map_path`` says, with the same bytes?"""
     saved = load(map_path)
-    _same_machine(saved, os.fspath(map_path))
+    same_machine(saved, os.fspath(map_path))
     if not os.path.exists(saved.path):
         raise NotFoundError(f"{saved.path}, the file mapped in {os.fspath(map_path)}, no "
                             "longer exists")
