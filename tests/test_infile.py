@@ -110,3 +110,19 @@ def test_a_regular_output_is_replaced(tmp_path: Path) -> None:
     f.write_text("old")
     outfile.write_bytes(str(f), b"new")
     assert f.read_bytes() == b"new"
+
+
+def test_the_rename_is_synced_after_the_file(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A power cut right after a write must find the new file: its bytes are synced, then
+    the directory that names it (the boot pack written at shutdown is the case)."""
+    synced: list[tuple[bool, bool]] = []  # (a directory?, the new name there yet?)
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append((stat.S_ISDIR(os.fstat(fd).st_mode), (tmp_path / "out").exists()))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    outfile.write_bytes(str(tmp_path / "out"), b"new")
+    assert synced == [(False, False), (True, True)]

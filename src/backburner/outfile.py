@@ -83,12 +83,24 @@ def replaced(path: str, mode: str = "w", perms: int = PUBLIC) -> Iterator[IO]:
         os.chmod(tmp, perms)
         check_target(path)  # again: it may have been swapped for a device meanwhile
         os.replace(tmp, path)
+        _sync_directory(directory)
     except OSError as err:
         _discard(tmp)
         raise failure(path, err) from None
     except BaseException:
         _discard(tmp)
         raise
+
+
+def _sync_directory(directory: str) -> None:
+    """Make the rename itself durable: without it a power cut soon after can leave the
+    directory naming nothing (or the old file) although the new bytes were synced — a
+    boot pack written at shutdown would be lost on the next boot."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _discard(tmp: str) -> None:

@@ -49,6 +49,8 @@ def test_a_bad_pack_is_one_line_and_65(packs: dict[str, Path], kind: str,
     expected = {"truncated": "truncated", "newer": "newer", "not-a-pack": "not a backburner",
                 "empty": "not a backburner", "directory": "directory"}[kind]
     assert expected in line
+    if kind == "truncated":  # torn (a power cut): say how to recover
+        assert "record it again" in line, line
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c[:2]))

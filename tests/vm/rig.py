@@ -375,6 +375,17 @@ class Guest:
         self._wait_for_agent(started + timeout, timeout, previous)
         self._check_boot(max(started + timeout - time.monotonic(), 30))
 
+    def crash(self, timeout: float = BOOT_TIMEOUT) -> None:
+        """A power cut as the guest sees it: the kernel reboots at once (sysrq b: no sync, no
+        unmount, no unit stopped), so what was not on its disk yet is lost; then wait for
+        the next boot to be up."""
+        started = time.monotonic()
+        previous = self.boot_id
+        self.run(["sh", "-c", "echo 1 > /proc/sys/kernel/sysrq; "
+                  "(sleep 0.5; echo b > /proc/sysrq-trigger) >/dev/null 2>&1 &"], check=True)
+        self._wait_for_agent(started + timeout, timeout, previous)
+        self._check_boot(max(started + timeout - time.monotonic(), 30))
+
     def close(self) -> None:
         """Kill QEMU (the overlay is thrown away: no need to shut down) and remove its files."""
         if self.sock:

@@ -48,6 +48,15 @@ def _until(ok: Callable[[], bool], what: str, guest: Guest, within_s: float = 24
         time.sleep(2)
 
 
+def _state(g: Guest, unit: str, prop: str = "ActiveState") -> str:
+    return g.run(["systemctl", "show", "-P", prop, f"{unit}.service"]).out.strip()
+
+
+def _recording(g: Guest) -> bool:
+    return "recording what is read" in g.run(
+        ["journalctl", "-b", "-u", f"{RECORD}.service", "-o", "cat"]).out
+
+
 def test_boot_records_then_the_next_boot_replays(make_guest: Callable[..., Guest]) -> None:
     g = make_guest()
     where = g.run(["sh", "-c", "command -v backburner"], check=True).out.strip()
@@ -60,35 +69,54 @@ def test_boot_records_then_the_next_boot_replays(make_guest: Callable[..., Guest
                f"> /opt/bbtest/{name}.bin"], check=True)
     g.run(["systemctl", "daemon-reload"], check=True)
     g.run(["systemctl", "enable", f"{RECORD}.service", f"{REPLAY}.service"], check=True)
+    g.run(["sync"], check=True)
 
-    g.reboot()  # boot 1: no pack, so it records
-    _until(lambda: "recording what is read" in g.run(
-        ["journalctl", "-b", "-u", f"{RECORD}.service", "-o", "cat"]).out, "the recording", g)
+    g.reboot()  # boot 1: no pack, so it records; the power fails while it does
+    _until(lambda: _recording(g), "the recording", g)
+    g.crash()
+    # boot 2: nothing half-written was left to replay: it records again
+    _until(lambda: _recording(g), "the recording after a power cut", g)
+    assert _state(g, REPLAY, "ConditionResult") == "no"
+    leftovers = g.run(["sh", "-c", f"ls -A {PACK.rsplit('/', 1)[0]}"]).out.split()
+    assert leftovers == [], leftovers
     g.run(["sh", "-c", "cat /opt/bbtest/keep.bin /opt/bbtest/data.bin >/dev/null"], check=True)
     g.run(["systemctl", "stop", f"{RECORD}.service"], check=True, timeout=120)
     _until(lambda: g.run(["test", "-s", PACK]).status == 0, "the pack written", g)
-    _until(lambda: g.run(["systemctl", "show", "-P", "ActiveState", f"{RECORD}.service"]
-                         ).out.strip() == "inactive", "the recording finished", g)
-    result = g.run(["systemctl", "show", "-P", "Result", f"{RECORD}.service"]).out.strip()
-    assert result == "success", g.journal(f"{RECORD}.service")
-    # an update between the boots: one recorded file replaced by another
-    g.run(["sh", "-c", "head -c 4M /dev/urandom > /opt/bbtest/data.new && "
-           "mv /opt/bbtest/data.new /opt/bbtest/data.bin"], check=True)
+    _until(lambda: _state(g, RECORD) == "inactive", "the recording finished", g)
+    assert _state(g, RECORD, "Result") == "success", g.journal(f"{RECORD}.service")
+    g.crash()  # the power fails right after the pack was written: it must be there, whole
 
-    g.reboot()  # boot 2: the pack exists, so it replays; nothing records
+    # boot 3: the pack exists, so it replays; nothing records
     # the replay runs beside the boot (Type=simple: it delays nothing); once it is done,
     # the page cache is looked at without reading the file
-    _until(lambda: g.run(["systemctl", "show", "-P", "ActiveState", f"{REPLAY}.service"]
-                         ).out.strip() == "inactive", "the replay done", g)
-    said = g.run(["sh", "-c", "journalctl -b --no-pager -o cat | grep -e '^replayed' "
-                  "-e '^replay '"]).out
-    shown = g.run(["backburner", "readahead", "show", PACK]).out
+    _until(lambda: _state(g, REPLAY) == "inactive", "the replay done", g)
+    assert _state(g, REPLAY, "Result") == "success", g.journal(f"{REPLAY}.service")
+    assert _state(g, RECORD, "ConditionResult") == "no"
     (row,) = json.loads(g.run(["fincore", "--json", "--bytes", "/opt/bbtest/keep.bin"],
                               check=True).out)["fincore"]
-    assert int(row["res"]) == int(row["size"]) == 4 << 20, f"{row}\n{said}\n{shown}"
-    assert re.search(r"^replayed \d+ files?, .*skipped \d+ changed", said, re.M), said
-    assert re.search(r"^changed .*/opt/bbtest/data.bin$", shown, re.M), shown
-    assert g.run(["systemctl", "show", "-P", "ConditionResult", f"{RECORD}.service"]
-                 ).out.strip() == "no"
+    said = g.run(["journalctl", "-b", "-u", f"{REPLAY}.service", "-o", "cat"]).out
+    assert int(row["res"]) == int(row["size"]) == 4 << 20, f"{row}\n{said}"
+    assert re.search(r"^replayed \d+ files?", said, re.M), said
     timing = g.run(["systemd-analyze", "time"]).out.strip()
-    print(f"boot 2 (emulated, reported only): {timing}")
+    print(f"boot 3 (emulated, reported only): {timing}")
+
+    # an update: one recorded file replaced by another; the replay skips it and says so
+    g.run(["sh", "-c", "head -c 4M /dev/urandom > /opt/bbtest/data.new && "
+           "mv /opt/bbtest/data.new /opt/bbtest/data.bin"], check=True)
+    g.run(["systemctl", "restart", f"{REPLAY}.service"], check=True, timeout=120)
+    _until(lambda: _state(g, REPLAY) == "inactive", "the replay after the update", g)
+    said = g.run(["journalctl", "-b", "-u", f"{REPLAY}.service", "-o", "cat"]).out
+    shown = g.run(["backburner", "readahead", "show", PACK]).out
+    assert re.search(r"^replayed \d+ files?, .*skipped 1 changed", said, re.M), said
+    assert re.search(r"^changed .*/opt/bbtest/data.bin$", shown, re.M), shown
+
+    # a torn pack (as a file system without the rename's sync could leave one): refused in
+    # one line that says what to do, and the unit fails rather than replaying garbage
+    g.run(["sh", "-c", f"cp {PACK} /root/pack && truncate -s 100 {PACK}"], check=True)
+    g.run(["systemctl", "restart", f"{REPLAY}.service"], timeout=120)
+    _until(lambda: _state(g, REPLAY) in ("inactive", "failed"), "the torn pack's replay", g)
+    assert _state(g, REPLAY) == "failed"
+    lines = g.run(["journalctl", "-b", "-u", f"{REPLAY}.service", "-o", "cat",
+                   "_PID=" + _state(g, REPLAY, "ExecMainPID")]).out.strip().splitlines()
+    assert len(lines) == 1 and PACK in lines[0], lines
+    print(f"torn pack: {lines[0]}")

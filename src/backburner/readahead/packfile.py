@@ -15,6 +15,8 @@ from ..errors import DataError, IOFailure, NotFoundError
 from .pack import Pack, decode, encode
 
 MAX_PACK_BYTES = 256 << 20  # far beyond any real pack: a bigger file is not one
+RECORD_AGAIN = ("record it again (the boot's pack: delete it, and the next boot records a "
+                "new one)")
 
 
 def load(path: str | os.PathLike[str]) -> Pack:
@@ -23,7 +25,7 @@ def load(path: str | os.PathLike[str]) -> Pack:
     try:
         return decode(data)
     except DataError as err:
-        raise DataError(f"{name}: {err.message}", err.hint) from None
+        raise DataError(f"{name}: {err.message}", err.hint or RECORD_AGAIN) from None
 
 
 def save(path: str | os.PathLike[str], pack: Pack) -> int:
