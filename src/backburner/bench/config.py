@@ -26,8 +26,8 @@ from .. import priority
 from ..cell import GOVERNED, Cell
 from ..errors import CommandNotFound, DataError, NotFoundError, UsageError
 from ..units import MAX_DURATION_S, human_size
+from . import display, matrix
 from . import loads as loadspec
-from . import matrix
 from .devices import DeviceSpec
 from .probes import Probe
 
@@ -68,6 +68,7 @@ class BenchConfig:
     rotational: int = 1
     ready_line: str | None = None
     ready_file: str | None = None
+    ready_window: str | None = None  # --ready window[:TITLE-REGEX]
     preset: str | None = None
     warmup: int = 1
     #: setup variants, a matrix dimension (`--setup-variant`): "before:NAME=COMMAND" runs
@@ -349,6 +350,8 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     check_room(device, sum(spec.data_bytes for spec in loads.values()))
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
         loadspec.require_fio()
+    if resolve and cfg.ready_window is not None:
+        display.require_tools()
     prepares = _prepares(cfg)
     trial_prepares = _trial_prepares(cfg, list(probes))
     _check_commands(cfg, [*trial_prepares.values(), *(p.command for p in prepares.values() if p)],
@@ -488,7 +491,7 @@ def _probes(cfg: BenchConfig, resolve: bool) -> dict[str, Probe]:
         if label in out:
             raise UsageError(f"two probes are labelled {label!r}",
                              "label them apart: --probe NAME='COMMAND'")
-        probe = Probe.parse(command, cfg.ready_line, cfg.ready_file, label)
+        probe = Probe.parse(command, cfg.ready_line, cfg.ready_file, label, cfg.ready_window)
         if cfg.probe_root is not None:  # its program lives in that root, not on this host
             if not os.path.isabs(probe.argv[0]):
                 raise UsageError(f"with --probe-root, the probe's program must be an absolute "

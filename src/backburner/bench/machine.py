@@ -21,7 +21,7 @@ from .. import job, priority, procfs, system
 from ..cell import NO_POLICY, Cell
 from ..errors import SystemStateError, UnavailableError
 from ..units import slug
-from . import config, devices, loads, proberoot, probes
+from . import config, devices, display, loads, proberoot, probes
 from .config import Plan
 from .environment import device_settings
 from .executor import Measurement
@@ -50,6 +50,7 @@ class MachineExecutor:
         self._load_bytes = (0, 0)
         self._probe_blocks = [0, 0]
         self._governor: Governor | None = None
+        self._screen: display.Display | None = None  # for --ready window probes
 
     @property
     def device(self) -> devices.Device:
@@ -68,14 +69,15 @@ class MachineExecutor:
         with system.Transaction("bench") as tx, ExitStack() as held:
             self._tx = tx
             try:
-                self._prepare(tx)
+                self._prepare(tx, held)
                 if self.cfg.trace:
                     hold_tracefs(held)
                 yield self.device.facts
             finally:
                 self._tx = None
+                self._screen = None
 
-    def _prepare(self, tx: system.Transaction) -> None:
+    def _prepare(self, tx: system.Transaction, held: ExitStack) -> None:
         log.debug("phase: device")
         root = self.cfg.probe_root
         image = root if root is not None and os.path.isfile(root) else None
@@ -90,11 +92,14 @@ class MachineExecutor:
             self.use_scheduler(sched)
             queues[sched] = device_settings(device.queue)  # its tunables, as selected
         device.facts["queue"] = queues
+        if any(p.ready_window is not None for p in self.plan.probes.values()):
+            self._screen = held.enter_context(display.Display(device.workdir))
         log.debug("phase: discovery")
         touched: list[str] = []
         if root is None:
             for probe in self.plan.probes.values():
-                touched += probes.discover_files(probe, device.workdir, self.cfg.timeout_s)
+                touched += probes.discover_files(probe, device.workdir, self.cfg.timeout_s,
+                                                 self._screen)
             if not device.chroot:
                 self._warn_other_devices(touched)
         if device.chroot:
@@ -231,7 +236,8 @@ class MachineExecutor:
         t0 = time.monotonic()
         try:
             result = probes.time_probe(self.plan.probes[cell.probe], limit_s,
-                                       chroot=self.device.chroot, **self.output.streams())
+                                       chroot=self.device.chroot, screen=self._screen,
+                                       **self.output.streams())
         finally:
             self.output.release()
         if result.outcome is not None:  # before the load stops: its bytes exclude the probe's

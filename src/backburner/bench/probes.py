@@ -1,7 +1,8 @@
 """Probes: the foreground program whose start-up is timed.
 
-A probe is timed from spawn to exit, or to "ready" (a regex on its stdout, or a file
-appearing) for programs that do not exit by themselves; it is then terminated. On a testbed
+A probe is timed from spawn to exit, or to "ready" (a regex on its stdout, a file
+appearing, or its first window shown on a private X display: `display`) for programs that
+do not exit by themselves; it is then terminated. On a testbed
 the probe's own files must be read from the device under test, so `discover_files` records
 what the probe touches with strace (the field's real tool) and `install` copies exactly
 those files into the testbed, where the probe then runs chrooted.
@@ -17,12 +18,13 @@ import shutil
 import signal
 import stat
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import logtail, spawn
 from ..errors import CommandNotFound, UnavailableError, UsageError
 from ..units import slug
+from . import display
 
 VIRTUAL_ROOTS = ("/proc", "/sys", "/dev", "/run", "/tmp")
 
@@ -33,6 +35,7 @@ class Probe:
     ready_line: str | None = None
     ready_file: str | None = None
     label: str = ""  # how cells name it: the command as typed, or the NAME= given
+    ready_window: str | None = None  # "window" or "window:TITLE-REGEX" (display.parse_ready)
 
     @property
     def label_slug(self) -> str:
@@ -40,7 +43,8 @@ class Probe:
 
     @classmethod
     def parse(cls, text: str, ready_line: str | None = None,
-              ready_file: str | None = None, label: str | None = None) -> Probe:
+              ready_file: str | None = None, label: str | None = None,
+              ready_window: str | None = None) -> Probe:
         try:
             argv = tuple(shlex.split(text))
         except ValueError as err:
@@ -52,7 +56,10 @@ class Probe:
                 re.compile(ready_line)
             except re.error as err:
                 raise UsageError(f"--ready-line {ready_line!r} is not a regex: {err}") from None
-        return cls(argv, ready_line, ready_file, label if label is not None else text)
+        if ready_window is not None:
+            display.parse_ready(ready_window)
+        return cls(argv, ready_line, ready_file, label if label is not None else text,
+                   ready_window)
 
     @property
     def text(self) -> str:
@@ -64,8 +71,7 @@ class Probe:
         if exe is None:
             raise CommandNotFound(f"probe {self.argv[0]!r}: command not found",
                                   "give the probe as a command on PATH or an absolute path")
-        return Probe((os.path.realpath(exe), *self.argv[1:]), self.ready_line, self.ready_file,
-                     self.label)
+        return replace(self, argv=(os.path.realpath(exe), *self.argv[1:]))
 
 
 class ProbeOutput:
@@ -120,7 +126,8 @@ _PATH_CALL = re.compile(
 DIES_WITH_ITS_FIRST = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL"]
 
 
-def discover_files(probe: Probe, workdir: str, timeout: float = 120) -> list[str]:
+def discover_files(probe: Probe, workdir: str, timeout: float = 120,
+                   screen: display.Display | None = None) -> list[str]:
     """Every path the probe successfully opened, executed, stat'ed or read a link of.
 
     strace writes its trace into `workdir` (a private directory of ours), and it is
@@ -141,11 +148,12 @@ def discover_files(probe: Probe, workdir: str, timeout: float = 120) -> list[str
     argv = [*DIES_WITH_ITS_FIRST, "strace", "-ff", "-qq", "-o", trace, "-e",
             "trace=execve,open,openat,stat,lstat,newfstatat,statx,access,faccessat,"
             "faccessat2,readlink,readlinkat", *probe.argv]
-    traced = Probe(tuple(argv), probe.ready_line, probe.ready_file, probe.label)
+    traced = replace(probe, argv=tuple(argv))
     ready_existed = probe.ready_file is not None and os.path.lexists(probe.ready_file)
     try:
         result = time_probe(traced, timeout, cwd="/", always_die_with_us=True,
-                            death_signal=signal.SIGKILL)  # unshare holds SIGTERM back
+                            death_signal=signal.SIGKILL,  # unshare holds SIGTERM back
+                            screen=screen)
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
         if not _per_thread(trace):  # the namespace or strace never started the probe
@@ -295,7 +303,8 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
                cwd: str | None = None, always_die_with_us: bool = False,
                death_signal: int = signal.SIGTERM,
                stdout: int | None = subprocess.DEVNULL,
-               stderr: int | None = subprocess.DEVNULL) -> ProbeResult:
+               stderr: int | None = subprocess.DEVNULL,
+               screen: display.Display | None = None) -> ProbeResult:
     """Run the probe once; wall time to exit or to ready. Never leaves it running: it is
     stopped with its tree on timeout, once ready, and if we are interrupted meanwhile.
 
@@ -303,7 +312,13 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
     --ready-line probe's stdout is always read by us. A probe that exits by itself and needs
     no chroot is started with vfork (no pre-exec hook: ~1.5 ms less harness overhead per
     trial); any other one also dies with us."""
-    waits_for_ready = probe.ready_line is not None or probe.ready_file is not None
+    waits_for_ready = (probe.ready_line is not None or probe.ready_file is not None
+                       or probe.ready_window is not None)
+    env, shown = None, None
+    if probe.ready_window is not None:
+        assert screen is not None, "a --ready window probe needs the bench's display"
+        screen.arm(display.parse_ready(probe.ready_window))
+        env, shown = {**os.environ, **screen.env_for(chroot)}, screen.shown
     ready_file = probe.ready_file
     if ready_file and chroot:
         ready_file = os.path.join(chroot, ready_file.lstrip("/"))
@@ -311,7 +326,7 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
         _clear_ready(ready_file, os.path.realpath(chroot) if chroot else None)
     child = spawn.launch(probe.argv, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE if probe.ready_line else stdout,
-                         stderr=stderr, cwd=cwd, chroot=chroot, new_group=True,
+                         stderr=stderr, cwd=cwd, chroot=chroot, new_group=True, env=env,
                          die_with_parent=(always_die_with_us or waits_for_ready
                                           or chroot is not None),
                          death_signal=death_signal)
@@ -322,7 +337,7 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
                 return ProbeResult("timeout", child.stop_tree(1.0), timeout)
             return ProbeResult("ok" if outcome.ok else "failed", outcome, outcome.wall_s)
         pattern = re.compile(probe.ready_line) if probe.ready_line else None
-        ready_at = child.wait_ready(timeout, pattern, ready_file)
+        ready_at = child.wait_ready(timeout, pattern, ready_file, shown)
         outcome = child.stop_tree(5.0)
     except BaseException:
         child.stop_tree(1.0)

@@ -21,7 +21,8 @@ from ..units import parse_duration
 #: key -> (config field, type): "list" takes a string or a list of strings
 KEYS: dict[str, tuple[str, str]] = {
     "preset": ("preset", "str"), "probe": ("probes", "list"), "ready-line": ("ready_line", "str"),
-    "ready-file": ("ready_file", "str"), "load": ("loads", "list"),
+    "ready-file": ("ready_file", "str"), "ready": ("ready_window", "str"),
+    "load": ("loads", "list"),
     "policy": ("policies", "list"), "scheduler": ("schedulers", "list"),
     "device": ("device", "str"), "trials": ("trials", "int"), "warmup": ("warmup", "int"),
     "cold": ("cold", "bool"), "seed": ("seed", "int"), "settle": ("settle_s", "float"),

@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 #: --resume takes them from the database, so giving one with it is refused, not ignored.
 _RUN_OPTIONS = {
     "preset": None, "study": None, "probe": "probes", "ready_line": "ready_line",
-    "ready_file": "ready_file", "load": "loads", "policy": "policies",
+    "ready_file": "ready_file", "ready": "ready_window", "load": "loads", "policy": "policies",
     "scheduler": "schedulers", "device": "device", "trials": "trials", "warmup": "warmup",
     "cold": None, "warm": None, "seed": None, "settle": "settle_s", "timeout": "timeout_s",
     "abort_factor": "abort_factor", "rotational": "rotational",
@@ -222,6 +222,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                       "that do not exit by themselves)")
     what.add_argument("--ready-file", metavar="PATH",
                       help="a file whose appearance means 'started'")
+    what.add_argument("--ready", metavar="window[:TITLE-REGEX]",
+                      help="'started' is the probe's first top-level window shown (whose "
+                      "title matches), on a private headless X server (Xvfb)")
     what.add_argument("--load", action="append", metavar="SPEC",
                       help="background load (repeatable; grammar above)")
     what.add_argument("--policy", action="append", metavar="POLICY",

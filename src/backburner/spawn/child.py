@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 from .. import interrupts, procfs
 from ..errors import SystemStateError
@@ -197,15 +198,19 @@ class Child:
         return out
 
     def wait_ready(self, timeout: float, line: re.Pattern[str] | None = None,
-                   path: str | None = None) -> int | None:
-        """Wait until a line of the child's stdout matches `line` or `path` exists; the
-        monotonic time (ns) it happened, or None at timeout or when the child exits first."""
+                   path: str | None = None,
+                   shown: Callable[[], int | None] | None = None) -> int | None:
+        """Wait until a line of the child's stdout matches `line`, `path` exists or
+        `shown()` gives the time something else saw it ready (a window); the monotonic
+        time (ns) it happened, or None at timeout or when the child exits first."""
         deadline = time.monotonic() + timeout
         pipe = self.popen.stdout
         buf = b""
         while time.monotonic() < deadline:
             if path and os.path.exists(path):
                 return time.monotonic_ns()
+            if shown is not None and (at := shown()) is not None:
+                return at
             if pipe is None:
                 if self.poll() is not None:
                     return None
