@@ -126,3 +126,19 @@ def test_the_rename_is_synced_after_the_file(tmp_path: Path,
     monkeypatch.setattr(os, "fsync", fsync)
     outfile.write_bytes(str(tmp_path / "out"), b"new")
     assert synced == [(False, False), (True, True)]
+
+
+def test_a_directory_that_cannot_be_synced_does_not_fail_the_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is written by the time the directory is synced: a directory that cannot be
+    opened (write-only, for another user) leaves it written, not reported failed."""
+    real_open = os.open
+
+    def no_dirs(path, flags, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if flags & os.O_DIRECTORY:
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, flags, *a, **kw)
+
+    monkeypatch.setattr(os, "open", no_dirs)
+    outfile.write_bytes(str(tmp_path / "out"), b"new")
+    assert (tmp_path / "out").read_bytes() == b"new"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import stat
 import sys
@@ -33,6 +34,8 @@ from .infile import kind_of
 #: Reports, plots and exports are for sharing; what lists a user's files (packs, maps,
 #: traces) is private unless asked otherwise.
 PUBLIC, PRIVATE = 0o644, 0o600
+
+log = logging.getLogger(__name__)
 
 
 def failure(path: str, err: OSError) -> IOFailure:
@@ -83,22 +86,31 @@ def replaced(path: str, mode: str = "w", perms: int = PUBLIC) -> Iterator[IO]:
         os.chmod(tmp, perms)
         check_target(path)  # again: it may have been swapped for a device meanwhile
         os.replace(tmp, path)
-        _sync_directory(directory)
     except OSError as err:
         _discard(tmp)
         raise failure(path, err) from None
     except BaseException:
         _discard(tmp)
         raise
+    _sync_directory(directory)
 
 
 def _sync_directory(directory: str) -> None:
     """Make the rename itself durable: without it a power cut soon after can leave the
     directory naming nothing (or the old file) although the new bytes were synced — a
-    boot pack written at shutdown would be lost on the next boot."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    boot pack written at shutdown would be lost on the next boot. Best effort: the file
+    is written by then, so a directory that cannot be opened (a write-only one) or synced
+    (a filesystem without it) does not turn a written file into a failure."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as err:
+        log.debug("%s: not synced (%s)", directory, err.strerror)
+        return
     try:
         os.fsync(fd)
+    except OSError as err:
+        log.warning("%s: the directory could not be synced (%s): the new file may not "
+                    "survive a power cut", directory, err.strerror)
     finally:
         os.close(fd)
 

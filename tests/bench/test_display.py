@@ -26,7 +26,7 @@ def test_modes_parse() -> None:
     assert display.parse_ready("window") is None
     assert display.parse_ready("window:^Hello").pattern == "^Hello"
     assert display.parse_ready("window:a:b").pattern == "a:b"  # the first colon only
-    for bad in ("tab", "window:(", ""):
+    for bad in ("tab", "window:(", "", "window:"):
         with pytest.raises(UsageError):
             display.parse_ready(bad)
     with pytest.raises(UsageError, match="title pattern"):
@@ -72,6 +72,9 @@ if sys.argv[1] == "late-title":
     w = root.create_window(0, 0, 100, 100, 0, X.CopyFromParent)
     w.map(); d.sync(); time.sleep(0.5)
     w.set_wm_name("Ready now"); d.sync()
+elif sys.argv[1] == "map-then-title":  # no pause: the title races the watcher
+    w = root.create_window(0, 0, 100, 100, 0, X.CopyFromParent)
+    w.map(); w.set_wm_name("Ready now"); d.sync()
 elif sys.argv[1] == "override-first":
     pop = root.create_window(0, 0, 10, 10, 0, X.CopyFromParent, override_redirect=True)
     pop.map(); d.sync(); time.sleep(0.5)
@@ -109,6 +112,9 @@ def test_a_title_set_after_the_map_and_an_override_redirect_window(
     got = _time(screen, late)
     assert got.status == "ok" and got.wall_s >= 0.45, got  # the title, not the map
     assert time.monotonic() - t0 < 10
+    racing = probes.Probe((sys.executable, str(script), "map-then-title"),
+                          ready_window="window:^Ready")
+    assert [_time(screen, racing, timeout=10).status for _ in range(8)] == ["ok"] * 8
     first = probes.Probe((sys.executable, str(script), "override-first"),
                          ready_window="window")
     got = _time(screen, first)
@@ -156,7 +162,8 @@ def test_the_server_is_private_and_dies_with_its_owner(tmp_path: Path) -> None:
 
 @pytest.mark.root
 @pytest.mark.timeout(300)
-def test_bench_times_a_real_program_to_its_window_on_a_testbed(tmp_path: Path) -> None:
+def test_bench_times_a_real_program_to_its_window_on_a_testbed(tmp_path: Path,
+                                                                state_dir: Path) -> None:
     """The whole path: the probe's files found under the display (strace), copied to the
     testbed, the probe chrooted there reaching the display with the cookie's copy; every
     trial ok; afterwards no server, no cookie, no X socket file."""
@@ -170,7 +177,9 @@ def test_bench_times_a_real_program_to_its_window_on_a_testbed(tmp_path: Path) -
         statuses = [s for (s,) in con.execute("SELECT status FROM trials")]
     assert statuses == ["ok"] * 4, statuses  # with the warm-up
     assert set(_xvfb_pids()) <= before
-    assert not any(p.name.startswith("x11-cookie") for p in tmp_path.rglob("*"))
+    leftovers = [p for p in state_dir.rglob("*")
+                 if p.name in ("x11-cookie", display.CHROOT_COOKIE)]
+    assert leftovers == []
 
 
 def test_bench_refuses_a_bad_mode_before_anything(tmp_path: Path) -> None:
@@ -179,3 +188,48 @@ def test_bench_refuses_a_bad_mode_before_anything(tmp_path: Path) -> None:
     assert r.returncode == UsageError.exit_status
     assert "--ready 'tab': unknown mode" in one_line_error(r)
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_planted_socket_file_gets_no_connection(tmp_path: Path) -> None:
+    """/tmp/.X11-unix/X<n> is anyone's to create where no X server made it: python-xlib
+    would connect there first and send the cookie. The watcher uses the abstract socket
+    only."""
+    import socket
+
+    folder = Path("/tmp/.X11-unix")
+    made = not folder.exists()
+    if made:
+        folder.mkdir(mode=0o1777)
+        folder.chmod(0o1777)
+    planted = []
+    try:
+        for n in range(10):
+            path = folder / f"X{n}"
+            if path.exists():
+                continue
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(str(path))
+            sock.listen(4)
+            sock.setblocking(False)
+            planted.append((sock, path))
+        with display.Display(str(tmp_path)) as screen:
+            got = _time(screen, probes.Probe(("xclock",), ready_window="window"))
+            assert got.status == "ok", got
+        for sock, _path in planted:
+            with pytest.raises(BlockingIOError):
+                sock.accept()  # nobody came
+    finally:
+        for sock, path in planted:
+            sock.close()
+            path.unlink()
+        if made:
+            folder.rmdir()
+
+
+def test_a_dead_server_is_said_not_waited_for(tmp_path: Path) -> None:
+    with display.Display(str(tmp_path)) as screen:
+        assert screen.server is not None
+        screen.server.signal(9)
+        time.sleep(0.5)
+        with pytest.raises(UnavailableError, match="went away"):
+            _time(screen, probes.Probe(("sleep", "30"), ready_window="window"), timeout=10)

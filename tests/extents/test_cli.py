@@ -398,6 +398,16 @@ def test_a_saved_map_gives_its_table_only_while_it_holds(ext4: Bed) -> None:
     gone = extents("map", "--dm-table", "--saved", m)
     assert gone.returncode == errors.DataError.exit_status and gone.out == ""
     assert "differ from the saved file's in 1 of" in one_line_error(gone)
+    # the bytes put back, the filesystem's signature wiped: the file's bytes are all there,
+    # but nothing says this is the saved filesystem any more
+    with open(ext4.device, "r+b") as dev:
+        dev.seek(second)
+        dev.write(data[int(cold.out.splitlines()[1].split()[0]) * 512:][:4096])
+    assert extents("map", "--dm-table", "--saved", m).returncode == 0
+    subprocess.run(["wipefs", "-a", "-q", ext4.device], check=True)
+    wiped = extents("map", "--dm-table", "--saved", m)
+    assert wiped.returncode == errors.DataError.exit_status and wiped.out == ""
+    assert "does not hold the saved filesystem" in one_line_error(wiped)
 
 
 def test_a_saved_map_of_a_moved_file_is_refused(ext4: Bed) -> None:

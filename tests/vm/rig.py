@@ -110,6 +110,8 @@ class BootSpec:
     kernel_args: Sequence[str] = ()
     # serial -> size of an empty disk, seen in the guest as /dev/disk/by-id/virtio-SERIAL
     disks: Mapping[str, str] = field(default_factory=dict)
+    # serial -> a raw disk image on the host, attached read-only (the guest cannot change it)
+    images: Mapping[str, Path] = field(default_factory=dict)
     memory: str = "2G"
     cpus: int = 2
 
@@ -271,6 +273,11 @@ class Guest:
         self._qemu_img("create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(self.image.disk),
                        str(self.dir / "root.qcow2"))
         (self.dir / "seed.tar").write_bytes(seed_tar(self.spec))
+        for serial, path in self.spec.images.items():
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", serial) or serial in self.spec.disks:
+                raise ValueError(f"image serial {serial!r}: letters, digits, _ and -, unique")
+            if "," in str(path) or not Path(path).is_file():  # a comma ends QEMU's file=
+                raise ValueError(f"image {path}: a regular file, with no comma in its path")
         for serial, size in self.spec.disks.items():
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", serial):
                 raise ValueError(f"disk serial {serial!r}: letters, digits, _ and - only")
@@ -297,6 +304,8 @@ class Guest:
                   ("seed", f"file={d / 'seed.tar'},format=raw,readonly=on", "bbseed")]
         drives += [(f"disk{i}", f"file={d / f'disk-{s}.qcow2'},format=qcow2,cache=unsafe", s)
                    for i, s in enumerate(spec.disks)]
+        drives += [(f"image{i}", f"file={path},format=raw,readonly=on", s)
+                   for i, (s, path) in enumerate(spec.images.items())]
         argv = ["qemu-system-x86_64", "-name", "backburner-guest", "-nodefaults",
                 "-no-user-config", "-display", "none", *accel(),
                 "-smp", str(spec.cpus), "-m", spec.memory,

@@ -7,6 +7,7 @@ away with the test process however it ends."""
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import os
 import signal
@@ -15,6 +16,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,10 +132,16 @@ OWN = BootSpec(units={"bb-rig-boots.service": BOOTS_UNIT},
                kernel_args=["bb_rig.marker=42"], disks={"extra": "1G"})
 
 
+RO_IMAGE = bytes(range(256)) * 4096  # 1 MiB the guest must see, read-only
+
+
 @pytest.fixture(scope="module")
-def own_guest(vm_image: Image) -> Iterator[SharedGuest]:
+def own_guest(vm_image: Image, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[SharedGuest]:
     """Shared by this module's checks; no wheel: they are of the rig alone."""
-    shared = SharedGuest(vm_image, OWN)
+    image = tmp_path_factory.mktemp("rig-image") / "ro.img"
+    image.write_bytes(RO_IMAGE)
+    shared = SharedGuest(vm_image, replace(OWN, images={"ro": image}))
     try:
         yield shared
     finally:
@@ -156,6 +164,10 @@ def test_a_guest_boots_with_its_units_files_kernel_args_and_disks(own: Guest) ->
     assert "bb_rig.marker=42" in own.get("/proc/cmdline").decode().split()
     size = own.run(["blockdev", "--getsize64", "/dev/disk/by-id/virtio-extra"], check=True)
     assert int(size.out) == 1 << 30
+    ro = "/dev/disk/by-id/virtio-ro"  # a host image, attached read-only
+    assert own.run(["blockdev", "--getro", ro], check=True).out == "1\n"
+    assert own.run(["sha256sum", ro], check=True).out.split()[0] == \
+        hashlib.sha256(RO_IMAGE).hexdigest()
 
 
 @pytest.mark.root

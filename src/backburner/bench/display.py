@@ -38,9 +38,12 @@ START_TIMEOUT_S = 20.0
 
 def parse_ready(text: str) -> re.Pattern[str] | None:
     """``window`` (any top-level window) or ``window:REGEX`` (one whose title matches)."""
-    kind, _, pattern = text.partition(":")
+    kind, colon, pattern = text.partition(":")
     if kind != "window":
         raise UsageError(f"--ready {text!r}: unknown mode", "use window or window:TITLE-REGEX")
+    if colon and not pattern:
+        raise UsageError(f"--ready {text!r}: the title pattern is empty",
+                         "use window (any window) or window:TITLE-REGEX")
     if not pattern:
         return None
     try:
@@ -62,7 +65,7 @@ def require_tools() -> None:
                                "'backburner[gui]'") from None
 
 
-def write_cookie(path: str) -> None:
+def write_cookie(path: str) -> bytes:
     """An Xauthority file with one fresh cookie, for the server (-auth) and the clients:
     a FamilyLocal entry for this host (what libX11 and python-xlib look up on a local
     socket) and a FamilyWild one, both for any display number."""
@@ -76,6 +79,7 @@ def write_cookie(path: str) -> None:
 
     with os.fdopen(safepath.create_new(path), "wb") as f:
         f.write(entry(FAMILY_LOCAL, host) + entry(FAMILY_WILD, b""))
+    return data
 
 
 class Display:
@@ -97,6 +101,8 @@ class Display:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._copied: list[str] = []  # testbed roots given a copy of the cookie
+        self._secret = b""
+        self._failed = ""  # why the watcher stopped, if it did
 
     @property
     def env(self) -> dict[str, str]:
@@ -133,7 +139,7 @@ class Display:
 
     def _start_server(self) -> None:
         require_tools()
-        write_cookie(self.cookie)
+        self._secret = write_cookie(self.cookie)
         rfd, wfd = os.pipe2(os.O_CLOEXEC)
         try:
             self.server = spawn.launch(
@@ -151,11 +157,29 @@ class Display:
                 os.close(wfd)
 
     def _connect(self) -> None:
+        """The watcher's connection: on the server's abstract socket only, with our cookie.
+        python-xlib would prefer /tmp/.X11-unix/X<n> whenever that path exists, and any
+        user can create it (Xvfb here makes none): connecting there would hand the cookie
+        to whoever listens. So its socket and auth look-ups are ours for this call."""
         from Xlib import X
         from Xlib import display as xdisplay
+        from Xlib import error as xerror
+        from Xlib.support import connect
 
-        with _environ("XAUTHORITY", self.cookie):
-            self._conn = xdisplay.Display(f":{self.number}")
+        def socket_(*_args: object) -> socket.socket:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            sock.connect(f"\0/tmp/.X11-unix/X{self.number}")
+            return sock
+
+        def auth(*_args: object) -> tuple[bytes, bytes]:
+            return COOKIE.encode(), self._secret
+
+        with _CONNECT, _swapped(connect, get_socket=socket_, get_auth=auth):
+            try:
+                self._conn = xdisplay.Display(f":{self.number}")
+            except (OSError, xerror.DisplayError, xerror.ConnectionClosedError) as err:
+                raise UnavailableError(f"could not reach the private X server :"
+                                       f"{self.number}: {err}") from None
         root = self._conn.screen().root
         root.change_attributes(event_mask=X.SubstructureNotifyMask)
         self._conn.sync()
@@ -167,20 +191,27 @@ class Display:
             self._pending.clear()
 
     def shown(self) -> int | None:
+        """When the wanted window appeared (monotonic ns), None while not yet; an error if
+        the server or the watcher's connection died (every later trial would time out)."""
         with self._lock:
+            if self._shown_ns is None and self._failed:
+                raise UnavailableError(f"the private X server :{self.number} went away: "
+                                       f"{self._failed}")
             return self._shown_ns
 
     def _watch(self) -> None:
         conn = self._conn
         fd = conn.fileno()
         while not self._stop.is_set():
-            if not conn.pending_events():
-                ready, _, _ = select.select([fd], [], [], 0.2)
-                if not ready:
-                    continue
             try:
+                if not conn.pending_events():
+                    ready, _, _ = select.select([fd], [], [], 0.2)
+                    if not ready:
+                        continue
                 event = conn.next_event()
-            except Exception:  # noqa: BLE001 - the server went away: nothing more to see
+            except Exception as err:  # noqa: BLE001 - the server went away: said by shown()
+                with self._lock:
+                    self._failed = str(err) or type(err).__name__
                 return
             self._on_event(event, time.monotonic_ns())
 
@@ -193,11 +224,16 @@ class Display:
                 return
             title = self._title
         if event.type == X.MapNotify and event.event == root and not event.override:
-            if title is None or self._title_matches(event.window, title):
+            if title is None:
                 self._seen(now)
-            else:  # the title may come later
+                return
+            # listen for a title set later before reading it now: one set in between
+            # would otherwise be seen by neither
+            with contextlib.suppress(Exception):  # the window may already be gone
                 event.window.change_attributes(event_mask=X.PropertyChangeMask)
-                self._pending.add(event.window.id)
+            self._pending.add(event.window.id)
+            if self._title_matches(event.window, title):
+                self._seen(now)
         elif event.type == X.PropertyNotify and event.window.id in self._pending \
                 and title is not None and self._title_matches(event.window, title):
             self._seen(now)
@@ -256,16 +292,17 @@ def _read_line(fd: int, timeout: float, server: spawn.Child) -> str:
     return buf.decode().strip()
 
 
+_CONNECT = threading.Lock()  # one swapped connection at a time
+
+
 @contextlib.contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    """python-xlib reads the cookie file's name from the environment only: set it for the
-    connection and put it back, so that nothing else we start inherits it."""
-    old = os.environ.get(name)
-    os.environ[name] = value
+def _swapped(module: Any, **functions: Any) -> Iterator[None]:
+    """``module``'s functions replaced for the duration, and put back."""
+    old = {name: getattr(module, name) for name in functions}
+    for name, fn in functions.items():
+        setattr(module, name, fn)
     try:
         yield
     finally:
-        if old is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = old
+        for name, fn in old.items():
+            setattr(module, name, fn)

@@ -100,6 +100,8 @@ class MachineExecutor:
             for probe in self.plan.probes.values():
                 touched += probes.discover_files(probe, device.workdir, self.cfg.timeout_s,
                                                  self._screen)
+            if self._screen is not None:  # the probe opened the cookie: not a file to copy
+                touched = [p for p in touched if p != self._screen.cookie]
             if not device.chroot:
                 self._warn_other_devices(touched)
         if device.chroot:

@@ -138,9 +138,9 @@ def _load_hint(device: BlockDevice) -> str:
     if claim.free is None:
         return f"load it with: {load}, where nothing claims {device.path} ({claim.why})"
     return (f"not loadable now: {claim.why}. Load it where the filesystem is not mounted "
-            "(an initramfs, another system) or is mounted by FUSE (ntfs-3g), from a map "
-            "kept with `extents save`: `extents map --dm-table --saved MAP` proves it still "
-            f"holds, then {load}")
+            "(from an initramfs or a rescue system where the same device node names the "
+            "device), from a map kept with `extents save`: `extents map --dm-table --saved "
+            f"MAP` proves it still holds, then {load}")
 
 
 def _verify(args: argparse.Namespace) -> int:

@@ -178,7 +178,8 @@ class Claim:
 def claim_of(dev: BlockDevice) -> Claim:
     """Tried the way the kernel decides: an exclusive open fails while another holder has
     the device. device-mapper shares one claim among its tables, so a device held only by
-    dm devices can still be named by another table."""
+    dm devices can still be named by another table. The probe holds the claim for the
+    moment of an open and a close: a mount or table load racing it fails "busy" once."""
     try:
         fd = os.open(dev.path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
     except PermissionError:

@@ -7,7 +7,9 @@ so the map saved earlier (`save`) is what the table is made from — and a map t
 since left (a defragmenter, a rewrite) would serve other bytes, silently. So the saved map
 is proven first: where the file is reachable, by `check` (its extents now, and the bytes);
 where it is not, by reading the saved device ranges and comparing them with the saved
-digests, on the same device (numbers and filesystem UUID). Anything short of "unchanged"
+digests, on the same device (node, numbers, size, and the filesystem UUID, which must be
+found: there the map's machine is not checked, as an initramfs or a rescue system of the
+same machine may not carry its machine-id). Anything short of "unchanged"
 is refused, and no table is printed.
 """
 
@@ -39,10 +41,10 @@ def prove(map_path: str | os.PathLike[str], progress: Progress | None = None) ->
     """The saved map's runs, if the file is still exactly there; DataError if not."""
     name = os.fspath(map_path)
     saved = watch.load(name)
-    watch.same_machine(saved, name)
     runs = tuple(Run(s.logical, s.physical, s.length, s.flags) for s in saved.segments
                  if s.physical is not None)
     if os.path.exists(saved.path):
+        watch.same_machine(saved, name)  # the path names this machine's file
         res = watch.check(name, progress=progress)
         if res.state != "unchanged":
             first = (res.moved[0].describe() if res.moved
@@ -70,10 +72,18 @@ def _saved_device(saved: MapFile, name: str) -> BlockDevice:
         raise DataError(f"{name}: {want.path} is not the saved device {want.major_minor} "
                         f"(now {rdev if stat.S_ISBLK(st.st_mode) else 'not a block device'})",
                         "save the map again where the device has this name")
-    if want.uuid and (now := fs_uuid(want.path)) is not None and now != want.uuid:
-        raise DataError(f"{name}: {want.path} holds another filesystem (UUID {now}, saved "
-                        f"{want.uuid})")
-    return block_device(st.st_rdev, want.fstype)
+    # unmounted, nothing else says which filesystem this is: its UUID must be the saved
+    # one (a device holding none, or one blkid cannot read, is not proof of anything)
+    now = fs_uuid(want.path)
+    if want.uuid is None or now != want.uuid:
+        raise DataError(f"{name}: {want.path} does not hold the saved filesystem (UUID "
+                        f"{now or 'none found'}, saved {want.uuid or 'none'})",
+                        "prove the map where the file is mounted (extents check)")
+    dev = block_device(st.st_rdev, want.fstype)
+    if dev.size < want.size:
+        raise DataError(f"{name}: {want.path} is {dev.size} bytes, the saved device "
+                        f"{want.size}")
+    return dev
 
 
 def _device_bytes_match(saved: MapFile, dev: BlockDevice, name: str,
