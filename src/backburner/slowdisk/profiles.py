@@ -61,7 +61,10 @@ HDD_5400 = Profile(
         "5400 drives; command overhead 0.3 ms (0.1 ms on a cache hit) as listed in IBM/Hitachi "
         "Deskstar/Travelstar OEM specifications; transfer ~100 MB/s outer, ~50 MB/s inner: "
         "typical of published benchmarks of 500 GB-1 TB 2.5-inch 5400 rpm drives (WD Blue "
-        "mobile / Momentus class); 2 MiB read-ahead segment of an 8-16 MB buffer: assumed"
+        "mobile / Momentus class); 2 MiB read-ahead segment of an 8-16 MB buffer, read "
+        "ahead after every read: assumed (the one manual found, Fujitsu MHM2xxxAT/MHC/MHE, "
+        "gives a 1 MiB read segment of a 2 MB buffer and no read-ahead after a random read); "
+        "checked against the sourced figures in docs/slowdisk.md, Calibration"
     ),
 )
 
