@@ -229,16 +229,16 @@ def _read_direct(path: str, offset: int) -> None:
 def test_a_burst_reaches_a_dvd_sorted_and_merged(tmp_path: Path, slowdisks: list[device.SlowDisk],
                                                  profile: str, start_mib: int, far_mib: int
                                                  ) -> None:
-    """A read far away (a seek across the disc, about 0.2 s on a DVD) keeps the drive busy
-    while 32 contiguous 16 KiB readaheads at 40 MiB are queued, highest first, through the
-    loop device's page cache (the kernel sends them on one by one, unmerged). A DVD drive
-    takes one command at a time, so the host queue holds what has come by the time the
+    """A read far away (a seek across the 64 MiB image, ~75 ms on a DVD's inner rings) keeps the
+    drive busy while 32 contiguous 16 KiB readaheads at 40 MiB are queued, highest first,
+    through the loop device's page cache (the kernel sends them on one by one, unmerged). A DVD
+    drive takes one command at a time, so the host queue holds what has come by the time the
     drive is free: with the head below the burst, an ascending sweep from the lowest (back
-    merges); with the head above, from the oldest, the highest, down (front merges); in
-    commands of up to 128 KiB either way, four for all 32. The daemon's threads deliver a
-    burst spread out under CPU load (about 4 ms apart with three spinners on this 2-CPU VM),
-    so the latest may miss the first pick: a few more commands, never one per request. A
-    hard disk queues commands: each arrives as sent."""
+    merges); with the head above, from the oldest, the highest, down (front merges); in commands
+    of up to 128 KiB either way, four for all 32. The daemon's threads deliver a burst spread
+    out under CPU load (about 4 ms apart with three spinners on this 2-CPU VM), so the latest
+    may miss the first pick: a few more commands, never one per request. A hard disk queues
+    commands: each arrives as sent."""
     image = tmp_path / "disc.img"
     with open(image, "wb") as f:
         f.truncate(SIZE)

@@ -14,11 +14,13 @@ from backburner.slowdisk.model import (
     SQRT_SEEK_MEAN_FRACTION,
     Disk,
     FlatProfile,
+    Optical,
     Profile,
     Waiting,
 )
 from backburner.slowdisk.profiles import (
     DVD,
+    DVD_GEOMETRY,
     HDD_5400,
     HDD_7200,
     SDCARD,
@@ -122,11 +124,16 @@ def test_zoned_rate_at_both_ends() -> None:
     assert d.rate_at(0) == 100e6  # HDD: offset 0 = outer edge = fastest
     assert d.rate_at(CAP) == 50e6
     assert d.rate_at(CAP // 2) == approx(75e6)
-    dvd = Disk(DVD, CAP)
+    disc = DVD_GEOMETRY.medium_bytes
+    dvd = Disk(DVD, disc)
     assert not DVD.outer_at_start
     assert dvd.rate_at(0) == approx(DVD.rate_inner)  # DVD (CAV): the END is the outer edge
-    assert dvd.rate_at(CAP) == approx(DVD.rate_outer)
-    assert dvd.rate_at(0) < dvd.rate_at(CAP)
+    assert dvd.rate_at(disc) == approx(DVD.rate_outer)
+    assert dvd.rate_at(0) < dvd.rate_at(disc)
+    # a small image sits on the inner rings of the disc: it never reaches the fast edge
+    small = Disk(DVD, CAP)
+    assert small.rate_at(CAP) == approx(dvd.rate_at(CAP))
+    assert small.rate_at(CAP) < 1.05 * DVD.rate_inner
     # Transfer time follows the zone.
     big = 8 * MiB
     outer = Disk(P, CAP).cost_breakdown(0, big, False, 0.0).transfer_s
@@ -228,16 +235,73 @@ def test_flat_profile_is_a_constant_delay_without_queueing() -> None:
             get_profile(bad)
 
 
-def test_dvd_seeks_are_100_to_135_ms() -> None:
-    d = Disk(DVD, CAP)
+def test_dvd_seeks_are_100_to_135_ms_on_a_full_disc() -> None:
+    d = Disk(DVD, DVD_GEOMETRY.medium_bytes)
     assert 0.100 <= DVD.average_seek_s <= 0.135
     assert 0.100 <= DVD.average_random_access_s <= 0.135
-    third = DVD.command_overhead_s + d.seek_time(CAP // 3) + DVD.rotational_latency_s
-    assert 0.100 <= third <= 0.135
+    # the same average from the model's own seeks between uniformly random offsets
+    n = 60
+    pts = [int((i + 0.5) / n * d.span) for i in range(n)]
+    mean = sum(d.seek_time(b - a, a) for a in pts for b in pts) / n**2
+    assert mean == pytest.approx(DVD.average_seek_s, rel=0.01)
     assert DVD.read_only_medium
     # ~6.6x at the start of the disc, 16x at the end (1x = 11.08 Mbit/s).
     assert DVD.rate_outer == pytest.approx(16 * 11.08e6 / 8)
     assert DVD.rate_inner / DVD.rate_outer == pytest.approx(24 / 58)
+
+
+def test_optical_radius_and_seeks_follow_the_spiral() -> None:
+    """Offset 0 at 24 mm, a full disc ends at 58 mm, the radius grows as a square root; a
+    1 GB image ends at ~34.2 mm: its longest seek crosses 10 mm, not 34."""
+    disc = DVD_GEOMETRY.medium_bytes
+    d = Disk(DVD, disc)
+    assert d.radius_mm(0) == approx(24.0)
+    assert d.radius_mm(disc) == pytest.approx(58.0)
+    assert d.radius_mm(disc // 2) == pytest.approx(math.sqrt((58**2 + 24**2) / 2), rel=1e-6)
+    gb = Disk(DVD, 10**9)
+    assert gb.span == disc and gb.radius_mm(10**9) == pytest.approx(34.19, abs=0.01)
+    assert gb.seek_time(10**9) == pytest.approx(0.075 + 0.0045 * 10.19, abs=1e-4)
+    assert gb.seek_time(10**9) < 0.55 * d.seek_time(disc)
+    # direction does not matter; the same byte distance is shorter radially further out
+    assert d.seek_time(-MiB, 2 * MiB) == d.seek_time(MiB, MiB)
+    assert d.seek_time(32 * MiB, disc - 32 * MiB) < d.seek_time(32 * MiB, 0)
+    # an image larger than a disc is spread over the whole radius
+    big = Disk(DVD, 2 * disc)
+    assert big.span == 2 * disc and big.radius_mm(2 * disc) == pytest.approx(58.0)
+    with pytest.raises(ValueError):
+        Disk(P, CAP).radius_mm(0)
+
+
+def test_optical_profiles_are_checked() -> None:
+    with pytest.raises(ValueError, match="inner edge"):
+        Profile(**{**DVD.__dict__, "outer_at_start": True})
+    with pytest.raises(ValueError, match="optical curve"):
+        Profile(**{**DVD.__dict__, "full_stroke_s": 0.200})
+    with pytest.raises(ValueError):
+        Optical(**{**DVD_GEOMETRY.__dict__, "r_inner_mm": 60.0})
+    with pytest.raises(ValueError):
+        Optical(**{**DVD_GEOMETRY.__dict__, "block_bytes": 0})
+    with pytest.raises(ValueError):
+        Optical(**{**DVD_GEOMETRY.__dict__, "long_s": -1.0})
+
+
+def test_a_dvd_reads_whole_ecc_blocks() -> None:
+    """A 4 KiB read costs one 32 KiB ECC block of media time and leaves the head at the
+    block's end: the rest of the block is in the buffer, the next block is sequential."""
+    d = Disk(DVD, CAP)
+    blk = DVD_GEOMETRY.block_bytes
+    off = 10 * MiB + 8192
+    d.service(off, KiB4, False, 0.0)
+    b = d.last
+    assert b is not None and b.kind == "random"
+    first = off - 8192
+    assert b.transfer_s == approx(blk / d.rate_at(first))
+    assert d.head == first + blk
+    _, f = d.service(first + 20 * 1024, KiB4, False, 0.0)  # same block, back to back
+    assert d.last is not None and d.last.kind == "cache"
+    d.service(first + blk + 4096, KiB4, False, f)  # next block: sequential, no seek
+    assert d.last is not None and d.last.kind == "sequential" and d.last.seek_s == 0
+    assert d.last.transfer_s == approx(blk / d.rate_at(first + blk))
 
 
 def test_hdd_profiles_match_datasheet_averages() -> None:
@@ -350,12 +414,13 @@ def test_a_request_the_sweep_passed_goes_first_once_expired() -> None:
 
 
 def test_a_merged_command_costs_one_command_overhead() -> None:
-    """Four contiguous 16 KiB requests as one command vs one by one: three overheads less."""
+    """Four contiguous 32 KiB requests as one command vs one by one: three overheads less."""
     one, four = Disk(DVD, CAP), Disk(DVD, CAP)
-    w = _waiting([0, 16, 32, 48])
+    kib = DVD_GEOMETRY.block_bytes // 1024  # whole ECC blocks, so none is read twice
+    w = _waiting([0, kib, 2 * kib, 3 * kib], length=kib * 1024)
     merged = one.dispatch(one.next_command(w, 0.0), 0.0)
     t = 0.0
-    for x in _waiting([0, 16, 32, 48]):
+    for x in _waiting([0, kib, 2 * kib, 3 * kib], length=kib * 1024):
         t = four.service(x.offset, x.length, False, 0.0)[1]
     assert t - merged == pytest.approx(3 * DVD.command_overhead_s, rel=1e-2)  # rate varies
 

@@ -51,7 +51,7 @@ from ..errors import (
     UsageError,
 )
 from ..units import human_size
-from .model import FlatProfile, Profile
+from .model import Disk, FlatProfile, Profile
 from .profiles import BUILTIN, get_profile
 
 log = logging.getLogger(__name__)
@@ -468,9 +468,16 @@ def format_stats(s: dict[str, Any]) -> str:
 def random_read_s(p: Profile, size: int = 4096) -> float:
     """Closed-form mean of a random read of `size` bytes at a uniformly random offset, on an
     idle disk: overhead + average seek + rotational latency + size * E[1 / rate(offset)]
-    (the rate is linear in the offset, so E[1/rate] = ln(outer/inner) / (outer - inner))."""
+    (the rate is linear in the offset, so E[1/rate] = ln(outer/inner) / (outer - inner)).
+    An optical disc (a full one) reads whole blocks at a rate linear in the radius: the
+    mean is taken numerically."""
     if isinstance(p, FlatProfile):
         return p.delay_s
+    if p.optical is not None:  # whole ECC blocks, rate linear in the radius: numerically
+        disk, n, blk = Disk(p, p.optical.medium_bytes), 1000, p.optical.block_bytes
+        media = -(-size // blk) * blk
+        inv = sum(1 / disk.rate_at(int((i + 0.5) / n * disk.span)) for i in range(n)) / n
+        return p.average_random_access_s + media * inv
     lo, hi = p.rate_inner, p.rate_outer
     inv = 1 / lo if math.isclose(lo, hi) else math.log(hi / lo) / (hi - lo)
     return p.average_random_access_s + size * inv
@@ -487,6 +494,7 @@ _ROWS: list[tuple[str, Callable[[Profile], str]]] = [
     ("cache-hit overhead", lambda p: _ms(p.cache_hit_overhead_s)),
     ("settle (min seek)", lambda p: _ms(p.settle_s)),
     ("full-stroke seek", lambda p: _ms(p.full_stroke_s)),
+    ("seek curve", lambda p: "radial" if p.optical else "sqrt"),
     ("average seek", lambda p: _ms(p.average_seek_s)),
     ("rotational latency", lambda p: _ms(p.rotational_latency_s)),
     ("random access (avg)", lambda p: _ms(p.average_random_access_s)),

@@ -23,16 +23,23 @@ and the rate is highest at the END of the image. ``Profile.outer_at_start`` says
 The media rate varies linearly with offset between ``rate_outer`` and ``rate_inner``
 (a first-order model of zoned recording / CAV, where rate grows with radius).
 
-Seek curve. ``seek(d) = settle + (full_stroke - settle) * sqrt(d / capacity)`` for ``d > 0``
-and 0 for ``d == 0``. The square root is the classic short-seek shape (the arm accelerates
-for half the distance and decelerates for the other half, so time grows with sqrt(distance);
-Ruemmler & Wilkes, "An introduction to disk drive modeling", IEEE Computer 1994). Short
-seeks are settle-dominated, long ones rise to exactly ``full_stroke`` at ``d == capacity``.
-The curve is monotone and bounded by ``full_stroke``. Datasheets quote "average seek" as the
-average over all start/end pairs; for this curve that average is
-``settle + (full_stroke - settle) * 8/15`` (:attr:`Profile.average_seek_s`), which is how the
-built-in profiles are calibrated. For non-rotating media (flash) ``settle == full_stroke``
-and the "seek" is a constant random-access penalty (FTL lookup, page open).
+Optical geometry (``Profile.optical``, the ``dvd`` profile). A burned or pressed disc is
+written from the inner radius outwards along a spiral of constant track pitch, so the
+radius of byte ``o`` is ``r(o) = sqrt(o / medium * (r_outer^2 - r_inner^2) + r_inner^2)``
+and ``medium`` is the capacity of a full disc, not the image: an image smaller than a disc
+occupies only the inner rings, as it would on a real burned disc (a 1 GB image ends at
+34 mm of 58: its seeks are short and it never reaches the fast outer zone). An image larger
+than ``medium`` is spread over the whole radius. The rate grows linearly with the radius
+(CAV: constant angular velocity, constant linear density). Seeks are charged by *radial*
+distance on a two-regime curve, ``short_s + short_s_per_mm * d`` below ``short_max_mm`` and
+``long_s + long_s_per_mm * d`` from there on (the shape Ruemmler & Wilkes describe for
+disks; the constants are measured on a real DVD drive, see profiles.py); note that the
+measured curve steps *down* at ``short_max_mm`` (the drive switches to its fast long-seek
+mode), which is kept as measured. The drive reads whole ECC blocks (``block_bytes``, 32 KiB
+on a DVD): a read costs the media time of the blocks it touches, and the head ends at the
+end of the last one. There is no read-through of a forward gap: a read ahead of what the
+drive has already buffered is a seek (measured: even a one-track jump costs the short-seek
+constant).
 
 Rotational latency. A non-sequential access on a rotating disk waits, on average, half a
 revolution: ``30 / rpm`` seconds. We charge the expected value (deterministic), not a draw.
@@ -45,7 +52,8 @@ seek, no rotational latency. With ``cache_bytes > 0`` the drive keeps the most r
 *cache hit*: ``cache_hit_overhead + length / interface_rate`` (any part beyond the segment
 streams on from the head at media rate). On a rotating disk a short forward jump is served
 by letting the platter run past the gap (``gap / rate``) when that is cheaper than seek +
-rotational latency; this is counted as sequential ("skip").
+rotational latency; this is counted as sequential ("skip"). An optical drive does not do
+this (see "Optical geometry"): its read-ahead while idle is what serves short forward jumps.
 
 Host queue. A drive without command queueing (ATAPI: no NCQ) holds one command; the host's
 IO scheduler keeps the rest and, each time the drive is free, dispatches the request at or
@@ -76,6 +84,7 @@ for comparison with the seek-aware profiles.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -90,6 +99,69 @@ EXPIRE_S = 0.5
 
 #: E[sqrt(|x - y|)] for x, y independent and uniform on [0, 1]: 2 * integral (1-u) sqrt(u) du.
 SQRT_SEEK_MEAN_FRACTION = 8.0 / 15.0
+
+
+@dataclass(frozen=True)
+class Optical:
+    """Geometry and seek curve of an optical disc (see "Optical geometry" above).
+
+    Radii in millimetres, times in seconds. Frozen and hashable, so the numerical average
+    seek is computed once per geometry."""
+
+    r_inner_mm: float  # radius of the first data byte
+    r_outer_mm: float  # radius of the last byte of a full disc
+    medium_bytes: int  # capacity of a full disc; a smaller image sits on its inner rings
+    block_bytes: int  # the drive reads whole blocks of this size (DVD ECC block: 32 KiB)
+    short_max_mm: float  # radial distances below this are short seeks
+    short_s: float  # short seek: constant ...
+    short_s_per_mm: float  # ... plus this per mm of radial distance
+    long_s: float  # long seek: constant ...
+    long_s_per_mm: float  # ... plus this per mm
+
+    def __post_init__(self) -> None:
+        if not 0 < self.r_inner_mm < self.r_outer_mm:
+            raise ValueError("optical geometry needs 0 < r_inner_mm < r_outer_mm")
+        if self.medium_bytes <= 0 or self.block_bytes <= 0:
+            raise ValueError("optical geometry needs medium_bytes > 0 and block_bytes > 0")
+        if min(self.short_max_mm, self.short_s, self.short_s_per_mm, self.long_s,
+               self.long_s_per_mm) < 0:
+            raise ValueError("optical seek constants must be >= 0")
+
+    @property
+    def stroke_mm(self) -> float:
+        return self.r_outer_mm - self.r_inner_mm
+
+    def radius_mm(self, offset: float, span: int) -> float:
+        """Radius of byte ``offset`` on a spiral holding ``span`` bytes from inner to outer."""
+        frac = min(max(offset / span, 0.0), 1.0)
+        ri, ro = self.r_inner_mm, self.r_outer_mm
+        return math.sqrt(frac * (ro * ro - ri * ri) + ri * ri)
+
+    def seek_s(self, radial_mm: float) -> float:
+        """Seek time for a radial distance (mm); 0 for no movement."""
+        d = abs(radial_mm)
+        if d == 0:
+            return 0.0
+        if d < self.short_max_mm:
+            return self.short_s + self.short_s_per_mm * d
+        return self.long_s + self.long_s_per_mm * d
+
+    @property
+    def full_stroke_s(self) -> float:
+        return self.seek_s(self.stroke_mm)
+
+    @property
+    def average_seek_s(self) -> float:
+        """Seek averaged over uniformly random start/end offsets on a full disc."""
+        return _optical_average_seek(self)
+
+
+@functools.lru_cache(maxsize=16)
+def _optical_average_seek(o: Optical, n: int = 400) -> float:
+    """Midpoint rule over an n x n grid of offsets (the curve is piecewise linear in the
+    radius, the radius a square root of the offset: no closed form worth keeping)."""
+    radii = [o.radius_mm((i + 0.5) / n, 1) for i in range(n)]
+    return sum(o.seek_s(a - b) for a in radii for b in radii) / (n * n)
 
 
 @dataclass(frozen=True)
@@ -114,6 +186,7 @@ class Profile:
     write_rate_factor: float = 1.0  # write media rate = factor * read media rate
     read_only_medium: bool = False  # e.g. a pressed DVD: writes are refused
     command_queueing: bool = True  # False: one command at a time, the host sorts and merges
+    optical: Optical | None = None  # disc geometry and radial seek curve (DVD); None: sqrt
     source: str = ""  # where the figures come from
 
     def __post_init__(self) -> None:
@@ -129,6 +202,16 @@ class Profile:
             raise ValueError(f"profile {self.name!r}: write_rate_factor must be > 0")
         if self.rotational and self.rpm <= 0:
             raise ValueError(f"profile {self.name!r}: a rotational profile needs rpm > 0")
+        o = self.optical
+        if o is not None:
+            if not self.rotational or self.outer_at_start:
+                raise ValueError(f"profile {self.name!r}: an optical disc rotates and starts "
+                                 "at the inner edge")
+            # settle/full stroke are the curve's two ends, so listings show the real figures
+            if not (math.isclose(self.settle_s, o.short_s)
+                    and math.isclose(self.full_stroke_s, o.full_stroke_s)):
+                raise ValueError(f"profile {self.name!r}: settle_s/full_stroke_s must be the "
+                                 f"optical curve's {o.short_s} / {o.full_stroke_s}")
 
     @property
     def rotational_latency_s(self) -> float:
@@ -137,7 +220,10 @@ class Profile:
 
     @property
     def average_seek_s(self) -> float:
-        """Seek time averaged over uniformly random start/end pairs (datasheet "average")."""
+        """Seek time averaged over uniformly random start/end pairs (datasheet "average");
+        for an optical profile, over a full disc."""
+        if self.optical is not None:
+            return self.optical.average_seek_s
         return self.settle_s + (self.full_stroke_s - self.settle_s) * SQRT_SEEK_MEAN_FRACTION
 
     @property
@@ -271,6 +357,10 @@ class Disk:
         self.last: Breakdown | None = None
         self.last_end = 0  # where the last request ended (the head, as the host sees it)
         self._s = _State()
+        o = profile.optical
+        # optical: the bytes of the spiral from the inner to the outer radius
+        self.span = max(self.capacity, o.medium_bytes) if o is not None else self.capacity
+        self._block = o.block_bytes if o is not None else 1
 
     # -- geometry ---------------------------------------------------------------------------
 
@@ -284,18 +374,34 @@ class Disk:
         return self._s.busy_until
 
     def rate_at(self, offset: int) -> float:
-        """Media read rate (bytes/s) at ``offset``; linear between the two edges."""
+        """Media read rate (bytes/s) at ``offset``; linear between the two edges (in the
+        offset, or for an optical disc in the radius)."""
         p = self.profile
+        o = p.optical
+        if o is not None:
+            frac = (o.radius_mm(offset, self.span) - o.r_inner_mm) / o.stroke_mm
+            return p.rate_inner + (p.rate_outer - p.rate_inner) * frac
         frac = min(max(offset / self.capacity, 0.0), 1.0)
         if p.outer_at_start:
             return p.rate_outer + (p.rate_inner - p.rate_outer) * frac
         return p.rate_inner + (p.rate_outer - p.rate_inner) * frac
 
-    def seek_time(self, distance: int) -> float:
-        """sqrt seek curve: 0 for 0, settle for the shortest seek, full stroke at capacity."""
+    def radius_mm(self, offset: int) -> float:
+        """Radius of ``offset`` on an optical disc (see "Optical geometry")."""
+        o = self.profile.optical
+        if o is None:
+            raise ValueError(f"profile {self.profile.name!r} has no optical geometry")
+        return o.radius_mm(offset, self.span)
+
+    def seek_time(self, distance: int, start: int = 0) -> float:
+        """Seek from ``start`` to ``start + distance``. sqrt curve: 0 for 0, settle for the
+        shortest seek, full stroke at capacity (``start`` does not matter); optical: the
+        radial curve between the two radii."""
         if distance == 0:
             return 0.0
         p = self.profile
+        if p.optical is not None:
+            return p.optical.seek_s(self.radius_mm(start + distance) - self.radius_mm(start))
         frac = min(abs(distance) / self.capacity, 1.0)
         return min(p.settle_s + (p.full_stroke_s - p.settle_s) * math.sqrt(frac), p.full_stroke_s)
 
@@ -376,10 +482,14 @@ class Disk:
         # Read-ahead while the drive was idle since the end of the last read.
         if s.ra_since is not None and p.cache_bytes > 0 and start > s.ra_since:
             ahead = min(float(p.cache_bytes), (start - s.ra_since) * self.rate_at(hi))
-            hi = min(self.capacity, hi + int(ahead))
+            hi = min(self.capacity, hi + int(ahead) // self._block * self._block)
             lo = max(lo, hi - p.cache_bytes)
         head = hi
         end = offset + length
+        blk = self._block
+        # what the drive reads: whole blocks (optical ECC blocks; 1 byte otherwise)
+        first = offset - offset % blk
+        last = max(end, min(-(-end // blk) * blk, self.capacity))
         wrate = p.write_rate_factor
         parts: dict[str, float] = {}
         kind: str
@@ -392,26 +502,27 @@ class Disk:
             parts["overhead_s"] = p.cache_hit_overhead_s
             parts["cache_s"] = hit / iface
             if end > hi:  # the rest streams on from the head
-                parts["transfer_s"] = (end - hi) / self.rate_at(hi)
+                parts["transfer_s"] = (last - hi) / self.rate_at(hi)
         else:
-            rate = self.rate_at(offset) * (wrate if is_write else 1.0)
+            rate = self.rate_at(first) * (wrate if is_write else 1.0)
             parts["overhead_s"] = p.command_overhead_s
-            parts["transfer_s"] = length / rate
+            parts["transfer_s"] = (last - first) / rate
             if is_write:
                 parts["write_penalty_s"] = p.write_overhead_s
-            if offset == head:
+            if first == head:
                 kind = "sequential"
             else:
-                gap = offset - head
-                reposition = self.seek_time(gap) + p.rotational_latency_s
-                skip = gap / self.rate_at(head) if p.rotational and gap > 0 else math.inf
+                gap = first - head
+                reposition = self.seek_time(gap, head) + p.rotational_latency_s
+                skip = (gap / self.rate_at(head) if p.rotational and gap > 0
+                        and p.optical is None else math.inf)
                 if skip < reposition:
                     kind = "skip"
                     parts["transfer_s"] += skip
                 else:
                     kind = "random"
                     distance = abs(gap)
-                    parts["seek_s"] = self.seek_time(gap)
+                    parts["seek_s"] = self.seek_time(gap, head)
                     parts["rotation_s"] = p.rotational_latency_s
                     if is_write:
                         parts["write_penalty_s"] += p.random_write_penalty_s
@@ -423,11 +534,11 @@ class Disk:
 
         new = _State(busy_until=finish)
         if is_write:
-            new.seg_lo = new.seg_hi = end
+            new.seg_lo = new.seg_hi = last
             new.ra_since = None
         else:
-            new_hi = max(end, hi) if kind == "cache" else end
-            new_lo = lo if kind in ("sequential", "skip", "cache") else offset
+            new_hi = max(last, hi) if kind == "cache" else last
+            new_lo = lo if kind in ("sequential", "skip", "cache") else first
             new.seg_hi = new_hi
             new.seg_lo = max(new_lo, new_hi - p.cache_bytes) if p.cache_bytes > 0 else new_hi
             new.ra_since = finish
@@ -470,6 +581,7 @@ __all__ = [
     "Counters",
     "Disk",
     "FlatProfile",
+    "Optical",
     "Profile",
     "Waiting",
 ]

@@ -10,7 +10,7 @@ of the right order, not taken from a particular datasheet.
 from __future__ import annotations
 
 from ..errors import UsageError
-from .model import FlatProfile, Profile
+from .model import FlatProfile, Optical, Profile
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -21,6 +21,23 @@ DVD_1X = 11.08e6 / 8
 #: Radii of the DVD data zone (ECMA-267): starts at 24 mm, ends at most at 58 mm.
 DVD_R_INNER_MM = 24.0
 DVD_R_OUTER_MM = 58.0
+
+#: A single-layer 120 mm DVD and the seek curve of a real DVD drive, measured. Geometry:
+#: ECMA-267 radii; 4 699 979 776 bytes (2 294 912 sectors, Dolphin's single-layer size).
+#: Seeks: Dolphin emulator, Source/Core/Core/HW/DVD/DVDMath.cpp ("experimentally measured
+#: seek constants", on a Wii's DVD drive, dolphin-emu/dolphin PR 327): below 1 mm of radial
+#: distance 35 ms + 50 ms/mm, beyond 75 ms + 4.5 ms/mm (full stroke 34 mm: 228 ms).
+DVD_GEOMETRY = Optical(
+    r_inner_mm=DVD_R_INNER_MM,
+    r_outer_mm=DVD_R_OUTER_MM,
+    medium_bytes=4_699_979_776,
+    block_bytes=32 * KiB,  # ECC block: 16 sectors of 2 KiB
+    short_max_mm=1.0,
+    short_s=35e-3,
+    short_s_per_mm=50e-3,
+    long_s=75e-3,
+    long_s_per_mm=4.5e-3,
+)
 
 HDD_5400 = Profile(
     name="hdd-5400",
@@ -44,7 +61,10 @@ HDD_5400 = Profile(
         "5400 drives; command overhead 0.3 ms (0.1 ms on a cache hit) as listed in IBM/Hitachi "
         "Deskstar/Travelstar OEM specifications; transfer ~100 MB/s outer, ~50 MB/s inner: "
         "typical of published benchmarks of 500 GB-1 TB 2.5-inch 5400 rpm drives (WD Blue "
-        "mobile / Momentus class); 2 MiB read-ahead segment of an 8-16 MB buffer: assumed"
+        "mobile / Momentus class); 2 MiB read-ahead segment of an 8-16 MB buffer, read "
+        "ahead after every read: assumed (the one manual found, Fujitsu MHM2xxxAT/MHC/MHE, "
+        "gives a 1 MiB read segment of a 2 MB buffer and no read-ahead after a random read); "
+        "checked against the sourced figures in docs/slowdisk.md, Calibration"
     ),
 )
 
@@ -79,27 +99,37 @@ DVD = Profile(
     name="dvd",
     description="16x DVD-ROM drive (CAV), read-only medium",
     rotational=True,
-    command_overhead_s=1.0e-3,
-    cache_hit_overhead_s=0.2e-3,
-    settle_s=30e-3,
-    full_stroke_s=200e-3,  # average seek 121 ms; 1/3-stroke seek 128 ms
+    command_overhead_s=0.6e-3,
+    cache_hit_overhead_s=0.6e-3,
+    settle_s=DVD_GEOMETRY.short_s,  # 35 ms: the shortest seek
+    full_stroke_s=DVD_GEOMETRY.full_stroke_s,  # 228 ms; average seek 123 ms (full disc)
     rpm=9200,  # 16x at the 58 mm outer radius: 16 * 3.49 m/s / (2 pi 58 mm) ~ 153 rev/s
     rate_outer=16 * DVD_1X,  # 22.2 MB/s
     rate_inner=16 * DVD_1X * DVD_R_INNER_MM / DVD_R_OUTER_MM,  # 6.6x, 9.2 MB/s
     outer_at_start=False,  # a DVD is read from the inside out: the END is the fast edge
-    cache_bytes=512 * KiB,
+    cache_bytes=1 * MiB,
     interface_rate=66 * MB,  # ATA/ATAPI UDMA mode 4
     read_only_medium=True,
     command_queueing=False,  # ATAPI: one command at a time, the host sorts and merges
+    optical=DVD_GEOMETRY,
     source=(
-        "DVD specification ECMA-267 (120 mm DVD-ROM): 1x = 11.08 Mbit/s user data, "
-        "3.49 m/s scanning velocity, data zone from 24 mm to at most 58 mm radius, so a 16x "
-        "CAV drive reads ~6.6x at the start of the disc and 16x at the end; DVD-ROM drive "
-        "datasheets of 16x drives quote CAV reading up to 16x, random access times of about "
-        "100-130 ms and 0.5-2 MB buffers; settle 30 ms / full stroke 200 ms: assumed, chosen "
-        "so that the average seek (121 ms) and the 1/3-stroke access (~132 ms) fall in that "
-        "range; ATAPI (MMC) drives take one command at a time (no tagged/native command "
-        "queueing), so the host's IO scheduler orders and merges what waits"
+        "geometry and rate: DVD specification ECMA-267 (120 mm DVD-ROM): 1x = 11.08 Mbit/s "
+        "user data, 3.49 m/s scanning velocity, data zone from 24 mm to 58 mm radius, 32 KiB "
+        "ECC blocks; a 16x CAV drive reads 6.6x at the inner edge and 16x at the outer one, "
+        "the rate linear in the radius (Dolphin emulator DVDMath.cpp, matched to a hardware "
+        "test: a Wii's drive reads 3.48 MiB/s inner, 8.41 MiB/s outer, the same 24:58); "
+        "an image smaller than a disc sits on its inner rings. Seeks: measured on a Wii's "
+        "DVD drive (Dolphin DVDMath.cpp, dolphin-emu/dolphin PR 327): 35 ms + 50 ms/mm "
+        "below 1 mm of radial distance, 75 ms + 4.5 ms/mm beyond, so average seek 123 ms, "
+        "full stroke 228 ms (PC drive datasheets and reviews: average seek or access about "
+        "100-130 ms). Buffer: the drive reads on 1 MiB past the last read while idle; a "
+        "read ahead of what it has buffered, or behind it, is a seek (Dolphin "
+        "DVDInterface.cpp and PR 9847, hardware-tested; PC drives have 0.5-2 MB buffers); "
+        "0.6 ms per read command, also when served from the buffer (Dolphin PR 8935). "
+        "Assumed: 9200 rpm (16x at the outer edge; rotational latency 3.3 ms), that a 16x "
+        "PC drive seeks like the Wii's 6x drive, the 66 MB/s ATAPI link. ATAPI (MMC) drives "
+        "take one command at a time (no tagged/native command queueing), so the host's IO "
+        "scheduler orders and merges what waits"
     ),
 )
 
