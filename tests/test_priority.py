@@ -57,11 +57,33 @@ def test_cpu_parse_rejects(text: str) -> None:
         CPUPolicy.parse(text)
 
 
-@pytest.mark.parametrize("spec", ["background", "gentle", "default",
-                                  "io=be:2,cpu=nice:10,io-weight=50,cpu-weight=20"])
+@pytest.mark.parametrize("spec", ["background", "gentle", "default", "group-idle",
+                                  "low-weight", "latency-target", "iocost",
+                                  "io=be:2,cpu=nice:10,io-weight=50,cpu-weight=20",
+                                  "io=idle,group-io=idle,io-latency=500us,io-cost=on,"
+                                  "io-weight=20"])
 def test_policy_spec_round_trip(spec: str) -> None:
     policy = priority.parse_policy(spec)
     assert priority.parse_policy(policy.spec()) == policy
+
+
+def test_the_group_knobs_parse_to_what_the_kernel_files_take() -> None:
+    pol = priority.parse_policy("group-io=be,io-latency=25,io-cost=yes")
+    assert (pol.group_io, pol.io_latency_us, pol.io_cost) == ("restrict-to-be", 25_000, True)
+    assert pol.group_controls == ["group-io", "io-latency", "io-cost"] and pol.needs_cgroup
+    assert pol.settings()["io-latency"] == "25ms"
+    assert "group-io" not in priority.BUILTIN["background"].settings()  # older runs: as they were
+    assert priority.BUILTIN["latency-target"].io_latency_us == 10_000
+
+
+@pytest.mark.parametrize(("spec", "words"), [
+    ("group-io=rt", "unknown group IO class"), ("io-latency=fast", "not a latency"),
+    ("io-latency=0ms", "not a latency"), ("io-cost=maybe", "on or off"),
+    ("io-limit=5", "group-io, io-latency, io-cost")])
+def test_bad_group_knobs_are_one_line(spec: str, words: str) -> None:
+    with pytest.raises(UsageError) as info:
+        priority.parse_policy(spec)
+    assert words in str(info.value) and "\n" not in str(info.value)
 
 
 def test_background_policy_is_what_it_says() -> None:
@@ -75,7 +97,9 @@ def test_policies_command_lists_builtins() -> None:
     r = bb("policies")
     assert r.returncode == 0
     names = [line.split()[0] for line in r.out.splitlines() if line and not line[0].isspace()]
-    assert {"background", "gentle"} <= set(names)
+    assert {"background", "gentle", "group-idle", "low-weight", "latency-target",
+            "iocost"} <= set(names)
+    assert re.search(r"^latency-target\s+.*io-latency=10ms", r.out, re.M)
     assert re.search(r"^background\s+io=idle\s+cpu=idle\s+io-weight=10\s+cpu-weight=10",
                      r.out, re.M)
 

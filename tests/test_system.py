@@ -669,3 +669,59 @@ def test_a_private_directory_is_named_in_the_journal_before_it_is_made(
     os.chown(other, 65534, 65534)
     note = change.undo(None, str(other))
     assert other.is_dir() and note is not None and "not a directory backburner made" in note
+
+
+# --- a device's line in a cgroup v2 file (io.latency, io.cost.qos) --------------------------
+
+DEVLINE = r"""
+import sys, time
+from backburner import system
+path = sys.argv[1]
+with system.Transaction("test") as tx:
+    tx.apply(system.DeviceLine(path, "254:0 enable=1", off="enable=0"))
+    print("ready", flush=True)
+    time.sleep(30)
+"""
+
+
+def test_device_line_undo_puts_back_the_old_line_or_switches_off(tmp_path: Path) -> None:
+    qos = tmp_path / "io.cost.qos"  # a plain file keeps the last write, as a test double
+    qos.write_text("8:0 enable=1 ctrl=auto\n")
+    change = system.DeviceLine(str(qos), "254:0 enable=1", off="enable=0")
+    old = change.read()
+    assert old is None  # no line for 254:0 yet
+    change.apply()
+    change.undo(old, None)
+    assert qos.read_text() == "254:0 enable=0"
+    qos.write_text("254:0 enable=1 ctrl=user rpct=95.00\n")
+    change = system.DeviceLine(str(qos), "254:0 enable=0", off="enable=0")
+    old = change.read()
+    change.apply()
+    change.undo(old, None)
+    change.undo(old, None)  # idempotent
+    assert qos.read_text() == "254:0 enable=1 ctrl=user rpct=95.00"
+    with pytest.raises(SystemStateError, match="does not exist"):
+        system.DeviceLine(str(tmp_path / "io.latency"), "254:0 target=10", "target=max").read()
+
+
+@pytest.mark.root
+def test_device_line_is_replayed_after_sigkill(state_dir: Path, tmp_path: Path) -> None:
+    qos = tmp_path / "io.cost.qos"
+    qos.write_text("")
+    proc = subprocess.Popen([PY, "-c", DEVLINE, str(qos)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    proc.kill()
+    proc.wait(TIMEOUT)
+    assert qos.read_text() == "254:0 enable=1"
+    r = bb("restore")
+    assert r.returncode == 0 and "undid " in r.out, r.err
+    assert qos.read_text() == "254:0 enable=0"
+
+
+def test_an_optional_cgroup_setting_is_written_only_where_it_exists(tmp_path: Path) -> None:
+    group = tmp_path / "g"
+    group.mkdir()
+    (group / "io.weight").write_text("default 100\n")
+    system.CgroupDir(str(group), {"io.weight": "10", "io.bfq.weight?": "10"}).apply()
+    assert (group / "io.weight").read_text() == "10"
+    assert not (group / "io.bfq.weight").exists()

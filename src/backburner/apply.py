@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import safepath, system, systemd
+from . import cgroup2, safepath, system, systemd
 from .errors import ExistsError, NotFoundError, UsageError
 from .priority import Policy, parse_policy
 
@@ -146,6 +146,8 @@ def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy) -> li
     """The files `apply` writes, from explicit choices (the report's recommendation later)."""
     if rule is None and not units:
         raise UsageError("nothing to apply", "give --scheduler and/or --unit")
+    if units:  # unit drop-ins: systemd's groups, and no unit property for io.prio.class
+        cgroup2.refuse_for_job(policy, "apply", under_systemd=True)
     files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rule(rule))] if rule else []
     for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
         files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy)))

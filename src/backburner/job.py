@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from . import priority, procfs, spawn, system, systemd
+from . import cgroup2, priority, procfs, spawn, system, systemd
 from .errors import NotFoundError, SystemStateError, UsageError
 
 Report = Callable[[str], None]
@@ -47,6 +47,10 @@ def without_cgroup(policy: priority.Policy) -> priority.Policy:
         verb = "needs" if len(asked) == 1 else "need"
         raise UsageError(f"{' and '.join(asked)} {verb} a cgroup, and --no-cgroup makes none",
                          "drop --no-cgroup, or the weight")
+    if policy.group_controls:
+        knobs = policy.group_controls
+        raise UsageError(f"{', '.join(knobs)} {'needs' if len(knobs) == 1 else 'need'} a "
+                         "cgroup, and --no-cgroup makes none", "drop --no-cgroup, or the policy")
     return replace(policy, io_weight=None, cpu_weight=None)
 
 
@@ -75,8 +79,10 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
     if not policy.needs_cgroup:
         report(f"applying {describe_plan(policy, None)}")
         return spawn.run_foreground(argv, policy=policy)
+    managed = systemd.manages_cgroups(facts if facts is not None else systemd.read_facts())
+    cgroup2.refuse_for_job(policy, "run", under_systemd=managed)
     system.require_root("placing the job in a cgroup with IO/CPU weights (--no-cgroup avoids it)")
-    if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
+    if managed:
         return run_in_scope(argv, policy, report=report, slice_name=slice_name)
     plan = priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
     with system.Transaction("run") as tx:
@@ -168,6 +174,7 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
     everything is put back at once.
     """
     check_target(pid, force)
+    cgroup2.refuse_for_job(policy, "run --pid")
     if not use_cgroup:
         policy = without_cgroup(policy)
     if policy.io is None and policy.cpu is None and not policy.needs_cgroup:

@@ -130,11 +130,24 @@ class Policy:
     cpu: CPUPolicy | None = None
     io_weight: int | None = None  # 1..1000, cgroup IO weight (BFQ honours it)
     cpu_weight: int | None = None  # 1..10000, cgroup v2 scale (100 = default)
+    # cgroup v2's own IO controls, set on groups rather than on processes:
+    group_io: str | None = None  # io.prio.class of the job's group: also its writeback
+    io_latency_us: int | None = None  # io.latency target of the protected (interactive) group
+    io_cost: bool = False  # io.cost's QoS on the device under test; weights through io.weight
     description: str = field(default="", compare=False)
 
     @property
     def needs_cgroup(self) -> bool:
-        return self.io_weight is not None or self.cpu_weight is not None
+        return (self.io_weight is not None or self.cpu_weight is not None
+                or self.group_io is not None or self.io_latency_us is not None
+                or self.io_cost)
+
+    @property
+    def group_controls(self) -> list[str]:
+        """The spec keys of the knobs only cgroup v2's io controller has (empty: none)."""
+        return [key for key, on in (("group-io", self.group_io is not None),
+                                    ("io-latency", self.io_latency_us is not None),
+                                    ("io-cost", self.io_cost)) if on]
 
     def with_overrides(self, **kw: object) -> Policy:
         """Explicit options override the named policy's parts; the result is 'custom'."""
@@ -150,7 +163,19 @@ class Policy:
             "cpu": str(self.cpu) if self.cpu else "inherit",
             "io-weight": str(self.io_weight) if self.io_weight else "-",
             "cpu-weight": str(self.cpu_weight) if self.cpu_weight else "-",
+            **self._group_settings(),
         }
+
+    def _group_settings(self) -> dict[str, str]:
+        """cgroup v2's group-level knobs, named only when set (older runs have none)."""
+        out = {}
+        if self.group_io is not None:
+            out["group-io"] = self.group_io
+        if self.io_latency_us is not None:
+            out["io-latency"] = format_latency(self.io_latency_us)
+        if self.io_cost:
+            out["io-cost"] = "on"
+        return out
 
     def spec(self) -> str:
         """A string that `parse_policy` turns back into this policy."""
@@ -165,6 +190,7 @@ class Policy:
             parts.append(f"io-weight={self.io_weight}")
         if self.cpu_weight:
             parts.append(f"cpu-weight={self.cpu_weight}")
+        parts += [f"{k}={v}" for k, v in self._group_settings().items()]
         return ",".join(parts) or "default"
 
 
@@ -188,6 +214,32 @@ BUILTIN: dict[str, Policy] = {
             description="best-effort IO at the lowest level 7, nice 19: still makes progress "
             "under sustained load, yields most of the time",
         ),
+        Policy(
+            "group-idle",
+            group_io="idle",
+            description="cgroup v2 io.prio.class idle on the job's group: its IO and the "
+            "writeback of the pages it dirtied in the idle class (a process's class misses "
+            "the writeback)",
+        ),
+        Policy(
+            "low-weight",
+            io_weight=10,
+            description="cgroup IO weight 10 alone (io.weight and io.bfq.weight): no IO class, "
+            "no CPU policy",
+        ),
+        Policy(
+            "latency-target",
+            io_latency_us=10_000,
+            description="bench: cgroup v2 io.latency target of 10 ms on the probe's group on "
+            "the device under test; the kernel throttles the load's group when it is missed",
+        ),
+        Policy(
+            "iocost",
+            io_weight=10,
+            io_cost=True,
+            description="bench: cgroup v2 io.cost enabled on the device under test (the "
+            "kernel's device model, its QoS on) with the job's group at io.weight 10",
+        ),
     )
 }
 
@@ -202,15 +254,51 @@ def parse_weight(text: str | int, what: str, top: int) -> int:
     return value
 
 
+#: io.prio.class values a job's group may take: a bulk job is only ever lowered.
+GROUP_IO_CLASSES = ("idle", "restrict-to-be", "no-change")
+_FIELDS = "io, cpu, io-weight, cpu-weight, group-io, io-latency, io-cost"
+
+
+def parse_group_io(text: str) -> str:
+    value = {"be": "restrict-to-be"}.get(text.strip(), text.strip())
+    if value not in GROUP_IO_CLASSES:
+        raise UsageError(f"unknown group IO class {text!r}",
+                         f"use one of {', '.join(GROUP_IO_CLASSES)} (cgroup v2 io.prio.class)")
+    return value
+
+
+def parse_latency(text: str | int) -> int:
+    """An io.latency target: ``10ms``, ``500us``, or a bare number of milliseconds; in µs."""
+    m = re.fullmatch(r"(\d+)(ms|us)?", str(text).strip())
+    value = int(m.group(1)) * (1 if m.group(2) == "us" else 1000) if m else 0
+    if not m or not 1 <= value <= 10_000_000:
+        raise UsageError(f"io.latency target {text!r} is not a latency",
+                         "give e.g. 10ms or 500us (1 us .. 10 s)")
+    return value
+
+
+def format_latency(us: int) -> str:
+    return f"{us // 1000}ms" if us % 1000 == 0 else f"{us}us"
+
+
+def parse_switch(text: str, what: str) -> bool:
+    if text.strip() in ("on", "yes", "1", "true"):
+        return True
+    if text.strip() in ("off", "no", "0", "false"):
+        return False
+    raise UsageError(f"{what} takes on or off, not {text!r}")
+
+
 def parse_policy(spec: str) -> Policy:
-    """A built-in name, or ``io=idle,cpu=nice:10,io-weight=50,cpu-weight=20``."""
+    """A built-in name, or ``io=idle,cpu=nice:10,io-weight=50,cpu-weight=20`` (and cgroup
+    v2's ``group-io=idle``, ``io-latency=10ms``, ``io-cost=on``)."""
     spec = spec.strip()
     if spec in BUILTIN:
         return BUILTIN[spec]
     if "=" not in spec:
         raise UsageError(
             f"unknown policy {spec!r}",
-            f"use one of {', '.join(BUILTIN)} or io=…,cpu=…,io-weight=…,cpu-weight=…",
+            f"use one of {', '.join(BUILTIN)} or {_FIELDS.replace(',', '=…,')}=…",
         )
     base = spec.split(",")[0]
     policy = BUILTIN[base] if base in BUILTIN else Policy("custom")
@@ -226,9 +314,15 @@ def parse_policy(spec: str) -> Policy:
             kw["io_weight"] = parse_weight(val, "IO weight", 1000)
         elif key == "cpu-weight":
             kw["cpu_weight"] = parse_weight(val, "CPU weight", 10000)
+        elif key == "group-io":
+            kw["group_io"] = parse_group_io(val)
+        elif key == "io-latency":
+            kw["io_latency_us"] = parse_latency(val)
+        elif key == "io-cost":
+            kw["io_cost"] = parse_switch(val, "io-cost")
         else:
             raise UsageError(f"unknown policy field {key!r} in {spec!r}",
-                             "fields are io, cpu, io-weight, cpu-weight")
+                             f"fields are {_FIELDS}")
     return policy.with_overrides(**kw)
 
 
@@ -467,7 +561,7 @@ def plan_cgroup(policy: Policy, name: str, mountinfo: str = "/proc/self/mountinf
     v2_controllers = set()
     if v2 is not None and (v2 / "cgroup.controllers").exists():
         v2_controllers = set((v2 / "cgroup.controllers").read_text().split())
-    need = {"io"} if policy.io_weight else set()
+    need = {"io"} if policy.io_weight or policy.group_io else set()
     need |= {"cpu"} if policy.cpu_weight else set()
     if v2 is not None and need and need <= v2_controllers:
         files: dict[str, str] = {}
@@ -475,8 +569,14 @@ def plan_cgroup(policy: Policy, name: str, mountinfo: str = "/proc/self/mountinf
             files["io.bfq.weight|io.weight"] = str(policy.io_weight)
         if policy.cpu_weight:
             files["cpu.weight"] = str(policy.cpu_weight)
+        if policy.group_io:  # blk-ioprio: the group's bios, its writeback included
+            files["io.prio.class"] = policy.group_io
         return CgroupPlan(2, {str(v2 / "backburner" / name): files},
                           enable=tuple(sorted(need)), root=str(v2))
+    if policy.group_io:
+        where = f"{v2 / 'cgroup.controllers'} does not list io" if v2 else "no cgroup2 mount"
+        raise UnavailableError(f"group-io needs cgroup v2's io.prio.class: {where}",
+                               "use io=idle for the job's own IO")
     dirs: dict[str, dict[str, str]] = {}
     if policy.io_weight:
         blkio = _v1_mount(mounts, "blkio")

@@ -200,3 +200,14 @@ def test_not_root_in_an_unwritable_cwd_77(shared: Path) -> None:
     r = _as_nobody(shared, *BASE)  # default output: results/bench-*.db under cwd "/"
     assert r.returncode == 77, r.err
     error_line(r)
+
+
+@pytest.mark.parametrize("policy", ["group-idle", "iocost"])
+def test_group_knobs_this_machine_lacks_69_before_anything_is_built(
+        tmp_path: Path, state_dir: Path, policy: str) -> None:
+    db = tmp_path / "r.db"
+    r = bb(*BASE, "--policy", policy, "-o", str(db))
+    assert r.returncode == 69, r.err
+    line = error_line(r)
+    assert f"policy {policy} needs cgroup v2's" in line and "cgroup.controllers" in line, line
+    assert _left_behind(r.pid, state_dir, db) == []

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
+from backburner import priority
 from backburner.bench import config
 from backburner.bench.config import BenchConfig
 from backburner.errors import CommandNotFound, DataError, UsageError
@@ -275,3 +277,38 @@ def test_the_room_left_beside_the_probes_files_is_checked_at_run_time() -> None:
                        r"the probe's 700 MiB; use a larger device, e.g. testbed:3G"):
         config.check_room(spec, 1 << 30, 700 << 20, free=600 << 20)
     config.check_room(spec, 1 << 30, 700 << 20, free=1100 << 20)
+
+
+# --- cgroup v2's group knobs: refused before anything is built --------------------------------
+
+def _v2_tree(tmp_path: Path) -> str:
+    root = tmp_path / "cg"
+    (root / "system.slice").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpu io memory\n")
+    (root / "io.cost.qos").write_text("")
+    (root / "system.slice" / "cgroup.controllers").write_text("io\n")
+    (root / "system.slice" / "io.latency").write_text("")
+    return str(root)
+
+
+def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
+    from backburner.errors import UnavailableError
+    from backburner.systemd import Facts
+
+    systemd_pid1 = Facts(True, "0::/init.scope\n")
+    root = _v2_tree(tmp_path)
+    config.check_group_controls([priority.BUILTIN["latency-target"]], systemd_pid1, root)
+    with pytest.raises(UnavailableError) as info:
+        config.check_group_controls([priority.BUILTIN["group-idle"]], systemd_pid1, root)
+    assert info.value.exit_status == 69
+    assert f"{root}/system.slice/io.prio.class is missing" in str(info.value)
+
+
+def test_group_knobs_need_a_systemd_that_owns_the_tree(tmp_path: Path) -> None:
+    from backburner.errors import UnavailableError
+    from backburner.systemd import Facts
+
+    with pytest.raises(UnavailableError, match="systemd does not own"):
+        config.check_group_controls([priority.BUILTIN["iocost"]], Facts(False, ""),
+                                    _v2_tree(tmp_path))
+    config.check_group_controls([priority.BUILTIN["low-weight"]], Facts(False, ""), None)

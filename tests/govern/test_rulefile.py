@@ -82,3 +82,17 @@ def test_duplicate_names_and_second_throttle_table_across_files() -> None:
         "b.toml:2: rule name 'x' is already used at a.toml:1",
         "b.toml:1: a second [throttle] table (the first is in a.toml)"]
     assert [r.name for r in ruleset.rules] == ["x"] and ruleset.throttle.pause_ms == 200
+
+
+def test_group_io_is_a_rule_key_and_bench_only_knobs_are_refused() -> None:
+    ok = parse_file('[[rule]]\nname = "a"\nmatch = { comm = "x" }\ngroup_io = "idle"\n', "g.toml")
+    assert not ok.errors and ok.rules[0].policy.group_io == "idle"
+    named = parse_file('[[rule]]\nname = "a"\nmatch = { comm = "x" }\npolicy = "group-idle"\n',
+                       "g.toml")
+    assert not named.errors and named.rules[0].policy.group_io == "idle"
+    for text in ('policy = "latency-target"', 'policy = "iocost"'):
+        errs = parse_file(f'[[rule]]\nname = "a"\nmatch = {{ comm = "x" }}\n{text}\n',
+                          "b.toml").errors
+        assert errs and "apply only in bench" in errs[0].message, errs
+    bad = parse_file('[[rule]]\nname = "a"\nmatch = { comm = "x" }\ngroup_io = "rt"\n', "b.toml")
+    assert bad.errors and "unknown group IO class" in bad.errors[0].message

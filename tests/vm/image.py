@@ -45,6 +45,7 @@ PACKAGES = (
     "systemd-sysv", "udev", "dbus", "linux-image-amd64", "kmod",
     # this commit's wheel goes in with pip; D-Bus from Python; bench's statistics
     "python3", "python3-pip", "python3-jeepney", "python3-numpy", "python3-scipy", "python3-rich",
+    "python3-matplotlib",  # the HTML report a bench writes beside its database
     # the rest of the .deb's dependencies (tests/vm/test_guest_deb.py installs it offline)
     "python3-shtab",
     # the kernel interfaces the checks drive: network, processes, disks, device-mapper

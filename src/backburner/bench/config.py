@@ -22,9 +22,9 @@ from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from .. import priority
+from .. import cgroup2, priority, systemd
 from ..cell import GOVERNED, Cell
-from ..errors import CommandNotFound, DataError, NotFoundError, UsageError
+from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
 from ..units import MAX_DURATION_S, human_size
 from . import display, matrix
 from . import loads as loadspec
@@ -321,6 +321,25 @@ class Plan:
         return matrix.order(list(self.cells), cfg.rounds, cfg.seed, cfg.warmup, block)
 
 
+def check_group_controls(policies: list[priority.Policy],
+                         facts: systemd.Facts | None = None, root: str | None = None) -> None:
+    """cgroup v2's group knobs (io.prio.class, io.latency, io.cost): one line naming the
+    file this machine lacks; and they are applied only in a scope systemd delegates to
+    bench, so a machine whose tree systemd does not own is refused too."""
+    wanted = [p for p in policies if p.group_controls]
+    if not wanted:
+        return
+    root = root if root is not None else cgroup2.unified_root()
+    for pol in wanted:
+        if why := cgroup2.missing(pol, root):
+            raise UnavailableError(why, "use a policy without group-io, io-latency, io-cost")
+    if not systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
+        raise UnavailableError(
+            f"policy {wanted[0].spec()}: bench applies cgroup v2's group knobs in a scope "
+            "systemd delegates to it, and systemd does not own this machine's cgroup tree",
+            "run the study on a machine booted with systemd")
+
+
 def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     """Check everything that can be checked without root or a device; UsageError otherwise.
 
@@ -341,6 +360,8 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
                 for p in dict.fromkeys(cfg.policies)}
     if not policies:
         raise UsageError("no policy given")
+    if resolve:
+        check_group_controls(list(policies.values()))
     schedulers = tuple(dict.fromkeys(cfg.schedulers))
     if not schedulers:
         raise UsageError("no scheduler given")

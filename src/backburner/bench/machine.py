@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from .. import job, priority, procfs, system
+from .. import job, priority, procfs, system, systemd
 from ..cell import NO_POLICY, Cell
 from ..errors import SystemStateError, UnavailableError
 from ..units import slug
-from . import config, devices, display, loads, proberoot, probes
+from . import config, devices, display, groups, loads, proberoot, probes
 from .config import Plan
 from .environment import device_settings
 from .executor import Measurement
@@ -51,6 +51,7 @@ class MachineExecutor:
         self._probe_blocks = [0, 0]
         self._governor: Governor | None = None
         self._screen: display.Display | None = None  # for --ready window probes
+        self._groups: groups.Groups | None = None
 
     @property
     def device(self) -> devices.Device:
@@ -130,6 +131,13 @@ class MachineExecutor:
             self.loads[text] = load
 
     def _make_cgroups(self, tx: system.Transaction) -> None:
+        """Where systemd owns the cgroup tree, the probe's and the loads' groups in a scope it
+        delegates to us (`groups`); elsewhere a group per policy of our own."""
+        if systemd.manages_cgroups(systemd.read_facts()):
+            if groups.needs_groups(self.policies):
+                self._groups = groups.place(tx, self.policies, self.device.name)
+                self.device.facts["cgroups"] = self._groups.facts
+            return
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
                 owner = procfs.owner_tag(os.getpid())
@@ -194,7 +202,12 @@ class MachineExecutor:
         if cell.policy == config.GOVERNED:  # the daemon's rule, not us, protects it
             self._governor = Governor(load.spec, self.device.workdir)
             self._governor.start()
-        load.start(self.policies[cell.policy], self.cgroups.get(cell.policy, []))
+        policy = self.policies[cell.policy]
+        if self._groups is not None:
+            self._groups.use(self.tx, policy)
+            load.start(policy, self._groups.procs(cell.policy))
+            return
+        load.start(policy, self.cgroups.get(cell.policy, []))
 
     def settle(self, load: str, seconds: float) -> None:
         time.sleep(seconds)

@@ -61,10 +61,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
+    width = max(11, *(len(name) for name in priority.BUILTIN))
     for name, pol in priority.BUILTIN.items():
         sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
-        print(f"{name:<11} {sets}")
-        print(f"{'':<11} {pol.description}")
+        print(f"{name:<{width}} {sets}")
+        print(f"{'':<{width}} {pol.description}")
     return 0
 
 

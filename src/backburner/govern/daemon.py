@@ -28,7 +28,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import interrupts, proc_events, procfs, safepath, system, systemd
+from .. import cgroup2, interrupts, proc_events, procfs, safepath, system, systemd
 from ..errors import BackburnerError, ExistsError
 from ..proc_events import EXEC
 from . import execwatch, load, state, throttle
@@ -172,6 +172,9 @@ def run(opts: Options) -> Stopped:
     _check_ready_file(opts.ready_file)
     started = time.time()
     units = not opts.dry_run and systemd.manages_cgroups(systemd.read_facts())
+    if units:  # io.prio.class: no unit property, and the governed units' groups are systemd's
+        for rule in ruleset.rules:
+            cgroup2.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
     watch = Watch(opts)
     watch.open(ruleset)
     hangup = _Hangup()

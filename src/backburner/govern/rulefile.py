@@ -6,7 +6,7 @@ The format is fixed (rule files written today keep working; it may only grow):
     [[rule]]
     name = "indexers"
     match = { comm = ["updatedb", "plocate"] }
-    policy = "background"        # or io / cpu / io_weight / cpu_weight, as `run` takes them
+    policy = "background"        # or io / cpu / io_weight / cpu_weight / group_io, as `run`
     throttle = true              # pause it in short slices while interactive work stalls
     broad = true                 # allow a match of PID 1, every process or a shell
 
@@ -26,7 +26,7 @@ from .. import priority
 from ..errors import BackburnerError
 from .rules import MATCH_KEYS, Match, Rule, RuleError, Ruleset, ThrottleSettings
 
-POLICY_KEYS = ("policy", "io", "cpu", "io_weight", "cpu_weight")
+POLICY_KEYS = ("policy", "io", "cpu", "io_weight", "cpu_weight", "group_io")
 RULE_KEYS = ("name", "match", *POLICY_KEYS, "throttle", "broad")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 LIMITS = {"stall_ms": (1, 10_000), "window_ms": (500, 10_000), "pause_ms": (10, 10_000)}
@@ -155,7 +155,7 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
 
 def _sets_anything(policy: priority.Policy) -> bool:
     return any(v is not None for v in (policy.io, policy.cpu, policy.io_weight,
-                                       policy.cpu_weight))
+                                       policy.cpu_weight, policy.group_io))
 
 
 def _strings(value: Any, key: str, label: str, error: Any) -> tuple[str, ...] | None:
@@ -222,7 +222,8 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
             error("policy", f"{label}: {err.message}")
             return None
         kw: dict[str, Any] = {}
-        for key, parse in (("io", priority.IOPrio.parse), ("cpu", priority.CPUPolicy.parse)):
+        for key, parse in (("io", priority.IOPrio.parse), ("cpu", priority.CPUPolicy.parse),
+                           ("group_io", priority.parse_group_io)):
             if key in table:
                 if not isinstance(table[key], str):
                     error(key, f"{label}: {key} must be a string such as \"idle\"")
@@ -236,10 +237,14 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
                     return None
                 kw[key] = priority.parse_weight(value, key.replace("_", " "), top)
     except BackburnerError as err:
-        key = next((k for k in ("io", "cpu", "io_weight", "cpu_weight") if k in table), None)
+        key = next((k for k in POLICY_KEYS[1:] if k in table), None)
         error(key, f"{label}: {err.message}")
         return None
     policy = policy.with_overrides(**kw)
+    if only := [k for k in policy.group_controls if k in ("io-latency", "io-cost")]:
+        error("policy", f"{label}: {' and '.join(only)} apply only in bench (the probe's "
+              "group, the device under test), not to governed work")
+        return None
     if policy.io is not None and policy.io.klass == "rt":
         error("io", f"{label}: a rule may only lower priorities, not grant the realtime IO "
               "class")

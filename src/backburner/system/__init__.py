@@ -18,6 +18,7 @@ from .cgroups import (
     CgroupFreezer,
     CgroupMove,
     ControllersEnabled,
+    DeviceLine,
     cgroup_dir_of,
     cgroup_mount_of,
     prune_empty_cgroups,
@@ -53,12 +54,13 @@ from .transaction import (
     restore_stale,
     undo_journal,
 )
-from .units import TransientScope, UnitFrozen, UnitWeights
+from .units import DelegatedScope, TransientScope, UnitFrozen, UnitWeights
 from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
     "DEFAULT_STATE_DIR", "CgroupDir", "CgroupFreezer", "CgroupMove", "Change",
-    "ControllersEnabled", "Daemon", "Entry", "Filesystem", "FuseMount", "Inherited",
+    "ControllersEnabled", "Daemon", "DelegatedScope", "DeviceLine", "Entry", "Filesystem",
+    "FuseMount", "Inherited",
     "InstalledFile",
     "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",

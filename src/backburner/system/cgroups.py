@@ -82,8 +82,13 @@ class CgroupDir(Change):
             raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
         for names, value in self.settings.items():
             # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
-            # io.weight); which ones exist is only known inside the new group.
-            found = [n for n in names.split("|") if os.path.exists(os.path.join(self.path, n))]
+            # io.weight); "a?": written only where it exists. Which ones exist is only known
+            # inside the new group.
+            optional = names.endswith("?")
+            found = [n for n in names.removesuffix("?").split("|")
+                     if os.path.exists(os.path.join(self.path, n))]
+            if not found and optional:
+                continue
             if not found:
                 raise SystemStateError(
                     f"cgroup file {names} does not exist in {self.path}",
@@ -188,6 +193,47 @@ class ControllersEnabled(Change):
                     write(self.path, f"-{ctrl}")
                 except SystemStateError:
                     log.warning("%s stays enabled in %s: other groups use it", ctrl, self.path)
+
+
+@dataclass
+class DeviceLine(Change):
+    """One device's line in a per-device cgroup v2 file: the io.latency target of a group,
+    io.cost on or off in the root's io.cost.qos. Undo writes back the device's old line,
+    or `off` for it (``target=max``, ``enable=0``) when the file had none."""
+
+    kind: ClassVar[str] = "cgdevline"
+    path: str
+    line: str  # "MAJ:MIN key=value ..."
+    off: str
+
+    @property
+    def devno(self) -> str:
+        return self.line.split(" ", 1)[0]
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.line}"
+
+    def _current(self) -> str | None:
+        text = Path(self.path).read_text()
+        return next((ln.strip() for ln in text.splitlines()
+                     if ln.split(" ", 1)[0] == self.devno), None)
+
+    def read(self) -> str | None:
+        try:
+            return self._current()
+        except FileNotFoundError:
+            raise SystemStateError(f"{self.path} does not exist",
+                                   "the kernel or the group lacks this io control") from None
+
+    def apply(self) -> None:
+        write(self.path, self.line)
+
+    def undo(self, old: Any, result: Any) -> None:
+        if not os.path.exists(self.path):
+            return  # the group (or the device) is gone, and its setting with it
+        back = old or f"{self.devno} {self.off}"
+        if self._current() != old:
+            write(self.path, back)
 
 
 @dataclass

@@ -166,6 +166,62 @@ class TransientScope(Change):
         return None
 
 
+@dataclass
+class DelegatedScope(Change):
+    """A transient scope with `Delegate=yes` that takes in the calling process: for a
+    command that needs groups of its own (bench's probe and load groups) where systemd owns
+    the tree. systemd hands the scope's subtree over, so the groups made and the files
+    written below it are ours to manage, not written behind systemd's back. apply() returns
+    the scope's directory. Undo moves the process back to the group it came from (written
+    directly, as for TransientScope: systemd attaches processes only to delegated units)
+    and stops the scope: whatever is still in it is ended and systemd removes its groups.
+    After a SIGKILL the process is gone, its helpers died with it, and systemd has stopped
+    the empty scope already; a replay stops it if not."""
+
+    kind: ClassVar[str] = "delegated"
+    name: str
+    pid: int
+    slice_name: str = "system.slice"
+
+    def describe(self) -> str:
+        return f"delegated scope {self.name} in {self.slice_name} for PID {self.pid}"
+
+    def read(self) -> dict[str, Any]:
+        return {"from": unified_dir(self.pid), "start": procfs.start_time(self.pid)}
+
+    def apply(self) -> str:
+        from ..systemd.bus import Bus
+
+        with Bus.connect() as bus:
+            bus.start_scope(self.name, [self.pid], self.slice_name, [],
+                            "backburner: groups of its own (delegated)",
+                            extra=[("Delegate", ("b", True))])
+        here = _scope_dir(self.name, self.slice_name)
+        if here is None or not os.path.isdir(here):
+            raise BackburnerError(f"{self.name} started, but its group {here} is not there")
+        return here
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        from ..systemd.bus import Bus
+
+        here = _scope_dir(self.name, self.slice_name)
+        origin = (old or {}).get("from")
+        if (here and origin and os.path.isdir(origin) and not _inside(origin, here)
+                and procfs.start_time(self.pid) == (old or {}).get("start")
+                and _inside(unified_dir(self.pid), here)):
+            write(os.path.join(origin, "cgroup.procs"), str(self.pid))
+        if here and _inside(unified_dir(os.getpid()), here):  # stopping it would end us
+            return f"{self.name} left to systemd: it goes when this process ends"
+        with Bus.connect() as bus:
+            if bus.loaded(self.name):
+                bus.stop(self.name)
+        return None
+
+
+def _inside(group: str | None, top: str) -> bool:
+    return group is not None and (group == top or group.startswith(top + "/"))
+
+
 def unified_dir(pid: int) -> str | None:
     """The directory of a process's group in the unified (v2) hierarchy."""
     root = _unified_root()

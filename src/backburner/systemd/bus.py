@@ -173,16 +173,17 @@ class Bus:
 
     def start_scope(self, name: str, pid: int | Sequence[int], slice_name: str,
                     slice_props: Sequence[Property], description: str,
-                    timeout_s: float = 10.0) -> bool:
+                    timeout_s: float = 10.0, extra: Sequence[Property] = ()) -> bool:
         """A transient scope for `pid` (or several) in `slice_name`, which is made with it (one
         StartTransientUnit call, the slice an auxiliary unit) with `slice_props` and
         StopWhenUnneeded=yes when it does not exist yet: systemd then stops the slice once
         its last scope is gone, whatever becomes of us. A slice that exists (a unit file,
-        another job's) is used as it is. Returns whether the slice was made here."""
+        another job's) is used as it is. `extra`: more scope properties (Delegate=).
+        Returns whether the slice was made here."""
         pids = [pid] if isinstance(pid, int) else list(pid)
         scope: list[Property] = [("PIDs", ("au", pids)), ("Slice", ("s", slice_name)),
                                  ("Description", ("s", description)),
-                                 ("CollectMode", ("s", "inactive-or-failed"))]
+                                 ("CollectMode", ("s", "inactive-or-failed")), *extra]
         path = self.unit_path(slice_name)
         exists = bool(self.get(path, UNIT, "FragmentPath")) or str(
             self.get(path, UNIT, "ActiveState")) != "inactive"
@@ -207,6 +208,16 @@ class Bus:
         if state != "active":
             raise SystemStateError(f"{name} did not start: it is {state}")
         return bool(aux)
+
+    def stop(self, name: str, timeout_s: float = 20.0) -> None:
+        """StopUnit, and wait until systemd says the unit is no longer active (a scope's
+        processes are signalled, its groups removed)."""
+        self.manager("StopUnit", "ss", (name, "replace"), what=f"stopping {name}")
+        deadline = time.monotonic() + timeout_s
+        while self.loaded(name) and self.active_state(name) in ("active", "deactivating"):
+            if time.monotonic() > deadline:
+                raise SystemStateError(f"{name} did not stop within {timeout_s:g} s")
+            time.sleep(0.01)
 
     def freeze(self, name: str, frozen: bool) -> None:
         """FreezeUnit/ThawUnit: every process of a unit paused or let go (cgroup v2's
