@@ -451,8 +451,20 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
-    out = Figures()
+@dataclass
+class Built:
+    """The tree's two images and the packs recorded on them (see the module doc)."""
+
+    images: dict[str, str]
+    packs: dict[str, Pack]
+    paths: dict[str, str]
+    size: int
+    mnt: str
+
+
+def build(work: str, out: Figures) -> Built:
+    """The tree, the ordinary image, packs recorded on it, the layout image built from
+    them, and packs recorded on that, all in `work` (benchmarks/flat_delay.py uses it too)."""
     src = Path(work, "tree")
     build_tree(src)
     size = -(-int(tree_bytes(src) * 1.12 + 24 * MiB) // (4 * MiB)) * 4 * MiB
@@ -496,6 +508,13 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
     for c in (built.before, built.after):
         if c is not None:
             out.add(f"  - `layout check`: {layout.describe_check(c)}")
+    return Built(images, packs, paths, size, mnt)
+
+
+def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
+    out = Figures()
+    b = build(work, out)
+    images, packs, paths, mnt = b.images, b.packs, b.paths, b.mnt
     for what in proactive_reclaim():
         out.add(f"- note: DAMON proactive reclaim runs on this machine ({what}): it may "
                 "evict pages a replay prefetched before the start uses them, so replay "
