@@ -459,6 +459,7 @@ class Scripted:
     def __init__(self, times: Times = usual, *, weight_raising: dict[str, float] | None = None,
                  interrupt_at: int | None = None, dies_after: dict[int, str] | None = None,
                  ends_while_settling: str | None = None,
+                 load_fails: dict[int, list[str]] | None = None,
                  prepared: Callable[[Cell], StepResult | None] = lambda _c: None) -> None:
         self.times = times
         self.prepared = prepared
@@ -466,6 +467,8 @@ class Scripted:
         self.interrupt_at = interrupt_at  # the n-th probe start (from 0) is ^C'd
         self.dies_after = dies_after or {}  # the load that ends after the n-th probe start
         self.ends_while_settling = ends_while_settling
+        self.load_fails = load_fails or {}  # the n-th probe start's load fails, saying this
+        self._failed: dict[str, list[str]] = {}
         self.calls: list[tuple[Any, ...]] = []
         self.running: set[str] = set()
         self.measured = 0
@@ -510,7 +513,8 @@ class Scripted:
     def stop_load(self, load: str) -> dict[str, Any]:
         self.calls.append(("stop", load))
         self.running.discard(load)
-        return dict(BULK)
+        failure = self._failed.pop(load, None)
+        return {**BULK, "failure": failure} if failure else dict(BULK)
 
     def measure(self, cell: Cell, limit_s: float) -> Measurement:
         self.calls.append(("measure", cell, limit_s))
@@ -519,6 +523,9 @@ class Scripted:
             raise KeyboardInterrupt
         if n in self.dies_after:
             self.running.discard(self.dies_after[n])
+        if n in self.load_fails:
+            self.running.discard(cell.load)
+            self._failed[cell.load] = self.load_fails[n]
         status, wall = self.times(cell)
         wall = limit_s if status == "timeout" else wall
         extra = {"prepare": {"status": "ok"}} if cell.prepare != "none" else {}

@@ -53,6 +53,24 @@ def test_parse_install_loop(text: str, variant: str) -> None:
     assert (spec.kind, spec.variant) == ("install-loop", variant)
 
 
+@pytest.mark.parametrize("text, kind, files, size", [
+    ("dpkg-loop", "dpkg-loop", 3000, 96 << 20),
+    ("flatpak-loop:200:2m", "flatpak-loop", 200, 2 << 20),
+    ("flatpak-api:5000:300m", "flatpak-api", 5000, 300 << 20)])
+def test_parse_package_manager_loads(text: str, kind: str, files: int, size: int) -> None:
+    spec = loads.parse(text)
+    assert spec.kind == kind and spec.shape is not None
+    assert (spec.shape.files, spec.shape.size) == (files, size)
+    assert spec.data_bytes == 3 * size  # the package, the app, what a round leaves
+    assert spec.headroom_bytes == (0 if kind == "dpkg-loop" else 500_000_000)
+
+
+def test_flatpaks_free_space_is_counted_once() -> None:
+    specs = [loads.parse("flatpak-loop:200:2m"), loads.parse("flatpak-api:200:2m"),
+             loads.parse("dpkg-loop:200:2m")]
+    assert loads.room_needed(specs) == 9 * (2 << 20) + 500_000_000
+
+
 def test_parse_copy_and_cmd() -> None:
     assert loads.parse("copy").kind == "copy"
     for text, command in [("cmd:'tar xf big.tar'", "tar xf big.tar"),
@@ -67,7 +85,8 @@ def test_parse_copy_and_cmd() -> None:
     "readers:x:seq", "readers:10", "writers:2:zigzag", "cmd:", "cmd:''", "cmd:  ",
     "install-loop:bogus", "readers:0:seq", "readers:2:seq:sync", "readers:2:seq+",
     "none+readers:1:seq", "copy:1g", "", "bogus", "readers:-1:seq", "READERS:1:seq",
-    "readers:1:seq+install-loop",
+    "readers:1:seq+install-loop", "dpkg-loop:200", "dpkg-loop:x:2m", "flatpak-loop:2m:200",
+    "flatpak-api:5:1m", "dpkg-loop:200:100k", "rpm-loop",
 ])
 def test_parse_errors(text: str) -> None:
     with pytest.raises(UsageError) as exc:

@@ -186,6 +186,24 @@ def test_failures_keep_their_stderr_and_neither_abort_nor_set_limits(tmp_path: P
     assert all("stderr_tail" not in t["extra"] for c, t in stored if not c.unloaded)
 
 
+def test_a_load_that_fails_while_the_probe_runs_fails_that_trial_only(tmp_path: Path) -> None:
+    """A package that would not install mid-run: that trial fails with the load's last lines
+    (the probe was timed against no load); the bench goes on, the next trial starts it again."""
+    plan = _plan(trials=3, policies=["default"], schedulers=["bfq"], warmup=0)
+    loaded = [i for i, s in enumerate(plan.slots()) if not s.cell.unloaded]
+    said = ["dpkg: error processing archive app.deb (--install):", " unexpected end of file"]
+    fake = Scripted(load_fails={loaded[1]: said})
+    store, run_id, _ = _bench(tmp_path, plan, fake)
+    trials = [t for c, t in _stored(store, run_id) if not c.unloaded]
+    assert [t["status"] for t in trials] == ["ok", "failed", "ok"]
+    failed = trials[1]
+    assert failed["extra"]["stderr_tail"] == said
+    assert failed["extra"]["reason"] == "the load failed while the probe ran"
+    assert "failure" not in failed["extra"]["bulk"] and failed["extra"]["bulk"] == BULK
+    assert all("stderr_tail" not in t["extra"] for t in (trials[0], trials[2]))
+    assert [c[0] for c in fake.calls].count("start") == 3  # started again after it
+
+
 # --- resume ---------------------------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from .. import cgroup2, priority, systemd
 from ..cell import GOVERNED, Cell
 from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
 from ..units import MAX_DURATION_S, human_size
-from . import display, matrix
+from . import display, matrix, pkgloads
 from . import loads as loadspec
 from .devices import DeviceSpec
 from .probes import Probe
@@ -368,11 +368,14 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
     for name in schedulers:
         check_scheduler(name)
     device = DeviceSpec.parse(cfg.device)
-    check_room(device, sum(spec.data_bytes for spec in loads.values()))
+    check_room(device, loadspec.room_needed(loads.values()))
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
         loadspec.require_fio()
     if resolve and cfg.ready_window is not None:
         display.require_tools()
+    for kind in dict.fromkeys(s.kind for s in loads.values() if s.shape is not None):
+        if resolve:  # before anything is built: one line naming the package to install
+            pkgloads.require(kind)
     prepares = _prepares(cfg)
     trial_prepares = _trial_prepares(cfg, list(probes))
     _check_commands(cfg, [*trial_prepares.values(), *(p.command for p in prepares.values() if p)],

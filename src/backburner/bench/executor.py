@@ -65,7 +65,8 @@ class Executor(Protocol):
         """Whether the load's process is running now."""
 
     def stop_load(self, load: str) -> dict[str, Any]:
-        """Stop the load's process tree; what it did while it ran (its bulk work)."""
+        """Stop the load's process tree; what it did while it ran (its bulk work), and
+        under "failure" its last lines of output when it had ended by itself, failing."""
 
     def measure(self, cell: Cell, limit_s: float) -> Measurement:
         """Start the cell's probe once (with its preparation step), given up at `limit_s`."""

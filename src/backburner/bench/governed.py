@@ -33,6 +33,12 @@ def rule_for(spec: LoadSpec) -> str:
         match = r'cmdline = "backburner\\.bench\\.installer"'
     elif spec.kind == "copy":
         match = r'cmdline = "backburner\\.bench\\.copier"'
+    elif spec.kind == "dpkg-loop":
+        match = 'comm = ["dpkg"]'
+    elif spec.kind == "flatpak-loop":
+        match = 'comm = ["flatpak"]'
+    elif spec.kind == "flatpak-api":
+        match = r'cmdline = "bench/flatpak_worker\\.py"'
     else:
         escaped = re.escape(spec.command).replace("\\", "\\\\").replace('"', '\\"')
         match = f'cmdline = "{escaped}"'

@@ -7,11 +7,16 @@ Spec grammar (also in `backburner bench --help`):
   A+B                                     several of the above at once (a mix)
   install-loop[:shell-loop|long-lived]    unpack thousands of small files with fsync, delete, repeat
   copy                                    one large file copied over and over, fsync'd
+  dpkg-loop[:FILES:SIZE]                  dpkg installs and purges a generated .deb
+  flatpak-loop[:FILES:SIZE]               the flatpak command installs and uninstalls a bundle
+  flatpak-api[:FILES:SIZE]                one process does the same through libflatpak
   cmd:'COMMAND'                           any command, run with sh -c in the load directory
 
 Every load runs in its own process group and dies with the bench (a parent-death signal);
 `stop` ends its whole tree and then verifies by PID that nothing of it is left. The helpers
-that lay out a load's files are stopped the same way if the bench is interrupted.
+that lay out a load's files are stopped the same way if the bench is interrupted. A load that
+ends by itself with a failure is reported by `stop` (`failure`: its last lines of output),
+so that its trial fails rather than timing the probe against no load.
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .. import logtail, priority, safepath, spawn
 from ..errors import SystemStateError, UnavailableError, UsageError
 from ..units import parse_size
+from . import pkgloads
+from .packages import Shape
 
 FIO_FILE_SIZE = "256m"
 COPY_SIZE = "1g"
@@ -52,10 +60,11 @@ class FioPart:
 @dataclass(frozen=True)
 class LoadSpec:
     text: str
-    kind: str  # none | fio | install-loop | copy | cmd
+    kind: str  # none | fio | install-loop | copy | cmd | dpkg-loop | flatpak-loop | flatpak-api
     fio: tuple[FioPart, ...] = ()
     variant: str = ""
     command: str = ""
+    shape: Shape | None = None  # the generated app of a package-manager load
 
     @property
     def is_none(self) -> bool:
@@ -70,7 +79,14 @@ class LoadSpec:
             return sum(part.jobs for part in self.fio) * parse_size(FIO_FILE_SIZE)
         if self.kind == "copy":
             return 2 * parse_size(COPY_SIZE)  # the source and its copy
+        if self.shape is not None:  # the package, the app installed, what a round leaves
+            return 3 * self.shape.size
         return 0
+
+    @property
+    def headroom_bytes(self) -> int:
+        """Free space the load's tool insists on keeping (flatpak's), shared by all loads."""
+        return pkgloads.FLATPAK_MIN_FREE if self.kind.startswith("flatpak") else 0
 
 
 _FIO_RE = re.compile(r"(readers|writers):(\d+):(seq|rand)(?::(direct|buffered))?")
@@ -89,6 +105,9 @@ def parse(text: str) -> LoadSpec:
         return LoadSpec(text, "cmd", command=command)
     if text == "copy":
         return LoadSpec(text, "copy")
+    m = re.fullmatch(r"(dpkg-loop|flatpak-loop|flatpak-api)(?::(\d+):([^:]+))?", text)
+    if m:
+        return LoadSpec(text, m.group(1), shape=Shape.parse(text, m.group(2), m.group(3)))
     m = re.fullmatch(r"install-loop(?::(shell-loop|long-lived))?", text)
     if m:
         return LoadSpec(text, "install-loop", variant=m.group(1) or "shell-loop")
@@ -99,7 +118,8 @@ def parse(text: str) -> LoadSpec:
             raise UsageError(
                 f"load spec {text!r} does not parse",
                 "use none, readers:N:seq|rand[:direct|buffered], writers:N:…, A+B, "
-                "install-loop[:shell-loop|long-lived], copy or cmd:'…'",
+                "install-loop[:shell-loop|long-lived], copy, dpkg-loop, flatpak-loop, "
+                "flatpak-api or cmd:'…'",
             )
         parts.append(FioPart(fm.group(1), int(fm.group(2)), fm.group(3),
                              fm.group(4) or "direct"))
@@ -146,16 +166,20 @@ class Bulk:
     unit: str
     units: float
     seconds: float
+    #: other counts of the same work (a package-manager load: its rounds and files)
+    counts: tuple[tuple[str, float], ...] = ()
 
     @property
     def rate(self) -> float:
         return self.units / self.seconds if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, float | str]:
-        return {"unit": self.unit, "units": self.units, "seconds": self.seconds}
+        return {"unit": self.unit, "units": self.units, "seconds": self.seconds,
+                **dict(self.counts)}
 
 
 PROGRESS_ENV = "BACKBURNER_PROGRESS"
+FAILURE_LINES, FAILURE_CHARS = 5, 600  # as much of a failed load's output as of a probe's
 
 
 class Load:
@@ -170,6 +194,10 @@ class Load:
         self.progress = os.path.join(directory, "progress")
         self._fio_json = os.path.join(directory, "fio.json")
         self._started = 0.0
+        #: the last lines of its output, when the load ended by itself with a failure
+        self.failure: list[str] = []
+        self.installation = (pkgloads.Installation(spec.kind, spec.shape, directory)
+                             if spec.shape is not None else None)
 
     def prepare(self) -> None:
         """Lay out data files so trials measure steady-state work, not file creation."""
@@ -190,6 +218,8 @@ class Load:
                                      f"--size={COPY_SIZE}", "--create_only=1",
                                      "--output=/dev/null"], cwd=self.dir,
                                     stdout=subprocess.DEVNULL), "making the file to copy")
+        elif self.installation is not None:
+            self.installation.prepare()
 
     @property
     def _archive(self) -> str:
@@ -215,6 +245,8 @@ class Load:
                     os.path.join(self.dir, "copy.dst"), "--progress", self.progress]
         if kind == "cmd":
             return ["sh", "-c", self.spec.command]
+        if self.installation is not None:
+            return self.installation.argv(self.progress)
         raise AssertionError(kind)
 
     def start(self, policy: priority.Policy, cgroup_procs: list[str]) -> None:
@@ -224,13 +256,16 @@ class Load:
             if os.path.lexists(stale):
                 os.unlink(stale)
         os.close(safepath.create_new(self.progress))
+        self.failure = []
+        env = {**os.environ, PROGRESS_ENV: self.progress,
+               **(self.installation.env() if self.installation else {})}
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                      | os.O_CLOEXEC, 0o600)
         try:
             self.child = spawn.launch(self.argv(), policy=policy, cgroup_procs=cgroup_procs,
                                       cwd=self.dir, new_group=True, stdin=subprocess.DEVNULL,
                                       stdout=fd, stderr=fd, die_with_parent=True,
-                                      env={**os.environ, PROGRESS_ENV: self.progress})
+                                      env=env)
         finally:
             os.close(fd)
         self._started = time.monotonic()
@@ -246,11 +281,19 @@ class Load:
     def stop(self) -> spawn.Outcome | None:
         """End the load's whole process tree and prove by PID that none of it survives
         (fio's job processes call setsid(), so they are in no group of ours: spawn tracks
-        descendants too)."""
+        descendants too). A load that had already ended with a failure leaves its last
+        lines in `failure`; a package manager's installation is made whole again."""
         if self.child is None:
             return None
         child, self.child = self.child, None
-        return child.stop_tree(grace=10.0)
+        ended = child.poll()
+        out = child.stop_tree(grace=10.0)
+        if ended is not None and not ended.ok:
+            self.failure = logtail.last_lines(self.log, FAILURE_LINES, FAILURE_CHARS) or [
+                f"it ended: {ended.describe()}"]
+        if self.installation is not None:
+            self.installation.recover()
+        return out
 
     def ran_s(self) -> float:
         return max(time.monotonic() - self._started, 1e-9) if self._started else 0.0
@@ -260,6 +303,12 @@ class Load:
         seconds = self.ran_s()
         if self.spec.kind == "fio":
             return Bulk("bytes", _fio_bytes(self._fio_json), seconds)
+        if self.installation is not None:
+            done = pkgloads.progress(self.progress)
+            if done is None:
+                return None
+            rounds, files, nbytes = done
+            return Bulk("bytes", nbytes, seconds, (("rounds", rounds), ("files", files)))
         if self.spec.kind in ("install-loop", "copy", "cmd"):
             counted = _sum_lines(self.progress)
             if counted is None:
@@ -267,6 +316,14 @@ class Load:
             return Bulk("files" if self.spec.kind == "install-loop" else
                         "bytes" if self.spec.kind == "copy" else "units", counted, seconds)
         return None
+
+
+def room_needed(specs: Iterable[LoadSpec]) -> int:
+    """The bytes a device must have free for these loads: their files, and the most free
+    space one of their tools insists on."""
+    specs = list(specs)
+    return (sum(s.data_bytes for s in specs)
+            + max((s.headroom_bytes for s in specs), default=0))
 
 
 def _fio_bytes(path: str) -> float:

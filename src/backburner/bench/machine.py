@@ -118,7 +118,7 @@ class MachineExecutor:
         left free (plan() could only guess the probe's share), else one line and 64."""
         st = os.statvfs(self.device.load_dir)
         probe_bytes = int(self.device.facts.get("probe_layout", {}).get("bytes") or 0)
-        config.check_room(self.plan.device, sum(s.data_bytes for s in self.plan.loads.values()),
+        config.check_room(self.plan.device, loads.room_needed(self.plan.loads.values()),
                           probe_bytes, free=st.f_bavail * st.f_frsize)
 
     def _lay_out_loads(self) -> None:
@@ -232,7 +232,10 @@ class MachineExecutor:
             after = self.device.counters()
             moved = sum(after) - sum(self._load_bytes) - 512 * sum(self._probe_blocks)
             bulk = loads.Bulk("device bytes", max(0.0, float(moved)), running.ran_s())
-        return bulk.as_dict()
+        out: dict[str, Any] = bulk.as_dict()
+        if running.failure:
+            out["failure"] = running.failure
+        return out
 
     def measure(self, cell: Cell, limit_s: float) -> Measurement:
         """The probe's start, with its preparation step, its output kept, and the device's

@@ -195,8 +195,14 @@ class Bench:
         self.executor.settle(cell.load, settle)
 
     def _stop_load(self, load: str, extra: dict[str, Any]) -> None:
+        """Stop it and keep its bulk work; a load that failed by itself meanwhile (a package
+        that would not install) fails the trial with its last lines, as a probe's would."""
         self.running.discard(load)
-        extra["bulk"] = self.executor.stop_load(load)
+        bulk = self.executor.stop_load(load)
+        failure = bulk.pop("failure", None)
+        extra["bulk"] = bulk
+        if failure:
+            extra["load_failure"] = list(failure)
 
     def _record(self, cell: Cell, cold: bool, measured: Measurement, started_at: float,
                 extra: dict[str, Any]) -> dict[str, Any]:
@@ -208,10 +214,15 @@ class Bench:
             self.unloaded[cell.baseline()].append(result.wall_s)
         in_blocks = out.in_blocks if out else 0
         out_blocks = out.out_blocks if out else 0
+        status = result.status
         if result.status != "ok" and measured.stderr_tail:
             extra["stderr_tail"] = measured.stderr_tail
+        elif status == "ok" and "load_failure" in extra:  # timed against no load
+            status = "failed"
+            extra["reason"] = "the load failed while the probe ran"
+            extra["stderr_tail"] = extra.pop("load_failure")
         return {
-            "status": result.status,
+            "status": status,
             "cold": int(cold),
             "wall_s": result.wall_s,
             "user_s": out.user_s if out else None,

@@ -44,6 +44,11 @@ loads (--load, repeatable; "none", the unloaded baseline, is always added):
   A+B                                    several of the above at once
   install-loop[:shell-loop|long-lived]   unpack thousands of small files with fsync
   copy                                   one large file copied over and over
+  dpkg-loop[:FILES:SIZE]                 dpkg --root installs and purges a generated .deb
+  flatpak-loop[:FILES:SIZE]              flatpak installs and uninstalls a generated bundle
+  flatpak-api[:FILES:SIZE]               the same in one process through libflatpak
+                                         (an app of 3000 files, 96m by default; on the
+                                         device under test, never the system's own)
   cmd:'COMMAND'                          any command (append numbers to
                                          $BACKBURNER_PROGRESS to report its progress)
 devices (--device): testbed:SIZE (a loop device made for the run), slowdisk:PROFILE:SIZE

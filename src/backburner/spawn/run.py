@@ -28,11 +28,11 @@ SI_KERNEL = 0x80  # si_code of signals the kernel generated itself (e.g. the tty
 
 
 def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | None = None,
-               stderr: int | None = None) -> Outcome:
+               stderr: int | None = None, env: Mapping[str, str] | None = None) -> Outcome:
     """Run a helper to completion (fio laying out files, an archive being made): in its own
     group, dying with us, and stopped with its whole tree if we are interrupted meanwhile."""
     child = launch(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                   new_group=True, die_with_parent=True)
+                   env=env, new_group=True, die_with_parent=True)
     try:
         out = child.wait()
     except BaseException:
