@@ -40,6 +40,7 @@ NOT_HASHES = {
     "134217728": "docs/extents.md: the example segment's length (128 MiB)",
     "34603008": "docs/extents.md: the example segment's device offset",
     "1700000000": "docs/trace.md: the example trace's Unix time",
+    "4a6f45e3ced8c4b5df094d959072b315": "docs/slowdisk.md: a cited gist's address (a source)",
 }
 HEXWORD = re.compile(r"\b[0-9a-f]{7,40}\b")
 
