@@ -279,6 +279,14 @@ def _target(mark: str) -> subprocess.Popen[bytes]:
                             start_new_session=True)
 
 
+def _before_our_code(status: int, err: bytes) -> bool:
+    """A ^C that landed while the Python runtime itself was starting (importing `site`,
+    before any module of ours ran): Python reports it itself (a KeyboardInterrupt through
+    its own frozen frames, status 1). Nothing of ours ran, so nothing can have changed --
+    which the machine check after it still verifies."""
+    return status == 1 and b"KeyboardInterrupt" in err and b"backburner" not in err
+
+
 def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | None:
     """One run of `sc`, signalled `delay_s` after its start; None when it finished first."""
     d = Path(tempfile.mkdtemp(dir=workdir))
@@ -310,7 +318,22 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
         r = subprocess.run([*BB, "restore"], env=env, capture_output=True, timeout=300)
         if r.returncode != 0:
             outcome.problems.append(f"restore failed: {r.stderr.decode()[-300:]}")
-    elif proc.returncode not in (130, 143, -signal.SIGINT, -signal.SIGTERM, *sc.statuses):
+        if sc.name == "run --pid" and target is not None:
+            # killed after it handed its changes over to the target (its work done, as on
+            # success): they are the target's until it exits, and `restore --pid` puts
+            # them back; 66 when nothing was handed over
+            r = subprocess.run([*BB, "restore", "--pid", str(target.pid)], env=env,
+                               capture_output=True, timeout=300)
+            if r.returncode not in (0, 66):
+                outcome.problems.append(f"restore --pid failed: {r.stderr.decode()[-300:]}")
+        if sc.name == "slowdisk create":
+            # killed after it handed the disk over to its daemon (created, as on success):
+            # a live slowdisk, which `slowdisk list` shows and `slowdisk remove` ends
+            listed = subprocess.run([*BB, "slowdisk", "list"], env=env, capture_output=True,
+                                    timeout=60)
+            _remove_slowdisk(d, listed.stdout.decode(), env)
+    elif proc.returncode not in (130, 143, -signal.SIGINT, -signal.SIGTERM, *sc.statuses) \
+            and not _before_our_code(proc.returncode, err):
         outcome.problems.append(f"status {proc.returncode}: {err.decode()[-300:]}")
     if outcome is not None:
         time.sleep(0.5)

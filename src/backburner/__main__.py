@@ -2,6 +2,10 @@
 
 import sys
 
-from .entry import main
+try:
+    from .entry import main
+except KeyboardInterrupt:  # ^C while the program itself loads: nothing was done yet
+    print("backburner: interrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())
