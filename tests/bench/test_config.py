@@ -312,3 +312,17 @@ def test_group_knobs_need_a_systemd_that_owns_the_tree(tmp_path: Path) -> None:
         config.check_group_controls([priority.BUILTIN["iocost"]], Facts(False, ""),
                                     _v2_tree(tmp_path))
     config.check_group_controls([priority.BUILTIN["low-weight"]], Facts(False, ""), None)
+
+
+def test_the_office_preset_s_stand_in_starts_here() -> None:
+    """Its probe runs as bench will run it (the program resolved to the real interpreter):
+    the packages it imports are found, not only where the system's python has them."""
+    import shutil as _shutil
+    import subprocess as _subprocess
+
+    if _shutil.which("soffice"):
+        pytest.skip("LibreOffice is installed: the preset times it, not the stand-in")
+    plan = config.plan(config.preset("office-hdd"))
+    (probe,) = plan.probes.values()
+    done = _subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]

@@ -223,8 +223,12 @@ def _office_hdd() -> BenchConfig:
     if office:
         argv = [office, "--headless", "--norestore", "--terminate_after_init"]
         probe = f"office={shlex.join(argv)}"
-    else:
+    else:  # the packages come from our own environment: named, as the probe's program
+        # is resolved to the real interpreter (a venv's python is a link to the system's)
+        import sysconfig
+
         probe = "office-standin=" + shlex.join([
+            "env", f"PYTHONPATH={sysconfig.get_paths()['purelib']}",
             os.path.realpath(sys.executable), "-c",
             "import matplotlib.pyplot, numpy, email.parser, http.client, asyncio, json"])
     return BenchConfig(probes=[probe],
