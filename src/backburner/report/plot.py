@@ -6,6 +6,9 @@ its median as a dashed reference line), coloured by policy with the same colours
 plot; timeouts are red crosses at the limit they hit. Per (probe, device): median latency
 against median background throughput, one point per cell, error bars spanning the quartiles.
 
+Per (probe, device) with two loads or more, first, an overview: one group per scheduler ×
+load, whiskers at min and max (`plot_overview`).
+
 `figures` returns the figures without saving them, so tests can inspect what is drawn; every
 drawn element carries a gid ("box:KEY", "violin:KEY", "samples:KEY", "timeouts:KEY",
 "idle:GROUP" (the scheduler, and its preparation if any), "point:KEY"). The figures of
@@ -17,108 +20,34 @@ from __future__ import annotations
 import base64
 import io
 import os
-import textwrap
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter
 
 from .. import outfile
-from ..cell import NO_PREPARE, Cell
-from ..units import fmt_factor, fmt_s, slug
+from ..units import slug
+from . import plot_overview
 from .data import CellData, ReportData
 from .plot_formats import check_formats
+from .plot_style import (
+    DPI,
+    HTML_CSS_DPI,
+    IDLE_COLOUR,
+    MARKERS,
+    TIMEOUT_COLOUR,
+    PlotFigure,
+    annotate,
+    draw_distribution,
+    group_label,
+    policy_colours,
+    set_y_scale,
+    titles,
+    unique_names,
+    use_log_scale,
+)
 from .summary import MB, Row, summary_rows
-from .words import median_value_text
-
-#: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#8C6D31", "#F0E442",
-           "#332288", "#44AA99", "#AA4499")
-IDLE_COLOUR = "#8A8F98"
-TIMEOUT_COLOUR = "#D62728"
-MARKERS = ("o", "s", "^", "D", "v", "P", "h", "<", ">", "p")
-LOG_RANGE = 10.0
-#: Fraction of the plot height kept free above the highest value, for the labels.
-HEADROOM = 0.16
-DPI = 110
-#: CSS pixels per figure inch in the HTML report.
-HTML_CSS_DPI = 110
-
-
-@dataclass
-class PlotFigure:
-    name: str       # file stem, e.g. "box-firefox-testbed-writers_4_seq"
-    kind: str       # box | violin | scatter
-    caption: str
-    figure: Figure
-
-
-def policy_colours(data: ReportData) -> dict[str, str]:
-    """The same policy gets the same colour in every plot of a report."""
-    colours = {"-": IDLE_COLOUR}
-    loaded = [p for p in data.policies if p != "-"]
-    for i, pol in enumerate(sorted(loaded)):
-        colours[pol] = PALETTE[i % len(PALETTE)]
-    return colours
-
-
-def use_log_scale(values: list[float]) -> bool:
-    """Log y when the plotted values span more than LOG_RANGE (10x)."""
-    v = [x for x in values if x is not None and np.isfinite(x) and x > 0]
-    return bool(v) and max(v) / min(v) > LOG_RANGE
-
-
-def set_y_scale(ax, values: list[float]) -> None:
-    """Log scale (with plain-number ticks) when the range exceeds LOG_RANGE, else from 0."""
-    v = [x for x in values if x is not None and np.isfinite(x) and x > 0]
-    if not v:
-        return
-    lo, hi = min(v), max(v)
-    if use_log_scale(v):
-        ax.set_yscale("log")
-        decades = np.log10(hi / lo)
-        subs = (1.0, 2.0, 3.0, 5.0) if decades < 1.5 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        bottom = lo / 1.25
-        span = np.log(hi) - np.log(bottom)
-        ax.set_ylim(bottom, float(np.exp(np.log(hi) + span * HEADROOM / (1 - HEADROOM))))
-    else:
-        ax.set_ylim(0, hi / (1 - HEADROOM))
-
-
-def titles(fig: Figure, ax, title: str, subtitle: str) -> None:
-    fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 9.5)), x=0.01, ha="left",
-                 fontsize=12.5, fontweight="bold")
-    width = int(fig.get_figwidth() * 12)
-    ax.set_title(textwrap.fill(subtitle, width), loc="left", fontsize=9, color="#5b6673")
-
-
-def group_label(cell: Cell) -> str:
-    """What a cell is judged against idle within: its scheduler, and its preparation if any
-    (cells prepared differently have different idle baselines)."""
-    if cell.prepare == NO_PREPARE:
-        return cell.scheduler
-    return f"{cell.scheduler} \u00b7 prepare {cell.prepare}"
-
-
-def unique_names() -> Callable[[str], str]:
-    """A namer whose names stay unique (a repeat gets -2, -3, ...): slugs are cut at 60
-    characters, so two loads of a long probe would otherwise write the same file."""
-    names: set[str] = set()
-
-    def unique(name: str) -> str:
-        base, i = name, 2
-        while name in names:
-            name, i = f"{base}-{i}", i + 1
-        names.add(name)
-        return name
-
-    return unique
 
 
 def figures(data: ReportData, *, violin: bool = False,
@@ -141,6 +70,13 @@ def _figures(data: ReportData, *, violin: bool = False,
         groups.setdefault((c.cell.probe, c.cell.device), []).append(c)
     for (probe, device), cells in groups.items():
         loads = [ld for ld in dict.fromkeys(c.cell.load for c in cells) if ld != "none"] or ["none"]
+        if plot_overview.wanted(cells):
+            caption = (f"Start-up time of {probe} on {device}, one group per scheduler and "
+                       "load: boxes span the quartiles, whiskers the fastest and slowest "
+                       "trial, dashed line = unloaded median of the scheduler.")
+            out.append(PlotFigure(unique(slug(f"overview-{probe}-{device}")), "overview",
+                                  caption, plot_overview.overview_figure(
+                                      probe, device, cells, rows, colours, violin)))
         for load in loads:
             fig = _distribution_figure(probe, device, load, cells, rows, colours, violin)
             kind = "violin" if violin else "box"
@@ -221,7 +157,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
                 ax.scatter(x + jitter, limits, s=46, marker="X", color=TIMEOUT_COLOUR,
                            edgecolors="white", linewidths=0.6, zorder=4,
                            gid=f"timeouts:{cell.key}")
-            _annotate(ax, x, row, samples, limits)
+            annotate(ax, x, row, samples, limits)
             ticks.append(x)
             tick_labels.append("idle" if cell.unloaded else cell.cell.policy)
             if i < len(members) - 1:
@@ -258,55 +194,6 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
             "colour = policy of the background load; labels = median and ratio to idle"
             + ("; red \u2716 = timeout at its limit" if has_timeouts else ""))
     return fig
-
-
-def draw_distribution(ax, x: float, key: str, samples: list[float], colour: str,
-                       violin: bool) -> None:
-    if not samples:
-        return
-    if violin and len(samples) >= 2 and np.ptp(samples) > 0:
-        parts = ax.violinplot([samples], positions=[x], widths=0.75, showextrema=False)
-        body = parts["bodies"][0]
-        body.set_facecolor(colour)
-        body.set_edgecolor(colour)
-        body.set_alpha(0.28)
-        body.set_gid(f"violin:{key}")
-        q1, med, q3 = np.quantile(samples, [0.25, 0.5, 0.75])
-        ax.vlines(x, q1, q3, colors="#1d232b", linewidth=2.5, zorder=2)
-        ax.hlines(med, x - 0.14, x + 0.14, colors="#1d232b", linewidth=1.8, zorder=2)
-        return
-    parts = ax.boxplot([samples], positions=[x], widths=0.6, patch_artist=True,
-                       showfliers=False, whis=1.5, manage_ticks=False, zorder=1,
-                       medianprops={"color": "#1d232b", "linewidth": 1.8},
-                       whiskerprops={"color": "#4a5360"}, capprops={"color": "#4a5360"})
-    box = parts["boxes"][0]
-    box.set_facecolor(colour)
-    box.set_alpha(0.30)
-    box.set_edgecolor("#4a5360")
-    box.set_gid(f"box:{key}")
-
-
-def _annotate(ax, x: float, row: Row, samples: list[float], limits: list[float]) -> None:
-    top = max(samples + limits) if (samples or limits) else None
-    if top is None:
-        ax.annotate("no data", (x, 0.5), xycoords=("data", "axes fraction"), ha="center",
-                    fontsize=8, color="#5b6673")
-        return
-    lines = []
-    if row.median is not None:
-        lines.append(f"{median_value_text(row)} s")
-    if row.ratio is not None:
-        lines.append(f"\u00d7{fmt_factor(row.ratio.ratio)}")
-    elif row.verdict_kind == "timed-out":
-        lines.append("timed out")
-    if lines:
-        ax.annotate("\n".join(lines), (x, top), xytext=(0, 5), textcoords="offset points",
-                    ha="center", va="bottom", fontsize=8.5, color="#1d232b",
-                    fontweight="bold" if row.verdict_kind in ("slower", "timed-out") else None)
-    if limits:
-        ax.annotate(f"{len(limits)} timed out\n(\u2265{fmt_s(max(limits))} s)",
-                    (x + 0.16, max(limits)), xytext=(4, 0), textcoords="offset points",
-                    ha="left", va="center", fontsize=8, color=TIMEOUT_COLOUR)
 
 
 def _scatter_figure(probe: str, device: str, cells: list[CellData],

@@ -12,7 +12,7 @@ from .. import outfile
 from ..cell import NO_PREPARE
 from ..units import slug
 from .data import CellData, ReportData, split
-from .plot import (
+from .plot_style import (
     DPI,
     PALETTE,
     PlotFigure,
