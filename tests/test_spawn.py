@@ -106,6 +106,30 @@ def test_stop_escalates_to_sigkill() -> None:
     child.popen.stdout.close()
 
 
+@pytest.mark.parametrize("state", ["D", "S"])
+def test_stop_tree_waits_for_killed_processes_in_io_only(monkeypatch: pytest.MonkeyPatch,
+                                                       state: str) -> None:
+    """A survivor in uninterruptible IO (a package manager's syncfs on a slow disk) is
+    waited for past `verify_s`, up to `io_drain_s`; any other survivor is an error at
+    `verify_s`, named with its state. Survivors are simulated: the kernel's D state cannot
+    be made on demand."""
+    from backburner.spawn import child as child_mod
+
+    child = spawn.launch(["sleep", "30"])
+    gone_at = time.monotonic() + 0.6
+    monkeypatch.setattr(child_mod, "_survivors",
+                        lambda _g, _t: [4242] if time.monotonic() < gone_at else [])
+    monkeypatch.setattr(procfs, "state_of", lambda pid: state)
+    start = time.monotonic()
+    if state == "D":
+        child.stop_tree(grace=1.0, verify_s=0.1, io_drain_s=5.0)
+        assert 0.55 < time.monotonic() - start < 3
+    else:
+        with pytest.raises(SystemStateError, match=r"processes 4242 \(S\) of"):
+            child.stop_tree(grace=1.0, verify_s=0.1, io_drain_s=5.0)
+        assert time.monotonic() - start < 0.5
+
+
 def test_stop_is_sigterm_for_a_polite_job() -> None:
     child = spawn.launch(["sleep", "30"])
     start = time.monotonic()

@@ -39,6 +39,13 @@ def _stat_fields(pid: int) -> list[str] | None:
         return None
 
 
+def state_of(pid: int) -> str | None:
+    """The one-letter state of /proc/PID/stat ("D": in uninterruptible sleep, usually IO;
+    a SIGKILL takes effect only when it returns), or None when the process is gone."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 def start_time(pid: int) -> int | None:
     """Start time (clock ticks since boot, field 22) of a live process or thread; None when it
     is gone or a zombie (it has released everything; its parent may reap it late)."""
