@@ -22,7 +22,7 @@ from ..errors import (
     SystemStateError,
 )
 from .child import Child
-from .libc import PR_SET_PDEATHSIG, libc
+from .libc import CLONE_NEWNET, PR_SET_PDEATHSIG, libc
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                  errpipe: int, die_with: int | None, chroot: str | None,
                  death_signal: int = signal.SIGTERM,
-                 before_exec: Callable[[], None] | None = None) -> Callable[[], None]:
+                 before_exec: Callable[[], None] | None = None,
+                 netns_fd: int | None = None) -> Callable[[], None]:
     """Build the pre-exec hook. Errors go through `errpipe` so the parent can name them."""
 
     def setup() -> None:
@@ -48,6 +49,8 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                     f.write(str(os.getpid()))
             if policy is not None:
                 priority.apply_to_self(policy)
+            if netns_fd is not None and libc.setns(netns_fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns(CLONE_NEWNET)")
             if before_exec is not None:  # e.g. ask systemd for a scope of our own
                 before_exec()
             if chroot is not None:
@@ -77,6 +80,7 @@ def launch(
     chroot: str | None = None,
     detached: bool = False,
     before_exec: Callable[[], None] | None = None,
+    netns: str | None = None,
 ) -> Child:
     """Start argv with `policy` applied before exec. stdio is inherited unless given.
 
@@ -86,7 +90,9 @@ def launch(
     over and may outlive us; all other children are stopped, with their trees, by
     `stop_all`. ``before_exec``: run in the child after its priorities are set, before
     exec (`run` asks systemd there for a scope of the child's own, as systemd-run does);
-    a BackburnerError it raises is raised again here, as it was.
+    a BackburnerError it raises is raised again here, as it was. ``netns``: a network
+    namespace's file (/run/netns/NAME) the child joins before exec (a testbed's client);
+    only the network namespace changes, so the child sees the same files and cgroups.
 
     Raises CommandNotFound (127) / CommandNotExecutable (126) with a one-line message.
     """
@@ -96,15 +102,20 @@ def launch(
     # A pre-exec hook forces fork() instead of vfork(): ~1.5 ms more per launch, which is
     # harness overhead in every trial. Use one only when something must happen in the child.
     needs_hook = (policy is not None or bool(cgroup_procs) or die_with_parent
-                  or chroot is not None or before_exec is not None
+                  or chroot is not None or before_exec is not None or netns is not None
                   or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
     die_with = os.getpid() if die_with_parent else None
+    ns_fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC) if netns is not None else None
     hook = (_child_setup(policy, cgroup_procs, wfd, die_with, chroot, death_signal,
-                         before_exec) if needs_hook else None)
-    with interrupts.deferred():  # a signal after fork must find the child registered
-        return _start(argv, hook, rfd, wfd, stdin=stdin, stdout=stdout, stderr=stderr,
-                      env=env, cwd=cwd, pass_fds=pass_fds, new_group=new_group,
-                      detached=detached)
+                         before_exec, ns_fd) if needs_hook else None)
+    try:
+        with interrupts.deferred():  # a signal after fork must find the child registered
+            return _start(argv, hook, rfd, wfd, stdin=stdin, stdout=stdout, stderr=stderr,
+                          env=env, cwd=cwd, pass_fds=pass_fds, new_group=new_group,
+                          detached=detached)
+    finally:
+        if ns_fd is not None:
+            os.close(ns_fd)
 
 
 def _start(argv: Sequence[str], hook: Callable[[], None] | None, rfd: int, wfd: int, *,

@@ -9,4 +9,5 @@ import ctypes
 PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWNET = 0x40000000
 libc = ctypes.CDLL(None, use_errno=True)

@@ -17,6 +17,7 @@ from .cgroups import (
     CgroupDir,
     CgroupFreezer,
     CgroupMove,
+    CgroupPacketPriority,
     ControllersEnabled,
     DeviceLine,
     cgroup_dir_of,
@@ -34,6 +35,18 @@ from .mounts import (
     is_mountpoint,
     mount_options,
     mounts_under,
+)
+from .net import (
+    Address,
+    Link,
+    LinkUp,
+    NetNamespace,
+    Qdisc,
+    TcClass,
+    link_info,
+    netns_path,
+    qdiscs,
+    tc_classes,
 )
 from .paths import (
     DEFAULT_STATE_DIR,
@@ -58,7 +71,8 @@ from .units import DelegatedScope, TransientScope, UnitFrozen, UnitWeights
 from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
-    "DEFAULT_STATE_DIR", "CgroupDir", "CgroupFreezer", "CgroupMove", "Change",
+    "DEFAULT_STATE_DIR", "Address", "CgroupDir", "CgroupFreezer", "CgroupMove",
+    "CgroupPacketPriority", "Change", "Link", "LinkUp", "NetNamespace", "Qdisc", "TcClass",
     "ControllersEnabled", "Daemon", "DelegatedScope", "DeviceLine", "Entry", "Filesystem",
     "FuseMount", "Inherited",
     "InstalledFile",
@@ -66,6 +80,7 @@ __all__ = [
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
+    "link_info", "netns_path", "qdiscs", "tc_classes",
     "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",
     "mount_options", "mounts_under",

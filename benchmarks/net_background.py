@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""A page fetch over a slow link while bulk downloads run, unprotected and with the
+background policy, on the namespace testbed (real packets; root).
+
+Usage: sudo .venv/bin/python benchmarks/net_background.py [--link 1mbit:0ms:300ms]
+    [--probes 8] [--alone-s 10]
+Prints, per scenario: the page fetch's median (and each fetch), the TCP handshake's
+median round trip, and the downloads' own speed as a share of the link's rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+
+from backburner import cgroup2, system
+from backburner.errors import BackburnerError
+from backburner.net import link as netlink
+from backburner.net import measure, policy, testbed
+
+
+def line(name: str, f: measure.Figures, rate_bit: int, unloaded: float | None) -> str:
+    ratio = f" ({f.fetch_median_s / unloaded:.1f}x unloaded)" if unloaded else ""
+    each = " ".join(f"{t * 1000:.0f}" for t in f.fetch_s)
+    bulk = (f"  downloads {f.bulk_bit_s / 1e3:.0f} kbit/s = "
+            f"{100 * f.bulk_bit_s / rate_bit:.0f}% of the link" if f.downloads else "")
+    return (f"{name:<28} fetch {f.fetch_median_s * 1000:6.0f} ms{ratio} "
+            f"[{each}]  handshake {f.connect_median_s * 1000:.0f} ms{bulk}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--link", default="1mbit:0ms:300ms")
+    ap.add_argument("--probes", type=int, default=8)
+    ap.add_argument("--alone-s", type=float, default=10.0)
+    args = ap.parse_args()
+    try:
+        spec = netlink.parse(args.link)
+        testbed.check(spec)
+        root = cgroup2.unified_root()
+        if root is None:
+            raise BackburnerError("no cgroup2 hierarchy is mounted")
+        with system.Transaction("net-bench") as tx:
+            bed = testbed.build(tx, spec)
+            testbed.start_server(bed)
+            group = os.path.join(root, f"backburner-net-{secrets.token_hex(3)}")
+            tx.apply(system.CgroupDir(group))
+            procs = (os.path.join(group, "cgroup.procs"),)
+            print(f"link {spec.spec()} (queue {spec.buffer_bytes} bytes), "
+                  f"page {testbed.PAGE_BYTES} bytes, server {testbed.SERVER_CC}")
+            idle = measure.scenario(bed, 0, args.probes)
+            print(line("unloaded", idle, spec.rate_bit, None))
+            base = idle.fetch_median_s
+            for n in (1, 4):
+                f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
+                print(line(f"download:{n} unprotected", f, spec.rate_bit, base))
+            applied = policy.background(tx, bed.client_ns, bed.client_dev, spec, group)
+            for n in (1, 4):
+                f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
+                print(line(f"download:{n} background", f, spec.rate_bit, base))
+            alone = measure.scenario(bed, 4, 0, cgroup_procs=procs, seconds=args.alone_s)
+            print(f"{'download:4 background alone':<28} downloads "
+                  f"{alone.bulk_bit_s / 1e3:.0f} kbit/s = "
+                  f"{100 * alone.bulk_bit_s / spec.rate_bit:.0f}% of the link over "
+                  f"{args.alone_s:g} s; background class sent "
+                  f"{policy.bulk_counters(applied)[1]} packets")
+    except BackburnerError as err:
+        print(f"net_background.py: {err}", file=sys.stderr)
+        return err.exit_status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,326 @@
+"""Network state: namespaces, links, addresses, queueing disciplines and their classes,
+each made with iproute2 (`ip`, `tc`) and undone only when what is there is still what we
+made.
+
+A namespace is known by its nsfs inode, a link by its interface index inside its
+namespace, a queueing discipline by its handle and kind on that link: a name alone could be
+reused by someone else between a crash and the `restore` that follows it. Everything a
+testbed makes lives inside namespaces it made, so undoing the namespaces would be enough;
+each link, address and qdisc is still its own change, so that the same changes can be made
+on an interface that stays (the client side of a policy) and be undone exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import SystemStateError
+from .change import Change, run_tool, tool
+
+NETNS_DIR = "/run/netns"
+
+
+def _ip(ns: str | None) -> list[str]:
+    return ["ip", "-n", ns] if ns else ["ip"]
+
+
+def _tc(ns: str | None) -> list[str]:
+    return ["tc", "-n", ns] if ns else ["tc"]
+
+
+def netns_path(name: str) -> str:
+    return os.path.join(NETNS_DIR, name)
+
+
+def netns_identity(name: str) -> list[int] | None:
+    """[st_dev, st_ino] of a named namespace's nsfs file; None when there is none."""
+    try:
+        st = os.stat(netns_path(name))
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _ns_alive(ns: str | None) -> bool:
+    return ns is None or netns_identity(ns) is not None
+
+
+def link_info(ns: str | None, name: str) -> dict[str, Any] | None:
+    """`ip -j link show` of one link, or None when the link (or its namespace) is gone."""
+    if not _ns_alive(ns):
+        return None
+    res = run_tool([*_ip(ns), "-j", "link", "show", "dev", name])
+    if res.status != 0:
+        return None
+    found = json.loads(res.stdout or "[]")
+    return found[0] if found else None
+
+
+def links(ns: str | None) -> list[dict[str, Any]]:
+    return json.loads(tool([*_ip(ns), "-j", "link", "show"], "listing links") or "[]")
+
+
+def qdiscs(ns: str | None, dev: str) -> list[dict[str, Any]]:
+    if not _ns_alive(ns):
+        return []
+    res = run_tool([*_tc(ns), "-j", "qdisc", "show", "dev", dev])
+    return json.loads(res.stdout or "[]") if res.status == 0 else []
+
+
+def tc_classes(ns: str | None, dev: str) -> list[dict[str, Any]]:
+    """The classes on a link with their counters: [{"class": "htb", "handle": "1:10",
+    "bytes": ..., "packets": ...}] (tc has no JSON output for classes)."""
+    if not _ns_alive(ns):
+        return []
+    res = run_tool([*_tc(ns), "-s", "class", "show", "dev", dev])
+    if res.status != 0:
+        return []
+    found: list[dict[str, Any]] = []
+    for line in (res.stdout or "").splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0] == "class":
+            found.append({"class": words[1], "handle": words[2], "bytes": 0, "packets": 0})
+        elif found and len(words) >= 4 and words[0] == "Sent":
+            found[-1]["bytes"], found[-1]["packets"] = int(words[1]), int(words[3])
+    return found
+
+
+@dataclass
+class NetNamespace(Change):
+    """A named network namespace (``ip netns add``); deleting it takes every link,
+    address and qdisc inside it with it."""
+
+    kind: ClassVar[str] = "netns"
+    name: str
+
+    def describe(self) -> str:
+        return f"network namespace {self.name}"
+
+    def read(self) -> list[int] | None:
+        return netns_identity(self.name)
+
+    def apply(self) -> list[int] | None:
+        if netns_identity(self.name) is not None:
+            raise SystemStateError(f"network namespace {self.name} already exists")
+        tool(["ip", "netns", "add", self.name], f"making network namespace {self.name}")
+        return netns_identity(self.name)
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        now = netns_identity(self.name)
+        if old is not None or now is None:
+            return None  # not ours, or already gone
+        if result is not None and now != result:
+            return f"kept network namespace {self.name}: it is not the one we made"
+        tool(["ip", "netns", "del", self.name], f"removing network namespace {self.name}")
+        return None
+
+
+@dataclass
+class Link(Change):
+    """A virtual link (`ifb`, `bridge`, or a `veth` pair whose other end is `peer` in
+    `peer_ns`). Deleting either end of a veth pair deletes both."""
+
+    kind: ClassVar[str] = "link"
+    ns: str | None
+    name: str
+    type: str
+    peer: str | None = None
+    peer_ns: str | None = None
+
+    def describe(self) -> str:
+        where = f" in {self.ns}" if self.ns else ""
+        pair = f" (peer {self.peer} in {self.peer_ns})" if self.peer else ""
+        return f"{self.type} link {self.name}{where}{pair}"
+
+    def read(self) -> int | None:
+        info = link_info(self.ns, self.name)
+        return info["ifindex"] if info else None
+
+    def apply(self) -> int:
+        if link_info(self.ns, self.name) is not None:
+            raise SystemStateError(f"link {self.name} already exists")
+        cmd = [*_ip(self.ns), "link", "add", self.name, "type", self.type]
+        if self.peer:
+            cmd += ["peer", "name", self.peer]
+            if self.peer_ns:
+                cmd += ["netns", self.peer_ns]
+        tool(cmd, f"making {self.describe()}")
+        info = link_info(self.ns, self.name)
+        if info is None:
+            raise SystemStateError(f"{self.describe()} vanished as it was made")
+        return int(info["ifindex"])
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        if old is not None:
+            return None
+        info = link_info(self.ns, self.name)
+        if info is None:
+            return None
+        if result is not None and info["ifindex"] != result:
+            return f"kept link {self.name}: it is not the one we made"
+        tool([*_ip(self.ns), "link", "del", self.name], f"removing {self.describe()}")
+        return None
+
+
+@dataclass
+class LinkUp(Change):
+    """A link set up, optionally as a port of `master` (a bridge); undo puts back its old
+    state and master."""
+
+    kind: ClassVar[str] = "link-up"
+    ns: str | None
+    name: str
+    master: str | None = None
+
+    def describe(self) -> str:
+        return f"link {self.name} up" + (f" in {self.master}" if self.master else "")
+
+    def read(self) -> dict[str, Any] | None:
+        info = link_info(self.ns, self.name)
+        if info is None:
+            raise SystemStateError(f"no such interface: {self.name}")
+        return {"ifindex": info["ifindex"], "up": "UP" in info.get("flags", []),
+                "master": info.get("master")}
+
+    def apply(self) -> None:
+        cmd = [*_ip(self.ns), "link", "set", "dev", self.name]
+        if self.master:
+            cmd += ["master", self.master]
+        tool([*cmd, "up"], f"setting {self.describe()}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        info = link_info(self.ns, self.name)
+        if info is None or old is None or info["ifindex"] != old["ifindex"]:
+            return
+        cmd = [*_ip(self.ns), "link", "set", "dev", self.name]
+        if info.get("master") != old["master"]:
+            cmd += ["master", old["master"]] if old["master"] else ["nomaster"]
+        tool([*cmd, "up" if old["up"] else "down"], f"putting back link {self.name}")
+
+
+@dataclass
+class Address(Change):
+    """An IP address (CIDR) on a link."""
+
+    kind: ClassVar[str] = "address"
+    ns: str | None
+    dev: str
+    cidr: str
+
+    def describe(self) -> str:
+        return f"address {self.cidr} on {self.dev}"
+
+    def _present(self) -> bool:
+        if link_info(self.ns, self.dev) is None:
+            return False
+        out = json.loads(tool([*_ip(self.ns), "-j", "addr", "show", "dev", self.dev],
+                              "listing addresses") or "[]")
+        ip, _, plen = self.cidr.partition("/")
+        return any(a.get("local") == ip and str(a.get("prefixlen")) == plen
+                   for link in out for a in link.get("addr_info", []))
+
+    def read(self) -> bool:
+        return self._present()
+
+    def apply(self) -> None:
+        tool([*_ip(self.ns), "addr", "add", self.cidr, "dev", self.dev],
+             f"adding {self.describe()}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        if old or not self._present():
+            return
+        tool([*_ip(self.ns), "addr", "del", self.cidr, "dev", self.dev],
+             f"removing {self.describe()}")
+
+
+def _find_qdisc(ns: str | None, dev: str, handle: str, kind: str) -> bool:
+    want = handle if handle.endswith(":") else handle + ":"
+    return any(q.get("handle") == want and q.get("kind") == kind for q in qdiscs(ns, dev))
+
+
+@dataclass
+class Qdisc(Change):
+    """A queueing discipline added (never replacing one: `tc qdisc add` fails where a
+    non-default one is already at that place) at `parent` ("root", "ingress" or a class)
+    with `handle`, of `qkind` with its `args`."""
+
+    kind: ClassVar[str] = "qdisc"
+    ns: str | None
+    dev: str
+    parent: str
+    handle: str
+    qkind: str
+    args: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"{self.qkind} qdisc {self.handle} on {self.dev} ({self.parent})"
+
+    def _where(self) -> list[str]:
+        if self.parent in ("root", "ingress"):
+            return [self.parent]
+        return ["parent", self.parent]
+
+    def read(self) -> int:
+        info = link_info(self.ns, self.dev)
+        if info is None:
+            raise SystemStateError(f"no such interface: {self.dev}")
+        return int(info["ifindex"])
+
+    def apply(self) -> None:
+        handle = [] if self.parent == "ingress" else ["handle", self.handle]
+        tool([*_tc(self.ns), "qdisc", "add", "dev", self.dev, *self._where(), *handle,
+              self.qkind, *self.args], f"adding {self.describe()}")
+
+    def undo(self, old: Any, result: Any) -> str | None:
+        info = link_info(self.ns, self.dev)
+        if info is None or info["ifindex"] != old:
+            return None  # the link went, and the qdisc with it
+        if not _find_qdisc(self.ns, self.dev, self.handle, self.qkind):
+            return None
+        handle = [] if self.parent == "ingress" else ["handle", self.handle]
+        tool([*_tc(self.ns), "qdisc", "del", "dev", self.dev, *self._where(), *handle],
+             f"removing {self.describe()}")
+        return None
+
+
+@dataclass
+class TcClass(Change):
+    """A class of a classful qdisc (HTB), undone while its qdisc is still ours."""
+
+    kind: ClassVar[str] = "tc-class"
+    ns: str | None
+    dev: str
+    parent: str
+    classid: str
+    qkind: str
+    args: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"{self.qkind} class {self.classid} on {self.dev}"
+
+    def read(self) -> int:
+        info = link_info(self.ns, self.dev)
+        if info is None:
+            raise SystemStateError(f"no such interface: {self.dev}")
+        return int(info["ifindex"])
+
+    def apply(self) -> None:
+        tool([*_tc(self.ns), "class", "add", "dev", self.dev, "parent", self.parent,
+              "classid", self.classid, self.qkind, *self.args], f"adding {self.describe()}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        info = link_info(self.ns, self.dev)
+        if info is None or info["ifindex"] != old:
+            return
+        if not any(c.get("handle") == self.classid and c.get("class") == self.qkind
+                   for c in tc_classes(self.ns, self.dev)):
+            return
+        res = run_tool([*_tc(self.ns), "class", "del", "dev", self.dev,
+                        "classid", self.classid])
+        if res.status != 0 and any(c.get("handle") == self.classid
+                                   for c in tc_classes(self.ns, self.dev)):
+            raise SystemStateError(f"could not remove {self.describe()}: "
+                                   f"{(res.stderr or '').strip()}")

@@ -1,0 +1,29 @@
+"""net.link: the slow link's spec, parsed once, wrong parts named in one line (64)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backburner.errors import UsageError
+from backburner.net.link import LinkSpec, parse
+
+
+def test_parse_full_and_default_buffer() -> None:
+    assert parse("1mbit:40ms:300ms") == LinkSpec(1_000_000, 40.0, 300.0)
+    assert parse("512kbit:0ms") == LinkSpec(512_000, 0.0, 300.0)
+    assert parse("1.5Mbit:10ms:50ms").rate_bit == 1_500_000
+
+
+def test_buffer_bytes_is_the_queue_at_the_rate() -> None:
+    assert parse("1mbit:0ms:300ms").buffer_bytes == 37_500
+    assert parse("8kbit:0ms:1ms").buffer_bytes == 2 * 1514  # never below two frames
+
+
+@pytest.mark.parametrize("bad", ["", "1mbit", "fast:40ms", "1mbps:40ms", "1mbit:40",
+                                 "1mbit:40ms:big", "1mbit:0ms:0ms", "0mbit:1ms",
+                                 "1kbit:0ms", "1mbit:1ms:2ms:3ms"])
+def test_unknown_spec_is_one_usage_line(bad: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse(bad)
+    assert err.value.exit_status == 64
+    assert "\n" not in str(err.value)
