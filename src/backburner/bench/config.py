@@ -1,5 +1,5 @@
-"""What a bench run is: its configuration, the named presets, and the one `plan()` that turns
-the configuration into typed parts, validated before anything on the machine is touched.
+"""What a bench run is: its configuration (a named preset's: `presets`), and the one `plan()`
+that turns the configuration into typed parts, validated before anything on the machine is touched.
 
 `BenchConfig` is what the user asked for, as plain values: it is stored with the run (JSON)
 so that `--resume` rebuilds exactly the same run. `plan()` parses every string once — the
@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import sys
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from types import UnionType
@@ -26,7 +25,7 @@ from .. import cgroup2, priority, systemd
 from ..cell import GOVERNED, Cell
 from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
 from ..units import MAX_DURATION_S, human_size
-from . import display, matrix, pkgloads
+from . import display, matrix, pkgloads, presets
 from . import loads as loadspec
 from .devices import DeviceSpec
 from .probes import Probe
@@ -199,53 +198,15 @@ class Prepare:
 
 # --- presets ------------------------------------------------------------------------------
 
-#: A cold start of the Python interpreter running this tool, importing a few stdlib
-#: packages: a couple of hundred small files, read through the device under test.
-PYTHON_PROBE = shlex.join([os.path.realpath(sys.executable), "-I", "-c",
-                           "import json, email.parser, http.client, asyncio"])
-
-
-def _quick() -> BenchConfig:
-    """The README's demonstration: a few minutes, and the classic result (BFQ and the idle
-    IO class protect start-up from sequential readers)."""
-    return BenchConfig(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
-                       policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
-                       device="testbed:4G", trials=8, settle_s=2.0, timeout_s=60.0,
-                       preset="quick", min_runs=8, max_runs=60, max_time_s=150.0)
-
-
-def _office_hdd() -> BenchConfig:
-    """The scenario that started the project: an office suite's cold start while packages
-    install, on a simulated 5400 rpm laptop disk. LibreOffice when installed, else a lighter
-    stand-in of the same shape (an interpreter importing a large package tree: hundreds of
-    files), named so in the results."""
-    office = shutil.which("soffice")
-    if office:
-        argv = [office, "--headless", "--norestore", "--terminate_after_init"]
-        probe = f"office={shlex.join(argv)}"
-    else:  # the packages come from our own environment: named, as the probe's program
-        # is resolved to the real interpreter (a venv's python is a link to the system's)
-        import sysconfig
-
-        probe = "office-standin=" + shlex.join([
-            "env", f"PYTHONPATH={sysconfig.get_paths()['purelib']}",
-            os.path.realpath(sys.executable), "-c",
-            "import matplotlib.pyplot, numpy, email.parser, http.client, asyncio, json"])
-    return BenchConfig(probes=[probe],
-                       loads=["none", "install-loop:shell-loop", "install-loop:long-lived"],
-                       policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
-                       device="slowdisk:hdd-5400:4G", trials=6, settle_s=2.0, timeout_s=60.0,
-                       preset="office-hdd", min_runs=6, max_runs=15)
-
-
-PRESETS = {"quick": _quick, "office-hdd": _office_hdd}
-
 
 def preset(name: str) -> BenchConfig:
+    """The configuration of a named preset (`presets`), before the options override it."""
     try:
-        return PRESETS[name]()
+        values = presets.PRESETS[name]()
     except KeyError:
-        raise UsageError(f"unknown preset {name!r}", f"presets: {', '.join(PRESETS)}") from None
+        raise UsageError(f"unknown preset {name!r}",
+                         f"presets: {', '.join(presets.PRESETS)}") from None
+    return BenchConfig(**values)
 
 
 # --- options -> configuration ---------------------------------------------------------------

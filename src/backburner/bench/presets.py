@@ -1,0 +1,91 @@
+"""The named configurations of `bench --preset`: the README's demonstration and the
+scenario that started the project, as plain option values (`config.preset` makes them a
+`BenchConfig`, which the command line's options then override).
+
+The office scenario's probe is the most faithful one this machine can run: LibreOffice
+Writer's window on a private X server when LibreOffice has a graphical front end and
+`--ready window` can watch for it (what a user waits for); LibreOffice's own
+`--terminate_after_init` when it is installed without one; else an interpreter importing a
+large package tree, named "office-standin" in the results.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shlex
+import shutil
+import sys
+from typing import Any
+
+from ..errors import UnavailableError
+from . import display
+
+#: A cold start of the Python interpreter running this tool, importing a few stdlib
+#: packages: a couple of hundred small files, read through the device under test.
+PYTHON_PROBE = shlex.join([os.path.realpath(sys.executable), "-I", "-c",
+                           "import json, email.parser, http.client, asyncio"])
+#: The title LibreOffice gives a new Writer document's window ("Untitled 1 - LibreOffice
+#: Writer"); the start ends when it is mapped.
+WRITER_WINDOW = "window:LibreOffice Writer"
+
+
+def quick() -> dict[str, Any]:
+    """The README's demonstration: a few minutes, and the classic result (BFQ and the idle
+    IO class protect start-up from sequential readers)."""
+    return dict(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
+                policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
+                device="testbed:4G", trials=8, settle_s=2.0, timeout_s=60.0,
+                preset="quick", min_runs=8, max_runs=60, max_time_s=150.0)
+
+
+def office_hdd() -> dict[str, Any]:
+    """The scenario that started the project: an office suite's cold start while an app
+    store installs and uninstalls an app (flatpak, as a shell loop and as one long-lived
+    process), its IO at the default or the idle class, on a simulated 5400 rpm laptop disk,
+    15 trials a cell at most, stopping a cell once decided and the whole within 23
+    minutes."""
+    return dict(probes=[office_probe()], ready_window=office_ready(),
+                loads=["none", "flatpak-loop", "flatpak-api"],
+                policies=["default", "io=idle"], schedulers=["mq-deadline", "bfq"],
+                device="slowdisk:hdd-5400:4G", trials=15, settle_s=2.0, timeout_s=120.0,
+                preset="office-hdd", min_runs=6, max_runs=15, max_time_s=23 * 60.0)
+
+
+def _writer_gui() -> str | None:
+    """LibreOffice's launcher when it has a graphical front end (a VCL plug-in: Debian's
+    `-nogui` packages have none) and a window can be watched for; else None."""
+    office = shutil.which("soffice")
+    if office is None:
+        return None
+    program = os.path.dirname(os.path.realpath(office))
+    if not glob.glob(os.path.join(program, "libvclplug_*.so")):
+        return None
+    try:
+        display.require_tools()
+    except UnavailableError:
+        return None
+    return office
+
+
+def office_probe() -> str:
+    if (office := _writer_gui()) is not None:
+        return "writer=" + shlex.join([office, "--writer", "--norestore", "--nologo"])
+    if (office := shutil.which("soffice")) is not None:
+        argv = [office, "--headless", "--norestore", "--terminate_after_init"]
+        return f"office={shlex.join(argv)}"
+    # the packages come from our own environment: named, as the probe's program is
+    # resolved to the real interpreter (a venv's python is a link to the system's)
+    import sysconfig
+
+    return "office-standin=" + shlex.join([
+        "env", f"PYTHONPATH={sysconfig.get_paths()['purelib']}",
+        os.path.realpath(sys.executable), "-c",
+        "import matplotlib.pyplot, numpy, email.parser, http.client, asyncio, json"])
+
+
+def office_ready() -> str | None:
+    return WRITER_WINDOW if _writer_gui() is not None else None
+
+
+PRESETS = {"quick": quick, "office-hdd": office_hdd}

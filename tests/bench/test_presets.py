@@ -1,0 +1,60 @@
+"""bench.presets: the office preset picks the most faithful probe the machine can run, and
+says which in the probe's name."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from backburner.bench import config, display, presets
+from backburner.errors import UnavailableError
+
+
+@pytest.fixture
+def office(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A LibreOffice program directory with a launcher found on PATH."""
+    program = tmp_path / "program"
+    program.mkdir()
+    (program / "soffice").write_text("#!/bin/sh\n")
+    (program / "soffice").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{program}:/usr/bin:/bin")
+    monkeypatch.setattr(display, "require_tools", lambda: None)
+    return program
+
+
+def test_writer_window_when_libreoffice_has_a_gui(office: Path) -> None:
+    (office / "libvclplug_gen.so").write_text("")
+    values = presets.office_hdd()
+    (probe,) = values["probes"]
+    assert probe.startswith("writer=") and "--writer" in shlex.split(probe.split("=", 1)[1])
+    assert values["ready_window"] == presets.WRITER_WINDOW
+    cfg = config.preset("office-hdd")  # a valid configuration, as the command line gets it
+    assert cfg.ready_window == presets.WRITER_WINDOW and cfg.max_runs == 15
+
+
+def test_terminate_after_init_without_a_gui(office: Path) -> None:
+    values = presets.office_hdd()  # -nogui packages: no VCL plug-in
+    assert values["probes"][0].startswith("office=")
+    assert "--terminate_after_init" in values["probes"][0]
+    assert values["ready_window"] is None
+
+
+def test_no_window_probe_without_xvfb(office: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (office / "libvclplug_gen.so").write_text("")
+
+    def missing() -> None:
+        raise UnavailableError("--ready window needs Xvfb, which is not installed")
+
+    monkeypatch.setattr(display, "require_tools", missing)
+    assert presets.office_hdd()["probes"][0].startswith("office=")
+
+
+def test_stand_in_without_libreoffice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    values = presets.office_hdd()
+    assert values["probes"][0].startswith("office-standin=")
+    assert values["ready_window"] is None
+    assert values["loads"] == ["none", "flatpak-loop", "flatpak-api"]
+    assert values["policies"] == ["default", "io=idle"]
