@@ -210,7 +210,8 @@ def _this_run(path: str):  # noqa: ANN202 - Filter | None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..bench.config import LOAD_LIFETIMES, PRESETS, PROBE_LAYOUTS
+    from ..bench.config import LOAD_LIFETIMES, PROBE_LAYOUTS
+    from ..bench.presets import PRESETS
 
     p = add_command(sub, "bench", cmd_bench,
                     help="start-up latency under background load, as a matrix",
