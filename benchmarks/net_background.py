@@ -30,12 +30,36 @@ def line(name: str, f: measure.Figures, rate_bit: int, unloaded: float | None) -
             f"[{each}]  handshake {f.connect_median_s * 1000:.0f} ms{bulk}")
 
 
+def run_policy(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.Applied,
+               procs: tuple[str, ...], args: argparse.Namespace, base: float,
+               mode: str) -> None:
+    for n in (1, 4):
+        f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
+        print(line(f"download:{n} {mode}", f, spec.rate_bit, base))
+    alone = measure.scenario(bed, 4, 0, cgroup_procs=procs, seconds=args.alone_s)
+    print(f"{f'download:4 {mode} alone':<28} downloads "
+          f"{alone.bulk_bit_s / 1e3:.0f} kbit/s = "
+          f"{100 * alone.bulk_bit_s / spec.rate_bit:.0f}% of the link over "
+          f"{args.alone_s:g} s; background class sent "
+          f"{policy.bulk_counters(applied)[1]} packets")
+    if applied.pacer is not None and applied.pacer.history:
+        rates = sorted(r for _, r, _ in applied.pacer.history[-50:])
+        print(f"{'':<28} pacer: ACK class rate now {rates[len(rates) // 2] / 1e3:.0f} "
+              f"kbit/s (median of the last 5 s), {len(applied.pacer.history)} steps")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--link", default="1mbit:0ms:300ms")
     ap.add_argument("--probes", type=int, default=8)
     ap.add_argument("--alone-s", type=float, default=10.0)
+    ap.add_argument("--mode", action="append", choices=["fixed", "adaptive"],
+                    help="the ACK budget: fixed at the link's rate, or adaptive (the "
+                    "pacer); repeatable; default both")
+    ap.add_argument("--no-unprotected", action="store_true",
+                    help="skip the unprotected scenarios")
     args = ap.parse_args()
+    args.mode = args.mode or ["fixed", "adaptive"]
     try:
         spec = netlink.parse(args.link)
         testbed.check(spec)
@@ -53,19 +77,18 @@ def main() -> int:
             idle = measure.scenario(bed, 0, args.probes)
             print(line("unloaded", idle, spec.rate_bit, None))
             base = idle.fetch_median_s
-            for n in (1, 4):
+            for n in () if args.no_unprotected else (1, 4):
                 f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
                 print(line(f"download:{n} unprotected", f, spec.rate_bit, base))
-            applied = policy.background(tx, bed.client_ns, bed.client_dev, spec, group)
-            for n in (1, 4):
-                f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
-                print(line(f"download:{n} background", f, spec.rate_bit, base))
-            alone = measure.scenario(bed, 4, 0, cgroup_procs=procs, seconds=args.alone_s)
-            print(f"{'download:4 background alone':<28} downloads "
-                  f"{alone.bulk_bit_s / 1e3:.0f} kbit/s = "
-                  f"{100 * alone.bulk_bit_s / spec.rate_bit:.0f}% of the link over "
-                  f"{args.alone_s:g} s; background class sent "
-                  f"{policy.bulk_counters(applied)[1]} packets")
+            for mode in args.mode:
+                with system.Transaction("net-bench-policy") as ptx:
+                    applied = policy.background(ptx, bed.client_ns, bed.client_dev,
+                                                None if mode == "adaptive" else spec, group,
+                                                adaptive=mode == "adaptive")
+                    try:
+                        run_policy(bed, spec, applied, procs, args, base, mode)
+                    finally:
+                        policy.stop(applied)
     except BackburnerError as err:
         print(f"net_background.py: {err}", file=sys.stderr)
         return err.exit_status

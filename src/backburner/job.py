@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from . import cgroup2, priority, procfs, spawn, system, systemd
-from .errors import NotFoundError, SystemStateError, UsageError
+from .errors import NotFoundError, SystemStateError, UnavailableError, UsageError
+from .net import background
+from .net import policy as nt
 
 Report = Callable[[str], None]
 
@@ -65,17 +67,23 @@ def describe_plan(policy: priority.Policy, plan: priority.CgroupPlan | None) -> 
 
 def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = True,
             report: Report = _quiet, facts: systemd.Facts | None = None,
-            slice_name: str = systemd.DEFAULT_SLICE) -> spawn.Outcome:
+            slice_name: str = systemd.DEFAULT_SLICE,
+            net: background.Target | None = None) -> spawn.Outcome:
     """Run argv to completion under policy; the job's cgroup is removed after it, whatever
     happens. Returns the job's Outcome for the caller to mirror.
 
     Where systemd owns the cgroup tree (`facts`, read from the machine unless given), the
     job's group is a transient scope that systemd makes and collects; elsewhere we make it.
+
+    `net` (checked by `background.check`): the job's traffic on the back burner on that
+    interface, the job in that interface's namespace.
     """
     if not use_cgroup:
         policy = without_cgroup(policy)
     if policy.io is not None and policy.io.klass == "rt":
         system.require_root("the realtime IO class (rt)")
+    if net is not None:
+        return _run_with_net(argv, policy, net, report=report, facts=facts)
     if not policy.needs_cgroup:
         report(f"applying {describe_plan(policy, None)}")
         return spawn.run_foreground(argv, policy=policy)
@@ -90,6 +98,35 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
             tx.apply(change)
         report(f"applying {describe_plan(policy, plan)}")
         return spawn.run_foreground(argv, policy=policy, cgroup_procs=plan.procs_files)
+
+
+def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.Target, *,
+                  report: Report, facts: systemd.Facts | None) -> spawn.Outcome:
+    """The job in a cgroup v2 group of its own for its packets (beside the group of its
+    IO/CPU weights, when the policy has them), the network policy on `net` for as long
+    as it runs; the pacer ends before the transaction takes the policy away."""
+    if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
+        raise UnavailableError("--net where systemd owns the cgroup tree is not supported "
+                               "yet: the job's packet group would be outside its scope")
+    plan = (priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
+            if policy.needs_cgroup else None)
+    if plan is not None:
+        cgroup2.refuse_for_job(policy, "run", under_systemd=False)
+    with system.Transaction("run") as tx:
+        procs: list[str] = []
+        if plan is not None:
+            for change in cgroup_changes(plan):
+                tx.apply(change)
+            procs += plan.procs_files
+        applied, net_procs = background.apply(tx, net, procfs.owner_tag(os.getpid()))
+        where = f" in network namespace {net.ns}" if net.ns else ""
+        report(f"applying {describe_plan(policy, plan)}; network: background on "
+               f"{net.dev}{where} (cgroup v2 {applied.group})")
+        try:
+            return spawn.run_foreground(argv, policy=policy, cgroup_procs=[*procs, net_procs],
+                                        netns=net.netns_path)
+        finally:
+            nt.stop(applied)
 
 
 def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report = _quiet,

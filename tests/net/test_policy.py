@@ -47,7 +47,7 @@ def test_background_class_counts_the_jobs_packets_and_undo_is_exact(
             before = _state(bed)
             with system.Transaction("net-policy") as ptx:
                 applied = policy.background(ptx, bed.client_ns, bed.client_dev, spec,
-                                            str(group))
+                                            str(group), adaptive=False)
                 assert len(cgroupbpf.attached(fd)) == 1
                 measure.scenario(bed, 0, 2)  # outside the group: not the bulk's class
                 assert policy.bulk_counters(applied) == (0, 0)
@@ -59,3 +59,38 @@ def test_background_class_counts_the_jobs_packets_and_undo_is_exact(
             assert _state(bed) == before
     finally:
         os.close(fd)
+
+
+def _bulk_rate(bed: testbed.Testbed) -> int:
+    out = system.change.run_tool(["tc", "-n", bed.client_ns, "class", "show", "dev",
+                                  bed.client_dev]).stdout
+    line = next(x for x in out.splitlines() if x.startswith(f"class htb {policy.BULK_CLASS} "))
+    rate = line.split(" rate ")[1].split()[0]
+    units = {"Kbit": 1_000, "Mbit": 1_000_000, "bit": 1}
+    unit = next(u for u in units if rate.endswith(u))
+    return int(float(rate.removesuffix(unit)) * units[unit])
+
+
+def test_adaptive_budget_moves_the_class_rate_and_undo_is_exact(
+        state_dir: Path, group: Path) -> None:
+    spec = link.parse("1mbit:0ms:300ms")
+    with system.Transaction("net-test") as tx:
+        bed = testbed.build(tx, spec)
+        testbed.start_server(bed)
+        before = _state(bed)
+        with system.Transaction("net-policy") as ptx:
+            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None, str(group))
+            try:
+                start = _bulk_rate(bed)
+                assert start == policy.START_BIT
+                measure.scenario(bed, 2, 0, cgroup_procs=(str(group / "cgroup.procs"),),
+                                 seconds=3.0)
+            finally:
+                policy.stop(applied)
+            assert applied.pacer is not None
+            steps = applied.pacer.history
+            # the echoes reached the job's peer and measured a queue, and the rate moved
+            assert len(steps) > 10 and any(q is not None for _, _, q in steps)
+            assert _bulk_rate(bed) != start
+            assert policy.bulk_counters(applied)[1] > 20
+        assert _state(bed) == before

@@ -39,7 +39,7 @@ def test_page_crosses_the_slow_link_and_the_bed_goes(state_dir: Path) -> None:
 
 def test_delay_without_netem_is_refused_before_any_change(state_dir: Path) -> None:
     before = _netns()
-    if testbed._qdisc_known("netem"):
+    if testbed.qdisc_known("netem"):
         pytest.skip("this kernel has netem")  # the VM guest's kernel
     with pytest.raises(UnavailableError) as err:
         testbed.check(link.parse("1mbit:40ms"))

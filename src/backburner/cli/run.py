@@ -48,10 +48,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     argv = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not argv:
         raise UsageError("no command to run", "put it after --, e.g. backburner run -- tar xf a")
-    if policy.needs_cgroup and not args.no_cgroup:
+    net = None
+    if args.net is not None:
+        from ..net import background
+
+        net = background.check(args.net, args.net_dev, args.netns)
+    elif args.net_dev or args.netns:
+        raise UsageError("--net-dev and --netns go with --net background")
+    if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
     outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
-                          slice_name=args.slice)
+                          slice_name=args.slice, net=net)
     if args.verbose:
         err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
             f"(user {outcome.user_s:.3f}s, sys {outcome.sys_s:.3f}s, "
@@ -107,6 +114,7 @@ with --pid: 0 once the process tree is re-prioritised, 125 when it cannot be.
 examples:
   backburner run --policy background -- tar xf big.tar
   backburner run --io idle --cpu idle -- flatpak update
+  backburner run --net background -- apt-get -y dist-upgrade
   backburner run --pid 1234 --io idle"""
 
 
@@ -123,6 +131,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slice", metavar="NAME", default="backburner.slice",
                    help="where systemd owns the cgroups: the slice the job's scope goes in, "
                    "beside user.slice, carrying the weights (default: backburner.slice)")
+    p.add_argument("--net", metavar="MODE", help="the job's network traffic: background "
+                   "(its downloads yield to everything else on a slow link: their ACKs are "
+                   "paced by the queueing delay the link shows)")
+    p.add_argument("--net-dev", metavar="DEV", help="with --net: the interface (default: "
+                   "the one the default route leaves by)")
+    p.add_argument("--netns", metavar="NAME", help="with --net: the job runs in this "
+                   "network namespace (`ip netns`), and DEV is one of its interfaces")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,

@@ -62,18 +62,18 @@ class Testbed:
 
 def check(link: LinkSpec) -> None:
     """What this kernel lacks for `link`, as one line (69), before anything changes."""
-    if link.delay_ms > 0 and not _qdisc_known("netem"):
+    if link.delay_ms > 0 and not qdisc_known("netem"):
         raise UnavailableError(
             f"link delay {link.delay_ms:g}ms needs the netem qdisc, which this kernel lacks",
             "give a delay of 0ms here (the queue still grows), or use the VM guest")
-    if not _qdisc_known("tbf"):
+    if not qdisc_known("tbf"):
         raise UnavailableError("the slow link needs the tbf qdisc, which this kernel lacks")
 
 
 _PROBE_ARGS = {"tbf": ["rate", "1mbit", "burst", "1600", "limit", "3000"]}
 
 
-def _qdisc_known(kind: str) -> bool:
+def qdisc_known(kind: str) -> bool:
     """Whether `tc` can make a qdisc of this kind: asked of the kernel in a throwaway
     namespace's loopback, which goes with the namespace (made and removed in one
     transaction of its own)."""

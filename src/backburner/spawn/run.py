@@ -44,7 +44,8 @@ def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | Non
 
 def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None,
                    cgroup_procs: Sequence[str] = (), adopt_orphans: bool = False,
-                   before_exec: Callable[[], None] | None = None) -> Outcome:
+                   before_exec: Callable[[], None] | None = None,
+                   netns: str | None = None) -> Outcome:
     """Run a job with stdio and environment passed through; forward signals sent to us.
 
     Signals are blocked before the fork (the child unblocks them before exec), then taken
@@ -63,7 +64,8 @@ def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None
         if adopt_orphans and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
             raise StartError(f"cannot adopt the orphans of {argv[0] if argv else '?'}: "
                              f"{os.strerror(ctypes.get_errno())}")
-        child = launch(argv, policy=policy, cgroup_procs=cgroup_procs, before_exec=before_exec)
+        child = launch(argv, policy=policy, cgroup_procs=cgroup_procs, before_exec=before_exec,
+                       netns=netns)
         while True:
             done = child.poll()
             if done is not None:

@@ -324,3 +324,12 @@ class TcClass(Change):
                                    for c in tc_classes(self.ns, self.dev)):
             raise SystemStateError(f"could not remove {self.describe()}: "
                                    f"{(res.stderr or '').strip()}")
+
+
+def change_class(ns: str | None, dev: str, parent: str, classid: str, qkind: str,
+                 args: list[str]) -> None:
+    """Set new parameters (a rate) on a class a transaction made (a `TcClass` change):
+    the class keeps its identity, so that change's undo still removes it; nothing else is
+    to put back. A controller moves a class's rate this way many times a second."""
+    tool([*_tc(ns), "class", "change", "dev", dev, "parent", parent, "classid", classid,
+          qkind, *args], f"changing {qkind} class {classid} on {dev}")

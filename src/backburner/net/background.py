@@ -1,0 +1,86 @@
+"""`run --net background`: one job's traffic on the back burner on a real interface.
+
+The interface is the user's (or the one the default route leaves by); the job runs in a
+cgroup v2 group of its own, whose packets the policy (`policy.background`, adaptive: the
+link's rate is not known here) sends through the paced ACK class. Everything is checked
+before anything changes, and every piece is a change of the caller's transaction, so the
+interface is as before after the job, ^C or SIGTERM, and after a SIGKILL `restore` puts
+it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from .. import cgroup2, cgroupbpf, system
+from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
+from ..system.change import run_tool
+from . import policy, testbed
+
+MODES = ("background",)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the policy goes: `dev` in the named network namespace `ns` (None: ours)."""
+
+    dev: str
+    ns: str | None = None
+
+    @property
+    def netns_path(self) -> str | None:
+        return system.netns_path(self.ns) if self.ns else None
+
+
+def default_dev(ns: str | None) -> str:
+    """The interface the default route leaves by."""
+    res = run_tool(["ip", *(["-n", ns] if ns else []), "-j", "route", "show", "default"])
+    routes = json.loads(res.stdout or "[]") if res.status == 0 else []
+    for route in routes:
+        if route.get("dev"):
+            return str(route["dev"])
+    raise NotFoundError("no default route to find the interface by", "give --net-dev DEV")
+
+
+def check(mode: str, dev: str | None, ns: str | None) -> Target:
+    """Everything `run --net` needs, asked before anything changes; one line otherwise."""
+    if mode not in MODES:
+        raise UsageError(f"unknown --net mode {mode!r}: {', '.join(MODES)}")
+    if ns is not None and system.net.netns_identity(ns) is None:
+        raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
+    system.require_root("shaping a job's traffic on an interface")
+    target = Target(dev or default_dev(ns), ns)
+    if system.link_info(ns, target.dev) is None:
+        where = f" in network namespace {ns}" if ns else ""
+        raise NotFoundError(f"no such interface: {target.dev}{where}", "see `ip link`")
+    for q in system.qdiscs(ns, target.dev):
+        if q.get("root") and q.get("handle") not in ("0:", None):
+            raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
+                              f"{q.get('handle')}): not replacing someone's shaping",
+                              "remove it first, or give another --net-dev")
+    if cgroup2.unified_root() is None:
+        raise UnavailableError("--net needs a cgroup v2 hierarchy to attribute the job's "
+                               "packets, and none is mounted")
+    if not testbed.qdisc_known("htb"):
+        raise UnavailableError("--net needs the htb qdisc, which this kernel lacks")
+    os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
+    return target
+
+
+def group_path(tag: str) -> str:
+    root = cgroup2.unified_root()
+    if root is None:  # checked before; a mount gone since is the machine's doing
+        raise UnavailableError("no cgroup v2 hierarchy is mounted")
+    return os.path.join(root, f"backburner-net-{tag}")
+
+
+def apply(tx: system.Transaction, target: Target, tag: str) -> tuple[policy.Applied, str]:
+    """The job's group and the policy on the target; returns them and the group's
+    cgroup.procs file for the job to be placed in. The caller stops the pacer
+    (`policy.stop`) before the transaction ends."""
+    group = group_path(tag)
+    tx.apply(system.CgroupDir(group))
+    applied = policy.background(tx, target.ns, target.dev, None, group, adaptive=True)
+    return applied, os.path.join(group, "cgroup.procs")

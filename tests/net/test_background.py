@@ -1,0 +1,115 @@
+"""net.background through `backburner run --net background`, on the testbed's client
+interface (an interface in a namespace, never the host's own NICs): the job's packets go
+through the paced class, its exit status is mirrored, and the interface and the cgroup tree
+are as before after it ends, after SIGTERM, and (with `restore`) after a SIGKILL. Bad
+input is one line and `run`'s own status before anything changes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import BB, TIMEOUT, bb
+
+from backburner import cgroup2, system
+from backburner.net import link, testbed
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def bed(state_dir: Path) -> Iterator[testbed.Testbed]:
+    with system.Transaction("net-test") as tx:
+        b = testbed.build(tx, link.parse("1mbit:0ms:300ms"))
+        testbed.start_server(b)
+        yield b
+
+
+def _state(bed: testbed.Testbed) -> tuple[object, ...]:
+    root = cgroup2.unified_root()
+    assert root is not None
+    return (system.qdiscs(bed.client_ns, bed.client_dev),
+            system.tc_classes(bed.client_ns, bed.client_dev),
+            sorted(p.name for p in Path(root).iterdir() if p.is_dir()))
+
+
+def _args(bed: testbed.Testbed) -> list[str]:
+    return ["run", "--net", "background", "--netns", bed.client_ns, "--net-dev",
+            bed.client_dev, "--"]
+
+
+def test_job_traffic_is_paced_status_mirrored_and_nothing_left(
+        bed: testbed.Testbed) -> None:
+    before = _state(bed)
+    job = (f"{sys.executable} -m backburner.net.client download {testbed.SERVER_ADDR} "
+           f"{testbed.PORT} 3 && tc -s class show dev {bed.client_dev}; exit 7")
+    r = bb(*_args(bed), "sh", "-c", job)
+    assert r.returncode == 7, r.err
+    # seen by the job itself, while it ran: its ACKs went through the paced class
+    lines = r.out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("class htb 1:10 "))
+    sent = lines[at + 1].split()
+    assert sent[0] == "Sent" and int(sent[3]) > 20, lines[at:at + 2]
+    assert _state(bed) == before
+
+
+def test_sigterm_leaves_the_interface_as_before(bed: testbed.Testbed) -> None:
+    before = _state(bed)
+    proc = subprocess.Popen([*BB, *_args(bed), sys.executable, "-m", "backburner.net.client",
+                             "download", testbed.SERVER_ADDR, str(testbed.PORT), "30"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while len(system.tc_classes(bed.client_ns, bed.client_dev)) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    # the SIGTERM reached the job, which reports its figures and ends well: mirrored
+    assert proc.returncode == 0 and b'"bytes"' in out
+    assert _state(bed) == before
+
+
+def test_sigkill_then_restore_puts_the_interface_back(bed: testbed.Testbed) -> None:
+    before = _state(bed)
+    proc = subprocess.Popen([*BB, *_args(bed), "sleep", "30"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while len(system.tc_classes(bed.client_ns, bed.client_dev)) < 3:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.3)  # the job is placed in its group
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=TIMEOUT)
+    assert _state(bed) != before
+    r = bb("restore")
+    assert r.returncode == 0, r.err
+    assert _state(bed) == before
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--net-dev", "nosuch0"], "no such interface: nosuch0"),
+    (["--netns", "bbnosuchns"], "no network namespace"),
+])
+def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: list[str],
+                                                 words: str) -> None:
+    before = _state(bed)
+    r = bb("run", "--net", "background", *extra, "--", "true")
+    assert r.returncode == 125
+    assert len(r.err.strip().splitlines()) == 1 and words in r.err, r.err
+    assert _state(bed) == before
+
+
+def test_a_root_qdisc_of_someone_else_is_not_replaced(bed: testbed.Testbed) -> None:
+    with system.Transaction("net-test-other") as tx:
+        tx.apply(system.Qdisc(bed.client_ns, bed.client_dev, "root", "5", "pfifo", []))
+        before = _state(bed)
+        r = bb(*_args(bed), "true")
+        assert r.returncode == 125 and "already has a root qdisc" in r.err, r.err
+        assert _state(bed) == before
