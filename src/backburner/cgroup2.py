@@ -95,8 +95,9 @@ def refuse_for_job(policy: Policy, command: str, under_systemd: bool = False) ->
     systemd's, so it would be written behind systemd's back."""
     only = [k for k in policy.group_controls if k in BENCH_ONLY]
     if only:
+        verb = "applies" if len(only) == 1 else "apply"
         raise UsageError(f"{command}: {' and '.join(only)} of policy {policy.spec()} "
-                         "apply only in bench (the probe's group, the device under test)",
+                         f"{verb} only in bench (the probe's group, the device under test)",
                          "compare them with backburner bench --policy")
     if under_systemd and policy.group_io is not None:
         raise UnavailableError(

@@ -93,6 +93,6 @@ def test_group_io_is_a_rule_key_and_bench_only_knobs_are_refused() -> None:
     for text in ('policy = "latency-target"', 'policy = "iocost"'):
         errs = parse_file(f'[[rule]]\nname = "a"\nmatch = {{ comm = "x" }}\n{text}\n',
                           "b.toml").errors
-        assert errs and "apply only in bench" in errs[0].message, errs
+        assert errs and "applies only in bench" in errs[0].message, errs
     bad = parse_file('[[rule]]\nname = "a"\nmatch = { comm = "x" }\ngroup_io = "rt"\n', "b.toml")
     assert bad.errors and "unknown group IO class" in bad.errors[0].message

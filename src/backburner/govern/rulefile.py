@@ -242,7 +242,8 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
         return None
     policy = policy.with_overrides(**kw)
     if only := [k for k in policy.group_controls if k in ("io-latency", "io-cost")]:
-        error("policy", f"{label}: {' and '.join(only)} apply only in bench (the probe's "
+        verb = "applies" if len(only) == 1 else "apply"
+        error("policy", f"{label}: {' and '.join(only)} {verb} only in bench (the probe's "
               "group, the device under test), not to governed work")
         return None
     if policy.io is not None and policy.io.klass == "rt":
