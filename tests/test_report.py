@@ -200,6 +200,21 @@ def test_not_cold_warning_from_the_warm_warm_up(tmp_path: Path) -> None:
     assert "runs without dropping caches (cold=0)" in html.read_text()
 
 
+def test_a_loaded_cell_is_held_against_the_unloaded_warm_start(tmp_path: Path) -> None:
+    """Under a load that evicts the probe's pages, a warm start reads more than a cold one
+    does unloaded (LibreOffice under flatpak: 790,000 blocks warm, 372,000 cold): the
+    loaded cell's own warm-up says nothing about whether caches were dropped."""
+    path = str(tmp_path / "loaded.db")
+    _warmup_db(path, cold_median=0.30, warm_time=0.29, cold_blocks=48000, warm_blocks=0)
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE trials SET in_blocks = 90000 WHERE round = 0 AND cell_id IN "
+                   "(SELECT id FROM cells WHERE load != 'none')")
+    for row in report.summary_rows(report.load(path)):
+        assert "not-cold" not in [w.code for w in row.warnings], row.warnings
+
+
 def test_a_cold_warm_up_is_no_warm_reference(tmp_path: Path) -> None:
     """Older databases stored cold warm-ups (cold=1): they are not warm times."""
     path = str(tmp_path / "old.db")

@@ -145,12 +145,18 @@ def median_of(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-def _not_cold_by_blocks(cell: CellData) -> list[stats.Caveat]:
-    """Direct evidence: cold trials that read no more blocks from disk than warm ones."""
+def _not_cold_by_blocks(data: ReportData, cell: CellData) -> list[stats.Caveat]:
+    """Direct evidence: cold trials that read no more blocks from disk than warm ones.
+
+    A loaded cell is held against its scheduler's unloaded warm start: whether the cache
+    was dropped does not depend on the load, but a warm start under load does (a package
+    manager's writes evict the probe's pages, and the warm start under flatpak read twice
+    what a cold one did unloaded)."""
     cold = cell.blocks([t for t in cell.mode_trials("cold") if t["status"] == "ok"])
     if not cold:
         return []
-    warm = cell.blocks(cell.warm_reference())
+    ref = cell if cell.unloaded else (data.baseline_of(cell) or cell)
+    warm = ref.blocks(ref.warm_reference())
     cold_blocks = float(np.median(cold))
     warm_blocks = float(np.median(warm)) if warm else 0.0
     if cold_blocks > warm_blocks:
@@ -171,7 +177,7 @@ def _caveats(data: ReportData, cell: CellData, samples: list[float], timeouts: i
         found = [stats.Caveat(w.code, {**w.params, "option": "--min-runs"})
                  if w.code == stats.CaveatCode.TOO_FEW_TRIALS else w for w in found]
     if mode == "cold" and not any(w.code == stats.CaveatCode.NOT_COLD for w in found):
-        found += _not_cold_by_blocks(cell)
+        found += _not_cold_by_blocks(data, cell)
     failed, aborted = cell.failed(mode), cell.count("aborted", mode)
     if failed:
         found.append(stats.Caveat(RowCaveat.FAILED, {"count": failed}))
