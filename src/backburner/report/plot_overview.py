@@ -77,7 +77,7 @@ def overview_figure(probe: str, device: str, cells: list[CellData], rows: dict[s
                            gid=f"timeouts:{cell.key}")
             annotate(ax, x, row, samples, limits)
             ticks.append(x)
-            tick_labels.append("idle" if cell.unloaded else cell.cell.policy)
+            tick_labels.append("no load" if cell.unloaded else cell.cell.policy)
             if i < len(members) - 1:
                 x += 0.9
         centres.append((first + x) / 2)
