@@ -215,6 +215,20 @@ def test_a_loaded_cell_is_held_against_the_unloaded_warm_start(tmp_path: Path) -
         assert "not-cold" not in [w.code for w in row.warnings], row.warnings
 
 
+@pytest.mark.parametrize(("cold_blocks", "warm_blocks", "warned"), [
+    (372_000, 693_000, False),  # the warm-up was a first start, building its caches
+    (0, 693_000, True),         # ... and the cold ones read nothing: the drop failed
+    (372_000, 380_000, True),   # the cold ones read what a warm start reads
+])
+def test_a_first_start_s_set_up_is_no_warm_start(tmp_path: Path, cold_blocks: int,
+                                                 warm_blocks: int, warned: bool) -> None:
+    path = str(tmp_path / "first.db")
+    _warmup_db(path, cold_median=8.0, warm_time=7.0, cold_blocks=cold_blocks,
+               warm_blocks=warm_blocks)
+    for row in report.summary_rows(report.load(path)):
+        assert ("not-cold" in [w.code for w in row.warnings]) == warned, row.warnings
+
+
 def test_a_cold_warm_up_is_no_warm_reference(tmp_path: Path) -> None:
     """Older databases stored cold warm-ups (cold=1): they are not warm times."""
     path = str(tmp_path / "old.db")
