@@ -55,7 +55,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .comparisons import RatioCI
-from .estimates import as_censored, as_samples, bounds, censored_median, check_confidence
+from .estimates import as_censored, as_samples, bounds, check_confidence
 
 #: The Beta(a, a) mixing distribution of the beta-binomial martingale: Jeffreys' prior.
 MIXTURE_A = 0.5
@@ -118,6 +118,11 @@ def _kept_range(log_m: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.nda
     return first, last
 
 
+def _sorted_median(v: np.ndarray) -> float:
+    mid = v.size // 2
+    return float(v[mid]) if v.size % 2 else float((v[mid - 1] + v[mid]) / 2.0)
+
+
 def ratio_cs(a: ArrayLike, b: ArrayLike, *, confidence: float = 0.95,
              a_censored: ArrayLike = (), b_censored: ArrayLike = ()) -> RatioCI:
     """median(a) / median(b) (positive times) with the interval of the two medians' joint
@@ -135,8 +140,7 @@ def ratio_cs(a: ArrayLike, b: ArrayLike, *, confidence: float = 0.95,
     check_confidence(confidence)
     lo_a_vals, hi_a_vals = (np.sort(v) for v in bounds(as_samples(a), as_censored(a_censored)))
     lo_b_vals, hi_b_vals = (np.sort(v) for v in bounds(as_samples(b), as_censored(b_censored)))
-    med_a = censored_median(a, a_censored)[0]
-    med_b = censored_median(b, b_censored)[0]
+    med_a, med_b = _sorted_median(lo_a_vals), _sorted_median(lo_b_vals)
     if med_b <= 0.0:
         raise ValueError("median of b is not positive, so the ratio of medians is undefined")
     n_a, n_b = lo_a_vals.size, lo_b_vals.size
