@@ -7,22 +7,30 @@ docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from backburner import stats as bs
+from backburner.bench import config
 from backburner.stats.simulation import simulate, wrong_call
 
 RULE = bs.Rule(min_runs=6, max_runs=60, tolerance=0.10, confidence=0.95)
+#: every rule `bench` ships: its defaults (±10%, 6 to 100 trials), and the quick preset's
+SHIPPED = {"defaults": bs.Rule(config.DEFAULT_MIN_RUNS, config.DEFAULT_MAX_RUNS),
+           "quick": config.preset("quick").stopping_rule()}
 
 
 @pytest.mark.parametrize("ratio", [1.0, 1.05, 1.1, 1.3, 3.0])
-def test_the_stopping_rule_keeps_coverage_and_call_errors(ratio: float) -> None:
-    out = simulate(RULE, ratio, sigma=0.1, studies=200, seed=int(ratio * 100))
+@pytest.mark.parametrize("shipped", sorted(SHIPPED))
+def test_the_stopping_rule_keeps_coverage_and_call_errors(shipped: str, ratio: float) -> None:
+    rule = SHIPPED[shipped]
+    out = simulate(rule, ratio, sigma=0.1, studies=200, seed=int(ratio * 100))
     assert out.coverage >= 0.95
     assert out.wrong_rate <= 0.05
-    if ratio >= 1.3:  # a clear difference is decided, mostly well before the budget
-        assert out.calls.get("slower", 0) >= 0.9 * out.studies
-        assert out.trials < RULE.max_runs / 2
+    if math.log(ratio / (1 + rule.tolerance)) > 0.15:  # clearly beyond the band: decided,
+        assert out.calls.get("slower", 0) >= 0.9 * out.studies  # mostly well before the
+        assert out.trials < rule.max_runs / 2                     # budget
 
 
 def test_stopping_on_a_peeked_bootstrap_breaks_both_promises() -> None:

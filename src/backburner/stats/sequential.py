@@ -50,7 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .comparisons import RatioCI
-from .estimates import as_censored, as_samples, bounds, censored_median, check_confidence
+from .estimates import as_censored, as_samples, bounds, check_confidence
 
 #: The Beta(a, a) mixing distribution of the beta-binomial martingale: Jeffreys' prior.
 MIXTURE_A = 0.5
@@ -103,8 +103,8 @@ def ratio_cs(a: ArrayLike, b: ArrayLike, *, confidence: float = 0.95,
     each = 1.0 - (1.0 - confidence) / 2.0
     lo_a, hi_a = median_cs(a, each, censored=a_censored)
     lo_b, hi_b = median_cs(b, each, censored=b_censored)
-    med_a = censored_median(a, a_censored)[0]
-    med_b = censored_median(b, b_censored)[0]
+    med_a = float(np.median(bounds(as_samples(a), as_censored(a_censored))[0]))
+    med_b = float(np.median(bounds(as_samples(b), as_censored(b_censored))[0]))
     if med_b <= 0.0:
         raise ValueError("median of b is not positive, so the ratio of medians is undefined")
     lo = 0.0 if lo_a <= 0.0 or math.isinf(hi_b) else lo_a / hi_b
