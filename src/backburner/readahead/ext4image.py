@@ -383,7 +383,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             log.debug("differences: %s", problems)
             raise SystemStateError(f"the new image differs from {opts.src}: {problems[0]}{more}")
-        result.after = check_dir(ro, pack, base, label=opts.image)
+        result.after = check_dir(ro, pack, base, label=opts.image, image=image)
     try:
         result.before = check_dir(src, pack, base, label=opts.src)
     except BackburnerError as err:
