@@ -252,7 +252,6 @@ def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
         for other in hot[item.hot][1:]:
             os.unlink(os.path.join(mnt, other))
             os.link(target, os.path.join(mnt, other))
-    os.rmdir(os.path.join(mnt, staging))
 
 
 def _replace_with_link(existing: bytes, new: bytes) -> None:
@@ -372,6 +371,9 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
         _place_hot(src, mnt, scan, hp, hot, staging)
         nodes = _copy_rest(src, mnt, scan, hp, hot)
+        # only now: the staging directory grew block by block among the hot data, and
+        # cold directories made while those blocks were free would have taken them
+        os.rmdir(os.path.join(mnt, staging))
         os.sync()
     _fsck(image)
     result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes)
