@@ -25,7 +25,9 @@ For each profile, image and workload, after dropping the page cache:
   (b)/(d) ``backburner readahead replay --wait PACK``, then the start (both timed), and
           the start with ``backburner readahead replay PACK`` (background) launched with it,
 and the lower bound: the pack's bytes in one sequential pass at the profile's transfer
-rate where the layout puts them, plus one full-stroke seek. Ratios: (a)/replay is against
+rate where the layout puts them, plus one full-stroke seek. Each cold start's seeks as the
+slowdisk counts them are printed beside `layout check`'s prediction for that start (the
+pack recorded on that image, metadata included). Ratios: (a)/replay is against
 the better of (b) and (b'), (a)/both against the better of (d) and (d').
 
 On an SSD-like device (a plain loop device, rotational 0): the cold start alone vs with a
@@ -41,6 +43,7 @@ measurements are retaken). Prints every figure with the command that produced it
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shlex
@@ -228,6 +231,11 @@ class Bed:
 
     device: str
     mnt: str
+    stats: str | None = None  # a slowdisk's stats.json: its own counters
+
+    def seeks(self) -> int:
+        assert self.stats is not None
+        return int(json.loads(Path(self.stats).read_text())["seeks"])
 
     @contextmanager
     def fresh(self) -> Iterator[None]:
@@ -240,6 +248,23 @@ class Bed:
 def cold(w: Workload, bed: Bed) -> float:
     with bed.fresh():
         return run(w)
+
+
+def cold_counted(w: Workload, bed: Bed, seeks: list[int]) -> float:
+    """One clean cold start; the slowdisk's seeks during it appended to `seeks` (those of
+    the measurement kept, when `clean` retakes one)."""
+    last: list[int] = []
+
+    def measure() -> float:
+        with bed.fresh():
+            before = bed.seeks()
+            t = run(w)
+            last[:] = [bed.seeks() - before]
+            return t
+
+    t = clean(measure)()
+    seeks += last
+    return t
 
 
 def replay_then(w: Workload, pack: str, bed: Bed) -> tuple[float, float]:
@@ -291,7 +316,7 @@ def fast_bed(tx: system.Transaction, image: str, mnt: str, scheduler: str = "non
 
 def slow_bed(tx: system.Transaction, image: str, mnt: str, profile: str) -> Bed:
     disk = slowdisk.attach(slowdisk.CreateOptions(profile, image, read_only=True), tx)
-    return Bed(disk.device, mnt)
+    return Bed(disk.device, mnt, disk.stats_path)
 
 
 def record_pack(w: Workload, out: str, bed: Bed) -> Pack:
@@ -373,7 +398,8 @@ def cold_recorded(w: Workload, out: str, bed: Bed) -> float:
 
 
 def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work: str,
-              packs: dict[str, Pack], paths: dict[str, str], n: int) -> None:
+              packs: dict[str, Pack], paths: dict[str, str], n: int,
+              predicted: dict[str, int]) -> None:
     p = get_profile(profile)
     size = os.path.getsize(images["ordinary"])
     rate = Disk(p, size).rate_at(0)  # where build-ext4 puts the hot files
@@ -384,13 +410,16 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
     out.add("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     got: dict[str, dict[str, float]] = {}
     spread: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
+    counted: dict[str, list[int]] = {}
     for kind in ("ordinary", "layout"):
         with system.Transaction("bench-readahead") as tx:
             bed = slow_bed(tx, images[kind], mnt, profile)
             for w in workloads(mnt, work):
                 g = got.setdefault(w.name, {})
                 pack = paths[f"{kind}-{w.name}"]
-                g[f"{kind}-cold"] = median(trials(n, clean(lambda w=w, bed=bed: cold(w, bed))))
+                seen = counted.setdefault(f"{kind}-{w.name}", [])
+                g[f"{kind}-cold"] = median(trials(n, lambda w=w, bed=bed, seen=seen:
+                                                  cold_counted(w, bed, seen)))
                 pairs = [replay_then(w, pack, bed) for _ in range(n)]
                 g[f"{kind}-replay"] = median([a for a, _ in pairs])
                 g[f"{kind}-then"] = median([b for _, b in pairs])
@@ -414,6 +443,9 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
                 f"{fmt_factor(g['ordinary-cold'] / min(d_total, g['layout-with']))}× | "
                 f"{fmt_factor(g['layout-cold'] / bound)}× | "
                 f"{fmt_factor(min(d_total, g['layout-with']) / bound)}× |")
+    for key, seen in counted.items():
+        out.add(f"- {key} cold start: {profile} slowdisk counted {_ints(seen)} seeks; "
+                f"`layout check` predicted {predicted.get(key, '?')} (metadata included)")
     if n > 1:  # every trial of the replay cells, so the medians' spread shows
         for name, kinds in spread.items():
             bound = packs[f"ordinary-{name}"].bytes / rate + p.full_stroke_s
@@ -421,6 +453,10 @@ def slow_part(out: Figures, profile: str, images: dict[str, str], mnt: str, work
             out.add(f"- {name}, every trial: (b) {_all(kinds['ordinary'][0])}, (b') "
                     f"{_all(kinds['ordinary'][1])}, (d) {_all(then)}, (d') {_all(withs)}; "
                     f"the slowest (d') is {fmt_factor(max(withs) / bound)}× the bound")
+
+
+def _ints(xs: list[int]) -> str:
+    return " / ".join(str(x) for x in xs)
 
 
 def _all(xs: list[float]) -> str:
@@ -460,6 +496,7 @@ class Built:
     paths: dict[str, str]
     size: int
     mnt: str
+    predicted: dict[str, int] = field(default_factory=dict)  # cold-start seeks, per pack
 
 
 def build(work: str, out: Figures) -> Built:
@@ -508,7 +545,13 @@ def build(work: str, out: Figures) -> Built:
     for c in (built.before, built.after):
         if c is not None:
             out.add(f"  - `layout check`: {layout.describe_check(c)}")
-    return Built(images, packs, paths, size, mnt)
+    predicted = {}
+    for key in packs:  # each start's pack on the image it was recorded on
+        c = layout.check(images[key.split("-")[0]], packs[key], mnt)
+        out.add(f"  - `layout check --pack {key}.pack {key.split('-')[0]}.img`: "
+                f"{layout.describe_check(c)}")
+        predicted[key] = c.meta.seeks if c.meta else c.seeks_cold
+    return Built(images, packs, paths, size, mnt, predicted)
 
 
 def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
@@ -524,7 +567,7 @@ def _main(args: argparse.Namespace, work: str, t_start: float) -> int:
             "`backburner readahead replay --wait PACK`, then the start; (b')/(d'): the start "
             "with `backburner readahead replay PACK` (background) launched with it")
     for profile in [p for p in args.profiles.split(",") if p]:
-        slow_part(out, profile, images, mnt, work, packs, paths, args.trials)
+        slow_part(out, profile, images, mnt, work, packs, paths, args.trials, b.predicted)
     if args.ssd_trials > 0:
         ssd_part(out, images, mnt, work, paths, args.ssd_trials, args.ssd_scheduler)
     out.add(f"\nmeasurements taken again because another program dropped the page cache "

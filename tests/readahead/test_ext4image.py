@@ -54,7 +54,10 @@ def test_build_ext4_round_trip(tmp_path: Path, state_dir: Path) -> None:
     assert res.returncode == 0, res.err
     assert "verified equal to" in res.out and "7 hot files" in res.out
     after = res.out.splitlines()[-1]
-    assert "contiguous 100%, in access order 100%; seeks: cold start 1, with replay 1" in after
+    # the root's directory block, the hot inodes' one inode-table read, back to the region
+    assert ("contiguous 100%, in access order 100%; seeks: cold start 1 (3 with the metadata "
+            "it reads: 3 inode-table blocks in 1 read, 4 directory blocks), with replay 1"
+            ) in after
     assert os.path.getsize(img) == 96 << 20
     fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
@@ -98,20 +101,45 @@ def _debugfs_blocks(image: Path, rel: str) -> list[int]:
     return sorted(int(b) for b in out.split())
 
 
+def _blocks(mnt: Path, image: Path, rel: str) -> tuple[int, int]:
+    """Where a hot file's data or a directory's blocks are: (first byte, end), one run."""
+    if (mnt / rel).is_dir():
+        blocks = _debugfs_blocks(image, rel)
+        assert blocks == list(range(blocks[0], blocks[0] + len(blocks))), (rel, blocks)
+        return blocks[0] * K, (blocks[-1] + 1) * K
+    runs = physical_runs(mnt / rel)
+    assert len(runs) == 1, (rel, runs)
+    return runs[0].physical, runs[0].physical + runs[0].length
+
+
 def _check_hot_first(mnt: Path, image: Path) -> None:
-    """Independently of `layout check`: each hot file's data is one run, each starting
-    where the previous one ended (to the block), and every other file comes after; the
-    directories (which a start reads to find the files) come just before it."""
-    runs = [physical_runs(mnt / rel) for rel in HOT]
-    assert all(len(r) == 1 for r in runs), runs
-    dirs = [os.path.relpath(d, mnt) for d, _, _ in os.walk(mnt)]
-    assert len(dirs) > 5
-    assert max(_debugfs_blocks(image, d)[-1] for d in dirs) * K < runs[0][0].physical
-    for prev, nxt in zip(runs, runs[1:], strict=False):
-        assert nxt[0].physical == -(-(prev[0].physical + prev[0].length) // K) * K
-    hot_end = runs[-1][0].physical + runs[-1][0].length
-    cold = [r.physical for rel in COLD for r in physical_runs(mnt / rel)]
+    """Independently of `layout check`: the hot region holds, in first-use order, each hot
+    directory's blocks right before the data of the first hot file in it and each hot
+    file's data in one run, each item starting where the previous one ended (to the
+    block); every cold file and cold directory comes after it; the hot directories, their
+    entries and the hot files have the lowest inode numbers, densely (in the first
+    inode-table blocks)."""
+    order = ["lib", "lib/zz last.py", "lib/a#first.py", "data", "data/back\\slash",
+             "data/new\nline", "b", "b/x.bin", "#lead", "lib/mid dle.py"]
+    assert [r for r in order if "/" in r or r in HOT] == [r for r in order if r in HOT]
+    places = [_blocks(mnt, image, rel) for rel in order]
+    for (_, prev_end), (start, _) in zip(places, places[1:], strict=False):
+        assert start == -(-prev_end // K) * K, places
+    hot_end = places[-1][1]
+    cold_dirs = ["a", "zz", "empty dir"]
+    cold = [r.physical for rel in COLD + ["sparse"] for r in physical_runs(mnt / rel)]
+    cold += [b * K for d in cold_dirs for b in _debugfs_blocks(image, d)]
     assert min(cold) >= hot_end
+    hot_dirs = [mnt, mnt / "lib", mnt / "data", mnt / "b"]
+    hot_inodes = {os.lstat(d).st_ino for d in hot_dirs[1:]}
+    hot_inodes |= {os.lstat(d / n).st_ino for d in hot_dirs for n in os.listdir(d)
+                   if n != "lost+found"}
+    # pass 1 numbers them from the first free one (11: lost+found); a placeholder that
+    # a hot file or directory replaced leaves its number free for a cold one
+    assert max(hot_inodes) <= 11 + 2 * len(hot_inodes)
+    cold_inodes = {os.lstat(os.path.join(d, n)).st_ino for c in cold_dirs
+                   for d, ds, fs in os.walk(mnt / c) for n in ds + fs} - hot_inodes
+    assert len([i for i in cold_inodes if i < max(hot_inodes)]) <= len(HOT) + 3
 
 
 @pytest.mark.root

@@ -4,6 +4,7 @@ mksquashfs and xorriso images (where each file's bytes landed, found in the imag
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import bb
 
-from backburner.readahead import layout, packfile
+from backburner import system
+from backburner.readahead import ext4image, layout, packfile
 from backburner.readahead.pack import Entry, FileState, Pack
 
 K = 4096
@@ -155,4 +157,65 @@ def test_check_compares_before_and_after(tmp_path: Path, state_dir: Path) -> Non
     before, after = res.out.splitlines()
     assert before.startswith(f"{src}: 7 files (0 missing)")
     assert after.startswith(f"{img}: 7 files (0 missing)")
-    assert "seeks: cold start 1, with replay 1" in after
+    assert "seeks: cold start 1 (3 with the metadata it reads: " in after
+    assert "), with replay 1;" in after and "with the metadata" not in before  # a directory
+
+
+# --- the check's prediction against a seeking drive ----------------------------------------
+
+
+def _scattered_tree(src: Path) -> list[str]:
+    """Eight directories of small files with a 1 MiB cold file in each (an ordinary image
+    spreads the hot files over 12 MiB); 24 hot files from all of them, in a shuffled
+    order. Returns the hot files, in that order."""
+    rng = random.Random(5)
+    for d in range(8):
+        (src / f"d{d}").mkdir(parents=True)
+        for i in range(40):
+            (src / f"d{d}" / f"f{i:02d}").write_bytes(rng.randbytes(rng.randint(2, 6) * K))
+        (src / f"d{d}" / "m-bulk").write_bytes(rng.randbytes(1 << 20))
+    hot = [f"d{d}/f{i:02d}" for d in range(8) for i in rng.sample(range(40), 3)]
+    rng.shuffle(hot)
+    return hot
+
+
+def _slowdisk_seeks(image: Path, mnt: Path, rels: list[str]) -> int:
+    """The dvd slowdisk's own seek count for a cold start reading `rels` in order, on a
+    fresh read-only mount (a mount's first metadata reads are the start's)."""
+    from backburner.slowdisk import device as slowdisk
+
+    with system.Transaction("test-check-seeks") as tx:
+        disk = slowdisk.attach(slowdisk.CreateOptions("dvd", str(image), read_only=True), tx)
+        tx.apply(system.Mount(disk.device, str(mnt), "ext4", "ro"))
+        system.drop_caches()
+        before = json.loads(Path(disk.stats_path).read_text())["seeks"]
+        for rel in rels:
+            (mnt / rel).read_bytes()
+        return json.loads(Path(disk.stats_path).read_text())["seeks"] - before
+
+
+@pytest.mark.root
+def test_check_predicts_the_seeks_a_slowdisk_counts(tmp_path: Path, state_dir: Path) -> None:
+    """`layout check`'s cold-start seeks, metadata included, against slowdisk's own count
+    for the same start: on an ordinary image (scattered) and on the layout image of the
+    same tree; the data alone would predict far fewer on the layout image's start."""
+    src = tmp_path / "src"
+    hot = _scattered_tree(src)
+    pack = pack_of(src, hot)
+    ordinary, built = tmp_path / "ordinary.img", tmp_path / "layout.img"
+    subprocess.run(["truncate", "-s", "48M", str(ordinary)], check=True)
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-E", "nodiscard",
+                    "-d", str(src), str(ordinary)], check=True, capture_output=True)
+    ext4image.build_ext4(pack, ext4image.BuildOptions(str(src), str(built), 48 << 20,
+                                                      root=str(src)))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    got = {}
+    for img in (ordinary, built):
+        c = layout.check(str(img), pack, str(src))
+        assert c.meta is not None and c.files == 24
+        got[img.name] = (c.seeks_cold, c.meta.seeks, _slowdisk_seeks(img, mnt, hot))
+    for _data_only, predicted, counted in got.values():
+        assert abs(predicted - counted) <= max(2, predicted // 5), got
+    assert got["layout.img"][1] * 3 < got["ordinary.img"][1], got
+    assert got["layout.img"][0] < got["layout.img"][1], got

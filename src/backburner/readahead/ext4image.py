@@ -1,19 +1,31 @@
-"""`layout build-ext4`: a verified ext4 image of a tree with a pack's files first, in access
-order, contiguous, right after the directories.
+"""`layout build-ext4`: a verified ext4 image of a tree whose first blocks hold what a
+pack's start reads: the hot files' inodes, their directories and their data, in the
+order the start needs them.
 
 The two-pass method. Pass 1: ``mke2fs -T default -d HOT`` makes a filesystem just big
-enough for the hot files (``-T default`` keeps a small first pass off the
+enough for the hot region (``-T default`` keeps a small first pass off the
 small-filesystem profile; the inode count is that of the final size, and the journal is
-added only after growing, so it does not land between the hot files). HOT holds the
-tree's skeleton (every directory; every file an empty placeholder) and the hot files
-themselves under numbered names in one staging directory: mke2fs -d adds a directory's
-entries in sorted order, so the directories come first, right after the inode tables,
-and the staging directory last (`STAGING_PREFIX`), its data in access order, one run.
-``resize2fs`` grows it to the full size. Pass 2 mounts it (loop device and mount
-through `system`, in a transaction), renames each hot file into place (a rename moves
-no data), and copies the rest in with owners, modes, times, xattrs, symlinks, device
-nodes and hard links. Then ``e2fsck -fn`` must find
-it clean and a read-only mount must compare equal to the source, byte for byte.
+added only after growing, so it does not land between the hot files). HOT holds only
+what the start touches (`hotplan`): the root's entries as empty placeholders and one
+staging directory (`STAGING_PREFIX`) of numbered entries in first-use order, each a hot
+directory (every ancestor of a hot file, with all its entries as placeholders, so its
+blocks are final and the inodes a listing looks at are beside the hot ones) or a hot
+file with its data. mke2fs -d fills a directory in the order of its names, so inodes and
+blocks are allocated in that order: the hot inodes densely in the first inode-table
+blocks, each directory's blocks right before the data of the first file the start opens
+in it. ``resize2fs`` grows it to the full size. Pass 2 mounts it (loop device and mount
+through `system`, in a transaction), renames each staged directory and file over its
+placeholder (a rename moves no data, and a name of the same length takes the freed slot:
+no directory grows), and copies the rest in, after the hot region, with owners, modes,
+times, xattrs, symlinks, device nodes and hard links. Then ``e2fsck -fn`` must find it
+clean and a read-only mount must compare equal to the source, byte for byte.
+
+The hot region is at the start of the image, not at its end (a DVD's fast outer edge):
+the inode tables are at the start (mke2fs packs them there, and both mke2fs and the
+kernel hand out the lowest free inode numbers), so hot data at the end would make every
+inode-table read a seek across the whole image (the calibrated ``dvd`` model: Python's
+start 1.89 s with the region at the start, 2.50 s at the end of a 400 MiB image, 3.84 s
+at the end of a full disc; docs/readahead.md).
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from ..errors import (
     UsageError,
 )
 from ..units import MiB
-from . import tree
+from . import hotplan, tree
 from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative_paths
 from .pack import Pack
 
@@ -46,11 +58,10 @@ BLOCK = 4096
 GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
 INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
 MAX_INODES_PER_GROUP = 8 * BLOCK
-#: The staging directory of the hot files in pass 1. mke2fs -d fills a directory in the
-#: order of its names (byte order, under LC_ALL=C), so this one, whose first byte sorts
-#: after any name's, comes last: the skeleton's directories are written first, right after
-#: the inode tables, and the hot data follows them. A replay then reads the metadata and
-#: the files in one forward pass, not past the hot data to the directories and back.
+#: The staging directory of pass 1. mke2fs -d fills a directory in the order of its names
+#: (byte order, under LC_ALL=C), so this one, whose first byte sorts after any name's,
+#: comes after the root's placeholders (which take inodes, no blocks) and its numbered
+#: entries fill the hot region in rank order.
 STAGING_PREFIX = b"\xff.backburner-hot-"
 
 
@@ -125,58 +136,58 @@ def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
     return list(by_inode.values()), base, missing
 
 
-def _stage(hot: list[list[bytes]], scan: _Scan, src: bytes, stage_root: bytes,
-           staging: bytes) -> int:
-    """HOT, what pass 1 is made from: the hot files under numbered names in `staging`, in
-    access order (their data lands first, in that order), and the whole tree's skeleton:
-    every directory, every other node (symlinks, devices, FIFOs) as it is, and every
-    regular file as an empty placeholder, hard links kept. So every directory is complete
-    (and compact) in pass 1, next to the hot data: pass 2 only fills placeholders and
-    renames hot files over theirs, which rewrites a directory entry in place instead of
-    growing the directory somewhere far away. Returns the hot bytes."""
-    os.mkdir(os.path.join(stage_root, staging), 0o700)
-    hot_names = {name for names in hot for name in names}
-    placeholders: dict[tuple[int, int], bytes] = {}
+def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
+    out: dict[bytes, list[tree.Node]] = {}
     for node in scan.nodes:
-        if not node.rel:
-            continue
-        s, d = tree.join(src, node.rel), os.path.join(stage_root, node.rel)
-        if node.kind == "dir":
-            os.mkdir(d, 0o700)
-        elif node.kind == "file":
-            key = (node.st.st_dev, node.st.st_ino)
-            if key in placeholders and node.rel not in hot_names:
-                os.link(placeholders[key], d)  # a cold hard link: one inode in pass 1 too
-                continue
+        if node.rel:
+            out.setdefault(os.path.dirname(node.rel), []).append(node)
+    return out
+
+
+def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
+    """A hot directory's entries as pass 1 holds them: every file and every subdirectory
+    an empty file (pass 2 fills it, renames a hot file or directory over it, or makes the
+    cold directory in its place: a name of the same length takes the same slot, so the
+    directory never grows), other nodes (symlinks, devices, FIFOs) as they are."""
+    for node in children:
+        d = os.path.join(into, os.path.basename(node.rel))
+        if node.kind in ("dir", "file"):
             os.close(os.open(d, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-            placeholders.setdefault(key, d)
         else:
-            tree.make_node(s, d, node.st)
-        tree.copy_meta(s, d, node.st)
-    for node in reversed(scan.nodes):
-        if node.kind == "dir" and node.rel:
-            tree.copy_meta(tree.join(src, node.rel), os.path.join(stage_root, node.rel), node.st)
+            tree.make_node(tree.join(src, node.rel), d, node.st)
+
+
+def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
+           staging: bytes) -> int:
+    """HOT, what pass 1 is made from: the root's entries as placeholders and, in the
+    staging directory, the plan's items under their rank names: each hot directory with
+    its entries as placeholders, each hot file with its data (see `hotplan`). Returns the
+    hot bytes."""
+    children = _children(scan)
+    _placeholders(src, children.get(b"", []), stage_root)
+    os.mkdir(os.path.join(stage_root, staging), 0o700)
     nodes = scan.files
     total = 0
-    width = _width(hot)
-    for rank, names in enumerate(hot):
-        node = nodes[names[0]]
-        dst = os.path.join(stage_root, staging, b"%0*d" % (width, rank))
-        tree.copy_data(os.path.join(src, names[0]), dst)
-        tree.copy_meta(os.path.join(src, names[0]), dst, node.st)
+    for rank, item in enumerate(plan.items):
+        dst = os.path.join(stage_root, staging, plan.name(rank))
+        if item.is_dir:
+            os.mkdir(dst, 0o700)
+            _placeholders(src, children.get(item.rel, []), dst)
+            continue
+        node = nodes[item.rel]
+        tree.copy_data(os.path.join(src, item.rel), dst)
         total += node.st.st_size
     return total
 
 
-def _width(hot: list[list[bytes]]) -> int:
-    return max(8, len(str(len(hot))))
-
-
-def _first_pass_size(hot_bytes: int, hot_count: int, scan: _Scan) -> int:
-    """Hot data, the skeleton's directory blocks and inode tables' worth of room."""
-    entries = sum(8 + len(os.path.basename(n.rel)) + 4 for n in scan.nodes)
-    dirs = sum(1 for n in scan.nodes if n.kind == "dir")
-    blocks = hot_bytes / BLOCK * 1.05 + hot_count + entries / BLOCK * 1.5 + dirs + 64
+def _first_pass_size(plan: hotplan.Plan, hot_bytes: int, scan: _Scan) -> int:
+    """Hot data, the hot directories' blocks and the inode tables' worth of room."""
+    children = _children(scan)
+    entries = sum(8 + len(os.path.basename(n.rel)) + 4
+                  for d in plan.dirs for n in children.get(d, []))
+    entries += len(plan.items) * (8 + plan.width() + 4)
+    blocks = (hot_bytes / BLOCK * 1.05 + len(plan.items) + entries / BLOCK * 1.5
+              + len(plan.dirs) + 64)
     size = int(blocks * BLOCK) + 16 * MiB
     return -(-size // MiB) * MiB
 
@@ -221,48 +232,65 @@ def _grow(image: str, final: int) -> None:
     _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
 
 
-def _place_hot(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]],
-               staging: bytes) -> None:
-    """Rename each staged hot file over its first name's placeholder (the data stays where
-    pass 1 put it), give it the source's metadata again (mke2fs -d keeps whole seconds
-    only), and link its other hot names over theirs."""
+def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
+               hot: list[list[bytes]], staging: bytes) -> None:
+    """In rank order (a directory before anything in it): rename each staged hot directory
+    over its placeholder, and each staged hot file over its first name's placeholder (no
+    data moves), give the file the source's metadata (mke2fs -d keeps whole seconds only)
+    and link its other hot names over theirs."""
     files = scan.files
-    width = _width(hot)
-    for rank, names in enumerate(hot):
-        staged = os.path.join(mnt, staging, b"%0*d" % (width, rank))
-        first = os.path.join(mnt, names[0])
-        os.rename(staged, first)
-        tree.copy_meta(os.path.join(src, names[0]), first, files[names[0]].st)
-        for other in names[1:]:
+    for rank, item in enumerate(plan.items):
+        staged = os.path.join(mnt, staging, plan.name(rank))
+        target = os.path.join(mnt, item.rel)
+        if item.is_dir:
+            os.unlink(target)
+            os.rename(staged, target)
+            continue
+        os.rename(staged, target)
+        tree.copy_meta(os.path.join(src, item.rel), target, files[item.rel].st)
+        assert item.hot is not None
+        for other in hot[item.hot][1:]:
             os.unlink(os.path.join(mnt, other))
-            os.link(first, os.path.join(mnt, other))
-    os.rmdir(os.path.join(mnt, staging))
+            os.link(target, os.path.join(mnt, other))
 
 
-def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, hot: list[list[bytes]]) -> dict[str, int]:
-    """Fill the placeholders of everything that is not hot (once per inode: hard links
-    share it since pass 1), hot files' cold names linked to them, metadata on every
-    node; directories' metadata last, deepest first (a rename changes their mtime)."""
+def _replace_with_link(existing: bytes, new: bytes) -> None:
+    if os.path.lexists(new):
+        os.unlink(new)
+    os.link(existing, new)
+
+
+def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
+               hot: list[list[bytes]]) -> dict[str, int]:
+    """Everything that is not hot, in the tree's order (a directory before its contents):
+    a cold directory made (over its placeholder, if it is in a hot directory), a cold file
+    filled (its placeholder, or a new file) once per inode, its other names and the hot
+    files' cold names linked; metadata on every node, directories' last, deepest first
+    (a rename or a new entry changes their mtime)."""
     hot_names = {name for names in hot for name in names}
-    hot_first: dict[tuple[int, int], bytes] = {}
+    first: dict[tuple[int, int], bytes] = {}
     for names in hot:
         st = scan.files[names[0]].st
-        hot_first[(st.st_dev, st.st_ino)] = names[0]
-    filled: set[tuple[int, int]] = set()
+        first[(st.st_dev, st.st_ino)] = os.path.join(mnt, names[0])
     counts: dict[str, int] = {}
     for node in scan.nodes:
         counts[node.kind] = counts.get(node.kind, 0) + 1
-        if node.kind == "dir" or node.rel in hot_names:
+        if node.rel in plan.dirs or node.rel in hot_names:
             continue
         s, d = tree.join(src, node.rel), tree.join(mnt, node.rel)
-        key = (node.st.st_dev, node.st.st_ino)
-        if node.kind == "file" and key in hot_first:  # a cold name of a hot file
-            os.unlink(d)
-            os.link(os.path.join(mnt, hot_first[key]), d)
+        if node.kind == "dir":
+            if os.path.lexists(d):
+                os.unlink(d)
+            os.mkdir(d, 0o700)
             continue
-        if node.kind == "file" and key not in filled:
-            tree.copy_data(s, d, existing=True)
-            filled.add(key)
+        key = (node.st.st_dev, node.st.st_ino)
+        if node.kind == "file" and key in first:
+            _replace_with_link(first[key], d)
+        elif node.kind == "file":
+            tree.copy_data(s, d, existing=os.path.lexists(d))
+            first[key] = d
+        elif not os.path.lexists(d):
+            tree.make_node(s, d, node.st)
         tree.copy_meta(s, d, node.st)
     for node in reversed(scan.nodes):
         if node.kind == "dir":
@@ -329,8 +357,9 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
         stage_root = os.path.join(work, b"hot")
         os.mkdir(stage_root, 0o700)
-        hot_bytes = _stage(hot, scan, src, stage_root, staging)
-        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hot_bytes, len(hot), scan),
+        hp = hotplan.plan(hot)
+        hot_bytes = _stage(hp, scan, src, stage_root, staging)
+        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hp, hot_bytes, scan),
                                  ipg, final)
         if final < first:
             raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
@@ -340,8 +369,11 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         tx.apply(system.MadeDir(os.fsdecode(mnt)))
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
-        _place_hot(src, mnt, scan, hot, staging)
-        nodes = _copy_rest(src, mnt, scan, hot)
+        _place_hot(src, mnt, scan, hp, hot, staging)
+        nodes = _copy_rest(src, mnt, scan, hp, hot)
+        # only now: the staging directory grew block by block among the hot data, and
+        # cold directories made while those blocks were free would have taken them
+        os.rmdir(os.path.join(mnt, staging))
         os.sync()
     _fsck(image)
     result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes)
@@ -353,7 +385,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             log.debug("differences: %s", problems)
             raise SystemStateError(f"the new image differs from {opts.src}: {problems[0]}{more}")
-        result.after = check_dir(ro, pack, base, label=opts.image)
+        result.after = check_dir(ro, pack, base, label=opts.image, image=image)
     try:
         result.before = check_dir(src, pack, base, label=opts.src)
     except BackburnerError as err:

@@ -14,22 +14,32 @@ check
     placed by FIEMAP; the share of the bytes in one ascending run once sorted (how
     contiguous the files are) and in access order (how well the order matches), and the
     seeks a cold start needs: in access order without help, and in one sweep with replay.
+    For an ext4 image, also the seeks with the metadata a cold start reads besides the
+    data (inode-table and directory blocks, `ext4meta`): what the start will still seek
+    for on the image as built.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import DataError, NotFoundError, SystemStateError, UsageError
-from ..units import fmt_pct, human_size
+from ..errors import BackburnerError, DataError, NotFoundError, SystemStateError, UsageError
+from ..extents import fiemap
+from ..extents.runs import UNMAPPABLE
+from ..units import fmt_pct, human_size, plural
+from . import ext4meta
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import Pack, clip
 from .summary import pieces_of
+
+log = logging.getLogger(__name__)
 
 FORMATS = ("mksquashfs-sort", "xorriso-weights", "list")
 _SQUASHFS_TOP = 32767
@@ -181,11 +191,25 @@ class CheckResult:
     seeks_cold: int  # a cold start, reading in access order
     seeks_sweep: int  # one physical sweep (replay)
     span: int
+    meta: Metadata | None = None  # ext4 only: what a cold start reads besides the data
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """A cold start's reads of ext4 metadata, predicted: for each file in access order,
+    each path component's parent directory (all its blocks, once) and inode (its
+    inode-table block with the kernel's read-ahead window, once), then the file's data."""
+
+    seeks: int  # the cold start's seeks, these reads included
+    itable_blocks: int  # inode-table blocks read
+    dir_blocks: int  # directory blocks read
+    windows: int  # inode-table reads (each a window of blocks)
 
 
 def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
-              label: str | None = None) -> CheckResult:
-    """Place the pack's files found under directory `top` (the image root's stand-in)."""
+              label: str | None = None, image: str | None = None) -> CheckResult:
+    """Place the pack's files found under directory `top` (the image root's stand-in);
+    where `top` is the mount of `image`, an ext4, predict the metadata reads too."""
     base = os.fsencode(top)
     paths = [e.path for e in pack.entries if not e.device]
 
@@ -211,7 +235,67 @@ def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
                        sum(p.length for p in pieces),
                        sum(p.length for p in pieces if p.physical is None),
                        ascending_fraction(sweep), ascending_fraction(cold), seeks(cold),
-                       seeks(sweep), span(pieces))
+                       seeks(sweep), span(pieces),
+                       _metadata(base, pack_root, pack, cold, image))
+
+
+def _geometry(image: str) -> ext4meta.Geometry | None:
+    try:
+        return ext4meta.read(image)
+    except (OSError, ValueError, struct.error) as err:
+        log.debug("no ext4 geometry in %s: %s", image, err)
+        return None
+
+
+def _dir_pieces(path: bytes) -> list[Piece]:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return [Piece(-1, e.physical, e.length, e.physical)
+                for e in fiemap(fd, sync=False) if not e.flags & UNMAPPABLE]
+    finally:
+        os.close(fd)
+
+
+def _metadata(base: bytes, pack_root: bytes, pack: Pack, cold: list[Piece],
+              image: str | None) -> Metadata | None:
+    """The cold start's reads with its metadata (see `Metadata`), for an ext4 image
+    mounted at `base`; None for anything else. The root's inode is taken as cached (a
+    mounted filesystem's is), its directory blocks not."""
+    geo = _geometry(image) if image else None
+    if geo is None:
+        return None
+    by_file: dict[int, list[Piece]] = {}
+    for p in cold:
+        by_file.setdefault(p.file, []).append(p)
+    listed: set[bytes] = set()
+    cached: set[int] = set()
+    seq: list[Piece] = []
+    dir_blocks = itable = windows = 0
+    try:
+        for i in by_file:
+            rel = relative(pack.entries[i].path, pack_root)
+            assert rel is not None
+            parts = rel.split(b"/")
+            for k in range(len(parts)):
+                parent = b"/".join(parts[:k])
+                if parent not in listed:
+                    listed.add(parent)
+                    found = _dir_pieces(os.path.join(base, parent) if parent else base)
+                    seq += found
+                    dir_blocks += sum(p.length for p in found) // geo.block
+                ino = os.lstat(os.path.join(base, *parts[:k + 1])).st_ino
+                if geo.inode_block(ino) not in cached:
+                    window = [b for b in geo.window(ino) if b not in cached]
+                    cached.update(window)
+                    windows += 1
+                    itable += len(window)
+                    seq.append(Piece(-1, window[0] * geo.block, len(window) * geo.block,
+                                     window[0] * geo.block))
+            seq += by_file[i]
+    except (BackburnerError, OSError, IndexError) as err:
+        log.debug("no metadata prediction for %r: %s", base, err)
+        return None
+    return Metadata(seeks(seq), itable, dir_blocks, windows)
 
 
 @contextmanager
@@ -241,17 +325,21 @@ def check(target: str, pack: Pack, root: str | None = None) -> CheckResult:
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{target} is neither an image file nor a directory")
     with mounted_ro(os.path.abspath(target)) as mnt:
-        return check_dir(mnt, pack, root, label=target)
+        return check_dir(mnt, pack, root, label=target, image=os.path.abspath(target))
 
 
 def describe_check(c: CheckResult) -> str:
     """One line per target for `layout check` and `build-ext4`."""
     placed = "" if not c.unplaced else f", {human_size(c.unplaced)} not placeable"
+    meta = "" if c.meta is None else (
+        f" ({c.meta.seeks} with the metadata it reads: "
+        f"{plural(c.meta.itable_blocks, 'inode-table block')} in "
+        f"{plural(c.meta.windows, 'read')}, {plural(c.meta.dir_blocks, 'directory block')})")
     return (f"{c.target}: {c.files} files ({c.missing} missing), {human_size(c.bytes)}"
             f"{placed}; contiguous {fmt_pct(round(c.contiguous, 3))}, in access order "
-            f"{fmt_pct(round(c.in_order, 3))}; seeks: cold start {c.seeks_cold}, "
+            f"{fmt_pct(round(c.in_order, 3))}; seeks: cold start {c.seeks_cold}{meta}, "
             f"with replay {c.seeks_sweep}; span {human_size(c.span)}")
 
 
-__all__ = ["FORMATS", "CheckResult", "check", "check_dir", "describe_check", "emit",
+__all__ = ["FORMATS", "CheckResult", "Metadata", "check", "check_dir", "describe_check", "emit",
            "guess_root", "mounted_ro", "norm_root", "order", "relative", "relative_paths"]

@@ -3,10 +3,13 @@
 Two stages: the metadata the start read (device entries: inode tables, directories) from
 the device its filesystem is mounted from now, then the files, checked while that
 metadata is being read (a check waits for its inode if it has not arrived yet) and queued
-right behind it. Every file is checked (same filesystem, inode, size
-and mtime as recorded); one that is missing or changed is skipped and counted, never read
-blindly. What is left is cut to a byte budget in access order (what the start needs
-first is kept), then, per device:
+right behind it. Every file is checked (same filesystem, inode, size and mtime as
+recorded); one that is missing or changed is skipped and counted, never read blindly. As
+root (and without --rebase) a file is checked and opened by its inode (`byinode`), which
+reads no directory: the first stage then holds only an ext4's inode tables, and its
+directory blocks join the files' sweep, so a region where directories and data alternate
+(`layout build-ext4`) is read in one pass, not two. What is left is cut to a byte budget
+in access order (what the start needs first is kept), then, per device:
 
 - rotational: one ascending sweep in physical order (FIEMAP, the kernel's map of each
   file), at best-effort priority: hundreds of seeks become one pass;
@@ -38,6 +41,7 @@ from .. import priority, procfs
 from ..errors import BackburnerError, UsageError
 from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
+from .byinode import ByInode, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
 
@@ -127,15 +131,18 @@ def check_entries(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
     return [next(devices) if e.device else next(files) for e in pack.entries]
 
 
-def check_files(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
+def check_files(pack: Pack, by_inode: ByInode | None = None
+                ) -> list[tuple[Entry, str, FileState | None]]:
     """The file entries, looked at in the order of their recorded inode numbers: on a cold
-    rotating disk that reads the inode tables in one ascending pass."""
+    rotating disk that reads the inode tables in one ascending pass. With `by_inode`, by
+    inode where it can (no directory read), else by path."""
     fsids: dict[int, int] = {}
     files = [e for e in pack.entries if not e.device]
     states: dict[int, FileState | None] = {}
     for i in sorted(range(len(files)), key=lambda i: (files[i].state.dev,
                                                       files[i].state.inode)):
-        states[i] = current_state(files[i].path, fsids)
+        now = by_inode.state(files[i]) if by_inode is not None else None
+        states[i] = now if now is not None else current_state(files[i].path, fsids)
     return [(e, status(e, states[i]), states[i]) for i, e in enumerate(files)]
 
 
@@ -201,9 +208,11 @@ def _device_size(dev: int) -> int:
         return -1
 
 
-def _open(entry: Entry, now: FileState) -> int | None:
+def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int | None:
+    fd = by_inode.take(entry) if by_inode is not None else None
     try:
-        fd = kernel.open_file(entry.path)
+        if fd is None:
+            fd = kernel.open_file(entry.path)
     except OSError:
         return None  # a device entry needs root; a file may have become unreadable
     st = os.fstat(fd)
@@ -255,7 +264,8 @@ def _usable(checked: list[tuple[Entry, str, FileState | None]], report: ReplayRe
 
 
 def _open_usable(usable: list[tuple[Entry, FileState]], budget: int | None,
-                 report: ReplayReport) -> tuple[list[_Open], int]:
+                 report: ReplayReport, by_inode: ByInode | None = None
+                 ) -> tuple[list[_Open], int]:
     """Open what is kept within `budget` (in order); returns the files and the bytes kept."""
     kept, cut = within_budget([clip(e.ranges, now.size) for e, now in usable], budget)
     if cut:
@@ -264,7 +274,7 @@ def _open_usable(usable: list[tuple[Entry, FileState]], budget: int | None,
     for (entry, now), ranges in zip(usable, kept, strict=True):
         if not ranges:
             continue
-        fd = _open(entry, now)
+        fd = _open(entry, now, by_inode)
         if fd is None:
             if entry.device:
                 report.metadata_skipped += 1  # reading a device needs root
@@ -281,6 +291,22 @@ def _open_all(pack: Pack, report: ReplayReport, budget: int | None) -> list[_Ope
     rest = None if budget is None else max(0, budget - used)
     more, _ = _open_usable(_usable(check_files(pack), report), rest, report)
     return opened + more
+
+
+def split_inode_tables(meta: list[_Open]) -> tuple[list[_Open], list[_Open]]:
+    """Device entries cut in two where their filesystem is an ext4: the inode tables,
+    which checking the files by inode needs first, and the rest (directory and extent
+    blocks), which then joins the files' sweep (`byinode`); that part reads through a
+    duplicate of the descriptor."""
+    first, later = [], []
+    for f in meta:
+        parts = inode_tables_apart(os.fsdecode(f.entry.path), f.ranges)
+        if parts is None:
+            first.append(f)
+            continue
+        first.append(replace(f, ranges=parts[0]))
+        later.append(replace(f, fd=os.dup(f.fd), ranges=parts[1]))
+    return first, later
 
 
 # --- planning ------------------------------------------------------------------------------
@@ -380,10 +406,12 @@ class _Worker:
     even when the check is slow (an idle-priority child beside a busy start)."""
 
     def __init__(self, meta: list[_Open], files: Callable[[], list[_Open]],
-                 opts: ReplayOptions) -> None:
+                 opts: ReplayOptions, later: Sequence[_Open] = ()) -> None:
         self.files = files
         self.opts = opts
-        self.done: list[_Stage] = [_Stage(meta, [])]  # ours to close from here on
+        # ours to close from here on (`later` comes back from `files`, or is closed here)
+        self.done: list[_Stage] = [_Stage(meta, [])]
+        self.later = list(later)
         self.stop = threading.Event()
         self.done_bytes = 0
         self.done_metadata = 0
@@ -396,7 +424,8 @@ class _Worker:
             self._start(self.done[0])
             if self.stop.is_set():
                 return
-            self.done.append(_Stage(self.files(), []))
+            files, self.later = self.files(), []
+            self.done.append(_Stage(files, []))
             self._start(self.done[1])
             buf = bytearray(_READ_BUF)
             for n, st in enumerate(self.done):
@@ -408,6 +437,8 @@ class _Worker:
             for st in self.done:
                 for f in st.opened:
                     os.close(f.fd)
+            for f in self.later:
+                os.close(f.fd)
 
     def _start(self, st: _Stage) -> None:
         st.jobs = plan(st.opened, self.opts)
@@ -468,11 +499,18 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     opened, used = _open_usable(_usable(check_devices(pack), report), budget, report)
     rest = None if budget is None else max(0, budget - used)
     files_report = ReplayReport(0)  # the worker's: merged once its check is complete
+    by_inode = ByInode() if opts.rebase is None and os.geteuid() == 0 else None
+    first, later = split_inode_tables(opened) if by_inode is not None else (opened, [])
 
     def files() -> list[_Open]:
-        return _open_usable(_usable(check_files(pack), files_report), rest, files_report)[0]
+        try:
+            return later + _open_usable(_usable(check_files(pack, by_inode), files_report),
+                                        rest, files_report, by_inode)[0]
+        finally:
+            if by_inode is not None:
+                by_inode.close()
 
-    worker = _run(opened, files, opts, deadline, report)
+    worker = _run(first, files, opts, deadline, report, later)
     if len(worker.done) > 1:  # the files' check is complete (else the deadline came first)
         for name in ("missing", "changed", "unreadable", "metadata_skipped"):
             setattr(report, name, getattr(report, name) + getattr(files_report, name))
@@ -482,15 +520,16 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
 
 
 def _run(meta: list[_Open], files: Callable[[], list[_Open]], opts: ReplayOptions,
-         deadline: float, report: ReplayReport) -> _Worker:
+         deadline: float, report: ReplayReport, later: Sequence[_Open] = ()) -> _Worker:
     """Run both stages in a worker thread until done or the deadline; add what was read to
     the report. After a deadline the worker may still be checking or reading (it stops at
-    its next piece): it writes only to its own counters."""
-    worker = _Worker(meta, files, opts)
+    its next piece): it writes only to its own counters. `later`: metadata that `files`
+    hands over with the files (closed here if the worker never starts)."""
+    worker = _Worker(meta, files, opts, later)
     try:
         worker.thread.start()
     except BaseException:
-        for f in meta:
+        for f in [*meta, *later]:
             os.close(f.fd)
         raise
     worker.thread.join(max(0.0, deadline - time.monotonic()))
