@@ -145,9 +145,9 @@ def median_of(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
-#: A warm start that read more than this many times what the cold ones read was a first
-#: start doing its own set-up work (`_reads_like_a_warm_start`).
-NOT_COLD_FIRST_START = 1.25
+#: A start that read at most this many 512-byte blocks (1 MiB) from disk was warm
+#: (`_reads_like_a_warm_start`).
+NOT_COLD_WARM_BLOCKS = 2048
 
 
 def _not_cold_by_blocks(data: ReportData, cell: CellData) -> list[stats.Caveat]:
@@ -171,15 +171,16 @@ def _not_cold_by_blocks(data: ReportData, cell: CellData) -> list[stats.Caveat]:
 
 
 def _reads_like_a_warm_start(cold_blocks: float, warm_blocks: float) -> bool:
-    """Cold trials whose reads say the cache was not dropped: no more than the warm start
-    read, unless the warm start read much more (over NOT_COLD_FIRST_START times), which is
-    a first start's own work (LibreOffice's first start on a fresh testbed builds its
-    font and profile caches: 693,000 blocks, against 372,000 for every cold start after
-    it), not a warm start; then only cold trials that read almost nothing (a tenth of it)
-    are suspect."""
+    """Cold trials whose reads say the cache was not dropped: they read no more than the
+    warm reference, and that reference was a warm start (it read under NOT_COLD_WARM_BLOCKS)
+    or they read almost nothing against it (a tenth). A warm reference that read as much
+    as a cold start was no warm start — the warm-up round of a probe whose files were not
+    in the cache yet (LibreOffice's first start on a fresh testbed: 372,792 blocks, and
+    every cold start after it 372,632) — and cold trials that read that much came from the
+    disk."""
     if cold_blocks > warm_blocks:
         return False
-    return warm_blocks <= NOT_COLD_FIRST_START * cold_blocks or cold_blocks <= 0.1 * warm_blocks
+    return warm_blocks <= NOT_COLD_WARM_BLOCKS or cold_blocks <= 0.1 * warm_blocks
 
 
 def _caveats(data: ReportData, cell: CellData, samples: list[float], timeouts: int,
