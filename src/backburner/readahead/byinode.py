@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 _GIVE_UP = (errno.EPERM, errno.EACCES, errno.ENOSYS, errno.EOPNOTSUPP)
 
 
-def _mount_points() -> dict[int, str]:
-    """fsid -> a mount point of each filesystem mounted from a block device."""
-    out: dict[int, str] = {}
+def block_mounts() -> dict[int, procfs.MountInfo]:
+    """fsid -> a mount of each filesystem mounted from a block device (what a pack records
+    of a file's filesystem, and where to open it by inode)."""
+    out: dict[int, procfs.MountInfo] = {}
     for m in procfs.mounts():
         if os.major(m.devno) == 0:
             continue
@@ -44,7 +45,7 @@ def _mount_points() -> dict[int, str]:
             fsid = int(os.statvfs(m.mountpoint).f_fsid) & ((1 << 64) - 1)
         except OSError:
             continue
-        out.setdefault(fsid, m.mountpoint)
+        out.setdefault(fsid, m)
     return out
 
 
@@ -61,7 +62,7 @@ class ByInode:
     def _anchor(self, fsid: int) -> int | None:
         if fsid not in self._anchors:
             if self._paths is None:
-                self._paths = _mount_points()
+                self._paths = {fsid: m.mountpoint for fsid, m in block_mounts().items()}
             path, fd = self._paths.get(fsid), None
             if path is not None:
                 try:

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import priority, procfs
+from .. import priority
 from ..errors import BackburnerError, UsageError
 from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
-from .byinode import ByInode, inode_tables_apart
+from .byinode import ByInode, block_mounts, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
 
@@ -154,24 +154,10 @@ def check_devices(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
     devices = [e for e in pack.entries if e.device]
     if not devices:
         return []
-    mounted = _mounted_fsids()
+    mounted = {fsid: m.devno for fsid, m in block_mounts().items()}
     return [_device_now(e, mounted.get(e.state.fsid) if e.state.fsid else
                         (e.state.dev if e.state.dev in mounted.values() else None))
             for e in devices]
-
-
-def _mounted_fsids() -> dict[int, int]:
-    """fsid -> device number of every filesystem mounted from a block device."""
-    out: dict[int, int] = {}
-    for m in procfs.mounts():
-        if os.major(m.devno) == 0:
-            continue
-        try:
-            fsid = int(os.statvfs(m.mountpoint).f_fsid) & ((1 << 64) - 1)
-        except OSError:
-            continue
-        out.setdefault(fsid, m.devno)
-    return out
 
 
 def _device_now(e: Entry, dev: int | None) -> tuple[Entry, str, FileState | None]:

@@ -39,6 +39,7 @@ from .plot_style import (
     TIMEOUT_COLOUR,
     PlotFigure,
     annotate,
+    cell_values,
     draw_distribution,
     group_label,
     policy_colours,
@@ -139,8 +140,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
         first = x
         for i, cell in enumerate(members):
             row = rows[cell.key]
-            samples = cell.samples(row.mode)
-            limits = [v for v in cell.timeout_limits(row.mode) if np.isfinite(v)]
+            samples, limits = cell_values(cell, row)
             colour = colours.get(cell.cell.policy, IDLE_COLOUR)
             all_values += samples + limits
             has_timeouts = has_timeouts or bool(limits)

@@ -9,7 +9,6 @@ fences. The per-load plots of `plot` remain the place for one load's detail.
 
 from __future__ import annotations
 
-import numpy as np
 from matplotlib.figure import Figure
 
 from .data import CellData
@@ -18,6 +17,7 @@ from .plot_style import (
     IDLE_COLOUR,
     TIMEOUT_COLOUR,
     annotate,
+    cell_values,
     draw_distribution,
     group_label,
     set_y_scale,
@@ -66,8 +66,7 @@ def overview_figure(probe: str, device: str, cells: list[CellData], rows: dict[s
         first = x
         for i, cell in enumerate(members):
             row = rows[cell.key]
-            samples = cell.samples(row.mode)
-            limits = [v for v in cell.timeout_limits(row.mode) if np.isfinite(v)]
+            samples, limits = cell_values(cell, row)
             values += samples + limits
             colour = colours.get(cell.cell.policy, IDLE_COLOUR)
             draw_distribution(ax, x, cell.key, samples + limits, colour, violin, whis=MIN_MAX)

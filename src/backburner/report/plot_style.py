@@ -14,7 +14,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..cell import NO_PREPARE, Cell
 from ..units import fmt_factor, fmt_s
-from .data import ReportData
+from .data import CellData, ReportData
 from .summary import Row
 from .words import median_value_text
 
@@ -103,6 +103,14 @@ def unique_names() -> Callable[[str], str]:
         return name
 
     return unique
+
+
+def cell_values(cell: CellData, row: Row) -> tuple[list[float], list[float]]:
+    """The times a cell's plot shows, in the mode its table row uses: the completed
+    starts, and the limits its timeouts hit (a box counts them at their limit, as the
+    table's quartiles do)."""
+    samples = cell.samples(row.mode)
+    return samples, [v for v in cell.timeout_limits(row.mode) if np.isfinite(v)]
 
 
 def draw_distribution(ax, x: float, key: str, samples: list[float], colour: str,
