@@ -10,7 +10,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,11 +38,29 @@ def test_parse_none() -> None:
       ("writers", 1, "rand", "buffered", "randwrite", "4k")]),
     ("readers:1:seq + readers:1:rand", [("readers", 1, "seq", "direct", "read", "1m"),
                                         ("readers", 1, "rand", "direct", "randread", "4k")]),
+    ("readers:10:seq:buffered:4k", [("readers", 10, "seq", "buffered", "read", "4096")]),
+    ("readers:10:seq:4k:buffered", [("readers", 10, "seq", "buffered", "read", "4096")]),
+    ("readers:1:rand:64K", [("readers", 1, "rand", "direct", "randread", "65536")]),
+    ("writers:1:seq:512", [("writers", 1, "seq", "direct", "write", "512")]),
+    ("readers:1:seq:64m", [("readers", 1, "seq", "direct", "read", str(64 << 20))]),
 ])
 def test_parse_fio(text: str, parts: list[tuple]) -> None:
     spec = loads.parse(text)
     assert spec.kind == "fio" and not spec.is_none
     assert [(p.role, p.jobs, p.pattern, p.mode, p.rw, p.bs) for p in spec.fio] == parts
+    assert not any(p.passes for p in spec.fio)
+
+
+@pytest.mark.parametrize("text, mode, bs", [
+    ("readers:10:seq:s-suite", "buffered", "4096"),
+    ("readers:10:seq:s-suite:1m", "buffered", str(1 << 20)),  # one factor changed
+    ("readers:10:seq:1m:s-suite:buffered", "buffered", str(1 << 20)),
+    ("readers:2:seq:passes", "direct", "1m"),
+    ("readers:2:seq:passes:buffered:4k", "buffered", "4096"),
+])
+def test_parse_whole_file_passes(text: str, mode: str, bs: str) -> None:
+    (part,) = loads.parse(text).fio
+    assert (part.passes, part.mode, part.bs) == (True, mode, bs)
 
 
 @pytest.mark.parametrize("text, variant", [
@@ -87,6 +105,10 @@ def test_parse_copy_and_cmd() -> None:
     "none+readers:1:seq", "copy:1g", "", "bogus", "readers:-1:seq", "READERS:1:seq",
     "readers:1:seq+install-loop", "dpkg-loop:200", "dpkg-loop:x:2m", "flatpak-loop:2m:200",
     "flatpak-api:5:1m", "dpkg-loop:200:100k", "rpm-loop",
+    "readers:1:seq:4k:8k", "readers:1:seq:direct:buffered", "readers:1:seq:s-suite:passes",
+    "readers:1:seq:s-suite:direct", "readers:1:seq:100", "readers:1:seq:256", "readers:1:seq:0",
+    "readers:1:seq:128m", "readers:1:seq:4q", "readers:1:seq:", "readers:1:seq::4k",
+    "readers:1:seq:S-SUITE", "readers:1:seq:4k+", "readers:1:seq:1.5k",
 ])
 def test_parse_errors(text: str) -> None:
     with pytest.raises(UsageError) as exc:
@@ -125,6 +147,20 @@ def test_fio_jobfile_for_a_mix(monkeypatch: pytest.MonkeyPatch) -> None:
     # every part has its own files: two reader parts must not share bbload.readers.$jobnum
     formats = [j["filename_format"] for j in jobs]
     assert len(set(formats)) == 3 and all("$jobnum" in f for f in formats)
+    assert not any("loops" in j or "time_based" in j for j in jobs)  # the global stream
+
+
+def test_fio_jobfile_whole_file_passes() -> None:
+    """S's readers: fio's defaults (buffered, 4 KiB), whole-file loops with invalidate=1;
+    a time-based part beside it keeps the global stream."""
+    s = _sections(loads.fio_jobfile(loads.parse("readers:10:seq:s-suite+readers:1:seq"), "/d"))
+    s.pop("global")
+    suite, plain = s.values()
+    assert (suite["rw"], suite["bs"], suite["direct"], suite["numjobs"]) == (
+        "read", "4096", "0", "10")
+    assert (suite["time_based"], suite["invalidate"]) == ("0", "1")
+    assert int(suite["loops"]) >= 100_000
+    assert "loops" not in plain and "time_based" not in plain and plain["bs"] == "1m"
 
 
 # --- real loads --------------------------------------------------------------------------------
@@ -198,6 +234,49 @@ def test_fio_readers_start_and_stop(small: None, load_dir: Path) -> None:
     laid_out = sorted(p.name for p in load_dir.glob("bbload.*"))
     assert len(laid_out) == 2, laid_out
     assert all((load_dir / n).stat().st_size == 16 << 20 for n in laid_out)
+
+
+def _read_from_storage(pids: Iterable[int]) -> int:
+    """The bytes these processes caused to be fetched from storage (page-cache misses)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/io") as f:
+                total += next(int(line.split()[1]) for line in f
+                              if line.startswith("read_bytes:"))
+        except (OSError, StopIteration):
+            continue
+    return total
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("spec, passes", [("readers:1:seq:s-suite", True),
+                                          ("readers:1:seq:buffered:4k", False)])
+def test_every_pass_reaches_the_device(small: None, load_dir: Path, spec: str,
+                                       passes: bool) -> None:
+    """A buffered reader's every pass is read from the device again, whether written as
+    S's loops or as a time-based stream: fio drops the file's pages at each wrap, so the
+    files fitting in memory does not turn the load into memory copies. Measured as the
+    fio job's own storage reads."""
+    load = loads.Load(loads.parse(spec), str(load_dir))
+    load.prepare()
+    fd = os.open(next(load_dir.glob("bbload.*")), os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    size = 16 << 20
+    load.start(DEFAULT, [])
+    try:
+        members = _wait_members(load, 2)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _read_from_storage(members) < 4 * size:
+            time.sleep(0.1)
+        fetched = _read_from_storage(members)
+    finally:
+        load.stop()
+    _assert_all_gone(members)
+    assert fetched >= 4 * size, fetched  # four passes or more, each from storage
+    assert loads.parse(spec).fio[0].passes == passes
 
 
 @pytest.mark.root

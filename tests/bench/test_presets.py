@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.bench import config, display, presets
+from backburner.bench import config, display, loads, presets
 from backburner.errors import UnavailableError
 
 
@@ -58,3 +58,16 @@ def test_stand_in_without_libreoffice(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert values["ready_window"] is None
     assert values["loads"] == ["none", "flatpak-loop", "flatpak-api"]
     assert values["policies"] == ["default", "io=idle"]
+
+
+def test_s_startup_is_the_s_suites_scenario() -> None:
+    """One flag selects S's values: its readers' fio settings, one run of them per cell
+    through all its trials, and the probe's files all on the device."""
+    cfg = config.preset("s-startup")
+    assert cfg.loads == ["none", "readers:10:seq:s-suite"]
+    (part,) = loads.parse(cfg.loads[1]).fio
+    assert (part.jobs, part.mode, part.bs, part.passes) == (10, "buffered", "4096", True)
+    assert (cfg.load_lifetime, cfg.block, cfg.trials) == ("cell", 8, 8)
+    assert cfg.probe_layout == "directories" and cfg.schedulers == ["mq-deadline", "bfq"]
+    (probe,) = cfg.probes
+    assert shlex.split(probe.partition("=")[2])[-1] == "import json, email, http.client"

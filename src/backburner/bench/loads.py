@@ -2,8 +2,13 @@
 
 Spec grammar (also in `backburner bench --help`):
   none
-  readers:N:seq|rand[:direct|buffered]    fio, N jobs reading their own files
-  writers:N:seq|rand[:direct|buffered]    fio, N jobs writing their own files
+  readers:N:seq|rand[:OPTION...]          fio, N jobs reading their own files
+  writers:N:seq|rand[:OPTION...]          fio, N jobs writing their own files
+      OPTION: direct | buffered (default direct); a request size, e.g. 4k or 1m (default
+      1m sequential, 4k random); passes (fio's loops with invalidate=1, as the S suite
+      writes its jobs, instead of one time-based stream; both drop the file's cache
+      at each wrap, measured); s-suite (the BFQ authors' S suite's readers and writers:
+      buffered:4k:passes, fio's own defaults)
   A+B                                     several of the above at once (a mix)
   install-loop[:shell-loop|long-lived]    unpack thousands of small files with fsync, delete, repeat
   copy                                    one large file copied over and over, fsync'd
@@ -46,6 +51,11 @@ class FioPart:
     jobs: int
     pattern: str  # seq | rand
     mode: str  # direct | buffered
+    #: bytes per request; None: the pattern's default (1 MiB sequential, 4 KiB random)
+    request: int | None = None
+    #: whole-file passes (fio's loops with invalidate=1, as S writes its readers) instead
+    #: of one time-based stream; fio drops the file's cache at each wrap in both forms
+    passes: bool = False
 
     @property
     def rw(self) -> str:
@@ -54,6 +64,8 @@ class FioPart:
 
     @property
     def bs(self) -> str:
+        if self.request is not None:
+            return str(self.request)
         return "1m" if self.pattern == "seq" else "4k"
 
 
@@ -89,7 +101,51 @@ class LoadSpec:
         return pkgloads.FLATPAK_MIN_FREE if self.kind.startswith("flatpak") else 0
 
 
-_FIO_RE = re.compile(r"(readers|writers):(\d+):(seq|rand)(?::(direct|buffered))?")
+_FIO_RE = re.compile(r"(readers|writers):(\d+):(seq|rand)((?::[^:+]+)*)")
+#: The request sizes a fio part may ask for: a whole sector at least (direct IO needs it),
+#: and no more than a request that would measure memory copies rather than the device.
+MIN_REQUEST, MAX_REQUEST = 512, 64 << 20
+_GRAMMAR_HINT = ("use none, readers:N:seq|rand[:direct|buffered][:SIZE][:passes|s-suite], "
+                 "writers:N:…, A+B, install-loop[:shell-loop|long-lived], copy, dpkg-loop, "
+                 "flatpak-loop, flatpak-api or cmd:'…'")
+
+
+def _fio_part(text: str, piece: str) -> FioPart:
+    """One `readers:…`/`writers:…` piece; its options in any order, each at most once."""
+    fm = _FIO_RE.fullmatch(piece)
+    if not fm or int(fm.group(2)) < 1:
+        raise UsageError(f"load spec {text!r} does not parse", _GRAMMAR_HINT)
+    mode: str | None = None
+    request: int | None = None
+    passes = s_suite = False
+    for option in fm.group(4).split(":")[1:]:
+        if option in ("direct", "buffered"):
+            if mode is not None:
+                raise UsageError(f"load spec {text!r} gives direct/buffered twice",
+                                 "give one of them")
+            mode = option
+        elif option in ("passes", "s-suite"):
+            if passes:
+                raise UsageError(f"load spec {text!r} gives passes/s-suite twice",
+                                 "s-suite already means buffered:4k:passes")
+            passes, s_suite = True, option == "s-suite"
+        elif re.fullmatch(r"\d+[kKmM]?", option):
+            if request is not None:
+                raise UsageError(f"load spec {text!r} gives a request size twice",
+                                 "give one, e.g. 4k or 1m")
+            request = parse_size(option, what="request size")
+            if not MIN_REQUEST <= request <= MAX_REQUEST or request % MIN_REQUEST:
+                raise UsageError(f"request size {option!r} in {text!r} is out of range",
+                                 "use a multiple of 512 bytes from 512 to 64m, e.g. 4k")
+        else:
+            raise UsageError(f"load spec {text!r}: unknown option {option!r}", _GRAMMAR_HINT)
+    if s_suite:
+        if mode == "direct":
+            raise UsageError(f"load spec {text!r}: s-suite readers are buffered",
+                             "drop direct, or use passes with direct")
+        mode, request = "buffered", request or 4096
+    return FioPart(fm.group(1), int(fm.group(2)), fm.group(3), mode or "direct", request,
+                   passes)
 
 
 def parse(text: str) -> LoadSpec:
@@ -111,30 +167,32 @@ def parse(text: str) -> LoadSpec:
     m = re.fullmatch(r"install-loop(?::(shell-loop|long-lived))?", text)
     if m:
         return LoadSpec(text, "install-loop", variant=m.group(1) or "shell-loop")
-    parts = []
-    for piece in text.split("+"):
-        fm = _FIO_RE.fullmatch(piece.strip())
-        if not fm or int(fm.group(2)) < 1:
-            raise UsageError(
-                f"load spec {text!r} does not parse",
-                "use none, readers:N:seq|rand[:direct|buffered], writers:N:…, A+B, "
-                "install-loop[:shell-loop|long-lived], copy, dpkg-loop, flatpak-loop, "
-                "flatpak-api or cmd:'…'",
-            )
-        parts.append(FioPart(fm.group(1), int(fm.group(2)), fm.group(3),
-                             fm.group(4) or "direct"))
-    return LoadSpec(text, "fio", fio=tuple(parts))
+    parts = tuple(_fio_part(text, piece.strip()) for piece in text.split("+"))
+    return LoadSpec(text, "fio", fio=parts)
+
+
+#: fio's loops for whole-file passes: more than any run reads (runtime still bounds it)
+FIO_PASSES = 1_000_000
 
 
 def fio_jobfile(spec: LoadSpec, directory: str) -> str:
-    """One fio job section per part; files are named per part so they are laid out once."""
+    """One fio job section per part; files are named per part so they are laid out once.
+
+    A part with `passes` is written as the S suite writes its readers: fio's `loops`
+    with invalidate=1, each pass a whole file. A time-based part wraps around instead;
+    fio 3.33 drops the file's cached pages at every wrap in both forms, so every pass of
+    a buffered reader reaches the device even when its files fit in memory
+    (`test_every_pass_reaches_the_device`)."""
     lines = ["[global]", f"directory={directory}", f"size={FIO_FILE_SIZE}", "ioengine=psync",
              "time_based=1", "runtime=86400", "group_reporting=1", ""]
     for i, part in enumerate(spec.fio):
         name = f"{part.role}-{part.pattern}"
         lines += [f"[{name}-{i}]", f"rw={part.rw}", f"bs={part.bs}", f"numjobs={part.jobs}",
                   f"direct={1 if part.mode == 'direct' else 0}",
-                  f"filename_format=bbload.{part.role}.{i}.$jobnum", ""]
+                  f"filename_format=bbload.{part.role}.{i}.$jobnum"]
+        if part.passes:
+            lines += ["time_based=0", f"loops={FIO_PASSES}", "invalidate=1"]
+        lines.append("")
     return "\n".join(lines)
 
 

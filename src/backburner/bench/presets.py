@@ -1,6 +1,7 @@
-"""The named configurations of `bench --preset`: the README's demonstration and the
-scenario that started the project, as plain option values (`config.preset` makes them a
-`BenchConfig`, which the command line's options then override).
+"""The named configurations of `bench --preset`: the README's demonstration, the
+scenario that started the project and the BFQ authors' start-up benchmark (the S suite's,
+so the two tools can be compared on one machine), as plain option values (`config.preset`
+makes them a `BenchConfig`, which the command line's options then override).
 
 The office scenario's probe is the most faithful one this machine can run: LibreOffice
 Writer's window on a private X server when LibreOffice has a graphical front end and
@@ -88,4 +89,24 @@ def office_ready() -> str | None:
     return WRITER_WINDOW if _writer_gui() is not None else None
 
 
-PRESETS = {"quick": quick, "office-hdd": office_hdd}
+#: The probe of the S suite comparison (docs/benchmarks.md): a cold interpreter importing
+#: three stdlib packages; the preset puts every file of their directories on the device.
+S_PROBE = shlex.join([os.path.realpath(sys.executable), "-I", "-c",
+                      "import json, email, http.client"])
+
+
+def s_startup() -> dict[str, Any]:
+    """The BFQ authors' start-up benchmark (the S suite's comm_startup_lat) as bench runs
+    it, so the two can be compared cell by cell: ten sequential readers with S's fio
+    settings (`s-suite`: buffered 4 KiB reads, whole-file passes with the cache dropped
+    before each), started once per cell and kept through all its trials (S starts them
+    once per run), caches dropped before each start while they run, the probe's files all
+    on the device. S settles weight-raising time + 4 s; bench settles the larger of the two."""
+    return dict(probes=[f"python={S_PROBE}"], loads=["none", "readers:10:seq:s-suite"],
+                policies=["default"], schedulers=["mq-deadline", "bfq"],
+                device="testbed:4G", trials=8, settle_s=4.0, timeout_s=120.0,
+                preset="s-startup", load_lifetime="cell", block=8,
+                probe_layout="directories")
+
+
+PRESETS = {"quick": quick, "office-hdd": office_hdd, "s-startup": s_startup}

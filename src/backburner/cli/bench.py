@@ -39,8 +39,11 @@ it). The --prepare and --setup-variant commands run through `sh -c` unless --she
 otherwise; -N (--shell=none) runs them without a shell too, as in hyperfine.
 
 loads (--load, repeatable; "none", the unloaded baseline, is always added):
-  readers:N:seq|rand[:direct|buffered]   N fio jobs reading their own files
-  writers:N:seq|rand[:direct|buffered]   N fio jobs writing their own files
+  readers:N:seq|rand[:OPTION...]         N fio jobs reading their own files
+  writers:N:seq|rand[:OPTION...]         N fio jobs writing their own files
+      OPTION: direct|buffered; a request size (4k, 1m: default 1m seq, 4k rand);
+      passes (whole-file passes, cache dropped before each); s-suite (the BFQ
+      authors' S suite's fio settings: buffered:4k:passes)
   A+B                                    several of the above at once
   install-loop[:shell-loop|long-lived]   unpack thousands of small files with fsync
   copy                                   one large file copied over and over
