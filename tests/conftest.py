@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import PgCluster, start_pg_cluster, stop_pg_cluster
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give SIGINT and SIGQUIT back their default meaning when the suite was started with
+    them ignored (`nohup CMD &` from a non-interactive shell ignores them, and an ignored
+    signal stays ignored across exec): the tests that send ^C to a backburner child would
+    otherwise fail for the launcher's sake, 13 of them in one such run."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
