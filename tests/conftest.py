@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,3 +60,19 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+
+
+@pytest.fixture
+def cgroup2_group() -> Iterator[Path]:
+    """An empty group of our own in the cgroup2 hierarchy (controllers or not: a socket
+    belongs to the group of the task that made it either way), removed afterwards."""
+    from backburner import cgroup2
+
+    root = cgroup2.unified_root()
+    assert root is not None, "the test machines mount cgroup2"
+    path = Path(root, f"bbtest-{uuid.uuid4().hex[:8]}")
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        path.rmdir()

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import os
 import struct
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from backburner import cgroup2, cgroupbpf
+from backburner import cgroupbpf
 
 
 def test_program_sets_the_priority_and_lets_the_packet_through() -> None:
@@ -23,21 +21,9 @@ def test_program_sets_the_priority_and_lets_the_packet_through() -> None:
         cgroupbpf.priority_program(-1)
 
 
-@pytest.fixture
-def group() -> Iterator[Path]:
-    root = cgroup2.unified_root()
-    assert root is not None, "the test machines mount cgroup2"
-    path = Path(root, f"bbtest-{uuid.uuid4().hex[:8]}")
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        path.rmdir()
-
-
 @pytest.mark.root
-def test_attach_query_detach(group: Path) -> None:
-    fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
+def test_attach_query_detach(cgroup2_group: Path) -> None:
+    fd = os.open(cgroup2_group, os.O_RDONLY | os.O_DIRECTORY)
     prog = cgroupbpf.load_priority_program(0x10010)
     try:
         pid = cgroupbpf.program_id(prog)

@@ -5,28 +5,14 @@ its undo leaves the client's links, qdiscs and the group exactly as before."""
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from backburner import cgroup2, cgroupbpf, system
+from backburner import cgroupbpf, system
 from backburner.net import link, measure, policy, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def group() -> Iterator[Path]:
-    root = cgroup2.unified_root()
-    assert root is not None
-    path = Path(root, f"bbtest-{uuid.uuid4().hex[:8]}")
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        path.rmdir()
 
 
 def _state(bed: testbed.Testbed) -> tuple[object, ...]:
@@ -37,9 +23,9 @@ def _state(bed: testbed.Testbed) -> tuple[object, ...]:
 
 
 def test_background_class_counts_the_jobs_packets_and_undo_is_exact(
-        state_dir: Path, group: Path) -> None:
+        state_dir: Path, cgroup2_group: Path) -> None:
     spec = link.parse("1mbit:0ms:300ms")
-    fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(cgroup2_group, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with system.Transaction("net-test") as tx:
             bed = testbed.build(tx, spec)
@@ -47,11 +33,11 @@ def test_background_class_counts_the_jobs_packets_and_undo_is_exact(
             before = _state(bed)
             with system.Transaction("net-policy") as ptx:
                 applied = policy.background(ptx, bed.client_ns, bed.client_dev, spec,
-                                            str(group), adaptive=False)
+                                            str(cgroup2_group), adaptive=False)
                 assert len(cgroupbpf.attached(fd)) == 1
                 measure.scenario(bed, 0, 2)  # outside the group: not the bulk's class
                 assert policy.bulk_counters(applied) == (0, 0)
-                f = measure.scenario(bed, 1, 0, cgroup_procs=(str(group / "cgroup.procs"),),
+                f = measure.scenario(bed, 1, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
                                      seconds=2.0)
                 got_bytes, packets = policy.bulk_counters(applied)
                 assert packets > 20 and f.bulk_bit_s > 100_000
@@ -72,18 +58,19 @@ def _bulk_rate(bed: testbed.Testbed) -> int:
 
 
 def test_adaptive_budget_moves_the_class_rate_and_undo_is_exact(
-        state_dir: Path, group: Path) -> None:
+        state_dir: Path, cgroup2_group: Path) -> None:
     spec = link.parse("1mbit:0ms:300ms")
     with system.Transaction("net-test") as tx:
         bed = testbed.build(tx, spec)
         testbed.start_server(bed)
         before = _state(bed)
         with system.Transaction("net-policy") as ptx:
-            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None, str(group))
+            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
+                                        str(cgroup2_group))
             try:
                 start = _bulk_rate(bed)
                 assert start == policy.START_BIT
-                measure.scenario(bed, 2, 0, cgroup_procs=(str(group / "cgroup.procs"),),
+                measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
                                  seconds=3.0)
             finally:
                 policy.stop(applied)
