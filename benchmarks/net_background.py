@@ -33,7 +33,7 @@ def line(name: str, f: measure.Figures, rate_bit: int, unloaded: float | None) -
 def run_policy(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.Applied,
                procs: tuple[str, ...], args: argparse.Namespace, base: float,
                mode: str) -> None:
-    for n in (1, 4):
+    for n in args.downloads:
         f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
         print(line(f"download:{n} {mode}", f, spec.rate_bit, base))
     alone = measure.scenario(bed, 4, 0, cgroup_procs=procs, seconds=args.alone_s)
@@ -42,10 +42,14 @@ def run_policy(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.App
           f"{100 * alone.bulk_bit_s / spec.rate_bit:.0f}% of the link over "
           f"{args.alone_s:g} s; background class sent "
           f"{policy.bulk_counters(applied)[1]} packets")
-    if applied.pacer is not None and applied.pacer.history:
-        rates = sorted(r for _, r, _ in applied.pacer.history[-50:])
-        print(f"{'':<28} pacer: ACK class rate now {rates[len(rates) // 2] / 1e3:.0f} "
-              f"kbit/s (median of the last 5 s), {len(applied.pacer.history)} steps")
+    for knob in applied.pacer.knobs if applied.pacer is not None else []:
+        values = sorted(v for _, v in knob.history[-50:])
+        if values:
+            now = values[len(values) // 2]
+            print(f"{'':<28} pacer: {knob.name} now "
+                  + (f"{now / 1e3:.0f} kbit/s" if knob.name == "ack-rate" else
+                     f"{now:.0f} bytes") + f" (median of the last 5 s), "
+                  f"{len(knob.history)} steps")
 
 
 def main() -> int:
@@ -56,10 +60,20 @@ def main() -> int:
     ap.add_argument("--mode", action="append", choices=["fixed", "adaptive"],
                     help="the ACK budget: fixed at the link's rate, or adaptive (the "
                     "pacer); repeatable; default both")
+    ap.add_argument("--mechanism", action="append", choices=policy.MECHANISMS,
+                    help="what holds the downloads back (adaptive only): their ACKs paced, "
+                    "their window clamped, or both; repeatable; default "
+                    f"{policy.DEFAULT_MECHANISM}")
+    ap.add_argument("--downloads", default="1,4",
+                    help="the loaded scenarios' numbers of downloads (default 1,4)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="run every policy scenario this many times (default 1)")
     ap.add_argument("--no-unprotected", action="store_true",
                     help="skip the unprotected scenarios")
     args = ap.parse_args()
     args.mode = args.mode or ["fixed", "adaptive"]
+    args.mechanism = args.mechanism or [policy.DEFAULT_MECHANISM]
+    args.downloads = [int(n) for n in args.downloads.split(",") if n]
     try:
         spec = netlink.parse(args.link)
         testbed.check(spec)
@@ -77,18 +91,23 @@ def main() -> int:
             idle = measure.scenario(bed, 0, args.probes)
             print(line("unloaded", idle, spec.rate_bit, None))
             base = idle.fetch_median_s
-            for n in () if args.no_unprotected else (1, 4):
+            for n in () if args.no_unprotected else args.downloads:
                 f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
                 print(line(f"download:{n} unprotected", f, spec.rate_bit, base))
-            for mode in args.mode:
-                with system.Transaction("net-bench-policy") as ptx:
-                    applied = policy.background(ptx, bed.client_ns, bed.client_dev,
-                                                None if mode == "adaptive" else spec, group,
-                                                adaptive=mode == "adaptive")
-                    try:
-                        run_policy(bed, spec, applied, procs, args, base, mode)
-                    finally:
-                        policy.stop(applied)
+            runs = [(m, "acks") for m in args.mode if m == "fixed"] + [
+                ("adaptive", mech) for mech in args.mechanism if "adaptive" in args.mode]
+            for _ in range(args.runs):
+                for mode, mech in runs:
+                    with system.Transaction("net-bench-policy") as ptx:
+                        applied = policy.background(ptx, bed.client_ns, bed.client_dev,
+                                                    None if mode == "adaptive" else spec,
+                                                    group, adaptive=mode == "adaptive",
+                                                    mechanism=mech)
+                        try:
+                            run_policy(bed, spec, applied, procs, args, base,
+                                       mode if mode == "fixed" else mech)
+                        finally:
+                            policy.stop(applied)
     except BackburnerError as err:
         print(f"net_background.py: {err}", file=sys.stderr)
         return err.exit_status

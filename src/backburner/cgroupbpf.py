@@ -1,14 +1,26 @@
-"""cgroup BPF through the bpf(2) system call: the one place that loads, attaches, finds and
-detaches a cgroup-skb program.
+"""cgroup BPF through the bpf(2) system call: the one place that assembles, loads,
+attaches, finds and detaches the programs of the network policy, and makes and reads their
+maps.
 
 A download's packets belong to its job by the cgroup v2 group of the socket that sent or
-receives them, which the kernel knows exactly; a cgroup-skb egress program runs for every
-packet a socket in the group (or below it) sends, so setting the packet's priority there
-attributes the job's traffic without guessing from ports. The program is four instructions,
-assembled here, so no compiler, libbpf or bpftool is needed.
+receives them, which the kernel knows exactly. Two kinds of program use that link:
+
+* a cgroup-skb egress program runs for every packet a socket in the group (or below it)
+  sends; setting the packet's priority there puts it in an HTB class without guessing
+  from ports (`priority_program`);
+* a sock_ops program runs at a TCP socket's events (connect, established, and, once asked
+  for, each segment it sends); from there `bpf_setsockopt` clamps the window the job's
+  sockets advertise, to a value a controller writes into an array map, and sets their
+  congestion control (`sock_ops_program`).
+
+The programs are a few instructions each, assembled here, so no compiler, libbpf or
+bpftool is needed (none is installed where this runs, and a compiled object would need
+BTF-aware loading for what eighty bytes of instructions do).
 
 A program stays attached after the process that loaded it exits (the cgroup holds it), so
-the undo finds it again by its program id, which the kernel does not reuse while it lives.
+the undo finds it again by its program id, which the kernel does not reuse while it lives;
+a map lives while a program or a descriptor holds it, so a detached program takes its map
+with it.
 """
 
 from __future__ import annotations
@@ -17,31 +29,96 @@ import ctypes
 import os
 import platform
 import struct
+from dataclasses import dataclass, field
 
 from .errors import UnavailableError
 
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "armv7l": 386, "ppc64le": 361,
             "s390x": 351}
 
+BPF_MAP_CREATE = 0
+BPF_MAP_LOOKUP_ELEM = 1
+BPF_MAP_UPDATE_ELEM = 2
 BPF_PROG_LOAD = 5
 BPF_PROG_ATTACH = 8
 BPF_PROG_DETACH = 9
 BPF_PROG_GET_FD_BY_ID = 13
+BPF_MAP_GET_FD_BY_ID = 14
 BPF_OBJ_GET_INFO_BY_FD = 15
 BPF_PROG_QUERY = 16
 
+BPF_MAP_TYPE_ARRAY = 2
 BPF_PROG_TYPE_CGROUP_SKB = 8
+BPF_PROG_TYPE_SOCK_OPS = 13
 BPF_CGROUP_INET_EGRESS = 1
+BPF_CGROUP_SOCK_OPS = 3
 BPF_F_ALLOW_MULTI = 2
 
-#: offsetof(struct __sk_buff, priority)
+#: offsetof(struct __sk_buff, len) and (…, priority)
+_SKB_LEN = 0
 _SKB_PRIORITY = 32
+#: offsetof(struct bpf_sock_ops, op), (…, reply), (…, bpf_sock_ops_cb_flags)
+_OPS_OP = 0
+_OPS_REPLY = 4
+_OPS_CB_FLAGS = 84
+#: enum bpf_sock_ops_op values the program answers
+OP_RWND_INIT = 2
+OP_TCP_CONNECT = 3
+OP_ACTIVE_ESTABLISHED = 4
+OP_PASSIVE_ESTABLISHED = 5
+OP_HDR_OPT_LEN = 14
+#: BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG: call the program for every segment the socket
+#: sends (it reserves no option space, so nothing is written into the header)
+_CB_EACH_SEGMENT = 1 << 6
+_FUNC_MAP_LOOKUP_ELEM = 1
+_FUNC_SETSOCKOPT = 49
+_FUNC_SOCK_OPS_CB_FLAGS_SET = 59
+SOL_TCP = 6
+TCP_WINDOW_CLAMP = 10
+TCP_CONGESTION = 13
+TCP_CA_NAME_MAX = 16
+
+#: The sock_ops program's map: one entry (key 0) of two u32: the window clamp in bytes
+#: for every socket of the job (0: leave the window alone), and the initial receive
+#: window in segments for new connections (0: the kernel's).
+WINDOW_VALUE = struct.Struct("<II")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> bytes:
     return struct.pack("<BBhi", code, (src << 4) | dst, off, imm)
+
+
+@dataclass
+class _Asm:
+    """Instructions with named jump targets, resolved when the program is done."""
+
+    out: list[tuple[int, int, int, int, int | str]] = field(default_factory=list)
+    labels: dict[str, int] = field(default_factory=dict)
+
+    def op(self, code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> None:
+        self.out.append((code, dst, src, off, imm))
+
+    def jump(self, code: int, target: str, dst: int = 0, imm: int = 0) -> None:
+        """A jump to `target`; its operand `imm` rides in the offset's place until then."""
+        self.out.append((code, dst, 0, imm, target))
+
+    def ld64(self, dst: int, value: int, src: int = 0) -> None:
+        """lddw: a 64-bit immediate (src 1: a map descriptor), two slots."""
+        self.op(0x18, dst, src, 0, value & 0xFFFFFFFF)
+        self.op(0, 0, 0, 0, (value >> 32) & 0xFFFFFFFF)
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.out)
+
+    def assemble(self) -> bytes:
+        code = []
+        for i, (op, dst, src, off, imm) in enumerate(self.out):
+            if isinstance(imm, str):  # a jump: off is the label's distance, imm the operand
+                off, imm = self.labels[imm] - i - 1, off
+            code.append(_insn(op, dst, src, off, imm))
+        return b"".join(code)
 
 
 def priority_program(priority: int) -> bytes:
@@ -56,12 +133,129 @@ def priority_program(priority: int) -> bytes:
     ])
 
 
-def _bpf(cmd: int, attr: bytes) -> int:
+#: The longest packet taken for an acknowledgement (IPv6 and a full TCP header, no data).
+ACK_MAX_LEN = 100
+
+
+def ack_data_program(ack_priority: int, data_priority: int) -> bytes:
+    """skb->priority = ack_priority for a packet without data (len <= ACK_MAX_LEN: an
+    ACK, a window update), data_priority for one with data (an upload's); 0 leaves that
+    kind's priority alone. Return 1 (let the packet through)."""
+    for p in (ack_priority, data_priority):
+        if not 0 <= p < 2**31:
+            raise ValueError(f"priority out of range: {p}")
+    a = _Asm()
+    a.op(0x61, dst=2, src=1, off=_SKB_LEN)                 # r2 = skb->len
+    a.jump(0x25, "data", dst=2, imm=ACK_MAX_LEN)           # if r2 > max goto data
+    if ack_priority:
+        a.op(0xB7, dst=3, imm=ack_priority)
+        a.op(0x63, dst=1, src=3, off=_SKB_PRIORITY)
+    a.jump(0x05, "out")
+    a.label("data")
+    if data_priority:
+        a.op(0xB7, dst=3, imm=data_priority)
+        a.op(0x63, dst=1, src=3, off=_SKB_PRIORITY)
+    a.label("out")
+    a.op(0xB7, dst=0, imm=1)
+    a.op(0x95)
+    return a.assemble()
+
+
+def _lookup_window(a: _Asm, map_fd: int) -> None:
+    """r0 = &map[0], or to `out` when there is none."""
+    a.op(0x62, dst=10, off=-24, imm=0)                     # stw [r10 - 24], 0: the key
+    a.ld64(1, map_fd, src=1)                               # r1 = the map
+    a.op(0xBF, dst=2, src=10)                              # r2 = r10
+    a.op(0x07, dst=2, imm=-24)                             # r2 += -24
+    a.op(0x85, imm=_FUNC_MAP_LOOKUP_ELEM)
+    a.jump(0x15, "out", dst=0, imm=0)                      # if r0 == 0 goto out
+
+
+def _set_congestion(a: _Asm, cc: str) -> None:
+    """bpf_setsockopt(ctx, SOL_TCP, TCP_CONGESTION, "name", 16) from the stack."""
+    name = cc.encode().ljust(TCP_CA_NAME_MAX, b"\0")
+    for k in (0, 8):
+        a.ld64(2, int.from_bytes(name[k:k + 8], "little"))
+        a.op(0x7B, dst=10, src=2, off=-16 + k)             # stxdw [r10 - 16 + k], r2
+    a.op(0xBF, dst=1, src=6)
+    a.op(0xB7, dst=2, imm=SOL_TCP)
+    a.op(0xB7, dst=3, imm=TCP_CONGESTION)
+    a.op(0xBF, dst=4, src=10)
+    a.op(0x07, dst=4, imm=-16)
+    a.op(0xB7, dst=5, imm=TCP_CA_NAME_MAX)
+    a.op(0x85, imm=_FUNC_SETSOCKOPT)
+
+
+def sock_ops_program(map_fd: int, cc: str | None = None) -> bytes:
+    """The job's TCP sockets, at their events:
+
+    * new connection (RWND_INIT): the initial receive window from the map, so the SYN
+      already offers no more than the controller allows (the window scale is left as the
+      buffer would have it, so the clamp can later open wide);
+    * connect / passive establishment, with `cc`: that congestion control (TCP_CONGESTION;
+      the module must be loaded, a BPF program cannot load one);
+    * established: ask to be called for every segment the socket sends;
+    * every segment sent (HDR_OPT_LEN, before the window is put in the header): clamp the
+      window (TCP_WINDOW_CLAMP) to the map's value, so a change of the value reaches every
+      established socket with its next ACK, and the kernel's receive-buffer autotuning,
+      which raises the clamp as the buffer grows, cannot undo it.
+    """
+    if cc is not None and not (cc.isascii() and cc.isprintable() and 0 < len(cc) < 16):
+        raise ValueError(f"bad congestion control name: {cc!r}")
+    a = _Asm()
+    a.op(0xBF, dst=6, src=1)                               # r6 = ctx
+    a.op(0x61, dst=7, src=6, off=_OPS_OP)                  # r7 = ctx->op
+    a.jump(0x15, "rwnd", dst=7, imm=OP_RWND_INIT)
+    a.jump(0x15, "clamp", dst=7, imm=OP_HDR_OPT_LEN)
+    a.jump(0x15, "established", dst=7, imm=OP_ACTIVE_ESTABLISHED)
+    a.jump(0x15, "passive", dst=7, imm=OP_PASSIVE_ESTABLISHED)
+    if cc is not None:
+        a.jump(0x15, "connect", dst=7, imm=OP_TCP_CONNECT)
+    a.jump(0x05, "out")
+    a.label("passive")
+    if cc is not None:
+        _set_congestion(a, cc)
+    a.label("established")
+    a.op(0xBF, dst=1, src=6)
+    a.op(0x61, dst=2, src=6, off=_OPS_CB_FLAGS)            # r2 = ctx->cb_flags
+    a.op(0x47, dst=2, imm=_CB_EACH_SEGMENT)                # r2 |= each segment
+    a.op(0x85, imm=_FUNC_SOCK_OPS_CB_FLAGS_SET)
+    a.jump(0x05, "clamp")
+    if cc is not None:
+        a.label("connect")
+        _set_congestion(a, cc)
+        a.jump(0x05, "out")
+    a.label("rwnd")
+    _lookup_window(a, map_fd)
+    a.op(0x61, dst=3, src=0, off=4)                        # r3 = initial window, segments
+    a.jump(0x15, "out", dst=3, imm=0)
+    a.op(0x63, dst=6, src=3, off=_OPS_REPLY)               # ctx->reply = r3
+    a.jump(0x05, "out")
+    a.label("clamp")
+    _lookup_window(a, map_fd)
+    a.op(0x61, dst=3, src=0, off=0)                        # r3 = clamp, bytes
+    a.jump(0x15, "out", dst=3, imm=0)
+    a.op(0x63, dst=10, src=3, off=-20)                     # stxw [r10 - 20], r3
+    a.op(0xBF, dst=1, src=6)
+    a.op(0xB7, dst=2, imm=SOL_TCP)
+    a.op(0xB7, dst=3, imm=TCP_WINDOW_CLAMP)
+    a.op(0xBF, dst=4, src=10)
+    a.op(0x07, dst=4, imm=-20)
+    a.op(0xB7, dst=5, imm=4)
+    a.op(0x85, imm=_FUNC_SETSOCKOPT)
+    a.label("out")
+    a.op(0xB7, dst=0, imm=1)                               # mov64 r0, 1
+    a.op(0x95)                                             # exit
+    return a.assemble()
+
+
+def _bpf(cmd: int, attr: bytes | ctypes.Array[ctypes.c_char]) -> int:
     nr = _SYS_BPF.get(platform.machine())
     if nr is None:
         raise UnavailableError(f"cgroup BPF: unknown system call number on "
                                f"{platform.machine()}")
-    buf = ctypes.create_string_buffer(attr, max(len(attr), 128))
+    buf = attr if isinstance(attr, ctypes.Array) else \
+        ctypes.create_string_buffer(attr, max(len(attr), 128))
     ret = _libc.syscall(nr, cmd, buf, len(buf))
     if ret < 0:
         err = ctypes.get_errno()
@@ -69,31 +263,89 @@ def _bpf(cmd: int, attr: bytes) -> int:
     return int(ret)
 
 
-def load_priority_program(priority: int, name: str = "bb_prio") -> int:
-    """Load the program; return its descriptor (the caller closes it)."""
-    insns = priority_program(priority)
+def _load(prog_type: int, attach_type: int, insns: bytes, name: str, what: str) -> int:
     ibuf = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(b"GPL")
-    log = ctypes.create_string_buffer(4096)
-    attr = struct.pack("<IIQQIIQII16sII", BPF_PROG_TYPE_CGROUP_SKB, len(insns) // 8,
+    log = ctypes.create_string_buffer(65536)
+    attr = struct.pack("<IIQQIIQII16sII", prog_type, len(insns) // 8,
                        ctypes.addressof(ibuf), ctypes.addressof(lic), 1, len(log),
-                       ctypes.addressof(log), 0, 0, name.encode()[:15], 0,
-                       BPF_CGROUP_INET_EGRESS)
+                       ctypes.addressof(log), 0, 0, name.encode()[:15], 0, attach_type)
     try:
         return _bpf(BPF_PROG_LOAD, attr)
     except OSError as err:
         detail = log.value.decode(errors="replace").strip().splitlines()
         raise UnavailableError(
-            f"this kernel refused a cgroup-skb BPF program: {err.strerror}"
+            f"this kernel refused a {what} BPF program: {err.strerror}"
             + (f" ({detail[-1]})" if detail else ""),
             "it needs CONFIG_CGROUP_BPF and root") from None
 
 
+def load_priority_program(priority: int, name: str = "bb_prio",
+                          data_priority: int | None = None) -> int:
+    """Load the program (with `data_priority`: `ack_data_program`); return its descriptor
+    (the caller closes it)."""
+    insns = priority_program(priority) if data_priority is None else \
+        ack_data_program(priority, data_priority)
+    return _load(BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_EGRESS, insns, name, "cgroup-skb")
+
+
+def load_sock_ops_program(map_fd: int, cc: str | None = None, name: str = "bb_window") -> int:
+    """Load the sock_ops program over `map_fd`; return its descriptor. A kernel whose
+    bpf_setsockopt lacks an option the program uses refuses it here, at load."""
+    return _load(BPF_PROG_TYPE_SOCK_OPS, BPF_CGROUP_SOCK_OPS, sock_ops_program(map_fd, cc),
+                 name, "sock_ops")
+
+
+def create_window_map(name: str = "bb_window") -> int:
+    """The sock_ops program's one-entry array map (all zero: nothing clamped)."""
+    attr = struct.pack("<IIIIIII16s", BPF_MAP_TYPE_ARRAY, 4, WINDOW_VALUE.size, 1, 0, 0, 0,
+                       name.encode()[:15])
+    try:
+        return _bpf(BPF_MAP_CREATE, attr)
+    except OSError as err:
+        raise UnavailableError(f"this kernel refused a BPF array map: {err.strerror}",
+                               "it needs CONFIG_BPF_SYSCALL and root") from None
+
+
+def set_window(map_fd: int, clamp_bytes: int, initial_segments: int) -> None:
+    """The clamp every socket of the job gets with its next segment, and new connections'
+    initial window (both 0: leave the kernel's)."""
+    value = ctypes.create_string_buffer(WINDOW_VALUE.pack(clamp_bytes, initial_segments),
+                                        WINDOW_VALUE.size)
+    k = ctypes.c_uint32(0)
+    attr = struct.pack("<IIQQQ", map_fd, 0, ctypes.addressof(k), ctypes.addressof(value), 0)
+    _bpf(BPF_MAP_UPDATE_ELEM, attr)
+
+
+def window(map_fd: int) -> tuple[int, int]:
+    value = ctypes.create_string_buffer(WINDOW_VALUE.size)
+    k = ctypes.c_uint32(0)
+    attr = struct.pack("<IIQQQ", map_fd, 0, ctypes.addressof(k), ctypes.addressof(value), 0)
+    _bpf(BPF_MAP_LOOKUP_ELEM, attr)
+    return WINDOW_VALUE.unpack(value.raw)  # type: ignore[return-value]
+
+
+def _info(fd: int, size: int, prefix: bytes = b"") -> bytes:
+    info = ctypes.create_string_buffer(prefix, size)
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, struct.pack("<IIQ", fd, size, ctypes.addressof(info)))
+    return info.raw
+
+
 def program_id(fd: int) -> int:
-    info = ctypes.create_string_buffer(256)
-    attr = struct.pack("<IIQ", fd, len(info), ctypes.addressof(info))
-    _bpf(BPF_OBJ_GET_INFO_BY_FD, attr)
-    return int(struct.unpack_from("<I", info.raw, 4)[0])  # bpf_prog_info: type, id
+    return int(struct.unpack_from("<I", _info(fd, 256), 4)[0])  # bpf_prog_info: type, id
+
+
+def map_id(fd: int) -> int:
+    return int(struct.unpack_from("<I", _info(fd, 128), 4)[0])  # bpf_map_info: type, id
+
+
+def program_maps(fd: int) -> list[int]:
+    """The ids of the maps a loaded program uses (bpf_prog_info's nr_map_ids, map_ids)."""
+    ids = (ctypes.c_uint32 * 8)()
+    head = bytearray(64)
+    struct.pack_into("<IQ", head, 52, 8, ctypes.addressof(ids))
+    raw = _info(fd, 256, bytes(head))
+    return [int(ids[i]) for i in range(min(8, struct.unpack_from("<I", raw, 52)[0]))]
 
 
 def program_fd(prog_id: int) -> int | None:
@@ -104,25 +356,30 @@ def program_fd(prog_id: int) -> int | None:
         return None
 
 
-def attach(cgroup_fd: int, prog_fd: int) -> None:
-    _bpf(BPF_PROG_ATTACH, struct.pack("<IIII", cgroup_fd, prog_fd, BPF_CGROUP_INET_EGRESS,
+def map_fd(ident: int) -> int | None:
+    """A descriptor for a map by its id; None when no such map lives."""
+    try:
+        return _bpf(BPF_MAP_GET_FD_BY_ID, struct.pack("<I", ident))
+    except OSError:
+        return None
+
+
+def attach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> None:
+    _bpf(BPF_PROG_ATTACH, struct.pack("<IIII", cgroup_fd, prog_fd, attach_type,
                                       BPF_F_ALLOW_MULTI))
 
 
-def detach(cgroup_fd: int, prog_fd: int) -> None:
-    _bpf(BPF_PROG_DETACH, struct.pack("<IIII", cgroup_fd, prog_fd, BPF_CGROUP_INET_EGRESS, 0))
+def detach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> None:
+    _bpf(BPF_PROG_DETACH, struct.pack("<IIII", cgroup_fd, prog_fd, attach_type, 0))
 
 
-def attached(cgroup_fd: int) -> list[int]:
-    """Ids of the egress programs attached to this group itself (not inherited ones)."""
+def attached(cgroup_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> list[int]:
+    """Ids of the programs of `attach_type` attached to this group itself (not inherited
+    ones)."""
     ids = (ctypes.c_uint32 * 64)()
     # target_fd, attach_type, query_flags, attach_flags, prog_ids, prog_cnt
-    attr = bytearray(struct.pack("<IIIIQI", cgroup_fd, BPF_CGROUP_INET_EGRESS, 0, 0,
-                                 ctypes.addressof(ids), 64))
-    buf = ctypes.create_string_buffer(bytes(attr), 128)
-    nr = _SYS_BPF.get(platform.machine(), 321)
-    if _libc.syscall(nr, BPF_PROG_QUERY, buf, len(buf)) < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
+    buf = ctypes.create_string_buffer(struct.pack("<IIIIQI", cgroup_fd, attach_type, 0, 0,
+                                                  ctypes.addressof(ids), 64), 128)
+    _bpf(BPF_PROG_QUERY, buf)
     count = struct.unpack_from("<I", buf.raw, 24)[0]
     return [int(ids[i]) for i in range(min(count, 64))]

@@ -17,17 +17,19 @@ from dataclasses import dataclass
 from .. import cgroup2, cgroupbpf, system
 from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..system.change import run_tool
-from . import policy, testbed
+from . import policy, tcpopts, testbed
 
 MODES = ("background",)
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where the policy goes: `dev` in the named network namespace `ns` (None: ours)."""
+    """Where the policy goes: `dev` in the named network namespace `ns` (None: ours);
+    `cc`: the job's sockets' congestion control (TCP-LP where the kernel has it)."""
 
     dev: str
     ns: str | None = None
+    cc: str | None = None
 
     @property
     def netns_path(self) -> str | None:
@@ -51,7 +53,7 @@ def check(mode: str, dev: str | None, ns: str | None) -> Target:
     if ns is not None and system.net.netns_identity(ns) is None:
         raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
     system.require_root("shaping a job's traffic on an interface")
-    target = Target(dev or default_dev(ns), ns)
+    target = Target(dev or default_dev(ns), ns, tcpopts.low_priority_cc())
     if system.link_info(ns, target.dev) is None:
         where = f" in network namespace {ns}" if ns else ""
         raise NotFoundError(f"no such interface: {target.dev}{where}", "see `ip link`")
@@ -66,6 +68,7 @@ def check(mode: str, dev: str | None, ns: str | None) -> Target:
     if not testbed.qdisc_known("htb"):
         raise UnavailableError("--net needs the htb qdisc, which this kernel lacks")
     os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
+    tcpopts.check(target.cc)  # the window clamp (and TCP-LP) take effect here; else 69
     return target
 
 
@@ -82,5 +85,6 @@ def apply(tx: system.Transaction, target: Target, tag: str) -> tuple[policy.Appl
     (`policy.stop`) before the transaction ends."""
     group = group_path(tag)
     tx.apply(system.CgroupDir(group))
-    applied = policy.background(tx, target.ns, target.dev, None, group, adaptive=True)
+    applied = policy.background(tx, target.ns, target.dev, None, group, adaptive=True,
+                                cc=target.cc)
     return applied, os.path.join(group, "cgroup.procs")

@@ -6,6 +6,8 @@ backburner.net.client probe|download ...``), printing one JSON line of figures:
   browser's first request would; GAP_S seconds apart.
 * ``download HOST PORT SECONDS``: one bulk download for SECONDS (or until SIGTERM); the
   bytes it got and the time it ran, so its own speed over its whole run is known.
+* ``upload HOST PORT SECONDS``: one bulk upload the same way; its bytes are those the
+  server acknowledged (TCP_INFO's bytes_acked), not those left in the send buffer.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import struct
 import sys
 import time
+
+_TCPI_BYTES_ACKED = 120  # offsetof(struct tcp_info, tcpi_bytes_acked)
 
 
 def _get(host: str, port: int, path: str) -> tuple[float, float, int]:
@@ -71,10 +76,32 @@ def download(host: str, port: int, seconds: float) -> dict[str, float]:
     return {"bytes": got, "seconds": elapsed}
 
 
+def upload(host: str, port: int, seconds: float) -> dict[str, float]:
+    """Like `download`, the other way."""
+    signal.signal(signal.SIGTERM, _stop)
+    t0 = time.monotonic()
+    sock = socket.create_connection((host, port), timeout=30)
+    sock.sendall(f"POST /upload HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+    chunk = b"\0" * 65536
+    end = t0 + seconds
+    while time.monotonic() < end:
+        sock.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            sock.send(chunk)
+        except (TimeoutError, _Stop):
+            break
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    elapsed = time.monotonic() - t0
+    sock.close()
+    return {"bytes": struct.unpack_from("<Q", info, _TCPI_BYTES_ACKED)[0], "seconds": elapsed}
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "probe":
         out: dict[str, object] = dict(probe(argv[1], int(argv[2]), int(argv[3]),
                                             float(argv[4])))
+    elif argv[0] == "upload":
+        out = dict(upload(argv[1], int(argv[2]), float(argv[3])))
     else:
         out = dict(download(argv[1], int(argv[2]), float(argv[3])))
     print(json.dumps(out), flush=True)

@@ -1,7 +1,8 @@
-"""One measured scenario on the testbed: `downloads` bulk downloads run (in `cgroup_procs`
-when a policy covers them), and after a warm-up that lets the link's buffer fill, the
-probe fetches the small page `probes` times. The figures: each fetch's time and TCP
-handshake round trip, and the downloads' own speed over their whole run."""
+"""One measured scenario on the testbed: `downloads` bulk downloads and `uploads` bulk
+uploads run (in `cgroup_procs` when a policy covers them), and after a warm-up that lets
+the link's buffer fill, the probe fetches the small page `probes` times. The figures:
+each fetch's time and TCP handshake round trip, and the downloads' own speed over their
+whole run."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ class Figures:
     downloads: int
     fetch_s: list[float]
     connect_s: list[float]
-    bulk_bit_s: float  # all downloads together, over their whole run
+    bulk_bit_s: float  # all downloads and uploads together, over their whole run
+    uploads: int = 0
 
     @property
     def fetch_median_s(self) -> float:
@@ -44,17 +46,18 @@ def _read(child: object) -> dict[str, object]:
 
 
 def scenario(bed: Testbed, downloads: int, probes: int, *,
-             cgroup_procs: tuple[str, ...] = (), seconds: float | None = None) -> Figures:
-    """Run it; the downloads run `seconds`, or (by default) until the probe is done."""
+             cgroup_procs: tuple[str, ...] = (), seconds: float | None = None,
+             uploads: int = 0) -> Figures:
+    """Run it; the loads run `seconds`, or (by default) until the probe is done."""
     run_s = seconds if seconds is not None else 600.0  # stopped when the probe is done
-    loads = [client(bed, [sys.executable, "-m", "backburner.net.client", "download",
+    loads = [client(bed, [sys.executable, "-m", "backburner.net.client", kind,
                           SERVER_ADDR, str(PORT), f"{run_s:g}"], cgroup_procs)
-             for _ in range(downloads)]
+             for kind in ["download"] * downloads + ["upload"] * uploads]
     fetch: list[float] = []
     connect: list[float] = []
     try:
         if probes:
-            if downloads:
+            if loads:
                 time.sleep(WARMUP_S)
             got = _read(client(bed, [sys.executable, "-m", "backburner.net.client", "probe",
                                      SERVER_ADDR, str(PORT), str(probes), f"{PROBE_GAP_S:g}"]))
@@ -67,4 +70,4 @@ def scenario(bed: Testbed, downloads: int, probes: int, *,
             if c.poll() is None:
                 c.stop()
     rate = sum(float(b["bytes"]) * 8 / float(b["seconds"]) for b in bulk)  # type: ignore
-    return Figures(downloads, fetch, connect, rate)
+    return Figures(downloads, fetch, connect, rate, uploads)

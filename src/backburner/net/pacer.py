@@ -109,17 +109,17 @@ def _socket_inodes(pid: int) -> set[str]:
     return inodes
 
 
-def job_peers(group: str) -> list[str]:
-    """The remote IPv4 addresses of the established TCP connections held by the processes
+def job_connections(group: str) -> list[str]:
+    """The remote IPv4 address of each established TCP connection held by the processes
     of the cgroup v2 `group`: their sockets (by inode, from their descriptors) looked up
     in their own namespace's table (`/proc/PID/net/tcp`), so no port is guessed and the
-    namespace the job runs in is the one read."""
-    peers: list[str] = []
+    namespace the job runs in is the one read. A socket two processes share counts once."""
+    found: dict[str, str] = {}
     try:
         with open(os.path.join(group, "cgroup.procs")) as f:
             pids = [int(x) for x in f.read().split()]
     except OSError:
-        return peers
+        return []
     for pid in pids:
         inodes = _socket_inodes(pid)
         try:
@@ -131,10 +131,13 @@ def job_peers(group: str) -> list[str]:
             w = row.split()
             if len(w) > 9 and w[3] == "01" and w[9] in inodes:  # 01: ESTABLISHED
                 hexaddr = w[2].split(":")[0]
-                host = socket.inet_ntoa(struct.pack("<I", int(hexaddr, 16)))
-                if host not in peers:
-                    peers.append(host)
-    return peers
+                found[w[9]] = socket.inet_ntoa(struct.pack("<I", int(hexaddr, 16)))
+    return list(found.values())
+
+
+def job_peers(group: str) -> list[str]:
+    """The distinct peers of the job's established connections (`job_connections`)."""
+    return list(dict.fromkeys(job_connections(group)))
 
 
 @dataclass
@@ -146,29 +149,67 @@ class Rule:
     ceiling_bit: int = 10_000_000_000
     grow: float = 0.08       # per step, at zero queueing delay
     shrink: float = 0.10     # per step, at twice the target or more
-    base_window_s: float = 30.0
+
+    def factor(self, queue_s: float | None) -> float:
+        """What a budget is multiplied by, for this queueing delay (None: a lost echo,
+        a full queue or a dropping one)."""
+        if queue_s is None:
+            return 1 - self.shrink
+        off = (self.target_s - queue_s) / self.target_s  # 1 at an empty queue
+        return 1 + self.grow * off if off > 0 else 1 + self.shrink * max(off, -1.0)
 
     def next_rate(self, rate: float, queue_s: float | None) -> float:
-        if queue_s is None:  # the echo was lost: a full queue, or a dropping one
-            factor = 1 - self.shrink
-        else:
-            off = (self.target_s - queue_s) / self.target_s  # 1 at an empty queue
-            factor = 1 + self.grow * off if off > 0 else 1 + self.shrink * max(off, -1.0)
-        return min(self.ceiling_bit, max(self.floor_bit, rate * factor))
+        return min(self.ceiling_bit, max(self.floor_bit, rate * self.factor(queue_s)))
+
+
+@dataclass
+class WindowRule(Rule):
+    """The window clamp's rule, in bytes of window of all the job's connections together
+    (each gets an equal share, at least `floor_bytes`). Alone, the window follows the
+    queueing delay by the same rule as a rate (`next_window`); beside the paced ACKs it
+    follows their rate (`follow`): the window that rate needs over the path's own round
+    trip and `margin_s`, so the ACK class sets the pace and the window only bounds what a
+    burst of ACKs can release."""
+
+    floor_bytes: int = 1448
+    ceiling_bytes: int = 64 << 20
+    start_bytes: int = 16 * 1448
+    margin_s: float = 0.05
+
+    def next_window(self, total: float, queue_s: float | None, conns: int) -> float:
+        floor = self.floor_bytes * max(1, conns)
+        return min(self.ceiling_bytes, max(floor, total * self.factor(queue_s)))
+
+    def follow(self, rate_bit: float, base_rtt_s: float, conns: int) -> float:
+        floor = self.floor_bytes * max(1, conns)
+        return min(self.ceiling_bytes, max(floor, rate_bit / 8 * (base_rtt_s + self.margin_s)))
+
+
+@dataclass
+class Knob:
+    """One budget the queueing delay moves: `value` is where it is, `step(value, queue,
+    connections)` the next one, `put(value, connections)` makes it so on the machine
+    (raising BackburnerError once what it moves is gone). `put` is called when the value
+    moved by 2% or the number of the job's connections changed."""
+
+    name: str
+    value: float
+    step: Callable[[float, float | None, int], float]
+    put: Callable[[float, int], None]
+    history: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass
 class Pacer:
-    """The controller thread for one background class; `start()`, then `stop()`."""
+    """The controller thread for the background job's budgets; `start()`, then `stop()`.
+    `history` holds (time, the first knob's value, queueing delay or None) per step."""
 
     ns: str | None
-    dev: str
-    classid: str
     group: str
-    rate_bit: float
-    set_rate: Callable[[int], None]
-    rule: Rule = field(default_factory=Rule)
+    knobs: list[Knob]
     interval_s: float = 0.1
+    base_window_s: float = 30.0
+    base_rtt_s: float | None = None  # the path's own round trip, as last measured
     history: list[tuple[float, float, float | None]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -188,13 +229,14 @@ class Pacer:
         signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
         ident = (os.getpid() ^ threading.get_native_id()) & 0xFFFF
         rtts: deque[tuple[float, float]] = deque()
-        seq, peers, peers_at = 0, [], 0.0
-        applied = self.rate_bit
+        seq, conns, conns_at = 0, [], 0.0
+        applied = {k.name: (k.value, 0) for k in self.knobs}
         with sock:
             while not self._stop.wait(self.interval_s):
                 now = time.monotonic()
-                if not peers or now - peers_at > 2.0:
-                    peers, peers_at = job_peers(self.group), now
+                if not conns or now - conns_at > 1.0:
+                    conns, conns_at = job_connections(self.group), now
+                peers = list(dict.fromkeys(conns))
                 if not peers:
                     continue
                 seq = (seq + 1) & 0xFFFF
@@ -204,14 +246,18 @@ class Pacer:
                 queue: float | None = None
                 if rtt is not None:
                     rtts.append((now, rtt))
-                    while rtts and now - rtts[0][0] > self.rule.base_window_s:
+                    while rtts and now - rtts[0][0] > self.base_window_s:
                         rtts.popleft()
-                    queue = rtt - min(r for _, r in rtts)
-                self.rate_bit = self.rule.next_rate(self.rate_bit, queue)
-                self.history.append((now, self.rate_bit, queue))
-                if abs(self.rate_bit - applied) >= 0.02 * applied:
-                    try:
-                        self.set_rate(int(self.rate_bit))
-                    except BackburnerError:
-                        return  # the class went (the policy is being undone)
-                    applied = self.rate_bit
+                    self.base_rtt_s = min(r for _, r in rtts)
+                    queue = rtt - self.base_rtt_s
+                for k in self.knobs:
+                    k.value = k.step(k.value, queue, len(conns))
+                    k.history.append((now, k.value))
+                    was, n = applied[k.name]
+                    if abs(k.value - was) >= 0.02 * was or n != len(conns):
+                        try:
+                            k.put(k.value, len(conns))
+                        except BackburnerError:
+                            return  # what it moves went (the policy is being undone)
+                        applied[k.name] = (k.value, len(conns))
+                self.history.append((now, self.knobs[0].value, queue))

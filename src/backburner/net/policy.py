@@ -1,38 +1,67 @@
-"""The background policy for a job's network traffic: its downloads yield to everything
-else on a slow link whose queue is not on this machine.
+"""The background policy for a job's network traffic: its downloads and uploads yield to
+everything else on a slow link whose queue is not on this machine.
 
 A download's data is sent by a remote server, into the slow link's deep buffer; nothing
-here can reorder that queue. What the receiver does control is the clock of the sender:
-a TCP sender sends new data only as acknowledgements arrive. So the job's outgoing packets
-(its ACKs, attributed by its cgroup v2 group through a cgroup BPF program that sets their
-priority to an HTB class, never by guessing from ports) go through a class of their own
-whose rate lets through acknowledgements for a little under the link's rate of data. The
-job's senders then send at that rate, the link's buffer stays near empty, and a page
-fetched by anything else finds a short queue; when nothing else runs, the downloads still
-get that share of the link. Everything else leaves through the default class, unshaped.
+here can reorder that queue. What the receiver does control is the clock of the sender
+and how much it may send: a TCP sender sends new data only as acknowledgements arrive,
+and never more than the window the receiver offers. Both are attributed to the job by
+its cgroup v2 group (BPF programs on the group, never guessed from ports):
 
-The class counts each packet as two full frames (`mpu`): a Linux receiver acknowledges
-about every second segment, so a budget of packets is a budget of data, whatever the
-ACKs' own few bytes are.
+* **acks**: a cgroup-skb program sets the priority of the job's outgoing packets without
+  data (its ACKs) to an HTB class whose rate lets through acknowledgements for a little
+  under the link's rate of data. The class counts each packet as two full frames
+  (`mpu`): a Linux receiver acknowledges about every second segment, so a budget of
+  packets is a budget of data, whatever the ACKs' own few bytes are.
+* **window**: a sock_ops program clamps the window the job's sockets offer
+  (TCP_WINDOW_CLAMP, from the first SYN on), an equal share each of a budget a
+  controller moves.
+* **both**: the ACK class sets the pace; the window follows its rate (what that rate
+  needs over the path's own round trip and a margin), so a burst of ACKs, or a new
+  connection's slow start, cannot release more than that into the link's queue.
+
+The budgets follow the queueing delay at the link (`pacer`): the link's rate need not be
+known. The job's senders then send at about the link's rate, its buffer stays near empty,
+and a page fetched by anything else finds a short queue. Everything else leaves through
+the default class, unshaped.
+
+Uploads: where the uplink's rate is given, the interface is shaped just below it, so the
+queue is here, and the job's packets with data go to a class that only borrows what
+everything else leaves; and where the kernel has TCP-LP the job's sockets use it, which
+yields to other traffic wherever the queue is.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
-from .. import system
+from .. import cgroupbpf, system
+from ..errors import SystemStateError
 from .link import MTU_BYTES, LinkSpec
-from .pacer import Pacer, Rule
+from .pacer import Knob, Pacer, Rule, WindowRule
+from .tcpopts import cc_changes
 
 BULK_CLASS = "1:10"
 OTHER_CLASS = "1:20"
+UPLOAD_CLASS = "1:30"
 BULK_PRIORITY = 0x10010  # HTB class 1:10, as skb->priority
+UPLOAD_PRIORITY = 0x10030  # HTB class 1:30
 #: The share of the link's rate the background job's data may take.
 SHARE = 1.0
-
+#: What holds the job's downloads back: its ACKs paced in a class of their own
+#: ("acks"), the window its sockets advertise clamped ("window"), or both.
+MECHANISMS = ("acks", "window", "both")
+DEFAULT_MECHANISM = "both"
+#: Shaped uplink: the share of its rate the interface sends at (so the queue is here),
+#: the share the job's uploads are sure of, and their own queue, as time at that rate.
+UPLINK_SHARE = 0.95
+UPLOAD_SHARE = 0.05
+UPLOAD_QUEUE_S = 0.1
 
 #: Where the adaptive budget starts when the link's rate is not known: a slow line's.
 START_BIT = 1_000_000
+#: A full segment's payload on an Ethernet path: the unit of the initial window.
+MSS_BYTES = 1448
 
 
 @dataclass
@@ -41,6 +70,9 @@ class Applied:
     dev: str
     group: str
     pacer: Pacer | None = field(default=None, repr=False)
+    mechanism: str = DEFAULT_MECHANISM
+    window_map: int | None = field(default=None, repr=False)  # the clamp's map, ours to close
+    cc: str | None = None
 
 
 def _bulk_args(budget: int) -> list[str]:
@@ -49,40 +81,134 @@ def _bulk_args(budget: int) -> list[str]:
 
 
 def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec | None,
-               group: str, *, adaptive: bool = True, rule: Rule | None = None) -> Applied:
+               group: str, *, adaptive: bool = True, rule: Rule | None = None,
+               mechanism: str | None = None, window_rule: WindowRule | None = None,
+               uplink_bit: int | None = None, cc: str | None = None) -> Applied:
     """Put the policy on `dev` (in namespace `ns`; None: this one) for the cgroup v2
-    group `group`, which must exist; every piece is a change of `tx`. `adaptive`: the
-    ACK budget follows the link's queueing delay (the pacer: the caller's `stop()` ends it
-    before the transaction does); otherwise it stays at the link's rate (`link` needed)."""
-    if link is None and not adaptive:
-        raise ValueError("a fixed budget needs the link's rate")
-    budget = int(link.rate_bit * SHARE) if link is not None else START_BIT
-    tx.apply(system.Qdisc(ns, dev, "root", "1", "htb", ["default", "20"]))
-    tx.apply(system.TcClass(ns, dev, "1:", "1:1", "htb", ["rate", "10gbit"]))
-    tx.apply(system.TcClass(ns, dev, "1:1", OTHER_CLASS, "htb",
-                            ["rate", "10gbit", "prio", "0"]))
-    tx.apply(system.TcClass(ns, dev, "1:1", BULK_CLASS, "htb", _bulk_args(budget)))
-    tx.apply(system.CgroupPacketPriority(group, BULK_PRIORITY))
-    applied = Applied(ns, dev, group)
-    if adaptive:
-        def set_rate(bit: int) -> None:
-            system.change_class(ns, dev, "1:1", BULK_CLASS, "htb", _bulk_args(bit))
-
-        applied.pacer = Pacer(ns, dev, BULK_CLASS, group, float(budget), set_rate,
-                              rule or Rule())
+    group `group`, which must exist; every piece is a change of `tx`. `mechanism` (one of
+    MECHANISMS; by default DEFAULT_MECHANISM, or "acks" for a fixed budget) says what
+    holds the job's downloads back; `adaptive`: its budgets follow
+    the link's queueing delay (the pacer: the caller's `stop()` ends it before the
+    transaction does); otherwise the ACK budget stays at the link's rate (`link` needed,
+    ACKs only). `uplink_bit`: the uplink's rate, shaped just below it with the job's
+    uploads behind everything else; `cc`: the job's sockets' congestion control (checked
+    by `tcpopts.check` first; its module is loaded if need be)."""
+    if mechanism is None:
+        mechanism = DEFAULT_MECHANISM if adaptive else "acks"
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"unknown mechanism {mechanism!r}")
+    if not adaptive and (link is None or mechanism != "acks"):
+        raise ValueError("a fixed budget is one of ACKs at the link's rate")
+    applied = Applied(ns, dev, group, mechanism=mechanism, cc=cc)
+    acks = mechanism in ("acks", "both")
+    knobs = []
+    if acks or uplink_bit:
+        budget = int(link.rate_bit * SHARE) if link is not None else START_BIT
+        _classes(tx, applied, budget if acks else None, uplink_bit)
+        if acks:
+            knobs.append(_ack_knob(applied, float(budget), rule or Rule()))
+    if mechanism in ("window", "both") or cc:
+        knob = _window_clamp(tx, applied, window_rule or WindowRule(),
+                             knobs[0] if knobs else None, mechanism != "acks")
+        if knob is not None:
+            knobs.append(knob)
+    if adaptive and knobs:
+        applied.pacer = Pacer(ns, group, knobs)
         applied.pacer.start()
     return applied
 
 
+def _classes(tx: system.Transaction, applied: Applied, ack_bit: int | None,
+             uplink_bit: int | None) -> None:
+    """The HTB root: the job's ACKs in a paced class of their own (`ack_bit`), and with
+    `uplink_bit` everything else shaped just below the uplink's rate, the job's uploads in
+    a class that borrows what the rest leaves."""
+    ns, dev = applied.ns, applied.dev
+    tx.apply(system.Qdisc(ns, dev, "root", "1", "htb", ["default", "20"]))
+    tx.apply(system.TcClass(ns, dev, "1:", "1:1", "htb", ["rate", "10gbit"]))
+    if ack_bit is not None:
+        tx.apply(system.TcClass(ns, dev, "1:1", BULK_CLASS, "htb", _bulk_args(ack_bit)))
+    if uplink_bit is None:
+        tx.apply(system.TcClass(ns, dev, "1:1", OTHER_CLASS, "htb",
+                                ["rate", "10gbit", "prio", "0"]))
+    else:
+        up = int(uplink_bit * UPLINK_SHARE)
+        mine = max(8000, int(up * UPLOAD_SHARE))
+        tx.apply(system.TcClass(ns, dev, "1:", "1:2", "htb",
+                                ["rate", f"{up}bit", "ceil", f"{up}bit"]))
+        tx.apply(system.TcClass(ns, dev, "1:2", OTHER_CLASS, "htb",
+                                ["rate", f"{up - mine}bit", "ceil", f"{up}bit", "prio", "0"]))
+        tx.apply(system.TcClass(ns, dev, "1:2", UPLOAD_CLASS, "htb",
+                                ["rate", f"{mine}bit", "ceil", f"{up}bit", "prio", "1"]))
+        limit = max(2 * MTU_BYTES, int(up * UPLOAD_QUEUE_S / 8))
+        tx.apply(system.Qdisc(ns, dev, UPLOAD_CLASS, "30", "bfifo", ["limit", str(limit)]))
+    tx.apply(system.CgroupPacketPriority(
+        applied.group, BULK_PRIORITY if ack_bit is not None else 0,
+        data_priority=UPLOAD_PRIORITY if uplink_bit is not None else 0))
+
+
+def _ack_knob(applied: Applied, budget: float, rule: Rule) -> Knob:
+    ns, dev = applied.ns, applied.dev
+
+    def put(bit: float, _conns: int) -> None:
+        system.change_class(ns, dev, "1:1", BULK_CLASS, "htb", _bulk_args(int(bit)))
+
+    return Knob("ack-rate", budget, lambda v, q, _n: rule.next_rate(v, q), put)
+
+
+def _window_clamp(tx: system.Transaction, applied: Applied, rule: WindowRule,
+                  acks: Knob | None, clamp: bool) -> Knob | None:
+    """The sock_ops program on the job's group (with the congestion control); with
+    `clamp` its sockets' window clamped to an equal share of the window budget (at least a
+    segment each), which follows the queueing delay, or with `acks` the ACK class's
+    rate."""
+    for change in cc_changes(applied.cc):
+        tx.apply(change)
+    start = float(rule.start_bytes) if acks is None else rule.follow(acks.value, 0.0, 1)
+    clamp_bytes, initial = window_values(start, 1, rule) if clamp else (0, 0)
+    result = tx.apply(system.CgroupSockOps(applied.group, applied.cc, clamp_bytes, initial))
+    if not clamp:
+        return None
+    applied.window_map = system.window_map(result)
+    if applied.window_map is None:
+        raise SystemStateError("the window clamp's BPF map vanished as it was made")
+    fd = applied.window_map
+
+    def put(total: float, conns: int) -> None:
+        try:
+            cgroupbpf.set_window(fd, *window_values(total, conns, rule))
+        except OSError as err:
+            raise SystemStateError(f"could not set the window clamp: {err.strerror}") from None
+
+    def step(total: float, queue: float | None, conns: int) -> float:
+        pacer = applied.pacer
+        if acks is None or pacer is None or pacer.base_rtt_s is None:
+            return rule.next_window(total, queue, conns)
+        return rule.follow(acks.value, pacer.base_rtt_s, conns)
+
+    return Knob("window", start, step, put)
+
+
+def window_values(total: float, conns: int, rule: WindowRule) -> tuple[int, int]:
+    """(clamp per socket in bytes, initial window in segments) for `conns` connections
+    sharing `total` bytes of window."""
+    per = max(rule.floor_bytes, int(total / max(1, conns)))
+    return per, max(1, per // MSS_BYTES)
+
+
 def stop(applied: Applied) -> None:
-    """End the pacer (if any) before the transaction removes its class."""
+    """End the pacer (if any) before the transaction removes what it moves."""
     if applied.pacer is not None:
         applied.pacer.stop()
+    if applied.window_map is not None:
+        os.close(applied.window_map)
+        applied.window_map = None
 
 
-def bulk_counters(applied: Applied) -> tuple[int, int]:
-    """(bytes, packets) the background class has sent: proof the policy takes effect."""
+def bulk_counters(applied: Applied, classid: str = BULK_CLASS) -> tuple[int, int]:
+    """(bytes, packets) a class of the policy has sent (the ACK class by default): proof
+    the policy takes effect."""
     for c in system.tc_classes(applied.ns, applied.dev):
-        if c["handle"] == BULK_CLASS:
+        if c["handle"] == classid:
             return c["bytes"], c["packets"]
     return 0, 0

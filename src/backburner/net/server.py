@@ -1,8 +1,9 @@
 """The testbed's HTTP server, run in the server namespace (``python -m
-backburner.net.server ADDR PORT CC PAGE_BYTES``): ``/page`` is a small page, ``/bulk`` an
-endless download. Contents are made on the fly, so nothing is written to disk. Each
-accepted connection gets congestion control `CC` (a server's usual cubic, not this host's
-default), since the sender's algorithm decides how full the slow link's buffer gets."""
+backburner.net.server ADDR PORT CC PAGE_BYTES``): ``/page`` is a small page, ``/bulk``
+an endless download, a POST to ``/upload`` a sink that reads until the client closes.
+Contents are made on the fly, so nothing is written to disk. Each accepted connection
+gets congestion control `CC` (a server's usual cubic, not this host's default), since
+the sender's algorithm decides how full the slow link's buffer gets."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ class _Handler(BaseHTTPRequestHandler):
                 return
         else:
             self.send_error(404)
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+        if self.path != "/upload":
+            self.send_error(404)
+            return
+        try:
+            while self.rfile.read1(65536):
+                pass
+        except OSError:
+            return
 
     def log_message(self, *args: object) -> None:
         pass

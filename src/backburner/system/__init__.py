@@ -13,11 +13,11 @@ after a crash it may run for a change that was only half applied.
 Importing the package imports every family, so a journal's replay finds every kind.
 """
 
+from .bpf import CgroupPacketPriority, CgroupSockOps, window_map
 from .cgroups import (
     CgroupDir,
     CgroupFreezer,
     CgroupMove,
-    CgroupPacketPriority,
     ControllersEnabled,
     DeviceLine,
     cgroup_dir_of,
@@ -28,6 +28,7 @@ from .change import Change, selected
 from .files import InstalledFile, MadeDir, MadeFile, PrivateDir, remove_tree
 from .journal import Entry, Journal, JournalInfo, journals, stale_journals
 from .loops import LoopDevice, is_loop_over, loops_backed_by
+from .modules import KernelModule, module_available, module_loaded
 from .mounts import (
     Filesystem,
     FuseMount,
@@ -73,19 +74,21 @@ from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
     "DEFAULT_STATE_DIR", "Address", "CgroupDir", "CgroupFreezer", "CgroupMove",
-    "CgroupPacketPriority", "Change", "Link", "LinkUp", "NetNamespace", "Qdisc", "TcClass",
+    "CgroupPacketPriority", "CgroupSockOps", "Change", "Link", "LinkUp", "NetNamespace",
+    "Qdisc", "TcClass",
     "ControllersEnabled", "Daemon", "DelegatedScope", "DeviceLine", "Entry", "Filesystem",
     "FuseMount", "Inherited",
     "InstalledFile",
-    "Journal", "JournalInfo", "LiveTransaction", "LoopDevice", "MadeDir", "MadeFile", "Mount",
+    "Journal", "JournalInfo", "KernelModule", "LiveTransaction", "LoopDevice", "MadeDir",
+    "MadeFile", "Mount",
     "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
     "change_class", "link_info", "netns_path", "qdiscs", "tc_classes",
     "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",
-    "mount_options", "mounts_under",
+    "module_available", "module_loaded", "mount_options", "mounts_under",
     "prune_empty_cgroups", "psi_trigger", "recover", "remove_tree", "require_root",
     "restore_stale", "selected", "stale_journals", "state_dir", "trusted_dir",
-    "tracefs_mount", "undo_journal", "work_root",
+    "tracefs_mount", "undo_journal", "window_map", "work_root",
 ]

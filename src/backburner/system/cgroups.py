@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import cgroupbpf, procfs
+from .. import procfs
 from ..errors import SystemStateError
 from .change import Change, write
 from .journal import JournalInfo, journal_entries, journals
@@ -325,74 +325,3 @@ def _our_cgroup_tops() -> list[Path]:
 def _cgroup_specs(info: JournalInfo) -> list[dict[str, Any]]:
     _, entries = journal_entries(info.journal)
     return [e.change.spec() for e in entries if isinstance(e.change, CgroupDir)]
-
-
-@dataclass
-class CgroupPacketPriority(Change):
-    """A cgroup BPF program on a cgroup v2 group that gives every packet its sockets send
-    the priority `priority` (an HTB class id, major << 16 | minor, puts it in that class).
-    The program is known by its id, the group by its device and inode; undo detaches that
-    program from that group and nothing else (other programs there stay)."""
-
-    kind: ClassVar[str] = "cgroup-bpf-priority"
-    path: str
-    priority: int
-
-    def describe(self) -> str:
-        return f"packet priority {self.priority:#x} for cgroup {self.path}"
-
-    def _open(self) -> int | None:
-        try:
-            return os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            return None
-
-    def apply_with(self, record: Callable[[Any], None]) -> Any:
-        group = self._open()
-        if group is None:
-            raise SystemStateError(f"no cgroup {self.path}")
-        try:
-            st = os.fstat(group)
-            prog = cgroupbpf.load_priority_program(self.priority)
-            try:
-                result = {"prog": cgroupbpf.program_id(prog),
-                          "group": [st.st_dev, st.st_ino]}
-                record(result)  # journaled before the attach
-                try:
-                    cgroupbpf.attach(group, prog)
-                except OSError as err:
-                    raise SystemStateError(f"could not attach a BPF program to {self.path}: "
-                                           f"{err.strerror}") from None
-            finally:
-                os.close(prog)
-        finally:
-            os.close(group)
-        return result
-
-    def apply(self) -> Any:
-        return self.apply_with(lambda _r: None)
-
-    def undo(self, old: Any, result: Any) -> None:
-        if not result:
-            return  # nothing was loaded, so nothing was attached
-        group = self._open()
-        if group is None:
-            return  # the group is gone, and its programs with it
-        try:
-            st = os.fstat(group)
-            if [st.st_dev, st.st_ino] != result["group"]:
-                return
-            if result["prog"] not in cgroupbpf.attached(group):
-                return
-            prog = cgroupbpf.program_fd(result["prog"])
-            if prog is None:
-                return
-            try:
-                cgroupbpf.detach(group, prog)
-            except OSError as err:
-                raise SystemStateError(f"could not detach the BPF program from {self.path}: "
-                                       f"{err.strerror}") from None
-            finally:
-                os.close(prog)
-        finally:
-            os.close(group)
