@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""A page fetch over a slow link while bulk downloads run, unprotected and with the
-background policy, on the namespace testbed (real packets; root).
+"""A page fetch over a slow link while bulk downloads (or an upload) run, unprotected and
+with the background policy's mechanisms, on the namespace testbed (real packets; root).
 
 Usage: sudo .venv/bin/python benchmarks/net_background.py [--link 1mbit:0ms:300ms]
-    [--probes 8] [--alone-s 10]
+    [--probes 8] [--alone-s 10] [--mode fixed|adaptive] [--mechanism acks|window|both]
+    [--runs N] [--downloads 1,4] [--uploads] [--no-unprotected]
 Prints, per scenario: the page fetch's median (and each fetch), the TCP handshake's
-median round trip, and the downloads' own speed as a share of the link's rate.
+median round trip, and the bulk work's own speed as a share of the link's rate; then, per
+policy, the spread over the runs of the two target figures: the fetch under four
+downloads against the unloaded one, and four downloads' share of the link alone.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import statistics
 import sys
+from collections import defaultdict
 
 from backburner import cgroup2, system
 from backburner.errors import BackburnerError
@@ -22,34 +27,52 @@ from backburner.net import measure, policy, testbed
 
 
 def line(name: str, f: measure.Figures, rate_bit: int, unloaded: float | None) -> str:
-    ratio = f" ({f.fetch_median_s / unloaded:.1f}x unloaded)" if unloaded else ""
+    ratio = f" ({f.fetch_median_s / unloaded:.2f}x unloaded)" if unloaded else ""
     each = " ".join(f"{t * 1000:.0f}" for t in f.fetch_s)
-    bulk = (f"  downloads {f.bulk_bit_s / 1e3:.0f} kbit/s = "
-            f"{100 * f.bulk_bit_s / rate_bit:.0f}% of the link" if f.downloads else "")
-    return (f"{name:<28} fetch {f.fetch_median_s * 1000:6.0f} ms{ratio} "
+    what = "uploads" if f.uploads and not f.downloads else "downloads"
+    bulk = (f"  {what} {f.bulk_bit_s / 1e3:.0f} kbit/s = "
+            f"{100 * f.bulk_bit_s / rate_bit:.0f}% of the link"
+            if f.downloads or f.uploads else "")
+    return (f"{name:<30} fetch {f.fetch_median_s * 1000:6.0f} ms{ratio} "
             f"[{each}]  handshake {f.connect_median_s * 1000:.0f} ms{bulk}")
 
 
 def run_policy(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.Applied,
                procs: tuple[str, ...], args: argparse.Namespace, base: float,
-               mode: str) -> None:
+               name: str, summary: dict[str, list[tuple[float, float]]]) -> None:
+    ratio4 = float("nan")
     for n in args.downloads:
         f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
-        print(line(f"download:{n} {mode}", f, spec.rate_bit, base))
+        print(line(f"download:{n} {name}", f, spec.rate_bit, base), flush=True)
+        if n == 4:
+            ratio4 = f.fetch_median_s / base
     alone = measure.scenario(bed, 4, 0, cgroup_procs=procs, seconds=args.alone_s)
-    print(f"{f'download:4 {mode} alone':<28} downloads "
-          f"{alone.bulk_bit_s / 1e3:.0f} kbit/s = "
-          f"{100 * alone.bulk_bit_s / spec.rate_bit:.0f}% of the link over "
-          f"{args.alone_s:g} s; background class sent "
-          f"{policy.bulk_counters(applied)[1]} packets")
+    share = alone.bulk_bit_s / spec.rate_bit
+    print(f"{f'download:4 {name} alone':<30} downloads "
+          f"{alone.bulk_bit_s / 1e3:.0f} kbit/s = {100 * share:.0f}% of the link over "
+          f"{args.alone_s:g} s; ACK class sent {policy.bulk_counters(applied)[1]} packets",
+          flush=True)
+    summary[name].append((ratio4, share))
     for knob in applied.pacer.knobs if applied.pacer is not None else []:
         values = sorted(v for _, v in knob.history[-50:])
         if values:
             now = values[len(values) // 2]
-            print(f"{'':<28} pacer: {knob.name} now "
+            print(f"{'':<30} pacer: {knob.name} now "
                   + (f"{now / 1e3:.0f} kbit/s" if knob.name == "ack-rate" else
                      f"{now:.0f} bytes") + f" (median of the last 5 s), "
                   f"{len(knob.history)} steps")
+
+
+def run_upload(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.Applied,
+               procs: tuple[str, ...], args: argparse.Namespace, base: float,
+               name: str) -> None:
+    f = measure.scenario(bed, 0, args.probes, cgroup_procs=procs, uploads=1)
+    print(line(f"upload:1 {name}", f, spec.rate_bit, base), flush=True)
+    alone = measure.scenario(bed, 0, 0, cgroup_procs=procs, seconds=args.alone_s, uploads=1)
+    print(f"{f'upload:1 {name} alone':<30} uploads {alone.bulk_bit_s / 1e3:.0f} kbit/s = "
+          f"{100 * alone.bulk_bit_s / spec.rate_bit:.0f}% of the link over "
+          f"{args.alone_s:g} s; upload class sent "
+          f"{policy.bulk_counters(applied, policy.UPLOAD_CLASS)[1]} packets", flush=True)
 
 
 def main() -> int:
@@ -59,21 +82,24 @@ def main() -> int:
     ap.add_argument("--alone-s", type=float, default=10.0)
     ap.add_argument("--mode", action="append", choices=["fixed", "adaptive"],
                     help="the ACK budget: fixed at the link's rate, or adaptive (the "
-                    "pacer); repeatable; default both")
+                    "pacer); repeatable; default adaptive")
     ap.add_argument("--mechanism", action="append", choices=policy.MECHANISMS,
                     help="what holds the downloads back (adaptive only): their ACKs paced, "
                     "their window clamped, or both; repeatable; default "
                     f"{policy.DEFAULT_MECHANISM}")
     ap.add_argument("--downloads", default="1,4",
                     help="the loaded scenarios' numbers of downloads (default 1,4)")
+    ap.add_argument("--uploads", action="store_true",
+                    help="also one upload, unprotected and with the uplink shaped")
     ap.add_argument("--runs", type=int, default=1,
                     help="run every policy scenario this many times (default 1)")
     ap.add_argument("--no-unprotected", action="store_true",
                     help="skip the unprotected scenarios")
     args = ap.parse_args()
-    args.mode = args.mode or ["fixed", "adaptive"]
+    args.mode = args.mode or ["adaptive"]
     args.mechanism = args.mechanism or [policy.DEFAULT_MECHANISM]
     args.downloads = [int(n) for n in args.downloads.split(",") if n]
+    summary: dict[str, list[tuple[float, float]]] = defaultdict(list)
     try:
         spec = netlink.parse(args.link)
         testbed.check(spec)
@@ -93,24 +119,42 @@ def main() -> int:
             base = idle.fetch_median_s
             for n in () if args.no_unprotected else args.downloads:
                 f = measure.scenario(bed, n, args.probes, cgroup_procs=procs)
-                print(line(f"download:{n} unprotected", f, spec.rate_bit, base))
-            runs = [(m, "acks") for m in args.mode if m == "fixed"] + [
+                print(line(f"download:{n} unprotected", f, spec.rate_bit, base), flush=True)
+            if args.uploads and not args.no_unprotected:
+                f = measure.scenario(bed, 0, args.probes, cgroup_procs=procs, uploads=1)
+                print(line("upload:1 unprotected", f, spec.rate_bit, base), flush=True)
+            runs = [("fixed", "acks") for m in args.mode if m == "fixed"] + [
                 ("adaptive", mech) for mech in args.mechanism if "adaptive" in args.mode]
             for _ in range(args.runs):
                 for mode, mech in runs:
+                    name = "fixed" if mode == "fixed" else mech
                     with system.Transaction("net-bench-policy") as ptx:
                         applied = policy.background(ptx, bed.client_ns, bed.client_dev,
                                                     None if mode == "adaptive" else spec,
                                                     group, adaptive=mode == "adaptive",
                                                     mechanism=mech)
                         try:
-                            run_policy(bed, spec, applied, procs, args, base,
-                                       mode if mode == "fixed" else mech)
+                            run_policy(bed, spec, applied, procs, args, base, name, summary)
                         finally:
                             policy.stop(applied)
+            if args.uploads:
+                with system.Transaction("net-bench-upload") as ptx:
+                    applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
+                                                group, uplink_bit=spec.rate_bit)
+                    try:
+                        run_upload(bed, spec, applied, procs, args, base,
+                                   "uplink shaped")
+                    finally:
+                        policy.stop(applied)
     except BackburnerError as err:
         print(f"net_background.py: {err}", file=sys.stderr)
         return err.exit_status
+    for name, got in summary.items():
+        ratios, shares = [r for r, _ in got], [s for _, s in got]
+        print(f"{name}: {len(got)} runs; fetch under 4 downloads "
+              f"{statistics.median(ratios):.2f}x unloaded [{min(ratios):.2f}-"
+              f"{max(ratios):.2f}]; 4 downloads alone {100 * statistics.median(shares):.0f}% "
+              f"of the link [{100 * min(shares):.0f}-{100 * max(shares):.0f}]")
     return 0
 
 

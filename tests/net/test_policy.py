@@ -11,6 +11,7 @@ import pytest
 
 from backburner import cgroupbpf, system
 from backburner.net import link, measure, policy, testbed
+from backburner.net.pacer import WindowRule
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
 
@@ -57,7 +58,16 @@ def _bulk_rate(bed: testbed.Testbed) -> int:
     return int(float(rate.removesuffix(unit)) * units[unit])
 
 
-def test_adaptive_budget_moves_the_class_rate_and_undo_is_exact(
+def _programs(group: Path) -> tuple[list[int], list[int]]:
+    fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return (cgroupbpf.attached(fd),
+                cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
+    finally:
+        os.close(fd)
+
+
+def test_adaptive_budgets_move_the_class_rate_and_the_window_and_undo_is_exact(
         state_dir: Path, cgroup2_group: Path) -> None:
     spec = link.parse("1mbit:0ms:300ms")
     with system.Transaction("net-test") as tx:
@@ -67,11 +77,15 @@ def test_adaptive_budget_moves_the_class_rate_and_undo_is_exact(
         with system.Transaction("net-policy") as ptx:
             applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
                                         str(cgroup2_group))
+            assert applied.mechanism == "both"
+            assert [len(x) for x in _programs(cgroup2_group)] == [1, 1]
             try:
                 start = _bulk_rate(bed)
                 assert start == policy.START_BIT
                 measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
                                  seconds=3.0)
+                assert applied.window_map is not None
+                clamp, initial = cgroupbpf.window(applied.window_map)
             finally:
                 policy.stop(applied)
             assert applied.pacer is not None
@@ -80,4 +94,42 @@ def test_adaptive_budget_moves_the_class_rate_and_undo_is_exact(
             assert len(steps) > 10 and any(q is not None for _, _, q in steps)
             assert _bulk_rate(bed) != start
             assert policy.bulk_counters(applied)[1] > 20
+            # the window followed the ACK class's rate, shared by the two downloads
+            acks, window = applied.pacer.knobs
+            assert window.name == "window" and len(window.history) == len(steps)
+            # (the map holds the last value that moved by 2%, after the two connected)
+            assert (clamp, initial) in {policy.window_values(v, 2, WindowRule())
+                                        for _, v in window.history}
+        assert _programs(cgroup2_group) == ([], [])
+        assert _state(bed) == before
+
+
+def test_uploads_go_behind_everything_else_on_a_shaped_uplink(
+        state_dir: Path, cgroup2_group: Path) -> None:
+    spec = link.parse("1mbit:0ms:300ms")
+    with system.Transaction("net-test") as tx:
+        bed = testbed.build(tx, spec)
+        testbed.start_server(bed)
+        before = _state(bed)
+        with system.Transaction("net-policy") as ptx:
+            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
+                                        str(cgroup2_group), uplink_bit=spec.rate_bit)
+            try:
+                f = measure.scenario(bed, 0, 2, uploads=1, seconds=2.0,
+                                     cgroup_procs=(str(cgroup2_group / "cgroup.procs"),))
+            finally:
+                policy.stop(applied)
+            up_bytes, up_packets = policy.bulk_counters(applied, policy.UPLOAD_CLASS)
+            ack_bytes, ack_packets = policy.bulk_counters(applied)
+            other_bytes, other_packets = policy.bulk_counters(applied, policy.OTHER_CLASS)
+            # the upload's data in its class, full frames; only packets without data in
+            # the ACK class; the probe's request and ACKs in the other class
+            assert up_packets > 20 and up_bytes / up_packets > 1000
+            assert ack_packets > 0 and ack_bytes / ack_packets < 120
+            assert other_packets > 10
+            assert f.bulk_bit_s > 100_000 and len(f.fetch_s) == 2
+            shaped = system.change.run_tool(["tc", "-n", bed.client_ns, "class", "show",
+                                             "dev", bed.client_dev]).stdout
+            assert "class htb 1:2 root rate 950Kbit ceil 950Kbit" in shaped, shaped
+        assert _programs(cgroup2_group) == ([], [])
         assert _state(bed) == before

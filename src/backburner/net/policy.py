@@ -140,8 +140,10 @@ def _classes(tx: system.Transaction, applied: Applied, ack_bit: int | None,
                                 ["rate", f"{up - mine}bit", "ceil", f"{up}bit", "prio", "0"]))
         tx.apply(system.TcClass(ns, dev, "1:2", UPLOAD_CLASS, "htb",
                                 ["rate", f"{mine}bit", "ceil", f"{up}bit", "prio", "1"]))
-        limit = max(2 * MTU_BYTES, int(up * UPLOAD_QUEUE_S / 8))
-        tx.apply(system.Qdisc(ns, dev, UPLOAD_CLASS, "30", "bfifo", ["limit", str(limit)]))
+        # in packets, not bytes: TCP hands down segments of up to 64 KiB (GSO) that a
+        # byte limit below that would always drop
+        limit = max(4, int(up * UPLOAD_QUEUE_S / 8 / MTU_BYTES))
+        tx.apply(system.Qdisc(ns, dev, UPLOAD_CLASS, "30", "pfifo", ["limit", str(limit)]))
     tx.apply(system.CgroupPacketPriority(
         applied.group, BULK_PRIORITY if ack_bit is not None else 0,
         data_priority=UPLOAD_PRIORITY if uplink_bit is not None else 0))
