@@ -42,6 +42,8 @@ BPF_MAP_UPDATE_ELEM = 2
 BPF_PROG_LOAD = 5
 BPF_PROG_ATTACH = 8
 BPF_PROG_DETACH = 9
+BPF_PROG_GET_NEXT_ID = 11
+BPF_MAP_GET_NEXT_ID = 12
 BPF_PROG_GET_FD_BY_ID = 13
 BPF_MAP_GET_FD_BY_ID = 14
 BPF_OBJ_GET_INFO_BY_FD = 15
@@ -362,6 +364,28 @@ def map_fd(ident: int) -> int | None:
         return _bpf(BPF_MAP_GET_FD_BY_ID, struct.pack("<I", ident))
     except OSError:
         return None
+
+
+def _ids(cmd: int) -> list[int]:
+    found, start = [], 0
+    while True:
+        buf = ctypes.create_string_buffer(struct.pack("<II", start, 0), 128)
+        try:
+            _bpf(cmd, buf)
+        except OSError:  # ENOENT: no more
+            return found
+        start = struct.unpack_from("<I", buf.raw, 4)[0]
+        found.append(start)
+
+
+def program_ids() -> list[int]:
+    """The ids of every BPF program loaded on the machine."""
+    return _ids(BPF_PROG_GET_NEXT_ID)
+
+
+def map_ids() -> list[int]:
+    """The ids of every BPF map on the machine."""
+    return _ids(BPF_MAP_GET_NEXT_ID)
 
 
 def attach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> None:

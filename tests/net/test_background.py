@@ -93,9 +93,23 @@ def test_sigkill_then_restore_puts_the_interface_back(bed: testbed.Testbed) -> N
     assert _state(bed) == before
 
 
+def test_uploads_go_to_their_class_on_a_shaped_uplink(bed: testbed.Testbed) -> None:
+    before = _state(bed)
+    job = (f"{sys.executable} -m backburner.net.client upload {testbed.SERVER_ADDR} "
+           f"{testbed.PORT} 2 && tc -s class show dev {bed.client_dev}")
+    r = bb(*_args(bed)[:-1], "--net-uplink", "1mbit", "--", "sh", "-c", job)
+    assert r.returncode == 0, r.err
+    lines = r.out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("class htb 1:30 "))
+    sent = lines[at + 1].split()
+    assert sent[0] == "Sent" and int(sent[1]) / int(sent[3]) > 1000, lines[at:at + 2]
+    assert _state(bed) == before
+
+
 @pytest.mark.parametrize("extra, words", [
     (["--net-dev", "nosuch0"], "no such interface: nosuch0"),
     (["--netns", "bbnosuchns"], "no network namespace"),
+    (["--net-uplink", "fast"], "unknown link rate 'fast' (--net-uplink)"),
 ])
 def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: list[str],
                                                  words: str) -> None:
@@ -104,6 +118,11 @@ def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: li
     assert r.returncode == 125
     assert len(r.err.strip().splitlines()) == 1 and words in r.err, r.err
     assert _state(bed) == before
+
+
+def test_net_options_without_net_are_refused(bed: testbed.Testbed) -> None:
+    r = bb("run", "--net-uplink", "1mbit", "--", "true")
+    assert r.returncode == 125 and "go with --net background" in r.err, r.err
 
 
 def test_a_root_qdisc_of_someone_else_is_not_replaced(bed: testbed.Testbed) -> None:

@@ -52,9 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.net is not None:
         from ..net import background
 
-        net = background.check(args.net, args.net_dev, args.netns)
-    elif args.net_dev or args.netns:
-        raise UsageError("--net-dev and --netns go with --net background")
+        net = background.check(args.net, args.net_dev, args.netns, args.net_uplink)
+    elif args.net_dev or args.netns or args.net_uplink:
+        raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
     outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
@@ -133,11 +133,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "beside user.slice, carrying the weights (default: backburner.slice)")
     p.add_argument("--net", metavar="MODE", help="the job's network traffic: background "
                    "(its downloads yield to everything else on a slow link: their ACKs are "
-                   "paced by the queueing delay the link shows)")
+                   "paced and their window clamped by the queueing delay the link shows; "
+                   "its sockets use TCP-LP where the kernel has it)")
     p.add_argument("--net-dev", metavar="DEV", help="with --net: the interface (default: "
                    "the one the default route leaves by)")
     p.add_argument("--netns", metavar="NAME", help="with --net: the job runs in this "
                    "network namespace (`ip netns`), and DEV is one of its interfaces")
+    p.add_argument("--net-uplink", metavar="RATE", help="with --net: the uplink's rate "
+                   "(e.g. 1mbit); DEV is shaped just below it and the job's uploads go "
+                   "behind everything else")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,

@@ -1,8 +1,10 @@
 """`run --net background`: one job's traffic on the back burner on a real interface.
 
 The interface is the user's (or the one the default route leaves by); the job runs in a
-cgroup v2 group of its own, whose packets the policy (`policy.background`, adaptive: the
-link's rate is not known here) sends through the paced ACK class. Everything is checked
+cgroup v2 group of its own, whose packets and sockets the policy (`policy.background`,
+adaptive: the link's rate is not known here) holds back: its ACKs paced, its window
+clamped, its sockets on TCP-LP where the kernel has it, and with `--net-uplink` its uploads
+behind everything else. Everything is checked
 before anything changes, and every piece is a change of the caller's transaction, so the
 interface is as before after the job, ^C or SIGTERM, and after a SIGKILL `restore` puts
 it back.
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from .. import cgroup2, cgroupbpf, system
 from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..system.change import run_tool
-from . import policy, tcpopts, testbed
+from . import link, policy, tcpopts, testbed
 
 MODES = ("background",)
 
@@ -25,11 +27,14 @@ MODES = ("background",)
 @dataclass(frozen=True)
 class Target:
     """Where the policy goes: `dev` in the named network namespace `ns` (None: ours);
-    `cc`: the job's sockets' congestion control (TCP-LP where the kernel has it)."""
+    `cc`: the job's sockets' congestion control (TCP-LP where the kernel has it);
+    `uplink_bit`: the uplink's rate, when the user gave it (the interface is then shaped
+    just below it, the job's uploads behind everything else)."""
 
     dev: str
     ns: str | None = None
     cc: str | None = None
+    uplink_bit: int | None = None
 
     @property
     def netns_path(self) -> str | None:
@@ -46,14 +51,15 @@ def default_dev(ns: str | None) -> str:
     raise NotFoundError("no default route to find the interface by", "give --net-dev DEV")
 
 
-def check(mode: str, dev: str | None, ns: str | None) -> Target:
+def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None) -> Target:
     """Everything `run --net` needs, asked before anything changes; one line otherwise."""
     if mode not in MODES:
         raise UsageError(f"unknown --net mode {mode!r}: {', '.join(MODES)}")
+    uplink_bit = link.parse_rate(uplink, " (--net-uplink)") if uplink else None
     if ns is not None and system.net.netns_identity(ns) is None:
         raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
     system.require_root("shaping a job's traffic on an interface")
-    target = Target(dev or default_dev(ns), ns, tcpopts.low_priority_cc())
+    target = Target(dev or default_dev(ns), ns, tcpopts.low_priority_cc(), uplink_bit)
     if system.link_info(ns, target.dev) is None:
         where = f" in network namespace {ns}" if ns else ""
         raise NotFoundError(f"no such interface: {target.dev}{where}", "see `ip link`")
@@ -86,5 +92,5 @@ def apply(tx: system.Transaction, target: Target, tag: str) -> tuple[policy.Appl
     group = group_path(tag)
     tx.apply(system.CgroupDir(group))
     applied = policy.background(tx, target.ns, target.dev, None, group, adaptive=True,
-                                cc=target.cc)
+                                cc=target.cc, uplink_bit=target.uplink_bit)
     return applied, os.path.join(group, "cgroup.procs")

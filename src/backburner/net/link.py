@@ -31,19 +31,26 @@ class LinkSpec:
         return f"{self.rate_bit}bit:{self.delay_ms:g}ms:{self.buffer_ms:g}ms"
 
 
+def parse_rate(text: str, where: str = "") -> int:
+    """'1mbit' -> 1000000 (bit/s); UsageError (64) otherwise. `where`: the spec it is
+    part of, for the message."""
+    rate = _RATE.match(text)
+    if not rate or float(rate.group(1)) <= 0:
+        raise UsageError(f"unknown link rate {text!r}{where}: "
+                         "a number with bit, kbit, mbit or gbit")
+    rate_bit = int(float(rate.group(1)) * _RATE_UNITS[rate.group(2).lower()])
+    if rate_bit < 8000:
+        raise UsageError(f"link rate {text!r} is below 8kbit")
+    return rate_bit
+
+
 def parse(text: str) -> LinkSpec:
     """'1mbit:40ms[:300ms]' -> LinkSpec; UsageError (64) naming the part that is wrong."""
     parts = text.strip().split(":")
     if len(parts) not in (2, 3):
         raise UsageError(f"unknown link spec {text!r}: expected RATE:DELAY[:BUFFER], "
                          "e.g. 1mbit:40ms:300ms")
-    rate = _RATE.match(parts[0])
-    if not rate or float(rate.group(1)) <= 0:
-        raise UsageError(f"unknown link rate {parts[0]!r} in {text!r}: "
-                         "a number with bit, kbit, mbit or gbit")
-    rate_bit = int(float(rate.group(1)) * _RATE_UNITS[rate.group(2).lower()])
-    if rate_bit < 8000:
-        raise UsageError(f"link rate {parts[0]!r} is below 8kbit")
+    rate_bit = parse_rate(parts[0], f" in {text!r}")
     times = []
     for part, what in zip(parts[1:], ("delay", "buffer"), strict=False):
         m = _TIME.match(part)

@@ -186,6 +186,37 @@ class WindowRule(Rule):
 
 
 @dataclass
+class Slowdown:
+    """LEDBAT++'s answer to a path delay never seen: a queue the window keeps standing
+    hides the path's own round trip (the echoes' shortest is then the queue's), and the
+    rule would take the queue for the path. So first after `first_s`, then every
+    `every_s`, the window drops to its floor for `length_s`: the queue drains, an echo
+    sees the path's own delay; then the window is back where it was."""
+
+    first_s: float = 2.0
+    every_s: float = 20.0
+    length_s: float = 0.6
+    _next: float | None = None
+    _until: float = 0.0
+    _saved: float = 0.0
+
+    def step(self, now: float, total: float, floor: float,
+             normal: Callable[[], float]) -> float:
+        if self._next is None:
+            self._next = now + self.first_s
+        if now < self._until:
+            return floor
+        if self._until:
+            self._until = 0.0
+            return self._saved
+        if now >= self._next:
+            self._saved, self._until, self._next = total, now + self.length_s, \
+                now + self.every_s
+            return floor
+        return normal()
+
+
+@dataclass
 class Knob:
     """One budget the queueing delay moves: `value` is where it is, `step(value, queue,
     connections)` the next one, `put(value, connections)` makes it so on the machine

@@ -33,12 +33,13 @@ yields to other traffic wherever the queue is.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 
 from .. import cgroupbpf, system
 from ..errors import SystemStateError
 from .link import MTU_BYTES, LinkSpec
-from .pacer import Knob, Pacer, Rule, WindowRule
+from .pacer import Knob, Pacer, Rule, Slowdown, WindowRule
 from .tcpopts import cc_changes
 
 BULK_CLASS = "1:10"
@@ -162,8 +163,9 @@ def _window_clamp(tx: system.Transaction, applied: Applied, rule: WindowRule,
                   acks: Knob | None, clamp: bool) -> Knob | None:
     """The sock_ops program on the job's group (with the congestion control); with
     `clamp` its sockets' window clamped to an equal share of the window budget (at least a
-    segment each), which follows the queueing delay, or with `acks` the ACK class's
-    rate."""
+    segment each), which follows the queueing delay (with LEDBAT++'s slowdowns, so the
+    path's own delay is seen), or with `acks` the ACK class's rate (whose pacing keeps the
+    queue short, so the path's delay is seen anyway)."""
     for change in cc_changes(applied.cc):
         tx.apply(change)
     start = float(rule.start_bytes) if acks is None else rule.follow(acks.value, 0.0, 1)
@@ -182,9 +184,14 @@ def _window_clamp(tx: system.Transaction, applied: Applied, rule: WindowRule,
         except OSError as err:
             raise SystemStateError(f"could not set the window clamp: {err.strerror}") from None
 
+    slowdown = Slowdown()
+
     def step(total: float, queue: float | None, conns: int) -> float:
         pacer = applied.pacer
-        if acks is None or pacer is None or pacer.base_rtt_s is None:
+        if acks is None:
+            return slowdown.step(time.monotonic(), total, rule.floor_bytes * max(1, conns),
+                                 lambda: rule.next_window(total, queue, conns))
+        if pacer is None or pacer.base_rtt_s is None:
             return rule.next_window(total, queue, conns)
         return rule.follow(acks.value, pacer.base_rtt_s, conns)
 

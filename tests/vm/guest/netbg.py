@@ -1,0 +1,91 @@
+"""Run in the guest by tests/vm/test_guest_net.py (as root, this commit's wheel installed):
+the network testbed with a real delay (netem), four downloads with and without the
+background policy (its default mechanism, and TCP-LP for the job's sockets), one upload
+of the job's that reads back its congestion control, and what is on the machine before
+and after. Prints one JSON object.
+
+python3 netbg.py LINK     e.g. 1mbit:40ms
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from backburner import cgroup2, cgroupbpf, system
+from backburner.net import link, measure, policy, tcpopts, testbed
+
+#: One upload of the job's for 2 s; then its socket's congestion control and what the
+#: server acknowledged; the socket closed cleanly (so nothing holds TCP-LP after).
+UPLOAD = r"""
+import json, socket, struct, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+s.sendall(b"POST /upload HTTP/1.0\r\n\r\n")
+end = time.monotonic() + 2.0
+while time.monotonic() < end:
+    s.send(b"\0" * 16384)
+cc = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0").decode()
+acked = struct.unpack_from("<Q", s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 120)[0]
+s.shutdown(socket.SHUT_WR)
+while s.recv(65536):
+    pass
+s.close()
+print(json.dumps({"cc": cc, "acked": acked}), flush=True)
+"""
+
+
+def snapshot() -> dict[str, object]:
+    root = cgroup2.unified_root()
+    return {
+        "netns": sorted(os.listdir(system.net.NETNS_DIR))
+        if os.path.isdir(system.net.NETNS_DIR) else [],
+        "groups": sorted(p.name for p in Path(root or "/nonexistent").iterdir() if p.is_dir()),
+        "programs": cgroupbpf.program_ids(),
+        "maps": cgroupbpf.map_ids(),
+        "tcp_lp": system.module_loaded("tcp_lp"),
+    }
+
+
+def figures(f: measure.Figures) -> dict[str, object]:
+    return {"fetch_s": f.fetch_s, "bulk_bit_s": f.bulk_bit_s}
+
+
+def main(spec_text: str) -> dict[str, object]:
+    out: dict[str, object] = {"kernel": os.uname().release, "before": snapshot()}
+    spec = link.parse(spec_text)
+    testbed.check(spec)
+    tcpopts.check(tcpopts.LOW_PRIORITY_CC)
+    root = cgroup2.unified_root()
+    assert root is not None
+    with system.Transaction("guest-net") as tx:
+        bed = testbed.build(tx, spec)
+        testbed.start_server(bed)
+        group = os.path.join(root, "bb-guest-net")
+        tx.apply(system.CgroupDir(group))
+        procs = (os.path.join(group, "cgroup.procs"),)
+        out["unloaded"] = figures(measure.scenario(bed, 0, 3))
+        out["unprotected"] = figures(measure.scenario(bed, 4, 3, cgroup_procs=procs))
+        with system.Transaction("guest-net-policy") as ptx:
+            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None, group,
+                                        cc=tcpopts.LOW_PRIORITY_CC)
+            try:
+                out["policy"] = figures(measure.scenario(bed, 4, 3, cgroup_procs=procs))
+                out["tcp_lp_during"] = system.module_loaded("tcp_lp")
+                job = testbed.client(bed, [sys.executable, "-c", UPLOAD, testbed.SERVER_ADDR,
+                                           str(testbed.PORT)], procs)
+                out["upload"] = json.loads(job.popen.stdout.read())  # type: ignore[union-attr]
+                job.wait()
+            finally:
+                policy.stop(applied)
+            out["mechanism"] = applied.mechanism
+            out["ack_packets"] = policy.bulk_counters(applied)[1]
+            assert applied.pacer is not None
+            out["knobs"] = {k.name: len(k.history) for k in applied.pacer.knobs}
+    out["after"] = snapshot()
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1])), flush=True)
