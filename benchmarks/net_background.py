@@ -4,7 +4,8 @@ with the background policy's mechanisms, on the namespace testbed (real packets;
 
 Usage: sudo .venv/bin/python benchmarks/net_background.py [--link 1mbit:0ms:300ms]
     [--probes 8] [--alone-s 10] [--mode fixed|adaptive] [--mechanism acks|window|both]
-    [--runs N] [--downloads 1,4] [--uploads] [--no-unprotected]
+    [--runs N] [--downloads 1,4] [--uploads] [--no-unprotected] [--target-ms 20]
+    [--grow 0.08] [--shrink 0.1] [--margin-ms 50]
 Prints, per scenario: the page fetch's median (and each fetch), the TCP handshake's
 median round trip, and the bulk work's own speed as a share of the link's rate; then, per
 policy, the spread over the runs of the two target figures: the fetch under four
@@ -24,6 +25,7 @@ from backburner import cgroup2, system
 from backburner.errors import BackburnerError
 from backburner.net import link as netlink
 from backburner.net import measure, policy, testbed
+from backburner.net.pacer import Rule, WindowRule
 
 
 def line(name: str, f: measure.Figures, rate_bit: int, unloaded: float | None) -> str:
@@ -95,6 +97,15 @@ def main() -> int:
                     help="run every policy scenario this many times (default 1)")
     ap.add_argument("--no-unprotected", action="store_true",
                     help="skip the unprotected scenarios")
+    ap.add_argument("--target-ms", type=float, default=Rule.target_s * 1000,
+                    help="the pacer's queueing delay target (default %(default)g)")
+    ap.add_argument("--grow", type=float, default=Rule.grow,
+                    help="the pacer's growth per step at an empty queue (default %(default)g)")
+    ap.add_argument("--shrink", type=float, default=Rule.shrink,
+                    help="the pacer's shrink per step at twice the target (default "
+                    "%(default)g)")
+    ap.add_argument("--margin-ms", type=float, default=WindowRule.margin_s * 1000,
+                    help="both: the window over the path's round trip (default %(default)g)")
     args = ap.parse_args()
     args.mode = args.mode or ["adaptive"]
     args.mechanism = args.mechanism or [policy.DEFAULT_MECHANISM]
@@ -123,6 +134,11 @@ def main() -> int:
             if args.uploads and not args.no_unprotected:
                 f = measure.scenario(bed, 0, args.probes, cgroup_procs=procs, uploads=1)
                 print(line("upload:1 unprotected", f, spec.rate_bit, base), flush=True)
+            rule = Rule(target_s=args.target_ms / 1000, grow=args.grow, shrink=args.shrink)
+            window_rule = WindowRule(target_s=args.target_ms / 1000, grow=args.grow,
+                                     shrink=args.shrink, margin_s=args.margin_ms / 1000)
+            print(f"pacer: target {args.target_ms:g} ms, grow {args.grow:g}, shrink "
+                  f"{args.shrink:g}; window margin {args.margin_ms:g} ms")
             runs = [("fixed", "acks") for m in args.mode if m == "fixed"] + [
                 ("adaptive", mech) for mech in args.mechanism if "adaptive" in args.mode]
             for _ in range(args.runs):
@@ -132,7 +148,8 @@ def main() -> int:
                         applied = policy.background(ptx, bed.client_ns, bed.client_dev,
                                                     None if mode == "adaptive" else spec,
                                                     group, adaptive=mode == "adaptive",
-                                                    mechanism=mech)
+                                                    mechanism=mech, rule=rule,
+                                                    window_rule=window_rule)
                         try:
                             run_policy(bed, spec, applied, procs, args, base, name, summary)
                         finally:

@@ -65,10 +65,11 @@ def test_sock_ops_program_answers_its_events_and_jumps_stay_inside() -> None:
         checked = {imm for code, regs, _off, imm in ops if code == 0x15 and regs == 7}
         assert checked == {2, 4, 5, 14} | ({3} if cc else set())
         for i, (code, _regs, off, _imm) in enumerate(ops):
-            if code in (0x05, 0x15, 0x25):
+            if code in (0x05, 0x15, 0x1D, 0x25):
                 assert 0 <= i + 1 + off < len(ops)
         calls = [imm for code, _r, _o, imm in ops if code == 0x85]
         assert calls.count(49) == 1 + (2 if cc else 0)  # the clamp; cc at connect, passive
+        assert calls.count(57) == 1  # the clamp is read first, set only when it differs
         maps = [i for i, (code, regs, _o, imm) in enumerate(ops) if code == 0x18 and regs >> 4]
         assert len(maps) == 2 and all(ops[i][3] == 7 for i in maps)  # the map's descriptor
         assert ops[-2:] == [(0xB7, 0, 0, 1), (0x95, 0, 0, 0)]

@@ -74,6 +74,7 @@ OP_HDR_OPT_LEN = 14
 _CB_EACH_SEGMENT = 1 << 6
 _FUNC_MAP_LOOKUP_ELEM = 1
 _FUNC_SETSOCKOPT = 49
+_FUNC_GETSOCKOPT = 57
 _FUNC_SOCK_OPS_CB_FLAGS_SET = 59
 SOL_TCP = 6
 TCP_WINDOW_CLAMP = 10
@@ -102,9 +103,9 @@ class _Asm:
     def op(self, code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> None:
         self.out.append((code, dst, src, off, imm))
 
-    def jump(self, code: int, target: str, dst: int = 0, imm: int = 0) -> None:
+    def jump(self, code: int, target: str, dst: int = 0, imm: int = 0, src: int = 0) -> None:
         """A jump to `target`; its operand `imm` rides in the offset's place until then."""
-        self.out.append((code, dst, 0, imm, target))
+        self.out.append((code, dst, src, imm, target))
 
     def ld64(self, dst: int, value: int, src: int = 0) -> None:
         """lddw: a 64-bit immediate (src 1: a map descriptor), two slots."""
@@ -200,7 +201,10 @@ def sock_ops_program(map_fd: int, cc: str | None = None) -> bytes:
     * every segment sent (HDR_OPT_LEN, before the window is put in the header): clamp the
       window (TCP_WINDOW_CLAMP) to the map's value, so a change of the value reaches every
       established socket with its next ACK, and the kernel's receive-buffer autotuning,
-      which raises the clamp as the buffer grows, cannot undo it.
+      which raises the clamp as the buffer grows, cannot undo it. Only when the socket's
+      clamp differs (TCP_WINDOW_CLAMP read first): before Linux 6.8 setting it also set
+      the window's growth threshold back to the window last offered, so setting it with
+      every segment would keep the window from ever growing.
     """
     if cc is not None and not (cc.isascii() and cc.isprintable() and 0 < len(cc) < 16):
         raise ValueError(f"bad congestion control name: {cc!r}")
@@ -237,14 +241,19 @@ def sock_ops_program(map_fd: int, cc: str | None = None) -> bytes:
     _lookup_window(a, map_fd)
     a.op(0x61, dst=3, src=0, off=0)                        # r3 = clamp, bytes
     a.jump(0x15, "out", dst=3, imm=0)
-    a.op(0x63, dst=10, src=3, off=-20)                     # stxw [r10 - 20], r3
-    a.op(0xBF, dst=1, src=6)
-    a.op(0xB7, dst=2, imm=SOL_TCP)
-    a.op(0xB7, dst=3, imm=TCP_WINDOW_CLAMP)
-    a.op(0xBF, dst=4, src=10)
-    a.op(0x07, dst=4, imm=-20)
-    a.op(0xB7, dst=5, imm=4)
-    a.op(0x85, imm=_FUNC_SETSOCKOPT)
+    a.op(0x63, dst=10, src=3, off=-20)                     # stxw [r10 - 20], r3: wanted
+    for func, at in ((_FUNC_GETSOCKOPT, -28), (_FUNC_SETSOCKOPT, -20)):
+        a.op(0xBF, dst=1, src=6)
+        a.op(0xB7, dst=2, imm=SOL_TCP)
+        a.op(0xB7, dst=3, imm=TCP_WINDOW_CLAMP)
+        a.op(0xBF, dst=4, src=10)
+        a.op(0x07, dst=4, imm=at)
+        a.op(0xB7, dst=5, imm=4)
+        a.op(0x85, imm=func)
+        if func == _FUNC_GETSOCKOPT:  # the socket's clamp now (0 when it cannot be read)
+            a.op(0x61, dst=2, src=10, off=-28)
+            a.op(0x61, dst=3, src=10, off=-20)
+            a.jump(0x1D, "out", dst=2, src=3)              # if r2 == r3 goto out
     a.label("out")
     a.op(0xB7, dst=0, imm=1)                               # mov64 r0, 1
     a.op(0x95)                                             # exit

@@ -11,24 +11,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import BB, TIMEOUT, bb
 
 from backburner import cgroup2, system
-from backburner.net import link, testbed
+from backburner.net import testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def bed(state_dir: Path) -> Iterator[testbed.Testbed]:
-    with system.Transaction("net-test") as tx:
-        b = testbed.build(tx, link.parse("1mbit:0ms:300ms"))
-        testbed.start_server(b)
-        yield b
 
 
 def _state(bed: testbed.Testbed) -> tuple[object, ...]:

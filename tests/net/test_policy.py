@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backburner import cgroupbpf, system
-from backburner.net import link, measure, policy, testbed
+from backburner.net import measure, policy, testbed
 from backburner.net.pacer import WindowRule
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -23,29 +23,30 @@ def _state(bed: testbed.Testbed) -> tuple[object, ...]:
             system.tc_classes(bed.client_ns, bed.client_dev))
 
 
-def test_background_class_counts_the_jobs_packets_and_undo_is_exact(
-        state_dir: Path, cgroup2_group: Path) -> None:
-    spec = link.parse("1mbit:0ms:300ms")
-    fd = os.open(cgroup2_group, os.O_RDONLY | os.O_DIRECTORY)
+def _programs(group: Path) -> tuple[list[int], list[int]]:
+    fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        with system.Transaction("net-test") as tx:
-            bed = testbed.build(tx, spec)
-            testbed.start_server(bed)
-            before = _state(bed)
-            with system.Transaction("net-policy") as ptx:
-                applied = policy.background(ptx, bed.client_ns, bed.client_dev, spec,
-                                            str(cgroup2_group), adaptive=False)
-                assert len(cgroupbpf.attached(fd)) == 1
-                measure.scenario(bed, 0, 2)  # outside the group: not the bulk's class
-                assert policy.bulk_counters(applied) == (0, 0)
-                f = measure.scenario(bed, 1, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
-                                     seconds=2.0)
-                got_bytes, packets = policy.bulk_counters(applied)
-                assert packets > 20 and f.bulk_bit_s > 100_000
-            assert cgroupbpf.attached(fd) == []
-            assert _state(bed) == before
+        return (cgroupbpf.attached(fd),
+                cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
     finally:
         os.close(fd)
+
+
+def test_background_class_counts_the_jobs_packets_and_undo_is_exact(
+        bed: testbed.Testbed, cgroup2_group: Path) -> None:
+    before = _state(bed)
+    with system.Transaction("net-policy") as ptx:
+        applied = policy.background(ptx, bed.client_ns, bed.client_dev, bed.link,
+                                    str(cgroup2_group), adaptive=False)
+        assert [len(x) for x in _programs(cgroup2_group)] == [1, 0]
+        measure.scenario(bed, 0, 2)  # outside the group: not the bulk's class
+        assert policy.bulk_counters(applied) == (0, 0)
+        f = measure.scenario(bed, 1, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
+                             seconds=2.0)
+        got_bytes, packets = policy.bulk_counters(applied)
+        assert packets > 20 and f.bulk_bit_s > 100_000
+    assert _programs(cgroup2_group) == ([], [])
+    assert _state(bed) == before
 
 
 def _bulk_rate(bed: testbed.Testbed) -> int:
@@ -58,78 +59,61 @@ def _bulk_rate(bed: testbed.Testbed) -> int:
     return int(float(rate.removesuffix(unit)) * units[unit])
 
 
-def _programs(group: Path) -> tuple[list[int], list[int]]:
-    fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        return (cgroupbpf.attached(fd),
-                cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
-    finally:
-        os.close(fd)
-
-
 def test_adaptive_budgets_move_the_class_rate_and_the_window_and_undo_is_exact(
-        state_dir: Path, cgroup2_group: Path) -> None:
-    spec = link.parse("1mbit:0ms:300ms")
-    with system.Transaction("net-test") as tx:
-        bed = testbed.build(tx, spec)
-        testbed.start_server(bed)
-        before = _state(bed)
-        with system.Transaction("net-policy") as ptx:
-            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
-                                        str(cgroup2_group))
-            assert applied.mechanism == "both"
-            assert [len(x) for x in _programs(cgroup2_group)] == [1, 1]
-            try:
-                start = _bulk_rate(bed)
-                assert start == policy.START_BIT
-                measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
-                                 seconds=3.0)
-                assert applied.window_map is not None
-                clamp, initial = cgroupbpf.window(applied.window_map)
-            finally:
-                policy.stop(applied)
-            assert applied.pacer is not None
-            steps = applied.pacer.history
-            # the echoes reached the job's peer and measured a queue, and the rate moved
-            assert len(steps) > 10 and any(q is not None for _, _, q in steps)
-            assert _bulk_rate(bed) != start
-            assert policy.bulk_counters(applied)[1] > 20
-            # the window followed the ACK class's rate, shared by the two downloads
-            acks, window = applied.pacer.knobs
-            assert window.name == "window" and len(window.history) == len(steps)
-            # (the map holds the last value that moved by 2%, after the two connected)
-            assert (clamp, initial) in {policy.window_values(v, 2, WindowRule())
-                                        for _, v in window.history}
-        assert _programs(cgroup2_group) == ([], [])
-        assert _state(bed) == before
+        bed: testbed.Testbed, cgroup2_group: Path) -> None:
+    before = _state(bed)
+    with system.Transaction("net-policy") as ptx:
+        applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
+                                    str(cgroup2_group))
+        assert applied.mechanism == "both"
+        assert [len(x) for x in _programs(cgroup2_group)] == [1, 1]
+        try:
+            start = _bulk_rate(bed)
+            assert start == policy.START_BIT
+            measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
+                             seconds=3.0)
+            assert applied.window_map is not None
+            clamp, initial = cgroupbpf.window(applied.window_map)
+        finally:
+            policy.stop(applied)
+        assert applied.pacer is not None
+        steps = applied.pacer.history
+        # the echoes reached the job's peer and measured a queue, and the rate moved
+        assert len(steps) > 10 and any(q is not None for _, _, q in steps)
+        assert _bulk_rate(bed) != start
+        assert policy.bulk_counters(applied)[1] > 20
+        # the window followed the ACK class's rate, shared by the two downloads
+        acks, window = applied.pacer.knobs
+        assert window.name == "window" and len(window.history) == len(steps)
+        # (the map holds the last value that moved by 2%, after the two connected)
+        assert (clamp, initial) in {policy.window_values(v, 2, WindowRule())
+                                    for _, v in window.history}
+    assert _programs(cgroup2_group) == ([], [])
+    assert _state(bed) == before
 
 
 def test_uploads_go_behind_everything_else_on_a_shaped_uplink(
-        state_dir: Path, cgroup2_group: Path) -> None:
-    spec = link.parse("1mbit:0ms:300ms")
-    with system.Transaction("net-test") as tx:
-        bed = testbed.build(tx, spec)
-        testbed.start_server(bed)
-        before = _state(bed)
-        with system.Transaction("net-policy") as ptx:
-            applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
-                                        str(cgroup2_group), uplink_bit=spec.rate_bit)
-            try:
-                f = measure.scenario(bed, 0, 2, uploads=1, seconds=2.0,
-                                     cgroup_procs=(str(cgroup2_group / "cgroup.procs"),))
-            finally:
-                policy.stop(applied)
-            up_bytes, up_packets = policy.bulk_counters(applied, policy.UPLOAD_CLASS)
-            ack_bytes, ack_packets = policy.bulk_counters(applied)
-            other_bytes, other_packets = policy.bulk_counters(applied, policy.OTHER_CLASS)
-            # the upload's data in its class, full frames; only packets without data in
-            # the ACK class; the probe's request and ACKs in the other class
-            assert up_packets > 20 and up_bytes / up_packets > 1000
-            assert ack_packets > 0 and ack_bytes / ack_packets < 120
-            assert other_packets > 10
-            assert f.bulk_bit_s > 100_000 and len(f.fetch_s) == 2
-            shaped = system.change.run_tool(["tc", "-n", bed.client_ns, "class", "show",
-                                             "dev", bed.client_dev]).stdout
-            assert "class htb 1:2 root rate 950Kbit ceil 950Kbit" in shaped, shaped
-        assert _programs(cgroup2_group) == ([], [])
-        assert _state(bed) == before
+        bed: testbed.Testbed, cgroup2_group: Path) -> None:
+    before = _state(bed)
+    with system.Transaction("net-policy") as ptx:
+        applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
+                                    str(cgroup2_group), uplink_bit=bed.link.rate_bit)
+        try:
+            f = measure.scenario(bed, 0, 2, uploads=1, seconds=2.0,
+                                 cgroup_procs=(str(cgroup2_group / "cgroup.procs"),))
+        finally:
+            policy.stop(applied)
+        up_bytes, up_packets = policy.bulk_counters(applied, policy.UPLOAD_CLASS)
+        ack_bytes, ack_packets = policy.bulk_counters(applied)
+        other_bytes, other_packets = policy.bulk_counters(applied, policy.OTHER_CLASS)
+        # the upload's data in its class, full frames; only packets without data in
+        # the ACK class; the probe's request and ACKs in the other class
+        assert up_packets > 20 and up_bytes / up_packets > 1000
+        assert ack_packets > 0 and ack_bytes / ack_packets < 120
+        assert other_packets > 10
+        assert f.bulk_bit_s > 100_000 and len(f.fetch_s) == 2
+        shaped = system.change.run_tool(["tc", "-n", bed.client_ns, "class", "show",
+                                         "dev", bed.client_dev]).stdout
+        assert "class htb 1:2 root rate 950Kbit ceil 950Kbit" in shaped, shaped
+    assert _programs(cgroup2_group) == ([], [])
+    assert _state(bed) == before

@@ -21,7 +21,7 @@ from helpers import bb
 
 from backburner import cgroup2, cgroupbpf, system
 from backburner.errors import UnavailableError
-from backburner.net import link, tcpopts, testbed
+from backburner.net import tcpopts, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
 
@@ -72,39 +72,36 @@ def _gone(prog: int, window: int) -> bool:
 
 
 def test_clamp_reaches_established_sockets_and_undo_is_exact(
-        state_dir: Path, cgroup2_group: Path, tmp_path: Path) -> None:
+        bed: testbed.Testbed, cgroup2_group: Path, tmp_path: Path) -> None:
     group = os.open(cgroup2_group, os.O_RDONLY | os.O_DIRECTORY)
     flag = tmp_path / "flag"
     try:
-        with system.Transaction("net-test") as tx:
-            bed = testbed.build(tx, link.parse("1mbit:0ms:300ms"))
-            testbed.start_server(bed)
-            before = cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS)
-            with system.Transaction("net-window") as wtx:
-                result = wtx.apply(system.CgroupSockOps(str(cgroup2_group), None, 60000, 40))
-                assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == \
-                    [*before, result["prog"]]
-                job = testbed.client(bed, [sys.executable, "-c", JOB, testbed.SERVER_ADDR,
-                                           str(testbed.PORT), str(flag)],
-                                     (str(cgroup2_group / "cgroup.procs"),))
-                first = json.loads(job.popen.stdout.readline())
-                assert _offered(bed) > 30000
-                window = system.window_map(result)
-                assert window is not None
-                cgroupbpf.set_window(window, 4000, 2)
-                assert cgroupbpf.window(window) == (4000, 2)
-                os.close(window)
-                flag.touch()
-                then = json.loads(job.popen.stdout.readline())
-                offered = _offered(bed)
-                job.stop()
-                # the receive-buffer autotuning may raise the clamp between two segments;
-                # the program puts it back with the next one
-                assert first.count(60000) > len(first) // 2, first
-                assert then.count(4000) > len(then) // 2, then
-                assert offered <= 4096  # rounded up to the window scale's unit
-            assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == before
-            assert _gone(result["prog"], result["map"])
+        before = cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS)
+        with system.Transaction("net-window") as wtx:
+            result = wtx.apply(system.CgroupSockOps(str(cgroup2_group), None, 60000, 40))
+            assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == \
+                [*before, result["prog"]]
+            job = testbed.client(bed, [sys.executable, "-c", JOB, testbed.SERVER_ADDR,
+                                       str(testbed.PORT), str(flag)],
+                                 (str(cgroup2_group / "cgroup.procs"),))
+            first = json.loads(job.popen.stdout.readline())
+            assert _offered(bed) > 30000
+            window = system.window_map(result)
+            assert window is not None
+            cgroupbpf.set_window(window, 4000, 2)
+            assert cgroupbpf.window(window) == (4000, 2)
+            os.close(window)
+            flag.touch()
+            then = json.loads(job.popen.stdout.readline())
+            offered = _offered(bed)
+            job.stop()
+            # the receive-buffer autotuning may raise the clamp between two segments;
+            # the program puts it back with the next one
+            assert first.count(60000) > len(first) // 2, first
+            assert then.count(4000) > len(then) // 2, then
+            assert offered <= 4096  # rounded up to the window scale's unit
+        assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == before
+        assert _gone(result["prog"], result["map"])
     finally:
         os.close(group)
 

@@ -7,7 +7,8 @@ backburner.net.client probe|download ...``), printing one JSON line of figures:
 * ``download HOST PORT SECONDS``: one bulk download for SECONDS (or until SIGTERM); the
   bytes it got and the time it ran, so its own speed over its whole run is known.
 * ``upload HOST PORT SECONDS``: one bulk upload the same way; its bytes are those the
-  server acknowledged (TCP_INFO's bytes_acked), not those left in the send buffer.
+  server acknowledged (TCP_INFO's bytes_acked), not those left in the send buffer, which
+  a reset throws away at the end.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ def upload(host: str, port: int, seconds: float) -> dict[str, float]:
             break
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
     elapsed = time.monotonic() - t0
+    # reset, not close: what is left in the send buffer must not go on competing with
+    # whatever is measured next
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     return {"bytes": struct.unpack_from("<Q", info, _TCPI_BYTES_ACKED)[0], "seconds": elapsed}
 

@@ -4,13 +4,17 @@ background policy (its default mechanism, and TCP-LP for the job's sockets), one
 of the job's that reads back its congestion control, and what is on the machine before
 and after. Prints one JSON object.
 
-python3 netbg.py LINK     e.g. 1mbit:40ms
+python3 netbg.py LINK [MODEM]    e.g. 1mbit:40ms; MODEM: tbf (the default: a deep FIFO
+    queue), cake or fq_codel: the downstream queue a "smart modem" would have instead (the
+    whole delay then moves to the upstream side, so the round trip stays the same). The
+    comparison in docs/network.md; the guest check runs the default.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -52,8 +56,25 @@ def figures(f: measure.Figures) -> dict[str, object]:
     return {"fetch_s": f.fetch_s, "bulk_bit_s": f.bulk_bit_s}
 
 
-def main(spec_text: str) -> dict[str, object]:
-    out: dict[str, object] = {"kernel": os.uname().release, "before": snapshot()}
+def smart_modem(bed: testbed.Testbed, modem: str) -> None:
+    """The downstream port's queue made `modem`'s, inside the bed's router namespace
+    (which goes with the bed): cake shaping at the link's rate itself, or fq_codel under
+    the link's token bucket; the delay moved upstream whole."""
+    r, rate = bed.router_ns, bed.link.rate_bit
+    down, up = f"{r}1", f"{r}0"
+    if modem == "cake":
+        cmd = ["qdisc", "replace", "dev", down, "root", "cake", "bandwidth", f"{rate}bit"]
+    else:
+        cmd = ["qdisc", "replace", "dev", down, "parent", "1:1", "handle", "2:", "fq_codel"]
+    subprocess.run(["tc", "-n", r, *cmd], check=True)
+    subprocess.run(["tc", "-n", r, "qdisc", "change", "dev", up, "parent", "1:1", "handle",
+                    "2:", "netem", "delay", f"{bed.link.delay_ms:g}ms", "limit", "100000"],
+                   check=True)
+
+
+def main(spec_text: str, modem: str = "tbf") -> dict[str, object]:
+    out: dict[str, object] = {"kernel": os.uname().release, "modem": modem,
+                              "before": snapshot()}
     spec = link.parse(spec_text)
     testbed.check(spec)
     tcpopts.check(tcpopts.LOW_PRIORITY_CC)
@@ -62,6 +83,8 @@ def main(spec_text: str) -> dict[str, object]:
     with system.Transaction("guest-net") as tx:
         bed = testbed.build(tx, spec)
         testbed.start_server(bed)
+        if modem != "tbf":
+            smart_modem(bed, modem)
         group = os.path.join(root, "bb-guest-net")
         tx.apply(system.CgroupDir(group))
         procs = (os.path.join(group, "cgroup.procs"),)
@@ -88,4 +111,4 @@ def main(spec_text: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])), flush=True)
+    print(json.dumps(main(*sys.argv[1:3])), flush=True)
