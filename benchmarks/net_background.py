@@ -106,6 +106,10 @@ def main() -> int:
                     "%(default)g)")
     ap.add_argument("--margin-ms", type=float, default=WindowRule.margin_s * 1000,
                     help="both: the window over the path's round trip (default %(default)g)")
+    ap.add_argument("--interval-ms", type=float, default=100,
+                    help="the pacer's step, one echo each (default %(default)g)")
+    ap.add_argument("--filter", type=int, default=1,
+                    help="the least delay of this many echoes counts (default %(default)g)")
     args = ap.parse_args()
     args.mode = args.mode or ["adaptive"]
     args.mechanism = args.mechanism or [policy.DEFAULT_MECHANISM]
@@ -138,7 +142,8 @@ def main() -> int:
             window_rule = WindowRule(target_s=args.target_ms / 1000, grow=args.grow,
                                      shrink=args.shrink, margin_s=args.margin_ms / 1000)
             print(f"pacer: target {args.target_ms:g} ms, grow {args.grow:g}, shrink "
-                  f"{args.shrink:g}; window margin {args.margin_ms:g} ms")
+                  f"{args.shrink:g}, step {args.interval_ms:g} ms, least of {args.filter}; "
+                  f"window margin {args.margin_ms:g} ms")
             runs = [("fixed", "acks") for m in args.mode if m == "fixed"] + [
                 ("adaptive", mech) for mech in args.mechanism if "adaptive" in args.mode]
             for _ in range(args.runs):
@@ -149,7 +154,9 @@ def main() -> int:
                                                     None if mode == "adaptive" else spec,
                                                     group, adaptive=mode == "adaptive",
                                                     mechanism=mech, rule=rule,
-                                                    window_rule=window_rule)
+                                                    window_rule=window_rule,
+                                                    interval_s=args.interval_ms / 1000,
+                                                    current_filter=args.filter)
                         try:
                             run_policy(bed, spec, applied, procs, args, base, name, summary)
                         finally:

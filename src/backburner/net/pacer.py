@@ -1,9 +1,9 @@
-"""The adaptive ACK budget: a receiver-side LEDBAT-like rule for the background class.
+"""The adaptive budgets: a receiver-side LEDBAT-like rule for the background job.
 
-A fixed budget of ACKs cannot be right: how much data one ACK releases varies (one segment
-or two, more after a window update), and the link's rate may not be known at all. So a
-small controller measures what the budget is for — the queue at the slow link, which is
-not on this machine — and moves the class's rate:
+A fixed budget cannot be right: how much data one ACK releases varies (one segment or
+two, more after a window update), and the link's rate may not be known at all. So a small
+controller measures what the budgets are for — the queue at the slow link, which is not
+on this machine — and moves them (its `Knob`s: the ACK class's rate, the window clamp):
 
 * every `interval_s` it sends one ICMP echo to a peer of the job's connections (found
   through the job's cgroup: its processes' sockets), from a socket outside the job's
@@ -11,13 +11,14 @@ not on this machine — and moves the class's rate:
   downstream queue as the job's data;
 * the shortest round trip seen over the last `base_window_s` is the path's own delay; what
   a round trip has above it is queueing delay;
-* below the target delay the budget grows (multiplicatively, so a fast link is found in a
+* below the target delay a budget grows (multiplicatively, so a fast link is found in a
   few seconds), above it the budget shrinks in proportion to the excess, and a lost echo
   counts as a long queue. The budget stays between a floor (the job is never switched off)
-  and a ceiling.
+  and a ceiling. The window alone drops to its floor now and then (`Slowdown`), so that a
+  queue it keeps standing does not pass for the path's own delay.
 
-When no echo can be sent (no peer yet, a peer that does not answer ICMP), the budget does
-not grow: it stays where the evidence left it.
+When no echo can be sent (no peer yet, a peer that does not answer ICMP), the budgets do
+not grow: they stay where the evidence left them.
 """
 
 from __future__ import annotations
@@ -240,6 +241,7 @@ class Pacer:
     knobs: list[Knob]
     interval_s: float = 0.1
     base_window_s: float = 30.0
+    current_filter: int = 1
     base_rtt_s: float | None = None  # the path's own round trip, as last measured
     history: list[tuple[float, float, float | None]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -280,7 +282,10 @@ class Pacer:
                     while rtts and now - rtts[0][0] > self.base_window_s:
                         rtts.popleft()
                     self.base_rtt_s = min(r for _, r in rtts)
-                    queue = rtt - self.base_rtt_s
+                    # LEDBAT's current delay: the least of the last few, so one echo
+                    # that met a passing burst does not count as a standing queue
+                    queue = min(r for _, r in list(rtts)[-self.current_filter:]) \
+                        - self.base_rtt_s
                 for k in self.knobs:
                     k.value = k.step(k.value, queue, len(conns))
                     k.history.append((now, k.value))

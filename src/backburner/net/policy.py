@@ -84,16 +84,19 @@ def _bulk_args(budget: int) -> list[str]:
 def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec | None,
                group: str, *, adaptive: bool = True, rule: Rule | None = None,
                mechanism: str | None = None, window_rule: WindowRule | None = None,
-               uplink_bit: int | None = None, cc: str | None = None) -> Applied:
+               uplink_bit: int | None = None, cc: str | None = None,
+               interval_s: float = 0.1, current_filter: int = 1) -> Applied:
     """Put the policy on `dev` (in namespace `ns`; None: this one) for the cgroup v2
-    group `group`, which must exist; every piece is a change of `tx`. `mechanism` (one of
-    MECHANISMS; by default DEFAULT_MECHANISM, or "acks" for a fixed budget) says what
-    holds the job's downloads back; `adaptive`: its budgets follow
-    the link's queueing delay (the pacer: the caller's `stop()` ends it before the
-    transaction does); otherwise the ACK budget stays at the link's rate (`link` needed,
-    ACKs only). `uplink_bit`: the uplink's rate, shaped just below it with the job's
-    uploads behind everything else; `cc`: the job's sockets' congestion control (checked
-    by `tcpopts.check` first; its module is loaded if need be)."""
+    group `group`, which must exist; every piece is a change of `tx`.
+
+    `mechanism` (one of MECHANISMS; by default DEFAULT_MECHANISM, or "acks" for a fixed
+    budget) says what holds the job's downloads back; `adaptive`: its budgets follow the
+    link's queueing delay (the pacer: the caller's `stop()` ends it before the transaction
+    does); otherwise the ACK budget stays at the link's rate (`link` needed, ACKs only).
+    `uplink_bit`: the uplink's rate, shaped just below it with the job's uploads behind
+    everything else; `cc`: the job's sockets' congestion control (checked by
+    `tcpopts.check` first; its module is loaded if need be). `interval_s`: the pacer's
+    step (one echo each); `current_filter`: how many echoes' least delay counts."""
     if mechanism is None:
         mechanism = DEFAULT_MECHANISM if adaptive else "acks"
     if mechanism not in MECHANISMS:
@@ -114,7 +117,8 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
         if knob is not None:
             knobs.append(knob)
     if adaptive and knobs:
-        applied.pacer = Pacer(ns, group, knobs)
+        applied.pacer = Pacer(ns, group, knobs, interval_s=interval_s,
+                              current_filter=current_filter)
         applied.pacer.start()
     return applied
 
