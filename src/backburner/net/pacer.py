@@ -175,7 +175,7 @@ class WindowRule(Rule):
     floor_bytes: int = 1448
     ceiling_bytes: int = 64 << 20
     start_bytes: int = 16 * 1448
-    margin_s: float = 0.05
+    margin_s: float = 0.02
 
     def next_window(self, total: float, queue_s: float | None, conns: int) -> float:
         floor = self.floor_bytes * max(1, conns)
