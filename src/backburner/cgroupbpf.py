@@ -29,6 +29,7 @@ import ctypes
 import os
 import platform
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import UnavailableError
@@ -395,6 +396,33 @@ def program_ids() -> list[int]:
 def map_ids() -> list[int]:
     """The ids of every BPF map on the machine."""
     return _ids(BPF_MAP_GET_NEXT_ID)
+
+
+#: The names our programs and maps are loaded with start so (the kernel keeps 15 bytes).
+NAME_PREFIX = "bb_"
+
+
+def _named(ids: list[int], get_fd: Callable[[int], int | None], at: int) -> list[int]:
+    found = []
+    for ident in ids:
+        fd = get_fd(ident)
+        if fd is None:
+            continue
+        try:
+            raw = _info(fd, 256)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if raw[at:at + 16].split(b"\0")[0].decode(errors="replace").startswith(NAME_PREFIX):
+            found.append(ident)
+    return found
+
+
+def ours() -> tuple[list[int], list[int]]:
+    """The ids of the loaded programs and maps whose names say they are backburner's."""
+    return (_named(program_ids(), program_fd, 64),  # bpf_prog_info.name
+            _named(map_ids(), map_fd, 24))  # bpf_map_info.name
 
 
 def attach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> None:

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from backburner import cgroup2, cgroupbpf, system
@@ -46,8 +47,7 @@ def snapshot() -> dict[str, object]:
         "netns": sorted(os.listdir(system.net.NETNS_DIR))
         if os.path.isdir(system.net.NETNS_DIR) else [],
         "groups": sorted(p.name for p in Path(root or "/nonexistent").iterdir() if p.is_dir()),
-        "programs": cgroupbpf.program_ids(),
-        "maps": cgroupbpf.map_ids(),
+        "bpf": cgroupbpf.ours(),  # (programs, maps) by name: systemd loads its own
         "tcp_lp": system.module_loaded("tcp_lp"),
     }
 
@@ -106,7 +106,10 @@ def main(spec_text: str, modem: str = "tbf") -> dict[str, object]:
             out["ack_packets"] = policy.bulk_counters(applied)[1]
             assert applied.pacer is not None
             out["knobs"] = {k.name: len(k.history) for k in applied.pacer.knobs}
-    out["after"] = snapshot()
+    deadline = time.monotonic() + 5  # the kernel frees a detached program a moment later
+    while (after := snapshot()) != out["before"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    out["after"] = after
     return out
 
 
