@@ -40,6 +40,9 @@ QUEUE = "fifo"
 #: probe kind -> the client's figure it is timed by (`net.client probe`)
 PROBES = {"net:page": "fetch_s", "net:handshake": "connect_s"}
 POLICIES = ("default", "background")
+#: What the testbed's veth pairs and tc's token bucket take: its queue is a 32-bit count.
+MAX_RATE_BIT = 10**10
+MAX_QUEUE_BYTES = 1 << 30
 #: Each download is a process of its own (a few MB of memory each).
 MAX_DOWNLOADS = 32
 #: Client commands of the load kinds (`python -m backburner.net.client KIND ...`), each
@@ -167,6 +170,10 @@ def plan(cfg: Any, probes: list[tuple[str, str]]) -> NetPlan:
     """`cfg` (a BenchConfig with net_link) and its probes as (label, text): checked and
     typed, or UsageError (64) naming what is wrong."""
     link = netlink.parse(cfg.net_link)
+    if link.rate_bit > MAX_RATE_BIT or link.buffer_bytes > MAX_QUEUE_BYTES:
+        raise UsageError(f"link {cfg.net_link!r} is beyond the testbed: at most 10gbit, and "
+                         f"a queue of at most {MAX_QUEUE_BYTES >> 20} MiB at that rate",
+                         "a slow line is what the study is for, e.g. 1mbit:0ms:300ms")
     if cfg.cold:
         raise UsageError("a network study drops no caches: it runs warm",
                          "drop --cold (or cold = true in the study file)")
