@@ -100,10 +100,10 @@ def _paced(bed: dict) -> bool:
     return len(system.tc_classes(ns, f"{ns}0")) >= 3
 
 
-def _interrupted(tmp_path: Path, sig: int) -> tuple[Path, dict, set[str]]:
+def _interrupted(tmp_path: Path, sig: int, *extra: str) -> tuple[Path, dict, set[str]]:
     db = tmp_path / "net.db"
     with open(tmp_path / "bench.log", "wb") as log:
-        proc = subprocess.Popen([*BB, *ARGS, "-o", str(db)], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*BB, *ARGS, *extra, "-o", str(db)], stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=log)
     try:
         _until(proc, db, "testbed", lambda: _bed_of(db).get("namespaces"))
@@ -173,8 +173,10 @@ def test_sigterm_leaves_nothing_then_resume_stores_and_reports(tmp_path: Path,
 
 
 def test_sigint_in_the_middle_leaves_nothing(tmp_path: Path, state_dir: Path) -> None:
+    """Here the downloads live through a block of a cell's trials, the policy with them."""
     before = (_netns(), _groups())
-    _, bed, inodes = _interrupted(tmp_path, signal.SIGINT)
+    _, bed, inodes = _interrupted(tmp_path, signal.SIGINT, "--load-lifetime", "cell",
+                                  "--block", "3")
     _assert_nothing_left(state_dir, before, bed["namespaces"], inodes)
 
 

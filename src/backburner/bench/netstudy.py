@@ -40,7 +40,7 @@ from ..cell import Cell
 from ..errors import SystemStateError, UnavailableError
 from ..net import background, policy, testbed
 from .executor import Measurement
-from .netplan import NetPlan
+from .netplan import QUEUE, NetPlan
 from .prepare import StepResult
 from .probes import ProbeResult
 
@@ -144,7 +144,7 @@ class NetExecutor:
         link = self.plan.link
         return {"name": self.plan.device, "kind": "net-link", "rate_bit": link.rate_bit,
                 "delay_ms": link.delay_ms, "buffer_ms": link.buffer_ms,
-                "buffer_bytes": link.buffer_bytes, "queue": "tbf",
+                "buffer_bytes": link.buffer_bytes, "queue": QUEUE, "qdisc": "tbf",
                 "server_cc": testbed.SERVER_CC, "page_bytes": testbed.PAGE_BYTES,
                 "namespaces": [self.bed.server_ns, self.bed.router_ns, self.bed.client_ns]}
 
@@ -168,6 +168,9 @@ class NetExecutor:
 
     def start_load(self, cell: Cell) -> None:
         load = self.plan.loads[cell.load]
+        for child in self._running.pop(cell.load, []):  # a block's load that died: restarted
+            child.stop_tree(1.0)
+        self._end_policy()
         procs: tuple[str, ...] = ()
         if cell.policy == "background":
             self._start_policy()
