@@ -105,3 +105,7 @@ def test_a_network_study_reads_in_the_links_words(tmp_path: Path) -> None:
     body = page.read_text()
     assert "<th>Queue</th>" in body and "BG kbit/s" in body and "(warm)" not in body
     assert "unloaded median of the same link" in body
+    r = bb("compare", str(tmp_path / "n.db"), str(tmp_path / "n.db"),
+           env={**os.environ, "COLUMNS": "250"})
+    assert r.returncode == 0, r.err
+    assert "Queue" in r.out and "Scheduler" not in r.out

@@ -59,6 +59,7 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
 
     parts.append("<h2>Conclusion</h2>")
     parts.append(_conclusion(data, rows, tolerance, confidence))
+    cells = [r.cell for r in rows]
 
     parts.append("<h2>Summary</h2>")
     parts.append(_html_table(data, rows, conf))
@@ -67,15 +68,15 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
                  "Out. = outliers by Tukey's rule (kept in the data); T/O = timeouts (not in "
                  "the samples; \u2265 the limit they hit); Fail / abort = failed / aborted trials. "
                  "The verdict compares the cell's median with the unloaded median of the same "
-                 f"{same_axis(rows)} (ratio and its {conf} CI), with a tolerance of "
+                 f"{same_axis(cells)} (ratio and its {conf} CI), with a tolerance of "
                  f"\u00b1{tolerance * 100:g}%. BG = " + (
                      "median traffic of the client's link while the probe ran, received / "
-                     "sent, in kbit/s, the probe's page not counted" if is_network(rows) else
+                     "sent, in kbit/s, the probe's page not counted" if is_network(cells) else
                      "median background device throughput while the probe ran, read / "
                      "write, in MB/s (10<sup>6</sup> bytes), the probe's own reads and "
                      "writes not counted") + ". Bulk = the load's own work rate over the "
                  "whole time it ran, and that rate relative to the same load unprotected "
-                 f"(policy default) on the same {same_axis(rows)}, with its CI.</p>")
+                 f"(policy default) on the same {same_axis(cells)}, with its CI.</p>")
     why = _why(data, rows)
     if why:
         parts.append("<h2>Why: what the probe waited on</h2>")
@@ -119,8 +120,9 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
 
 def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
     multi = data.multi
+    cells = [r.cell for r in rows]
     prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
-    head = ((["Probe", "Device"] if multi else []) + [axis_name(rows)]
+    head = ((["Probe", "Device"] if multi else []) + [axis_name(cells)]
             + (["Prepare"] if prepared else []) + ["Load", "Policy"])
     num = ["n", f"Median<br><small>{conf} CI</small>", "Q1\u2013Q3<br><small>min\u2013max</small>",
            "Mean \u00b1 sd<br><small>MAD</small>", "Out.", "T/O", "Fail /<br>abort"]
@@ -129,7 +131,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
            *[f'<th class="num">{h}</th>' for h in num],
            "<th>Verdict: ratio to idle [CI]</th>",
            ('<th class="num">BG kbit/s<br><small>received / sent</small></th>'
-            if is_network(rows) else
+            if is_network(cells) else
             '<th class="num">BG MB/s<br><small>read / write</small></th>'),
            '<th class="num">Bulk<br><small>vs unprotected</small></th>',
            "</tr></thead><tbody>"]

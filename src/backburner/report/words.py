@@ -10,9 +10,10 @@ in a table below; a test checks that none is missing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import stats
+from ..cell import Cell
 from ..stats import CaveatCode, TimeoutReach, VerdictKind
 from ..units import (
     DASH,
@@ -334,20 +335,21 @@ def median_text(r: Row) -> str:
     return f"{value} [{fmt_range(*r.median_ci)}]" if r.median_ci else value
 
 
-def is_network(rows: Sequence[Row]) -> bool:
-    """Whether every row is a network study's (`bench --net-link`): its device is a slow
+def is_network(cells: Iterable[Cell]) -> bool:
+    """Whether every cell is a network study's (`bench --net-link`): its device is a slow
     link, its scheduler the link's queue, its traffic counted in bits."""
-    return bool(rows) and all(r.cell.network for r in rows)
+    cells = list(cells)
+    return bool(cells) and all(c.network for c in cells)
 
 
-def axis_name(rows: Sequence[Row]) -> str:
+def axis_name(cells: Iterable[Cell]) -> str:
     """The dimension a disk study calls the scheduler: the link's queue in a network study."""
-    return "Queue" if is_network(rows) else "Scheduler"
+    return "Queue" if is_network(cells) else "Scheduler"
 
 
-def same_axis(rows: Sequence[Row]) -> str:
+def same_axis(cells: Iterable[Cell]) -> str:
     """What a loaded cell shares with the unloaded cell it is judged against."""
-    return "link" if is_network(rows) else "scheduler"
+    return "link" if is_network(cells) else "scheduler"
 
 
 def _kbit(mb_s: float | None) -> str:
