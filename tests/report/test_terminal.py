@@ -109,3 +109,7 @@ def test_a_network_study_reads_in_the_links_words(tmp_path: Path) -> None:
            env={**os.environ, "COLUMNS": "250"})
     assert r.returncode == 0, r.err
     assert "Queue" in r.out and "Scheduler" not in r.out
+    from backburner.report.export.markdown import render_markdown
+
+    md = render_markdown(data)
+    assert "| Queue | Load |" in md and "BG kbit/s rx/tx" in md and "Scheduler" not in md
