@@ -150,15 +150,20 @@ def test_sigterm_leaves_nothing_then_resume_stores_and_reports(tmp_path: Path,
     assert bed["name"] == "link:1mbit:0ms:300ms" and bed["rate_bit"] == 1_000_000
 
     rows = _db(db, "SELECT c.load, c.policy, c.device, c.scheduler, t.status, t.cold, "
-                   "t.wall_s, t.extra FROM trials t JOIN cells c ON c.id = t.cell_id")
+                   "t.load_read_bps, t.wall_s, t.extra FROM trials t "
+                   "JOIN cells c ON c.id = t.cell_id")
     assert len(rows) == 9 and {r[2:4] for r in rows} == {("link:1mbit:0ms:300ms", "fifo")}
     assert all(r[4] == "ok" and r[5] == 0 for r in rows), [r[4:] for r in rows]
-    for load, policy, *_, wall, extra in rows:
+    for load, policy, *_, received, wall, extra in rows:
         x = json.loads(extra)
         assert x["net"]["fetch_s"] == wall and 0 < x["net"]["connect_s"] < wall
         if load == "none":
             assert "bulk" not in x
+            # an idle link: the stopped downloads' queue was drained before this trial (a
+            # full one costs a handshake about 240 ms), and little but the page crossed it
+            assert x["net"]["connect_s"] < 0.1 and received < 30_000, (x, received)
             continue
+        assert received > 30_000  # the downloads' bytes crossed the link during the probe
         bulk = x["bulk"]
         # four downloads' own bytes over their run: a real share of the 1 Mbit/s link
         assert bulk["downloads"] == 4 and bulk["unit"] == "bytes"
