@@ -201,7 +201,7 @@ def _caveats(data: ReportData, cell: CellData, samples: list[float], timeouts: i
         found.append(stats.Caveat(RowCaveat.FAILED, {"count": failed}))
     if aborted:
         found.append(stats.Caveat(RowCaveat.ABORTED, {"count": aborted}))
-    if mode == "warm":
+    if mode == "warm" and not cell.cell.network:  # a link has no cache to drop
         found.append(stats.Caveat(RowCaveat.WARM))
     return found
 

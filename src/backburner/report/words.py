@@ -10,9 +10,10 @@ in a table below; a test checks that none is missing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import stats
+from ..cell import Cell
 from ..stats import CaveatCode, TimeoutReach, VerdictKind
 from ..units import (
     DASH,
@@ -334,18 +335,44 @@ def median_text(r: Row) -> str:
     return f"{value} [{fmt_range(*r.median_ci)}]" if r.median_ci else value
 
 
+def is_network(cells: Iterable[Cell]) -> bool:
+    """Whether every cell is a network study's (`bench --net-link`): its device is a slow
+    link, its scheduler the link's queue, its traffic counted in bits."""
+    cells = list(cells)
+    return bool(cells) and all(c.network for c in cells)
+
+
+def axis_name(cells: Iterable[Cell]) -> str:
+    """The dimension a disk study calls the scheduler: the link's queue in a network study."""
+    return "Queue" if is_network(cells) else "Scheduler"
+
+
+def same_axis(cells: Iterable[Cell]) -> str:
+    """What a loaded cell shares with the unloaded cell it is judged against."""
+    return "link" if is_network(cells) else "scheduler"
+
+
+def _kbit(mb_s: float | None) -> str:
+    return DASH if mb_s is None or not math.isfinite(mb_s) else f"{mb_s * 8000:.0f}"
+
+
 def background_text(r: Row) -> str:
-    """Background throughput, read / write MB/s."""
+    """Background throughput, read / write MB/s (a link's: kbit/s received / sent)."""
     if r.read_mbps is None and r.write_mbps is None:
         return DASH
+    if r.cell.network:
+        return f"{_kbit(r.read_mbps)} / {_kbit(r.write_mbps)}"
     return f"{fmt_mbps(r.read_mbps)} / {fmt_mbps(r.write_mbps)}"
 
 
 def bulk_speed_text(r: Row) -> str:
-    """The load's own speed: MB/s for bytes, else its unit per second."""
+    """The load's own speed: MB/s for bytes (kbit/s over a link), else its unit per
+    second."""
     b = r.bulk
     if b is None:
         return DASH
+    if r.cell.network and b.unit == "bytes":
+        return f"{_kbit(b.speed / MB)} kbit/s"
     if b.unit.endswith("bytes"):
         return f"{fmt_mbps(b.speed / MB)} MB/s"
     return f"{b.speed:.3g} {b.unit}/s"
@@ -379,8 +406,9 @@ def lost_text(r: Row) -> str:
 
 
 def policy_text(r: Row) -> str:
-    """The policy, marked where the cell only has warm trials."""
-    return r.cell.policy + (" (warm)" if r.mode == "warm" else "")
+    """The policy, marked where the cell only has warm trials (a disk's: a network study
+    has no cache to drop)."""
+    return r.cell.policy + (" (warm)" if r.mode == "warm" and not r.cell.network else "")
 
 
 def headline(data: ReportData) -> str:
