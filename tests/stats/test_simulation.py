@@ -29,7 +29,7 @@ def test_the_stopping_rule_keeps_coverage_and_call_errors(shipped: str, ratio: f
     out = simulate(rule, ratio, sigma=0.1, studies=200, seed=int(ratio * 100))
     assert out.coverage >= 0.95
     assert out.wrong_rate <= 0.05
-    beyond = 0.15 if rule.max_runs >= 60 else 0.5  # a 15-trial budget decides less
+    beyond = 0.15 if rule.max_runs >= 60 else 0.5  # a short budget decides less
     if math.log(ratio / (1 + rule.tolerance)) > beyond:  # clearly beyond the band: decided,
         assert out.calls.get("slower", 0) >= 0.9 * out.studies  # mostly well before the
         assert out.trials < rule.max_runs / 2                     # budget

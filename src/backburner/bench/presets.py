@@ -37,7 +37,7 @@ def quick() -> dict[str, Any]:
     return dict(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
                 policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
                 device="testbed:4G", trials=8, settle_s=2.0, timeout_s=60.0,
-                preset="quick", min_runs=8, max_runs=60, max_time_s=150.0)
+                preset="quick", min_runs=8, max_runs=24, max_time_s=150.0)
 
 
 def office_hdd() -> dict[str, Any]:
