@@ -39,7 +39,7 @@ def quick() -> dict[str, Any]:
     return dict(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
                 policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
                 device="testbed:4G", trials=8, settle_s=2.0, timeout_s=60.0,
-                preset="quick", min_runs=8, max_runs=60, max_time_s=150.0)
+                preset="quick", min_runs=8, max_runs=24, max_time_s=150.0)
 
 
 def office_hdd() -> dict[str, Any]:
@@ -52,7 +52,7 @@ def office_hdd() -> dict[str, Any]:
                 loads=["none", "flatpak-loop", "flatpak-api"],
                 policies=["default", "io=idle"], schedulers=["mq-deadline", "bfq"],
                 device="slowdisk:hdd-5400:4G", trials=15, settle_s=2.0, timeout_s=120.0,
-                preset="office-hdd", min_runs=6, max_runs=15, max_time_s=20 * 60.0)
+                preset="office-hdd", min_runs=7, max_runs=15, max_time_s=20 * 60.0)
 
 
 def _writer_gui() -> str | None:

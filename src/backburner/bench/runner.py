@@ -276,12 +276,13 @@ class Bench:
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
                                      warmup=int(slot.warmup), **trial)
                 if self.stopper:
-                    self.stopper.add(slot.cell, trial, slot.warmup)
+                    self.stopper.add(slot.cell, trial, slot.warmup, slot.round)
                 progress.done += 1
                 wall = trial.get("wall_s")
                 progress.last = f"{trial['status']} {wall:.3f}s" if wall else trial["status"]
                 self.report(progress)
         if self.stopper:  # why each cell stopped, for the report
+            self.report(progress)  # the slots skipped after the last one that ran
             self.store.update_environment(self.run_id, {"stopping": self.stopper.finish()})
         self.store.finish_run(self.run_id)
 
@@ -298,7 +299,7 @@ class Bench:
                     and bool(t["cold"]) == self.cfg.cold):
                 self.unloaded[stored.cell.baseline()].append(t["wall_s"])
             if self.stopper:
-                self.stopper.add(stored.cell, t, bool(t["warmup"]))
+                self.stopper.add(stored.cell, t, bool(t["warmup"]), int(t["round"]))
 
 
 def preflight(plan: AnyPlan) -> None:

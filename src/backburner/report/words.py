@@ -63,8 +63,10 @@ def _ci(lo: float, hi: float) -> str:
 
 def _kind_of_ci(r: stats.RatioCI) -> str:
     """'95% CI' (bootstrap, a fixed number of trials), '95% sequential CI' (a confidence
-    sequence: valid however early the run stopped)."""
-    kind = "sequential CI" if r.method == stats.SEQUENTIAL_METHOD else "CI"
+    sequence: valid however early the run stopped), '95% paired sequential CI' (one of the
+    rounds' paired ratios)."""
+    kind = {stats.SEQUENTIAL_METHOD: "sequential CI",
+            stats.PAIRED_METHOD: "paired sequential CI"}.get(r.method, "CI")
     return f"{fmt_pct(r.confidence)} {kind}"
 
 
@@ -91,7 +93,8 @@ def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     advice = "run more trials to decide"
     if math.isinf(r.hi):
         advice = ("timeouts, or too few trials for a sequential interval, leave it open "
-                  "above: raise --timeout or --min-runs" if r.method == stats.SEQUENTIAL_METHOD
+                  "above: raise --timeout or --min-runs"
+                  if r.method in (stats.SEQUENTIAL_METHOD, stats.PAIRED_METHOD)
                   else "timeouts leave it open above: raise --timeout to measure them")
     return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
             f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)}); {advice}")
@@ -102,18 +105,38 @@ _BUDGETS = {"max-runs": ("--max-runs", "raise --max-runs"),
             "max-time": ("--max-time", "give more --max-time")}
 
 
+def _needed(p: Params, tolerance: float) -> str:
+    """What would decide it, as far as the spread seen says."""
+    if "decidable" not in p:
+        return ""
+    if not p["decidable"]:
+        return (f"at the ratio and spread seen no practical number of trials decides it "
+                f"within {PLUS_MINUS}{fmt_pct(tolerance)}")
+    n = int(p["trials_needed"])
+    return f"at the spread seen about {n} trial{_s(n)} would decide it"
+
+
 def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
-    """A cell a sequential run's budget stopped undecided: which budget, after how many
-    trials, and what would decide it (a longer --timeout, where timeouts leave it open)."""
-    option, advice = _BUDGETS[str(p["stopped"])]
+    """A cell a sequential run stopped undecided: which budget (or that no budget it had
+    could decide it), after how many trials, and what would decide it (a longer --timeout,
+    where timeouts leave it open; about how many trials, where the spread says)."""
     trials = int(p.get("trials", 0))
+    tolerance = float(p.get("tolerance", 0.10))
+    needed = _needed(p, tolerance)
+    ratio = (f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
+             f"{_ci(r.lo, r.hi)})")
+    if p["stopped"] == "out-of-reach":
+        return (f"undecided, stopped after {trials} trial{_s(trials)}: {ratio}; not even "
+                f"--max-runs could decide it" + (f" ({needed})" if needed else ""))
+    option, advice = _BUDGETS[str(p["stopped"])]
     if math.isinf(r.hi) and int(p.get("timeouts", 0)):
         advice = "timeouts leave it open above: raise --timeout to measure them"
+    elif needed:
+        advice = f"{needed}: {advice}" if p.get("decidable") else needed
     else:
         advice += " to decide"
     return (f"undecided when {option} ran out after {trials} trial{_s(trials)}: "
-            f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
-            f"{_ci(r.lo, r.hi)}); {advice}")
+            f"{ratio}; {advice}")
 
 
 _JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
@@ -160,7 +183,7 @@ def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) ->
     """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
     it): against idle (`verdict_text`), or why there is none."""
     if kind == VerdictKind.INCONCLUSIVE and ratio is not None \
-            and params.get("stopped") in _BUDGETS:
+            and params.get("stopped") in (*_BUDGETS, "out-of-reach"):
         return _undecided(ratio, GE if params.get("lower_bound") else "", params)
     if kind in _JUDGED and ratio is not None:
         return verdict_text(stats.Verdict(VerdictKind(kind), ratio, float(params["tolerance"]),
