@@ -104,3 +104,16 @@ def test_trials_needed_from_the_spread_and_centre_seen() -> None:
 def test_rule_refuses_nonsense(args: tuple[float, ...]) -> None:
     with pytest.raises(ValueError):
         bs.Rule(*args)  # type: ignore[arg-type]
+
+
+def test_trials_needed_sees_an_outlier_as_the_sequence_does() -> None:
+    """Ten tight rounds near 1.0x and one at 1.8x: at 11 pairs the sequence reaches the
+    outlier and is undecided, so the estimate is beyond 11 -- where the spread (MAD) alone
+    would say a handful."""
+    d = [0.0, 0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.015, -0.015, 0.0, math.log(1.8)]
+    pairs = bs.pair_rounds({i: (math.exp(x), False) for i, x in enumerate(d)},
+                           {i: (1.0, False) for i in range(len(d))})
+    assert bs.paired_verdict(pairs).kind == bs.VerdictKind.INCONCLUSIVE
+    needed = bs.trials_needed(pairs, 0.10, 0.95)
+    assert needed is not None and needed > 11
+    assert pairs_for(0.015, math.log(1.1), 0.95) < 11

@@ -18,6 +18,7 @@ would take at the spread and ratio seen.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -106,28 +107,14 @@ SCAN_LIMIT = 2_000
 
 
 def pairs_for(spread: float, margin: float, confidence: float, start: int = 1) -> int | None:
-    """The fewest pairs (from ``start``) whose expected half-width is under ``margin``;
-    None when the margin is nil or more than `NEEDED_LIMIT` pairs are needed."""
+    """The fewest pairs (from ``start``) whose expected half-width is under ``margin``, for
+    normal d's of that spread; None when the margin is nil or more than `NEEDED_LIMIT` pairs
+    are needed."""
     if margin <= 0.0:
         return None
     if spread <= 0.0:
         return start
-
-    def fits(n: int) -> bool:
-        return spread * half_width(n, confidence) < margin
-
-    for n in range(start, SCAN_LIMIT + 1):
-        if fits(n):
-            return n
-    lo, hi = SCAN_LIMIT, 2 * SCAN_LIMIT
-    while not fits(hi):
-        if hi >= NEEDED_LIMIT:
-            return None
-        lo, hi = hi, min(2 * hi, NEEDED_LIMIT)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return hi
+    return _first_count(lambda n: spread * half_width(n, confidence) < margin, start)
 
 
 def _edges(tolerance: float) -> tuple[float, float]:
@@ -138,15 +125,54 @@ def _spread(d: np.ndarray) -> float:
     return MAD_NORMAL_SCALE * float(np.median(np.abs(d - np.median(d))))
 
 
+def _decides(lo: float, hi: float, edges: tuple[float, float]) -> bool:
+    """Whether an interval (log units) is wholly beyond, below or inside the band."""
+    low, high = edges
+    return lo > high or hi < low or (low <= lo and hi <= high)
+
+
 def trials_needed(pairs: Pairs, tolerance: float, confidence: float) -> int | None:
-    """About how many pairs the sequence needs to decide a cell whose per-round log ratios
-    keep the centre and spread seen (median, scaled MAD); None when the centre lies on an
-    edge of the band (no count decides a ratio there) or needs more than `NEEDED_LIMIT`."""
+    """About how many pairs the sequence needs to decide the cell if further rounds keep the
+    distribution seen: at each count m the sequence's outer kept order statistics stand at
+    their expected quantiles (Blom's) of the per-round log ratios seen, interpolated, and
+    the count is the first whose interval decides. Distribution-free like the sequence
+    itself: an outlier seen keeps the estimate up until the kept order statistics pass it.
+    None with fewer than 3 pairs, or when no count up to `NEEDED_LIMIT` decides (a centre
+    on an edge of the band)."""
     if pairs.n < 3:
         return None
-    centre = float(np.median(pairs.d))
-    margin = min(abs(centre - e) for e in _edges(tolerance))
-    return pairs_for(_spread(pairs.d), margin, confidence)
+    d = np.sort(pairs.d)
+    edges = _edges(tolerance)
+
+    def fits(m: int) -> bool:
+        counts = accepted_counts(m, confidence)
+        if counts is None or counts[0] == 0:
+            return False
+        first, last = counts
+        levels = [(first - 0.375) / (m + 0.25), (last + 1 - 0.375) / (m + 0.25)]
+        # Blom's plotting positions: at m = n these are the order statistics themselves
+        lo, hi = np.quantile(d, levels, method="normal_unbiased")
+        return _decides(float(lo), float(hi), edges)
+
+    return _first_count(fits)
+
+
+def _first_count(fits: Callable[[int], bool], start: int = 1) -> int | None:
+    """The first count from ``start`` that fits: every count up to `SCAN_LIMIT` (the
+    sequence's width saw-tooths as its kept order statistics step), beyond it by bisecting
+    the trend; None past `NEEDED_LIMIT`."""
+    for n in range(start, SCAN_LIMIT + 1):
+        if fits(n):
+            return n
+    lo, hi = max(start, SCAN_LIMIT), 2 * max(start, SCAN_LIMIT)
+    while not fits(hi):
+        if hi >= NEEDED_LIMIT:
+            return None
+        lo, hi = hi, min(2 * hi, NEEDED_LIMIT)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 def out_of_reach(rule: Rule, pairs: Pairs) -> bool:
