@@ -17,6 +17,7 @@ transaction, or `backburner restore` after a SIGKILL, removes it all.
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import subprocess
@@ -109,8 +110,15 @@ def build(tx: system.Transaction, link: LinkSpec) -> Testbed:
         if link.delay_ms > 0:
             tx.apply(system.Qdisc(r, port, "1:1", "2", "netem",
                                   ["delay", f"{link.delay_ms / 2:g}ms",
-                                   "limit", "100000"]))
+                                   "limit", str(_netem_limit(link))]))
     return bed
+
+
+def _netem_limit(link: LinkSpec) -> int:
+    """netem under the token bucket replaces the bucket's own queue, so its limit is the
+    link's buffer: the buffer's frames, and those on their way through the delay."""
+    flight = link.rate_bit * link.delay_ms / 2 / 8000
+    return math.ceil((link.buffer_bytes + flight) / MTU_BYTES) + 1
 
 
 def _tbf_args(link: LinkSpec) -> list[str]:

@@ -52,6 +52,16 @@ def snapshot() -> dict[str, object]:
     }
 
 
+def drained(bed: testbed.Testbed) -> None:
+    """Until the link's queues are empty: a stopped download's last packets must not meet
+    the next scenario's connections (which may get the same ports)."""
+    deadline = time.monotonic() + 30
+    ports = [f"{bed.router_ns}{i}" for i in (0, 1)]
+    while any(system.qdisc_backlog(bed.router_ns, p) for p in ports):
+        assert time.monotonic() < deadline, "the link's queues did not empty in 30 s"
+        time.sleep(0.1)
+
+
 def figures(f: measure.Figures) -> dict[str, object]:
     return {"fetch_s": f.fetch_s, "bulk_bit_s": f.bulk_bit_s}
 
@@ -90,12 +100,14 @@ def main(spec_text: str, modem: str = "tbf") -> dict[str, object]:
         procs = (os.path.join(group, "cgroup.procs"),)
         out["unloaded"] = figures(measure.scenario(bed, 0, 3))
         out["unprotected"] = figures(measure.scenario(bed, 4, 3, cgroup_procs=procs))
+        drained(bed)
         with system.Transaction("guest-net-policy") as ptx:
             applied = policy.background(ptx, bed.client_ns, bed.client_dev, None, group,
                                         cc=tcpopts.LOW_PRIORITY_CC)
             try:
                 out["policy"] = figures(measure.scenario(bed, 4, 3, cgroup_procs=procs))
                 out["tcp_lp_during"] = system.module_loaded("tcp_lp")
+                drained(bed)
                 job = testbed.client(bed, [sys.executable, "-c", UPLOAD, testbed.SERVER_ADDR,
                                            str(testbed.PORT)], procs)
                 out["upload"] = json.loads(job.popen.stdout.read())  # type: ignore[union-attr]
