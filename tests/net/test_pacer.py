@@ -26,6 +26,7 @@ def test_window_follows_the_ack_rate_over_the_path_and_a_margin() -> None:
     assert rule.follow(400_000, 0.0, 4) == 4 * rule.floor_bytes
     assert policy.window_values(100_000, 4, rule) == (25_000, 17)
     assert policy.window_values(1_000, 4, rule) == (rule.floor_bytes, 1)
+    assert policy.window_values(0, 4, rule) == (0, 0)  # no evidence yet: the kernel's
 
 
 def test_slowdown_drops_to_the_floor_now_and_then_and_comes_back() -> None:

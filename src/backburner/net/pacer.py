@@ -169,13 +169,14 @@ class WindowRule(Rule):
     (each gets an equal share, at least `floor_bytes`). Alone, the window follows the
     queueing delay by the same rule as a rate (`next_window`); beside the paced ACKs it
     follows their rate (`follow`): the window that rate needs over the path's own round
-    trip and `margin_s`, so the ACK class sets the pace and the window only bounds what a
-    burst of ACKs can release."""
+    trip (and `margin_s`; none by default: the floor of a segment each is margin enough),
+    so the ACK class sets the pace and the window only bounds what a burst of ACKs can
+    release."""
 
     floor_bytes: int = 1448
     ceiling_bytes: int = 64 << 20
     start_bytes: int = 16 * 1448
-    margin_s: float = 0.02
+    margin_s: float = 0.0
 
     def next_window(self, total: float, queue_s: float | None, conns: int) -> float:
         floor = self.floor_bytes * max(1, conns)

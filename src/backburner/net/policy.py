@@ -169,12 +169,12 @@ def _window_clamp(tx: system.Transaction, applied: Applied, rule: WindowRule,
     `clamp` its sockets' window clamped to an equal share of the window budget (at least a
     segment each), which follows the queueing delay (with LEDBAT++'s slowdowns, so the
     path's own delay is seen), or with `acks` the ACK class's rate (whose pacing keeps the
-    queue short, so the path's delay is seen anyway)."""
+    queue short, so the path's delay is seen anyway). Until the first echo comes back
+    the window is left alone (a budget of 0): without evidence, a guessed clamp could
+    hold a fast link's downloads to a trickle for good (a peer that never answers ICMP)."""
     for change in cc_changes(applied.cc):
         tx.apply(change)
-    start = float(rule.start_bytes) if acks is None else rule.follow(acks.value, 0.0, 1)
-    clamp_bytes, initial = window_values(start, 1, rule) if clamp else (0, 0)
-    result = tx.apply(system.CgroupSockOps(applied.group, applied.cc, clamp_bytes, initial))
+    result = tx.apply(system.CgroupSockOps(applied.group, applied.cc, 0, 0))
     if not clamp:
         return None
     applied.window_map = system.window_map(result)
@@ -191,20 +191,23 @@ def _window_clamp(tx: system.Transaction, applied: Applied, rule: WindowRule,
     slowdown = Slowdown()
 
     def step(total: float, queue: float | None, conns: int) -> float:
+        """Called once an echo has come back (the path's delay is known)."""
         pacer = applied.pacer
-        if acks is None:
-            return slowdown.step(time.monotonic(), total, rule.floor_bytes * max(1, conns),
-                                 lambda: rule.next_window(total, queue, conns))
-        if pacer is None or pacer.base_rtt_s is None:
-            return rule.next_window(total, queue, conns)
-        return rule.follow(acks.value, pacer.base_rtt_s, conns)
+        if acks is not None and pacer is not None and pacer.base_rtt_s is not None:
+            return rule.follow(acks.value, pacer.base_rtt_s, conns)
+        if not total:
+            return float(rule.start_bytes)
+        return slowdown.step(time.monotonic(), total, rule.floor_bytes * max(1, conns),
+                             lambda: rule.next_window(total, queue, conns))
 
-    return Knob("window", start, step, put)
+    return Knob("window", 0.0, step, put)
 
 
 def window_values(total: float, conns: int, rule: WindowRule) -> tuple[int, int]:
     """(clamp per socket in bytes, initial window in segments) for `conns` connections
-    sharing `total` bytes of window."""
+    sharing `total` bytes of window; (0, 0), the kernel's own, for a budget of 0."""
+    if not total:
+        return 0, 0
     per = max(rule.floor_bytes, int(total / max(1, conns)))
     return per, max(1, per // MSS_BYTES)
 
