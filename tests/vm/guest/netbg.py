@@ -73,10 +73,12 @@ def smart_modem(bed: testbed.Testbed, modem: str) -> None:
     r, rate = bed.router_ns, bed.link.rate_bit
     down, up = f"{r}1", f"{r}0"
     if modem == "cake":
-        cmd = ["qdisc", "replace", "dev", down, "root", "cake", "bandwidth", f"{rate}bit"]
-    else:
-        cmd = ["qdisc", "replace", "dev", down, "parent", "1:1", "handle", "2:", "fq_codel"]
-    subprocess.run(["tc", "-n", r, *cmd], check=True)
+        cmds = [["qdisc", "replace", "dev", down, "root", "cake", "bandwidth", f"{rate}bit"]]
+    else:  # a qdisc of another kind cannot replace netem in its place: netem goes first
+        cmds = [["qdisc", "del", "dev", down, "parent", "1:1", "handle", "2:"],
+                ["qdisc", "add", "dev", down, "parent", "1:1", "handle", "3:", "fq_codel"]]
+    for cmd in cmds:
+        subprocess.run(["tc", "-n", r, *cmd], check=True)
     subprocess.run(["tc", "-n", r, "qdisc", "change", "dev", up, "parent", "1:1", "handle",
                     "2:", "netem", "delay", f"{bed.link.delay_ms:g}ms", "limit", "100000"],
                    check=True)
