@@ -15,7 +15,7 @@ from helpers import bb, one_line_error
 
 from backburner import system
 from backburner.extents import physical_runs
-from backburner.readahead import packfile
+from backburner.readahead import ext4image, packfile
 
 from .test_layout import COLD, HOT, K, make_tree, pack_of
 
@@ -154,3 +154,88 @@ def test_build_ext4_refuses_an_existing_output(tmp_path: Path, state_dir: Path) 
     assert res.returncode == 73
     assert "already exists" in one_line_error(res)
     assert img.read_bytes() == b"precious"
+
+
+def _dumpe2fs_header(image: Path) -> dict[str, int]:
+    out = subprocess.run(["dumpe2fs", "-h", str(image)], check=True, capture_output=True,
+                         text=True, env={"LC_ALL": "C", "PATH": os.environ["PATH"]}).stdout
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return {k: int(fields[k]) for k in ("Inodes per group", "Blocks per group", "Block count")}
+
+
+@pytest.mark.root
+def test_build_ext4_hot_region_at_the_end(tmp_path: Path, state_dir: Path) -> None:
+    """--hot-region end: the root directory's block, the hot directories, their entries'
+    inodes and the hot files' data all in the last block group, in first-use order; names
+    and nodes debugfs cannot make (a newline, a socket, a symlink to a name with a
+    newline) right in the image all the same; e2fsck clean, the mount equal to the source."""
+    src = tmp_path / "src"
+    make_rich_tree(src)
+    os.mknod(src / "data/sock", 0o640 | stat.S_IFSOCK)
+    os.symlink("bad\ntarget", src / "lib/odd link")
+    os.utime(src / "lib", ns=(1_000_000_123, 1_600_000_000_987_654_321))
+    pp = tmp_path / "app.pack"
+    packfile.save(pp, pack_of(src, HOT))
+    img = tmp_path / "end.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img), "--size", "320M",
+             "--hot-region", "end", timeout=120)
+    assert res.returncode == 0, res.err
+    assert "7 hot files" in res.out and "at the end, from 258 MiB on" in res.out
+    assert ("contiguous 100%, in access order 100%; seeks: cold start 1 (3 with the metadata "
+            "it reads") in res.out.splitlines()[-1]
+    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    geo = _dumpe2fs_header(img)
+    ipg, bpg = geo["Inodes per group"], geo["Blocks per group"]
+    last = (geo["Block count"] - 1) // bpg
+    assert last == 2
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with system.Transaction("test-ro") as tx:
+        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
+        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+        _check_metadata(src, mnt)
+        assert stat.S_ISSOCK(os.lstat(mnt / "data/sock").st_mode)
+        assert os.readlink(mnt / "lib/odd link") == "bad\ntarget"
+        root = _debugfs_blocks(img, "")
+        assert root == [root[0]] and root[0] >= last * bpg
+        order = ["lib", "lib/zz last.py", "lib/a#first.py", "data", "data/back\\slash",
+                 "data/new\nline", "b", "b/x.bin", "#lead", "lib/mid dle.py"]
+        places = [_blocks(mnt, img, rel) for rel in order]
+        # right after the root's block and the staging directory's (freed) one
+        assert places[0][0] == (root[0] + 2) * K
+        for (_, prev_end), (start, _) in zip(places, places[1:], strict=False):
+            assert start == -(-prev_end // K) * K, places
+        cold = [r.physical for rel in COLD + ["sparse"] for r in physical_runs(mnt / rel)]
+        cold += [b * K for d in ("a", "zz", "empty dir") for b in _debugfs_blocks(img, d)]
+        assert not [c for c in cold if root[0] * K <= c < places[-1][1]]
+        # the hot directories and files, and the cold files in hot directories (each
+        # filled into its placeholder), beside them; cold directories are made anew
+        beside = ["lib", "data", "b", *HOT, "lib/cold1.py", "data/cold3", "sparse",
+                  "data/link to hot", "dangling"]
+        inodes = {os.lstat(mnt / rel).st_ino for rel in beside}
+        assert {(i - 1) // ipg for i in inodes} == {last}, sorted(inodes)
+
+
+@pytest.mark.root
+def test_end_first_pass_moves_the_region_earlier_until_the_tree_fits(tmp_path: Path) -> None:
+    """An estimate too small for the last group (64 MiB of a 320 MiB image) for an 80 MiB
+    hot file: debugfs runs out of room there, and the next attempt starts the region a
+    group earlier, where it fits; e2fsck finds the result clean."""
+    stage = tmp_path / "hot"
+    (stage / "\xff.stage").mkdir(parents=True)
+    big = os.urandom(80 << 20)
+    (stage / "\xff.stage/0000").write_bytes(big)
+    img = str(tmp_path / "f.img")
+    Path(img).touch()
+    session, at = ext4image._first_pass_end(img, os.fsencode(stage), 320 << 20, 8192, 1 << 20,
+                                            os.fsencode(tmp_path))
+    assert 32768 * K <= at < 65536 * K  # group 1
+    assert session.inodes == 2 and not session.fixups
+    fsck = subprocess.run(["e2fsck", "-f", "-n", img], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    out = subprocess.run(["debugfs", "-R", 'blocks "/\xff.stage/0000"', img], check=True,
+                         capture_output=True).stdout.split()
+    assert int(out[0]) * K > at and len(out) == 80 << 20 >> 12
+    assert subprocess.run(["debugfs", "-R", 'dump "/\xff.stage/0000" /dev/stdout', img],
+                          check=True, capture_output=True).stdout == big

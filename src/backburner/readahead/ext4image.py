@@ -20,12 +20,10 @@ no directory grows), and copies the rest in, after the hot region, with owners, 
 times, xattrs, symlinks, device nodes and hard links. Then ``e2fsck -fn`` must find it
 clean and a read-only mount must compare equal to the source, byte for byte.
 
-The hot region is at the start of the image, not at its end (a DVD's fast outer edge):
-the inode tables are at the start (mke2fs packs them there, and both mke2fs and the
-kernel hand out the lowest free inode numbers), so hot data at the end would make every
-inode-table read a seek across the whole image (the calibrated ``dvd`` model: Python's
-start 1.89 s with the region at the start, 2.50 s at the end of a 400 MiB image, 3.84 s
-at the end of a full disc; docs/readahead.md).
+With ``hot_region="end"`` (a DVD's fast outer edge) pass 1 is the full-size filesystem
+without flex_bg instead, each block group with its own inode table, and the hot tree is
+made in its last groups by debugfs (`ext4end`): the hot inodes in the table right before
+the hot directories and data, not at the start of the image.
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ from ..errors import (
     UsageError,
 )
 from ..units import MiB
-from . import hotplan, tree
+from . import ext4end, hotplan, tree
 from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative_paths
 from .pack import Pack
 
@@ -65,12 +63,16 @@ MAX_INODES_PER_GROUP = 8 * BLOCK
 STAGING_PREFIX = b"\xff.backburner-hot-"
 
 
+HOT_REGIONS = ("start", "end")
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     src: str
     image: str
     size: int | None = None  # bytes; None: the tree's size with room to spare
     root: str | None = None  # the pack's directory that SRC stands for; None: guessed
+    hot_region: str = "start"  # or "end": the medium's end (a disc's fast outer edge)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class BuildResult:
     hot_bytes: int
     missing: int  # pack files not in the source
     nodes: dict[str, int] = field(default_factory=dict)  # how many of each kind copied
+    region_at: int | None = None  # hot_region "end": the byte the hot region starts at
     before: CheckResult | None = None  # the pack's files in the source directory
     after: CheckResult | None = None  # ... in the new image
     seconds: float = 0.0
@@ -103,9 +106,10 @@ def _scan(src: bytes) -> _Scan:
     return _Scan(nodes, used)
 
 
-def _tool(argv: list[str], what: str, timeout: float = 600.0) -> spawn.ToolResult:
-    try:
-        res = spawn.run_tool(argv, timeout, env={"LC_ALL": "C"})  # byte order: STAGING_PREFIX
+def _tool(argv: list[str], what: str, timeout: float = 600.0, errors: str = "strict"
+          ) -> spawn.ToolResult:
+    try:  # LC_ALL=C: byte order (STAGING_PREFIX), and dumpe2fs's words
+        res = spawn.run_tool(argv, timeout, env={"LC_ALL": "C"}, errors=errors)
     except FileNotFoundError:
         raise UnavailableError(f"{argv[0]} is not installed", "apt-get install e2fsprogs"
                                ) from None
@@ -226,6 +230,99 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
     return size
 
 
+def _debugfs(image: str, script: ext4end.Script, work: bytes, what: str) -> str:
+    """Run a debugfs session; its errors (debugfs exits 0 whatever a command did) are
+    whatever it wrote to stderr besides its banner. Returns them, "" when none."""
+    path = os.path.join(work, b"debugfs.cmds")
+    with open(path, "wb") as f:
+        f.write(script.text())
+    res = _tool(["debugfs", "-w", "-f", os.fsdecode(path), image], what, errors="replace")
+    _must(res, what)
+    errors = [ln for ln in res.stderr.splitlines()
+              if ln.strip() and not ln.startswith("debugfs ")]
+    return errors[0] if errors else ""
+
+
+def _groups(image: str) -> list[ext4end.Group]:
+    res = _tool(["dumpe2fs", image], "dumpe2fs")
+    _must(res, "dumpe2fs of the first pass")
+    return ext4end.parse_groups(res.stdout)
+
+
+def _first_pass_end(image: str, stage_root: bytes, final: int, ipg: int, need: int,
+                    work: bytes) -> tuple[ext4end.Script, int]:
+    """Pass 1 for ``hot_region="end"`` (see `ext4end`): the full-size filesystem without
+    flex_bg, the staged tree made in its last groups that hold it, the root directory's
+    block moved to the region's first block. Grows the region until the tree fits.
+    Returns the session (its fixups and stand-ins) and the region's first byte."""
+    empty = os.path.join(work, b"empty")
+    os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    staged = list(ext4end.events(stage_root))
+    groups_n = -(-final // GROUP_BYTES)
+    region = groups_n
+    while True:  # from one group earlier each time: ends at group 0 (no reservation)
+        os.truncate(image, 0)
+        os.truncate(image, final)
+        _must(_tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
+                     "-O", "^has_journal,^flex_bg", "-N", str(ipg * groups_n),
+                     "-E", "nodiscard", image, f"{final // 1024}k"], "mke2fs"),
+              "mke2fs (the full-size first pass)")
+        groups = _groups(image)
+        region = min(region - 1, ext4end.region_group(groups, need // BLOCK, len(staged) + 16))
+        script, root_block = ext4end.first_pass(groups, region, staged, empty)
+        error = _debugfs(image, script, work, "debugfs (the hot files' first pass)")
+        if "Could not allocate" in error and region > 0:
+            log.debug("region from group %d too small: %s", region, error)
+            continue
+        if error:
+            hint = "give a larger --size" if "Could not allocate" in error else None
+            raise SystemStateError(f"debugfs (the hot files' first pass) failed: {error}", hint)
+        if root_block is None:
+            return script, groups[0].first * BLOCK
+        _move_root(image, root_block, work)
+        return script, root_block * BLOCK
+
+
+def _move_root(image: str, new: int, work: bytes) -> None:
+    """The root directory's block, made in group 0 by mke2fs, copied to the region's
+    first block (kept free for it) and remapped there."""
+    res = _tool(["debugfs", "-R", "bmap <2> 0", image], "debugfs")
+    _must(res, "debugfs bmap of the root directory")
+    old = int(res.stdout.split()[-1])
+    fd = os.open(image, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        data = os.pread(fd, BLOCK, old * BLOCK)
+        if os.pwrite(fd, data, new * BLOCK) != BLOCK:
+            raise SystemStateError("could not copy the root directory's block")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    groups = _groups(image)
+    error = _debugfs(image, ext4end.move_root(old, new, groups, GROUP_BYTES // BLOCK), work,
+                     "debugfs (moving the root directory's block)")
+    if error:
+        raise SystemStateError(f"moving the root directory's block failed: {error}")
+
+
+def _fix_names(mnt: bytes, staging: bytes, fixups: list[ext4end.Fixup]) -> None:
+    """The placeholders debugfs could not name, renamed out and back in: the real name
+    takes the slot the stand-in name (of the same length) left."""
+    for i, f in enumerate(fixups):
+        parent = os.path.join(mnt, f.parent) if f.parent else mnt
+        tmp = os.path.join(mnt, staging, b"fix-%d" % i)
+        os.rename(os.path.join(parent, f.spelt), tmp)
+        os.rename(tmp, os.path.join(parent, f.real))
+
+
+def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
+    """Where a path of the staged tree ends up in the image."""
+    parts = staged.split(b"/", 2)
+    if parts[0] != staging or len(parts) < 2:
+        return staged
+    base = plan.items[int(parts[1])].rel
+    return os.path.join(base, parts[2]) if len(parts) > 2 else base
+
+
 def _grow(image: str, final: int) -> None:
     os.truncate(image, final)
     _must(_tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
@@ -261,7 +358,8 @@ def _replace_with_link(existing: bytes, new: bytes) -> None:
 
 
 def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
-               hot: list[list[bytes]]) -> dict[str, int]:
+               hot: list[list[bytes]], stand_ins: frozenset[bytes] = frozenset()
+               ) -> dict[str, int]:
     """Everything that is not hot, in the tree's order (a directory before its contents):
     a cold directory made (over its placeholder, if it is in a hot directory), a cold file
     filled (its placeholder, or a new file) once per inode, its other names and the hot
@@ -289,6 +387,9 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
         elif node.kind == "file":
             tree.copy_data(s, d, existing=os.path.lexists(d))
             first[key] = d
+        elif node.rel in stand_ins:  # an empty file where debugfs could not make it
+            os.unlink(d)
+            tree.make_node(s, d, node.st)
         elif not os.path.lexists(d):
             tree.make_node(s, d, node.st)
         tree.copy_meta(s, d, node.st)
@@ -329,6 +430,8 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
     The image is built under a hidden name beside IMAGE, journaled, and linked to IMAGE
     only once verified: an interrupt, an error or a SIGKILL followed by `restore` leaves
     no half-built image at IMAGE (which would then refuse a rerun)."""
+    if opts.hot_region not in HOT_REGIONS:
+        raise UsageError(f"unknown hot region {opts.hot_region!r}", "use start or end")
     system.require_root("building an ext4 image (owners, loop device, mount)")
     src = norm_root(os.path.abspath(opts.src))
     if not os.path.isdir(src) or os.path.islink(src):
@@ -359,24 +462,38 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         os.mkdir(stage_root, 0o700)
         hp = hotplan.plan(hot)
         hot_bytes = _stage(hp, scan, src, stage_root, staging)
-        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hp, hot_bytes, scan),
-                                 ipg, final)
-        if final < first:
-            raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
+        need = _first_pass_size(hp, hot_bytes, scan)
+        if final < need:
+            raise UsageError(f"--size {final} is smaller than the hot files need ({need})")
+        fixups: list[ext4end.Fixup] = []
+        stand_ins: frozenset[bytes] = frozenset()
+        region_at = None
+        if opts.hot_region == "end":
+            session, region_at = _first_pass_end(image, stage_root, final, ipg, need, work)
+            fixups = session.fixups
+            stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
+            first = final
+            _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"),
+                  "adding the journal")
+        else:
+            first = _mkfs_first_pass(image, stage_root, need, ipg, final)
+            if final < first:
+                raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
+            _grow(image, final)
         shutil.rmtree(stage_root)
-        _grow(image, final)
         mnt = os.path.join(work, b"mnt")
         tx.apply(system.MadeDir(os.fsdecode(mnt)))
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
+        _fix_names(mnt, staging, fixups)
         _place_hot(src, mnt, scan, hp, hot, staging)
-        nodes = _copy_rest(src, mnt, scan, hp, hot)
+        nodes = _copy_rest(src, mnt, scan, hp, hot, stand_ins)
         # only now: the staging directory grew block by block among the hot data, and
         # cold directories made while those blocks were free would have taken them
         os.rmdir(os.path.join(mnt, staging))
         os.sync()
     _fsck(image)
-    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes)
+    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes, region_at)
     extra = frozenset() if os.path.lexists(os.path.join(src, b"lost+found")) else frozenset(
         {b"lost+found"})
     with mounted_ro(image) as ro:
