@@ -15,7 +15,7 @@ from helpers import bb, one_line_error
 
 from backburner import system
 from backburner.extents import physical_runs
-from backburner.readahead import ext4image, packfile
+from backburner.readahead import ext4end, packfile
 
 from .test_layout import COLD, HOT, K, make_tree, pack_of
 
@@ -228,7 +228,7 @@ def test_end_first_pass_moves_the_region_earlier_until_the_tree_fits(tmp_path: P
     (stage / "\xff.stage/0000").write_bytes(big)
     img = str(tmp_path / "f.img")
     Path(img).touch()
-    session, at = ext4image._first_pass_end(img, os.fsencode(stage), 320 << 20, 8192, 1 << 20,
+    session, at = ext4end.first_pass_at_end(img, os.fsencode(stage), 320 << 20, 8192, 1 << 20,
                                             os.fsencode(tmp_path))
     assert 32768 * K <= at < 65536 * K  # group 1
     assert session.inodes == 2 and not session.fixups

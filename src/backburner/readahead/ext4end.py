@@ -33,6 +33,7 @@ cannot be spelt) is an empty placeholder that the second pass replaces (`stand_i
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -40,6 +41,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import SystemStateError
+from .e2tools import BLOCK, GROUP_BYTES, must, tool
+
+log = logging.getLogger(__name__)
 
 INODE_UNINIT, BLOCK_UNINIT, ITABLE_ZEROED = 1, 2, 4
 _FLAG_NAMES = {"INODE_UNINIT": INODE_UNINIT, "BLOCK_UNINIT": BLOCK_UNINIT,
@@ -283,6 +287,93 @@ def move_root(old: int, new: int, groups: list[Group], per_group: int) -> Script
     return script
 
 
+# --- running it ---------------------------------------------------------------------------
+
+
+def _debugfs(image: str, script: Script, work: bytes, what: str) -> str:
+    """Run a debugfs session; its errors (debugfs exits 0 whatever a command did) are
+    whatever it wrote to stderr besides its banner. Returns them, "" when none."""
+    path = os.path.join(work, b"debugfs.cmds")
+    with open(path, "wb") as f:
+        f.write(script.text())
+    res = tool(["debugfs", "-w", "-f", os.fsdecode(path), image], what, errors="replace")
+    must(res, what)
+    errors = [ln for ln in res.stderr.splitlines()
+              if ln.strip() and not ln.startswith("debugfs ")]
+    return errors[0] if errors else ""
+
+
+def _groups(image: str) -> list[Group]:
+    res = tool(["dumpe2fs", image], "dumpe2fs")
+    must(res, "dumpe2fs of the first pass")
+    return parse_groups(res.stdout)
+
+
+def first_pass_at_end(image: str, stage_root: bytes, final: int, ipg: int, need: int,
+                    work: bytes) -> tuple[Script, int]:
+    """Pass 1 for ``hot_region="end"`` (see `ext4end`): the full-size filesystem without
+    flex_bg, the staged tree made in its last groups that hold it, the root directory's
+    block moved to the region's first block. Grows the region until the tree fits.
+    Returns the session (its fixups and stand-ins) and the region's first byte."""
+    empty = os.path.join(work, b"empty")
+    os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+    staged = list(events(stage_root))
+    groups_n = -(-final // GROUP_BYTES)
+    region = groups_n
+    while True:  # from one group earlier each time: ends at group 0 (no reservation)
+        os.truncate(image, 0)
+        os.truncate(image, final)
+        must(tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
+                     "-O", "^has_journal,^flex_bg", "-N", str(ipg * groups_n),
+                     "-E", "nodiscard", image, f"{final // 1024}k"], "mke2fs"),
+              "mke2fs (the full-size first pass)")
+        groups = _groups(image)
+        region = min(region - 1, region_group(groups, need // BLOCK, len(staged) + 16))
+        script, root_block = first_pass(groups, region, staged, empty)
+        error = _debugfs(image, script, work, "debugfs (the hot files' first pass)")
+        if "Could not allocate" in error and region > 0:
+            log.debug("region from group %d too small: %s", region, error)
+            continue
+        if error:
+            hint = "give a larger --size" if "Could not allocate" in error else None
+            raise SystemStateError(f"debugfs (the hot files' first pass) failed: {error}", hint)
+        if root_block is None:
+            return script, groups[0].first * BLOCK
+        _move_root(image, root_block, work)
+        return script, root_block * BLOCK
+
+
+def _move_root(image: str, new: int, work: bytes) -> None:
+    """The root directory's block, made in group 0 by mke2fs, copied to the region's
+    first block (kept free for it) and remapped there."""
+    res = tool(["debugfs", "-R", "bmap <2> 0", image], "debugfs")
+    must(res, "debugfs bmap of the root directory")
+    old = int(res.stdout.split()[-1])
+    fd = os.open(image, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        data = os.pread(fd, BLOCK, old * BLOCK)
+        if os.pwrite(fd, data, new * BLOCK) != BLOCK:
+            raise SystemStateError("could not copy the root directory's block")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    groups = _groups(image)
+    error = _debugfs(image, move_root(old, new, groups, GROUP_BYTES // BLOCK), work,
+                     "debugfs (moving the root directory's block)")
+    if error:
+        raise SystemStateError(f"moving the root directory's block failed: {error}")
+
+
+def fix_names(mnt: bytes, staging: bytes, fixups: list[Fixup]) -> None:
+    """The placeholders debugfs could not name, renamed out and back in: the real name
+    takes the slot the stand-in name (of the same length) left."""
+    for i, f in enumerate(fixups):
+        parent = os.path.join(mnt, f.parent) if f.parent else mnt
+        tmp = os.path.join(mnt, staging, b"fix-%d" % i)
+        os.rename(os.path.join(parent, f.spelt), tmp)
+        os.rename(tmp, os.path.join(parent, f.real))
+
+
 # --- the staged tree as events -----------------------------------------------------------
 
 
@@ -309,6 +400,7 @@ def events(stage_root: bytes) -> Iterator[Event]:
             yield Event("other", name)
 
 
-__all__ = ["Event", "Fixup", "Group", "Script", "events", "first_pass", "move_root",
+__all__ = ["Event", "Fixup", "Group", "Script", "events", "first_pass", "first_pass_at_end",
+           "fix_names", "move_root",
            "parse_groups", "populate", "quote", "region_group", "reserve", "spellable",
            "substitute"]

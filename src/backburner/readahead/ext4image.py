@@ -33,27 +33,24 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import spawn, system
+from .. import system
 from ..errors import (
     BackburnerError,
     ExistsError,
     NotFoundError,
     SystemStateError,
-    UnavailableError,
     UsageError,
 )
 from ..units import MiB
 from . import ext4end, hotplan, tree
+from .e2tools import BLOCK, GROUP_BYTES, must, tool
 from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative_paths
 from .pack import Pack
 
 log = logging.getLogger(__name__)
 
-BLOCK = 4096
-GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
 INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
 MAX_INODES_PER_GROUP = 8 * BLOCK
 #: The staging directory of pass 1. mke2fs -d fills a directory in the order of its names
@@ -104,22 +101,6 @@ def _scan(src: bytes) -> _Scan:
     nodes = list(tree.walk(src))
     used = sum(-(-n.st.st_size // BLOCK) * BLOCK + BLOCK for n in nodes)
     return _Scan(nodes, used)
-
-
-def _tool(argv: list[str], what: str, timeout: float = 600.0, errors: str = "strict"
-          ) -> spawn.ToolResult:
-    try:  # LC_ALL=C: byte order (STAGING_PREFIX), and dumpe2fs's words
-        res = spawn.run_tool(argv, timeout, env={"LC_ALL": "C"}, errors=errors)
-    except FileNotFoundError:
-        raise UnavailableError(f"{argv[0]} is not installed", "apt-get install e2fsprogs"
-                               ) from None
-    return res
-
-
-def _must(res: spawn.ToolResult, what: str, ok: Sequence[int] = (0,)) -> None:
-    if res.status not in ok:
-        lines = [ln for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
-        raise SystemStateError(f"{what} failed: {lines[-1] if lines else 'timed out'}")
 
 
 def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
@@ -216,7 +197,7 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
     for _ in range(6):
         groups = -(-size // GROUP_BYTES)
         os.truncate(image, size)
-        res = _tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
+        res = tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
                      "-O", "^has_journal", "-N", str(ipg * groups),
                      "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
                      "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"],
@@ -226,92 +207,8 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
         log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
         os.truncate(image, 0)
         size = -(-int(size * 1.5) // MiB) * MiB
-    _must(res, "mke2fs -d (the hot files' first pass)")
+    must(res, "mke2fs -d (the hot files' first pass)")
     return size
-
-
-def _debugfs(image: str, script: ext4end.Script, work: bytes, what: str) -> str:
-    """Run a debugfs session; its errors (debugfs exits 0 whatever a command did) are
-    whatever it wrote to stderr besides its banner. Returns them, "" when none."""
-    path = os.path.join(work, b"debugfs.cmds")
-    with open(path, "wb") as f:
-        f.write(script.text())
-    res = _tool(["debugfs", "-w", "-f", os.fsdecode(path), image], what, errors="replace")
-    _must(res, what)
-    errors = [ln for ln in res.stderr.splitlines()
-              if ln.strip() and not ln.startswith("debugfs ")]
-    return errors[0] if errors else ""
-
-
-def _groups(image: str) -> list[ext4end.Group]:
-    res = _tool(["dumpe2fs", image], "dumpe2fs")
-    _must(res, "dumpe2fs of the first pass")
-    return ext4end.parse_groups(res.stdout)
-
-
-def _first_pass_end(image: str, stage_root: bytes, final: int, ipg: int, need: int,
-                    work: bytes) -> tuple[ext4end.Script, int]:
-    """Pass 1 for ``hot_region="end"`` (see `ext4end`): the full-size filesystem without
-    flex_bg, the staged tree made in its last groups that hold it, the root directory's
-    block moved to the region's first block. Grows the region until the tree fits.
-    Returns the session (its fixups and stand-ins) and the region's first byte."""
-    empty = os.path.join(work, b"empty")
-    os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-    staged = list(ext4end.events(stage_root))
-    groups_n = -(-final // GROUP_BYTES)
-    region = groups_n
-    while True:  # from one group earlier each time: ends at group 0 (no reservation)
-        os.truncate(image, 0)
-        os.truncate(image, final)
-        _must(_tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
-                     "-O", "^has_journal,^flex_bg", "-N", str(ipg * groups_n),
-                     "-E", "nodiscard", image, f"{final // 1024}k"], "mke2fs"),
-              "mke2fs (the full-size first pass)")
-        groups = _groups(image)
-        region = min(region - 1, ext4end.region_group(groups, need // BLOCK, len(staged) + 16))
-        script, root_block = ext4end.first_pass(groups, region, staged, empty)
-        error = _debugfs(image, script, work, "debugfs (the hot files' first pass)")
-        if "Could not allocate" in error and region > 0:
-            log.debug("region from group %d too small: %s", region, error)
-            continue
-        if error:
-            hint = "give a larger --size" if "Could not allocate" in error else None
-            raise SystemStateError(f"debugfs (the hot files' first pass) failed: {error}", hint)
-        if root_block is None:
-            return script, groups[0].first * BLOCK
-        _move_root(image, root_block, work)
-        return script, root_block * BLOCK
-
-
-def _move_root(image: str, new: int, work: bytes) -> None:
-    """The root directory's block, made in group 0 by mke2fs, copied to the region's
-    first block (kept free for it) and remapped there."""
-    res = _tool(["debugfs", "-R", "bmap <2> 0", image], "debugfs")
-    _must(res, "debugfs bmap of the root directory")
-    old = int(res.stdout.split()[-1])
-    fd = os.open(image, os.O_RDWR | os.O_CLOEXEC)
-    try:
-        data = os.pread(fd, BLOCK, old * BLOCK)
-        if os.pwrite(fd, data, new * BLOCK) != BLOCK:
-            raise SystemStateError("could not copy the root directory's block")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    groups = _groups(image)
-    error = _debugfs(image, ext4end.move_root(old, new, groups, GROUP_BYTES // BLOCK), work,
-                     "debugfs (moving the root directory's block)")
-    if error:
-        raise SystemStateError(f"moving the root directory's block failed: {error}")
-
-
-def _fix_names(mnt: bytes, staging: bytes, fixups: list[ext4end.Fixup]) -> None:
-    """The placeholders debugfs could not name, renamed out and back in: the real name
-    takes the slot the stand-in name (of the same length) left."""
-    for i, f in enumerate(fixups):
-        parent = os.path.join(mnt, f.parent) if f.parent else mnt
-        tmp = os.path.join(mnt, staging, b"fix-%d" % i)
-        os.rename(os.path.join(parent, f.spelt), tmp)
-        os.rename(tmp, os.path.join(parent, f.real))
 
 
 def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
@@ -325,8 +222,8 @@ def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
 
 def _grow(image: str, final: int) -> None:
     os.truncate(image, final)
-    _must(_tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
-    _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+    must(tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
+    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
 
 
 def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
@@ -400,7 +297,8 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
 
 
 def _fsck(image: str) -> None:
-    _must(_tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
+    must(tool(["e2fsck", "-f", "-n", image], "e2fsck"),
+                 "e2fsck -fn of the new image")
 
 
 def _image_path(path: str) -> str:
@@ -469,11 +367,12 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         stand_ins: frozenset[bytes] = frozenset()
         region_at = None
         if opts.hot_region == "end":
-            session, region_at = _first_pass_end(image, stage_root, final, ipg, need, work)
+            session, region_at = ext4end.first_pass_at_end(image, stage_root, final, ipg,
+                                                           need, work)
             fixups = session.fixups
             stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
             first = final
-            _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"),
+            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"),
                   "adding the journal")
         else:
             first = _mkfs_first_pass(image, stage_root, need, ipg, final)
@@ -485,7 +384,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         tx.apply(system.MadeDir(os.fsdecode(mnt)))
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
-        _fix_names(mnt, staging, fixups)
+        ext4end.fix_names(mnt, staging, fixups)
         _place_hot(src, mnt, scan, hp, hot, staging)
         nodes = _copy_rest(src, mnt, scan, hp, hot, stand_ins)
         # only now: the staging directory grew block by block among the hot data, and
