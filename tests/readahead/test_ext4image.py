@@ -239,3 +239,70 @@ def test_end_first_pass_moves_the_region_earlier_until_the_tree_fits(tmp_path: P
     assert int(out[0]) * K > at and len(out) == 80 << 20 >> 12
     assert subprocess.run(["debugfs", "-R", 'dump "/\xff.stage/0000" /dev/stdout', img],
                           check=True, capture_output=True).stdout == big
+
+
+def _pack_with_big(src: Path, used: list[tuple[int, int]]) -> Path:
+    """The small hot files, and lib/big.so (4 MiB) second in access order, of which the
+    start read only `used`."""
+    from backburner.readahead.pack import Entry, FileState, Pack
+
+    small = pack_of(src, HOT).entries
+    p = src / "lib/big.so"
+    st = os.stat(p)
+    big = Entry(os.fsencode(p), FileState(st.st_dev, 0, st.st_ino, st.st_size,
+                                          st.st_mtime_ns), tuple(used))
+    pp = src.parent / "big.pack"
+    packfile.save(pp, Pack((small[0], big, *small[1:])))
+    return pp
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("region", ["start", "end"])
+def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, state_dir: Path,
+                                                             region: str) -> None:
+    """A 4 MiB hot file of which the start read 64 KiB and 128 KiB: only those are in the
+    hot region, after all the small hot files (though it was read second); the rest was
+    filled in after the hot region; the file and the tree equal the source; e2fsck clean.
+    With --whole-files it lies whole right after the first small file."""
+    src = tmp_path / "src"
+    make_tree(src)
+    big = os.urandom(4 << 20)
+    (src / "lib/big.so").write_bytes(big)
+    used = [(0, 64 << 10), (2 << 20, 128 << 10)]
+    pp = _pack_with_big(src, used)
+    img = tmp_path / "split.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img), "--size", "320M",
+             "--hot-region", region, timeout=120)
+    assert res.returncode == 0, res.err
+    assert "1 large file split, 3.8 MiB unread by the start after the hot region" in res.out
+    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    whole = tmp_path / "whole.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(whole), "--size", "320M",
+             "--hot-region", region, "--whole-files", timeout=120)
+    assert res.returncode == 0 and "large file split" not in res.out, res.err
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with system.Transaction("test-ro") as tx:
+        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
+        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+        assert (mnt / "lib/big.so").read_bytes() == big
+        small_end = max(-(-(r.physical + r.length) // K) * K
+                        for rel in HOT for r in physical_runs(mnt / rel))
+        small_start = min(r.physical for rel in HOT for r in physical_runs(mnt / rel))
+        runs = physical_runs(mnt / "lib/big.so")
+        hot = [r for r in runs if any(r.logical < o + n and o < r.logical + r.length
+                                      for o, n in used)]
+        # the used ranges, in file order, right after the small hot files, contiguous
+        assert [(r.logical, r.length) for r in hot] == [(0, 64 << 10), (2 << 20, 128 << 10)]
+        assert hot[0].physical == small_end and hot[1].physical == small_end + (64 << 10)
+        cold = [r for r in runs if r not in hot]
+        assert sum(r.length for r in cold) == (4 << 20) - (192 << 10)
+        assert min(r.physical for r in cold) >= hot[1].physical + hot[1].length
+    with system.Transaction("test-ro") as tx:
+        loop = tx.apply(system.LoopDevice(str(whole), read_only=True))
+        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+        first = physical_runs(mnt / HOT[0])[0]
+        runs = physical_runs(mnt / "lib/big.so")
+        assert len(runs) == 1 and runs[0].physical == first.physical + -(-first.length // K) * K
+        assert small_start <= first.physical

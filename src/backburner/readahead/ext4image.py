@@ -46,8 +46,8 @@ from ..errors import (
 from ..units import MiB
 from . import ext4end, hotplan, tree
 from .e2tools import BLOCK, GROUP_BYTES, must, tool
-from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative_paths
-from .pack import Pack
+from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative
+from .pack import Pack, Ranges, merge_ranges
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ class BuildOptions:
     size: int | None = None  # bytes; None: the tree's size with room to spare
     root: str | None = None  # the pack's directory that SRC stands for; None: guessed
     hot_region: str = "start"  # or "end": the medium's end (a disc's fast outer edge)
+    used_ranges: bool = True  # large hot files: only what the start read in the region
 
 
 @dataclass
@@ -82,6 +83,8 @@ class BuildResult:
     missing: int  # pack files not in the source
     nodes: dict[str, int] = field(default_factory=dict)  # how many of each kind copied
     region_at: int | None = None  # hot_region "end": the byte the hot region starts at
+    split_files: int = 0  # large hot files of which only the used ranges are hot
+    split_out: int = 0  # bytes of theirs left out of the hot region
     before: CheckResult | None = None  # the pack's files in the source directory
     after: CheckResult | None = None  # ... in the new image
     seconds: float = 0.0
@@ -104,21 +107,31 @@ def _scan(src: bytes) -> _Scan:
 
 
 def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
-         ) -> tuple[list[list[bytes]], bytes, int]:
-    """Hot inodes in access order, each as the list of its hot names (hard links); the
-    pack root used; how many pack files are not in the source."""
+         ) -> tuple[list[list[bytes]], list[Ranges], bytes, int]:
+    """Hot inodes in access order, each as the list of its hot names (hard links) and the
+    ranges the start read of it; the pack root used; how many pack files are not in the
+    source."""
     files = scan.files
     paths = [e.path for e in pack.entries if not e.device]
     base = norm_root(root) if root else guess_root(paths, lambda rel: rel in files)
     by_inode: dict[tuple[int, int], list[bytes]] = {}
-    missing = 0
-    for rel in relative_paths(pack, base)[0]:
+    ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    missing: set[bytes] = set()
+    for e in pack.entries:
+        rel = None if e.device else relative(e.path, base)
+        if rel is None:
+            continue
         node = files.get(rel)
         if node is None:
-            missing += 1
+            missing.add(rel)
             continue
-        by_inode.setdefault((node.st.st_dev, node.st.st_ino), []).append(rel)
-    return list(by_inode.values()), base, missing
+        key = (node.st.st_dev, node.st.st_ino)
+        names = by_inode.setdefault(key, [])
+        if rel not in names:
+            names.append(rel)
+        ranges.setdefault(key, []).extend(e.ranges)
+    return (list(by_inode.values()), [merge_ranges(ranges[k]) for k in by_inode], base,
+            len(missing))
 
 
 def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
@@ -143,11 +156,12 @@ def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
 
 
 def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
-           staging: bytes) -> int:
+           staging: bytes, parts: dict[int, Ranges]) -> int:
     """HOT, what pass 1 is made from: the root's entries as placeholders and, in the
     staging directory, the plan's items under their rank names: each hot directory with
-    its entries as placeholders, each hot file with its data (see `hotplan`). Returns the
-    hot bytes."""
+    its entries as placeholders, each hot file with its data, a split one (`parts`: its
+    used ranges, by hot index) with only those, holes elsewhere (see `hotplan`). Returns
+    the hot bytes."""
     children = _children(scan)
     _placeholders(src, children.get(b"", []), stage_root)
     os.mkdir(os.path.join(stage_root, staging), 0o700)
@@ -159,9 +173,13 @@ def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
             os.mkdir(dst, 0o700)
             _placeholders(src, children.get(item.rel, []), dst)
             continue
-        node = nodes[item.rel]
-        tree.copy_data(os.path.join(src, item.rel), dst)
-        total += node.st.st_size
+        size = nodes[item.rel].st.st_size
+        if item.hot in parts:
+            tree.copy_part(os.path.join(src, item.rel), dst, parts[item.hot], size)
+            total += sum(min(n, size - o) for o, n in parts[item.hot])
+        else:
+            tree.copy_data(os.path.join(src, item.rel), dst)
+            total += size
     return total
 
 
@@ -227,11 +245,13 @@ def _grow(image: str, final: int) -> None:
 
 
 def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
-               hot: list[list[bytes]], staging: bytes) -> None:
+               hot: list[list[bytes]], staging: bytes, parts: dict[int, Ranges]) -> None:
     """In rank order (a directory before anything in it): rename each staged hot directory
     over its placeholder, and each staged hot file over its first name's placeholder (no
     data moves), give the file the source's metadata (mke2fs -d keeps whole seconds only)
-    and link its other hot names over theirs."""
+    and link its other hot names over theirs. Then fill in what the split files lack, in
+    the same order, each synced at once: the kernel places it now, right after the hot
+    region, before the cold files are copied."""
     files = scan.files
     for rank, item in enumerate(plan.items):
         staged = os.path.join(mnt, staging, plan.name(rank))
@@ -246,6 +266,19 @@ def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
         for other in hot[item.hot][1:]:
             os.unlink(os.path.join(mnt, other))
             os.link(target, os.path.join(mnt, other))
+    for item in plan.items:
+        if item.hot in parts:
+            st = files[item.rel].st
+            target = os.path.join(mnt, item.rel)
+            tree.copy_part(os.path.join(src, item.rel), target,
+                           hotplan.unused(parts[item.hot], st.st_size), st.st_size,
+                           existing=True)
+            fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            tree.copy_meta(os.path.join(src, item.rel), target, st)
 
 
 def _replace_with_link(existing: bytes, new: bytes) -> None:
@@ -336,30 +369,39 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
         raise NotFoundError(f"{opts.src} is not a directory")
     t0 = time.monotonic()
     scan = _scan(src)
-    hot, base, missing = _hot(pack, scan, src, opts.root)
+    hot, ranges, base, missing = _hot(pack, scan, src, opts.root)
     final = opts.size or -(-int(scan.used * 1.25 + 64 * MiB) // (4 * MiB)) * 4 * MiB
     image = _image_path(opts.image)
     folder, name = os.path.split(image)
     building = os.path.join(folder, f".{name}.building-{secrets.token_hex(4)}")
     with system.Transaction("layout-image") as tx:
         tx.apply(system.MadeFile(building))
-        result = _build(pack, opts, src, scan, hot, base, missing, final, building)
+        result = _build(pack, opts, src, scan, hot, ranges, base, missing, final, building)
         _publish(building, image)
     result.image = image
     result.seconds = time.monotonic() - t0
     return result
 
 
+def _parts(hot: list[list[bytes]], ranges: list[Ranges], scan: _Scan) -> dict[int, Ranges]:
+    """The hot files to split (`hotplan.split`), with the ranges the region holds."""
+    sizes = [scan.files[names[0]].st.st_size for names in hot]
+    used = [hotplan.used(r, size, BLOCK) for r, size in zip(ranges, sizes, strict=True)]
+    return {i: used[i] for i in hotplan.split(list(zip(sizes, used, strict=True)))}
+
+
 def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
-           base: bytes, missing: int, final: int, image: str) -> BuildResult:
+           ranges: list[Ranges], base: bytes, missing: int, final: int, image: str
+           ) -> BuildResult:
     ipg = _inodes_per_group(final, len(scan.nodes))
     staging = STAGING_PREFIX + secrets.token_hex(4).encode()
     with system.Transaction("layout-build") as tx:
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
         stage_root = os.path.join(work, b"hot")
         os.mkdir(stage_root, 0o700)
-        hp = hotplan.plan(hot)
-        hot_bytes = _stage(hp, scan, src, stage_root, staging)
+        parts = _parts(hot, ranges, scan) if opts.used_ranges else {}
+        hp = hotplan.plan(hot, frozenset(parts))
+        hot_bytes = _stage(hp, scan, src, stage_root, staging, parts)
         need = _first_pass_size(hp, hot_bytes, scan)
         if final < need:
             raise UsageError(f"--size {final} is smaller than the hot files need ({need})")
@@ -385,14 +427,17 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
         ext4end.fix_names(mnt, staging, fixups)
-        _place_hot(src, mnt, scan, hp, hot, staging)
+        _place_hot(src, mnt, scan, hp, hot, staging, parts)
         nodes = _copy_rest(src, mnt, scan, hp, hot, stand_ins)
         # only now: the staging directory grew block by block among the hot data, and
         # cold directories made while those blocks were free would have taken them
         os.rmdir(os.path.join(mnt, staging))
         os.sync()
     _fsck(image)
-    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes, region_at)
+    left_out = sum(n for i, rs in parts.items()
+                   for _, n in hotplan.unused(rs, scan.files[hot[i][0]].st.st_size))
+    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes, region_at,
+                         len(parts), left_out)
     extra = frozenset() if os.path.lexists(os.path.join(src, b"lost+found")) else frozenset(
         {b"lost+found"})
     with mounted_ro(image) as ro:
