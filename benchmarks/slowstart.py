@@ -290,9 +290,11 @@ def bound(b: Built, kind: str, workload: str, profile: str) -> tuple[float, str]
             f"{human_size(nbytes)} at {rate / 1e6:.1f} MB/s + {fmt_s(p.full_stroke_s)} s")
 
 
-def slow_part(out: Figures, profile: str, b: Built, wls: list[Workload], n: int) -> None:
+def slow_part(out: Figures, profile: str, b: Built, wls: list[Workload], n: int,
+              device_setup: Callable[[system.Transaction, str], None] | None = None) -> None:
     """Every image of `b` on a slowdisk of `profile`: each workload's cold start, with a
-    replay before it and with one launched together; a row per workload and image."""
+    replay before it and with one launched together; a row per workload and image.
+    `device_setup` is given each slowdisk's device first (say, to set its read-ahead)."""
     p = get_profile(profile)
     out.add(f"\n## {profile} ({p.description}), {n} trial(s), medians\n")
     out.add("| workload | image | cold start | replay, then start | start with replay "
@@ -304,6 +306,8 @@ def slow_part(out: Figures, profile: str, b: Built, wls: list[Workload], n: int)
     for kind, image in b.images.items():
         with system.Transaction("bench-readahead") as tx:
             bed = slow_bed(tx, image, b.mnt, profile)
+            if device_setup is not None:
+                device_setup(tx, bed.device)
             for w in wls:
                 key = f"{kind}-{w.name}"
                 seen: list[int] = []
