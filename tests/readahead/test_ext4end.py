@@ -157,3 +157,16 @@ def test_move_root_remaps_frees_and_corrects_both_counts() -> None:
         b"set_inode_field <2> bmap[0] 2050", b"freeb 150",
         b"set_bg 0 free_blocks_count 901", b"set_bg 0 checksum calc",
         b"set_bg 2 free_blocks_count 949", b"set_bg 2 checksum calc"]
+
+
+def test_cold_dirs_are_made_in_place_of_their_placeholders() -> None:
+    script = ext4end.Script()
+    ext4end.cold_dirs([b"zz", b"\xffstage/0003/cold dir", b"\xffstage/0003/new\nline"],
+                      script)
+    assert script.commands == [
+        b'cd "/"', b'rm "zz"', b'mkdir "zz"',
+        b'cd "/\xffstage/0003"', b'rm "cold dir"', b'mkdir "cold dir"',
+        b"cd /"]
+    empty = ext4end.Script()
+    ext4end.cold_dirs([b"a\rb"], empty)
+    assert empty.commands == []

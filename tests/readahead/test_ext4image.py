@@ -209,10 +209,11 @@ def test_build_ext4_hot_region_at_the_end(tmp_path: Path, state_dir: Path) -> No
         cold = [r.physical for rel in COLD + ["sparse"] for r in physical_runs(mnt / rel)]
         cold += [b * K for d in ("a", "zz", "empty dir") for b in _debugfs_blocks(img, d)]
         assert not [c for c in cold if root[0] * K <= c < places[-1][1]]
-        # the hot directories and files, and the cold files in hot directories (each
-        # filled into its placeholder), beside them; cold directories are made anew
+        # the hot directories and files, and the cold files and directories in hot
+        # directories (each filled into its placeholder, or made in place of it), beside
+        # them
         beside = ["lib", "data", "b", *HOT, "lib/cold1.py", "data/cold3", "sparse",
-                  "data/link to hot", "dangling"]
+                  "data/link to hot", "dangling", "a", "zz", "empty dir"]
         inodes = {os.lstat(mnt / rel).st_ino for rel in beside}
         assert {(i - 1) // ipg for i in inodes} == {last}, sorted(inodes)
 

@@ -251,11 +251,31 @@ def reserve(groups: list[Group], region: int, script: Script, release: bool = Fa
                 script.add(b"set_bg", b"%d" % g.index, b"checksum", b"calc")
 
 
-def first_pass(groups: list[Group], region: int, events: Iterable[Event], empty: bytes
-               ) -> tuple[Script, int | None]:
+def cold_dirs(paths: Iterable[bytes], script: Script) -> None:
+    """Each placeholder of a cold directory (a path of the staged tree) made a directory:
+    the kernel would give the directory it makes in the second pass an inode in another
+    group (Orlov looks for groups with more free inodes than the region's), far from the
+    hot ones a start that stats it reads beside; made here, after the hot tree, it takes
+    the placeholder's inode and a block right after the hot data."""
+    made = False
+    for path in paths:
+        parent, name = os.path.split(path)
+        if not spellable(name):
+            continue  # a fixup's: made in the second pass
+        script.add(b"cd", quote(b"/" + parent))
+        script.add(b"rm", quote(name))
+        script.add(b"mkdir", quote(name))
+        made = True
+    if made:
+        script.add(b"cd", b"/")
+
+
+def first_pass(groups: list[Group], region: int, events: Iterable[Event], empty: bytes,
+               dirs: Iterable[bytes] = ()) -> tuple[Script, int | None]:
     """The whole session: the region's first free block kept for the root directory's
     block (returned; None when the region is group 0, where the root is already), the
-    reservation, the staged tree, the release."""
+    reservation, the staged tree and its cold directories (`dirs`, see `cold_dirs`), the
+    release."""
     script = Script()
     root_block = None
     if region > 0:
@@ -268,6 +288,7 @@ def first_pass(groups: list[Group], region: int, events: Iterable[Event], empty:
             script.add(b"set_bg", b"%d" % region, b"checksum", b"calc")
     reserve(groups, region, script)
     populate(events, empty, script)
+    cold_dirs(dirs, script)
     reserve(groups, region, script, release=True)
     return script, root_block
 
@@ -310,7 +331,7 @@ def _groups(image: str) -> list[Group]:
 
 
 def first_pass_at_end(image: str, stage_root: bytes, final: int, ipg: int, need: int,
-                    work: bytes) -> tuple[Script, int]:
+                    work: bytes, dirs: Iterable[bytes] = ()) -> tuple[Script, int]:
     """Pass 1 for ``hot_region="end"`` (see `ext4end`): the full-size filesystem without
     flex_bg, the staged tree made in its last groups that hold it, the root directory's
     block moved to the region's first block. Grows the region until the tree fits.
@@ -329,7 +350,7 @@ def first_pass_at_end(image: str, stage_root: bytes, final: int, ipg: int, need:
               "mke2fs (the full-size first pass)")
         groups = _groups(image)
         region = min(region - 1, region_group(groups, need // BLOCK, len(staged) + 16))
-        script, root_block = first_pass(groups, region, staged, empty)
+        script, root_block = first_pass(groups, region, staged, empty, dirs)
         error = _debugfs(image, script, work, "debugfs (the hot files' first pass)")
         if "Could not allocate" in error and region > 0:
             log.debug("region from group %d too small: %s", region, error)
@@ -400,7 +421,8 @@ def events(stage_root: bytes) -> Iterator[Event]:
             yield Event("other", name)
 
 
-__all__ = ["Event", "Fixup", "Group", "Script", "events", "first_pass", "first_pass_at_end",
+__all__ = ["Event", "Fixup", "Group", "Script", "cold_dirs", "events", "first_pass",
+           "first_pass_at_end",
            "fix_names", "move_root",
            "parse_groups", "populate", "quote", "region_group", "reserve", "spellable",
            "substitute"]

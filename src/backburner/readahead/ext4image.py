@@ -145,8 +145,9 @@ def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
 def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
     """A hot directory's entries as pass 1 holds them: every file and every subdirectory
     an empty file (pass 2 fills it, renames a hot file or directory over it, or makes the
-    cold directory in its place: a name of the same length takes the same slot, so the
-    directory never grows), other nodes (symlinks, devices, FIFOs) as they are."""
+    cold directory in its place, unless the end layout's pass 1 made it: a name of the
+    same length takes the same slot, so the directory never grows), other nodes
+    (symlinks, devices, FIFOs) as they are."""
     for node in children:
         d = os.path.join(into, os.path.basename(node.rel))
         if node.kind in ("dir", "file"):
@@ -181,6 +182,19 @@ def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
             tree.copy_data(os.path.join(src, item.rel), dst)
             total += size
     return total
+
+
+def _cold_dirs(plan: hotplan.Plan, scan: _Scan, staging: bytes) -> list[bytes]:
+    """The placeholders of cold directories in the staged tree (the root's, and each hot
+    directory's under its rank name)."""
+    children = _children(scan)
+    out = [n.rel for n in children.get(b"", []) if n.kind == "dir" and n.rel not in plan.dirs]
+    for rank, item in enumerate(plan.items):
+        if item.is_dir:
+            out += [os.path.join(staging, plan.name(rank), os.path.basename(n.rel))
+                    for n in children.get(item.rel, [])
+                    if n.kind == "dir" and n.rel not in plan.dirs]
+    return out
 
 
 def _first_pass_size(plan: hotplan.Plan, hot_bytes: int, scan: _Scan) -> int:
@@ -307,9 +321,10 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
             continue
         s, d = tree.join(src, node.rel), tree.join(mnt, node.rel)
         if node.kind == "dir":
-            if os.path.lexists(d):
+            if os.path.lexists(d) and not os.path.isdir(d):
                 os.unlink(d)
-            os.mkdir(d, 0o700)
+            if not os.path.lexists(d):
+                os.mkdir(d, 0o700)
             continue
         key = (node.st.st_dev, node.st.st_ino)
         if node.kind == "file" and key in first:
@@ -409,8 +424,8 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         stand_ins: frozenset[bytes] = frozenset()
         region_at = None
         if opts.hot_region == "end":
-            session, region_at = ext4end.first_pass_at_end(image, stage_root, final, ipg,
-                                                           need, work)
+            session, region_at = ext4end.first_pass_at_end(
+                image, stage_root, final, ipg, need, work, _cold_dirs(hp, scan, staging))
             fixups = session.fixups
             stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
             first = final
