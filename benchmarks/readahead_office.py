@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -49,6 +48,7 @@ from slowstart import (  # noqa: E402
     note_reclaim,
     predict,
     run,
+    scratch,
     slow_part,
 )
 
@@ -169,8 +169,7 @@ def main() -> int:
         ap.error(f"no LibreOffice in {LIBREOFFICE} (apt-get install libreoffice-writer)")
     interrupts.install()
     t0 = time.monotonic()
-    work = tempfile.mkdtemp(prefix="bb-office-bench-")
-    try:
+    with scratch("bb-office-bench-", args.keep) as work:
         out = Figures()
         b = build(work, out, args.hot_region)
         note_reclaim(out)
@@ -182,12 +181,6 @@ def main() -> int:
                 f"{ATTEMPTS} attempts): {INTERFERENCE.tainted}")
         out.add(f"(benchmark ran {fmt_s(time.monotonic() - t0)} s)")
         return 0
-    finally:
-        if args.keep:
-            os.rename(work, args.keep)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -49,7 +49,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +69,7 @@ from slowstart import (  # noqa: E402
     predict,
     record_pack,
     replay_with,
+    scratch,
     slow_bed,
     slow_part,
     trials,
@@ -81,7 +81,7 @@ from backburner.readahead.pack import Pack  # noqa: E402
 from backburner.slowdisk.profiles import get_profile  # noqa: E402
 from backburner.units import MiB, fmt_s, human_size  # noqa: E402
 
-__all__ = ["Bed", "Built", "Figures", "Workload", "build", "clean", "cold", "slow_bed",
+__all__ = ["Bed", "Built", "Figures", "Workload", "build", "clean", "cold", "scratch", "slow_bed",
            "trials", "workloads"]
 
 PYTHON = "/usr/bin/python3.11"
@@ -228,14 +228,8 @@ def main() -> int:
     system.require_root("this benchmark (loop devices, mounts, slowdisk, fanotify)")
     interrupts.install()
     t_start = time.monotonic()
-    work = tempfile.mkdtemp(prefix="bb-readahead-bench-")
-    try:
+    with scratch("bb-readahead-bench-", args.keep) as work:
         return _main(args, regions, work, t_start)
-    finally:
-        if args.keep:
-            os.rename(work, args.keep)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 def disc_size() -> int:

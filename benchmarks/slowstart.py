@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -355,6 +357,19 @@ def predict(out: Figures, b: Built) -> None:
         out.add(f"  - `layout check --pack {key}.pack {os.path.basename(b.images[kind])}`: "
                 f"{layout.describe_check(c)}")
         b.predicted[key] = c.meta.seeks if c.meta else c.seeks_cold
+
+
+@contextmanager
+def scratch(prefix: str, keep: str | None, where: str | None = None) -> Iterator[str]:
+    """A new work directory, removed at the end, or kept: renamed to `keep`."""
+    work = tempfile.mkdtemp(prefix=prefix, dir=where)
+    try:
+        yield work
+    finally:
+        if keep:
+            os.rename(work, keep)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def note_reclaim(out: Figures) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,21 @@ def make_rich_tree(src: Path) -> dict[str, bytes]:
     return content
 
 
+def _assert_clean(img: Path | str) -> None:
+    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+@contextmanager
+def _mounted(img: Path, mnt: Path) -> Iterator[Path]:
+    """The image on a read-only loop device, mounted read-only at `mnt` (made if need be)."""
+    mnt.mkdir(exist_ok=True)
+    with system.Transaction("test-ro") as tx:
+        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
+        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+        yield mnt
+
+
 @pytest.mark.root
 def test_build_ext4_round_trip(tmp_path: Path, state_dir: Path) -> None:
     src = tmp_path / "src"
@@ -59,13 +76,8 @@ def test_build_ext4_round_trip(tmp_path: Path, state_dir: Path) -> None:
             "it reads: 3 inode-table blocks in 1 read, 4 directory blocks), with replay 1"
             ) in after
     assert os.path.getsize(img) == 96 << 20
-    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
-    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    with system.Transaction("test-ro") as tx:
-        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
-        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+    _assert_clean(img)
+    with _mounted(img, tmp_path / "mnt") as mnt:
         _check_metadata(src, mnt)
         _check_hot_first(mnt, img)
 
@@ -183,17 +195,12 @@ def test_build_ext4_hot_region_at_the_end(tmp_path: Path, state_dir: Path) -> No
     assert "7 hot files" in res.out and "at the end, from 258 MiB on" in res.out
     assert ("contiguous 100%, in access order 100%; seeks: cold start 1 (3 with the metadata "
             "it reads") in res.out.splitlines()[-1]
-    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
-    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    _assert_clean(img)
     geo = _dumpe2fs_header(img)
     ipg, bpg = geo["Inodes per group"], geo["Blocks per group"]
     last = (geo["Block count"] - 1) // bpg
     assert last == 2
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    with system.Transaction("test-ro") as tx:
-        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
-        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+    with _mounted(img, tmp_path / "mnt") as mnt:
         _check_metadata(src, mnt)
         assert stat.S_ISSOCK(os.lstat(mnt / "data/sock").st_mode)
         assert os.readlink(mnt / "lib/odd link") == "bad\ntarget"
@@ -233,8 +240,7 @@ def test_end_first_pass_moves_the_region_earlier_until_the_tree_fits(tmp_path: P
                                             os.fsencode(tmp_path))
     assert 32768 * K <= at < 65536 * K  # group 1
     assert session.inodes == 2 and not session.fixups
-    fsck = subprocess.run(["e2fsck", "-f", "-n", img], capture_output=True, text=True)
-    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    _assert_clean(img)
     out = subprocess.run(["debugfs", "-R", 'blocks "/\xff.stage/0000"', img], check=True,
                          capture_output=True).stdout.split()
     assert int(out[0]) * K > at and len(out) == 80 << 20 >> 12
@@ -276,17 +282,12 @@ def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, sta
              "--hot-region", region, timeout=120)
     assert res.returncode == 0, res.err
     assert "1 large file split, 3.8 MiB unread by the start after the hot region" in res.out
-    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
-    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    _assert_clean(img)
     whole = tmp_path / "whole.img"
     res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(whole), "--size", "320M",
              "--hot-region", region, "--whole-files", timeout=120)
     assert res.returncode == 0 and "large file split" not in res.out, res.err
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    with system.Transaction("test-ro") as tx:
-        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
-        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+    with _mounted(img, tmp_path / "mnt") as mnt:
         assert (mnt / "lib/big.so").read_bytes() == big
         small_end = max(-(-(r.physical + r.length) // K) * K
                         for rel in HOT for r in physical_runs(mnt / rel))
@@ -300,9 +301,7 @@ def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, sta
         cold = [r for r in runs if r not in hot]
         assert sum(r.length for r in cold) == (4 << 20) - (192 << 10)
         assert min(r.physical for r in cold) >= hot[1].physical + hot[1].length
-    with system.Transaction("test-ro") as tx:
-        loop = tx.apply(system.LoopDevice(str(whole), read_only=True))
-        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+    with _mounted(whole, tmp_path / "mnt") as mnt:
         first = physical_runs(mnt / HOT[0])[0]
         runs = physical_runs(mnt / "lib/big.so")
         assert len(runs) == 1 and runs[0].physical == first.physical + -(-first.length // K) * K
