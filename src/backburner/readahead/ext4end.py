@@ -345,9 +345,9 @@ def first_pass_at_end(image: str, stage_root: bytes, final: int, ipg: int, need:
         os.truncate(image, 0)
         os.truncate(image, final)
         must(tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
-                     "-O", "^has_journal,^flex_bg", "-N", str(ipg * groups_n),
-                     "-E", "nodiscard", image, f"{final // 1024}k"], "mke2fs"),
-              "mke2fs (the full-size first pass)")
+                   "-O", "^has_journal,^flex_bg", "-N", str(ipg * groups_n),
+                   "-E", "nodiscard", image, f"{final // 1024}k"], "mke2fs"),
+             "mke2fs (the full-size first pass)")
         groups = _groups(image)
         region = min(region - 1, region_group(groups, need // BLOCK, len(staged) + 16))
         script, root_block = first_pass(groups, region, staged, empty, dirs)

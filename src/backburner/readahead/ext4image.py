@@ -230,10 +230,9 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
         groups = -(-size // GROUP_BYTES)
         os.truncate(image, size)
         res = tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
-                     "-O", "^has_journal", "-N", str(ipg * groups),
-                     "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
-                     "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"],
-                    "mke2fs")
+                    "-O", "^has_journal", "-N", str(ipg * groups),
+                    "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
+                    "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"], "mke2fs")
         if res.status == 0:
             return size
         log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
@@ -345,8 +344,7 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
 
 
 def _fsck(image: str) -> None:
-    must(tool(["e2fsck", "-f", "-n", image], "e2fsck"),
-                 "e2fsck -fn of the new image")
+    must(tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
 
 
 def _image_path(path: str) -> str:
@@ -429,8 +427,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             fixups = session.fixups
             stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
             first = final
-            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"),
-                  "adding the journal")
+            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
         else:
             first = _mkfs_first_pass(image, stage_root, need, ipg, final)
             if final < first:
