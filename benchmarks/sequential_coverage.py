@@ -5,8 +5,9 @@ Simulates many studies with a known truth (`backburner.stats.simulation`: a load
 its baseline, lognormal start-up times, the loaded median ``ratio`` times the baseline's),
 each run under the stopping rule `bench` ships (`stats.stopping.decision`, checked after
 every round), and prints a Markdown table per spread: how often the interval the study
-ended with covers the true ratio, how often its call was wrong, how its studies ended, and
-the mean trials per cell. The same rule stopping on the fixed-n percentile bootstrap
+ended with covers the true ratio, how often its call was wrong, how its studies ended (on
+its budget; given up out of reach, and of those how many the budget would have decided
+after all), and the mean trials per cell. The same rule stopping on the fixed-n percentile bootstrap
 ("peeking", what a user re-running and re-reading a report does) is shown beside it.
 
 Usage: .venv/bin/python benchmarks/sequential_coverage.py [--studies N] [--min-runs N]
@@ -32,7 +33,8 @@ RATIOS = (1.0, 1.05, 1.1, 1.3, 3.0)
 def row(name: str, out: Outcome) -> str:
     calls = ", ".join(f"{kind} {n}" for kind, n in sorted(out.calls.items()))
     return (f"| {out.ratio:g} | {name} | {out.coverage:.1%} | {out.wrong_rate:.1%} | "
-            f"{calls} | {out.budget} | {out.trials:.1f} |")
+            f"{calls} | {out.budget} | {out.out_of_reach} ({out.given_up_decidable}) | "
+            f"{out.trials:.1f} |")
 
 
 def main() -> int:
@@ -52,13 +54,13 @@ def main() -> int:
               f"min {rule.min_runs} / max {rule.max_runs} runs, tolerance "
               f"±{rule.tolerance:.0%}, confidence {rule.confidence:.0%}\n")
         print("| ratio | intervals | coverage | wrong calls | calls (studies) "
-              "| on budget | trials/cell |")
-        print("|---|---|--:|--:|---|--:|--:|")
+              "| on budget | out of reach (decidable) | trials/cell |")
+        print("|---|---|--:|--:|---|--:|--:|--:|")
         for ratio in RATIOS:
             seed = int(ratio * 1000 + sigma * 100)
             out = simulate(rule, ratio, sigma=sigma, studies=args.studies, seed=seed)
             ok &= out.coverage >= rule.confidence and out.wrong_rate <= 1 - rule.confidence
-            print(row("sequence (shipped)", out), flush=True)
+            print(row("paired sequence (shipped)", out), flush=True)
             if not args.no_peeking:
                 peek = simulate(rule, ratio, sigma=sigma, studies=args.studies, seed=seed,
                                 peeking=True)

@@ -10,10 +10,12 @@ Prints three Markdown tables (figures in docs/bench.md, "Why a confidence sequen
    spending over every round as a look, computed exactly (the count below the true median is
    a simple symmetric random walk, so the chance of ever leaving the boundary follows by
    dynamic programming);
-2. the half-width of the ratio's sequential interval in units of sigma (median over
-   simulated lognormal pairs), against the normal approximation of a fixed-n interval;
+2. the half-width of the ratio's sequential intervals in units of sigma (median over
+   simulated lognormal pairs): the two medians' box (`stats.ratio_cs`) and the rounds'
+   paired ratios (`stats.paired_ratio_cs`, what `bench` ships), against the normal
+   approximation of a fixed-n interval;
 3. the trials a cell needs to be called "indistinguishable" at a given spread, tolerance and
-   true ratio: (c sigma / margin)^2 with c the constant of table 2.
+   true ratio: (c sigma / margin)^2 with c the constant of table 2, for both intervals.
 
 Pure computation, a few seconds. Usage: .venv/bin/python benchmarks/sequential_width.py
 [--horizon N] [--pairs N]
@@ -70,12 +72,19 @@ def group_sequential_first(horizon: int, confidence: float) -> dict[int, int]:
     return first
 
 
-def half_width(n: int, pairs: int, rng: np.random.Generator) -> float:
-    """Median half-width (log units, per unit sigma) of the shipped ratio interval."""
+def half_width(n: int, pairs: int, rng: np.random.Generator, paired: bool) -> float:
+    """Median half-width (log units, per unit sigma) of a sequential ratio interval: the
+    two medians' box, or the rounds' paired ratios."""
     sigma = 0.1
     widths = []
     for _ in range(pairs):
-        r = stats.ratio_cs(rng.lognormal(0, sigma, n), rng.lognormal(0, sigma, n))
+        a, b = rng.lognormal(0, sigma, n), rng.lognormal(0, sigma, n)
+        if paired:
+            r = stats.paired_ratio_cs(stats.pair_rounds(
+                {i: (float(x), False) for i, x in enumerate(a)},
+                {i: (float(x), False) for i, x in enumerate(b)}))
+        else:
+            r = stats.ratio_cs(a, b)
         widths.append(math.log(r.hi / r.lo) / 2 if r.lo > 0 and math.isfinite(r.hi)
                       else math.inf)
     return float(np.median(widths)) / sigma
@@ -96,25 +105,31 @@ def main() -> None:
               f"{gs.get(n, '-')} |")
     rng = np.random.default_rng(5)
     print(f"\nRatio half-width / sigma, median of {args.pairs} lognormal pairs\n")
-    print("| n | sequence (shipped) | × √n | fixed-n normal approximation |")
-    print("|--:|--:|--:|--:|")
-    constants = []
-    for n in COUNTS:
-        h = half_width(n, args.pairs, rng)
-        constants.append(h * math.sqrt(n))
-        fixed = 1.96 * math.sqrt(2) * math.sqrt(math.pi / 2) / math.sqrt(n)
-        print(f"| {n} | {h:.2f} | {h * math.sqrt(n):.1f} | {fixed:.2f} |")
-    c = float(np.median(constants[2:]))  # from 20 trials on, where it settles
-    print(f"\nTrials a cell needs to be called indistinguishable: (c σ / margin)², c = {c:.1f}\n")
-    print("| tolerance | true ratio | σ 0.05 | σ 0.10 | σ 0.15 | σ 0.25 |")
+    print("| n | two medians' box | × √n | paired rounds (shipped) | × √n "
+          "| fixed-n normal approximation |")
     print("|--:|--:|--:|--:|--:|--:|")
+    box, paired = [], []
+    for n in COUNTS:
+        h = half_width(n, args.pairs, rng, paired=False)
+        p = half_width(n, args.pairs, rng, paired=True)
+        box.append(h * math.sqrt(n))
+        paired.append(p * math.sqrt(n))
+        fixed = 1.96 * math.sqrt(2) * math.sqrt(math.pi / 2) / math.sqrt(n)
+        print(f"| {n} | {h:.2f} | {h * math.sqrt(n):.1f} | {p:.2f} | {p * math.sqrt(n):.1f} "
+              f"| {fixed:.2f} |")
+    # from 20 trials on, where the constants settle
+    constants = {"box": float(np.median(box[2:])), "paired": float(np.median(paired[2:]))}
+    print("\nTrials a cell needs to be called indistinguishable: (c σ / margin)², "
+          + ", ".join(f"c = {c:.1f} ({name})" for name, c in constants.items()) + "\n")
+    print("| tolerance | true ratio | interval | σ 0.05 | σ 0.10 | σ 0.15 | σ 0.25 |")
+    print("|--:|--:|---|--:|--:|--:|--:|")
     for tol in (0.1, 0.2, 0.5):
         for ratio in (1.0, 1.05, 1.1):
             margin = min(math.log((1 + tol) / ratio), math.log(ratio / (1 - tol)))
-            cells = [f"{(c * s / margin) ** 2:.0f}" if margin > 0 else "never"
-                     for s in (0.05, 0.10, 0.15, 0.25)]
-            print(f"| ±{tol:.0%} | {ratio} | " + " | ".join(cells) + " |")
-
+            for name, c in constants.items():
+                cells = [f"{(c * s / margin) ** 2:.0f}" if margin > 0 else "never"
+                         for s in (0.05, 0.10, 0.15, 0.25)]
+                print(f"| ±{tol:.0%} | {ratio} | {name} | " + " | ".join(cells) + " |")
 
 if __name__ == "__main__":
     main()

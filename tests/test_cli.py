@@ -251,7 +251,7 @@ def test_prepare_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
                                    ["--trials", "3"], ["--probe", "/bin/true"],
                                    ["--preset", "quick"], ["--seed", "1"], ["--warm"],
                                    ["--prepare", "sync"], ["--setup-variant", "v=true"],
-                                   ["--shell", "none"]])
+                                   ["--shell", "none"], ["--net-link", "1mbit:0ms"]])
 def test_resume_with_matrix_options_64(db: str, extra: list[str]) -> None:
     r = bb("bench", "--resume", db, *extra)
     assert r.returncode == 64, r.err

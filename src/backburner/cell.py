@@ -19,6 +19,9 @@ NO_PREPARE = "none"
 #: applied. The rule bench writes gives the load GOVERNED_RULE_POLICY.
 GOVERNED = "govern"
 GOVERNED_RULE_POLICY = "background"
+#: The device of a network study's cells is its slow link, ``link:RATE:DELAY:BUFFER``
+#: (`bench --net-link`), and their scheduler the link's queue discipline.
+LINK_PREFIX = "link:"
 
 
 @dataclass(frozen=True, order=True)
@@ -40,6 +43,11 @@ class Cell:
     @property
     def unloaded(self) -> bool:
         return self.load == UNLOADED
+
+    @property
+    def network(self) -> bool:
+        """A network study's cell: measured over a slow link, not on a disk."""
+        return self.device.startswith(LINK_PREFIX)
 
     @property
     def label(self) -> str:

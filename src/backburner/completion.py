@@ -27,7 +27,7 @@ JOB = {"bash": "_backburner_job_or_file", "zsh": "_backburner_job"}
 #: metavars of values that are typed, not picked from the file system
 TYPED = {"N", "S", "X", "PCT", "SECONDS", "SIZE", "CLASS", "POLICY", "NAME", "REGEX", "SPEC",
          "GLOBS", "UNIT", "DEVICE", "[NAME=]COMMAND", "NAME=COMMAND", "COMMAND", "CMD", "FMT",
-         "SHELL", "URL"}
+         "SHELL", "URL", "RATE:DELAY[:BUFFER]"}
 
 BASH_PREAMBLE = """\
 # the job's command line: its command name first, then file names. shtab's completer sets

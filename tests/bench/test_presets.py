@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backburner.bench import config, display, loads, presets
-from backburner.errors import UnavailableError
+from backburner.errors import UnavailableError, UsageError
 
 
 @pytest.fixture
@@ -71,3 +71,14 @@ def test_s_startup_is_the_s_suites_scenario() -> None:
     assert cfg.probe_layout == "directories" and cfg.schedulers == ["mq-deadline", "bfq"]
     (probe,) = cfg.probes
     assert shlex.split(probe.partition("=")[2])[-1] == "import json, email, http.client"
+
+
+def test_slow_link_is_a_network_study_the_options_refine() -> None:
+    plan = config.plan(config.from_options(preset_name="slow-link", seed=1))
+    assert {c.device for c in plan.cells} == {"link:1mbit:0ms:300ms"}
+    assert len(plan.cells) == 2 * (1 + 2 * 2) and plan.config.sequential
+    # another line, as an option; a disk option is refused as without the preset
+    other = config.from_options(preset_name="slow-link", seed=1, net_link="4mbit:0ms:100ms")
+    assert other.device == "link:4mbit:0ms:100ms" and config.plan(other).link.rate_bit == 4e6
+    with pytest.raises(UsageError, match="--device is for a disk study"):
+        config.from_options(preset_name="slow-link", device="testbed:1G")

@@ -102,3 +102,17 @@ def test_leaving_the_load_unprotected_comes_with_no_rule_and_bfq_claims_need_evi
              ("mq-deadline", "none", "-"): 1.0, ("mq-deadline", LOAD, "default"): 1.2}
     rec = _recommend(tmp_path / "close.db", close)
     assert "not shown to differ" in rec.evidence and "does not help" not in rec.evidence
+
+
+def test_a_network_study_recommends_run_net(tmp_path: Path) -> None:
+    """Its queue is the link's, not this machine's to set: no `apply --scheduler`, no
+    govern rule (no rule key applies a network policy), and `run --net background`."""
+    cells = {("fifo", "none", "-"): 0.075, ("fifo", "download:4", "default"): 2.1,
+             ("fifo", "download:4", "background"): 0.085}
+    rec = _recommend(tmp_path / "n.db", cells, device="link:1mbit:0ms:300ms", cold=0)
+    assert rec.best.cell.policy == "background" and rec.govern_rule == ""
+    assert rec.commands == ("backburner run --net background -- YOUR-DOWNLOAD-COMMAND",)
+    args = build_parser().parse_args(shlex.split(rec.commands[0])[1:])
+    assert (args.cmd, args.net) == ("run", "background")
+    rows = report.summary_rows(report.load(str(tmp_path / "n.db")))
+    assert recommend.commands(next(r for r in rows if r.cell.policy == "default")) == ()

@@ -77,8 +77,9 @@ SLOW, EDGE = ("bfq", LOAD, "default"), ("bfq", LOAD, "background")
 
 
 def test_a_run_that_stopped_once_decided_is_judged_by_its_sequence(tmp_path: Path) -> None:
-    """Its ratios come from the confidence sequence it stopped on, and say so; a cell it
-    left undecided on its budget says which budget and after how many trials."""
+    """Its ratios come from the confidence sequence it stopped on (of the rounds' paired
+    ratios), and say so; a cell it left undecided on its budget says which budget, after
+    how many trials, and about how many would decide it."""
     path = tmp_path / "s.db"
     make_db(path, medians={IDLE: 0.3, SLOW: 0.9, EDGE: 0.33}, trials=20, spread=0.1,
             settings={"min_runs": 6, "max_runs": 20}, rounds={SLOW: 12},
@@ -88,15 +89,19 @@ def test_a_run_that_stopped_once_decided_is_judged_by_its_sequence(tmp_path: Pat
     rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r
             for r in report.summary_rows(data)}
     slow, edge = rows[SLOW], rows[EDGE]
-    assert slow.verdict_kind == "slower" and slow.ratio.method == "confidence-sequence"
+    assert slow.verdict_kind == "slower"
+    assert slow.ratio.method == "paired-confidence-sequence"
     assert slow.verdict_params == {"tolerance": 0.10, "lower_bound": False,
-                                   "method": "confidence-sequence"}
-    assert "95% sequential CI" in words.row_verdict_text(slow)
+                                   "method": "paired-confidence-sequence"}
+    assert "95% paired sequential CI" in words.row_verdict_text(slow)
     assert edge.verdict_kind == "inconclusive"
     assert edge.verdict_params["stopped"] == "max-runs" and edge.verdict_params["trials"] == 20
-    assert words.row_verdict_text(edge).startswith(
-        "undecided when --max-runs ran out after 20 trials: 1.")
-    assert "raise --max-runs to decide" in words.row_verdict_text(edge)
+    text = words.row_verdict_text(edge)
+    assert text.startswith("undecided when --max-runs ran out after 20 trials: 1.")
+    needed = edge.verdict_params["trials_needed"]
+    assert edge.verdict_params["decidable"] and needed > 20
+    assert text.endswith(f"at the spread seen about {needed} trials would decide it: "
+                         "raise --max-runs")
     assert report.notes(data) == []  # unequal trial counts are the point of such a run
     few = tmp_path / "few.db"
     make_db(few, medians={IDLE: 0.3, SLOW: 0.9}, trials=4, settings={"max_runs": 4})

@@ -4,6 +4,7 @@ control character from a database reaches the terminal."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from helpers import PREPARED, bb, make_db
@@ -71,3 +72,44 @@ def test_a_wide_table_keeps_each_cell_on_one_line(tmp_path: Path) -> None:
     assert "readers:1:seq" in unprotected and "default" in unprotected
     (protected,) = [x for x in lines if "background" in x and "MB/s" in x]
     assert "(n=10)" in protected
+
+
+#: a network study (`bench --net-link`): the device is the link, the scheduler its queue
+LINK = "link:1mbit:0ms:300ms"
+NET = {("fifo", "none", "-"): 0.075, ("fifo", "download:4", "default"): 2.1,
+       ("fifo", "download:4", "background"): 0.085}
+
+
+def test_a_network_study_reads_in_the_links_words(tmp_path: Path) -> None:
+    make_db(tmp_path / "n.db", medians=NET, device=LINK, probe="net:page", cold=0, trials=8,
+            bulk={("fifo", "download:4", "default"): (117_000, 1),
+                  ("fifo", "download:4", "background"): (99_000, 1)})
+    data = report.load(str(tmp_path / "n.db"))
+    text = report.render_text(data, width=250)
+    assert text.startswith(f"net:page on {LINK}")
+    header = next(ln for ln in text.splitlines() if "Median" in ln)
+    assert "Queue" in header and "BG kbit/s rx/tx" in header and "Scheduler" not in header
+    rows = {tuple(ln.split()[1:3]): ln for ln in text.splitlines() if ln.startswith("fifo ")}
+    # 117 and 99 kB/s, each run within a few % of it
+    assert re.search(r" 9[0-6]\d kbit/s, unprotected", rows["download:4", "default"])
+    assert re.search(r" [78]\d\d kbit/s, 0\.8\d", rows["download:4", "background"])
+    assert "slower than idle" in rows["download:4", "default"]
+    # a link has no cache: no "(warm)" marks and no warning about undropped caches
+    assert "(warm)" not in text and "caches were not dropped" not in text
+    flat = " ".join(text.split())  # the legend wraps
+    assert "unloaded cell of the same link" in flat and "kbit/s received / sent" in flat
+    page = tmp_path / "n.html"
+    from backburner.report import html as html_report
+
+    html_report.write_html(data, str(page))
+    body = page.read_text()
+    assert "<th>Queue</th>" in body and "BG kbit/s" in body and "(warm)" not in body
+    assert "unloaded median of the same link" in body
+    r = bb("compare", str(tmp_path / "n.db"), str(tmp_path / "n.db"),
+           env={**os.environ, "COLUMNS": "250"})
+    assert r.returncode == 0, r.err
+    assert "Queue" in r.out and "Scheduler" not in r.out
+    from backburner.report.export.markdown import render_markdown
+
+    md = render_markdown(data)
+    assert "| Queue | Load |" in md and "BG kbit/s rx/tx" in md and "Scheduler" not in md

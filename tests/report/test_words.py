@@ -234,3 +234,30 @@ def test_warnings_from_stats_in_words() -> None:
 def test_the_outlier_rule_says_the_fence() -> None:
     assert words.OUTLIER_RULE == ("Tukey fences: x < Q1 - 1.5*IQR or x > Q3 + 1.5*IQR "
                                   "(numpy linear quantiles; flagged, never dropped)")
+
+
+P = RatioCI(1.04, 0.84, 1.34, 0.95, stats.PAIRED_METHOD)
+
+
+@pytest.mark.parametrize(("params", "text"), [
+    ({"stopped": "max-time", "trials": 17, "decidable": True, "trials_needed": 90},
+     "undecided when --max-time ran out after 17 trials: 1.04\u00d7 idle (95% paired "
+     "sequential CI 0.84\u20131.34\u00d7); at the spread seen about 90 trials would decide "
+     "it: give more --max-time"),
+    ({"stopped": "max-runs", "trials": 60, "decidable": False},
+     "undecided when --max-runs ran out after 60 trials: 1.04\u00d7 idle (95% paired "
+     "sequential CI 0.84\u20131.34\u00d7); at the ratio and spread seen no practical number "
+     "of trials decides it within \u00b110%"),
+    ({"stopped": "out-of-reach", "trials": 8, "decidable": True, "trials_needed": 240},
+     "undecided, stopped after 8 trials: 1.04\u00d7 idle (95% paired sequential CI "
+     "0.84\u20131.34\u00d7); not even --max-runs could decide it (at the spread seen about "
+     "240 trials would decide it)"),
+    ({"stopped": "max-runs", "trials": 20},  # a record without the estimate
+     "undecided when --max-runs ran out after 20 trials: 1.04\u00d7 idle (95% paired "
+     "sequential CI 0.84\u20131.34\u00d7); raise --max-runs to decide"),
+])
+def test_an_undecided_cell_says_what_stopped_it_and_what_would_decide_it(
+        params: dict, text: str) -> None:
+    full = {"tolerance": 0.1, "lower_bound": False, "method": P.method, "timeouts": 0,
+            **params}
+    assert words.cell_verdict_text(VerdictKind.INCONCLUSIVE, full, P) == text

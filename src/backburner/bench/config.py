@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hin
 from .. import cgroup2, priority, systemd
 from ..cell import GOVERNED, Cell
 from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from ..net import link as netlink
 from ..units import MAX_DURATION_S, human_size
-from . import display, matrix, pkgloads, presets
+from . import display, matrix, netplan, pkgloads, presets
 from . import loads as loadspec
 from .devices import DeviceSpec
 from .probes import Probe
@@ -94,6 +95,8 @@ class BenchConfig:
     max_time_s: float | None = None
     #: the band 1 +/- tolerance a sequential run decides against
     tolerance: float = 0.10
+    #: a network study over the testbed's slow link, RATE:DELAY[:BUFFER] (`netplan`)
+    net_link: str | None = None
 
     @property
     def sequential(self) -> bool:
@@ -227,17 +230,23 @@ def from_options(*, preset_name: str | None = None, seed: int | None = None,
         raise TypeError(f"unknown bench options {sorted(unknown)}")
     if preset_name:
         cfg = preset(preset_name)
+    elif options.get("net_link") is not None:
+        cfg = BenchConfig(**netplan.defaults())
     else:
         if not options.get("probes"):
-            raise UsageError("bench needs --probe COMMAND or --preset NAME")
+            raise UsageError("bench needs --probe COMMAND, --preset NAME or --net-link LINK")
         cfg = BenchConfig(probes=[], loads=["none"], policies=["default"],
                           schedulers=["mq-deadline", "bfq"])
+    if cfg.net_link is not None or options.get("net_link") is not None:
+        netplan.check_options(options, preset_name if cfg.net_link is None else None)
     _choose_stopping(cfg, options)
     for key, value in options.items():
         if value is not None:
             setattr(cfg, key, list(value) if isinstance(value, list | tuple) else value)
     if options.get("loads") is not None and "none" not in cfg.loads:
         cfg.loads.insert(0, "none")
+    if cfg.net_link is not None:  # the link is the network study's device
+        cfg.device = netplan.device_label(netlink.parse(cfg.net_link))
     cfg.seed = seed if seed is not None else secrets.randbelow(2**31)
     return cfg
 
@@ -281,9 +290,7 @@ class Plan:
         return any(spec.kind in ("fio", "copy") for spec in self.loads.values())
 
     def slots(self) -> list[matrix.Slot]:
-        cfg = self.config
-        block = cfg.block if cfg.load_lifetime == "cell" else 1
-        return matrix.order(list(self.cells), cfg.rounds, cfg.seed, cfg.warmup, block)
+        return matrix.plan_order(list(self.cells), self.config)
 
 
 def check_group_controls(policies: list[priority.Policy],
@@ -305,12 +312,16 @@ def check_group_controls(policies: list[priority.Policy],
             "run the study on a machine booted with systemd")
 
 
-def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan:
+def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
     """Check everything that can be checked without root or a device; UsageError otherwise.
+    A network study (`net_link`) gets its own plan (`netplan`).
 
     ``resolve=False`` leaves the probes' programs unresolved and the tools unchecked: enough
     to know a stored run's cells and slots (a complete `--resume` builds nothing)."""
     _check_numbers(cfg)
+    if cfg.net_link is not None:
+        return netplan.plan(cfg, [split_probe(t) for t in cfg.probes])
+    netplan.refuse_without_link([split_probe(t) for t in cfg.probes], cfg.loads)
     probes = _probes(cfg, resolve)
     loads = {text: loadspec.parse(text) for text in dict.fromkeys(cfg.loads)}
     for spec in loads.values():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from ..cell import NO_POLICY, UNLOADED, Cell
 
@@ -32,6 +33,13 @@ def build_cells(probes: list[str], device: str, schedulers: list[str], loads: li
     return [Cell(probe, device, sched, load, pol, prep)
             for probe in probes for prep in prepares for sched in schedulers
             for load in loads for pol in ([NO_POLICY] if load == UNLOADED else policies)]
+
+
+def plan_order(cells: list[Cell], config: Any) -> list[Slot]:
+    """A plan's slots: `order` with the configuration's rounds, seed, warm-ups, and
+    blocks when a load lives for a block of a cell's trials (`config.BenchConfig`)."""
+    block = config.block if config.load_lifetime == "cell" else 1
+    return order(cells, config.rounds, config.seed, config.warmup, block)
 
 
 def order(cells: list[Cell], trials: int, seed: int, warmups: int = 1,

@@ -1,8 +1,9 @@
 """Runs the matrix of a `config.Plan`: for each slot, --prepare → scheduler → caches dropped →
 load → probe → stored.
 
-The rules are here; what touches the machine is an `executor.Executor` (the real one,
-`machine.MachineExecutor`, keeps all system changes of a run in one `system.Transaction`).
+The rules are here; what touches the machine is an `executor.Executor` (the real ones,
+`machine.MachineExecutor` for a disk and `netstudy.NetExecutor` for a network study's slow
+link, keep all system changes of a run in one `system.Transaction`).
 Every trial is committed to the store as it ends. `--resume` rebuilds the same slot order
 from the stored seed and skips the (cell, round) pairs already stored. Without `--seed` the
 seed is drawn at random and recorded with the run (and printed in its header line), so any
@@ -46,6 +47,9 @@ from .environment import capture as capture_environment
 from .executor import Executor, Measurement
 from .machine import MachineExecutor
 from .matrix import Slot
+from .netplan import NetPlan
+from .netstudy import NetExecutor
+from .netstudy import preflight as net_preflight
 from .stopping import Stopper
 
 log = logging.getLogger(__name__)
@@ -67,7 +71,10 @@ def prepare_output(path: str | None) -> str:
     return path
 
 
-def header(plan: Plan, path: str, *, left: int | None = None) -> str:
+AnyPlan = Plan | NetPlan
+
+
+def header(plan: AnyPlan, path: str, *, left: int | None = None) -> str:
     """The run's first line: its size, cache mode and seed (which reproduces the order)."""
     config = plan.config
     cells = len(plan.cells)
@@ -81,9 +88,10 @@ def header(plan: Plan, path: str, *, left: int | None = None) -> str:
         budget = f", at most {fmt_duration(config.max_time_s)}" if config.max_time_s else ""
         trials = (f"{rule.min_runs}–{rule.max_runs} trials until decided "
                   f"(±{config.tolerance * 100:g}%{budget})")
-    return (f"bench: {cells} cells × {trials} + {rounds} ({todo}), "
-            f"{'cold' if config.cold else 'warm'}, seed {config.seed} (--seed {config.seed} "
-            f"repeats the order) → {path}")
+    mode = (f"over {plan.device}" if isinstance(plan, NetPlan)
+            else "cold" if config.cold else "warm")
+    return (f"bench: {cells} cells × {trials} + {rounds} ({todo}), {mode}, seed "
+            f"{config.seed} (--seed {config.seed} repeats the order) → {path}")
 
 
 @dataclass
@@ -106,7 +114,7 @@ class Bench:
     it, warm-ups, cache drops, each load's lifetime and settling, the abort limits, and
     every trial committed to the store as it ends."""
 
-    def __init__(self, plan: Plan, store: Store, run_id: int, executor: Executor,
+    def __init__(self, plan: AnyPlan, store: Store, run_id: int, executor: Executor,
                  reporter: Reporter) -> None:
         self.plan = plan
         self.cfg = plan.config
@@ -268,12 +276,13 @@ class Bench:
                 self.store.add_trial(self.run_id, ids[slot.cell.key], round=slot.round,
                                      warmup=int(slot.warmup), **trial)
                 if self.stopper:
-                    self.stopper.add(slot.cell, trial, slot.warmup)
+                    self.stopper.add(slot.cell, trial, slot.warmup, slot.round)
                 progress.done += 1
                 wall = trial.get("wall_s")
                 progress.last = f"{trial['status']} {wall:.3f}s" if wall else trial["status"]
                 self.report(progress)
         if self.stopper:  # why each cell stopped, for the report
+            self.report(progress)  # the slots skipped after the last one that ran
             self.store.update_environment(self.run_id, {"stopping": self.stopper.finish()})
         self.store.finish_run(self.run_id)
 
@@ -290,12 +299,15 @@ class Bench:
                     and bool(t["cold"]) == self.cfg.cold):
                 self.unloaded[stored.cell.baseline()].append(t["wall_s"])
             if self.stopper:
-                self.stopper.add(stored.cell, t, bool(t["warmup"]))
+                self.stopper.add(stored.cell, t, bool(t["warmup"]), int(t["round"]))
 
 
-def preflight(plan: Plan) -> None:
+def preflight(plan: AnyPlan) -> None:
     """The last checks before anything is built: root, a trustworthy work directory, and
-    room for the testbed image in it."""
+    room for the testbed image in it (a network study: what its link and policy need)."""
+    if isinstance(plan, NetPlan):
+        net_preflight(plan)
+        return
     system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
     work = system.trusted_dir(system.work_root(), "work directory")
     config.check_space(plan.device, str(work))
@@ -303,7 +315,15 @@ def preflight(plan: Plan) -> None:
         safepath.check_chain(plan.device.path, "work directory", sticky_ok=True)
 
 
-def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
+def machine_executor(plan: AnyPlan, warn: Warn, show_output: bool = False) -> Executor:
+    """What runs a plan on this machine: a disk study's devices, or a network study's
+    testbed."""
+    if isinstance(plan, NetPlan):
+        return NetExecutor(plan, warn)
+    return MachineExecutor(plan, warn, show_output)
+
+
+def start(plan: AnyPlan, output: str, reporter: Reporter, warn: Warn,
           command: str | None = None, environment: dict[str, Any] | None = None,
           show_output: bool = False, executor: Executor | None = None) -> tuple[Store, int]:
     """A new run into a new database (never overwrites), or into a shared one; run on this
@@ -318,7 +338,7 @@ def start(plan: Plan, output: str, reporter: Reporter, warn: Warn,
         cmd = command or shlex.join(["backburner", *sys.argv[1:]])
         env = {**capture_environment(), **(environment or {})}
         run_id = store.add_run(cmd, plan.config.to_dict(), plan.config.seed, env, __version__)
-        Bench(plan, store, run_id, executor or MachineExecutor(plan, warn, show_output),
+        Bench(plan, store, run_id, executor or machine_executor(plan, warn, show_output),
               reporter).run()
     except BaseException:
         measured = run_id is not None and store.trials(include_warmup=True, run_ids=[run_id])
@@ -397,7 +417,7 @@ class Resume:
             return
         plan = config.plan(self.plan.config)  # now the probes must exist, and fio
         preflight(plan)
-        Bench(plan, self.store, self.run_id, MachineExecutor(plan, warn, show_output),
+        Bench(plan, self.store, self.run_id, machine_executor(plan, warn, show_output),
               reporter).run()
 
 

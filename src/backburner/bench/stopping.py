@@ -3,13 +3,14 @@
 The trial order is the fixed-count one for ``max_runs`` rounds (seeded, reshuffled per round),
 and cells that no longer need trials have their slots skipped, so the undecided cells stay
 interleaved as before. A loaded cell stops once `stats.decision` says it is decided (and
-stays stopped: its interval is valid whatever happens later); its unloaded baseline goes on
+stays stopped: its interval is valid whatever happens later) or out of reach; it is judged
+on its rounds paired with its baseline's (`stats.paired`). Its unloaded baseline goes on
 while any cell judged against it needs trials. The time budget stops every cell alike, at the
 start of a block, so a load started for a block always runs it to its end.
 
 What stopped each cell, and why, is kept for the run's record (`reasons`): "decided",
-"max-runs", "max-time", or "aborted" (given up after its timeouts, as in a fixed-count
-run); the report says it of every cell that stopped undecided.
+"out-of-reach", "max-runs", "max-time", or "aborted" (given up after its timeouts, as in a
+fixed-count run); the report says it of every cell that stopped undecided.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ class Stopper:
         self.cold = cold
         self.clock = clock or time.monotonic
         self.started: float | None = None
-        self.samples: dict[str, list[float]] = defaultdict(list)
-        self.censored: dict[str, list[float]] = defaultdict(list)
+        #: per cell, per round: the trial's time and whether it is a timeout's limit
+        self.timed: dict[str, dict[int, stats.paired.Timed]] = defaultdict(dict)
         self.trials: dict[str, int] = defaultdict(int)
         self.reasons: dict[str, str] = {}
         self._block: tuple[str, int] | None = None
@@ -47,20 +48,20 @@ class Stopper:
 
     # --- what was measured ----------------------------------------------------------------
 
-    def add(self, cell: Cell, trial: dict[str, Any], warmup: bool) -> None:
-        """A counted trial's outcome: a sample, a censored one (a timeout at its limit), or
-        only a count (failed, aborted)."""
+    def add(self, cell: Cell, trial: dict[str, Any], warmup: bool, round_no: int) -> None:
+        """A counted trial's outcome in its round: a time, a timeout's limit, or only a
+        count (failed, aborted)."""
         if warmup or bool(trial.get("cold")) != self.cold:
             return
         key = cell.key
         self.trials[key] += 1
         status, wall = trial.get("status"), trial.get("wall_s")
-        if status == "ok" and wall is not None:
-            self.samples[key].append(float(wall))
+        if status == "ok" and wall is not None and wall > 0:
+            self.timed[key][round_no] = (float(wall), False)
         elif status == "timeout":
             limit = wall if wall is not None else (trial.get("extra") or {}).get("limit_s")
-            if isinstance(limit, int | float) and math.isfinite(limit):
-                self.censored[key].append(float(limit))
+            if isinstance(limit, int | float) and math.isfinite(limit) and limit > 0:
+                self.timed[key][round_no] = (float(limit), True)
         elif status == "aborted":  # given up after its timeouts: more slots would be aborted
             self.reasons.setdefault(key, "aborted")
 
@@ -88,23 +89,22 @@ class Stopper:
         elif self.max_time_s is not None and self.started is not None \
                 and self.clock() - self.started >= self.max_time_s:
             self.reasons[key] = "max-time"
-        elif self.trials[key] >= self.rule.min_runs and self._decided(cell):
-            self.reasons[key] = "decided"
+        elif self.trials[key] >= self.rule.min_runs and (reason := self._done(cell)):
+            self.reasons[key] = reason
         return key in self.reasons
 
-    def _decided(self, cell: Cell) -> bool:
-        """A loaded cell: its verdict is decided. A baseline: no cell judged against it
-        needs more trials."""
+    def _done(self, cell: Cell) -> str | None:
+        """A loaded cell: "decided" or "out-of-reach" once `stats.decision` says so. A
+        baseline: "decided" once no cell judged against it needs more trials."""
         if not cell.unloaded:
             from .. import stats
 
-            base = cell.baseline().key
-            return stats.decision(
-                self.rule, self.samples[cell.key], self.samples[base],
-                loaded_censored=self.censored[cell.key],
-                baseline_censored=self.censored[base]) == stats.Stop.DECIDED
+            pairs = stats.pair_rounds(self.timed[cell.key], self.timed[cell.baseline().key])
+            stop = stats.decision(self.rule, pairs, self.trials[cell.key])
+            return {stats.Stop.DECIDED: "decided",
+                    stats.Stop.OUT_OF_REACH: "out-of-reach"}.get(stop)
         judged = [c for c in self.cells if not c.unloaded and c.baseline() == cell]
-        return all(self._stops(c) for c in judged)
+        return "decided" if all(self._stops(c) for c in judged) else None
 
     def finish(self) -> dict[str, str]:
         """Every cell's reason to have stopped: the ones that ran out of slots ran out of

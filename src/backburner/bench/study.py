@@ -36,6 +36,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "ignore-failure": ("ignore_failure", "bool"),
     "min-runs": ("min_runs", "int"), "max-runs": ("max_runs", "int"),
     "max-time": ("max_time_s", "duration"), "tolerance": ("tolerance", "float"),
+    "net-link": ("net_link", "str"),
 }
 
 

@@ -26,6 +26,7 @@ _RUN_OPTIONS = {
     "probe_layout": "probe_layout", "probe_root": "probe_root", "trace": "trace",
     "ignore_failure": "ignore_failure", "output": None, "min_runs": "min_runs",
     "max_runs": "max_runs", "max_time": "max_time_s", "tolerance": "tolerance",
+    "net_link": "net_link",
 }
 
 DESCRIPTION = """\
@@ -57,6 +58,16 @@ loads (--load, repeatable; "none", the unloaded baseline, is always added):
 devices (--device): testbed:SIZE (a loop device made for the run), slowdisk:PROFILE:SIZE
   (simulated slow hardware), or a directory on the disk to test
 policies (--policy): a name from `backburner policies`, or io=...,cpu=...,io-weight=...
+
+a network study (--net-link RATE:DELAY[:BUFFER], e.g. 1mbit:0ms:300ms) times, over a
+slow link between network namespaces made for the run (real packets, the link's deep
+queue), what a user waits for while bulk downloads run; verdicts are against the same
+probe over the same link unloaded:
+  probes: net:page (a 10 kB page fetched on a new connection; the default),
+          net:handshake (a TCP handshake's round trip)
+  loads: download:N (N endless downloads at once)
+  policies: default (unprotected), background (the downloads' ACKs paced, by cgroup)
+  disk options (--scheduler, --device, --cold, --probe-layout, ...) do not apply
 """
 
 EXAMPLES = """\
@@ -68,6 +79,8 @@ examples:
       --device slowdisk:hdd-5400:8G -r 15 -o results.db
   backburner bench --probe gimp --prepare 'rm -rf ~/.cache/gimp' --load copy
   backburner bench --study office.toml --output postgresql://bench@db.lab/backburner
+  backburner bench --net-link 1mbit:0ms --probe net:page --probe net:handshake \\
+      --load download:1 --load download:4 --policy default --policy background
   backburner bench --resume results.db
 """
 
@@ -242,6 +255,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="IO scheduler: mq-deadline, bfq, kyber, none (repeatable)")
     what.add_argument("--device", metavar="DEVICE", help="testbed:SIZE (default testbed:4G), "
                       "slowdisk:PROFILE:SIZE, or a directory on the disk to test")
+    what.add_argument("--net-link", metavar="RATE:DELAY[:BUFFER]",
+                      help="a network study instead of a disk one: over a slow link of this "
+                      "rate, one-way delay and queue (default 300ms), in namespaces made "
+                      "for the run (probes net:page, net:handshake; loads download:N)")
     what.add_argument("-p", "--prepare", action="append", metavar="CMD",
                       help="a command run before every trial (warm-up and counted), un-timed, "
                       "before the cache drop and the load, as hyperfine's --prepare: once "

@@ -60,13 +60,19 @@ def check(mode: str, dev: str | None, ns: str | None) -> Target:
             raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
                               f"{q.get('handle')}): not replacing someone's shaping",
                               "remove it first, or give another --net-dev")
+    require_kernel("--net")
+    return target
+
+
+def require_kernel(what: str) -> None:
+    """What the policy needs of this machine on any interface (one line and 69 when it
+    lacks it): `what` names who asks (`run --net`, bench's background policy)."""
     if cgroup2.unified_root() is None:
-        raise UnavailableError("--net needs a cgroup v2 hierarchy to attribute the job's "
+        raise UnavailableError(f"{what} needs a cgroup v2 hierarchy to attribute the job's "
                                "packets, and none is mounted")
     if not testbed.qdisc_known("htb"):
-        raise UnavailableError("--net needs the htb qdisc, which this kernel lacks")
+        raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
     os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
-    return target
 
 
 def group_path(tag: str) -> str:

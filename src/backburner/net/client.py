@@ -40,29 +40,28 @@ def probe(host: str, port: int, count: int, gap_s: float) -> dict[str, list[floa
     return {"connect_s": connect, "fetch_s": fetch}
 
 
-class _Stop(Exception):
-    pass
-
-
-def _stop(_sig: int, _frame: object) -> None:
-    raise _Stop
+#: How long a download's receive may block before it looks whether it was told to stop.
+STOP_POLL_S = 0.1
 
 
 def download(host: str, port: int, seconds: float) -> dict[str, float]:
     """Until `seconds` pass or SIGTERM comes (the probe is done): either way the figures
-    are printed, so a download stopped early still reports its speed."""
-    signal.signal(signal.SIGTERM, _stop)
+    are printed, so a download stopped early still reports its speed. The signal only
+    sets a flag, looked at between receives: a handler that raised could land between a
+    receive and its count (or outside the loop) and lose the figures."""
+    stopped: list[int] = []
+    signal.signal(signal.SIGTERM, lambda sig, _frame: stopped.append(sig))
     t0 = time.monotonic()
     sock = socket.create_connection((host, port), timeout=30)
     sock.sendall(f"GET /bulk HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
     got = 0
     end = t0 + seconds
-    while time.monotonic() < end:
-        sock.settimeout(max(0.01, end - time.monotonic()))
+    while not stopped and time.monotonic() < end:
+        sock.settimeout(max(0.01, min(STOP_POLL_S, end - time.monotonic())))
         try:
             chunk = sock.recv(65536)
-        except (TimeoutError, _Stop):
-            break
+        except TimeoutError:
+            continue
         if not chunk:
             break
         got += len(chunk)

@@ -119,11 +119,13 @@ def _tbf_args(link: LinkSpec) -> list[str]:
 
 
 def start_server(bed: Testbed) -> spawn.Child:
-    """The HTTP server in the server namespace, dying with us; returned once it listens."""
+    """The HTTP server in the server namespace, dying with us; returned once it listens.
+    In a process group of its own: a ^C at the terminal is ours to handle, and stops it
+    with the rest (in our group it took the ^C itself, with a traceback on the terminal)."""
     child = spawn.launch([sys.executable, "-m", "backburner.net.server", SERVER_ADDR,
                           str(PORT), SERVER_CC, str(PAGE_BYTES)],
                          netns=system.netns_path(bed.server_ns), stdout=subprocess.PIPE,
-                         die_with_parent=True)
+                         new_group=True, die_with_parent=True)
     if child.wait_ready(10.0, line=re.compile("^ready")) is None:
         child.stop()
         raise SystemStateError("the testbed's HTTP server did not start")

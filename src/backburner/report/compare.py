@@ -25,7 +25,7 @@ from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
 from .data import CellData, ReportData, split
 from .summary import RESAMPLES, SEED, known_limits, sequential
 from .terminal import AdaptiveTable, Column
-from .words import compare_verdict_text
+from .words import axis_name, compare_verdict_text
 
 
 class CompareKind(StrEnum):
@@ -230,7 +230,8 @@ def render_compare(result: CompareResult, *, width: int | None = None,
     prep = [Column("Prepare", [one_line(r.cell.prepare) for r in rows])] if prepared else []
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
           if timeouts else [])
-    wide = [Column("Scheduler", sched), *prep, Column("Load", load), Column("Policy", policy),
+    axis = axis_name(r.cell for r in rows)
+    wide = [Column(axis, sched), *prep, Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
             Column("Median A s", med_a, "right"), Column("Median B s", med_b, "right"),
             Column("B/A [CI]", [fmt_ratio_ci(r.ratio) for r in rows], "right"),
@@ -247,7 +248,7 @@ def render_compare(result: CompareResult, *, width: int | None = None,
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),
               verdict]
-    middle = [Column("Scheduler", sched), *prep, Column("Load", load),
+    middle = [Column(axis, sched), *prep, Column("Load", load),
               Column("Policy", policy),
               Column("n A/B", [f"{r.n_a}/{r.n_b}" + (f"\nT/O {r.timeouts_a}/{r.timeouts_b}"
                                                   if timeouts else "") for r in rows], "right"),

@@ -91,6 +91,21 @@ class CellData:
                 out.append(float(limit) if isinstance(limit, int | float) else math.nan)
         return out
 
+    def timed_by_round(self, mode: str | None = None) -> dict[tuple[int, int], tuple[float, bool]]:
+        """(run, round) -> (time, whether it is a timeout's limit), of the trials with a
+        positive time: what pairs a loaded cell's rounds with its baseline's."""
+        out: dict[tuple[int, int], tuple[float, bool]] = {}
+        for t in self.mode_trials(mode):
+            key = (int(t["run_id"]), int(t["round"]))
+            wall = t["wall_s"]
+            if t["status"] == "ok" and wall is not None and wall > 0:
+                out[key] = (float(wall), False)
+            elif t["status"] == "timeout":
+                limit = wall if wall is not None else t["extra"].get("limit_s")
+                if isinstance(limit, int | float) and math.isfinite(limit) and limit > 0:
+                    out[key] = (float(limit), True)
+        return out
+
     def count(self, status: str, mode: str | None = None) -> int:
         return sum(1 for t in self.mode_trials(mode) if t["status"] == status)
 

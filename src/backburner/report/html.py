@@ -16,14 +16,18 @@ from .data import ReportData
 from .summary import RESAMPLES, SEED, Row, summary_rows
 from .words import (
     OUTLIER_RULE,
+    axis_name,
     background_text,
     bulk_ratio_text,
     bulk_speed_text,
     caveat_text,
+    is_network,
     lost_text,
     median_value_text,
     notes_text,
+    policy_text,
     row_verdict_text,
+    same_axis,
     timeouts_text,
 )
 
@@ -55,6 +59,7 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
 
     parts.append("<h2>Conclusion</h2>")
     parts.append(_conclusion(data, rows, tolerance, confidence))
+    cells = [r.cell for r in rows]
 
     parts.append("<h2>Summary</h2>")
     parts.append(_html_table(data, rows, conf))
@@ -63,12 +68,15 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
                  "Out. = outliers by Tukey's rule (kept in the data); T/O = timeouts (not in "
                  "the samples; \u2265 the limit they hit); Fail / abort = failed / aborted trials. "
                  "The verdict compares the cell's median with the unloaded median of the same "
-                 f"scheduler (ratio and its {conf} CI), with a tolerance of "
-                 f"\u00b1{tolerance * 100:g}%. BG = median background device throughput while "
-                 "the probe ran, read / write, in MB/s (10<sup>6</sup> bytes), the probe's "
-                 "own reads and writes not counted. Bulk = the load's own work rate over the "
+                 f"{same_axis(cells)} (ratio and its {conf} CI), with a tolerance of "
+                 f"\u00b1{tolerance * 100:g}%. BG = " + (
+                     "median traffic of the client's link while the probe ran, received / "
+                     "sent, in kbit/s, the probe's page not counted" if is_network(cells) else
+                     "median background device throughput while the probe ran, read / "
+                     "write, in MB/s (10<sup>6</sup> bytes), the probe's own reads and "
+                     "writes not counted") + ". Bulk = the load's own work rate over the "
                  "whole time it ran, and that rate relative to the same load unprotected "
-                 "(policy default) on the same scheduler, with its CI.</p>")
+                 f"(policy default) on the same {same_axis(cells)}, with its CI.</p>")
     why = _why(data, rows)
     if why:
         parts.append("<h2>Why: what the probe waited on</h2>")
@@ -112,8 +120,9 @@ def _html_page(data: ReportData, rows: list[Row], images: list[tuple[str, str, s
 
 def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
     multi = data.multi
+    cells = [r.cell for r in rows]
     prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
-    head = ((["Probe", "Device"] if multi else []) + ["Scheduler"]
+    head = ((["Probe", "Device"] if multi else []) + [axis_name(cells)]
             + (["Prepare"] if prepared else []) + ["Load", "Policy"])
     num = ["n", f"Median<br><small>{conf} CI</small>", "Q1\u2013Q3<br><small>min\u2013max</small>",
            "Mean \u00b1 sd<br><small>MAD</small>", "Out.", "T/O", "Fail /<br>abort"]
@@ -121,7 +130,9 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
            *[f"<th>{_e(h)}</th>" for h in head],
            *[f'<th class="num">{h}</th>' for h in num],
            "<th>Verdict: ratio to idle [CI]</th>",
-           '<th class="num">BG MB/s<br><small>read / write</small></th>',
+           ('<th class="num">BG kbit/s<br><small>received / sent</small></th>'
+            if is_network(cells) else
+            '<th class="num">BG MB/s<br><small>read / write</small></th>'),
            '<th class="num">Bulk<br><small>vs unprotected</small></th>',
            "</tr></thead><tbody>"]
     prev = None
@@ -144,7 +155,7 @@ def _html_table(data: ReportData, rows: list[Row], conf: str) -> str:
                 *([f"<td><code>{_e(r.cell.prepare)}</code></td>"] if prepared else []),
                 f"<td><code>{_e(r.cell.load)}</code></td>",
                 f"<td><code>{_e(r.cell.policy)}</code>"
-                + (" (warm)" if r.mode == "warm" else "") + "</td>"]
+                + _e(policy_text(r).removeprefix(r.cell.policy)) + "</td>"]
         tds += [f'<td class="num">{r.n}</td>',
                 f'<td class="num"><b>{_e(median_value_text(r))}</b><br><small>'
                 f'{_e(fmt_range(*r.median_ci) if r.median_ci else "")}</small></td>',

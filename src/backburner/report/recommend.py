@@ -122,7 +122,11 @@ def evidence(r: Row, rows: list[Row]) -> str:
 
 def commands(r: Row) -> tuple[str, ...]:
     """Shell lines (a comment after "   # "); a governed cell is applied by the daemon and
-    its rule, not by a policy `run` or `apply` would refuse."""
+    its rule, not by a policy `run` or `apply` would refuse; a network study's background
+    policy by `run --net` (its queue is the link's, not this machine's to set)."""
+    if r.cell.network:
+        return (f"backburner run --net {shlex.quote(r.cell.policy)} -- "
+                "YOUR-DOWNLOAD-COMMAND",) if r.cell.policy != "default" else ()
     out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}   # the IO "
            "scheduler, for matching disks (a udev rule)"]
     if r.cell.policy == GOVERNED:
@@ -151,7 +155,7 @@ RULE_FILE = "/etc/backburner/rules.d/bulk-work.toml"
 def govern_rule(r: Row) -> str:
     """The rule that applies the recommendation automatically; none when it is to leave
     the bulk work unprotected."""
-    if r.cell.policy == "default":
+    if r.cell.policy == "default" or r.cell.network:  # no rule applies a network policy
         return ""
     policy = json.dumps(rule_policy(r.cell.policy))  # a TOML basic string
     return ("[[rule]]\n"

@@ -13,9 +13,11 @@
   coverage is at least the confidence asked for); ratios to idle with a percentile
   bootstrap (seed 0, 10,000 resamples, so a report is reproducible) -- or, where a run
   stopped its cells once they were decided (`--min-runs`, `--max-runs`, `--max-time`),
-  with the confidence sequence that run stopped on (`stats.sequential`), the only one
-  still valid after such stopping. The ratio names its method; an undecided cell of such a
-  run says which budget stopped it (``stopped``: max-runs, max-time).
+  with the confidence sequence that run stopped on (`stats.paired`: of the loaded cell's
+  rounds paired with its baseline's), the only one still valid after such stopping. The
+  ratio names its method; an undecided cell of such a run says what stopped it
+  (``stopped``: max-runs, max-time, out-of-reach) and about how many trials would decide
+  it at the spread seen (``trials_needed``; ``decidable`` false when none practical).
 * A timed-out trial took at least its limit: it is counted at that limit (right-censored, see
   `stats`), never dropped, so a cell that often times out cannot pass for fast. Where the
   timeouts reach the median it is a lower bound (shown "≥"); where they reach the upper
@@ -201,7 +203,7 @@ def _caveats(data: ReportData, cell: CellData, samples: list[float], timeouts: i
         found.append(stats.Caveat(RowCaveat.FAILED, {"count": failed}))
     if aborted:
         found.append(stats.Caveat(RowCaveat.ABORTED, {"count": aborted}))
-    if mode == "warm":
+    if mode == "warm" and not cell.cell.network:  # a link has no cache to drop
         found.append(stats.Caveat(RowCaveat.WARM))
     return found
 
@@ -211,6 +213,10 @@ def sequential(data: ReportData) -> bool:
     sequences are valid intervals of its ratios."""
     return any(r.config.get(k) is not None for r in data.runs
                for k in ("min_runs", "max_runs", "max_time_s"))
+
+
+#: Why a sequential run stopped a cell undecided, as its record says.
+STOPPED_UNDECIDED = ("max-runs", "max-time", "out-of-reach")
 
 
 def stop_reason(data: ReportData, cell: CellData) -> str | None:
@@ -224,16 +230,16 @@ def stop_reason(data: ReportData, cell: CellData) -> str | None:
     return reason
 
 
-def _judge(data: ReportData, cell: CellData, samples: list[float], base_samples: list[float],
-           limits: list[float], base_censored: list[float], tolerance: float,
-           confidence: float) -> tuple[str, dict[str, stats.Param], stats.RatioCI]:
-    """The verdict by the method the data allow: the bootstrap at a fixed count, the
-    confidence sequence after stopping once decided."""
+def _judge(data: ReportData, cell: CellData, base: CellData, samples: list[float],
+           base_samples: list[float], limits: list[float], base_censored: list[float],
+           tolerance: float, confidence: float
+           ) -> tuple[str, dict[str, stats.Param], stats.RatioCI]:
+    """The verdict by the method the data allow: the bootstrap at a fixed count; after
+    stopping once decided, the confidence sequence of the rounds' paired ratios."""
     if sequential(data):
-        v = stats.sequential_verdict(samples, base_samples, tolerance=tolerance,
-                                     confidence=confidence,
-                                     loaded_censored=known_limits(limits),
-                                     baseline_censored=base_censored)
+        pairs = stats.pair_rounds(cell.timed_by_round(cell.mode),
+                                  base.timed_by_round(cell.mode))
+        v = stats.paired_verdict(pairs, tolerance=tolerance, confidence=confidence)
     else:
         v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
                           seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
@@ -241,10 +247,15 @@ def _judge(data: ReportData, cell: CellData, samples: list[float], base_samples:
     params: dict[str, stats.Param] = {"tolerance": v.tolerance, "lower_bound": v.lower_bound,
                                       "method": v.ratio.method}
     reason = stop_reason(data, cell)
-    if v.kind == stats.VerdictKind.INCONCLUSIVE and reason in ("max-runs", "max-time"):
+    if v.kind == stats.VerdictKind.INCONCLUSIVE and reason in STOPPED_UNDECIDED:
         params["stopped"] = reason
         params["trials"] = len(samples) + len(limits)
         params["timeouts"] = len(limits)
+        if sequential(data):
+            needed = stats.trials_needed(pairs, tolerance, confidence)
+            params["decidable"] = needed is not None  # within stats.NEEDED_LIMIT trials
+            if needed is not None:
+                params["trials_needed"] = needed
     return v.kind, params, v.ratio
 
 
@@ -273,8 +284,8 @@ def _verdict(data: ReportData, cell: CellData, base: CellData | None, samples: l
         return RowKind.NO_DATA, {"reason": "no-trials"}, None, []
     if stats.censored_median(base_samples, base_censored)[0] == 0:
         return RowKind.NO_DATA, {"reason": "zero-baseline"}, None, []
-    kind, params, ratio = _judge(data, cell, samples, base_samples, limits, base_censored,
-                                 tolerance, confidence)
+    kind, params, ratio = _judge(data, cell, base, samples, base_samples, limits,
+                                 base_censored, tolerance, confidence)
     return kind, params, ratio, []
 
 

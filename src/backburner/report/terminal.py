@@ -26,17 +26,20 @@ from ..units import fmt_range, fmt_s, one_line
 from .data import ReportData
 from .summary import Row, summary_rows
 from .words import (
+    axis_name,
     background_text,
     bulk_ratio_text,
     bulk_speed_text,
     caveat_text,
     headline,
+    is_network,
     lost_text,
     median_text,
     median_value_text,
     notes_text,
     policy_text,
     row_verdict_text,
+    same_axis,
     timeouts_text,
 )
 
@@ -114,13 +117,14 @@ class AdaptiveTable:
 
 def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[Column]]:
     multi = data.multi
+    cells = [r.cell for r in rows]
     lost = any(r.failed or r.aborted for r in rows)
     pol = [one_line(policy_text(r)) for r in rows]
     where = ([Column("Probe", [one_line(r.cell.probe) for r in rows]),
               Column("Device", [one_line(r.cell.device) for r in rows])] if multi else [])
     prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
     prep = [one_line(r.cell.prepare) for r in rows]
-    cell = [Column("Scheduler", [one_line(r.cell.scheduler) for r in rows]),
+    cell = [Column(axis_name(cells), [one_line(r.cell.scheduler) for r in rows]),
             *([Column("Prepare", prep)] if prepared else []),
             Column("Load", [one_line(r.cell.load) for r in rows]), Column("Policy", pol)]
     n = Column("n", [str(r.n) for r in rows], "right")
@@ -138,7 +142,8 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
     verdict = Column("Verdict", [Text(one_line(row_verdict_text(r)),
                                       style=KIND_STYLE.get(r.verdict_kind, ""))
                                  for r in rows], wrap=True)
-    bg = Column("BG MB/s r/w", [background_text(r) for r in rows], "right")
+    bg = Column("BG kbit/s rx/tx" if is_network(cells) else "BG MB/s r/w",
+                [background_text(r) for r in rows], "right")
     has_bulk = any(r.bulk is not None for r in rows)
     # one line per row: a table written to a file is read (and grepped) by its lines
     bulk = [Column("Bulk speed, vs unprotected", [
@@ -165,12 +170,16 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     conf = f"{confidence * 100:g}%"
     table = AdaptiveTable(_summary_layouts(data, rows, conf))
+    cells = [r.cell for r in rows]
+    bg = ("the client link's traffic during the probe (median kbit/s received / sent, "
+          "the probe's page not counted)" if is_network(cells) else
+          "background device throughput during the probe (median MB/s read / write, "
+          "the probe's own IO not counted)")
     legend = Text(f"median [{conf} CI, exact order statistics] in seconds; Out = Tukey "
                   "outliers (kept); "
                   "T/O = timeouts; F/A = failed/aborted; verdicts against the unloaded cell "
-                  f"of the same scheduler, \u00b1{tolerance * 100:g}% tolerance; BG = "
-                  "background device throughput during the probe (median MB/s read / write, "
-                  "the probe's own IO not counted); Bulk = the load's own speed over its "
+                  f"of the same {same_axis(cells)}, \u00b1{tolerance * 100:g}% tolerance; "
+                  f"BG = {bg}; Bulk = the load's own speed over its "
                   "whole run, and relative to the same load unprotected"
                   + ("; timeouts count at their limit (\u2265: the median is a lower bound, "
                      "\u221e: an interval open above)" if any(r.timeouts for r in rows) else ""),

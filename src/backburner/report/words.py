@@ -10,9 +10,10 @@ in a table below; a test checks that none is missing.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .. import stats
+from ..cell import Cell
 from ..stats import CaveatCode, TimeoutReach, VerdictKind
 from ..units import (
     DASH,
@@ -62,8 +63,10 @@ def _ci(lo: float, hi: float) -> str:
 
 def _kind_of_ci(r: stats.RatioCI) -> str:
     """'95% CI' (bootstrap, a fixed number of trials), '95% sequential CI' (a confidence
-    sequence: valid however early the run stopped)."""
-    kind = "sequential CI" if r.method == stats.SEQUENTIAL_METHOD else "CI"
+    sequence: valid however early the run stopped), '95% paired sequential CI' (one of the
+    rounds' paired ratios)."""
+    kind = {stats.SEQUENTIAL_METHOD: "sequential CI",
+            stats.PAIRED_METHOD: "paired sequential CI"}.get(r.method, "CI")
     return f"{fmt_pct(r.confidence)} {kind}"
 
 
@@ -90,7 +93,8 @@ def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     advice = "run more trials to decide"
     if math.isinf(r.hi):
         advice = ("timeouts, or too few trials for a sequential interval, leave it open "
-                  "above: raise --timeout or --min-runs" if r.method == stats.SEQUENTIAL_METHOD
+                  "above: raise --timeout or --min-runs"
+                  if r.method in (stats.SEQUENTIAL_METHOD, stats.PAIRED_METHOD)
                   else "timeouts leave it open above: raise --timeout to measure them")
     return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
             f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)}); {advice}")
@@ -101,18 +105,38 @@ _BUDGETS = {"max-runs": ("--max-runs", "raise --max-runs"),
             "max-time": ("--max-time", "give more --max-time")}
 
 
+def _needed(p: Params, tolerance: float) -> str:
+    """What would decide it, as far as the spread seen says."""
+    if "decidable" not in p:
+        return ""
+    if not p["decidable"]:
+        return (f"at the ratio and spread seen no practical number of trials decides it "
+                f"within {PLUS_MINUS}{fmt_pct(tolerance)}")
+    n = int(p["trials_needed"])
+    return f"at the spread seen about {n} trial{_s(n)} would decide it"
+
+
 def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
-    """A cell a sequential run's budget stopped undecided: which budget, after how many
-    trials, and what would decide it (a longer --timeout, where timeouts leave it open)."""
-    option, advice = _BUDGETS[str(p["stopped"])]
+    """A cell a sequential run stopped undecided: which budget (or that no budget it had
+    could decide it), after how many trials, and what would decide it (a longer --timeout,
+    where timeouts leave it open; about how many trials, where the spread says)."""
     trials = int(p.get("trials", 0))
+    tolerance = float(p.get("tolerance", 0.10))
+    needed = _needed(p, tolerance)
+    ratio = (f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
+             f"{_ci(r.lo, r.hi)})")
+    if p["stopped"] == "out-of-reach":
+        return (f"undecided, stopped after {trials} trial{_s(trials)}: {ratio}; not even "
+                f"--max-runs could decide it" + (f" ({needed})" if needed else ""))
+    option, advice = _BUDGETS[str(p["stopped"])]
     if math.isinf(r.hi) and int(p.get("timeouts", 0)):
         advice = "timeouts leave it open above: raise --timeout to measure them"
+    elif needed:
+        advice = f"{needed}: {advice}" if p.get("decidable") else needed
     else:
         advice += " to decide"
     return (f"undecided when {option} ran out after {trials} trial{_s(trials)}: "
-            f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
-            f"{_ci(r.lo, r.hi)}); {advice}")
+            f"{ratio}; {advice}")
 
 
 _JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
@@ -159,7 +183,7 @@ def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) ->
     """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
     it): against idle (`verdict_text`), or why there is none."""
     if kind == VerdictKind.INCONCLUSIVE and ratio is not None \
-            and params.get("stopped") in _BUDGETS:
+            and params.get("stopped") in (*_BUDGETS, "out-of-reach"):
         return _undecided(ratio, GE if params.get("lower_bound") else "", params)
     if kind in _JUDGED and ratio is not None:
         return verdict_text(stats.Verdict(VerdictKind(kind), ratio, float(params["tolerance"]),
@@ -334,18 +358,44 @@ def median_text(r: Row) -> str:
     return f"{value} [{fmt_range(*r.median_ci)}]" if r.median_ci else value
 
 
+def is_network(cells: Iterable[Cell]) -> bool:
+    """Whether every cell is a network study's (`bench --net-link`): its device is a slow
+    link, its scheduler the link's queue, its traffic counted in bits."""
+    cells = list(cells)
+    return bool(cells) and all(c.network for c in cells)
+
+
+def axis_name(cells: Iterable[Cell]) -> str:
+    """The dimension a disk study calls the scheduler: the link's queue in a network study."""
+    return "Queue" if is_network(cells) else "Scheduler"
+
+
+def same_axis(cells: Iterable[Cell]) -> str:
+    """What a loaded cell shares with the unloaded cell it is judged against."""
+    return "link" if is_network(cells) else "scheduler"
+
+
+def _kbit(mb_s: float | None) -> str:
+    return DASH if mb_s is None or not math.isfinite(mb_s) else f"{mb_s * 8000:.0f}"
+
+
 def background_text(r: Row) -> str:
-    """Background throughput, read / write MB/s."""
+    """Background throughput, read / write MB/s (a link's: kbit/s received / sent)."""
     if r.read_mbps is None and r.write_mbps is None:
         return DASH
+    if r.cell.network:
+        return f"{_kbit(r.read_mbps)} / {_kbit(r.write_mbps)}"
     return f"{fmt_mbps(r.read_mbps)} / {fmt_mbps(r.write_mbps)}"
 
 
 def bulk_speed_text(r: Row) -> str:
-    """The load's own speed: MB/s for bytes, else its unit per second."""
+    """The load's own speed: MB/s for bytes (kbit/s over a link), else its unit per
+    second."""
     b = r.bulk
     if b is None:
         return DASH
+    if r.cell.network and b.unit == "bytes":
+        return f"{_kbit(b.speed / MB)} kbit/s"
     if b.unit.endswith("bytes"):
         return f"{fmt_mbps(b.speed / MB)} MB/s"
     return f"{b.speed:.3g} {b.unit}/s"
@@ -379,8 +429,9 @@ def lost_text(r: Row) -> str:
 
 
 def policy_text(r: Row) -> str:
-    """The policy, marked where the cell only has warm trials."""
-    return r.cell.policy + (" (warm)" if r.mode == "warm" else "")
+    """The policy, marked where the cell only has warm trials (a disk's: a network study
+    has no cache to drop)."""
+    return r.cell.policy + (" (warm)" if r.mode == "warm" and not r.cell.network else "")
 
 
 def headline(data: ReportData) -> str:

@@ -28,8 +28,10 @@ Why these choices:
   goes), and a verdict drawn from it is never more optimistic than the data allow.
 * A run that stops once its verdict is decided gets its intervals from confidence
   sequences (`sequential`: valid at every number of trials at once, so stopping on them
-  costs no validity), by the rule in `stopping`; `simulation` measures both on studies with
-  a known truth. Each `RatioCI` names the method that made it.
+  costs no validity); its ratios to idle from the rounds' pairs (`paired`: one sequence of
+  per-round ratios, about half the trials of two medians' sequences), by the rule in
+  `stopping`; `simulation` measures both on studies with a known truth. Each `RatioCI`
+  names the method that made it.
 * Bootstraps use a seeded ``numpy.random.Generator`` so a report is reproducible.
 """
 
@@ -56,9 +58,11 @@ from .estimates import (
     summarize,
     tukey_outliers,
 )
+from .paired import METHOD as PAIRED_METHOD
+from .paired import Pairs, pair_rounds, paired_ratio_cs
 from .sequential import METHOD as SEQUENTIAL_METHOD
 from .sequential import accepted_counts, median_cs, ratio_cs
-from .stopping import Rule, Stop, decision
+from .stopping import Rule, Stop, decision, out_of_reach, trials_needed
 from .verdicts import (
     BIMODAL_MIN_N,
     BIMODAL_THRESHOLD,
@@ -73,6 +77,7 @@ from .verdicts import (
     VerdictKind,
     bimodality_coefficient,
     classify,
+    paired_verdict,
     sequential_verdict,
     timeout_reach,
     verdict,
@@ -82,11 +87,12 @@ from .verdicts import (
 __all__ = [
     "BIMODAL_MIN_N", "BIMODAL_THRESHOLD", "BOOTSTRAP_MEDIAN_MAX_N", "MAD_NORMAL_SCALE",
     "NOT_COLD_FRACTION", "OUTLIER_WARN_FRACTION", "RECOMMENDED_TRIALS", "TUKEY_K",
-    "SEQUENTIAL_METHOD", "Caveat", "CaveatCode", "Rule", "Stop", "CliffsDelta", "Comparison",
-    "MannWhitney", "Param", "RatioCI",
+    "PAIRED_METHOD", "SEQUENTIAL_METHOD", "Caveat", "CaveatCode", "Rule", "Stop",
+    "CliffsDelta", "Comparison", "MannWhitney", "Pairs", "Param", "RatioCI",
     "Summary", "TimeoutReach", "Verdict", "VerdictKind",
     "accepted_counts", "bimodality_coefficient", "classify", "decision", "median_cs",
-    "ratio_cs", "sequential_verdict", "bootstrap_median_ci", "censored_median", "cliffs_delta",
+    "out_of_reach", "pair_rounds", "paired_ratio_cs", "paired_verdict", "ratio_cs",
+    "trials_needed", "sequential_verdict", "bootstrap_median_ci", "censored_median", "cliffs_delta",
     "cliffs_magnitude", "compare", "mann_whitney", "min_trials", "order_statistic_ci",
     "ratio_of_medians", "summarize", "timeout_reach", "tukey_outliers", "verdict",
     "warnings_for",

@@ -23,6 +23,7 @@ from .estimates import (
     min_trials,
     tukey_outliers,
 )
+from .paired import Pairs, median_reached_by_timeouts, paired_ratio_cs
 from .sequential import ratio_cs
 
 #: Bimodality-coefficient threshold: 5/9, the value for a uniform distribution.
@@ -110,6 +111,15 @@ def sequential_verdict(
                  b_censored=baseline_censored)
     return Verdict(classify(r, tolerance), r, tolerance,
                    censored_median(loaded, loaded_censored)[1])
+
+
+def paired_verdict(pairs: Pairs, *, tolerance: float = 0.10,
+                   confidence: float = 0.95) -> Verdict:
+    """`verdict` on the paired rounds' confidence sequence (`paired.paired_ratio_cs`): the
+    verdict of a run that stopped once decided, where the trials pair by round."""
+    _check_tolerance(tolerance)
+    r = paired_ratio_cs(pairs, confidence)
+    return Verdict(classify(r, tolerance), r, tolerance, median_reached_by_timeouts(pairs))
 
 
 def _check_tolerance(tolerance: float) -> None:

@@ -59,6 +59,16 @@ def link_info(ns: str | None, name: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
+def link_counters(ns: str | None, name: str) -> tuple[int, int]:
+    """(bytes received, bytes sent) by a link so far; (0, 0) when it is gone."""
+    if not _ns_alive(ns):
+        return 0, 0
+    res = run_tool([*_ip(ns), "-s", "-j", "link", "show", "dev", name])
+    found = json.loads(res.stdout or "[]") if res.status == 0 else []
+    stats = found[0].get("stats64", {}) if found else {}
+    return int(stats.get("rx", {}).get("bytes", 0)), int(stats.get("tx", {}).get("bytes", 0))
+
+
 def links(ns: str | None) -> list[dict[str, Any]]:
     return json.loads(tool([*_ip(ns), "-j", "link", "show"], "listing links") or "[]")
 
@@ -68,6 +78,16 @@ def qdiscs(ns: str | None, dev: str) -> list[dict[str, Any]]:
         return []
     res = run_tool([*_tc(ns), "-j", "qdisc", "show", "dev", dev])
     return json.loads(res.stdout or "[]") if res.status == 0 else []
+
+
+def qdisc_backlog(ns: str | None, dev: str) -> int:
+    """The bytes queued in a link's root qdisc now (its children's included); 0 when the
+    link is gone."""
+    if not _ns_alive(ns):
+        return 0
+    res = run_tool([*_tc(ns), "-s", "-j", "qdisc", "show", "dev", dev])
+    found = json.loads(res.stdout or "[]") if res.status == 0 else []
+    return sum(int(q.get("backlog", 0)) for q in found if q.get("root"))
 
 
 def tc_classes(ns: str | None, dev: str) -> list[dict[str, Any]]:

@@ -14,10 +14,12 @@ from ...units import DASH, fmt_range
 from ..data import ReportData
 from ..summary import summary_rows
 from ..words import (
+    axis_name,
     background_text,
     bulk_ratio_text,
     bulk_speed_text,
     caveat_text,
+    is_network,
     lost_text,
     median_text,
     notes_text,
@@ -52,8 +54,10 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
                     confidence: float = 0.95) -> str:
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     conf = f"{confidence * 100:g}%"
-    header = ["Scheduler", "Load", "Policy", "n", f"Median s [{conf} CI]", "Q1\u2013Q3 s",
-              "Timeouts", "Fail/Abort", "Verdict", "BG MB/s r/w", "bulk_speed",
+    network = is_network(r.cell for r in rows)  # the link's words (`words.is_network`)
+    header = [axis_name(r.cell for r in rows), "Load", "Policy", "n", f"Median s [{conf} CI]",
+              "Q1\u2013Q3 s", "Timeouts", "Fail/Abort", "Verdict",
+              "BG kbit/s rx/tx" if network else "BG MB/s r/w", "bulk_speed",
               "bulk_speed_ratio"]
     align = [":--", ":--", ":--", "--:", "--:", "--:", "--:", "--:", ":--", "--:", "--:", "--:"]
     prepared = any(r.cell.prepare != NO_PREPARE for r in rows)  # else no column for it
