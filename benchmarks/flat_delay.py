@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -142,8 +140,7 @@ def main() -> int:
     system.require_root("this benchmark (loop devices, mounts, slowdisk, QEMU)")
     interrupts.install()
     t0 = time.monotonic()
-    work = tempfile.mkdtemp(prefix="bb-flat-delay-", dir="/var/tmp")
-    try:
+    with rs.scratch("bb-flat-delay-", args.keep, "/var/tmp") as work:
         b = rs.build(work, rs.Figures())
         host = slowdisk_on_host(b, work, args.trials)
         guest = flat_in_guest(b.images, guest_workloads(rs.workloads(b.mnt, work), b.mnt),
@@ -154,11 +151,6 @@ def main() -> int:
             print(line)
         print(f"\n(benchmark ran {fmt_s(time.monotonic() - t0)} s)")
         return 0
-    finally:
-        if args.keep:
-            os.rename(work, args.keep)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

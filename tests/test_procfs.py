@@ -29,3 +29,30 @@ def test_this_machines_table_has_its_root_and_proc() -> None:
     assert any(m.mountpoint == "/" for m in table)
     assert any(m.fstype == "proc" and m.mountpoint == "/proc" for m in table)
     assert procfs.mounts("/nonexistent/mountinfo") == []
+
+
+def test_pending_signals_read_from_a_real_process() -> None:
+    """A process with SIGUSR1 blocked and sent: its pending set shows it. SIGKILL, whose
+    bit the same mask holds, cannot be blocked, so this is how the reading is proven."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = ("import signal, sys, time; signal.pthread_sigmask(signal.SIG_BLOCK, "
+            "{signal.SIGUSR1}); print('ready', flush=True); time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        assert procfs.pending_signals(proc.pid) == 0
+        assert not procfs.on_its_way_out(proc.pid)  # sleeping, nothing pending
+        proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while procfs.pending_signals(proc.pid) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procfs.pending_signals(proc.pid) == 1 << (signal.SIGUSR1 - 1)
+        assert not procfs.on_its_way_out(proc.pid)  # only SIGKILL pending is a death
+    finally:
+        proc.kill()
+        proc.wait()
+    assert procfs.pending_signals(proc.pid) is None and procfs.on_its_way_out(proc.pid)

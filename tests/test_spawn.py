@@ -106,13 +106,14 @@ def test_stop_escalates_to_sigkill() -> None:
     child.popen.stdout.close()
 
 
-@pytest.mark.parametrize("state", ["D", "S"])
-def test_stop_tree_waits_for_killed_processes_in_io_only(monkeypatch: pytest.MonkeyPatch,
-                                                       state: str) -> None:
-    """A survivor in uninterruptible IO (a package manager's syncfs on a slow disk) is
+@pytest.mark.parametrize(("state", "dying"), [("D", True), ("R", True), ("S", False)])
+def test_stop_tree_waits_for_killed_processes_on_their_way_out_only(
+        monkeypatch: pytest.MonkeyPatch, state: str, dying: bool) -> None:
+    """A survivor on its way out after the SIGKILL (in uninterruptible IO, as a package
+    manager's syncfs on a slow disk; or still in the kernel with the kill pending) is
     waited for past `verify_s`, up to `io_drain_s`; any other survivor is an error at
     `verify_s`, named with its state. Survivors are simulated: the kernel's D state cannot
-    be made on demand."""
+    be made on demand (`procfs.on_its_way_out` is tested on real processes)."""
     from backburner.spawn import child as child_mod
 
     child = spawn.launch(["sleep", "30"])
@@ -120,12 +121,13 @@ def test_stop_tree_waits_for_killed_processes_in_io_only(monkeypatch: pytest.Mon
     monkeypatch.setattr(child_mod, "_survivors",
                         lambda _g, _t: [4242] if time.monotonic() < gone_at else [])
     monkeypatch.setattr(procfs, "state_of", lambda pid: state)
+    monkeypatch.setattr(procfs, "on_its_way_out", lambda pid: dying)
     start = time.monotonic()
-    if state == "D":
+    if dying:
         child.stop_tree(grace=1.0, verify_s=0.1, io_drain_s=5.0)
         assert 0.55 < time.monotonic() - start < 3
     else:
-        with pytest.raises(SystemStateError, match=r"processes 4242 \(S\) of"):
+        with pytest.raises(SystemStateError, match=rf"processes 4242 \({state}\) of"):
             child.stop_tree(grace=1.0, verify_s=0.1, io_drain_s=5.0)
         assert time.monotonic() - start < 0.5
 

@@ -46,6 +46,41 @@ def state_of(pid: int) -> str | None:
     return fields[0] if fields else None
 
 
+#: /proc/PID/stat's flags (field 9): the task is exiting.
+PF_EXITING = 0x4
+
+
+def pending_signals(pid: int) -> int | None:
+    """The signals pending for the process (its shared set) or for its main thread, as a
+    mask (bit n-1 for signal n) from /proc/PID/status; None when it is gone."""
+    data = read_small(f"/proc/{pid}/status")
+    if data is None:
+        return None
+    mask = 0
+    for line in data.decode(errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        if key in ("SigPnd", "ShdPnd"):
+            mask |= int(value.strip() or "0", 16)
+    return mask
+
+
+def on_its_way_out(pid: int) -> bool:
+    """Whether a process that was sent SIGKILL is dying, only not yet dead: in
+    uninterruptible sleep (D: usually IO; the kill takes effect when it returns), already
+    exiting (PF_EXITING: freeing its memory, closing its files), or still running in the
+    kernel with the kill pending (it dies on its way back to user space). Gone counts too."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("D", "Z", "X"):
+        return True
+    try:
+        if int(fields[6]) & PF_EXITING:
+            return True
+    except (IndexError, ValueError):
+        pass
+    pending = pending_signals(pid)
+    return pending is None or bool(pending & (1 << (9 - 1)))  # SIGKILL
+
+
 def start_time(pid: int) -> int | None:
     """Start time (clock ticks since boot, field 22) of a live process or thread; None when it
     is gone or a zombie (it has released everything; its parent may reap it late)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from helpers import bb, one_line_error
 
 from backburner import system
 from backburner.extents import physical_runs
-from backburner.readahead import packfile
+from backburner.readahead import ext4end, packfile
 
 from .test_layout import COLD, HOT, K, make_tree, pack_of
 
@@ -42,6 +44,21 @@ def make_rich_tree(src: Path) -> dict[str, bytes]:
     return content
 
 
+def _assert_clean(img: Path | str) -> None:
+    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+
+
+@contextmanager
+def _mounted(img: Path, mnt: Path) -> Iterator[Path]:
+    """The image on a read-only loop device, mounted read-only at `mnt` (made if need be)."""
+    mnt.mkdir(exist_ok=True)
+    with system.Transaction("test-ro") as tx:
+        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
+        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+        yield mnt
+
+
 @pytest.mark.root
 def test_build_ext4_round_trip(tmp_path: Path, state_dir: Path) -> None:
     src = tmp_path / "src"
@@ -59,13 +76,8 @@ def test_build_ext4_round_trip(tmp_path: Path, state_dir: Path) -> None:
             "it reads: 3 inode-table blocks in 1 read, 4 directory blocks), with replay 1"
             ) in after
     assert os.path.getsize(img) == 96 << 20
-    fsck = subprocess.run(["e2fsck", "-f", "-n", str(img)], capture_output=True, text=True)
-    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    with system.Transaction("test-ro") as tx:
-        loop = tx.apply(system.LoopDevice(str(img), read_only=True))
-        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+    _assert_clean(img)
+    with _mounted(img, tmp_path / "mnt") as mnt:
         _check_metadata(src, mnt)
         _check_hot_first(mnt, img)
 
@@ -154,3 +166,143 @@ def test_build_ext4_refuses_an_existing_output(tmp_path: Path, state_dir: Path) 
     assert res.returncode == 73
     assert "already exists" in one_line_error(res)
     assert img.read_bytes() == b"precious"
+
+
+def _dumpe2fs_header(image: Path) -> dict[str, int]:
+    out = subprocess.run(["dumpe2fs", "-h", str(image)], check=True, capture_output=True,
+                         text=True, env={"LC_ALL": "C", "PATH": os.environ["PATH"]}).stdout
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return {k: int(fields[k]) for k in ("Inodes per group", "Blocks per group", "Block count")}
+
+
+@pytest.mark.root
+def test_build_ext4_hot_region_at_the_end(tmp_path: Path, state_dir: Path) -> None:
+    """--hot-region end: the root directory's block, the hot directories, their entries'
+    inodes and the hot files' data all in the last block group, in first-use order; names
+    and nodes debugfs cannot make (a newline, a socket, a symlink to a name with a
+    newline) right in the image all the same; e2fsck clean, the mount equal to the source."""
+    src = tmp_path / "src"
+    make_rich_tree(src)
+    os.mknod(src / "data/sock", 0o640 | stat.S_IFSOCK)
+    os.symlink("bad\ntarget", src / "lib/odd link")
+    os.utime(src / "lib", ns=(1_000_000_123, 1_600_000_000_987_654_321))
+    pp = tmp_path / "app.pack"
+    packfile.save(pp, pack_of(src, HOT))
+    img = tmp_path / "end.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img), "--size", "320M",
+             "--hot-region", "end", timeout=120)
+    assert res.returncode == 0, res.err
+    assert "7 hot files" in res.out and "at the end, from 258 MiB on" in res.out
+    assert ("contiguous 100%, in access order 100%; seeks: cold start 1 (3 with the metadata "
+            "it reads") in res.out.splitlines()[-1]
+    _assert_clean(img)
+    geo = _dumpe2fs_header(img)
+    ipg, bpg = geo["Inodes per group"], geo["Blocks per group"]
+    last = (geo["Block count"] - 1) // bpg
+    assert last == 2
+    with _mounted(img, tmp_path / "mnt") as mnt:
+        _check_metadata(src, mnt)
+        assert stat.S_ISSOCK(os.lstat(mnt / "data/sock").st_mode)
+        assert os.readlink(mnt / "lib/odd link") == "bad\ntarget"
+        root = _debugfs_blocks(img, "")
+        assert root == [root[0]] and root[0] >= last * bpg
+        order = ["lib", "lib/zz last.py", "lib/a#first.py", "data", "data/back\\slash",
+                 "data/new\nline", "b", "b/x.bin", "#lead", "lib/mid dle.py"]
+        places = [_blocks(mnt, img, rel) for rel in order]
+        # right after the root's block and the staging directory's (freed) one
+        assert places[0][0] == (root[0] + 2) * K
+        for (_, prev_end), (start, _) in zip(places, places[1:], strict=False):
+            assert start == -(-prev_end // K) * K, places
+        cold = [r.physical for rel in COLD + ["sparse"] for r in physical_runs(mnt / rel)]
+        cold += [b * K for d in ("a", "zz", "empty dir") for b in _debugfs_blocks(img, d)]
+        assert not [c for c in cold if root[0] * K <= c < places[-1][1]]
+        # the hot directories and files, and the cold files and directories in hot
+        # directories (each filled into its placeholder, or made in place of it), beside
+        # them
+        beside = ["lib", "data", "b", *HOT, "lib/cold1.py", "data/cold3", "sparse",
+                  "data/link to hot", "dangling", "a", "zz", "empty dir"]
+        inodes = {os.lstat(mnt / rel).st_ino for rel in beside}
+        assert {(i - 1) // ipg for i in inodes} == {last}, sorted(inodes)
+
+
+@pytest.mark.root
+def test_end_first_pass_moves_the_region_earlier_until_the_tree_fits(tmp_path: Path) -> None:
+    """An estimate too small for the last group (64 MiB of a 320 MiB image) for an 80 MiB
+    hot file: debugfs runs out of room there, and the next attempt starts the region a
+    group earlier, where it fits; e2fsck finds the result clean."""
+    stage = tmp_path / "hot"
+    (stage / "\xff.stage").mkdir(parents=True)
+    big = os.urandom(80 << 20)
+    (stage / "\xff.stage/0000").write_bytes(big)
+    img = str(tmp_path / "f.img")
+    Path(img).touch()
+    session, at = ext4end.first_pass_at_end(img, os.fsencode(stage), 320 << 20, 8192, 1 << 20,
+                                            os.fsencode(tmp_path))
+    assert 32768 * K <= at < 65536 * K  # group 1
+    assert session.inodes == 2 and not session.fixups
+    _assert_clean(img)
+    out = subprocess.run(["debugfs", "-R", 'blocks "/\xff.stage/0000"', img], check=True,
+                         capture_output=True).stdout.split()
+    assert int(out[0]) * K > at and len(out) == 80 << 20 >> 12
+    assert subprocess.run(["debugfs", "-R", 'dump "/\xff.stage/0000" /dev/stdout', img],
+                          check=True, capture_output=True).stdout == big
+
+
+def _pack_with_big(src: Path, used: list[tuple[int, int]]) -> Path:
+    """The small hot files, and lib/big.so (4 MiB) second in access order, of which the
+    start read only `used`."""
+    from backburner.readahead.pack import Entry, FileState, Pack
+
+    small = pack_of(src, HOT).entries
+    p = src / "lib/big.so"
+    st = os.stat(p)
+    big = Entry(os.fsencode(p), FileState(st.st_dev, 0, st.st_ino, st.st_size,
+                                          st.st_mtime_ns), tuple(used))
+    pp = src.parent / "big.pack"
+    packfile.save(pp, Pack((small[0], big, *small[1:])))
+    return pp
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("region", ["start", "end"])
+def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, state_dir: Path,
+                                                             region: str) -> None:
+    """A 4 MiB hot file of which the start read 64 KiB and 128 KiB: only those are in the
+    hot region, after all the small hot files (though it was read second); the rest was
+    filled in after the hot region; the file and the tree equal the source; e2fsck clean.
+    With --whole-files it lies whole right after the first small file."""
+    src = tmp_path / "src"
+    make_tree(src)
+    big = os.urandom(4 << 20)
+    (src / "lib/big.so").write_bytes(big)
+    used = [(0, 64 << 10), (2 << 20, 128 << 10)]
+    pp = _pack_with_big(src, used)
+    img = tmp_path / "split.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img), "--size", "320M",
+             "--hot-region", region, timeout=120)
+    assert res.returncode == 0, res.err
+    assert "1 large file split, 3.8 MiB unread by the start after the hot region" in res.out
+    _assert_clean(img)
+    whole = tmp_path / "whole.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(whole), "--size", "320M",
+             "--hot-region", region, "--whole-files", timeout=120)
+    assert res.returncode == 0 and "large file split" not in res.out, res.err
+    with _mounted(img, tmp_path / "mnt") as mnt:
+        assert (mnt / "lib/big.so").read_bytes() == big
+        small_end = max(-(-(r.physical + r.length) // K) * K
+                        for rel in HOT for r in physical_runs(mnt / rel))
+        small_start = min(r.physical for rel in HOT for r in physical_runs(mnt / rel))
+        runs = physical_runs(mnt / "lib/big.so")
+        hot = [r for r in runs if any(r.logical < o + n and o < r.logical + r.length
+                                      for o, n in used)]
+        # the used ranges, in file order, right after the small hot files, contiguous
+        assert [(r.logical, r.length) for r in hot] == [(0, 64 << 10), (2 << 20, 128 << 10)]
+        assert hot[0].physical == small_end and hot[1].physical == small_end + (64 << 10)
+        cold = [r for r in runs if r not in hot]
+        assert sum(r.length for r in cold) == (4 << 20) - (192 << 10)
+        assert min(r.physical for r in cold) >= hot[1].physical + hot[1].length
+    with _mounted(whole, tmp_path / "mnt") as mnt:
+        first = physical_runs(mnt / HOT[0])[0]
+        runs = physical_runs(mnt / "lib/big.so")
+        assert len(runs) == 1 and runs[0].physical == first.physical + -(-first.length // K) * K
+        assert small_start <= first.physical

@@ -56,3 +56,72 @@ def test_window_is_the_kernels() -> None:
     assert geo.window(1) == range(1000, 1033)  # 992 aligned, moved to the table: 1000+32
     assert geo.window(16 * 30 + 1) == range(1024, 1051)  # 800 in use: 50 blocks
     assert geo.window(8192 + 16 * 40 + 1) == range(50016, 50049)
+
+
+def _node(depth: int, entries: list[tuple[int, int]]) -> bytes:
+    """An extent-tree node: header, then (logical block, child block) index entries."""
+    import struct
+
+    out = struct.pack("<HHHHI", 0xF30A, len(entries), 4, depth, 0)
+    for first, child in entries:
+        out += struct.pack("<IIHH", first, child & 0xFFFFFFFF, child >> 32, 0)
+    return out
+
+
+def _inode(root: bytes, flags: int = 0x80000) -> bytes:
+    import struct
+
+    raw = bytearray(256)
+    struct.pack_into("<I", raw, 0x20, flags)
+    raw[0x28:0x28 + len(root)] = root
+    return bytes(raw)
+
+
+def test_tree_blocks_reads_only_the_nodes_the_wanted_blocks_need() -> None:
+    leaves = {100: _node(0, []), 200: _node(0, []), 7 << 32: _node(0, [])}
+    inode = _inode(_node(1, [(0, 100), (1000, 200), (5000, 7 << 32)]))
+    read = leaves.__getitem__
+    assert ext4meta.tree_blocks(inode, read, [(1500, 1)]) == [200]
+    assert ext4meta.tree_blocks(inode, read, [(0, 1), (1200, 5)]) == [100, 200]
+    assert ext4meta.tree_blocks(inode, read, [(999, 2)]) == [100, 200]
+    assert ext4meta.tree_blocks(inode, read, [(9000, 1)]) == [7 << 32]
+    assert ext4meta.tree_blocks(inode, read, []) == []
+    # two levels: an index block, then its leaves
+    deep = {300: _node(1, [(0, 100), (1000, 200)]), 100: _node(0, []), 200: _node(0, [])}
+    assert ext4meta.tree_blocks(_inode(_node(2, [(0, 300)])), deep.__getitem__,
+                                [(1001, 1)]) == [300, 200]
+    # extents in the inode itself, or no extents at all: nothing to read
+    assert ext4meta.tree_blocks(_inode(_node(0, [(0, 5)])), read, [(0, 1)]) == []
+    assert ext4meta.tree_blocks(_inode(_node(1, [(0, 100)]), flags=0), read, [(0, 1)]) == []
+
+
+def test_tree_blocks_agree_with_debugfs(tmp_path: Path) -> None:
+    """A file of 12 extents has one leaf block, where debugfs says; one of 1 extent none."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    with open(tree / "holes", "wb") as f:
+        for i in range(12):
+            f.seek(i * 65536)
+            f.write(b"x" * 4096)
+    (tree / "plain").write_bytes(b"y" * 50000)
+    img = tmp_path / "img"
+    subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-d", str(tree), str(img)],
+                   check=True, capture_output=True)
+    geo = ext4meta.read(str(img))
+    listing = subprocess.run(["debugfs", "-R", "ls -l /", str(img)], capture_output=True,
+                             text=True).stdout
+    ino = {ln.split()[-1]: int(ln.split()[0]) for ln in listing.splitlines() if ln.strip()}
+    data = img.read_bytes()
+
+    def block(b: int) -> bytes:
+        return data[b * geo.block:(b + 1) * geo.block]
+
+    def inode(i: int) -> bytes:
+        return data[geo.inode_at(i):geo.inode_at(i) + geo.inode_size]
+
+    ex = subprocess.run(["debugfs", "-R", "ex /holes", str(img)], capture_output=True,
+                        text=True).stdout
+    leaf = int(re.search(r"^\s*0/\s*1\s+1/\s*1\s+\d+\s+-\s+\d+\s+(\d+)", ex, re.M)[1])
+    assert ext4meta.tree_blocks(inode(ino["holes"]), block, [(0, 1)]) == [leaf]
+    assert ext4meta.tree_blocks(inode(ino["plain"]), block, [(0, 13)]) == []

@@ -25,3 +25,45 @@ def test_rank_names_sort_in_rank_order() -> None:
     names = [p.name(r) for r in range(len(p.items))]
     assert len(names) == 12000 and sorted(names) == names and len(set(names)) == 12000
     assert hotplan.ancestors(b"a/b/c") == [b"a", b"a/b"] and hotplan.ancestors(b"x") == []
+
+
+def test_split_files_come_after_all_the_others_in_access_order() -> None:
+    hot = [[b"program/soffice.bin"], [b"program/libmerged.so"], [b"share/a.xcd"],
+           [b"program/libsw.so"], [b"share/b.xcd"], [b"big/only.so"]]
+    p = hotplan.plan(hot, frozenset({1, 3, 5}))
+    assert [(i.rel, i.hot) for i in p.items] == [
+        (b"program", None), (b"program/soffice.bin", 0),
+        (b"share", None), (b"share/a.xcd", 2), (b"share/b.xcd", 4),
+        (b"program/libmerged.so", 1), (b"program/libsw.so", 3),
+        (b"big", None), (b"big/only.so", 5)]
+
+
+K, M = 4096, 1 << 20
+
+
+def test_used_ranges_are_whole_blocks_with_small_gaps_closed() -> None:
+    assert hotplan.MERGE_GAP == 64 * 1024
+    ranges = [(100, 10), (5000, 4000),  # blocks 0-2, one gap of a block: closed
+              (200 * K, K),  # 197 blocks later: kept apart
+              (200 * K + hotplan.MERGE_GAP + K, 1)]  # a gap of exactly MERGE_GAP: kept apart
+    assert hotplan.used(ranges, 10 * M, K) == (
+        (0, 3 * K), (200 * K, K), (200 * K + hotplan.MERGE_GAP + K, K))
+    assert hotplan.used([(0, 3 * K), (3 * K + hotplan.MERGE_GAP - K, K)], M, K) == (
+        (0, 3 * K + hotplan.MERGE_GAP),)
+    # ranges past the end (the last page of a recording) are cut to the file
+    assert hotplan.used([(M - 10, 8 * K), (2 * M, K)], M, K) == ((M - K, K),)
+
+
+def test_unused_is_the_rest_of_the_file() -> None:
+    assert hotplan.unused(((0, K), (3 * K, K)), 5 * K + 7) == ((K, 2 * K), (4 * K, K + 7))
+    assert hotplan.unused((), 10) == ((0, 10),)
+    assert hotplan.unused(((0, 2 * K),), 2 * K) == ()
+
+
+def test_split_takes_files_with_at_least_split_min_unread() -> None:
+    assert hotplan.SPLIT_MIN == M
+    files = [(8 * M, ((0, 7 * M),)),  # 1 MiB unread: split
+             (8 * M, ((0, 7 * M + K),)),  # 1 MiB - 4 KiB unread: whole
+             (3 * M, ()),  # opened, nothing read: all of it after the region
+             (100 * K, ())]  # small: whole
+    assert hotplan.split(files) == {0, 2}

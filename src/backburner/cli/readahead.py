@@ -132,11 +132,18 @@ def _build(args: argparse.Namespace) -> int:
     size = units.parse_size(args.size, what="--size", minimum=16 << 20) if args.size else None
     recover_if_needed()
     res = ext4image.build_ext4(pack, ext4image.BuildOptions(args.src, args.image, size,
-                                                          args.root))
+                                                          args.root, args.hot_region,
+                                                          not args.whole_files))
     nodes = ", ".join(f"{n} {k}" for k, n in sorted(res.nodes.items()))
     print(f"built {res.image}: {units.human_size(res.size)} ext4 ({nodes}); "
           f"{units.plural(res.hot_files, 'hot file')} ({units.human_size(res.hot_bytes)}) "
-          f"first, from a {units.human_size(res.first_pass)} first pass; verified equal to "
+          + (f"first, from a {units.human_size(res.first_pass)} first pass"
+             if res.region_at is None else
+             f"at the end, from {units.human_size(res.region_at)} on")
+          + (f"; {units.plural(res.split_files, 'large file')} split, "
+             f"{units.human_size(res.split_out)} unread by the start after the hot region"
+             if res.split_files else "")
+          + "; verified equal to "
           f"{args.src} in {units.fmt_s(res.seconds)} s"
           + (f"; {res.missing} pack files are not in the source" if res.missing else ""))
     for c in (res.before, res.after):
@@ -232,6 +239,12 @@ def _register_layout(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--size", help="image size, e.g. 10G (default: the tree plus a quarter)")
     b.add_argument("--root", help="the directory the pack was recorded under that SRC_DIR "
                    "stands for (default: guessed)")
+    b.add_argument("--hot-region", choices=("start", "end"), default="start",
+                   help="where the hot files go: the image's start (default) or its end, "
+                   "with their inodes and directories (a disc's fast outer edge)")
+    b.add_argument("--whole-files", action="store_true",
+                   help="put large hot files in the hot region whole, not only the ranges "
+                   "the start read")
     c = add_command(s, "check", _check, help="how contiguous and ordered the pack's files are")
     c.add_argument("targets", nargs="+", metavar="IMAGE_OR_DIR",
                    help="images (loop-mounted read-only) or directories; several compare")

@@ -20,12 +20,10 @@ no directory grows), and copies the rest in, after the hot region, with owners, 
 times, xattrs, symlinks, device nodes and hard links. Then ``e2fsck -fn`` must find it
 clean and a read-only mount must compare equal to the source, byte for byte.
 
-The hot region is at the start of the image, not at its end (a DVD's fast outer edge):
-the inode tables are at the start (mke2fs packs them there, and both mke2fs and the
-kernel hand out the lowest free inode numbers), so hot data at the end would make every
-inode-table read a seek across the whole image (the calibrated ``dvd`` model: Python's
-start 1.89 s with the region at the start, 2.50 s at the end of a 400 MiB image, 3.84 s
-at the end of a full disc; docs/readahead.md).
+With ``hot_region="end"`` (a DVD's fast outer edge) pass 1 is the full-size filesystem
+without flex_bg instead, each block group with its own inode table, and the hot tree is
+made in its last groups by debugfs (`ext4end`): the hot inodes in the table right before
+the hot directories and data, not at the start of the image.
 """
 
 from __future__ import annotations
@@ -35,27 +33,24 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import spawn, system
+from .. import system
 from ..errors import (
     BackburnerError,
     ExistsError,
     NotFoundError,
     SystemStateError,
-    UnavailableError,
     UsageError,
 )
 from ..units import MiB
-from . import hotplan, tree
-from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative_paths
-from .pack import Pack
+from . import ext4end, hotplan, tree
+from .e2tools import BLOCK, GROUP_BYTES, must, tool
+from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative
+from .pack import Pack, Ranges, merge_ranges
 
 log = logging.getLogger(__name__)
 
-BLOCK = 4096
-GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
 INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
 MAX_INODES_PER_GROUP = 8 * BLOCK
 #: The staging directory of pass 1. mke2fs -d fills a directory in the order of its names
@@ -65,12 +60,17 @@ MAX_INODES_PER_GROUP = 8 * BLOCK
 STAGING_PREFIX = b"\xff.backburner-hot-"
 
 
+HOT_REGIONS = ("start", "end")
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     src: str
     image: str
     size: int | None = None  # bytes; None: the tree's size with room to spare
     root: str | None = None  # the pack's directory that SRC stands for; None: guessed
+    hot_region: str = "start"  # or "end": the medium's end (a disc's fast outer edge)
+    used_ranges: bool = True  # large hot files: only what the start read in the region
 
 
 @dataclass
@@ -82,6 +82,9 @@ class BuildResult:
     hot_bytes: int
     missing: int  # pack files not in the source
     nodes: dict[str, int] = field(default_factory=dict)  # how many of each kind copied
+    region_at: int | None = None  # hot_region "end": the byte the hot region starts at
+    split_files: int = 0  # large hot files of which only the used ranges are hot
+    split_out: int = 0  # bytes of theirs left out of the hot region
     before: CheckResult | None = None  # the pack's files in the source directory
     after: CheckResult | None = None  # ... in the new image
     seconds: float = 0.0
@@ -103,37 +106,32 @@ def _scan(src: bytes) -> _Scan:
     return _Scan(nodes, used)
 
 
-def _tool(argv: list[str], what: str, timeout: float = 600.0) -> spawn.ToolResult:
-    try:
-        res = spawn.run_tool(argv, timeout, env={"LC_ALL": "C"})  # byte order: STAGING_PREFIX
-    except FileNotFoundError:
-        raise UnavailableError(f"{argv[0]} is not installed", "apt-get install e2fsprogs"
-                               ) from None
-    return res
-
-
-def _must(res: spawn.ToolResult, what: str, ok: Sequence[int] = (0,)) -> None:
-    if res.status not in ok:
-        lines = [ln for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
-        raise SystemStateError(f"{what} failed: {lines[-1] if lines else 'timed out'}")
-
-
 def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
-         ) -> tuple[list[list[bytes]], bytes, int]:
-    """Hot inodes in access order, each as the list of its hot names (hard links); the
-    pack root used; how many pack files are not in the source."""
+         ) -> tuple[list[list[bytes]], list[Ranges], bytes, int]:
+    """Hot inodes in access order, each as the list of its hot names (hard links) and the
+    ranges the start read of it; the pack root used; how many pack files are not in the
+    source."""
     files = scan.files
     paths = [e.path for e in pack.entries if not e.device]
     base = norm_root(root) if root else guess_root(paths, lambda rel: rel in files)
     by_inode: dict[tuple[int, int], list[bytes]] = {}
-    missing = 0
-    for rel in relative_paths(pack, base)[0]:
+    ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    missing: set[bytes] = set()
+    for e in pack.entries:
+        rel = None if e.device else relative(e.path, base)
+        if rel is None:
+            continue
         node = files.get(rel)
         if node is None:
-            missing += 1
+            missing.add(rel)
             continue
-        by_inode.setdefault((node.st.st_dev, node.st.st_ino), []).append(rel)
-    return list(by_inode.values()), base, missing
+        key = (node.st.st_dev, node.st.st_ino)
+        names = by_inode.setdefault(key, [])
+        if rel not in names:
+            names.append(rel)
+        ranges.setdefault(key, []).extend(e.ranges)
+    return (list(by_inode.values()), [merge_ranges(ranges[k]) for k in by_inode], base,
+            len(missing))
 
 
 def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
@@ -147,8 +145,9 @@ def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
 def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
     """A hot directory's entries as pass 1 holds them: every file and every subdirectory
     an empty file (pass 2 fills it, renames a hot file or directory over it, or makes the
-    cold directory in its place: a name of the same length takes the same slot, so the
-    directory never grows), other nodes (symlinks, devices, FIFOs) as they are."""
+    cold directory in its place, unless the end layout's pass 1 made it: a name of the
+    same length takes the same slot, so the directory never grows), other nodes
+    (symlinks, devices, FIFOs) as they are."""
     for node in children:
         d = os.path.join(into, os.path.basename(node.rel))
         if node.kind in ("dir", "file"):
@@ -158,11 +157,12 @@ def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
 
 
 def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
-           staging: bytes) -> int:
+           staging: bytes, parts: dict[int, Ranges]) -> int:
     """HOT, what pass 1 is made from: the root's entries as placeholders and, in the
     staging directory, the plan's items under their rank names: each hot directory with
-    its entries as placeholders, each hot file with its data (see `hotplan`). Returns the
-    hot bytes."""
+    its entries as placeholders, each hot file with its data, a split one (`parts`: its
+    used ranges, by hot index) with only those, holes elsewhere (see `hotplan`). Returns
+    the hot bytes."""
     children = _children(scan)
     _placeholders(src, children.get(b"", []), stage_root)
     os.mkdir(os.path.join(stage_root, staging), 0o700)
@@ -174,10 +174,27 @@ def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
             os.mkdir(dst, 0o700)
             _placeholders(src, children.get(item.rel, []), dst)
             continue
-        node = nodes[item.rel]
-        tree.copy_data(os.path.join(src, item.rel), dst)
-        total += node.st.st_size
+        size = nodes[item.rel].st.st_size
+        if item.hot in parts:
+            tree.copy_part(os.path.join(src, item.rel), dst, parts[item.hot], size)
+            total += sum(min(n, size - o) for o, n in parts[item.hot])
+        else:
+            tree.copy_data(os.path.join(src, item.rel), dst)
+            total += size
     return total
+
+
+def _cold_dirs(plan: hotplan.Plan, scan: _Scan, staging: bytes) -> list[bytes]:
+    """The placeholders of cold directories in the staged tree (the root's, and each hot
+    directory's under its rank name)."""
+    children = _children(scan)
+    out = [n.rel for n in children.get(b"", []) if n.kind == "dir" and n.rel not in plan.dirs]
+    for rank, item in enumerate(plan.items):
+        if item.is_dir:
+            out += [os.path.join(staging, plan.name(rank), os.path.basename(n.rel))
+                    for n in children.get(item.rel, [])
+                    if n.kind == "dir" and n.rel not in plan.dirs]
+    return out
 
 
 def _first_pass_size(plan: hotplan.Plan, hot_bytes: int, scan: _Scan) -> int:
@@ -212,32 +229,42 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
     for _ in range(6):
         groups = -(-size // GROUP_BYTES)
         os.truncate(image, size)
-        res = _tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
-                     "-O", "^has_journal", "-N", str(ipg * groups),
-                     "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
-                     "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"],
-                    "mke2fs")
+        res = tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
+                    "-O", "^has_journal", "-N", str(ipg * groups),
+                    "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
+                    "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"], "mke2fs")
         if res.status == 0:
             return size
         log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
         os.truncate(image, 0)
         size = -(-int(size * 1.5) // MiB) * MiB
-    _must(res, "mke2fs -d (the hot files' first pass)")
+    must(res, "mke2fs -d (the hot files' first pass)")
     return size
+
+
+def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
+    """Where a path of the staged tree ends up in the image."""
+    parts = staged.split(b"/", 2)
+    if parts[0] != staging or len(parts) < 2:
+        return staged
+    base = plan.items[int(parts[1])].rel
+    return os.path.join(base, parts[2]) if len(parts) > 2 else base
 
 
 def _grow(image: str, final: int) -> None:
     os.truncate(image, final)
-    _must(_tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
-    _must(_tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+    must(tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
+    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
 
 
 def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
-               hot: list[list[bytes]], staging: bytes) -> None:
+               hot: list[list[bytes]], staging: bytes, parts: dict[int, Ranges]) -> None:
     """In rank order (a directory before anything in it): rename each staged hot directory
     over its placeholder, and each staged hot file over its first name's placeholder (no
     data moves), give the file the source's metadata (mke2fs -d keeps whole seconds only)
-    and link its other hot names over theirs."""
+    and link its other hot names over theirs. Then fill in what the split files lack, in
+    the same order, each synced at once: the kernel places it now, right after the hot
+    region, before the cold files are copied."""
     files = scan.files
     for rank, item in enumerate(plan.items):
         staged = os.path.join(mnt, staging, plan.name(rank))
@@ -252,6 +279,19 @@ def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
         for other in hot[item.hot][1:]:
             os.unlink(os.path.join(mnt, other))
             os.link(target, os.path.join(mnt, other))
+    for item in plan.items:
+        if item.hot in parts:
+            st = files[item.rel].st
+            target = os.path.join(mnt, item.rel)
+            tree.copy_part(os.path.join(src, item.rel), target,
+                           hotplan.unused(parts[item.hot], st.st_size), st.st_size,
+                           existing=True)
+            fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            tree.copy_meta(os.path.join(src, item.rel), target, st)
 
 
 def _replace_with_link(existing: bytes, new: bytes) -> None:
@@ -261,7 +301,8 @@ def _replace_with_link(existing: bytes, new: bytes) -> None:
 
 
 def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
-               hot: list[list[bytes]]) -> dict[str, int]:
+               hot: list[list[bytes]], stand_ins: frozenset[bytes] = frozenset()
+               ) -> dict[str, int]:
     """Everything that is not hot, in the tree's order (a directory before its contents):
     a cold directory made (over its placeholder, if it is in a hot directory), a cold file
     filled (its placeholder, or a new file) once per inode, its other names and the hot
@@ -279,9 +320,10 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
             continue
         s, d = tree.join(src, node.rel), tree.join(mnt, node.rel)
         if node.kind == "dir":
-            if os.path.lexists(d):
+            if os.path.lexists(d) and not os.path.isdir(d):
                 os.unlink(d)
-            os.mkdir(d, 0o700)
+            if not os.path.lexists(d):
+                os.mkdir(d, 0o700)
             continue
         key = (node.st.st_dev, node.st.st_ino)
         if node.kind == "file" and key in first:
@@ -289,6 +331,9 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
         elif node.kind == "file":
             tree.copy_data(s, d, existing=os.path.lexists(d))
             first[key] = d
+        elif node.rel in stand_ins:  # an empty file where debugfs could not make it
+            os.unlink(d)
+            tree.make_node(s, d, node.st)
         elif not os.path.lexists(d):
             tree.make_node(s, d, node.st)
         tree.copy_meta(s, d, node.st)
@@ -299,7 +344,7 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
 
 
 def _fsck(image: str) -> None:
-    _must(_tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
+    must(tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
 
 
 def _image_path(path: str) -> str:
@@ -329,54 +374,82 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
     The image is built under a hidden name beside IMAGE, journaled, and linked to IMAGE
     only once verified: an interrupt, an error or a SIGKILL followed by `restore` leaves
     no half-built image at IMAGE (which would then refuse a rerun)."""
+    if opts.hot_region not in HOT_REGIONS:
+        raise UsageError(f"unknown hot region {opts.hot_region!r}", "use start or end")
     system.require_root("building an ext4 image (owners, loop device, mount)")
     src = norm_root(os.path.abspath(opts.src))
     if not os.path.isdir(src) or os.path.islink(src):
         raise NotFoundError(f"{opts.src} is not a directory")
     t0 = time.monotonic()
     scan = _scan(src)
-    hot, base, missing = _hot(pack, scan, src, opts.root)
+    hot, ranges, base, missing = _hot(pack, scan, src, opts.root)
     final = opts.size or -(-int(scan.used * 1.25 + 64 * MiB) // (4 * MiB)) * 4 * MiB
     image = _image_path(opts.image)
     folder, name = os.path.split(image)
     building = os.path.join(folder, f".{name}.building-{secrets.token_hex(4)}")
     with system.Transaction("layout-image") as tx:
         tx.apply(system.MadeFile(building))
-        result = _build(pack, opts, src, scan, hot, base, missing, final, building)
+        result = _build(pack, opts, src, scan, hot, ranges, base, missing, final, building)
         _publish(building, image)
     result.image = image
     result.seconds = time.monotonic() - t0
     return result
 
 
+def _parts(hot: list[list[bytes]], ranges: list[Ranges], scan: _Scan) -> dict[int, Ranges]:
+    """The hot files to split (`hotplan.split`), with the ranges the region holds."""
+    sizes = [scan.files[names[0]].st.st_size for names in hot]
+    used = [hotplan.used(r, size, BLOCK) for r, size in zip(ranges, sizes, strict=True)]
+    return {i: used[i] for i in hotplan.split(list(zip(sizes, used, strict=True)))}
+
+
 def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
-           base: bytes, missing: int, final: int, image: str) -> BuildResult:
+           ranges: list[Ranges], base: bytes, missing: int, final: int, image: str
+           ) -> BuildResult:
     ipg = _inodes_per_group(final, len(scan.nodes))
     staging = STAGING_PREFIX + secrets.token_hex(4).encode()
     with system.Transaction("layout-build") as tx:
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
         stage_root = os.path.join(work, b"hot")
         os.mkdir(stage_root, 0o700)
-        hp = hotplan.plan(hot)
-        hot_bytes = _stage(hp, scan, src, stage_root, staging)
-        first = _mkfs_first_pass(image, stage_root, _first_pass_size(hp, hot_bytes, scan),
-                                 ipg, final)
-        if final < first:
-            raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
+        parts = _parts(hot, ranges, scan) if opts.used_ranges else {}
+        hp = hotplan.plan(hot, frozenset(parts))
+        hot_bytes = _stage(hp, scan, src, stage_root, staging, parts)
+        need = _first_pass_size(hp, hot_bytes, scan)
+        if final < need:
+            raise UsageError(f"--size {final} is smaller than the hot files need ({need})")
+        fixups: list[ext4end.Fixup] = []
+        stand_ins: frozenset[bytes] = frozenset()
+        region_at = None
+        if opts.hot_region == "end":
+            session, region_at = ext4end.first_pass_at_end(
+                image, stage_root, final, ipg, need, work, _cold_dirs(hp, scan, staging))
+            fixups = session.fixups
+            stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
+            first = final
+            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+        else:
+            first = _mkfs_first_pass(image, stage_root, need, ipg, final)
+            if final < first:
+                raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
+            _grow(image, final)
         shutil.rmtree(stage_root)
-        _grow(image, final)
         mnt = os.path.join(work, b"mnt")
         tx.apply(system.MadeDir(os.fsdecode(mnt)))
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
-        _place_hot(src, mnt, scan, hp, hot, staging)
-        nodes = _copy_rest(src, mnt, scan, hp, hot)
+        ext4end.fix_names(mnt, staging, fixups)
+        _place_hot(src, mnt, scan, hp, hot, staging, parts)
+        nodes = _copy_rest(src, mnt, scan, hp, hot, stand_ins)
         # only now: the staging directory grew block by block among the hot data, and
         # cold directories made while those blocks were free would have taken them
         os.rmdir(os.path.join(mnt, staging))
         os.sync()
     _fsck(image)
-    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes)
+    left_out = sum(n for i, rs in parts.items()
+                   for _, n in hotplan.unused(rs, scan.files[hot[i][0]].st.st_size))
+    result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes, region_at,
+                         len(parts), left_out)
     extra = frozenset() if os.path.lexists(os.path.join(src, b"lost+found")) else frozenset(
         {b"lost+found"})
     with mounted_ro(image) as ro:

@@ -10,14 +10,20 @@ group's table and, where group descriptors carry checksums, to its inodes in use
 window read on a seeking medium is a trip of the head; the hot set's inodes packed in the
 first windows make it a few.
 
-`parse` is pure (the superblock's and the descriptors' bytes in); `read` takes them from a
-block device or an image file.
+A file of more than four extents (a large file split by `layout build-ext4` into the
+ranges a start reads and the rest) keeps them in extent-tree blocks, which the kernel
+reads before it can read the data they map: `tree_blocks` finds those a start needs from
+the inode's own bytes.
+
+`parse` and `tree_blocks` are pure (bytes in); `read` takes the geometry from a block
+device or an image file.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 SUPERBLOCK_AT = 1024
@@ -26,6 +32,9 @@ INODE_READAHEAD_BLKS = 32  # the kernel's default (mount option inode_readahead_
 _INCOMPAT_64BIT = 0x80
 _RO_COMPAT_GDT_CSUM = 0x10
 _RO_COMPAT_METADATA_CSUM = 0x400
+_EXTENTS_FL = 0x80000
+_EXTENT_MAGIC = 0xF30A
+_I_FLAGS, _I_BLOCK = 0x20, 0x28  # in the inode
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,43 @@ class Geometry:
         per_block = self.block // self.inode_size
         end = min(start + ra_blocks, table + self.in_use[group] // per_block)
         return range(min(start, block), max(end, block) + 1)
+
+    def inode_at(self, ino: int) -> int:
+        """The byte of the device where inode `ino` starts."""
+        index = (ino - 1) % self.inodes_per_group
+        return self.inode_block(ino) * self.block + index * self.inode_size % self.block
+
+
+def tree_blocks(inode: bytes, read_block: Callable[[int], bytes],
+                wanted: Sequence[tuple[int, int]]) -> list[int]:
+    """The extent-tree blocks (index and leaf nodes, by block number, in logical order) the
+    kernel reads to map the logical blocks `wanted` ((first, count) each) of the file whose
+    inode's bytes are `inode`; none for a file whose extents fit in the inode.
+    `read_block` gives a block's bytes."""
+    if len(inode) < _I_BLOCK + 60:
+        return []
+    (flags,) = struct.unpack_from("<I", inode, _I_FLAGS)
+    if not flags & _EXTENTS_FL:
+        return []
+    out: list[int] = []
+
+    def walk(node: bytes, lo: int, hi: int) -> None:
+        magic, entries, _, depth = struct.unpack_from("<HHHH", node, 0)
+        if magic != _EXTENT_MAGIC or depth == 0:
+            return
+        starts = [struct.unpack_from("<I", node, 12 + 12 * i)[0] for i in range(entries)]
+        for i in range(entries):
+            first = starts[i]
+            end = starts[i + 1] if i + 1 < entries else hi
+            if not any(w_first < end and first < w_first + n for w_first, n in wanted):
+                continue
+            leaf_lo, leaf_hi = struct.unpack_from("<IH", node, 12 + 12 * i + 4)
+            child = leaf_lo | leaf_hi << 32
+            out.append(child)
+            walk(read_block(child), first, end)
+
+    walk(inode[_I_BLOCK:_I_BLOCK + 60], 0, 1 << 32)
+    return out
 
 
 def parse(sb: bytes, descriptors: bytes) -> Geometry:
@@ -105,4 +151,4 @@ def read(path: str) -> Geometry:
     return parse(sb, descriptors)
 
 
-__all__ = ["INODE_READAHEAD_BLKS", "Geometry", "parse", "read"]
+__all__ = ["INODE_READAHEAD_BLKS", "Geometry", "parse", "read", "tree_blocks"]

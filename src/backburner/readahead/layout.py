@@ -204,6 +204,7 @@ class Metadata:
     itable_blocks: int  # inode-table blocks read
     dir_blocks: int  # directory blocks read
     windows: int  # inode-table reads (each a window of blocks)
+    tree_blocks: int = 0  # extent-tree blocks read (files of more than four extents)
 
 
 def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
@@ -270,7 +271,17 @@ def _metadata(base: bytes, pack_root: bytes, pack: Pack, cold: list[Piece],
     listed: set[bytes] = set()
     cached: set[int] = set()
     seq: list[Piece] = []
-    dir_blocks = itable = windows = 0
+    dir_blocks = itable = windows = trees = 0
+    assert image is not None
+    try:
+        fd = os.open(image, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        log.debug("no metadata prediction for %r: %s", base, err)
+        return None
+
+    def block_at(b: int) -> bytes:
+        return os.pread(fd, geo.block, b * geo.block)
+
     try:
         for i in by_file:
             rel = relative(pack.entries[i].path, pack_root)
@@ -291,11 +302,20 @@ def _metadata(base: bytes, pack_root: bytes, pack: Pack, cold: list[Piece],
                     itable += len(window)
                     seq.append(Piece(-1, window[0] * geo.block, len(window) * geo.block,
                                      window[0] * geo.block))
+            wanted = [(p.logical // geo.block, -(-p.length // geo.block)) for p in by_file[i]]
+            inode = os.pread(fd, geo.inode_size, geo.inode_at(ino))
+            for b in ext4meta.tree_blocks(inode, block_at, wanted):
+                if b not in cached:
+                    cached.add(b)
+                    trees += 1
+                    seq.append(Piece(-1, b * geo.block, geo.block, b * geo.block))
             seq += by_file[i]
-    except (BackburnerError, OSError, IndexError) as err:
+    except (BackburnerError, OSError, IndexError, struct.error) as err:
         log.debug("no metadata prediction for %r: %s", base, err)
         return None
-    return Metadata(seeks(seq), itable, dir_blocks, windows)
+    finally:
+        os.close(fd)
+    return Metadata(seeks(seq), itable, dir_blocks, windows, trees)
 
 
 @contextmanager
@@ -334,7 +354,9 @@ def describe_check(c: CheckResult) -> str:
     meta = "" if c.meta is None else (
         f" ({c.meta.seeks} with the metadata it reads: "
         f"{plural(c.meta.itable_blocks, 'inode-table block')} in "
-        f"{plural(c.meta.windows, 'read')}, {plural(c.meta.dir_blocks, 'directory block')})")
+        f"{plural(c.meta.windows, 'read')}, {plural(c.meta.dir_blocks, 'directory block')}"
+        + (f", {plural(c.meta.tree_blocks, 'extent-tree block')}" if c.meta.tree_blocks
+           else "") + ")")
     return (f"{c.target}: {c.files} files ({c.missing} missing), {human_size(c.bytes)}"
             f"{placed}; contiguous {fmt_pct(round(c.contiguous, 3))}, in access order "
             f"{fmt_pct(round(c.in_order, 3))}; seeks: cold start {c.seeks_cold}{meta}, "

@@ -176,8 +176,10 @@ class Child:
 
         A killed process in uninterruptible IO (state D: an fsync or syncfs of a package
         manager on a slow disk) dies when its IO returns, which on a simulated 5400 rpm disk
-        with a hundred megabytes dirty takes far longer than `verify_s`: while every
-        survivor is in D state the wait goes on, up to `io_drain_s`."""
+        with a hundred megabytes dirty takes far longer than `verify_s`; so does one still
+        running in the kernel with the kill pending, or already exiting (seen: a flatpak
+        install on the simulated disk stayed in state R past `verify_s`). While every
+        survivor is so on its way out the wait goes on, up to `io_drain_s`."""
         tracked = self.tree()
         send = self.signal_group if self.own_group else self.signal
         send(signal.SIGTERM)
@@ -196,9 +198,9 @@ class Child:
         start = time.monotonic()
         deadline, said = start + verify_s, False
         while left and (time.monotonic() < deadline or (
-                time.monotonic() < start + io_drain_s and _in_io(left))):
+                time.monotonic() < start + io_drain_s and _dying(left))):
             if time.monotonic() >= deadline and not said:
-                log.info("waiting for %d stopped process(es) to finish their IO", len(left))
+                log.info("waiting for %d killed process(es) to finish dying", len(left))
                 said = True
             for pid in left:
                 try:
@@ -248,9 +250,9 @@ class Child:
         return None
 
 
-def _in_io(pids: list[int]) -> bool:
-    """Every one of `pids` is in uninterruptible sleep (or already gone)."""
-    return all(procfs.state_of(pid) in ("D", None) for pid in pids)
+def _dying(pids: list[int]) -> bool:
+    """Every one of `pids` is on its way out after the SIGKILL (`procfs.on_its_way_out`)."""
+    return all(procfs.on_its_way_out(pid) for pid in pids)
 
 
 def _survivors(pgid: int | None, tracked: dict[int, int]) -> list[int]:

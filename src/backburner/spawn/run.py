@@ -131,13 +131,14 @@ class ToolResult:
 
 
 def run_tool(argv: Sequence[str], timeout: float = 120.0,
-             env: Mapping[str, str] | None = None) -> ToolResult:
+             env: Mapping[str, str] | None = None, errors: str = "strict") -> ToolResult:
     """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
 
     The tool dies with us and is killed with its group when we are interrupted (^C,
     SIGTERM) while it runs: no mkfs or fio keeps going after we have given up on it.
     Raises FileNotFoundError when the tool is not installed, like subprocess does. `env`
-    adds to (or overrides) our environment.
+    adds to (or overrides) our environment; `errors` says how to decode its output
+    ("replace" for a tool that echoes file names, which may be any bytes).
     """
     parent = os.getpid()
 
@@ -147,7 +148,7 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
             os._exit(1)
 
     proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, process_group=0,
+                            stderr=subprocess.PIPE, text=True, errors=errors, process_group=0,
                             preexec_fn=die_with_parent,
                             env={**os.environ, **env} if env is not None else None)
     try:
