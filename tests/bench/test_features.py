@@ -186,7 +186,7 @@ def test_until_decided_on_a_real_testbed(tmp_path: Path, state_dir: Path) -> Non
     assert len(counted) == 2 * 3
     page = (tmp_path / "r.html").read_text()  # the terminal table wraps its columns
     assert "undecided when --max-runs ran out after 3 trials" in page
-    assert "95% sequential CI" in page
+    assert "95% paired sequential CI" in page
 
 
 def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
