@@ -54,6 +54,12 @@ def test_good_file_parses_with_policies_and_lines() -> None:
     ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n[throttle]\n'
      'stall_ms = 900\nwindow_ms = 800\n', 6, "stall_ms must be below window_ms"),
     ('[rules]\nx = 1\n', 1, "unknown top-level key 'rules'"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nnet = "slow"\n', 4,
+     "net must be one of 'background', not 'slow'"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nnet = "background"\n[net]\n'
+     'uplink = "fast"\n', 6, "[net] unknown link rate 'fast'"),
+    ('[net]\ndev = "eth0"\nqueue = 5\n', 3, "[net] unknown key 'queue'"),
+    ('[net]\ndev = ""\n', 2, "[net] dev must be a non-empty string"),
 ])
 def test_errors_name_file_and_line(text: str, line: int, words: str) -> None:
     errs = parse_file(text, "bad.toml").errors
@@ -96,3 +102,15 @@ def test_group_io_is_a_rule_key_and_bench_only_knobs_are_refused() -> None:
         assert errs and "applies only in bench" in errs[0].message, errs
     bad = parse_file('[[rule]]\nname = "a"\nmatch = { comm = "x" }\ngroup_io = "rt"\n', "b.toml")
     assert bad.errors and "unknown group IO class" in bad.errors[0].message
+
+
+def test_net_alone_is_a_setting_and_its_table_is_kept() -> None:
+    """A rule may set nothing but its traffic's place; the [net] table says where, once."""
+    a = parse_file('[[rule]]\nname = "dl"\nmatch = { comm = "apt-get" }\nnet = "background"\n'
+                   '[net]\ndev = "wlan0"\nuplink = "2mbit"\n', "a.toml")
+    assert not a.errors and a.rules[0].net == "background"
+    assert a.rules[0].sets() == "network background"
+    b = parse_file('[net]\ndev = "eth0"\n', "b.toml")
+    ruleset, errs = combine([a, b])
+    assert (ruleset.net.dev, ruleset.net.netns, ruleset.net.uplink) == ("wlan0", None, "2mbit")
+    assert [str(e) for e in errs] == ["b.toml:1: a second [net] table (the first is in a.toml)"]

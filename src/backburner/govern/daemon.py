@@ -32,6 +32,7 @@ from .. import cgroup2, interrupts, proc_events, procfs, safepath, system, syste
 from ..errors import BackburnerError, ExistsError
 from ..proc_events import EXEC
 from . import execwatch, load, state, throttle
+from . import groups as cgroups
 from .governor import Governor
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,8 @@ def run(opts: Options) -> Stopped:
     if units:  # io.prio.class: no unit property, and the governed units' groups are systemd's
         for rule in ruleset.rules:
             cgroup2.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
+    network = cgroups.Network(cgroups.network_target(ruleset, units)
+                              if not opts.dry_run else None)
     watch = Watch(opts)
     watch.open(ruleset)
     hangup = _Hangup()
@@ -183,10 +186,10 @@ def run(opts: Options) -> Stopped:
         gov: Governor | None = None
         reason = "stopped"
         try:
-            with tx_cm as tx:
+            with tx_cm as tx, network:  # its pacer stops before the transaction undoes
                 gov = Governor(ruleset, tx,
                                on_governing=lambda on: conn.narrow(None if on else watch.starts),
-                               systemd_units=units)
+                               systemd_units=units, network=network)
                 _throttle_settings(gov)
                 gov.exec_events = "kernel-filtered" if watch.watch else "connector"
                 gov.scan()

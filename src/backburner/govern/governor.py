@@ -7,7 +7,8 @@ it is made:
   where systemd owns the cgroup tree, its weights and pauses through its unit
   (`units.Placer`); elsewhere a `CgroupMove` into each of its rule's groups
   (`backburner/govern-RULE`, made once with `CgroupDir`; a throttled rule's group also
-  gets a `CgroupFreezer`: `groups`);
+  gets a `CgroupFreezer`; a rule with `net` also moves it into the one group whose
+  traffic is held back: `groups.Network`);
 - a process forked by a governed one: `Inherited` (what its ancestor had before), so it is
   put back even after its parent has exited;
 - a governed process's exit retires its entries (nothing left to undo).
@@ -96,7 +97,8 @@ class Governor:
     def __init__(self, ruleset: Ruleset, tx: system.LiveTransaction | None,
                  report: Callable[..., None] = log.info,
                  on_governing: Callable[[bool], None] = lambda _any: None,
-                 systemd_units: bool = False) -> None:
+                 systemd_units: bool = False,
+                 network: cgroups.Network | None = None) -> None:
         self.ruleset = ruleset
         self.tx = tx
         self.dry_run = tx is None
@@ -116,6 +118,7 @@ class Governor:
         self._sets_text: dict[str, str] = {}
         # where systemd owns the cgroup tree: weights and pauses through units
         self.placer = Placer(tx, self.problem) if tx is not None and systemd_units else None
+        self.network = network or cgroups.Network(None)  # rules with net = "background"
 
     def set_rules(self, ruleset: Ruleset) -> None:
         """New rules (a reload): for processes that start from now on, and running ones a
@@ -382,6 +385,10 @@ class Governor:
         groups = self.groups[rule.name] = Groups()
         if self.placer is None:  # systemd's units carry weights and pauses (`Placer`)
             cgroups.fill(groups, rule, self.tx, self.problem)
+            if rule.net and self.tx is not None:
+                path = self.network.group(self.tx, rule, self.problem)
+                if path is not None:
+                    groups.dirs.append(path)
         return groups
 
     def problem(self, key: str, message: str) -> None:

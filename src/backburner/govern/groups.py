@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import job, priority, system
-from ..errors import SystemStateError, UnavailableError
+from ..errors import BackburnerError, SystemStateError, UnavailableError
+from ..net import background, policy
 from . import throttle
-from .rules import Rule
+from .rules import Rule, Ruleset
 
 #: Told of a problem: (key, message), as `Governor.problem`.
 Problem = Callable[[str, str], None]
@@ -76,3 +77,54 @@ def _make_freezer(tx: system.LiveTransaction, rule: Rule, groups: Groups, proble
         groups.freezers.append(freezer)
     except SystemStateError as err:
         problem(f"rule {rule.name} throttle", f"cannot be paused: {err}")
+
+
+def network_target(ruleset: Ruleset, under_systemd: bool) -> background.Target | None:
+    """Where rules with `net = "background"` put their policy: the interface the default
+    route leaves by, checked as `run --net` checks it (one line, before anything changes);
+    None when no rule asks. Where systemd owns the cgroup tree the job's group would be
+    one of ours beside its unit's: refused, as `run --net` refuses it."""
+    rule = next((r for r in ruleset.rules if r.net), None)
+    if rule is None:
+        return None
+    if under_systemd:
+        raise UnavailableError(f"govern rule {rule.name}: net = \"background\" where "
+                               "systemd owns the cgroup tree is not supported yet",
+                               "remove the key; systemd units' traffic is not held back")
+    net = ruleset.net
+    return background.check("background", net.dev, net.netns, net.uplink)
+
+
+@dataclass
+class Network:
+    """The one group whose traffic is held back, shared by every rule with `net`: the
+    interface takes one policy (one HTB root), made on the first match; `close` stops its
+    pacer before the daemon's transaction ends and undoes the rest."""
+
+    target: background.Target | None
+    applied: policy.Applied | None = None
+    failed: bool = False
+
+    def group(self, tx: system.LiveTransaction, rule: Rule, problem: Problem) -> str | None:
+        """The group's directory, made now if this is the first match; None (and a problem
+        shown) where it cannot be made: the rule's other settings still apply."""
+        if self.applied is not None or self.failed:
+            return self.applied.group if self.applied is not None else None
+        if self.target is None:
+            problem(f"rule {rule.name} net", "the network policy was not checked at start "
+                    "(a rule with net came with a reload): restart the daemon")
+            return None
+        try:
+            self.applied, _procs = background.apply(tx, self.target, "govern")
+        except BackburnerError as err:
+            self.failed = True
+            problem(f"rule {rule.name} net", f"traffic not held back: {err}")
+            return None
+        return self.applied.group
+
+    def __enter__(self) -> Network:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.applied is not None:
+            policy.stop(self.applied)

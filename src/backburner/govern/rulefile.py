@@ -9,9 +9,11 @@ The format is fixed (rule files written today keep working; it may only grow):
     policy = "background"        # or io / cpu / io_weight / cpu_weight / group_io, as `run`
     throttle = true              # pause it in short slices while interactive work stalls
     broad = true                 # allow a match of PID 1, every process or a shell
+    net = "background"           # its downloads and uploads yield to other traffic
 
 Extensions (all optional): a top-level ``[throttle]`` table with the pressure settings
-(`ThrottleSettings`), in at most one file.
+(`ThrottleSettings`), and a ``[net]`` table with the interface of rules with `net`
+(`NetSettings`), each in at most one file.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from typing import Any
 
 from .. import priority
 from ..errors import BackburnerError
-from .rules import MATCH_KEYS, Match, Rule, RuleError, Ruleset, ThrottleSettings
+from ..net import link
+from .rules import MATCH_KEYS, Match, NetSettings, Rule, RuleError, Ruleset, ThrottleSettings
 
 POLICY_KEYS = ("policy", "io", "cpu", "io_weight", "cpu_weight", "group_io")
-RULE_KEYS = ("name", "match", *POLICY_KEYS, "throttle", "broad")
+RULE_KEYS = ("name", "match", *POLICY_KEYS, "throttle", "broad", "net")
+NET_MODES = ("background",)  # as `run --net`
+NET_KEYS = ("dev", "netns", "uplink")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 LIMITS = {"stall_ms": (1, 10_000), "window_ms": (500, 10_000), "pause_ms": (10, 10_000)}
 
@@ -81,6 +86,7 @@ class ParsedFile:
     file: str
     rules: list[Rule] = field(default_factory=list)
     throttle: ThrottleSettings | None = None
+    net: NetSettings | None = None
     errors: list[RuleError] = field(default_factory=list)
 
 
@@ -98,11 +104,11 @@ def parse_file(text: str, file: str) -> ParsedFile:
         return out
     lines = _Lines(text)
     for key in data:
-        if key not in ("rule", "throttle"):
+        if key not in ("rule", "throttle", "net"):
             out.errors.append(RuleError(file, lines.key(1, len(lines.lines) + 1, key)
                                         or lines.table(key),
                                         f"unknown top-level key {key!r} (expected [[rule]] "
-                                        "tables and an optional [throttle] table)"))
+                                        "tables and optional [throttle] and [net] tables)"))
     rules = data.get("rule", [])
     if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
         out.errors.append(RuleError(file, lines.rule(0), "`rule` must be [[rule]] tables"))
@@ -113,6 +119,8 @@ def parse_file(text: str, file: str) -> ParsedFile:
             out.rules.append(rule)
     if "throttle" in data:
         out.throttle = _parse_throttle(data["throttle"], lines, out)
+    if "net" in data:
+        out.net = _parse_net(data["net"], lines, out)
     return out
 
 
@@ -143,14 +151,19 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
             error(key, f"{label}: {key} must be true or false, not {value!r}")
             value = False
         flags[key] = value
-    if policy is not None and not _sets_anything(policy) and not flags["throttle"]:
+    net = table.get("net")
+    if net is not None and net not in NET_MODES:
+        error("net", f"{label}: net must be one of {', '.join(map(repr, NET_MODES))}, "
+              f"not {net!r}")
+    if (policy is not None and not _sets_anything(policy) and not flags["throttle"]
+            and net is None):
         error("policy" if "policy" in table else None,
               f"{label} sets nothing: give policy = \"background\" (or io, cpu, io_weight, "
-              "cpu_weight), or throttle = true")
+              "cpu_weight), throttle = true or net = \"background\"")
     if len(out.errors) > errors_before or match is None or policy is None:
         return None
     return Rule(str(name), match, policy, flags["throttle"], flags["broad"], out.file,
-                lines.rule(index))
+                lines.rule(index), net=net)
 
 
 def _sets_anything(policy: priority.Policy) -> bool:
@@ -297,6 +310,33 @@ def _parse_throttle(value: Any, lines: _Lines, out: ParsedFile) -> ThrottleSetti
     return settings if len(out.errors) == errors_before else None
 
 
+def _parse_net(value: Any, lines: _Lines, out: ParsedFile) -> NetSettings | None:
+    line = lines.table("net")
+    if not isinstance(value, dict):
+        out.errors.append(RuleError(out.file, line, "net must be a [net] table"))
+        return None
+    errors_before = len(out.errors)
+    for key, raw in value.items():
+        at = lines.key(line, len(lines.lines) + 1, key) or line
+        if key not in NET_KEYS:
+            message = f"unknown key {key!r} (known: {', '.join(NET_KEYS)})"
+        elif not isinstance(raw, str) or not raw:
+            example = '"1mbit"' if key == "uplink" else '"eth0"'
+            message = f"{key} must be a non-empty string, e.g. {example}"
+        elif key == "uplink":
+            try:
+                link.parse_rate(raw)
+                continue
+            except BackburnerError as err:
+                message = str(err)
+        else:
+            continue
+        out.errors.append(RuleError(out.file, at, f"[net] {message}"))
+    if len(out.errors) > errors_before:
+        return None
+    return NetSettings(**{k: value.get(k) for k in NET_KEYS}, file=out.file)
+
+
 def combine(parsed: Sequence[ParsedFile]) -> tuple[Ruleset, list[RuleError]]:
     """Rules of several files (already in order) as one set; duplicate names and a second
     [throttle] table are errors naming both places."""
@@ -304,6 +344,7 @@ def combine(parsed: Sequence[ParsedFile]) -> tuple[Ruleset, list[RuleError]]:
     seen: dict[str, Rule] = {}
     rules: list[Rule] = []
     throttle: ThrottleSettings | None = None
+    net: NetSettings | None = None
     for p in parsed:
         for rule in p.rules:
             if rule.name in seen:
@@ -319,6 +360,12 @@ def combine(parsed: Sequence[ParsedFile]) -> tuple[Ruleset, list[RuleError]]:
                                         f"in {throttle.file})"))
             else:
                 throttle = p.throttle
+        if p.net is not None:
+            if net is not None:
+                errors.append(RuleError(p.file, 1, f"a second [net] table (the first is in "
+                                        f"{net.file})"))
+            else:
+                net = p.net
     return Ruleset(tuple(rules), throttle or ThrottleSettings(),
-                   tuple(p.file for p in parsed)), errors
+                   tuple(p.file for p in parsed), net or NetSettings()), errors
 

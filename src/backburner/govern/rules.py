@@ -162,6 +162,7 @@ class Rule:
     broad: bool = False
     file: str = ""
     line: int = 0
+    net: str | None = None  # "background": its traffic held back (`net.background`)
 
     @property
     def where(self) -> str:
@@ -173,6 +174,8 @@ class Rule:
                  if v not in ("-", "inherit")]
         if self.throttle:
             parts.append("throttled under IO pressure")
+        if self.net:
+            parts.append(f"network {self.net}")
         return ", ".join(parts) or "nothing"
 
     def holds(self, facts: Facts) -> bool:
@@ -193,6 +196,19 @@ class ThrottleSettings:
     file: str = ""
 
 
+@dataclass(frozen=True)
+class NetSettings:
+    """Where rules with `net = "background"` hold traffic back (the [net] table, as `run
+    --net-dev/--netns/--net-uplink`): the interface (default: the one the default route
+    leaves by), its network namespace, and the uplink's rate when known (uploads then go
+    behind everything else)."""
+
+    dev: str | None = None
+    netns: str | None = None
+    uplink: str | None = None
+    file: str = ""
+
+
 # --- a set of rule files --------------------------------------------------------------------
 
 
@@ -204,6 +220,7 @@ class Ruleset:
     rules: tuple[Rule, ...]
     throttle: ThrottleSettings = ThrottleSettings()
     files: tuple[str, ...] = ()
+    net: NetSettings = NetSettings()
     _by_comm: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
     _always: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
     _names: frozenset[bytes] = field(init=False, repr=False, compare=False)
