@@ -83,6 +83,8 @@ def test_a_disk_preset_is_no_base_for_a_network_study() -> None:
     ({"loads": ["readers:1:seq"]}, "unknown network load 'readers:1:seq'"),
     ({"loads": ["upload"]}, "unknown network load 'upload'"),
     ({"loads": ["download:0"]}, "0 downloads out of range"),
+    ({"loads": ["upload:0"]}, "0 uploads out of range"),
+    ({"loads": ["seed:2"]}, "use none, download:N or upload:N"),
     ({"loads": [f"download:{netplan.MAX_DOWNLOADS + 1}"]}, "downloads out of range"),
     ({"policies": ["io=idle"]}, "unknown network policy 'io=idle'"),
     ({"policies": ["govern"]}, "unknown network policy 'govern'"),

@@ -188,6 +188,34 @@ def test_sigterm_leaves_nothing_then_resume_stores_and_reports(tmp_path: Path,
     assert "unloaded cell of the same link" in text
 
 
+def test_an_upload_study_shapes_the_uplink_under_the_background_policy(
+        tmp_path: Path, state_dir: Path) -> None:
+    """One upload: its own speed is the bytes the server acknowledged; under the background
+    policy the uplink is shaped just below the link's rate and the upload's packets go to
+    their class behind everything else (the page's request and ACKs)."""
+    db = tmp_path / "up.db"
+    before = _groups()
+    r = bb("bench", "--net-link", "1mbit:0ms", "--load", "upload:1", "--policy", "default",
+           "--policy", "background", "-r", "2", "-w", "0", "--settle", "1", "--seed", "4",
+           "-o", str(db), env={**os.environ, "COLUMNS": "250"}, timeout=200)
+    assert r.returncode == 0, r.err
+    rows = _db(db, "SELECT c.load, c.policy, t.status, t.extra FROM trials t "
+                   "JOIN cells c ON c.id = t.cell_id WHERE c.load = 'upload:1'")
+    assert len(rows) == 4 and all(r[2] == "ok" for r in rows), rows
+    for _load, policy, _status, extra in rows:
+        bulk = json.loads(extra)["bulk"]
+        assert bulk["uploads"] == 1 and bulk["unit"] == "bytes"
+        assert 0.2e6 < 8 * bulk["units"] / bulk["seconds"] < 1.05e6, bulk
+        # the policy's proof: the upload's data went through its class, in full frames
+        if policy == "background":
+            assert bulk["upload_packets"] > 20, bulk
+            assert bulk["upload_bytes"] / bulk["upload_packets"] > 1000, bulk
+        else:
+            assert "upload_packets" not in bulk, bulk
+    assert "upload:1" in r.out and "kbit/s, unprotected" in r.out
+    assert _groups() <= before and _no_journal(state_dir)
+
+
 def test_sigint_in_the_middle_leaves_nothing(tmp_path: Path, state_dir: Path) -> None:
     """Here the downloads live through a block of a cell's trials, the policy with them."""
     before = _groups()

@@ -46,11 +46,11 @@ MAX_QUEUE_BYTES = 1 << 30
 #: Each download is a process of its own (a few MB of memory each).
 MAX_DOWNLOADS = 32
 #: Client commands of the load kinds (`python -m backburner.net.client KIND ...`), each
-#: reporting its own bytes and time as one JSON line when stopped. An upload load joins
-#: here with the client's and server's upload side.
-LOAD_KINDS = ("download",)
+#: reporting its own bytes and time as one JSON line when stopped: downloads of the
+#: server's endless file, uploads into its sink (the bytes it acknowledged).
+LOAD_KINDS = ("download", "upload")
 _LOAD = re.compile(r"(?P<kind>[a-z]+):(?P<count>\d+)")
-_GRAMMAR = f"use none or download:N (N from 1 to {MAX_DOWNLOADS})"
+_GRAMMAR = f"use none, download:N or upload:N (N from 1 to {MAX_DOWNLOADS})"
 
 
 def defaults() -> dict[str, Any]:
@@ -126,7 +126,7 @@ class NetProbe:
 @dataclass(frozen=True)
 class NetLoad:
     text: str
-    kind: str  # none | download
+    kind: str  # none | download | upload
     count: int = 0
 
     @property
@@ -143,7 +143,7 @@ def parse_load(text: str) -> NetLoad:
         raise UsageError(f"unknown network load {text!r}", _GRAMMAR)
     count = int(m["count"])
     if not 1 <= count <= MAX_DOWNLOADS:
-        raise UsageError(f"load {text!r}: {count} downloads out of range", _GRAMMAR)
+        raise UsageError(f"load {text!r}: {count} {m['kind']}s out of range", _GRAMMAR)
     return NetLoad(text, m["kind"], count)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from .. import cgroup2, interrupts, procfs, spawn, system, systemd
 from ..cell import Cell
 from ..errors import SystemStateError, UnavailableError
-from ..net import background, policy, testbed
+from ..net import background, policy, tcpopts, testbed
 from .executor import Measurement
 from .netplan import QUEUE, NetPlan
 from .prepare import StepResult
@@ -72,7 +72,7 @@ def preflight(plan: NetPlan) -> None:
                                "owns the cgroup tree is not supported: the downloads' "
                                "packet group would be outside bench's scope",
                                "study --policy default only on this machine")
-    background.require_kernel("the background policy")
+    background.require_kernel("the background policy", tcpopts.low_priority_cc())
 
 
 def _client(bed: testbed.Testbed, args: list[str], procs: tuple[str, ...] = ()) -> spawn.Child:
@@ -173,7 +173,7 @@ class NetExecutor:
         self._end_policy()
         procs: tuple[str, ...] = ()
         if cell.policy == "background":
-            self._start_policy()
+            self._start_policy(upload=load.kind == "upload")
             procs = (os.path.join(self._group, "cgroup.procs"),)
         self._started[cell.load] = time.monotonic()
         self._running[cell.load] = [
@@ -181,12 +181,16 @@ class NetExecutor:
                                str(DOWNLOAD_S)], procs)
             for _ in range(load.count)]
 
-    def _start_policy(self) -> None:
+    def _start_policy(self, upload: bool = False) -> None:
+        """The policy as `run --net` puts it: for uploads with the uplink's rate known (the
+        link's), and TCP-LP for the load's sockets where the kernel has it."""
         stack = ExitStack()
         try:
             tx = stack.enter_context(system.Transaction("bench-net-policy"))
             self._applied = applied = policy.background(
-                tx, self.bed.client_ns, self.bed.client_dev, self.plan.link, self._group)
+                tx, self.bed.client_ns, self.bed.client_dev, self.plan.link, self._group,
+                uplink_bit=self.plan.link.rate_bit if upload else None,
+                cc=tcpopts.low_priority_cc())
             stack.callback(policy.stop, applied)  # the pacer ends before its class goes
         except BaseException:
             stack.close()
@@ -201,9 +205,14 @@ class NetExecutor:
         applied, self._applied = self._applied, None
         try:
             sent = policy.bulk_counters(applied) if applied is not None else (0, 0)
+            up = (policy.bulk_counters(applied, policy.UPLOAD_CLASS)
+                  if applied is not None and applied.uplink else None)
         finally:
             stack.close()
-        return {"paced_bytes": sent[0], "paced_packets": sent[1]}
+        out = {"paced_bytes": sent[0], "paced_packets": sent[1]}
+        if up is not None:  # the upload's data, behind everything else
+            out |= {"upload_bytes": up[0], "upload_packets": up[1]}
+        return out
 
     def settle(self, load: str, seconds: float) -> None:
         time.sleep(seconds)
@@ -220,6 +229,7 @@ class NetExecutor:
         """Stop the downloads (each prints its bytes and time) and take the policy off;
         the bytes of all of them over the time they ran is the bulk work's speed."""
         children = self._running.pop(load, [])
+        kind = self.plan.loads[load].kind
         ended = [c.poll() for c in children]  # ended by itself: a failure
         for c in children:
             c.signal(signal.SIGTERM)
@@ -231,7 +241,7 @@ class NetExecutor:
                     child.stop_tree(1.0)
                 got, tail = _figures(child)
                 if got is None or before is not None:
-                    failure = failure or tail or ["a download ended by itself"]
+                    failure = failure or tail or [f"a {kind} ended by itself"]
                     continue
                 total += float(got["bytes"])
                 seconds = max(seconds, float(got["seconds"]))
@@ -240,7 +250,7 @@ class NetExecutor:
         ran = time.monotonic() - self._started.pop(load, time.monotonic())
         out: dict[str, Any] = {"unit": "bytes", "units": total,
                                "seconds": seconds or max(ran, 1e-9),
-                               "downloads": len(children), **paced,
+                               f"{kind}s": len(children), **paced,
                                "drain_s": self._drain()}
         if failure:
             out["failure"] = failure

@@ -74,6 +74,7 @@ class Applied:
     mechanism: str = DEFAULT_MECHANISM
     window_map: int | None = field(default=None, repr=False)  # the clamp's map, ours to close
     cc: str | None = None
+    uplink: bool = False  # shaped below the uplink's rate, the job's uploads in their class
 
 
 def _bulk_args(budget: int) -> list[str]:
@@ -103,7 +104,7 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
         raise ValueError(f"unknown mechanism {mechanism!r}")
     if not adaptive and (link is None or mechanism != "acks"):
         raise ValueError("a fixed budget is one of ACKs at the link's rate")
-    applied = Applied(ns, dev, group, mechanism=mechanism, cc=cc)
+    applied = Applied(ns, dev, group, mechanism=mechanism, cc=cc, uplink=bool(uplink_bit))
     acks = mechanism in ("acks", "both")
     knobs = []
     if acks or uplink_bit:
