@@ -535,3 +535,13 @@ class Scripted:
 
     def measures(self) -> list[tuple[Cell, float]]:
         return [(c[1], c[2]) for c in self.calls if c[0] == "measure"]
+
+
+def rules_dir(tmp_path: Path, text: str, name: str = "test.toml") -> Path:
+    """A govern rules directory the daemon accepts: root's, 0755, its file 0644."""
+    d = tmp_path / "rules"
+    d.mkdir(mode=0o755, exist_ok=True)
+    d.chmod(0o755)
+    (d / name).write_text(text)
+    (d / name).chmod(0o644)
+    return d

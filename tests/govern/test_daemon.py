@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, bb, one_line_error, wait_for
+from helpers import BB, TIMEOUT, bb, one_line_error, rules_dir, wait_for
 
 from backburner import priority
 from backburner.govern import throttle
@@ -131,13 +131,6 @@ def link(tmp_path: Path) -> Path:
     return path
 
 
-def rules_dir(tmp_path: Path, text: str, name: str = "test.toml") -> Path:
-    d = tmp_path / "rules"
-    d.mkdir(mode=0o755, exist_ok=True)
-    d.chmod(0o755)
-    (d / name).write_text(text)
-    (d / name).chmod(0o644)
-    return d
 
 
 @pytest.fixture

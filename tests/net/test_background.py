@@ -11,23 +11,16 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from helpers import BB, TIMEOUT, bb
 
-from backburner import cgroup2, system
+from backburner import system
 from backburner.net import testbed
 
+from .conftest import bed_state
+
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
-
-
-def _state(bed: testbed.Testbed) -> tuple[object, ...]:
-    root = cgroup2.unified_root()
-    assert root is not None
-    return (system.qdiscs(bed.client_ns, bed.client_dev),
-            system.tc_classes(bed.client_ns, bed.client_dev),
-            sorted(p.name for p in Path(root).iterdir() if p.is_dir()))
 
 
 def _args(bed: testbed.Testbed) -> list[str]:
@@ -37,7 +30,7 @@ def _args(bed: testbed.Testbed) -> list[str]:
 
 def test_job_traffic_is_paced_status_mirrored_and_nothing_left(
         bed: testbed.Testbed) -> None:
-    before = _state(bed)
+    before = bed_state(bed)
     job = (f"{sys.executable} -m backburner.net.client download {testbed.SERVER_ADDR} "
            f"{testbed.PORT} 3 && tc -s class show dev {bed.client_dev}; exit 7")
     r = bb(*_args(bed), "sh", "-c", job)
@@ -47,11 +40,11 @@ def test_job_traffic_is_paced_status_mirrored_and_nothing_left(
     at = next(i for i, x in enumerate(lines) if x.startswith("class htb 1:10 "))
     sent = lines[at + 1].split()
     assert sent[0] == "Sent" and int(sent[3]) > 20, lines[at:at + 2]
-    assert _state(bed) == before
+    assert bed_state(bed) == before
 
 
 def test_sigterm_leaves_the_interface_as_before(bed: testbed.Testbed) -> None:
-    before = _state(bed)
+    before = bed_state(bed)
     proc = subprocess.Popen([*BB, *_args(bed), sys.executable, "-m", "backburner.net.client",
                              "download", testbed.SERVER_ADDR, str(testbed.PORT), "30"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -64,11 +57,11 @@ def test_sigterm_leaves_the_interface_as_before(bed: testbed.Testbed) -> None:
     out, _ = proc.communicate(timeout=TIMEOUT)
     # the SIGTERM reached the job, which reports its figures and ends well: mirrored
     assert proc.returncode == 0 and b'"bytes"' in out
-    assert _state(bed) == before
+    assert bed_state(bed) == before
 
 
 def test_sigkill_then_restore_puts_the_interface_back(bed: testbed.Testbed) -> None:
-    before = _state(bed)
+    before = bed_state(bed)
     proc = subprocess.Popen([*BB, *_args(bed), "sleep", "30"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 10
@@ -78,14 +71,14 @@ def test_sigkill_then_restore_puts_the_interface_back(bed: testbed.Testbed) -> N
     time.sleep(0.3)  # the job is placed in its group
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=TIMEOUT)
-    assert _state(bed) != before
+    assert bed_state(bed) != before
     r = bb("restore")
     assert r.returncode == 0, r.err
-    assert _state(bed) == before
+    assert bed_state(bed) == before
 
 
 def test_uploads_go_to_their_class_on_a_shaped_uplink(bed: testbed.Testbed) -> None:
-    before = _state(bed)
+    before = bed_state(bed)
     job = (f"{sys.executable} -m backburner.net.client upload {testbed.SERVER_ADDR} "
            f"{testbed.PORT} 2 && tc -s class show dev {bed.client_dev}")
     r = bb(*_args(bed)[:-1], "--net-uplink", "1mbit", "--", "sh", "-c", job)
@@ -94,7 +87,7 @@ def test_uploads_go_to_their_class_on_a_shaped_uplink(bed: testbed.Testbed) -> N
     at = next(i for i, x in enumerate(lines) if x.startswith("class htb 1:30 "))
     sent = lines[at + 1].split()
     assert sent[0] == "Sent" and int(sent[1]) / int(sent[3]) > 1000, lines[at:at + 2]
-    assert _state(bed) == before
+    assert bed_state(bed) == before
 
 
 @pytest.mark.parametrize("extra, words", [
@@ -104,11 +97,11 @@ def test_uploads_go_to_their_class_on_a_shaped_uplink(bed: testbed.Testbed) -> N
 ])
 def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: list[str],
                                                  words: str) -> None:
-    before = _state(bed)
+    before = bed_state(bed)
     r = bb("run", "--net", "background", *extra, "--", "true")
     assert r.returncode == 125
     assert len(r.err.strip().splitlines()) == 1 and words in r.err, r.err
-    assert _state(bed) == before
+    assert bed_state(bed) == before
 
 
 def test_net_options_without_net_are_refused(bed: testbed.Testbed) -> None:
@@ -119,7 +112,7 @@ def test_net_options_without_net_are_refused(bed: testbed.Testbed) -> None:
 def test_a_root_qdisc_of_someone_else_is_not_replaced(bed: testbed.Testbed) -> None:
     with system.Transaction("net-test-other") as tx:
         tx.apply(system.Qdisc(bed.client_ns, bed.client_dev, "root", "5", "pfifo", []))
-        before = _state(bed)
+        before = bed_state(bed)
         r = bb(*_args(bed), "true")
         assert r.returncode == 125 and "already has a root qdisc" in r.err, r.err
-        assert _state(bed) == before
+        assert bed_state(bed) == before

@@ -13,11 +13,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, bb, one_line_error
+from helpers import BB, TIMEOUT, bb, one_line_error, rules_dir
 
 import backburner
-from backburner import cgroup2, system
+from backburner import system
 from backburner.net import testbed
+
+from .conftest import bed_state
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(90)]
 
@@ -31,23 +33,6 @@ JOB = ("import runpy, sys, time; time.sleep(0.5); "
 SRC = str(Path(backburner.__file__).parents[1])
 
 
-def _state(bed: testbed.Testbed) -> tuple[object, ...]:
-    root = cgroup2.unified_root()
-    assert root is not None
-    return (system.qdiscs(bed.client_ns, bed.client_dev),
-            system.tc_classes(bed.client_ns, bed.client_dev),
-            sorted(p.name for p in Path(root).iterdir() if p.is_dir()))
-
-
-def _rules(tmp_path: Path, text: str) -> Path:
-    d = tmp_path / "rules"
-    d.mkdir(mode=0o755)
-    d.chmod(0o755)
-    (d / "net.toml").write_text(text)
-    (d / "net.toml").chmod(0o644)
-    return d
-
-
 def _paced_packets(bed: testbed.Testbed) -> int:
     return sum(c["packets"] for c in system.tc_classes(bed.client_ns, bed.client_dev)
                if c["handle"] == "1:10")
@@ -55,10 +40,10 @@ def _paced_packets(bed: testbed.Testbed) -> int:
 
 def test_a_matched_download_is_held_back_and_nothing_is_left(
         bed: testbed.Testbed, tmp_path: Path, state_dir: Path) -> None:
-    before = _state(bed)
+    before = bed_state(bed)
     name = f"bbgn{uuid.uuid4().hex[:10]}"
     (tmp_path / name).symlink_to(sys.executable)
-    rules = _rules(tmp_path, f'[[rule]]\nname = "downloads"\nmatch = {{ comm = "{name}" }}\n'
+    rules = rules_dir(tmp_path, f'[[rule]]\nname = "downloads"\nmatch = {{ comm = "{name}" }}\n'
                    f'net = "background"\n[net]\ndev = "{bed.client_dev}"\n'
                    f'netns = "{bed.client_ns}"\n')
     ready_dir = tmp_path / "ready"
@@ -79,21 +64,21 @@ def test_a_matched_download_is_held_back_and_nothing_is_left(
 
         assert job.returncode == 0 and b'"bytes"' in job.stdout, job.stderr
         assert _paced_packets(bed) > 20  # the job's ACKs, in the paced class
-        assert _state(bed) != before
+        assert bed_state(bed) != before
     finally:
         daemon.terminate()
         _, err = daemon.communicate(timeout=TIMEOUT)
     assert daemon.returncode == 0, err
     assert b"network background" in err  # the log's line for the governed job
-    assert _state(bed) == before
+    assert bed_state(bed) == before
 
 
 def test_a_bad_net_table_is_one_line_before_any_change(
         bed: testbed.Testbed, tmp_path: Path, state_dir: Path) -> None:
-    before = _state(bed)
-    rules = _rules(tmp_path, '[[rule]]\nname = "d"\nmatch = { comm = "x" }\n'
+    before = bed_state(bed)
+    rules = rules_dir(tmp_path, '[[rule]]\nname = "d"\nmatch = { comm = "x" }\n'
                    'net = "background"\n[net]\ndev = "nosuch0"\n')
     r = bb("govern", "run", "--rules", str(rules), "--no-defaults")
     assert r.returncode == 66, r.err
     assert "no such interface: nosuch0" in one_line_error(r)
-    assert _state(bed) == before
+    assert bed_state(bed) == before

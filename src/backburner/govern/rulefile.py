@@ -22,7 +22,7 @@ import re
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import priority
 from ..errors import BackburnerError
@@ -269,10 +269,18 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
     return policy
 
 
-def _parse_throttle(value: Any, lines: _Lines, out: ParsedFile) -> ThrottleSettings | None:
-    line = lines.table("throttle")
+def _table_line(value: Any, name: str, lines: _Lines, out: ParsedFile) -> int | None:
+    """The line of the top-level table `name`; None (and an error) when it is not one."""
+    line = lines.table(name)
     if not isinstance(value, dict):
-        out.errors.append(RuleError(out.file, line, "throttle must be a [throttle] table"))
+        out.errors.append(RuleError(out.file, line, f"{name} must be a [{name}] table"))
+        return None
+    return line
+
+
+def _parse_throttle(value: Any, lines: _Lines, out: ParsedFile) -> ThrottleSettings | None:
+    line = _table_line(value, "throttle", lines, out)
+    if line is None:
         return None
     errors_before = len(out.errors)
 
@@ -311,9 +319,8 @@ def _parse_throttle(value: Any, lines: _Lines, out: ParsedFile) -> ThrottleSetti
 
 
 def _parse_net(value: Any, lines: _Lines, out: ParsedFile) -> NetSettings | None:
-    line = lines.table("net")
-    if not isinstance(value, dict):
-        out.errors.append(RuleError(out.file, line, "net must be a [net] table"))
+    line = _table_line(value, "net", lines, out)
+    if line is None:
         return None
     errors_before = len(out.errors)
     for key, raw in value.items():
@@ -354,18 +361,20 @@ def combine(parsed: Sequence[ParsedFile]) -> tuple[Ruleset, list[RuleError]]:
                 continue
             seen[rule.name] = rule
             rules.append(rule)
-        if p.throttle is not None:
-            if throttle is not None:
-                errors.append(RuleError(p.file, 1, f"a second [throttle] table (the first is "
-                                        f"in {throttle.file})"))
-            else:
-                throttle = p.throttle
-        if p.net is not None:
-            if net is not None:
-                errors.append(RuleError(p.file, 1, f"a second [net] table (the first is in "
-                                        f"{net.file})"))
-            else:
-                net = p.net
+        throttle = _only_one("throttle", throttle, p.throttle, p.file, errors)
+        net = _only_one("net", net, p.net, p.file, errors)
     return Ruleset(tuple(rules), throttle or ThrottleSettings(),
                    tuple(p.file for p in parsed), net or NetSettings()), errors
 
+
+_Table = TypeVar("_Table", ThrottleSettings, NetSettings)
+
+
+def _only_one(name: str, kept: _Table | None, new: _Table | None, file: str,
+              errors: list[RuleError]) -> _Table | None:
+    """A top-level table of at most one file: the first kept, a second an error."""
+    if new is not None and kept is not None:
+        errors.append(RuleError(file, 1, f"a second [{name}] table (the first is in "
+                                f"{kept.file})"))
+        return kept
+    return kept if new is None else new
