@@ -51,8 +51,11 @@ def default_dev(ns: str | None) -> str:
     raise NotFoundError("no default route to find the interface by", "give --net-dev DEV")
 
 
-def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None) -> Target:
-    """Everything `run --net` needs, asked before anything changes; one line otherwise."""
+def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None, *,
+          what: str = "--net", probe_parent: str | None = None) -> Target:
+    """Everything `run --net` needs, asked before anything changes; one line otherwise.
+    `what` names who asks; `probe_parent`: where the kernel probe's throwaway group goes
+    (`tcpopts.check`)."""
     if mode not in MODES:
         raise UsageError(f"unknown --net mode {mode!r}: {', '.join(MODES)}")
     uplink_bit = link.parse_rate(uplink, " (--net-uplink)") if uplink else None
@@ -68,11 +71,11 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None)
             raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
                               f"{q.get('handle')}): not replacing someone's shaping",
                               "remove it first, or give another --net-dev")
-    require_kernel("--net", target.cc)
+    require_kernel(what, target.cc, probe_parent)
     return target
 
 
-def require_kernel(what: str, cc: str | None = None) -> None:
+def require_kernel(what: str, cc: str | None = None, probe_parent: str | None = None) -> None:
     """What the policy needs of this machine on any interface (one line and 69 when it
     lacks it): `what` names who asks (`run --net`, bench's background policy); `cc`: the
     congestion control the job's sockets are to get."""
@@ -82,7 +85,7 @@ def require_kernel(what: str, cc: str | None = None) -> None:
     if not testbed.qdisc_known("htb"):
         raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
     os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
-    tcpopts.check(cc)  # the window clamp (and the congestion control) take effect here
+    tcpopts.check(cc, probe_parent)  # the window clamp (and the cc) take effect here
 
 
 def group_path(tag: str) -> str:

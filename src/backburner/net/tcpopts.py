@@ -54,10 +54,11 @@ def cc_changes(cc: str | None) -> list[system.Change]:
     return [system.KernelModule(f"tcp_{cc}")]
 
 
-def check(cc: str | None = None) -> None:
+def check(cc: str | None = None, parent: str | None = None) -> None:
     """That the sock_ops program loads here and clamps a socket's window, and (with `cc`)
     that this kernel has that congestion control; else one line (69). Changes nothing
-    that outlives the call."""
+    that outlives the call. `parent`: the group the throwaway one is made in (a group of
+    ours where systemd owns the tree: a delegated unit's); by default the root."""
     if cc is not None and cc not in available_cc() and not system.module_available(f"tcp_{cc}"):
         raise UnavailableError(f"this kernel has no congestion control {cc!r} (module "
                                f"tcp_{cc}); it has {', '.join(available_cc()) or 'none'}")
@@ -66,7 +67,7 @@ def check(cc: str | None = None) -> None:
         raise UnavailableError("the window clamp needs a cgroup v2 hierarchy, and none is "
                                "mounted")
     with system.Transaction("net-tcpopts-check") as tx:
-        group = os.path.join(root, f"bbcheck-{secrets.token_hex(3)}")
+        group = os.path.join(parent or root, f"bbcheck-{secrets.token_hex(3)}")
         tx.apply(system.CgroupDir(group))
         tx.apply(system.CgroupSockOps(group, None, _PROBE_CLAMP, 2))
         child = spawn.launch([sys.executable, "-m", "backburner.net.tcpopts"],

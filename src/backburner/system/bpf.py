@@ -190,6 +190,15 @@ PIN_EGRESS = "ack_egress"
 PIN_SOCK_OPS = "window_sock_ops"
 PIN_WINDOW = "window"
 PIN_DIR = "backburner"
+#: The attach types systemd's BPFProgram= names, for each pinned program.
+SYSTEMD_ATTACH = {PIN_EGRESS: "egress", PIN_SOCK_OPS: "sock_ops"}
+
+
+def bpf_program_settings(root: str = cgroupbpf.BPFFS) -> list[str]:
+    """The values of a unit's BPFProgram= lines (type:path) for what `PinnedPrograms`
+    pins under `root`."""
+    return [f"{kind}:{os.path.join(root, PIN_DIR, name)}" for name, kind in
+            SYSTEMD_ATTACH.items()]
 
 
 @dataclass
