@@ -20,3 +20,13 @@ def bed(state_dir: Path) -> Iterator[testbed.Testbed]:
         b = testbed.build(tx, link.parse(SPEC))
         testbed.start_server(b)
         yield b
+
+
+@pytest.fixture
+def bpffs(state_dir: Path) -> Iterator[str]:
+    """A bpffs of our own, mounted on a private directory (both journaled): this host
+    mounts none at /sys/fs/bpf (systemd is not PID 1 here)."""
+    with system.Transaction("bpffs-test") as tx:
+        where = tx.apply(system.PrivateDir(str(system.work_root()), "bpffs-"))
+        tx.apply(system.Mount("bpf", where, "bpf", "mode=0700"))
+        yield where

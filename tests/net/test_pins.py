@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,6 @@ from backburner.errors import ExistsError, UnavailableError
 from backburner.system.bpf import PIN_DIR, PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def bpffs(state_dir: Path) -> Iterator[str]:
-    """A bpffs of our own, mounted on a private directory (both journaled)."""
-    with system.Transaction("bpffs-test") as tx:
-        where = tx.apply(system.PrivateDir(str(system.work_root()), "bpffs-"))
-        tx.apply(system.Mount("bpf", where, "bpf", "mode=0700"))
-        yield where
 
 
 def _gone(ids: dict[str, int]) -> bool:

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,14 +32,6 @@ from backburner.system.bpf import (
 )
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def bpffs(state_dir: Path) -> Iterator[str]:
-    with system.Transaction("bpffs-test") as tx:
-        where = tx.apply(system.PrivateDir(str(system.work_root()), "bpffs-"))
-        tx.apply(system.Mount("bpf", where, "bpf", "mode=0700"))
-        yield where
 
 
 def _client_state(bed: testbed.Testbed) -> tuple[object, ...]:

@@ -1,0 +1,51 @@
+"""The network background policy for a systemd unit, where systemd owns the cgroup tree
+(the Debian guest: systemd 252 as PID 1, cgroup2, netem): the shipped
+backburner-net.service on the testbed's client interface, a unit in the client namespace
+downloading through the `1mbit:40ms` link with the drop-in `backburner apply --unit UNIT
+--net background` writes. The service's pinned programs are the ones attached to the
+unit's group; its ACKs move the paced class's counters; the window map is set and the
+unit's socket has that clamp and TCP-LP; `apply --status` says live. After the unit and
+the service stop and `apply --remove`: no pins, the client's qdiscs and classes as
+before, no journal left, namespaces, groups, BPF programs and maps and tcp_lp as before
+(guest/netsd.py reads it all from the kernel)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .rig import Guest
+
+pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).parent / "guest" / "netsd.py"
+
+
+def test_a_units_downloads_paced_by_the_net_service(guest: Guest) -> None:
+    where = guest.run(["sh", "-c", "command -v backburner"], check=True).out.strip()
+    unit = (REPO / "systemd" / "backburner-net.service").read_text()
+    guest.put("/root/backburner-net.service", unit.replace("/usr/bin/backburner", where))
+    guest.put("/root/netsd.py", SCRIPT.read_text())
+    guest.put("/root/netbg.py", (SCRIPT.parent / "netbg.py").read_text())
+    r = guest.run(["python3", "/root/netsd.py", "/root/backburner-net.service"], timeout=300,
+                  check=True)
+    got = json.loads(r.out)
+    print(json.dumps(got, indent=1))  # the figures docs/network.md cites
+    assert got["apply"][0] == 0 and got["start"][0] == 0, got
+    assert got["service"] == "active", got
+    ids = got["ids"]
+    assert None not in ids and set(ids) <= set(got["attached"]), got  # systemd attached ours
+    first, then = got["ack_packets"]
+    assert then - first > 20, got  # the unit's ACKs in the paced class
+    clamp, initial = got["window"]
+    assert clamp >= 1448 and initial >= 1, got  # the pacer set the window
+    assert got["job"]["window_clamp"] == clamp and got["job"]["cc"] == "lp", got
+    assert got["job"]["bytes"] > 50_000, got
+    assert got["status"][0] == 0, got  # apply --status: live
+    assert got["remove"][0] == 0 and got["service_after"] in ("inactive", "failed"), got
+    assert not got["pins_after_stop"], got
+    assert got["shaping_after"] == got["shaping_before"], got
+    assert got["after"] == got["before"], got
