@@ -138,3 +138,22 @@ def test_sigkill_then_restore_leaves_nothing(bed: testbed.Testbed, bpffs: str) -
     assert r.returncode == 0, r.err
     assert not Path(bpffs, PIN_DIR).exists()
     assert _client_state(bed) == before
+
+
+def test_the_groups_below_an_attached_one_are_found(cgroup2_group: Path) -> None:
+    made = [cgroup2_group / d for d in ("a", "a/x", "a/x/y", "a/z", "b")]
+    for d in made:
+        d.mkdir()
+    prog = cgroupbpf.load_priority_program(policy.BULK_PRIORITY)
+    group = os.open(cgroup2_group / "a", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        cgroupbpf.attach(group, prog)
+        found = service.attached_groups({cgroupbpf.program_id(prog)}, str(cgroup2_group))
+        assert sorted(found) == [str(cgroup2_group / d) for d in ("a", "a/x", "a/x/y", "a/z")]
+        assert service.attached_groups({0}, str(cgroup2_group)) == []
+        cgroupbpf.detach(group, prog)
+    finally:
+        os.close(group)
+        os.close(prog)
+        for d in reversed(made):
+            d.rmdir()

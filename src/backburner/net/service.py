@@ -89,10 +89,12 @@ def attached_groups(ids: set[int], root: str) -> list[str]:
     """Every group under the cgroup v2 `root` that has one of the programs `ids` attached
     (egress or sock_ops), and the groups below it (the programs act on them too)."""
     found: list[str] = []
+    under: str | None = None  # the group with a program attached that the walk is below
     for top, dirs, _files in os.walk(root):
-        if found and (top == found[-1] or top.startswith(found[-1] + "/")):
+        if under is not None and top.startswith(under + "/"):
             found.append(top)
             continue
+        under = None
         try:
             fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
@@ -107,6 +109,7 @@ def attached_groups(ids: set[int], root: str) -> list[str]:
             os.close(fd)
         if here & ids:
             found.append(top)
+            under = top
     return found
 
 

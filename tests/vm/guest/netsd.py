@@ -93,6 +93,12 @@ def attached(group: str) -> list[int]:
         os.close(fd)
 
 
+def cpu_s(pid: str) -> float:
+    """A process's user and system CPU time so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def transient() -> object:
     """What StartTransientUnit does with the property BPFProgram (systemd-run -p asks
     for it over D-Bus): the programs attached to the transient service's group."""
@@ -146,8 +152,8 @@ def main(unit_file: str) -> dict[str, object]:
         shutil.copy(unit_file, f"/etc/systemd/system/{SERVICE}")
         os.makedirs(f"/run/systemd/system/{SERVICE}.d", exist_ok=True)
         Path(f"/run/systemd/system/{SERVICE}.d/bed.conf").write_text(
-            f"[Service]\nEnvironment=BACKBURNER_NET_ARGS=--dev={bed.client_dev} "
-            f"--netns={bed.client_ns}\n")
+            f'[Service]\nEnvironment="BACKBURNER_NET_ARGS=--dev={bed.client_dev} '
+            f'--netns={bed.client_ns}"\n')
         Path("/root/netsd-job.py").write_text(JOB)
         Path(f"/etc/systemd/system/{UNIT}").write_text(
             "[Service]\nType=exec\n"
@@ -168,9 +174,12 @@ def main(unit_file: str) -> dict[str, object]:
             out["pinned"] = pinned
             out["attached"] = attached(group)
             out["service"] = sh("systemctl", "show", "-P", "ActiveState", SERVICE).stdout.strip()
-            first = ack_packets(bed)
+            main_pid = sh("systemctl", "show", "-P", "MainPID", SERVICE).stdout.strip()
+            first, cpu0, w0 = ack_packets(bed), cpu_s(main_pid), time.monotonic()
             time.sleep(6)
             out["ack_packets"] = [first, ack_packets(bed)]
+            # the service's own CPU while it paces one unit (the tree walk, the echoes)
+            out["service_cpu"] = round((cpu_s(main_pid) - cpu0) / (time.monotonic() - w0), 3)
             window = cgroupbpf.pinned(os.path.join(PINS, PIN_WINDOW))
             try:
                 out["window"] = list(cgroupbpf.window(window))
