@@ -113,33 +113,46 @@ def attached_groups(ids: set[int], root: str) -> list[str]:
     return found
 
 
+def start(tx: system.Transaction, target: background.Target,
+          root: str = cgroupbpf.BPFFS, name: str = PIN_DIR) -> policy.Applied:
+    """Pin the programs (in `root`/`name`), put the classes on the target, and start the
+    pacer for every group the programs get attached to; every piece a change of `tx`.
+    The caller stops the pacer (`policy.stop`) before the transaction ends."""
+    t = target
+    unified = cgroup2.unified_root()
+    if unified is None:  # checked before; a mount gone since is the machine's doing
+        raise UnavailableError("no cgroup v2 hierarchy is mounted")
+    for change in cc_changes(t.cc):
+        tx.apply(change)
+    pins = tx.apply(system.PinnedPrograms(root, policy.BULK_PRIORITY,
+                                          policy.UPLOAD_PRIORITY if t.uplink_bit else 0,
+                                          t.cc, name))
+    policy.classes(tx, t.ns, t.dev, policy.START_BIT, t.uplink_bit)
+    applied = policy.Applied(t.ns, t.dev, os.path.join(root, name), cc=t.cc,
+                             uplink=bool(t.uplink_bit))
+    applied.window_map = cgroupbpf.pinned(os.path.join(root, name, PIN_WINDOW))
+    try:
+        acks = policy.ack_knob(applied, float(policy.START_BIT), Rule())
+        ids = {pins["ids"][PIN_EGRESS], pins["ids"][PIN_SOCK_OPS]}
+        applied.pacer = Pacer(t.ns, applied.group,
+                              [acks, policy.window_knob(applied, WindowRule(), acks)],
+                              groups=lambda: attached_groups(ids, unified))
+        applied.pacer.start()
+    except BaseException:
+        policy.stop(applied)
+        raise
+    return applied
+
+
 def serve(plan: Plan, ready: Callable[[policy.Applied], None] = lambda _a: None,
           until: Callable[[], bool] = lambda: False) -> str:
     """Pin, shape, pace, until a signal (or `until()` says so, asked twice a second);
     then undo everything. `ready` is called once everything is in place (systemd's
     READY=1). Returns how it ended."""
-    t = plan.target
-    unified = cgroup2.unified_root()
-    if unified is None:  # checked before; a mount gone since is the machine's doing
-        raise UnavailableError("no cgroup v2 hierarchy is mounted")
     try:
         with system.Transaction("net-serve") as tx:
-            for change in cc_changes(t.cc):
-                tx.apply(change)
-            pins = tx.apply(system.PinnedPrograms(
-                plan.root, policy.BULK_PRIORITY,
-                policy.UPLOAD_PRIORITY if t.uplink_bit else 0, t.cc))
-            policy.classes(tx, t.ns, t.dev, policy.START_BIT, t.uplink_bit)
-            applied = policy.Applied(t.ns, t.dev, os.path.join(plan.root, PIN_DIR),
-                                     cc=t.cc, uplink=bool(t.uplink_bit))
-            applied.window_map = cgroupbpf.pinned(pin_path(PIN_WINDOW, plan.root))
+            applied = start(tx, plan.target, plan.root)
             try:
-                acks = policy.ack_knob(applied, float(policy.START_BIT), Rule())
-                ids = {pins["ids"][PIN_EGRESS], pins["ids"][PIN_SOCK_OPS]}
-                applied.pacer = Pacer(t.ns, applied.group,
-                                      [acks, policy.window_knob(applied, WindowRule(), acks)],
-                                      groups=lambda: attached_groups(ids, unified))
-                applied.pacer.start()
                 ready(applied)
                 while not until():
                     time.sleep(0.5)

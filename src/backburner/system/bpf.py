@@ -194,17 +194,16 @@ PIN_DIR = "backburner"
 SYSTEMD_ATTACH = {PIN_EGRESS: "egress", PIN_SOCK_OPS: "sock_ops"}
 
 
-def bpf_program_settings(root: str = cgroupbpf.BPFFS) -> list[str]:
+def bpf_program_settings(root: str = cgroupbpf.BPFFS, name: str = PIN_DIR) -> list[str]:
     """The values of a unit's BPFProgram= lines (type:path) for what `PinnedPrograms`
-    pins under `root`."""
-    return [f"{kind}:{os.path.join(root, PIN_DIR, name)}" for name, kind in
-            SYSTEMD_ATTACH.items()]
+    pins under `root` (in its directory `name`)."""
+    return [f"{kind}:{os.path.join(root, name, pin)}" for pin, kind in SYSTEMD_ATTACH.items()]
 
 
 @dataclass
 class PinnedPrograms(Change):
     """The network policy's two programs and the window map, loaded and pinned in a
-    directory of bpffs (`root`/backburner, mode 0700) for systemd to attach to units'
+    directory of bpffs (`root`/`name`, mode 0700) for systemd to attach to units'
     groups (`BPFProgram=egress:…`, `BPFProgram=sock_ops:…`) and for a controller to move
     the window through the map. The egress program gives packets without data `priority`
     (and those with data `data_priority`, 0: their own); the sock_ops program clamps the
@@ -225,10 +224,11 @@ class PinnedPrograms(Change):
     priority: int
     data_priority: int = 0
     cc: str | None = None
+    name: str = PIN_DIR  # the directory's name under root (a service's, or one run's)
 
     @property
     def directory(self) -> str:
-        return os.path.join(self.root, PIN_DIR)
+        return os.path.join(self.root, self.name)
 
     def describe(self) -> str:
         return f"the network policy's BPF programs pinned in {self.directory}"
@@ -308,13 +308,13 @@ class PinnedPrograms(Change):
                 os.rmdir(self.directory)
 
 
-def pinned_ids(root: str) -> dict[str, int]:
+def pinned_ids(root: str, directory: str = PIN_DIR) -> dict[str, int]:
     """The ids of what `PinnedPrograms` pinned under `root` now (by pin name), for those
     pins that are there."""
     found = {}
     for name in (PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW):
         try:
-            fd = cgroupbpf.pinned(os.path.join(root, PIN_DIR, name))
+            fd = cgroupbpf.pinned(os.path.join(root, directory, name))
         except OSError:
             continue
         try:
