@@ -138,6 +138,47 @@ def service_down(bed: testbed.Testbed) -> object:
         sh("systemctl", "daemon-reload")
 
 
+#: `run --net`'s job: a download for 4 s; what its socket had; exit status 7.
+RUN_JOB = r"""
+import json, socket, sys, time
+from backburner.net.tcpopts import socket_options
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+s.sendall(b"GET /bulk HTTP/1.0\r\n\r\n")
+got, end = 0, time.monotonic() + 4
+while time.monotonic() < end:
+    got += len(s.recv(65536))
+print(json.dumps({"bytes": got, **socket_options(s)}), flush=True)
+sys.exit(7)
+"""
+
+
+def run_net(bed: testbed.Testbed, bb: str) -> dict[str, object]:
+    """`backburner run --net background` where systemd owns the tree: the job's scope gets
+    the run's own pinned programs; what is attached to it, the paced class's counters,
+    the job's socket, its status mirrored, nothing of the run's left after."""
+    Path("/root/netsd-runjob.py").write_text(RUN_JOB)
+    proc = subprocess.Popen([bb, "run", "--net", "background", "--net-dev", bed.client_dev,
+                             "--netns", bed.client_ns, "--", sys.executable,
+                             "/root/netsd-runjob.py", testbed.SERVER_ADDR, str(testbed.PORT)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[str, object] = {"attached": [], "pinned": {}}
+    first = None
+    while proc.poll() is None:
+        runs = [d for d in os.listdir(cgroupbpf.BPFFS) if d.startswith("backburner-run-")]
+        scopes = list(Path("/sys/fs/cgroup/backburner.slice").glob("*.scope"))
+        if runs and scopes:
+            seen["pinned"] = system.pinned_ids(cgroupbpf.BPFFS, runs[0])
+            seen["attached"] = attached(str(scopes[0]))
+            packets = ack_packets(bed)
+            first = packets if first is None else first
+            seen["ack_packets"] = [first, packets]
+        time.sleep(0.5)
+    out, err = proc.communicate()
+    Path("/root/netsd-runjob.py").unlink()
+    return {**seen, "status": proc.returncode, "job": out, "stderr": err,
+            "left": [d for d in os.listdir(cgroupbpf.BPFFS) if d.startswith("backburner")]}
+
+
 def main(unit_file: str) -> dict[str, object]:
     out: dict[str, object] = {"before": snapshot()}
     bb = shutil.which("backburner")
@@ -205,6 +246,8 @@ def main(unit_file: str) -> dict[str, object]:
             sh("systemctl", "reset-failed", check=False)
         out["shaping_after"] = shaping(bed)
         out["pins_after_stop"] = os.path.exists(PINS)
+        out["run"] = run_net(bed, bb)
+        out["shaping_after_run"] = shaping(bed)
     deadline = time.monotonic() + 5  # the kernel frees a detached program a moment later
     while (after := snapshot()) != out["before"] and time.monotonic() < deadline:
         time.sleep(0.2)
