@@ -320,17 +320,7 @@ def _pinned_programs() -> set[int]:
 def _attached_programs(group: str) -> set[int]:
     from . import cgroupbpf
 
-    try:
-        fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return set()
-    try:
-        return set(cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_INET_EGRESS)) | \
-            set(cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
-    except OSError:
-        return set()
-    finally:
-        os.close(fd)
+    return cgroupbpf.policy_programs_on(group)
 
 
 def slice_live(unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT

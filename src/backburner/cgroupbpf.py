@@ -437,6 +437,21 @@ def detach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRE
     _bpf(BPF_PROG_DETACH, struct.pack("<IIII", cgroup_fd, prog_fd, attach_type, 0))
 
 
+def policy_programs_on(path: str) -> set[int]:
+    """Ids of the egress and sock_ops programs attached to the group at `path` itself (the
+    network policy's kinds); none when the group is gone or cannot be asked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return set()
+    try:
+        return set(attached(fd, BPF_CGROUP_INET_EGRESS)) | set(attached(fd, BPF_CGROUP_SOCK_OPS))
+    except OSError:
+        return set()
+    finally:
+        os.close(fd)
+
+
 def attached(cgroup_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> list[int]:
     """Ids of the programs of `attach_type` attached to this group itself (not inherited
     ones)."""

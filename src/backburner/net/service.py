@@ -90,23 +90,12 @@ def attached_groups(ids: set[int], root: str) -> list[str]:
     (egress or sock_ops), and the groups below it (the programs act on them too)."""
     found: list[str] = []
     under: str | None = None  # the group with a program attached that the walk is below
-    for top, dirs, _files in os.walk(root):
+    for top, _dirs, _files in os.walk(root):
         if under is not None and top.startswith(under + "/"):
             found.append(top)
             continue
         under = None
-        try:
-            fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError:
-            dirs.clear()
-            continue
-        try:
-            here = set(cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_INET_EGRESS)) | \
-                set(cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
-        except OSError:
-            here = set()
-        finally:
-            os.close(fd)
+        here = cgroupbpf.policy_programs_on(top)
         if here & ids:
             found.append(top)
             under = top
