@@ -234,3 +234,34 @@ def test_the_cli_exit_statuses(tmp_path: Path, state_dir: Path) -> None:
     r = bb("apply", "--status", "--root", str(tmp_path / "nothing"))
     assert r.returncode == 66
     one_line_error(r)
+
+
+def test_a_net_dropin_is_live_when_the_services_programs_are_attached() -> None:
+    unit = applied.Unit("loaded", "active", (DROPIN,), "/usr/lib/bulk.service", False,
+                        "/system.slice/bulk.service")
+    service = applied.Unit("loaded", "active")
+    pinned, on = {7, 8}, {7, 8, 3}  # 3: systemd's own (its IP accounting, say)
+
+    def check(u: applied.Unit = unit, s: applied.Unit = service,
+              attached: set[int] = on) -> tuple[bool, list[str]]:
+        return applied.net_live("bulk.service", u, s, "/cg", lambda: pinned,
+                                lambda group: attached if group == "/cg/system.slice/"
+                                "bulk.service" else set())
+
+    assert check() == (True, ["bulk.service: its traffic paced by backburner-net.service"])
+    live, notes = check(attached={3})  # started before the service pinned these
+    assert not live and "not attached to its group (systemctl restart bulk.service)" in notes[0]
+    live, notes = check(s=applied.Unit("loaded", "inactive"))
+    assert not live and "backburner-net.service is inactive" in notes[0]
+    assert check(u=replace(unit, active_state="inactive"), s=applied.Unit("loaded")) == (True, [])
+
+
+def test_a_net_dropin_is_what_apply_writes(tmp_path: Path) -> None:
+    for f in apply.plan(None, ["bulk"], BACKGROUND, "background"):
+        (tmp_path / f.path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f.path).write_text(f.content)
+    st = applied.status(str(tmp_path), live=False)
+    assert [i.verdict for i in st.items] == ["installed"] * 2, applied.render(st)
+    conf = tmp_path / "etc/systemd/system/bulk.service.d" / apply.DROPIN
+    conf.write_text(conf.read_text().replace("BPFProgram=sock_ops:", "#"))
+    assert applied.status(str(tmp_path), live=False).exit_status == applied.DRIFTED

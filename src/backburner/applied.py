@@ -175,7 +175,7 @@ def _check_file(path: Path, base: Path) -> Item:
         if policy is not None:
             try:
                 expected = apply.slice_unit(policy) if unit == apply.SLICE \
-                    else apply.dropin(unit, policy)
+                    else apply.dropin(unit, policy, apply.recorded_net(text))
             except BackburnerError:
                 expected = None
     if expected is None:
@@ -203,8 +203,11 @@ def _check_live(item: Item, path: Path, seen: str, view: Systemd | None, sys_blo
         item.live, item.notes = slice_live(view.unit(apply.SLICE), seen, policy, cgroup_root)
         return
     unit = path.parent.name.removesuffix(".d")
-    item.live, item.notes = dropin_live(unit, view.unit(unit), seen, policy, cgroup_root,
-                                        read_thread)
+    state = view.unit(unit)
+    item.live, item.notes = dropin_live(unit, state, seen, policy, cgroup_root, read_thread)
+    if apply.recorded_net(text) and item.live:
+        item.live, notes = net_live(unit, state, view.unit(apply.NET_SERVICE), cgroup_root)
+        item.notes += notes
 
 
 def matched_disks(rule: apply.SchedulerRule, sys_block: str = "/sys/block") -> list[Path]:
@@ -285,6 +288,39 @@ def dropin_live(name: str, unit: Unit, path: str, policy: Policy, cgroup_root: s
             live = False
             notes.append(f"{name}: {bad}{restart}")
     return live, notes
+
+
+def net_live(name: str, unit: Unit, service: Unit, cgroup_root: str = CGROUP_ROOT,
+             pinned: Callable[[], set[int]] | None = None,
+             attached: Callable[[str], set[int]] | None = None) -> tuple[bool, list[str]]:
+    """A drop-in with --net: when the unit runs, the network service runs too and the
+    programs it pinned are the ones attached to the unit's group (the kernel's word:
+    BPF_PROG_QUERY), not ones of an earlier run of the service or none."""
+    if unit.active_state not in ("active", "reloading", "activating") or not unit.cgroup:
+        return True, []
+    if service.active_state != "active":
+        return False, [f"{name} runs but {apply.NET_SERVICE} is {service.active_state}: its "
+                       f"traffic is not paced (systemctl restart {name})"]
+    ids = (pinned or _pinned_programs)()
+    on = (attached or _attached_programs)(cgroup_root + unit.cgroup)
+    if not ids or not ids <= on:
+        return False, [f"{name}: the programs {apply.NET_SERVICE} pinned are not attached to "
+                       f"its group (systemctl restart {name})"]
+    return True, [f"{name}: its traffic paced by {apply.NET_SERVICE}"]
+
+
+def _pinned_programs() -> set[int]:
+    from . import cgroupbpf, system
+    from .system.bpf import PIN_EGRESS, PIN_SOCK_OPS
+
+    found = system.pinned_ids(cgroupbpf.BPFFS)
+    return {found[n] for n in (PIN_EGRESS, PIN_SOCK_OPS) if n in found}
+
+
+def _attached_programs(group: str) -> set[int]:
+    from . import cgroupbpf
+
+    return cgroupbpf.policy_programs_on(group)
 
 
 def slice_live(unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT

@@ -28,6 +28,7 @@ from pathlib import Path
 from . import cgroup2, safepath, system, systemd
 from .errors import ExistsError, NotFoundError, UsageError
 from .priority import Policy, parse_policy
+from .system.bpf import bpf_program_settings
 
 log = logging.getLogger(__name__)
 
@@ -115,18 +116,39 @@ def udev_rule(rule: SchedulerRule) -> str:
             + ", ".join([*matches, f'ATTR{{queue/scheduler}}="{rule.scheduler}"']) + "\n")
 
 
-def dropin(unit: str, policy: Policy) -> str:
+#: The network modes a drop-in can ask for (`--net`), as `run --net` takes them.
+NET_MODES = ("background",)
+#: The service that pins the programs a drop-in's BPFProgram= lines name, and paces.
+NET_SERVICE = "backburner-net.service"
+#: Where systemd finds them: bpffs, as systemd mounts it.
+NET_PROGRAMS = tuple(bpf_program_settings())
+
+
+def check_net(net: str | None) -> None:
+    if net is not None and net not in NET_MODES:
+        raise UsageError(f"unknown --net mode {net!r}: {', '.join(NET_MODES)}")
+
+
+def dropin(unit: str, policy: Policy, net: str | None = None) -> str:
     """A unit's drop-in: the policy's IO class, CPU policy and weights, and, when it has
     weights, the unit in our slice (which carries them against user.slice: a weight inside
-    system.slice ranks the unit only against other system services)."""
+    system.slice ranks the unit only against other system services). With `net`
+    ("background"): the network service's pinned programs attached to the unit's group
+    (BPFProgram=), and the service wanted and started first, so the pins are there when
+    systemd attaches them."""
+    check_net(net)
     props = systemd.service_properties(policy)
-    if not props:
+    if not props and net is None:
         raise UsageError(f"policy {policy.name!r} sets nothing for {unit}",
-                         "give --policy background, or --io/--cpu/--io-weight/--cpu-weight")
+                         "give --policy background, or --io/--cpu/--io-weight/--cpu-weight, "
+                         "or --net background")
     if systemd.slice_properties(policy):
         props["Slice"] = SLICE
-    lines = [MARKER, f"# {unit}: bulk work on the back burner (policy {policy.spec()}).",
-             "[Service]", *(f"{k}={v}" for k, v in props.items())]
+    what = f"policy {policy.spec()}" + (f"; net {net}" if net else "")
+    lines = [MARKER, f"# {unit}: bulk work on the back burner ({what}).",
+             *(["[Unit]", f"Wants={NET_SERVICE}", f"After={NET_SERVICE}"] if net else []),
+             "[Service]", *(f"{k}={v}" for k, v in props.items()),
+             *(f"BPFProgram={p}" for p in (NET_PROGRAMS if net else ()))]
     return "\n".join(lines) + "\n"
 
 
@@ -142,30 +164,44 @@ def slice_unit(policy: Policy) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy) -> list[File]:
+def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy,
+         net: str | None = None) -> list[File]:
     """The files `apply` writes, from explicit choices (the report's recommendation later)."""
+    check_net(net)
     if rule is None and not units:
         raise UsageError("nothing to apply", "give --scheduler and/or --unit")
+    if net is not None and not units:
+        raise UsageError("--net is for units' drop-ins", "give --unit UNIT")
     if units:  # unit drop-ins: systemd's groups, and no unit property for io.prio.class
         cgroup2.refuse_for_job(policy, "apply", under_systemd=True)
     files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rule(rule))] if rule else []
     for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
-        files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy)))
+        files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy, net)))
     if units and systemd.slice_properties(policy):
         files.append(File(f"{UNIT_DIR}/{SLICE}", slice_unit(policy)))
     return files
 
 
+_RECORDED = re.compile(r"\(policy ([^();]+)(?:; net ([a-z]+))?\)\.$")
+
+
 def recorded_policy(text: str) -> Policy | None:
     """The policy a drop-in or slice file of ours was written for (its second line)."""
     lines = text.splitlines()
-    m = re.search(r"\(policy ([^()]+)\)\.$", lines[1]) if len(lines) > 1 else None
+    m = _RECORDED.search(lines[1]) if len(lines) > 1 else None
     if m is None:
         return None
     try:
         return parse_policy(m.group(1))
     except UsageError:
         return None
+
+
+def recorded_net(text: str) -> str | None:
+    """The network mode a drop-in of ours was written with (its second line), if any."""
+    lines = text.splitlines()
+    m = _RECORDED.search(lines[1]) if len(lines) > 1 else None
+    return m.group(2) if m else None
 
 
 _RULE_LINE = re.compile(r'.*KERNEL=="([^"]*)"(?:, ATTR\{queue/rotational\}=="([01])")?, '

@@ -32,6 +32,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from . import procfs
 from .errors import UnavailableError
 
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "armv7l": 386, "ppc64le": 361,
@@ -41,6 +42,8 @@ BPF_MAP_CREATE = 0
 BPF_MAP_LOOKUP_ELEM = 1
 BPF_MAP_UPDATE_ELEM = 2
 BPF_PROG_LOAD = 5
+BPF_OBJ_PIN = 6
+BPF_OBJ_GET = 7
 BPF_PROG_ATTACH = 8
 BPF_PROG_DETACH = 9
 BPF_PROG_GET_NEXT_ID = 11
@@ -434,6 +437,21 @@ def detach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRE
     _bpf(BPF_PROG_DETACH, struct.pack("<IIII", cgroup_fd, prog_fd, attach_type, 0))
 
 
+def policy_programs_on(path: str) -> set[int]:
+    """Ids of the egress and sock_ops programs attached to the group at `path` itself (the
+    network policy's kinds); none when the group is gone or cannot be asked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return set()
+    try:
+        return set(attached(fd, BPF_CGROUP_INET_EGRESS)) | set(attached(fd, BPF_CGROUP_SOCK_OPS))
+    except OSError:
+        return set()
+    finally:
+        os.close(fd)
+
+
 def attached(cgroup_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> list[int]:
     """Ids of the programs of `attach_type` attached to this group itself (not inherited
     ones)."""
@@ -444,3 +462,36 @@ def attached(cgroup_fd: int, attach_type: int = BPF_CGROUP_INET_EGRESS) -> list[
     _bpf(BPF_PROG_QUERY, buf)
     count = struct.unpack_from("<I", buf.raw, 24)[0]
     return [int(ids[i]) for i in range(min(count, 64))]
+
+
+# --- pinned in the BPF filesystem -------------------------------------------------------------
+#
+# A program or map pinned in bpffs lives as long as its pin does, with no process holding
+# it: that is how systemd is given programs to attach to its units' groups (BPFProgram=
+# takes a bpffs path), and how a controller finds the map again.
+
+BPFFS = "/sys/fs/bpf"
+
+
+def bpffs_mounted(path: str = BPFFS) -> bool:
+    """Whether a BPF filesystem is mounted at `path` itself (the top one counts)."""
+    real = os.path.realpath(path)
+    on_top = [m for m in procfs.mounts() if m.mountpoint == real]
+    return bool(on_top) and on_top[-1].fstype == "bpf"
+
+
+def _path_attr(path: str, fd: int) -> tuple[bytes, ctypes.Array[ctypes.c_char]]:
+    name = ctypes.create_string_buffer(os.fsencode(path))
+    return struct.pack("<QII", ctypes.addressof(name), fd, 0), name
+
+
+def pin(fd: int, path: str) -> None:
+    """Pin a program or map at `path` in bpffs (which must not exist; the parent must)."""
+    attr, _keep = _path_attr(path, fd)
+    _bpf(BPF_OBJ_PIN, attr)
+
+
+def pinned(path: str) -> int:
+    """A descriptor of the program or map pinned at `path` (the caller closes it)."""
+    attr, _keep = _path_attr(path, 0)
+    return _bpf(BPF_OBJ_GET, attr)

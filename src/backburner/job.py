@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
-from . import cgroup2, priority, procfs, spawn, system, systemd
-from .errors import NotFoundError, SystemStateError, UnavailableError, UsageError
-from .net import background
+from . import cgroup2, cgroupbpf, priority, procfs, spawn, system, systemd
+from .errors import NotFoundError, SystemStateError, UsageError
+from .net import background, service
 from .net import policy as nt
 
 Report = Callable[[str], None]
@@ -83,7 +84,8 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
     if policy.io is not None and policy.io.klass == "rt":
         system.require_root("the realtime IO class (rt)")
     if net is not None:
-        return _run_with_net(argv, policy, net, report=report, facts=facts)
+        return _run_with_net(argv, policy, net, report=report, facts=facts,
+                             slice_name=slice_name)
     if not policy.needs_cgroup:
         report(f"applying {describe_plan(policy, None)}")
         return spawn.run_foreground(argv, policy=policy)
@@ -101,13 +103,14 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
 
 
 def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.Target, *,
-                  report: Report, facts: systemd.Facts | None) -> spawn.Outcome:
+                  report: Report, facts: systemd.Facts | None,
+                  slice_name: str = systemd.DEFAULT_SLICE) -> spawn.Outcome:
     """The job in a cgroup v2 group of its own for its packets (beside the group of its
     IO/CPU weights, when the policy has them), the network policy on `net` for as long
     as it runs; the pacer ends before the transaction takes the policy away."""
     if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
-        raise UnavailableError("--net where systemd owns the cgroup tree is not supported "
-                               "yet: the job's packet group would be outside its scope")
+        return _run_with_net_in_scope(argv, policy, net, report=report,
+                                      slice_name=slice_name)
     plan = (priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
             if policy.needs_cgroup else None)
     if plan is not None:
@@ -129,8 +132,32 @@ def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.
             nt.stop(applied)
 
 
+def _run_with_net_in_scope(argv: Sequence[str], policy: priority.Policy,
+                           net: background.Target, *, report: Report,
+                           slice_name: str) -> spawn.Outcome:
+    """Where systemd owns the cgroup tree: the job's transient scope (as `run_in_scope`
+    makes it) gets the network policy's programs, pinned for this run for systemd to
+    attach (BPFProgram=, as a unit's drop-in names the service's), and the pacer paces
+    the groups they are on while the job runs; the pins and the classes go after it."""
+    name = f"backburner-run-{procfs.owner_tag(os.getpid())}"
+    with system.Transaction("run") as tx:
+        applied = service.start(tx, net, cgroupbpf.BPFFS, name)
+        programs = [tuple(p.split(":", 1)) for p in
+                    system.bpf.bpf_program_settings(cgroupbpf.BPFFS, name)]
+        where = f" in network namespace {net.ns}" if net.ns else ""
+        report(f"network: background on {net.dev}{where} (BPF programs in "
+               f"{applied.group}, attached to the job's scope by systemd)")
+        try:
+            return run_in_scope(argv, policy, report=report, slice_name=slice_name,
+                                extra=[("BPFProgram", ("a(ss)", programs))],
+                                netns=net.netns_path)
+        finally:
+            nt.stop(applied)
+
+
 def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report = _quiet,
-                 slice_name: str = systemd.DEFAULT_SLICE) -> spawn.Outcome:
+                 slice_name: str = systemd.DEFAULT_SLICE, extra: Sequence[Any] = (),
+                 netns: str | None = None) -> spawn.Outcome:
     """The job in a transient systemd scope of its own, in a slice beside user.slice that
     carries the policy's weights (in system.slice, where a scope lands by default, a weight
     ranks the job only against other services, and the desktop's user.slice weighs as much
@@ -138,7 +165,8 @@ def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report
     itself, after its IO class and CPU policy are set and before it execs the job: the
     Outcome (exit status, signal, rusage) is the job's own. The slice, made with the scope
     when it does not exist yet, is stopped by systemd when its last job has gone (even if
-    we were killed): nothing of it is ours to undo."""
+    we were killed): nothing of it is ours to undo. `extra`: more properties of the scope
+    (the network policy's BPFProgram=); `netns`: the network namespace the job runs in."""
     systemd.check_slice_name(slice_name)
     unit = systemd.scope_unit_name(os.getpid())
     weights = systemd.slice_properties(policy)
@@ -152,7 +180,7 @@ def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report
         with Bus.connect() as bus:
             bus.start_scope(unit, os.getpid(), slice_name,
                             [(k, ("t", v)) for k, v in weights.items()],
-                            "backburner run: a bulk job on the back burner")
+                            "backburner run: a bulk job on the back burner", extra=extra)
 
     if have is None:
         where = f"{slice_name} (" + ", ".join(f"{k}={v}" for k, v in weights.items()) + ")"
@@ -161,7 +189,7 @@ def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report
             f"{k}={'default' if v is None else v}" for k, v in have.items()) + ")"
     parts = [f"{k} {v}" for k, v in own.settings().items() if v not in ("-", "inherit")]
     report(f"applying {'; '.join([*parts, f'systemd scope {unit} in {where}'])}")
-    return spawn.run_foreground(argv, policy=own, before_exec=join_scope)
+    return spawn.run_foreground(argv, policy=own, before_exec=join_scope, netns=netns)
 
 
 @dataclass(frozen=True)

@@ -30,3 +30,13 @@ def bed_state(bed: testbed.Testbed) -> tuple[object, ...]:
     return (system.qdiscs(bed.client_ns, bed.client_dev),
             system.tc_classes(bed.client_ns, bed.client_dev),
             sorted(p.name for p in Path(root).iterdir() if p.is_dir()))
+
+
+@pytest.fixture
+def bpffs(state_dir: Path) -> Iterator[str]:
+    """A bpffs of our own, mounted on a private directory (both journaled): this host
+    mounts none at /sys/fs/bpf (systemd is not PID 1 here)."""
+    with system.Transaction("bpffs-test") as tx:
+        where = tx.apply(system.PrivateDir(str(system.work_root()), "bpffs-"))
+        tx.apply(system.Mount("bpf", where, "bpf", "mode=0700"))
+        yield where

@@ -15,6 +15,7 @@ examples:
   backburner apply --scheduler bfq                       # BFQ for every spinning disk
   backburner apply --scheduler bfq --devices all --unit apt-daily-upgrade --unit backup.service
   backburner apply --unit packagekit --policy gentle --dry-run
+  backburner apply --unit apt-daily-upgrade --net background   # its downloads too
   backburner apply --root image/ --scheduler bfq --unit apt-daily-upgrade   # an image build
   backburner apply --status                              # installed? as apply writes it? live?
   backburner apply --remove
@@ -39,8 +40,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.format != "text":
         raise UsageError("--format/--json is for the output of --status")
     if args.remove:
-        if args.scheduler or args.unit:
-            raise UsageError("--remove takes every file apply wrote; give no --scheduler/--unit")
+        if args.scheduler or args.unit or args.net:
+            raise UsageError("--remove takes every file apply wrote; give no "
+                             "--scheduler/--unit/--net")
         recover_if_needed()
         removed = apply.remove(args.root, report=print)
         if not removed:
@@ -56,12 +58,12 @@ def cmd_apply(args: argparse.Namespace) -> int:
         io=priority.IOPrio.parse(args.io) if args.io else None,
         cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
         io_weight=args.io_weight, cpu_weight=args.cpu_weight)
-    files = apply.plan(rule, args.unit, policy)
+    files = apply.plan(rule, args.unit, policy, args.net)
     if args.dry_run:
         print(apply.render(files, args.root), end="")
         return 0
     if args.unit and not args.force:
-        _check_units(args.unit, args.root)
+        _check_units([*args.unit, *([apply.NET_SERVICE] if args.net else [])], args.root)
     recover_if_needed()
     apply.install(files, args.root, force=args.force, report=print)
     if args.root == "/":
@@ -79,7 +81,7 @@ def _check_units(units: list[str], root: str) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    if args.scheduler or args.unit or args.remove or args.dry_run:
+    if args.scheduler or args.unit or args.net or args.remove or args.dry_run:
         raise UsageError("--status reads what apply installed; give no --scheduler, --unit, "
                          "--remove or --dry-run")
     if not os.path.isdir(args.root):
@@ -108,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kernel device names the rule matches, globs joined by |")
     p.add_argument("--unit", action="append", default=[], metavar="UNIT",
                    help="a bulk-work service to put on the back burner (repeatable)")
+    p.add_argument("--net", metavar="MODE", choices=apply.NET_MODES,
+                   help="the units' network traffic: background (their groups get the "
+                   f"network service's BPF programs, and want {apply.NET_SERVICE})")
     p.add_argument("--policy", default="background",
                    help="the policy of the drop-ins (see `backburner policies`)")
     p.add_argument("--io", metavar="CLASS", help="IO class: idle, be:0-7, rt:0-7")

@@ -26,6 +26,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _net(args: argparse.Namespace) -> int:
+    from ..net import service
+    from ..system.bpf import bpf_program_settings
+    from ..systemd.notify import sd_notify
+
+    plan = service.check(args.dev, args.netns, args.uplink)
+    recover_if_needed()
+    where = f"{plan.target.dev}" + (f" in network namespace {plan.target.ns}"
+                                    if plan.target.ns else "")
+
+    def ready(_applied: object) -> None:
+        err(f"govern net: the background policy on {where}; units attach "
+            + ", ".join(f"BPFProgram={p}" for p in bpf_program_settings(plan.root)))
+        sd_notify(f"READY=1\nSTATUS=the background policy on {where}")
+
+    how = service.serve(plan, ready)
+    err(f"govern net: {how}; the programs are unpinned and {where} is as it was")
+    return 0
+
+
 def _status(args: argparse.Namespace) -> int:
     from ..govern import state, views
 
@@ -81,6 +101,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-exec-filter", action="store_true",
                    help="take every exec from the process connector instead of having the "
                    "kernel filter them by program name (a perf tracepoint)")
+    n = add_command(s, "net", _net, help="the network background policy for systemd units "
+                    "(the unit backburner-net.service runs this)",
+                    description="Pin the network background policy's BPF programs in bpffs "
+                    "for units' BPFProgram= (`backburner apply --unit UNIT --net background` "
+                    "writes those lines), put its HTB classes on DEV, and pace the traffic of "
+                    "every group the programs are attached to, until SIGTERM or ^C; then "
+                    "everything is put back. See docs/network.md.")
+    n.add_argument("--dev", metavar="DEV", help="the interface (default: the one the "
+                   "default route leaves by)")
+    n.add_argument("--netns", metavar="NAME", help="DEV is in this network namespace "
+                   "(`ip netns`)")
+    n.add_argument("--uplink", metavar="RATE", help="the uplink's rate (e.g. 1mbit): DEV is "
+                   "shaped just below it and the units' uploads go behind everything else")
     st = add_command(s, "status", _status,
                      help="each governed process: rule, what was set, since when")
     add_format(st, ("text", "json"), what="text, or the status file as it is (JSON)")

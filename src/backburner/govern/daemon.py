@@ -21,7 +21,6 @@ import math
 import os
 import select
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -31,6 +30,7 @@ from typing import Any
 from .. import cgroup2, interrupts, proc_events, procfs, safepath, system, systemd
 from ..errors import BackburnerError, ExistsError
 from ..proc_events import EXEC
+from ..systemd.notify import sd_notify
 from . import execwatch, load, state, throttle
 from . import groups as cgroups
 from .governor import Governor
@@ -80,20 +80,6 @@ def status(gov: Governor, opts: Options, started: float, running: bool = True
 
 
 # --- the loop ---------------------------------------------------------------------------------
-
-
-def sd_notify(message: str) -> None:
-    """Tell systemd (Type=notify) how we are: one datagram to $NOTIFY_SOCKET, if set."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
-            s.sendto(message.encode(), address)
-    except OSError as err:
-        log.warning("could not notify systemd: %s", err)
 
 
 def _check_ready_file(path: str | None) -> None:

@@ -89,8 +89,10 @@ def network_target(ruleset: Ruleset, under_systemd: bool) -> background.Target |
         return None
     if under_systemd:
         raise UnavailableError(f"govern rule {rule.name}: net = \"background\" where "
-                               "systemd owns the cgroup tree is not supported yet",
-                               "remove the key; systemd units' traffic is not held back")
+                               "systemd owns the cgroup tree would put the process in a "
+                               "group of ours beside its unit",
+                               "remove the key; for a unit: backburner apply --unit UNIT "
+                               "--net background")
     net = ruleset.net
     return background.check("background", net.dev, net.netns, net.uplink)
 

@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, system
+from .. import cgroup2, cgroupbpf, system, systemd
 from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..system.change import run_tool
 from . import link, policy, tcpopts, testbed
@@ -51,8 +51,11 @@ def default_dev(ns: str | None) -> str:
     raise NotFoundError("no default route to find the interface by", "give --net-dev DEV")
 
 
-def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None) -> Target:
-    """Everything `run --net` needs, asked before anything changes; one line otherwise."""
+def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None, *,
+          what: str = "--net", probe_parent: str | None = None) -> Target:
+    """Everything `run --net` needs, asked before anything changes; one line otherwise.
+    `what` names who asks; `probe_parent`: where the kernel probe's throwaway group goes
+    (`tcpopts.check`)."""
     if mode not in MODES:
         raise UsageError(f"unknown --net mode {mode!r}: {', '.join(MODES)}")
     uplink_bit = link.parse_rate(uplink, " (--net-uplink)") if uplink else None
@@ -68,21 +71,31 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None)
             raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
                               f"{q.get('handle')}): not replacing someone's shaping",
                               "remove it first, or give another --net-dev")
-    require_kernel("--net", target.cc)
+    scope_pins = None
+    if probe_parent is None and systemd.manages_cgroups(systemd.read_facts()):
+        # no group of ours there: the job gets a transient scope with the programs
+        # pinned for systemd to attach, and the kernel probe likewise
+        if not cgroupbpf.bpffs_mounted(cgroupbpf.BPFFS):
+            raise UnavailableError(f"{what} where systemd owns the cgroup tree needs a BPF "
+                                   f"filesystem at {cgroupbpf.BPFFS}, and none is mounted")
+        scope_pins = cgroupbpf.BPFFS
+    require_kernel(what, target.cc, probe_parent, scope_pins)
     return target
 
 
-def require_kernel(what: str, cc: str | None = None) -> None:
+def require_kernel(what: str, cc: str | None = None, probe_parent: str | None = None,
+                   scope_pins: str | None = None) -> None:
     """What the policy needs of this machine on any interface (one line and 69 when it
     lacks it): `what` names who asks (`run --net`, bench's background policy); `cc`: the
-    congestion control the job's sockets are to get."""
+    congestion control the job's sockets are to get; `probe_parent`, `scope_pins`: where
+    the kernel probe runs (`tcpopts.check`)."""
     if cgroup2.unified_root() is None:
         raise UnavailableError(f"{what} needs a cgroup v2 hierarchy to attribute the job's "
                                "packets, and none is mounted")
     if not testbed.qdisc_known("htb"):
         raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
     os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
-    tcpopts.check(cc)  # the window clamp (and the congestion control) take effect here
+    tcpopts.check(cc, probe_parent, scope_pins)  # the clamp (and the cc) take effect
 
 
 def group_path(tag: str) -> str:

@@ -235,11 +235,14 @@ class Knob:
 @dataclass
 class Pacer:
     """The controller thread for the background job's budgets; `start()`, then `stop()`.
-    `history` holds (time, the first knob's value, queueing delay or None) per step."""
+    `history` holds (time, the first knob's value, queueing delay or None) per step.
+    The job is the processes of the cgroup v2 `group`, or, with `groups`, of the groups
+    it returns when asked (once a second: the network service's units come and go)."""
 
     ns: str | None
     group: str
     knobs: list[Knob]
+    groups: Callable[[], list[str]] | None = None
     interval_s: float = 0.1
     base_window_s: float = 30.0
     current_filter: int = 1
@@ -259,6 +262,10 @@ class Pacer:
         if self._thread is not None:
             self._thread.join(5.0)
 
+    def _connections(self) -> list[str]:
+        return [c for g in (self.groups() if self.groups else [self.group])
+                for c in job_connections(g)]
+
     def _run(self, sock: socket.socket) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
         ident = (os.getpid() ^ threading.get_native_id()) & 0xFFFF
@@ -269,7 +276,7 @@ class Pacer:
             while not self._stop.wait(self.interval_s):
                 now = time.monotonic()
                 if not conns or now - conns_at > 1.0:
-                    conns, conns_at = job_connections(self.group), now
+                    conns, conns_at = self._connections(), now
                 peers = list(dict.fromkeys(conns))
                 if not peers:
                     continue

@@ -109,14 +109,22 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
     knobs = []
     if acks or uplink_bit:
         budget = int(link.rate_bit * SHARE) if link is not None else START_BIT
-        _classes(tx, applied, budget if acks else None, uplink_bit)
+        classes(tx, ns, dev, budget if acks else None, uplink_bit)
+        tx.apply(system.CgroupPacketPriority(
+            group, BULK_PRIORITY if acks else 0,
+            data_priority=UPLOAD_PRIORITY if uplink_bit is not None else 0))
         if acks:
-            knobs.append(_ack_knob(applied, float(budget), rule or Rule()))
+            knobs.append(ack_knob(applied, float(budget), rule or Rule()))
     if mechanism in ("window", "both") or cc:
-        knob = _window_clamp(tx, applied, window_rule or WindowRule(),
-                             knobs[0] if knobs else None, mechanism != "acks")
-        if knob is not None:
-            knobs.append(knob)
+        for change in cc_changes(applied.cc):
+            tx.apply(change)
+        result = tx.apply(system.CgroupSockOps(group, applied.cc, 0, 0))
+        if mechanism != "acks":
+            applied.window_map = system.window_map(result)
+            if applied.window_map is None:
+                raise SystemStateError("the window clamp's BPF map vanished as it was made")
+            knobs.append(window_knob(applied, window_rule or WindowRule(),
+                                     knobs[0] if knobs else None))
     if adaptive and knobs:
         applied.pacer = Pacer(ns, group, knobs, interval_s=interval_s,
                               current_filter=current_filter)
@@ -124,12 +132,12 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
     return applied
 
 
-def _classes(tx: system.Transaction, applied: Applied, ack_bit: int | None,
-             uplink_bit: int | None) -> None:
-    """The HTB root: the job's ACKs in a paced class of their own (`ack_bit`), and with
-    `uplink_bit` everything else shaped just below the uplink's rate, the job's uploads in
-    a class that borrows what the rest leaves."""
-    ns, dev = applied.ns, applied.dev
+def classes(tx: system.Transaction, ns: str | None, dev: str, ack_bit: int | None,
+            uplink_bit: int | None) -> None:
+    """The HTB root on `dev`: the job's ACKs (priority BULK_PRIORITY) in a paced class of
+    their own (`ack_bit`), and with `uplink_bit` everything else shaped just below the
+    uplink's rate, the job's uploads (UPLOAD_PRIORITY) in a class that borrows what the
+    rest leaves."""
     tx.apply(system.Qdisc(ns, dev, "root", "1", "htb", ["default", "20"]))
     tx.apply(system.TcClass(ns, dev, "1:", "1:1", "htb", ["rate", "10gbit"]))
     if ack_bit is not None:
@@ -150,12 +158,9 @@ def _classes(tx: system.Transaction, applied: Applied, ack_bit: int | None,
         # byte limit below that would always drop
         limit = max(4, int(up * UPLOAD_QUEUE_S / 8 / MTU_BYTES))
         tx.apply(system.Qdisc(ns, dev, UPLOAD_CLASS, "30", "pfifo", ["limit", str(limit)]))
-    tx.apply(system.CgroupPacketPriority(
-        applied.group, BULK_PRIORITY if ack_bit is not None else 0,
-        data_priority=UPLOAD_PRIORITY if uplink_bit is not None else 0))
 
 
-def _ack_knob(applied: Applied, budget: float, rule: Rule) -> Knob:
+def ack_knob(applied: Applied, budget: float, rule: Rule) -> Knob:
     ns, dev = applied.ns, applied.dev
 
     def put(bit: float, _conns: int) -> None:
@@ -164,24 +169,17 @@ def _ack_knob(applied: Applied, budget: float, rule: Rule) -> Knob:
     return Knob("ack-rate", budget, lambda v, q, _n: rule.next_rate(v, q), put)
 
 
-def _window_clamp(tx: system.Transaction, applied: Applied, rule: WindowRule,
-                  acks: Knob | None, clamp: bool) -> Knob | None:
-    """The sock_ops program on the job's group (with the congestion control); with
-    `clamp` its sockets' window clamped to an equal share of the window budget (at least a
-    segment each), which follows the queueing delay (with LEDBAT++'s slowdowns, so the
-    path's own delay is seen), or with `acks` the ACK class's rate (whose pacing keeps the
-    queue short, so the path's delay is seen anyway). Until the first echo comes back
-    the window is left alone (a budget of 0): without evidence, a guessed clamp could
-    hold a fast link's downloads to a trickle for good (a peer that never answers ICMP)."""
-    for change in cc_changes(applied.cc):
-        tx.apply(change)
-    result = tx.apply(system.CgroupSockOps(applied.group, applied.cc, 0, 0))
-    if not clamp:
-        return None
-    applied.window_map = system.window_map(result)
-    if applied.window_map is None:
-        raise SystemStateError("the window clamp's BPF map vanished as it was made")
+def window_knob(applied: Applied, rule: WindowRule, acks: Knob | None) -> Knob:
+    """The window budget through the clamp's map (`applied.window_map`): the job's
+    sockets' window clamped to an equal share of it (at least a segment each), which
+    follows the queueing delay (with LEDBAT++'s slowdowns, so the path's own delay is
+    seen), or with `acks` the ACK class's rate (whose pacing keeps the queue short, so the
+    path's delay is seen anyway). Until the first echo comes back the window is left alone
+    (a budget of 0): without evidence, a guessed clamp could hold a fast link's downloads
+    to a trickle for good (a peer that never answers ICMP)."""
     fd = applied.window_map
+    if fd is None:
+        raise ValueError("the window knob needs the clamp's map")
 
     def put(total: float, conns: int) -> None:
         try:

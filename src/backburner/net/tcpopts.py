@@ -21,8 +21,9 @@ import socket
 import subprocess
 import sys
 
-from .. import cgroup2, spawn, system
+from .. import cgroup2, cgroupbpf, spawn, system
 from ..errors import SystemStateError, UnavailableError
+from ..system.bpf import PIN_WINDOW, bpf_program_settings
 
 #: The low-priority congestion control, and its module.
 LOW_PRIORITY_CC = "lp"
@@ -54,10 +55,15 @@ def cc_changes(cc: str | None) -> list[system.Change]:
     return [system.KernelModule(f"tcp_{cc}")]
 
 
-def check(cc: str | None = None) -> None:
+def check(cc: str | None = None, parent: str | None = None, scope_pins: str | None = None
+          ) -> None:
     """That the sock_ops program loads here and clamps a socket's window, and (with `cc`)
     that this kernel has that congestion control; else one line (69). Changes nothing
-    that outlives the call."""
+    that outlives the call. `parent`: the group the throwaway one is made in (a group of
+    ours where systemd owns the tree: a delegated unit's); by default the root.
+    `scope_pins`: where systemd owns the tree and no group is ours, the probe runs in a
+    transient scope of its own instead, the program pinned in this bpffs for systemd to
+    attach (BPFProgram=), as a unit's is."""
     if cc is not None and cc not in available_cc() and not system.module_available(f"tcp_{cc}"):
         raise UnavailableError(f"this kernel has no congestion control {cc!r} (module "
                                f"tcp_{cc}); it has {', '.join(available_cc()) or 'none'}")
@@ -65,22 +71,57 @@ def check(cc: str | None = None) -> None:
     if root is None:
         raise UnavailableError("the window clamp needs a cgroup v2 hierarchy, and none is "
                                "mounted")
-    with system.Transaction("net-tcpopts-check") as tx:
-        group = os.path.join(root, f"bbcheck-{secrets.token_hex(3)}")
-        tx.apply(system.CgroupDir(group))
-        tx.apply(system.CgroupSockOps(group, None, _PROBE_CLAMP, 2))
-        child = spawn.launch([sys.executable, "-m", "backburner.net.tcpopts"],
-                             cgroup_procs=(os.path.join(group, "cgroup.procs"),),
-                             stdout=subprocess.PIPE, die_with_parent=True)
-        out = child.popen.stdout.read() if child.popen.stdout else b""
-        if not child.wait().ok:
-            raise SystemStateError("the window clamp's check could not open a TCP "
-                                   "connection over loopback")
+    out = _probe_in_scope(scope_pins) if scope_pins else _probe_in_group(parent or root)
     got = json.loads(out)
     if got["window_clamp"] != _PROBE_CLAMP:
         raise UnavailableError("this kernel loads the sock_ops program but its "
                                "bpf_setsockopt does not clamp the window (TCP_WINDOW_CLAMP)",
                                "it needs Linux 5.11 or later")
+
+
+def _probe_in_group(parent: str) -> bytes:
+    with system.Transaction("net-tcpopts-check") as tx:
+        group = os.path.join(parent, f"bbcheck-{secrets.token_hex(3)}")
+        tx.apply(system.CgroupDir(group))
+        tx.apply(system.CgroupSockOps(group, None, _PROBE_CLAMP, 2))
+        child = spawn.launch([sys.executable, "-m", "backburner.net.tcpopts"],
+                             cgroup_procs=(os.path.join(group, "cgroup.procs"),),
+                             stdout=subprocess.PIPE, die_with_parent=True)
+        return _probe_output(child)
+
+
+def _probe_in_scope(pins: str) -> bytes:
+    from ..systemd.bus import Bus
+
+    name = f"backburner-check-{secrets.token_hex(3)}"
+    with system.Transaction("net-tcpopts-check") as tx:
+        tx.apply(system.PinnedPrograms(pins, 0, 0, None, name))
+        window = cgroupbpf.pinned(os.path.join(pins, name, PIN_WINDOW))
+        try:
+            cgroupbpf.set_window(window, _PROBE_CLAMP, 2)
+        finally:
+            os.close(window)
+        attach = [tuple(p.split(":", 1)) for p in bpf_program_settings(pins, name)
+                  if p.startswith("sock_ops:")]
+
+        def join_scope() -> None:
+            with Bus.connect() as bus:
+                bus.start_scope(f"{name}.scope", os.getpid(), "system.slice", [],
+                                "backburner: the window clamp's kernel probe",
+                                extra=[("BPFProgram", ("a(ss)", attach))])
+
+        child = spawn.launch([sys.executable, "-m", "backburner.net.tcpopts"],
+                             before_exec=join_scope, stdout=subprocess.PIPE,
+                             die_with_parent=True)
+        return _probe_output(child)
+
+
+def _probe_output(child: spawn.Child) -> bytes:
+    out = child.popen.stdout.read() if child.popen.stdout else b""
+    if not child.wait().ok:
+        raise SystemStateError("the window clamp's check could not open a TCP "
+                               "connection over loopback")
+    return out
 
 
 def socket_options(sock: socket.socket) -> dict[str, object]:

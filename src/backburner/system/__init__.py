@@ -13,7 +13,7 @@ after a crash it may run for a change that was only half applied.
 Importing the package imports every family, so a journal's replay finds every kind.
 """
 
-from .bpf import CgroupPacketPriority, CgroupSockOps, window_map
+from .bpf import CgroupPacketPriority, CgroupSockOps, PinnedPrograms, pinned_ids, window_map
 from .cgroups import (
     CgroupDir,
     CgroupFreezer,
@@ -83,14 +83,14 @@ __all__ = [
     "InstalledFile",
     "Journal", "JournalInfo", "KernelModule", "LiveTransaction", "LoopDevice", "MadeDir",
     "MadeFile", "Mount",
-    "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
+    "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
     "change_class", "link_counters", "link_info", "netns_path", "qdisc_backlog", "qdiscs",
     "tc_classes",
     "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",
-    "module_available", "module_loaded", "mount_options", "mounts_under",
+    "module_available", "module_loaded", "pinned_ids", "mount_options", "mounts_under",
     "prune_empty_cgroups", "psi_trigger", "recover", "remove_tree", "require_root",
     "restore_stale", "selected", "stale_journals", "state_dir", "trusted_dir",
     "tracefs_mount", "undo_journal", "window_map", "work_root",

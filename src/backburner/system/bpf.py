@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .. import cgroupbpf
-from ..errors import SystemStateError
+from .. import cgroupbpf, safepath
+from ..errors import ExistsError, SystemStateError, UnavailableError
 from .cgroups import cgroup_procs
 from .change import Change
 
@@ -182,3 +182,144 @@ def window_map(result: Any) -> int | None:
     """A descriptor of the map of a `CgroupSockOps` change's result (the caller closes
     it); None when it is gone."""
     return cgroupbpf.map_fd(result["map"]) if result else None
+
+
+#: What `PinnedPrograms` pins in its directory: the egress program, the sock_ops program,
+#: and the sock_ops program's map (the name is the kind's, so the undo knows which is which).
+PIN_EGRESS = "ack_egress"
+PIN_SOCK_OPS = "window_sock_ops"
+PIN_WINDOW = "window"
+PIN_DIR = "backburner"
+#: The attach types systemd's BPFProgram= names, for each pinned program.
+SYSTEMD_ATTACH = {PIN_EGRESS: "egress", PIN_SOCK_OPS: "sock_ops"}
+
+
+def bpf_program_settings(root: str = cgroupbpf.BPFFS, name: str = PIN_DIR) -> list[str]:
+    """The values of a unit's BPFProgram= lines (type:path) for what `PinnedPrograms`
+    pins under `root` (in its directory `name`)."""
+    return [f"{kind}:{os.path.join(root, name, pin)}" for pin, kind in SYSTEMD_ATTACH.items()]
+
+
+@dataclass
+class PinnedPrograms(Change):
+    """The network policy's two programs and the window map, loaded and pinned in a
+    directory of bpffs (`root`/`name`, mode 0700) for systemd to attach to units'
+    groups (`BPFProgram=egress:…`, `BPFProgram=sock_ops:…`) and for a controller to move
+    the window through the map. The egress program gives packets without data `priority`
+    (and those with data `data_priority`, 0: their own); the sock_ops program clamps the
+    window from the map (all zero at first: nothing clamped) and sets congestion control
+    `cc`.
+
+    `root` must be a mount of bpffs that nobody else controls; the directory is made
+    there when missing (never through a path another user could have planted: bpffs is
+    root's, and the chain is checked), and pins already in it are refused (another
+    service holds them, or a crash left them: `restore`). The ids of what is pinned are
+    journaled before the first pin; the undo unpins only a pin that still holds the
+    journaled id, first setting the map's clamp to the released one (a unit that keeps
+    the program attached after we go then has its sockets unclamped with their next
+    segment), and removes the directory if it made it and it is empty."""
+
+    kind: ClassVar[str] = "bpf-pinned-programs"
+    root: str
+    priority: int
+    data_priority: int = 0
+    cc: str | None = None
+    name: str = PIN_DIR  # the directory's name under root (a service's, or one run's)
+
+    @property
+    def directory(self) -> str:
+        return os.path.join(self.root, self.name)
+
+    def describe(self) -> str:
+        return f"the network policy's BPF programs pinned in {self.directory}"
+
+    def read(self) -> None:
+        if not cgroupbpf.bpffs_mounted(self.root):
+            raise UnavailableError(f"no BPF filesystem is mounted at {self.root}",
+                                   f"mount -t bpf bpf {self.root} (systemd mounts it)")
+        safepath.check_chain(self.directory, "BPF pin directory")
+        taken = [n for n in (PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW)
+                 if os.path.lexists(os.path.join(self.directory, n))]
+        if taken:
+            raise ExistsError(f"{self.directory} already holds {', '.join(taken)}: another "
+                              "backburner network service runs, or one was killed",
+                              "stop it, or run `backburner restore`")
+
+    def apply_with(self, record: Callable[[Any], None]) -> Any:
+        result: dict[str, Any] = {"made": None, "ids": {}}
+        if not os.path.lexists(self.directory):
+            record(result)
+            os.mkdir(self.directory, 0o700)
+            st = os.lstat(self.directory)
+            result["made"] = [st.st_dev, st.st_ino]
+        safepath.check_chain(self.directory, "BPF pin directory")
+        fds: dict[str, int] = {}
+        try:
+            fds[PIN_WINDOW] = cgroupbpf.create_window_map()
+            cgroupbpf.set_window(fds[PIN_WINDOW], 0, 0)
+            fds[PIN_SOCK_OPS] = cgroupbpf.load_sock_ops_program(fds[PIN_WINDOW], self.cc)
+            fds[PIN_EGRESS] = cgroupbpf.load_priority_program(
+                self.priority, data_priority=self.data_priority)
+            result["ids"] = {PIN_WINDOW: cgroupbpf.map_id(fds[PIN_WINDOW]),
+                             **{n: cgroupbpf.program_id(fds[n])
+                                for n in (PIN_SOCK_OPS, PIN_EGRESS)}}
+            record(result)  # journaled before the first pin
+            for name, fd in fds.items():
+                try:
+                    cgroupbpf.pin(fd, os.path.join(self.directory, name))
+                except OSError as err:
+                    raise SystemStateError(f"could not pin a BPF object at "
+                                           f"{self.directory}/{name}: {err.strerror}") from None
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        return result
+
+    def apply(self) -> Any:
+        return self.apply_with(lambda _r: None)
+
+    def undo(self, old: Any, result: Any) -> None:
+        if not result:
+            return
+        for name, ident in result.get("ids", {}).items():
+            path = os.path.join(self.directory, name)
+            if not os.path.lexists(path):
+                continue
+            try:
+                fd = cgroupbpf.pinned(path)
+            except OSError:
+                continue  # not a pin of bpffs: not ours
+            try:
+                is_map = name == PIN_WINDOW
+                if (cgroupbpf.map_id(fd) if is_map else cgroupbpf.program_id(fd)) != ident:
+                    continue  # pinned there by someone else since
+                if is_map:
+                    cgroupbpf.set_window(fd, RELEASE_CLAMP, 0)
+            finally:
+                os.close(fd)
+            os.unlink(path)
+        made = result.get("made")
+        if made:
+            try:
+                st = os.lstat(self.directory)
+            except FileNotFoundError:
+                return
+            if [st.st_dev, st.st_ino] == made and not os.listdir(self.directory):
+                os.rmdir(self.directory)
+
+
+def pinned_ids(root: str, directory: str = PIN_DIR) -> dict[str, int]:
+    """The ids of what `PinnedPrograms` pinned under `root` now (by pin name), for those
+    pins that are there."""
+    found = {}
+    for name in (PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW):
+        try:
+            fd = cgroupbpf.pinned(os.path.join(root, directory, name))
+        except OSError:
+            continue
+        try:
+            found[name] = cgroupbpf.map_id(fd) if name == PIN_WINDOW else \
+                cgroupbpf.program_id(fd)
+        finally:
+            os.close(fd)
+    return found

@@ -188,7 +188,7 @@ class Bus:
         exists = bool(self.get(path, UNIT, "FragmentPath")) or str(
             self.get(path, UNIT, "ActiveState")) != "inactive"
         aux: list[Any] = []
-        if not exists and slice_props:
+        if not exists:  # with no weights too: an implicit slice would stay for good
             aux = [(slice_name, [*slice_props, ("StopWhenUnneeded", ("b", True)),
                                  ("Description", ("s", "backburner: bulk work"))])]
         try:
