@@ -725,3 +725,24 @@ def test_an_optional_cgroup_setting_is_written_only_where_it_exists(tmp_path: Pa
     system.CgroupDir(str(group), {"io.weight": "10", "io.bfq.weight?": "10"}).apply()
     assert (group / "io.weight").read_text() == "10"
     assert not (group / "io.bfq.weight").exists()
+
+
+def test_a_started_process_that_blocks_its_sigterm_is_killed_by_the_undo(
+        state_dir: Path) -> None:
+    """`Started`: a process of ours whose SIGTERM stays blocked (a fio seen so, waiting on a
+    futex for good) is stopped all the same, by SIGKILL after the grace; one that is already
+    gone is left alone."""
+    stuck = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.pthread_sigmask("
+                              "signal.SIG_BLOCK, [signal.SIGTERM]); print(1, flush=True); "
+                              "time.sleep(60)"], stdout=subprocess.PIPE)
+    assert stuck.stdout is not None and stuck.stdout.readline() == b"1\n"
+    start = procfs.start_time(stuck.pid)
+    assert start is not None
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with system.Transaction("started-test") as tx:
+        tx.apply(system.Started(stuck.pid, start))
+        tx.apply(system.Started(gone.pid, 1))
+        assert len(_journals(state_dir)) == 1
+    assert stuck.wait(TIMEOUT) == -signal.SIGKILL
+    assert _journals(state_dir) == []

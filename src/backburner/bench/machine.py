@@ -206,8 +206,11 @@ class MachineExecutor:
         if self._groups is not None:
             self._groups.use(self.tx, policy)
             load.start(policy, self._groups.procs(cell.policy))
-            return
-        load.start(policy, self.cgroups.get(cell.policy, []))
+        else:
+            load.start(policy, self.cgroups.get(cell.policy, []))
+        if load.child is not None:  # for `restore`, should its death signal not end it
+            self.tx.apply(system.Started(load.child.pid, procfs.start_time(load.child.pid)
+                                         or 0))
 
     def settle(self, load: str, seconds: float) -> None:
         time.sleep(seconds)

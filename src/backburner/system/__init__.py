@@ -61,7 +61,7 @@ from .paths import (
     trusted_dir,
     work_root,
 )
-from .processes import Daemon, Inherited, Priorities, PrioritiesFirst
+from .processes import Daemon, Inherited, Priorities, PrioritiesFirst, Started
 from .tracefs import ensure_tracefs, tracefs_mount
 from .transaction import (
     LiveTransaction,
@@ -83,7 +83,8 @@ __all__ = [
     "InstalledFile",
     "Journal", "JournalInfo", "KernelModule", "LiveTransaction", "LoopDevice", "MadeDir",
     "MadeFile", "Mount",
-    "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "SysfsValue", "Transaction",
+    "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "Started", "SysfsValue",
+    "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
     "change_class", "link_counters", "link_info", "netns_path", "qdisc_backlog", "qdiscs",

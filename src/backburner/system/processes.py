@@ -222,3 +222,25 @@ class Daemon(Change):
 
 
 _DAEMONS: dict[int, Any] = {}
+
+
+@dataclass
+class Started(Change):
+    """A process of ours, started by `spawn` and stopped by its owner (a bench load), put
+    in the journal so that `restore` after a SIGKILL stops it where its death signal did
+    not: a fio found with that SIGTERM blocked and pending, waiting on a futex for good,
+    kept its testbed's filesystem busy. Undo: SIGTERM, then SIGKILL, only while the PID
+    is still that process (gone already: nothing to do)."""
+
+    kind: ClassVar[str] = "started"
+    pid: int
+    start: int
+
+    def describe(self) -> str:
+        return f"process {self.pid} (ours, running)"
+
+    def apply(self) -> None:
+        return None  # started by its owner; this only journals it
+
+    def undo(self, old: Any, result: Any) -> None:
+        spawn.terminate(self.pid, self.start)
