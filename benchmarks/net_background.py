@@ -3,7 +3,7 @@
 with the background policy's mechanisms, on the namespace testbed (real packets; root).
 
 Usage: sudo .venv/bin/python benchmarks/net_background.py [--link 1mbit:0ms:300ms]
-    [--probes 8] [--alone-s 10] [--mode fixed|adaptive] [--mechanism acks|window|both]
+    [--probes 8] [--alone-s 10] [--mode fixed|adaptive] [--mechanism acks|window|both|ingress]
     [--runs N] [--downloads 1,4] [--uploads] [--no-unprotected] [--target-ms 20]
     [--grow 0.08] [--shrink 0.1] [--margin-ms 50]
 Prints, per scenario: the page fetch's median (and each fetch), the TCP handshake's
@@ -52,7 +52,8 @@ def run_policy(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.App
     share = alone.bulk_bit_s / spec.rate_bit
     print(f"{f'download:4 {name} alone':<30} downloads "
           f"{alone.bulk_bit_s / 1e3:.0f} kbit/s = {100 * share:.0f}% of the link over "
-          f"{args.alone_s:g} s; ACK class sent {policy.bulk_counters(applied)[1]} packets",
+          f"{args.alone_s:g} s; {'job' if applied.ifb else 'ACK'} class sent "
+          f"{policy.bulk_counters(applied)[1]} packets",
           flush=True)
     summary[name].append((ratio4, share))
     for knob in applied.pacer.knobs if applied.pacer is not None else []:
@@ -60,7 +61,7 @@ def run_policy(bed: testbed.Testbed, spec: netlink.LinkSpec, applied: policy.App
         if values:
             now = values[len(values) // 2]
             print(f"{'':<30} pacer: {knob.name} now "
-                  + (f"{now / 1e3:.0f} kbit/s" if knob.name == "ack-rate" else
+                  + (f"{now / 1e3:.0f} kbit/s" if knob.name in ("ack-rate", "ingress-rate") else
                      f"{now:.0f} bytes") + f" (median of the last 5 s), "
                   f"{len(knob.history)} steps")
 
@@ -83,7 +84,8 @@ def main() -> int:
     ap.add_argument("--probes", type=int, default=8)
     ap.add_argument("--alone-s", type=float, default=10.0)
     ap.add_argument("--mode", action="append", choices=["fixed", "adaptive"],
-                    help="the ACK budget: fixed at the link's rate, or adaptive (the "
+                    help="the budget (of ACKs, or with ingress of data): fixed at the "
+                    "link's rate, or adaptive (the "
                     "pacer); repeatable; default adaptive")
     ap.add_argument("--mechanism", action="append", choices=policy.MECHANISMS,
                     help="what holds the downloads back (adaptive only): their ACKs paced, "
@@ -144,11 +146,13 @@ def main() -> int:
             print(f"pacer: target {args.target_ms:g} ms, grow {args.grow:g}, shrink "
                   f"{args.shrink:g}, step {args.interval_ms:g} ms, least of {args.filter}; "
                   f"window margin {args.margin_ms:g} ms")
-            runs = [("fixed", "acks") for m in args.mode if m == "fixed"] + [
+            fixed = [m for m in args.mechanism if m in ("acks", "ingress")] or ["acks"]
+            runs = [("fixed", mech) for mech in fixed if "fixed" in args.mode] + [
                 ("adaptive", mech) for mech in args.mechanism if "adaptive" in args.mode]
             for _ in range(args.runs):
                 for mode, mech in runs:
-                    name = "fixed" if mode == "fixed" else mech
+                    name = mech if mode == "adaptive" else \
+                        "fixed" if mech == "acks" else f"fixed {mech}"
                     with system.Transaction("net-bench-policy") as ptx:
                         applied = policy.background(ptx, bed.client_ns, bed.client_dev,
                                                     None if mode == "adaptive" else spec,

@@ -1,6 +1,7 @@
 """cgroup BPF through the bpf(2) system call: the one place that assembles, loads,
 attaches, finds and detaches the programs of the network policy, and makes and reads their
-maps.
+maps (the ingress classifier, a tc program, is assembled in `ingressbpf` with the same
+assembler and loaded here).
 
 A download's packets belong to its job by the cgroup v2 group of the socket that sent or
 receives them, which the kernel knows exactly. Two kinds of program use that link:
@@ -11,7 +12,10 @@ receives them, which the kernel knows exactly. Two kinds of program use that lin
 * a sock_ops program runs at a TCP socket's events (connect, established, and, once asked
   for, each segment it sends); from there `bpf_setsockopt` clamps the window the job's
   sockets advertise, to a value a controller writes into an array map, and sets their
-  congestion control (`sock_ops_program`).
+  congestion control (`sock_ops_program`);
+* a sock-create program gives every socket made in the group a socket priority of the
+  job's, by which a tc classifier knows the job's packets on their way in (a tc program
+  can look a packet's socket up, but not read its cgroup) (`socket_priority_program`).
 
 The programs are a few instructions each, assembled here, so no compiler, libbpf or
 bpftool is needed (none is installed where this runs, and a compiled object would need
@@ -56,13 +60,17 @@ BPF_PROG_QUERY = 16
 BPF_MAP_TYPE_ARRAY = 2
 BPF_PROG_TYPE_CGROUP_SKB = 8
 BPF_PROG_TYPE_SOCK_OPS = 13
+BPF_PROG_TYPE_CGROUP_SOCK = 9
 BPF_CGROUP_INET_EGRESS = 1
+BPF_CGROUP_INET_SOCK_CREATE = 2
 BPF_CGROUP_SOCK_OPS = 3
 BPF_F_ALLOW_MULTI = 2
 
 #: offsetof(struct __sk_buff, len) and (…, priority)
 _SKB_LEN = 0
 _SKB_PRIORITY = 32
+#: offsetof(struct bpf_sock, priority)
+_SOCK_PRIORITY = 20
 #: offsetof(struct bpf_sock_ops, op), (…, reply), (…, bpf_sock_ops_cb_flags)
 _OPS_OP = 0
 _OPS_REPLY = 4
@@ -141,6 +149,19 @@ def priority_program(priority: int) -> bytes:
 
 
 #: The longest packet taken for an acknowledgement (IPv6 and a full TCP header, no data).
+def socket_priority_program(priority: int) -> bytes:
+    """A sock-create program: sk->sk_priority = priority; return 1 (let the socket be
+    made). The ingress classifier (`ingressbpf`) knows the job's sockets by it."""
+    if not 0 < priority < 2**31:
+        raise ValueError(f"priority out of range: {priority}")
+    return b"".join([
+        _insn(0xB7, dst=2, imm=priority),                  # mov64 r2, priority
+        _insn(0x63, dst=1, src=2, off=_SOCK_PRIORITY),     # *(u32 *)(r1 + 20) = r2
+        _insn(0xB7, dst=0, imm=1),                         # mov64 r0, 1
+        _insn(0x95),                                       # exit
+    ])
+
+
 ACK_MAX_LEN = 100
 
 
@@ -311,6 +332,12 @@ def load_sock_ops_program(map_fd: int, cc: str | None = None, name: str = "bb_wi
                  name, "sock_ops")
 
 
+def load_socket_priority_program(priority: int, name: str = "bb_sockprio") -> int:
+    """Load `socket_priority_program`; return its descriptor (the caller closes it)."""
+    return _load(BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE,
+                 socket_priority_program(priority), name, "cgroup sock-create")
+
+
 def create_window_map(name: str = "bb_window") -> int:
     """The sock_ops program's one-entry array map (all zero: nothing clamped)."""
     attr = struct.pack("<IIIIIII16s", BPF_MAP_TYPE_ARRAY, 4, WINDOW_VALUE.size, 1, 0, 0, 0,
@@ -438,14 +465,16 @@ def detach(cgroup_fd: int, prog_fd: int, attach_type: int = BPF_CGROUP_INET_EGRE
 
 
 def policy_programs_on(path: str) -> set[int]:
-    """Ids of the egress and sock_ops programs attached to the group at `path` itself (the
-    network policy's kinds); none when the group is gone or cannot be asked."""
+    """Ids of the egress, sock_ops and sock-create programs attached to the group at
+    `path` itself (the network policy's kinds); none when the group is gone or cannot be
+    asked."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return set()
     try:
-        return set(attached(fd, BPF_CGROUP_INET_EGRESS)) | set(attached(fd, BPF_CGROUP_SOCK_OPS))
+        return {prog for kind in (BPF_CGROUP_INET_EGRESS, BPF_CGROUP_SOCK_OPS,
+                                  BPF_CGROUP_INET_SOCK_CREATE) for prog in attached(fd, kind)}
     except OSError:
         return set()
     finally:

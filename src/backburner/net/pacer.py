@@ -23,7 +23,6 @@ not grow: they stay where the evidence left them.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -36,33 +35,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import system
-from ..errors import BackburnerError, UnavailableError
+from ..errors import BackburnerError
 
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 #: Signals the job runner takes with sigwaitinfo: this thread must never take them.
 _BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD}
 
 
 def icmp_socket(netns_path: str | None) -> socket.socket:
-    """A raw ICMP socket (root) in the namespace at `netns_path` (None: ours): this thread
-    enters the namespace for the one call and comes back."""
-    if netns_path is None:
-        return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    there = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if _libc.setns(there, CLONE_NEWNET) != 0:
-            raise UnavailableError(f"cannot enter network namespace {netns_path}: "
-                                   f"{os.strerror(ctypes.get_errno())}")
-        try:
-            return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-        finally:
-            if _libc.setns(home, CLONE_NEWNET) != 0:  # pragma: no cover - cannot fail
-                os._exit(70)  # a thread left in another namespace must not go on
-    finally:
-        os.close(there)
-        os.close(home)
+    """A raw ICMP socket (root) in the namespace at `netns_path` (None: ours)."""
+    return system.socket_in(netns_path, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
 
 
 def _checksum(data: bytes) -> int:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from .. import cgroupbpf, system
 from ..errors import SystemStateError
+from . import ingress
 from .link import MTU_BYTES, LinkSpec
 from .pacer import Knob, Pacer, Rule, Slowdown, WindowRule
 from .tcpopts import cc_changes
@@ -50,8 +51,10 @@ UPLOAD_PRIORITY = 0x10030  # HTB class 1:30
 #: The share of the link's rate the background job's data may take.
 SHARE = 1.0
 #: What holds the job's downloads back: its ACKs paced in a class of their own
-#: ("acks"), the window its sockets advertise clamped ("window"), or both.
-MECHANISMS = ("acks", "window", "both")
+#: ("acks"), the window its sockets advertise clamped ("window"), both, or its data
+#: shaped on the way in, on an IFB device ("ingress", `ingress`: measured, not the
+#: default).
+MECHANISMS = ("acks", "window", "both", "ingress")
 DEFAULT_MECHANISM = "both"
 #: Shaped uplink: the share of its rate the interface sends at (so the queue is here),
 #: the share the job's uploads are sure of, and their own queue, as time at that rate.
@@ -75,6 +78,7 @@ class Applied:
     window_map: int | None = field(default=None, repr=False)  # the clamp's map, ours to close
     cc: str | None = None
     uplink: bool = False  # shaped below the uplink's rate, the job's uploads in their class
+    ifb: str | None = None  # the IFB device of ingress shaping
 
 
 def _bulk_args(budget: int) -> list[str]:
@@ -102,11 +106,15 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
         mechanism = DEFAULT_MECHANISM if adaptive else "acks"
     if mechanism not in MECHANISMS:
         raise ValueError(f"unknown mechanism {mechanism!r}")
-    if not adaptive and (link is None or mechanism != "acks"):
-        raise ValueError("a fixed budget is one of ACKs at the link's rate")
+    if not adaptive and (link is None or mechanism not in ("acks", "ingress")):
+        raise ValueError("a fixed budget is one of ACKs or data at the link's rate")
     applied = Applied(ns, dev, group, mechanism=mechanism, cc=cc, uplink=bool(uplink_bit))
     acks = mechanism in ("acks", "both")
     knobs = []
+    if mechanism == "ingress":
+        budget = int(link.rate_bit * ingress.SHARE) if link is not None else START_BIT
+        applied.ifb = ingress.shape(tx, ns, dev, group, budget)
+        knobs.append(ingress.knob(ns, applied.ifb, float(budget), rule or Rule()))
     if acks or uplink_bit:
         budget = int(link.rate_bit * SHARE) if link is not None else START_BIT
         classes(tx, ns, dev, budget if acks else None, uplink_bit)
@@ -119,7 +127,7 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
         for change in cc_changes(applied.cc):
             tx.apply(change)
         result = tx.apply(system.CgroupSockOps(group, applied.cc, 0, 0))
-        if mechanism != "acks":
+        if mechanism in ("window", "both"):
             applied.window_map = system.window_map(result)
             if applied.window_map is None:
                 raise SystemStateError("the window clamp's BPF map vanished as it was made")
@@ -220,10 +228,16 @@ def stop(applied: Applied) -> None:
         applied.window_map = None
 
 
-def bulk_counters(applied: Applied, classid: str = BULK_CLASS) -> tuple[int, int]:
-    """(bytes, packets) a class of the policy has sent (the ACK class by default): proof
-    the policy takes effect."""
-    for c in system.tc_classes(applied.ns, applied.dev):
+def bulk_counters(applied: Applied, classid: str | None = None,
+                  dev: str | None = None) -> tuple[int, int]:
+    """(bytes, packets) a class of the policy has sent on `dev` (by default the job's
+    class: the ACK class on the interface, or with ingress shaping its data's class on the
+    IFB): proof the policy takes effect."""
+    if classid is None:
+        classid, dev = (ingress.JOB_CLASS, applied.ifb) if applied.ifb else \
+            (BULK_CLASS, applied.dev)
+    dev = dev or applied.dev
+    for c in system.tc_classes(applied.ns, dev):
         if c["handle"] == classid:
             return c["bytes"], c["packets"]
     return 0, 0

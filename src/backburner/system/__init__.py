@@ -13,7 +13,14 @@ after a crash it may run for a change that was only half applied.
 Importing the package imports every family, so a journal's replay finds every kind.
 """
 
-from .bpf import CgroupPacketPriority, CgroupSockOps, PinnedPrograms, pinned_ids, window_map
+from .bpf import (
+    CgroupPacketPriority,
+    CgroupSocketPriority,
+    CgroupSockOps,
+    PinnedPrograms,
+    pinned_ids,
+    window_map,
+)
 from .cgroups import (
     CgroupDir,
     CgroupFreezer,
@@ -39,18 +46,22 @@ from .mounts import (
 )
 from .net import (
     Address,
+    BpfClassifier,
     Link,
     LinkUp,
     NetNamespace,
     Qdisc,
     TcClass,
+    TcFilter,
     change_class,
     link_counters,
     link_info,
     netns_path,
     qdisc_backlog,
     qdiscs,
+    socket_in,
     tc_classes,
+    tc_filters,
 )
 from .paths import (
     DEFAULT_STATE_DIR,
@@ -76,8 +87,8 @@ from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
     "DEFAULT_STATE_DIR", "Address", "CgroupDir", "CgroupFreezer", "CgroupMove",
-    "CgroupPacketPriority", "CgroupSockOps", "Change", "Link", "LinkUp", "NetNamespace",
-    "Qdisc", "TcClass",
+    "BpfClassifier", "CgroupPacketPriority", "CgroupSockOps", "CgroupSocketPriority",
+    "Change", "Link", "LinkUp", "NetNamespace", "Qdisc", "TcClass", "TcFilter",
     "ControllersEnabled", "Daemon", "DelegatedScope", "DeviceLine", "Entry", "Filesystem",
     "FuseMount", "Inherited",
     "InstalledFile",
@@ -88,7 +99,7 @@ __all__ = [
     "TransientScope", "UnitFrozen", "UnitWeights",
     "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
     "change_class", "link_counters", "link_info", "netns_path", "qdisc_backlog", "qdiscs",
-    "tc_classes",
+    "socket_in", "tc_classes", "tc_filters",
     "is_mountpoint",
     "is_loop_over", "is_root", "journal_dir", "journals", "loops_backed_by",
     "module_available", "module_loaded", "pinned_ids", "mount_options", "mounts_under",

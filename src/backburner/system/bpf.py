@@ -123,6 +123,35 @@ class CgroupPacketPriority(Change):
 
 
 @dataclass
+class CgroupSocketPriority(Change):
+    """A cgroup sock-create program on a cgroup v2 group: every socket made in it (or
+    below it) gets the socket priority `priority`, by which the ingress classifier
+    (`ingressbpf`) knows the job's packets on their way in."""
+
+    kind: ClassVar[str] = "cgroup-bpf-sock-priority"
+    path: str
+    priority: int
+
+    def describe(self) -> str:
+        return f"socket priority {self.priority:#x} for cgroup {self.path}"
+
+    def apply_with(self, record: Callable[[Any], None]) -> Any:
+        if not os.path.isdir(self.path):
+            raise SystemStateError(f"no cgroup {self.path}")
+        prog = cgroupbpf.load_socket_priority_program(self.priority)
+        try:
+            return _attach(self.path, prog, cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE, {}, record)
+        finally:
+            os.close(prog)
+
+    def apply(self) -> Any:
+        return self.apply_with(lambda _r: None)
+
+    def undo(self, old: Any, result: Any) -> None:
+        _detach(self.path, result, cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE)
+
+
+@dataclass
 class CgroupSockOps(Change):
     """A sock_ops program on a cgroup v2 group, over a map of its own: the job's TCP
     sockets get the window clamp and initial window the map holds (`clamp` bytes and

@@ -12,15 +12,20 @@ on an interface that stays (the client side of a policy) and be undone exactly.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import socket
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import SystemStateError
+from .. import ingressbpf
+from ..errors import SystemStateError, UnavailableError
 from .change import Change, run_tool, tool
 
 NETNS_DIR = "/run/netns"
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _ip(ns: str | None) -> list[str]:
@@ -42,6 +47,28 @@ def netns_identity(name: str) -> list[int] | None:
     except OSError:
         return None
     return [st.st_dev, st.st_ino]
+
+
+def socket_in(netns_path: str | None, family: int, kind: int, proto: int) -> socket.socket:
+    """A socket made in the namespace at `netns_path` (None: ours): this thread enters
+    the namespace for the one call and comes back (a socket stays in the namespace it
+    was made in)."""
+    if netns_path is None:
+        return socket.socket(family, kind, proto)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    there = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _libc.setns(there, CLONE_NEWNET) != 0:
+            raise UnavailableError(f"cannot enter network namespace {netns_path}: "
+                                   f"{os.strerror(ctypes.get_errno())}")
+        try:
+            return socket.socket(family, kind, proto)
+        finally:
+            if _libc.setns(home, CLONE_NEWNET) != 0:  # pragma: no cover - cannot fail
+                os._exit(70)  # a thread left in another namespace must not go on
+    finally:
+        os.close(there)
+        os.close(home)
 
 
 def _ns_alive(ns: str | None) -> bool:
@@ -279,7 +306,9 @@ class Qdisc(Change):
         return f"{self.qkind} qdisc {self.handle} on {self.dev} ({self.parent})"
 
     def _where(self) -> list[str]:
-        if self.parent in ("root", "ingress"):
+        if self.parent == "ingress":
+            return []  # the ingress qdisc's kind says where it goes
+        if self.parent == "root":
             return [self.parent]
         return ["parent", self.parent]
 
@@ -290,9 +319,8 @@ class Qdisc(Change):
         return int(info["ifindex"])
 
     def apply(self) -> None:
-        handle = [] if self.parent == "ingress" else ["handle", self.handle]
-        tool([*_tc(self.ns), "qdisc", "add", "dev", self.dev, *self._where(), *handle,
-              self.qkind, *self.args], f"adding {self.describe()}")
+        tool([*_tc(self.ns), "qdisc", "add", "dev", self.dev, *self._where(),
+              "handle", self.handle, self.qkind, *self.args], f"adding {self.describe()}")
 
     def undo(self, old: Any, result: Any) -> str | None:
         info = link_info(self.ns, self.dev)
@@ -300,8 +328,9 @@ class Qdisc(Change):
             return None  # the link went, and the qdisc with it
         if not _find_qdisc(self.ns, self.dev, self.handle, self.qkind):
             return None
-        handle = [] if self.parent == "ingress" else ["handle", self.handle]
-        tool([*_tc(self.ns), "qdisc", "del", "dev", self.dev, *self._where(), *handle],
+        where = ["ingress"] if self.parent == "ingress" else \
+            [*self._where(), "handle", self.handle]
+        tool([*_tc(self.ns), "qdisc", "del", "dev", self.dev, *where],
              f"removing {self.describe()}")
         return None
 
@@ -353,3 +382,100 @@ def change_class(ns: str | None, dev: str, parent: str, classid: str, qkind: str
     to put back. A controller moves a class's rate this way many times a second."""
     tool([*_tc(ns), "class", "change", "dev", dev, "parent", parent, "classid", classid,
           qkind, *args], f"changing {qkind} class {classid} on {dev}")
+
+
+def tc_filters(ns: str | None, dev: str, parent: str) -> list[dict[str, Any]]:
+    """`tc -j filter show` at qdisc `parent` of `dev` ([] when the link or qdisc is gone)."""
+    if link_info(ns, dev) is None:
+        return []
+    where = ["ingress"] if parent == "ffff:" else ["parent", parent]
+    res = run_tool([*_tc(ns), "-j", "filter", "show", "dev", dev, *where])
+    if res.status != 0:
+        return []
+    return list(json.loads(res.stdout or "[]"))
+
+
+def _free_filter_slot(ns: str | None, dev: str, parent: str, pref: int, what: str) -> int:
+    """The interface's index, when no filter is at priority `pref` of `parent` yet."""
+    info = link_info(ns, dev)
+    if info is None:
+        raise SystemStateError(f"no such interface: {dev}")
+    if any(f.get("pref") == pref for f in tc_filters(ns, dev, parent)):
+        raise SystemStateError(f"{what} is already there")
+    return int(info["ifindex"])
+
+
+def _del_filter(ns: str | None, dev: str, parent: str, pref: int, old: Any, what: str) -> None:
+    info = link_info(ns, dev)
+    if info is None or info["ifindex"] != old:
+        return  # the link went, and its filters with it
+    if not any(f.get("pref") == pref for f in tc_filters(ns, dev, parent)):
+        return
+    where = ["ingress"] if parent == "ffff:" else ["parent", parent]
+    tool([*_tc(ns), "filter", "del", "dev", dev, *where, "pref", str(pref)],
+         f"removing {what}")
+
+
+@dataclass
+class TcFilter(Change):
+    """A filter at priority `pref` of qdisc `parent` ("ffff:": the ingress qdisc), of the
+    kind and with the actions its `args` say (``u32 match u32 0 0 action mirred ...``)."""
+
+    kind: ClassVar[str] = "tc-filter"
+    ns: str | None
+    dev: str
+    parent: str
+    pref: int
+    args: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"tc filter {self.pref} at {self.parent} on {self.dev}"
+
+    def read(self) -> int:
+        return _free_filter_slot(self.ns, self.dev, self.parent, self.pref, self.describe())
+
+    def apply(self) -> None:
+        where = ["ingress"] if self.parent == "ffff:" else ["parent", self.parent]
+        tool([*_tc(self.ns), "filter", "add", "dev", self.dev, *where, "pref",
+              str(self.pref), *self.args], f"adding {self.describe()}")
+
+    def undo(self, old: Any, result: Any) -> None:
+        _del_filter(self.ns, self.dev, self.parent, self.pref, old, self.describe())
+
+
+@dataclass
+class BpfClassifier(Change):
+    """The ingress classifier (`ingressbpf`) as a cls_bpf filter at priority `pref` of
+    qdisc `parent` (an HTB's handle, "1:") on `dev`: TCP segments for sockets with the
+    socket priority `priority` go to class `classid`."""
+
+    kind: ClassVar[str] = "tc-bpf-classifier"
+    ns: str | None
+    dev: str
+    parent: str
+    pref: int
+    priority: int
+    classid: int
+
+    def describe(self) -> str:
+        return f"BPF classifier {self.pref} at {self.parent} on {self.dev}"
+
+    def read(self) -> int:
+        return _free_filter_slot(self.ns, self.dev, self.parent, self.pref, self.describe())
+
+    def apply(self) -> None:
+        ifindex = self.read()
+        major = int(self.parent.rstrip(":"), 16)
+        prog = ingressbpf.load_classifier(self.priority, self.classid)
+        try:
+            sock = socket_in(netns_path(self.ns) if self.ns else None, socket.AF_NETLINK,
+                             socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
+            with sock:
+                sock.bind((0, 0))
+                ingressbpf.add_filter(sock, ifindex, major << 16, self.pref, prog,
+                                      "bb_ingress")
+        finally:
+            os.close(prog)
+
+    def undo(self, old: Any, result: Any) -> None:
+        _del_filter(self.ns, self.dev, self.parent, self.pref, old, self.describe())

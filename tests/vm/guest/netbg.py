@@ -4,10 +4,11 @@ background policy (its default mechanism, and TCP-LP for the job's sockets), one
 of the job's that reads back its congestion control, and what is on the machine before
 and after. Prints one JSON object.
 
-python3 netbg.py LINK [MODEM]    e.g. 1mbit:40ms; MODEM: tbf (the default: a deep FIFO
-    queue), cake or fq_codel: the downstream queue a "smart modem" would have instead (the
-    whole delay then moves to the upstream side, so the round trip stays the same). The
-    comparison in docs/network.md; the guest check runs the default.
+python3 netbg.py LINK [MODEM [MECHANISM]]    e.g. 1mbit:40ms; MODEM: tbf (the default: a
+    deep FIFO queue), cake or fq_codel: the downstream queue a "smart modem" would have
+    instead (the whole delay then moves to the upstream side, so the round trip stays the
+    same); MECHANISM: the policy's (its default, or e.g. ingress). The comparison in
+    docs/network.md; the guest checks run the default modem with both mechanisms.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def smart_modem(bed: testbed.Testbed, modem: str) -> None:
                    check=True)
 
 
-def main(spec_text: str, modem: str = "tbf") -> dict[str, object]:
+def main(spec_text: str, modem: str = "tbf",
+         mechanism: str = policy.DEFAULT_MECHANISM) -> dict[str, object]:
     out: dict[str, object] = {"kernel": os.uname().release, "modem": modem,
                               "before": snapshot()}
     spec = link.parse(spec_text)
@@ -105,7 +107,7 @@ def main(spec_text: str, modem: str = "tbf") -> dict[str, object]:
         drained(bed)
         with system.Transaction("guest-net-policy") as ptx:
             applied = policy.background(ptx, bed.client_ns, bed.client_dev, None, group,
-                                        cc=tcpopts.LOW_PRIORITY_CC)
+                                        cc=tcpopts.LOW_PRIORITY_CC, mechanism=mechanism)
             try:
                 out["policy"] = figures(measure.scenario(bed, 4, 3, cgroup_procs=procs))
                 out["tcp_lp_during"] = system.module_loaded("tcp_lp")
@@ -128,4 +130,4 @@ def main(spec_text: str, modem: str = "tbf") -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:3])), flush=True)
+    print(json.dumps(main(*sys.argv[1:4])), flush=True)
