@@ -75,9 +75,10 @@ def test_a_units_downloads_paced_by_the_net_service(guest: Guest) -> None:
 
 
 def test_run_net_where_systemd_owns_the_tree(guest: Guest) -> None:
-    """`backburner run --net background` there: the job's transient scope gets the run's
-    own pinned programs (BPFProgram=), its ACKs the paced class, its socket the clamp and
-    TCP-LP; its status 7 mirrored; no pin, class or journal of the run left."""
+    """`backburner run --net background --net-uplink 1mbit` there: the job's transient
+    scope gets the run's own pinned programs (BPFProgram=), its ACKs the paced class, its
+    upload the upload class, its socket the clamp and TCP-LP; its status 7 mirrored; no
+    pin, class or journal of the run left."""
     got = _netsd(guest)["run"]
     print(json.dumps(got, indent=1))
     assert got["status"] == 7, got
@@ -87,4 +88,6 @@ def test_run_net_where_systemd_owns_the_tree(guest: Guest) -> None:
     assert {pinned["ack_egress"], pinned["window_sock_ops"]} <= set(got["attached"]), got
     first, then = got["ack_packets"]
     assert then - first > 20, got
+    # --net-uplink: the uplink shaped, the job's upload in the class behind everything else
+    assert got["upload_packets"] > 20, got
     assert got["left"] == [], got

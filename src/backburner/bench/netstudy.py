@@ -61,17 +61,11 @@ TAIL_LINES, TAIL_CHARS = 5, 600  # as much of a failed client's stderr as of a p
 def preflight(plan: NetPlan) -> None:
     """What the study needs of this machine, before anything changes: root, the qdiscs of
     the link (netem for a delay: one line and 69 where the kernel lacks it), and for the
-    background policy what it needs (cgroup v2, htb, the cgroup BPF program) in a cgroup
-    tree bench may write to."""
+    background policy what it needs (cgroup v2, htb, the cgroup BPF program)."""
     system.require_root("bench --net-link (network namespaces, qdiscs)")
     testbed.check(plan.link)
     if "background" not in plan.policies:
         return
-    if systemd.manages_cgroups(systemd.read_facts()):
-        raise UnavailableError("the background policy of a network study where systemd "
-                               "owns the cgroup tree is not supported: the downloads' "
-                               "packet group would be outside bench's scope",
-                               "study --policy default only on this machine")
     background.require_kernel("the background policy", tcpopts.low_priority_cc())
 
 
@@ -125,12 +119,7 @@ class NetExecutor:
                 self._bed = bed = testbed.build(tx, self.plan.link)
                 self._server = testbed.start_server(bed)
                 if "background" in self.plan.policies:
-                    root = cgroup2.unified_root()
-                    if root is None:  # checked before; a mount gone since is the machine's
-                        raise UnavailableError("no cgroup v2 hierarchy is mounted")
-                    self._group = os.path.join(
-                        root, f"backburner-bench-net-{procfs.owner_tag(os.getpid())}")
-                    tx.apply(system.CgroupDir(self._group))
+                    self._group = self._load_group(tx)
                 yield self._facts()
             finally:
                 with interrupts.held():  # a second ^C must not skip the policy's undo
@@ -162,6 +151,28 @@ class NetExecutor:
 
     def drop_caches(self) -> None:
         pass  # a network study runs warm: nothing of it is cached
+
+    @staticmethod
+    def _load_group(tx: system.Transaction) -> str:
+        """The downloads' group, which the policy's programs go on: below the cgroup v2
+        root; or where systemd owns the tree, in a scope it delegates to bench, bench itself
+        moved into a sibling (`probe`: a group with children holds no processes), so
+        nothing is made or attached behind systemd's back."""
+        root = cgroup2.unified_root()
+        if root is None:  # checked before; a mount gone since is the machine's
+            raise UnavailableError("no cgroup v2 hierarchy is mounted")
+        owner = procfs.owner_tag(os.getpid())
+        if not systemd.manages_cgroups(systemd.read_facts()):
+            group = os.path.join(root, f"backburner-bench-net-{owner}")
+            tx.apply(system.CgroupDir(group))
+            return group
+        top = tx.apply(system.DelegatedScope(f"backburner-bench-net-{owner}.scope",
+                                             os.getpid()))
+        probe, group = os.path.join(top, "probe"), os.path.join(top, "downloads")
+        tx.apply(system.CgroupDir(probe))
+        tx.apply(system.CgroupMove(os.getpid(), probe))
+        tx.apply(system.CgroupDir(group))
+        return group
 
     def weight_raising_s(self, scheduler: str) -> float:
         return 0.0

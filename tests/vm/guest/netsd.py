@@ -77,9 +77,9 @@ def shaping(bed: testbed.Testbed) -> object:
             [c["handle"] for c in system.tc_classes(bed.client_ns, bed.client_dev)])
 
 
-def ack_packets(bed: testbed.Testbed) -> int:
+def ack_packets(bed: testbed.Testbed, classid: str = policy.BULK_CLASS) -> int:
     for c in system.tc_classes(bed.client_ns, bed.client_dev):
-        if c["handle"] == policy.BULK_CLASS:
+        if c["handle"] == classid:
             return int(c["packets"])
     return -1
 
@@ -138,7 +138,8 @@ def service_down(bed: testbed.Testbed) -> object:
         sh("systemctl", "daemon-reload")
 
 
-#: `run --net`'s job: a download for 4 s; what its socket had; exit status 7.
+#: `run --net`'s job: a download for 4 s, then an upload for 2 s into the server's sink;
+#: what the download's socket had; exit status 7.
 RUN_JOB = r"""
 import json, socket, sys, time
 from backburner.net.tcpopts import socket_options
@@ -147,18 +148,25 @@ s.sendall(b"GET /bulk HTTP/1.0\r\n\r\n")
 got, end = 0, time.monotonic() + 4
 while time.monotonic() < end:
     got += len(s.recv(65536))
+u = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+u.sendall(b"POST /upload HTTP/1.0\r\n\r\n")
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    u.send(b"\0" * 16384)
 print(json.dumps({"bytes": got, **socket_options(s)}), flush=True)
 sys.exit(7)
 """
 
 
 def run_net(bed: testbed.Testbed, bb: str) -> dict[str, object]:
-    """`backburner run --net background` where systemd owns the tree: the job's scope gets
-    the run's own pinned programs; what is attached to it, the paced class's counters,
-    the job's socket, its status mirrored, nothing of the run's left after."""
+    """`backburner run --net background --net-uplink` where systemd owns the tree: the
+    job's scope gets the run's own pinned programs; what is attached to it, the paced and
+    the upload class's counters, the job's socket, its status mirrored, nothing of the
+    run's left after."""
     Path("/root/netsd-runjob.py").write_text(RUN_JOB)
     proc = subprocess.Popen([bb, "run", "--net", "background", "--net-dev", bed.client_dev,
-                             "--netns", bed.client_ns, "--", sys.executable,
+                             "--netns", bed.client_ns, "--net-uplink", "1mbit", "--",
+                             sys.executable,
                              "/root/netsd-runjob.py", testbed.SERVER_ADDR, str(testbed.PORT)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: dict[str, object] = {"attached": [], "pinned": {}}
@@ -172,6 +180,7 @@ def run_net(bed: testbed.Testbed, bb: str) -> dict[str, object]:
             packets = ack_packets(bed)
             first = packets if first is None else first
             seen["ack_packets"] = [first, packets]
+            seen["upload_packets"] = ack_packets(bed, policy.UPLOAD_CLASS)
         time.sleep(0.5)
     out, err = proc.communicate()
     Path("/root/netsd-runjob.py").unlink()
