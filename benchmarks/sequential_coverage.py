@@ -4,12 +4,11 @@
 Simulates many studies with a known truth (`backburner.stats.simulation`: a loaded cell and
 its baseline, lognormal start-up times, the loaded median ``ratio`` times the baseline's),
 each run under the stopping rule `bench` ships (`stats.stopping.decision`, checked after
-every round, on the group-sequential interval planned from --min-runs and --max-runs), and
-prints a Markdown table per spread: how often the interval the study ended with covers the
-true ratio, how often its call was wrong, how its studies ended (on its budget; given up
-out of reach, and of those how many the budget would have decided after all), and the mean
-trials per cell. The same rule stopping on the fixed-n percentile bootstrap ("peeking",
-what a user re-running and re-reading a report does) is shown beside it.
+every round), and prints a Markdown table per spread: how often the interval the study
+ended with covers the true ratio, how often its call was wrong, how its studies ended (on
+its budget; given up out of reach, and of those how many the budget would have decided
+after all), and the mean trials per cell. The same rule stopping on the fixed-n percentile bootstrap
+("peeking", what a user re-running and re-reading a report does) is shown beside it.
 
 Usage: .venv/bin/python benchmarks/sequential_coverage.py [--studies N] [--min-runs N]
        [--max-runs N] [--sigma S ...] [--no-peeking]
@@ -61,7 +60,7 @@ def main() -> int:
             seed = int(ratio * 1000 + sigma * 100)
             out = simulate(rule, ratio, sigma=sigma, studies=args.studies, seed=seed)
             ok &= out.coverage >= rule.confidence and out.wrong_rate <= 1 - rule.confidence
-            print(row("paired group-sequential (shipped)", out), flush=True)
+            print(row("paired sequence (shipped)", out), flush=True)
             if not args.no_peeking:
                 peek = simulate(rule, ratio, sigma=sigma, studies=args.studies, seed=seed,
                                 peeking=True)

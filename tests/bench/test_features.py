@@ -171,22 +171,22 @@ def test_study_files(tmp_path: Path, state_dir: Path) -> None:
 
 
 def test_until_decided_on_a_real_testbed(tmp_path: Path, state_dir: Path) -> None:
-    """A study file's budget runs the sequential loop on a real testbed: one trial per cell
-    cannot decide anything (one pair has no spread), so every cell stops on max-runs, the
-    run records why, and the report says which budget left the loaded cell undecided, with
-    the method of its interval."""
+    """A study file's budget runs the sequential loop on a real testbed: three trials per
+    cell cannot decide anything at 95%, so every cell stops on max-runs, the run records
+    why, and the report says which budget left the loaded cell undecided, with the method
+    of its interval."""
     study = tmp_path / "s.toml"
-    study.write_text('probe = "/bin/true"\nmin-runs = 1\nmax-runs = 1\n')
+    study.write_text('probe = "/bin/true"\nmin-runs = 2\nmax-runs = 3\n')
     r, s = bench(tmp_path, "--study", str(study), "--load", "cmd:'sleep 100'")
     assert r.returncode == 0, r.err
-    assert "1\u20131 trials until decided (\u00b110%)" in r.err
+    assert "2\u20133 trials until decided (\u00b110%)" in r.err
     run = s.runs()[0]
     assert set(run.environment["stopping"].values()) == {"max-runs"}
     counted = [t for t in s.trials() if not t["warmup"]]
-    assert len(counted) == 2 * 1
+    assert len(counted) == 2 * 3
     page = (tmp_path / "r.html").read_text()  # the terminal table wraps its columns
-    assert "undecided when --max-runs ran out after 1 trial" in page
-    assert "95% paired group-sequential CI" in page
+    assert "undecided when --max-runs ran out after 3 trials" in page
+    assert "95% paired sequential CI" in page
 
 
 def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(

@@ -76,11 +76,10 @@ def test_a_baseline_of_zero_gives_no_ratio(tmp_path: Path) -> None:
 SLOW, EDGE = ("bfq", LOAD, "default"), ("bfq", LOAD, "background")
 
 
-def test_a_run_that_stopped_once_decided_is_judged_by_its_design(tmp_path: Path) -> None:
-    """Its ratios come from the group-sequential interval it stopped on (of the rounds'
-    paired ratios, its looks planned from its min_runs and max_runs), and say so; a cell
-    it left undecided on its budget says which budget, after how many trials, and about
-    how many would decide it."""
+def test_a_run_that_stopped_once_decided_is_judged_by_its_sequence(tmp_path: Path) -> None:
+    """Its ratios come from the confidence sequence it stopped on (of the rounds' paired
+    ratios), and say so; a cell it left undecided on its budget says which budget, after
+    how many trials, and about how many would decide it."""
     path = tmp_path / "s.db"
     make_db(path, medians={IDLE: 0.3, SLOW: 0.9, EDGE: 0.33}, trials=20, spread=0.1,
             settings={"min_runs": 6, "max_runs": 20}, rounds={SLOW: 12},
@@ -91,10 +90,10 @@ def test_a_run_that_stopped_once_decided_is_judged_by_its_design(tmp_path: Path)
             for r in report.summary_rows(data)}
     slow, edge = rows[SLOW], rows[EDGE]
     assert slow.verdict_kind == "slower"
-    assert slow.ratio.method == "paired-group-sequential"
+    assert slow.ratio.method == "paired-confidence-sequence"
     assert slow.verdict_params == {"tolerance": 0.10, "lower_bound": False,
-                                   "method": "paired-group-sequential"}
-    assert "95% paired group-sequential CI" in words.row_verdict_text(slow)
+                                   "method": "paired-confidence-sequence"}
+    assert "95% paired sequential CI" in words.row_verdict_text(slow)
     assert edge.verdict_kind == "inconclusive"
     assert edge.verdict_params["stopped"] == "max-runs" and edge.verdict_params["trials"] == 20
     text = words.row_verdict_text(edge)

@@ -17,7 +17,7 @@ from backburner.stats.simulation import simulate, wrong_call
 
 RULE = bs.Rule(min_runs=6, max_runs=60, tolerance=0.10, confidence=0.95)
 #: every rule `bench` ships: its defaults (±10%, 6 to 100 trials), and the quick preset's
-SHIPPED = {"defaults": bs.Rule(bs.DEFAULT_MIN_RUNS, bs.DEFAULT_MAX_RUNS),
+SHIPPED = {"defaults": bs.Rule(config.DEFAULT_MIN_RUNS, config.DEFAULT_MAX_RUNS),
            "quick": config.preset("quick").stopping_rule(),
            "office-hdd": config.preset("office-hdd").stopping_rule()}
 

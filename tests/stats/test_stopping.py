@@ -44,9 +44,9 @@ def _spread_about_one(spread: float, n: int) -> bs.Pairs:
 
 
 def test_a_cell_no_budget_could_decide_stops_early_out_of_reach() -> None:
-    """Spread 0.25 about a ratio of 1.0: 15 trials cannot decide ±10% even in the best case,
+    """Spread 0.4 about a ratio of 1.0: 15 trials cannot decide ±10% even in the best case,
     so it stops at min_runs; with 2000 trials allowed it goes on."""
-    pairs = _spread_about_one(0.25, 8)
+    pairs = _spread_about_one(0.4, 8)
     assert bs.decision(bs.Rule(min_runs=8, max_runs=15), pairs, 8) == bs.Stop.OUT_OF_REACH
     assert bs.decision(bs.Rule(min_runs=8, max_runs=2000), pairs, 8) == bs.Stop.CONTINUE
     assert bs.decision(bs.Rule(min_runs=9, max_runs=15), pairs, 8) == bs.Stop.CONTINUE
@@ -58,9 +58,9 @@ def test_out_of_reach_takes_the_best_case_the_data_allow() -> None:
     rule = bs.Rule(min_runs=6, max_runs=60)
     assert not bs.out_of_reach(rule, _pairs(1.02, 12, sigma=0.05))
     assert not bs.out_of_reach(rule, _spread_about_one(0.1, 12))
-    # spread 0.3: even a true 1.23x (the range's far end) needs about 65 trials
-    assert not bs.out_of_reach(rule, _spread_about_one(0.3, 12))
-    assert bs.out_of_reach(bs.Rule(min_runs=6, max_runs=20), _spread_about_one(0.3, 12))
+    # spread 0.6: even a true 1.5x (the range's far end) needs about 60 trials
+    assert not bs.out_of_reach(rule, _spread_about_one(0.6, 12))
+    assert bs.out_of_reach(bs.Rule(min_runs=6, max_runs=20), _spread_about_one(0.6, 12))
     assert not bs.out_of_reach(rule, _pairs(1.0, 3, sigma=1.0))  # too few pairs to say
 
 

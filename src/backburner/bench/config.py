@@ -42,6 +42,8 @@ MAX_SETTLE_S = 3600.0
 MAX_ABORT_FACTOR = 1e6
 #: A sequential run's defaults: the fewest trials for which a distribution-free interval of
 #: a median exists at 95%, and a ceiling that bounds the run's length.
+DEFAULT_MIN_RUNS = 6
+DEFAULT_MAX_RUNS = 100
 #: fio jobs of one load: more would measure the harness, not the device (and can exhaust
 #: memory with 256 MiB files each).
 MAX_FIO_JOBS = 64
@@ -109,7 +111,10 @@ class BenchConfig:
     def stopping_rule(self) -> Rule:
         """The rule of a sequential run, its defaults filled in."""
         from ..stats import Rule
-        return Rule.filled(self.min_runs, self.max_runs, self.tolerance)
+        high = self.max_runs if self.max_runs is not None \
+            else max(self.min_runs or 0, DEFAULT_MAX_RUNS)
+        low = self.min_runs if self.min_runs is not None else min(DEFAULT_MIN_RUNS, high)
+        return Rule(low, high, self.tolerance)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

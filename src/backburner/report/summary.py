@@ -215,17 +215,6 @@ def sequential(data: ReportData) -> bool:
                for k in ("min_runs", "max_runs", "max_time_s"))
 
 
-def horizon(data: ReportData, confidence: float) -> stats.Design | None:
-    """The looks a sequential run could stop its cells at, from its ``min_runs`` and
-    ``max_runs``: its intervals are then the group-sequential ones. None for several runs
-    pooled (their pairs could stop anywhere) or a fixed-count run."""
-    if len(data.runs) != 1 or not sequential(data):
-        return None
-    config = data.runs[0].config
-    rule = stats.Rule.filled(config.get("min_runs"), config.get("max_runs"))
-    return stats.Design(rule.min_runs, rule.max_runs, confidence)
-
-
 #: Why a sequential run stopped a cell undecided, as its record says.
 STOPPED_UNDECIDED = ("max-runs", "max-time", "out-of-reach")
 
@@ -247,12 +236,10 @@ def _judge(data: ReportData, cell: CellData, base: CellData, samples: list[float
            ) -> tuple[str, dict[str, stats.Param], stats.RatioCI]:
     """The verdict by the method the data allow: the bootstrap at a fixed count; after
     stopping once decided, the confidence sequence of the rounds' paired ratios."""
-    design = horizon(data, confidence)
     if sequential(data):
         pairs = stats.pair_rounds(cell.timed_by_round(cell.mode),
                                   base.timed_by_round(cell.mode))
-        v = stats.paired_verdict(pairs, tolerance=tolerance, confidence=confidence,
-                                 design=design)
+        v = stats.paired_verdict(pairs, tolerance=tolerance, confidence=confidence)
     else:
         v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
                           seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
@@ -265,7 +252,7 @@ def _judge(data: ReportData, cell: CellData, base: CellData, samples: list[float
         params["trials"] = len(samples) + len(limits)
         params["timeouts"] = len(limits)
         if sequential(data):
-            needed = stats.trials_needed(pairs, tolerance, confidence, design)
+            needed = stats.trials_needed(pairs, tolerance, confidence)
             params["decidable"] = needed is not None  # within stats.NEEDED_LIMIT trials
             if needed is not None:
                 params["trials_needed"] = needed

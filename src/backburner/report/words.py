@@ -64,11 +64,9 @@ def _ci(lo: float, hi: float) -> str:
 def _kind_of_ci(r: stats.RatioCI) -> str:
     """'95% CI' (bootstrap, a fixed number of trials), '95% sequential CI' (a confidence
     sequence: valid however early the run stopped), '95% paired sequential CI' (one of the
-    rounds' paired ratios), '95% paired group-sequential CI' (the same pairs, valid at
-    every look the run's horizon allows)."""
+    rounds' paired ratios)."""
     kind = {stats.SEQUENTIAL_METHOD: "sequential CI",
-            stats.PAIRED_METHOD: "paired sequential CI",
-            stats.GROUP_SEQUENTIAL_METHOD: "paired group-sequential CI"}.get(r.method, "CI")
+            stats.PAIRED_METHOD: "paired sequential CI"}.get(r.method, "CI")
     return f"{fmt_pct(r.confidence)} {kind}"
 
 
@@ -96,8 +94,7 @@ def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
     if math.isinf(r.hi):
         advice = ("timeouts, or too few trials for a sequential interval, leave it open "
                   "above: raise --timeout or --min-runs"
-                  if r.method in (stats.SEQUENTIAL_METHOD, stats.PAIRED_METHOD,
-                                  stats.GROUP_SEQUENTIAL_METHOD)
+                  if r.method in (stats.SEQUENTIAL_METHOD, stats.PAIRED_METHOD)
                   else "timeouts leave it open above: raise --timeout to measure them")
     return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
             f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)}); {advice}")

@@ -29,11 +29,9 @@ Why these choices:
 * A run that stops once its verdict is decided gets its intervals from confidence
   sequences (`sequential`: valid at every number of trials at once, so stopping on them
   costs no validity); its ratios to idle from the rounds' pairs (`paired`: one sequence of
-  per-round ratios, about half the trials of two medians' sequences), and where the run's
-  horizon is known, from a group-sequential interval of the same pairs that spends the
-  error rate over the looks the run can stop at (`groupseq`: narrower within that
-  horizon), by the rule in `stopping`; `simulation` measures them on studies with a known
-  truth. Each `RatioCI` names the method that made it.
+  per-round ratios, about half the trials of two medians' sequences), by the rule in
+  `stopping`; `simulation` measures both on studies with a known truth. Each `RatioCI`
+  names the method that made it.
 * Bootstraps use a seeded ``numpy.random.Generator`` so a report is reproducible.
 """
 
@@ -60,21 +58,11 @@ from .estimates import (
     summarize,
     tukey_outliers,
 )
-from .groupseq import METHOD as GROUP_SEQUENTIAL_METHOD
-from .groupseq import Design, paired_ratio_gs
 from .paired import METHOD as PAIRED_METHOD
 from .paired import Pairs, pair_rounds, paired_ratio_cs
 from .sequential import METHOD as SEQUENTIAL_METHOD
 from .sequential import accepted_counts, median_cs, ratio_cs
-from .stopping import (
-    DEFAULT_MAX_RUNS,
-    DEFAULT_MIN_RUNS,
-    Rule,
-    Stop,
-    decision,
-    out_of_reach,
-    trials_needed,
-)
+from .stopping import Rule, Stop, decision, out_of_reach, trials_needed
 from .verdicts import (
     BIMODAL_MIN_N,
     BIMODAL_THRESHOLD,
@@ -99,8 +87,7 @@ from .verdicts import (
 __all__ = [
     "BIMODAL_MIN_N", "BIMODAL_THRESHOLD", "BOOTSTRAP_MEDIAN_MAX_N", "MAD_NORMAL_SCALE",
     "NOT_COLD_FRACTION", "OUTLIER_WARN_FRACTION", "RECOMMENDED_TRIALS", "TUKEY_K",
-    "DEFAULT_MAX_RUNS", "DEFAULT_MIN_RUNS", "GROUP_SEQUENTIAL_METHOD", "Design",
-    "paired_ratio_gs", "PAIRED_METHOD", "SEQUENTIAL_METHOD", "Caveat", "CaveatCode", "Rule", "Stop",
+    "PAIRED_METHOD", "SEQUENTIAL_METHOD", "Caveat", "CaveatCode", "Rule", "Stop",
     "CliffsDelta", "Comparison", "MannWhitney", "Pairs", "Param", "RatioCI",
     "Summary", "TimeoutReach", "Verdict", "VerdictKind",
     "accepted_counts", "bimodality_coefficient", "classify", "decision", "median_cs",

@@ -72,10 +72,9 @@ class Pairs:
 
 
 def pair_rounds(loaded: Mapping[object, Timed], baseline: Mapping[object, Timed]) -> Pairs:
-    """The pairs of the rounds both cells have a time for, in round order (what
-    `groupseq`'s looks count along). Keys name a round (a run's round number, or
-    (run, round) when several runs are pooled)."""
-    rounds = sorted(set(loaded) & set(baseline))
+    """The pairs of the rounds both cells have a time for, in round order. Keys name a
+    round (a run's round number, or (run, round) when several runs are pooled)."""
+    rounds = sorted(set(loaded) & set(baseline), key=repr)
     d, above, below = [], [], []
     for r in rounds:
         (a, a_open), (b, b_open) = loaded[r], baseline[r]

@@ -63,7 +63,7 @@ def _judge(rule: Rule, loaded: np.ndarray, base: np.ndarray, peeking: bool) -> V
         return verdict(loaded, base, tolerance=rule.tolerance, confidence=rule.confidence,
                        resamples=1000)
     return paired_verdict(_pairs(loaded, base), tolerance=rule.tolerance,
-                          confidence=rule.confidence, design=rule.design)
+                          confidence=rule.confidence)
 
 
 def _pairs(loaded: np.ndarray, base: np.ndarray) -> Pairs:

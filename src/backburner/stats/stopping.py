@@ -1,11 +1,10 @@
 """The stopping rule `bench` runs: a cell gets trials until its verdict is decided, its
 budget is spent, or a decision is out of the budget's reach.
 
-Decided means the verdict read off the paired rounds' group-sequential interval
-(`groupseq`, its looks and error rate planned from ``min_runs`` and ``max_runs``) is
-slower, faster or indistinguishable; because that interval holds at every look the rule
-can stop at, at once, stopping on it leaves the interval and the verdict as valid as at a
-fixed n (`simulation` checks it). The budget in trials is here; a budget in time is the runner's,
+Decided means the verdict read off the paired rounds' confidence sequence (`paired`) is
+slower, faster or indistinguishable; because that interval is valid at every number of
+rounds at once, stopping on it leaves the interval and the verdict as valid as at a fixed n
+(`simulation` checks it). The budget in trials is here; a budget in time is the runner's,
 which stops every cell alike and so cannot bias one against another.
 
 Out of reach: a cell whose verdict would need well over ``max_runs`` trials even if its true
@@ -27,8 +26,6 @@ from functools import lru_cache
 import numpy as np
 
 from .estimates import MAD_NORMAL_SCALE, check_confidence
-from .groupseq import Design
-from .groupseq import half_width as planned_half_width
 from .paired import Pairs
 from .sequential import accepted_counts
 from .verdicts import VerdictKind, paired_verdict
@@ -39,9 +36,6 @@ GUARD_CONFIDENCE = 0.95
 GUARD_FACTOR = 1.5
 #: No estimate beyond this many trials: "more than anyone will run".
 NEEDED_LIMIT = 100_000
-#: The trials a cell gets when a run names only a time budget, or neither bound.
-DEFAULT_MIN_RUNS = 6
-DEFAULT_MAX_RUNS = 100
 
 
 class Stop(StrEnum):
@@ -71,21 +65,6 @@ class Rule:
             raise ValueError(f"tolerance must be in [0, 1), got {self.tolerance}")
         check_confidence(self.confidence)
 
-    @classmethod
-    def filled(cls, min_runs: int | None, max_runs: int | None,
-               tolerance: float = 0.10) -> Rule:
-        """The rule of a run that gave either bound, both or neither: a missing
-        ``max_runs`` is `DEFAULT_MAX_RUNS` (or ``min_runs`` if more), a missing
-        ``min_runs`` is `DEFAULT_MIN_RUNS` (or ``max_runs`` if fewer)."""
-        high = max_runs if max_runs is not None else max(min_runs or 0, DEFAULT_MAX_RUNS)
-        low = min_runs if min_runs is not None else min(DEFAULT_MIN_RUNS, high)
-        return cls(low, high, tolerance)
-
-    @property
-    def design(self) -> Design:
-        """The looks and error rate its intervals are planned with."""
-        return Design(self.min_runs, self.max_runs, self.confidence)
-
 
 def decision(rule: Rule, pairs: Pairs, trials: int) -> Stop:
     """Whether a loaded cell needs more trials, from its rounds paired with its baseline's
@@ -93,8 +72,7 @@ def decision(rule: Rule, pairs: Pairs, trials: int) -> Stop:
     trials and its verdict is not inconclusive; out of reach once it has ``min_runs`` and
     `out_of_reach` says so; out of budget at ``max_runs``."""
     if trials >= rule.min_runs and pairs.n:
-        v = paired_verdict(pairs, tolerance=rule.tolerance, confidence=rule.confidence,
-                           design=rule.design)
+        v = paired_verdict(pairs, tolerance=rule.tolerance, confidence=rule.confidence)
         if v.kind != VerdictKind.INCONCLUSIVE:
             return Stop.DECIDED
         if trials < rule.max_runs and out_of_reach(rule, pairs):
@@ -128,29 +106,15 @@ def half_width(n: int, confidence: float) -> float:
 SCAN_LIMIT = 2_000
 
 
-@lru_cache(maxsize=65536)
-def planned_width(n: int, design: Design | None, confidence: float) -> float:
-    """The half-width at n pairs in units of the d's spread: the design's (its last look
-    at or before n) within its horizon, beyond it that of a run planned with n as its
-    ``max_runs``; without a design, the confidence sequence's."""
-    if design is None:
-        return half_width(n, confidence)
-    if n > design.max_runs:
-        design = Design(design.min_runs, n, design.confidence)
-    return planned_half_width(n, design)
-
-
-def pairs_for(spread: float, margin: float, confidence: float, start: int = 1,
-              design: Design | None = None) -> int | None:
-    """The fewest pairs (from ``start``) whose expected half-width (`planned_width`) is
-    under ``margin``, for normal d's of that spread; None when the margin is nil or more
-    than `NEEDED_LIMIT` pairs are needed."""
+def pairs_for(spread: float, margin: float, confidence: float, start: int = 1) -> int | None:
+    """The fewest pairs (from ``start``) whose expected half-width is under ``margin``, for
+    normal d's of that spread; None when the margin is nil or more than `NEEDED_LIMIT` pairs
+    are needed."""
     if margin <= 0.0:
         return None
     if spread <= 0.0:
         return start
-    return _first_count(lambda n: spread * planned_width(n, design, confidence) < margin,
-                        start)
+    return _first_count(lambda n: spread * half_width(n, confidence) < margin, start)
 
 
 def _edges(tolerance: float) -> tuple[float, float]:
@@ -167,13 +131,9 @@ def _decides(lo: float, hi: float, edges: tuple[float, float]) -> bool:
     return lo > high or hi < low or (low <= lo and hi <= high)
 
 
-def trials_needed(pairs: Pairs, tolerance: float, confidence: float,
-                  design: Design | None = None) -> int | None:
-    """About how many pairs a decision needs if further rounds keep the distribution seen.
-    With a ``design`` and no timeout: the first count m whose t interval (the mean and
-    standard deviation seen, `planned_width`: a run planned with m as its horizon beyond
-    the design's) decides. Otherwise, as the confidence sequence sees it: at each count m
-    its outer kept order statistics stand at
+def trials_needed(pairs: Pairs, tolerance: float, confidence: float) -> int | None:
+    """About how many pairs the sequence needs to decide the cell if further rounds keep the
+    distribution seen: at each count m the sequence's outer kept order statistics stand at
     their expected quantiles (Blom's) of the per-round log ratios seen, interpolated, and
     the count is the first whose interval decides. Distribution-free like the sequence
     itself: an outlier seen keeps the estimate up until the kept order statistics pass it.
@@ -183,14 +143,6 @@ def trials_needed(pairs: Pairs, tolerance: float, confidence: float,
         return None
     d = np.sort(pairs.d)
     edges = _edges(tolerance)
-    if design is not None and not (pairs.open_above.any() or pairs.open_below.any()):
-        centre, spread = float(np.mean(d)), float(np.std(d, ddof=1))
-
-        def planned(m: int) -> bool:
-            reach = spread * planned_width(m, design, confidence)
-            return _decides(centre - reach, centre + reach, edges)
-
-        return _first_count(planned)
 
     def fits(m: int) -> bool:
         counts = accepted_counts(m, confidence)
@@ -225,18 +177,16 @@ def _first_count(fits: Callable[[int], bool], start: int = 1) -> int | None:
 
 def out_of_reach(rule: Rule, pairs: Pairs) -> bool:
     """Whether even the best case the data allow needs more than `GUARD_FACTOR` times
-    ``max_runs`` pairs (`pairs_for` with the rule's design): the centre anywhere in its 95%
-    range (median +/- 1.96 standard errors of a normal median, 1.2533 spread / sqrt n), at
-    its most decidable point (the band's middle if the range holds it, else the end farther
-    from the nearer edge), with the spread seen: the standard deviation the t interval
-    will see, or with a timeout the robust one. The factor leaves room for a spread that
-    was seen too wide: on simulated cells it gives up on at most a few in a hundred that
-    the budget would have decided (`tests/stats/test_simulation.py`)."""
+    ``max_runs`` pairs: the centre anywhere in its 95% range (median +/- 1.96 standard
+    errors of a normal median, 1.2533 spread / sqrt n), at its most decidable point (the
+    band's middle if the range holds it, else the end farther from the nearer edge), with
+    the spread seen. The factor leaves room for a spread that was seen too wide: on
+    simulated cells it gives up on at most a few in a hundred that the budget would have
+    decided (`tests/stats/test_simulation.py`)."""
     n = pairs.n
     if n < 4:
         return False
-    censored = pairs.open_above.any() or pairs.open_below.any()
-    spread = _spread(pairs.d) if censored else float(np.std(pairs.d, ddof=1))
+    spread = _spread(pairs.d)
     centre = float(np.median(pairs.d))
     reach = _z(0.5 + GUARD_CONFIDENCE / 2) * 1.2533 * spread / math.sqrt(n)
     edges = _edges(rule.tolerance)
@@ -244,5 +194,5 @@ def out_of_reach(rule: Rule, pairs: Pairs) -> bool:
     lo, hi = centre - reach, centre + reach
     candidates = [lo, hi, *([middle] if lo <= middle <= hi else [])]
     margin = max(min(abs(c - e) for e in edges) for c in candidates)
-    needed = pairs_for(spread, margin, rule.confidence, start=n, design=rule.design)
+    needed = pairs_for(spread, margin, rule.confidence, start=n)
     return needed is None or needed > GUARD_FACTOR * rule.max_runs

@@ -23,7 +23,6 @@ from .estimates import (
     min_trials,
     tukey_outliers,
 )
-from .groupseq import Design, paired_ratio_gs
 from .paired import Pairs, median_reached_by_timeouts, paired_ratio_cs
 from .sequential import ratio_cs
 
@@ -114,14 +113,12 @@ def sequential_verdict(
                    censored_median(loaded, loaded_censored)[1])
 
 
-def paired_verdict(pairs: Pairs, *, tolerance: float = 0.10, confidence: float = 0.95,
-                   design: Design | None = None) -> Verdict:
-    """`verdict` on the paired rounds: the verdict of a run that stopped once decided, where
-    the trials pair by round. With the run's ``design`` (its horizon known) the
-    group-sequential interval (`groupseq`, at the design's confidence); without, the
-    confidence sequence (`paired.paired_ratio_cs`)."""
+def paired_verdict(pairs: Pairs, *, tolerance: float = 0.10,
+                   confidence: float = 0.95) -> Verdict:
+    """`verdict` on the paired rounds' confidence sequence (`paired.paired_ratio_cs`): the
+    verdict of a run that stopped once decided, where the trials pair by round."""
     _check_tolerance(tolerance)
-    r = paired_ratio_cs(pairs, confidence) if design is None else paired_ratio_gs(pairs, design)
+    r = paired_ratio_cs(pairs, confidence)
     return Verdict(classify(r, tolerance), r, tolerance, median_reached_by_timeouts(pairs))
 
 
