@@ -384,12 +384,16 @@ def change_class(ns: str | None, dev: str, parent: str, classid: str, qkind: str
           qkind, *args], f"changing {qkind} class {classid} on {dev}")
 
 
+def _at(parent: str) -> list[str]:
+    """Where a filter is, in tc's words: the ingress qdisc (ffff:) or a qdisc's handle."""
+    return ["ingress"] if parent == "ffff:" else ["parent", parent]
+
+
 def tc_filters(ns: str | None, dev: str, parent: str) -> list[dict[str, Any]]:
     """`tc -j filter show` at qdisc `parent` of `dev` ([] when the link or qdisc is gone)."""
     if link_info(ns, dev) is None:
         return []
-    where = ["ingress"] if parent == "ffff:" else ["parent", parent]
-    res = run_tool([*_tc(ns), "-j", "filter", "show", "dev", dev, *where])
+    res = run_tool([*_tc(ns), "-j", "filter", "show", "dev", dev, *_at(parent)])
     if res.status != 0:
         return []
     return list(json.loads(res.stdout or "[]"))
@@ -411,8 +415,7 @@ def _del_filter(ns: str | None, dev: str, parent: str, pref: int, old: Any, what
         return  # the link went, and its filters with it
     if not any(f.get("pref") == pref for f in tc_filters(ns, dev, parent)):
         return
-    where = ["ingress"] if parent == "ffff:" else ["parent", parent]
-    tool([*_tc(ns), "filter", "del", "dev", dev, *where, "pref", str(pref)],
+    tool([*_tc(ns), "filter", "del", "dev", dev, *_at(parent), "pref", str(pref)],
          f"removing {what}")
 
 
@@ -435,8 +438,7 @@ class TcFilter(Change):
         return _free_filter_slot(self.ns, self.dev, self.parent, self.pref, self.describe())
 
     def apply(self) -> None:
-        where = ["ingress"] if self.parent == "ffff:" else ["parent", self.parent]
-        tool([*_tc(self.ns), "filter", "add", "dev", self.dev, *where, "pref",
+        tool([*_tc(self.ns), "filter", "add", "dev", self.dev, *_at(self.parent), "pref",
               str(self.pref), *self.args], f"adding {self.describe()}")
 
     def undo(self, old: Any, result: Any) -> None:
