@@ -106,7 +106,7 @@ def _insn(code: int, dst: int = 0, src: int = 0, off: int = 0, imm: int = 0) -> 
 
 
 @dataclass
-class _Asm:
+class Asm:
     """Instructions with named jump targets, resolved when the program is done."""
 
     out: list[tuple[int, int, int, int, int | str]] = field(default_factory=list)
@@ -172,7 +172,7 @@ def ack_data_program(ack_priority: int, data_priority: int) -> bytes:
     for p in (ack_priority, data_priority):
         if not 0 <= p < 2**31:
             raise ValueError(f"priority out of range: {p}")
-    a = _Asm()
+    a = Asm()
     a.op(0x61, dst=2, src=1, off=_SKB_LEN)                 # r2 = skb->len
     a.jump(0x25, "data", dst=2, imm=ACK_MAX_LEN)           # if r2 > max goto data
     if ack_priority:
@@ -189,7 +189,7 @@ def ack_data_program(ack_priority: int, data_priority: int) -> bytes:
     return a.assemble()
 
 
-def _lookup_window(a: _Asm, map_fd: int) -> None:
+def _lookup_window(a: Asm, map_fd: int) -> None:
     """r0 = &map[0], or to `out` when there is none."""
     a.op(0x62, dst=10, off=-24, imm=0)                     # stw [r10 - 24], 0: the key
     a.ld64(1, map_fd, src=1)                               # r1 = the map
@@ -199,7 +199,7 @@ def _lookup_window(a: _Asm, map_fd: int) -> None:
     a.jump(0x15, "out", dst=0, imm=0)                      # if r0 == 0 goto out
 
 
-def _set_congestion(a: _Asm, cc: str) -> None:
+def _set_congestion(a: Asm, cc: str) -> None:
     """bpf_setsockopt(ctx, SOL_TCP, TCP_CONGESTION, "name", 16) from the stack."""
     name = cc.encode().ljust(TCP_CA_NAME_MAX, b"\0")
     for k in (0, 8):
@@ -233,7 +233,7 @@ def sock_ops_program(map_fd: int, cc: str | None = None) -> bytes:
     """
     if cc is not None and not (cc.isascii() and cc.isprintable() and 0 < len(cc) < 16):
         raise ValueError(f"bad congestion control name: {cc!r}")
-    a = _Asm()
+    a = Asm()
     a.op(0xBF, dst=6, src=1)                               # r6 = ctx
     a.op(0x61, dst=7, src=6, off=_OPS_OP)                  # r7 = ctx->op
     a.jump(0x15, "rwnd", dst=7, imm=OP_RWND_INIT)
@@ -299,7 +299,7 @@ def _bpf(cmd: int, attr: bytes | ctypes.Array[ctypes.c_char]) -> int:
     return int(ret)
 
 
-def _load(prog_type: int, attach_type: int, insns: bytes, name: str, what: str) -> int:
+def load_program(prog_type: int, attach_type: int, insns: bytes, name: str, what: str) -> int:
     ibuf = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(65536)
@@ -322,19 +322,19 @@ def load_priority_program(priority: int, name: str = "bb_prio",
     (the caller closes it)."""
     insns = priority_program(priority) if data_priority is None else \
         ack_data_program(priority, data_priority)
-    return _load(BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_EGRESS, insns, name, "cgroup-skb")
+    return load_program(BPF_PROG_TYPE_CGROUP_SKB, BPF_CGROUP_INET_EGRESS, insns, name, "cgroup-skb")
 
 
 def load_sock_ops_program(map_fd: int, cc: str | None = None, name: str = "bb_window") -> int:
     """Load the sock_ops program over `map_fd`; return its descriptor. A kernel whose
     bpf_setsockopt lacks an option the program uses refuses it here, at load."""
-    return _load(BPF_PROG_TYPE_SOCK_OPS, BPF_CGROUP_SOCK_OPS, sock_ops_program(map_fd, cc),
+    return load_program(BPF_PROG_TYPE_SOCK_OPS, BPF_CGROUP_SOCK_OPS, sock_ops_program(map_fd, cc),
                  name, "sock_ops")
 
 
 def load_socket_priority_program(priority: int, name: str = "bb_sockprio") -> int:
     """Load `socket_priority_program`; return its descriptor (the caller closes it)."""
-    return _load(BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE,
+    return load_program(BPF_PROG_TYPE_CGROUP_SOCK, BPF_CGROUP_INET_SOCK_CREATE,
                  socket_priority_program(priority), name, "cgroup sock-create")
 
 

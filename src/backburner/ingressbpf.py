@@ -24,7 +24,7 @@ import os
 import socket
 import struct
 
-from .cgroupbpf import _Asm, _load
+from .cgroupbpf import Asm, load_program
 from .errors import UnavailableError
 
 BPF_PROG_TYPE_SCHED_CLS = 3
@@ -55,7 +55,7 @@ def classifier_program(priority: int, classid: int) -> bytes:
     0 for every other packet."""
     if not 0 < classid < 2**32 or not 0 < priority < 2**31:
         raise ValueError("classifier: class or priority out of range")
-    a = _Asm()
+    a = Asm()
     a.op(0xBF, dst=6, src=1)                               # r6 = skb
     a.op(0x61, dst=2, src=6, off=_SKB_PROTOCOL)            # r2 = skb->protocol
     a.jump(0x55, "miss", dst=2, imm=_ETH_P_IP_BE)          # not IPv4: no match
@@ -86,7 +86,7 @@ def classifier_program(priority: int, classid: int) -> bytes:
     return a.assemble()
 
 
-def _load_bytes(a: _Asm, offset_reg: int | None, at: int, length: int) -> None:
+def _load_bytes(a: Asm, offset_reg: int | None, at: int, length: int) -> None:
     """bpf_skb_load_bytes_relative(skb, offset, fp + at, length, from the network header);
     a packet too short for it is no match."""
     if offset_reg is None:
@@ -105,7 +105,7 @@ def _load_bytes(a: _Asm, offset_reg: int | None, at: int, length: int) -> None:
 def load_classifier(priority: int, classid: int, name: str = "bb_ingress") -> int:
     """Load the classifier; return its descriptor (the caller closes it). A kernel
     without socket lookups in tc programs refuses it here."""
-    return _load(BPF_PROG_TYPE_SCHED_CLS, 0, classifier_program(priority, classid),
+    return load_program(BPF_PROG_TYPE_SCHED_CLS, 0, classifier_program(priority, classid),
                  name, "tc classifier")
 
 

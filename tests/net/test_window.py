@@ -155,6 +155,6 @@ def test_check_passes_here_and_refuses_a_missing_cc_before_any_change(
 
 def test_a_refused_program_is_one_line_and_69() -> None:
     with pytest.raises(UnavailableError) as err:
-        cgroupbpf._load(9999, cgroupbpf.BPF_CGROUP_SOCK_OPS, cgroupbpf.priority_program(1),
+        cgroupbpf.load_program(9999, cgroupbpf.BPF_CGROUP_SOCK_OPS, cgroupbpf.priority_program(1),
                         "bb_bad", "made-up")
     assert err.value.exit_status == 69 and "refused a made-up BPF program" in str(err.value)

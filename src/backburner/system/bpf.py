@@ -58,6 +58,19 @@ def _attach(path: str, prog: int, attach_type: int, result: dict[str, Any],
     return result
 
 
+def _load_and_attach(path: str, load: Callable[[], int], attach_type: int,
+                     record: Callable[[Any], None]) -> dict[str, Any]:
+    """Load a program (`load` returns its descriptor) and attach it to the group at
+    `path`, which must exist; our descriptor is closed after (the group holds it)."""
+    if not os.path.isdir(path):
+        raise SystemStateError(f"no cgroup {path}")
+    prog = load()
+    try:
+        return _attach(path, prog, attach_type, {}, record)
+    finally:
+        os.close(prog)
+
+
 def _detach(path: str, result: Any, attach_type: int,
             before: Callable[[], None] = lambda: None) -> None:
     """Detach the journaled program from the journaled group, if both are still there;
@@ -106,14 +119,9 @@ class CgroupPacketPriority(Change):
         return f"packet priority {self.priority:#x}{data} for cgroup {self.path}"
 
     def apply_with(self, record: Callable[[Any], None]) -> Any:
-        if not os.path.isdir(self.path):
-            raise SystemStateError(f"no cgroup {self.path}")
-        prog = cgroupbpf.load_priority_program(self.priority,
-                                               data_priority=self.data_priority)
-        try:
-            return _attach(self.path, prog, cgroupbpf.BPF_CGROUP_INET_EGRESS, {}, record)
-        finally:
-            os.close(prog)
+        return _load_and_attach(self.path, lambda: cgroupbpf.load_priority_program(
+            self.priority, data_priority=self.data_priority),
+            cgroupbpf.BPF_CGROUP_INET_EGRESS, record)
 
     def apply(self) -> Any:
         return self.apply_with(lambda _r: None)
@@ -136,13 +144,9 @@ class CgroupSocketPriority(Change):
         return f"socket priority {self.priority:#x} for cgroup {self.path}"
 
     def apply_with(self, record: Callable[[Any], None]) -> Any:
-        if not os.path.isdir(self.path):
-            raise SystemStateError(f"no cgroup {self.path}")
-        prog = cgroupbpf.load_socket_priority_program(self.priority)
-        try:
-            return _attach(self.path, prog, cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE, {}, record)
-        finally:
-            os.close(prog)
+        return _load_and_attach(self.path,
+                                lambda: cgroupbpf.load_socket_priority_program(self.priority),
+                                cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE, record)
 
     def apply(self) -> Any:
         return self.apply_with(lambda _r: None)

@@ -1,6 +1,6 @@
-"""Network state: namespaces, links, addresses, queueing disciplines and their classes,
-each made with iproute2 (`ip`, `tc`) and undone only when what is there is still what we
-made.
+"""Network state: namespaces, links, addresses, queueing disciplines, their classes and
+filters, each made with iproute2 (`ip`, `tc`; the BPF classifier by the netlink request
+`tc` would send) and undone only when what is there is still what we made.
 
 A namespace is known by its nsfs inode, a link by its interface index inside its
 namespace, a queueing discipline by its handle and kind on that link: a name alone could be
