@@ -5,7 +5,7 @@ with the background policy's mechanisms, on the namespace testbed (real packets;
 Usage: sudo .venv/bin/python benchmarks/net_background.py [--link 1mbit:0ms:300ms]
     [--probes 8] [--alone-s 10] [--mode fixed|adaptive] [--mechanism acks|window|both|ingress]
     [--runs N] [--downloads 1,4] [--uploads] [--no-unprotected] [--target-ms 20]
-    [--grow 0.08] [--shrink 0.1] [--margin-ms 50]
+    [--grow 0.08] [--shrink 0.1] [--margin-ms 50] [--attribution cgroup2|net_cls]
 Prints, per scenario: the page fetch's median (and each fetch), the TCP handshake's
 median round trip, and the bulk work's own speed as a share of the link's rate; then, per
 policy, the spread over the runs of the two target figures: the fetch under four
@@ -24,7 +24,7 @@ from collections import defaultdict
 from backburner import cgroup2, system
 from backburner.errors import BackburnerError
 from backburner.net import link as netlink
-from backburner.net import measure, policy, testbed
+from backburner.net import measure, netcls, policy, testbed
 from backburner.net.pacer import Rule, WindowRule
 
 
@@ -91,6 +91,10 @@ def main() -> int:
                     help="what holds the downloads back (adaptive only): their ACKs paced, "
                     "their window clamped, or both; repeatable; default "
                     f"{policy.DEFAULT_MECHANISM}")
+    ap.add_argument("--attribution", choices=policy.ATTRIBUTIONS, default="cgroup2",
+                    help="how the job's packets are known: programs on its cgroup v2 "
+                    "group, or (as where only cgroup v1 is there) its net_cls class id, "
+                    "ACKs only (default %(default)s)")
     ap.add_argument("--downloads", default="1,4",
                     help="the loaded scenarios' numbers of downloads (default 1,4)")
     ap.add_argument("--uploads", action="store_true",
@@ -114,20 +118,26 @@ def main() -> int:
                     help="the least delay of this many echoes counts (default %(default)g)")
     args = ap.parse_args()
     args.mode = args.mode or ["adaptive"]
-    args.mechanism = args.mechanism or [policy.DEFAULT_MECHANISM]
+    by_classid = args.attribution == "net_cls"
+    args.mechanism = args.mechanism or ["acks" if by_classid else policy.DEFAULT_MECHANISM]
+    if by_classid and args.mechanism != ["acks"]:
+        ap.error("--attribution net_cls holds back the ACKs only (--mechanism acks)")
     args.downloads = [int(n) for n in args.downloads.split(",") if n]
     summary: dict[str, list[tuple[float, float]]] = defaultdict(list)
     try:
         spec = netlink.parse(args.link)
         testbed.check(spec)
         root = cgroup2.unified_root()
-        if root is None:
+        if root is None and not by_classid:
             raise BackburnerError("no cgroup2 hierarchy is mounted")
         with system.Transaction("net-bench") as tx:
             bed = testbed.build(tx, spec)
             testbed.start_server(bed)
-            group = os.path.join(root, f"backburner-net-{secrets.token_hex(3)}")
-            tx.apply(system.CgroupDir(group))
+            if by_classid:
+                group = netcls.group(tx, secrets.token_hex(3))
+            else:
+                group = os.path.join(root, f"backburner-net-{secrets.token_hex(3)}")
+                tx.apply(system.CgroupDir(group))
             procs = (os.path.join(group, "cgroup.procs"),)
             print(f"link {spec.spec()} (queue {spec.buffer_bytes} bytes), "
                   f"page {testbed.PAGE_BYTES} bytes, server {testbed.SERVER_CC}")
@@ -153,6 +163,7 @@ def main() -> int:
                 for mode, mech in runs:
                     name = mech if mode == "adaptive" else \
                         "fixed" if mech == "acks" else f"fixed {mech}"
+                    name = f"{name} by net_cls" if by_classid else name
                     with system.Transaction("net-bench-policy") as ptx:
                         applied = policy.background(ptx, bed.client_ns, bed.client_dev,
                                                     None if mode == "adaptive" else spec,
@@ -160,7 +171,8 @@ def main() -> int:
                                                     mechanism=mech, rule=rule,
                                                     window_rule=window_rule,
                                                     interval_s=args.interval_ms / 1000,
-                                                    current_filter=args.filter)
+                                                    current_filter=args.filter,
+                                                    attribution=args.attribution)
                         try:
                             run_policy(bed, spec, applied, procs, args, base, name, summary)
                         finally:
@@ -168,10 +180,11 @@ def main() -> int:
             if args.uploads:
                 with system.Transaction("net-bench-upload") as ptx:
                     applied = policy.background(ptx, bed.client_ns, bed.client_dev, None,
-                                                group, uplink_bit=spec.rate_bit)
+                                                group, uplink_bit=spec.rate_bit,
+                                                attribution=args.attribution)
                     try:
                         run_upload(bed, spec, applied, procs, args, base,
-                                   "uplink shaped")
+                                   "uplink shaped" + (" by net_cls" if by_classid else ""))
                     finally:
                         policy.stop(applied)
     except BackburnerError as err:

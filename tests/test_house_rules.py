@@ -201,18 +201,21 @@ def test_every_kind_of_change_is_in_the_system_package_and_registered() -> None:
     package does not import would be unknown to `restore` after a crash."""
     from backburner import system
 
-    outside, defined = [], set()
+    outside, defined, kinds = [], set(), set()
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef) and any(
                     isinstance(b, ast.Name) and (b.id == "Change" or b.id in defined)
                     for b in node.bases):
                 defined.add(node.name)
+                if any(isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                       and s.target.id == "kind" and s.value is not None for s in node.body):
+                    kinds.add(node.name)  # a kind of its own (else an abstract base)
                 if not _rel(path).startswith(STATE_PACKAGE):
                     outside.append(f"{_rel(path)}: {node.name}")
     assert outside == []
     registered = {cls.__name__ for cls in system.Change.registry.values()}
-    assert defined - registered == set()
+    assert kinds - registered == set() and kinds <= defined
     assert len(registered) >= 17
 
 

@@ -1,6 +1,6 @@
 """cgroup BPF through the bpf(2) system call: the one place that assembles, loads,
 attaches, finds and detaches the programs of the network policy, and makes and reads their
-maps (the ingress classifier, a tc program, is assembled in `ingressbpf` with the same
+maps (the ingress classifier, a tc program, is assembled in `tcbpf` with the same
 assembler and loaded here).
 
 A download's packets belong to its job by the cgroup v2 group of the socket that sent or
@@ -151,7 +151,7 @@ def priority_program(priority: int) -> bytes:
 #: The longest packet taken for an acknowledgement (IPv6 and a full TCP header, no data).
 def socket_priority_program(priority: int) -> bytes:
     """A sock-create program: sk->sk_priority = priority; return 1 (let the socket be
-    made). The ingress classifier (`ingressbpf`) knows the job's sockets by it."""
+    made). The ingress classifier (`tcbpf`) knows the job's sockets by it."""
     if not 0 < priority < 2**31:
         raise ValueError(f"priority out of range: {priority}")
     return b"".join([

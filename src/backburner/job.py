@@ -124,12 +124,16 @@ def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.
         applied, net_procs = background.apply(tx, net, procfs.owner_tag(os.getpid()))
         where = f" in network namespace {net.ns}" if net.ns else ""
         report(f"applying {describe_plan(policy, plan)}; network: background on "
-               f"{net.dev}{where} (cgroup v2 {applied.group})")
+               f"{net.dev}{where} ({_group_kind(applied)} {applied.group})")
         try:
             return spawn.run_foreground(argv, policy=policy, cgroup_procs=[*procs, net_procs],
                                         netns=net.netns_path)
         finally:
             nt.stop(applied)
+
+
+def _group_kind(applied: nt.Applied) -> str:
+    return "cgroup v1 net_cls" if applied.attribution == "net_cls" else "cgroup v2"
 
 
 def _run_with_net_in_scope(argv: Sequence[str], policy: priority.Policy,

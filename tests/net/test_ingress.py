@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner import cgroupbpf, ingressbpf, system
+from backburner import cgroupbpf, system, tcbpf
 from backburner.net import ingress, measure, policy, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -37,7 +37,7 @@ def _sock_create(group: Path) -> list[int]:
 
 def test_the_classifier_is_refused_out_of_range() -> None:
     with pytest.raises(ValueError):
-        ingressbpf.classifier_program(0, ingress.JOB_CLASSID)
+        tcbpf.classifier_program(0, ingress.JOB_CLASSID)
     with pytest.raises(ValueError):
         cgroupbpf.socket_priority_program(2**31)
 

@@ -4,7 +4,9 @@ The interface is the user's (or the one the default route leaves by); the job ru
 cgroup v2 group of its own, whose packets and sockets the policy (`policy.background`,
 adaptive: the link's rate is not known here) holds back: its ACKs paced, its window
 clamped, its sockets on TCP-LP where the kernel has it, and with `--net-uplink` its uploads
-behind everything else. Everything is checked
+behind everything else. Where no cgroup v2 hierarchy is mounted, the job's group is one of
+the v1 net_cls controller instead (`netcls`): its ACKs paced and its uploads behind,
+known by its class id. Everything is checked
 before anything changes, and every piece is a change of the caller's transaction, so the
 interface is as before after the job, ^C or SIGTERM, and after a SIGKILL `restore` puts
 it back.
@@ -16,10 +18,10 @@ import json
 import os
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, system, systemd
+from .. import cgroup2, cgroupbpf, system, systemd, tcbpf
 from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..system.change import run_tool
-from . import link, policy, tcpopts, testbed
+from . import link, netcls, policy, tcpopts, testbed
 
 MODES = ("background",)
 
@@ -29,12 +31,14 @@ class Target:
     """Where the policy goes: `dev` in the named network namespace `ns` (None: ours);
     `cc`: the job's sockets' congestion control (TCP-LP where the kernel has it);
     `uplink_bit`: the uplink's rate, when the user gave it (the interface is then shaped
-    just below it, the job's uploads behind everything else)."""
+    just below it, the job's uploads behind everything else); `attribution`: how the
+    job's packets are known (`policy.ATTRIBUTIONS`)."""
 
     dev: str
     ns: str | None = None
     cc: str | None = None
     uplink_bit: int | None = None
+    attribution: str = "cgroup2"
 
     @property
     def netns_path(self) -> str | None:
@@ -62,7 +66,11 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
     if ns is not None and system.net.netns_identity(ns) is None:
         raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
     system.require_root("shaping a job's traffic on an interface")
-    target = Target(dev or default_dev(ns), ns, tcpopts.low_priority_cc(), uplink_bit)
+    under_systemd = probe_parent is None and systemd.manages_cgroups(systemd.read_facts())
+    by_classid = not under_systemd and cgroup2.unified_root() is None
+    target = Target(dev or default_dev(ns), ns,
+                    None if by_classid else tcpopts.low_priority_cc(), uplink_bit,
+                    "net_cls" if by_classid else "cgroup2")
     if system.link_info(ns, target.dev) is None:
         where = f" in network namespace {ns}" if ns else ""
         raise NotFoundError(f"no such interface: {target.dev}{where}", "see `ip link`")
@@ -71,8 +79,11 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
             raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
                               f"{q.get('handle')}): not replacing someone's shaping",
                               "remove it first, or give another --net-dev")
+    if by_classid:
+        require_net_cls(what)
+        return target
     scope_pins = None
-    if probe_parent is None and systemd.manages_cgroups(systemd.read_facts()):
+    if under_systemd:
         # no group of ours there: the job gets a transient scope with the programs
         # pinned for systemd to attach, and the kernel probe likewise
         if not cgroupbpf.bpffs_mounted(cgroupbpf.BPFFS):
@@ -98,6 +109,20 @@ def require_kernel(what: str, cc: str | None = None, probe_parent: str | None = 
     tcpopts.check(cc, probe_parent, scope_pins)  # the clamp (and the cc) take effect
 
 
+def require_net_cls(what: str) -> None:
+    """What the policy needs where no cgroup v2 hierarchy is mounted (one line and 69
+    when the machine lacks it): the net_cls controller, HTB, and a classifier the kernel
+    takes (`tcbpf.classid_program`)."""
+    if not netcls.available():
+        raise UnavailableError(f"{what} needs a cgroup v2 hierarchy or the v1 net_cls "
+                               "controller to attribute the job's packets, and this "
+                               "system has neither")
+    if not testbed.qdisc_known("htb"):
+        raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
+    os.close(tcbpf.load_classid_classifier(netcls.TAG, policy.BULK_PRIORITY,
+                                           policy.UPLOAD_PRIORITY))  # 69 when refused
+
+
 def group_path(tag: str) -> str:
     root = cgroup2.unified_root()
     if root is None:  # checked before; a mount gone since is the machine's doing
@@ -109,8 +134,12 @@ def apply(tx: system.Transaction, target: Target, tag: str) -> tuple[policy.Appl
     """The job's group and the policy on the target; returns them and the group's
     cgroup.procs file for the job to be placed in. The caller stops the pacer
     (`policy.stop`) before the transaction ends."""
-    group = group_path(tag)
-    tx.apply(system.CgroupDir(group))
+    if target.attribution == "net_cls":
+        group = netcls.group(tx, tag)
+    else:
+        group = group_path(tag)
+        tx.apply(system.CgroupDir(group))
     applied = policy.background(tx, target.ns, target.dev, None, group, adaptive=True,
-                                cc=target.cc, uplink_bit=target.uplink_bit)
+                                cc=target.cc, uplink_bit=target.uplink_bit,
+                                attribution=target.attribution)
     return applied, os.path.join(group, "cgroup.procs")

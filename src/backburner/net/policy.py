@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 from .. import cgroupbpf, system
 from ..errors import SystemStateError
-from . import ingress
+from . import ingress, netcls
 from .link import MTU_BYTES, LinkSpec
 from .pacer import Knob, Pacer, Rule, Slowdown, WindowRule
 from .tcpopts import cc_changes
@@ -48,6 +48,11 @@ OTHER_CLASS = "1:20"
 UPLOAD_CLASS = "1:30"
 BULK_PRIORITY = 0x10010  # HTB class 1:10, as skb->priority
 UPLOAD_PRIORITY = 0x10030  # HTB class 1:30
+#: How the job's packets are known: by programs on its cgroup v2 group, or where only
+#: cgroup v1 is there by its net_cls group's class id (`netcls`: ACKs and uploads only).
+ATTRIBUTIONS = ("cgroup2", "net_cls")
+#: The priority of the classifier on the interface's root, by net_cls class id.
+CLASSID_PREF = 1
 #: The share of the link's rate the background job's data may take.
 SHARE = 1.0
 #: What holds the job's downloads back: its ACKs paced in a class of their own
@@ -79,6 +84,7 @@ class Applied:
     cc: str | None = None
     uplink: bool = False  # shaped below the uplink's rate, the job's uploads in their class
     ifb: str | None = None  # the IFB device of ingress shaping
+    attribution: str = "cgroup2"  # one of ATTRIBUTIONS
 
 
 def _bulk_args(budget: int) -> list[str]:
@@ -90,9 +96,12 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
                group: str, *, adaptive: bool = True, rule: Rule | None = None,
                mechanism: str | None = None, window_rule: WindowRule | None = None,
                uplink_bit: int | None = None, cc: str | None = None,
-               interval_s: float = 0.1, current_filter: int = 1) -> Applied:
+               interval_s: float = 0.1, current_filter: int = 1,
+               attribution: str = "cgroup2") -> Applied:
     """Put the policy on `dev` (in namespace `ns`; None: this one) for the cgroup v2
-    group `group`, which must exist; every piece is a change of `tx`.
+    group `group`, which must exist, or with `attribution` "net_cls" for the net_cls
+    group `group` (`netcls`: mechanism "acks" only, no `cc`); every piece is a change of
+    `tx`.
 
     `mechanism` (one of MECHANISMS; by default DEFAULT_MECHANISM, or "acks" for a fixed
     budget) says what holds the job's downloads back; `adaptive`: its budgets follow the
@@ -102,13 +111,17 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
     everything else; `cc`: the job's sockets' congestion control (checked by
     `tcpopts.check` first; its module is loaded if need be). `interval_s`: the pacer's
     step (one echo each); `current_filter`: how many echoes' least delay counts."""
+    by_classid = attribution == "net_cls"
     if mechanism is None:
-        mechanism = DEFAULT_MECHANISM if adaptive else "acks"
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"unknown mechanism {mechanism!r}")
+        mechanism = DEFAULT_MECHANISM if adaptive and not by_classid else "acks"
+    if mechanism not in MECHANISMS or attribution not in ATTRIBUTIONS:
+        raise ValueError(f"unknown mechanism {mechanism!r} or attribution {attribution!r}")
+    if by_classid and (mechanism != "acks" or cc):
+        raise ValueError("by net_cls class id, the job's ACKs are all that can be held back")
     if not adaptive and (link is None or mechanism not in ("acks", "ingress")):
         raise ValueError("a fixed budget is one of ACKs or data at the link's rate")
-    applied = Applied(ns, dev, group, mechanism=mechanism, cc=cc, uplink=bool(uplink_bit))
+    applied = Applied(ns, dev, group, mechanism=mechanism, cc=cc, uplink=bool(uplink_bit),
+                      attribution=attribution)
     acks = mechanism in ("acks", "both")
     knobs = []
     if mechanism == "ingress":
@@ -118,9 +131,14 @@ def background(tx: system.Transaction, ns: str | None, dev: str, link: LinkSpec 
     if acks or uplink_bit:
         budget = int(link.rate_bit * SHARE) if link is not None else START_BIT
         classes(tx, ns, dev, budget if acks else None, uplink_bit)
-        tx.apply(system.CgroupPacketPriority(
-            group, BULK_PRIORITY if acks else 0,
-            data_priority=UPLOAD_PRIORITY if uplink_bit is not None else 0))
+        if by_classid:
+            tx.apply(system.ClassidClassifier(
+                ns, dev, "1:", CLASSID_PREF, netcls.TAG, BULK_PRIORITY if acks else 0,
+                UPLOAD_PRIORITY if uplink_bit is not None else 0))
+        else:
+            tx.apply(system.CgroupPacketPriority(
+                group, BULK_PRIORITY if acks else 0,
+                data_priority=UPLOAD_PRIORITY if uplink_bit is not None else 0))
         if acks:
             knobs.append(ack_knob(applied, float(budget), rule or Rule()))
     if mechanism in ("window", "both") or cc:

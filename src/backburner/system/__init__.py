@@ -47,6 +47,7 @@ from .mounts import (
 from .net import (
     Address,
     BpfClassifier,
+    ClassidClassifier,
     Link,
     LinkUp,
     NetNamespace,
@@ -87,7 +88,8 @@ from .values import SysfsValue, drop_caches, psi_trigger
 
 __all__ = [
     "DEFAULT_STATE_DIR", "Address", "CgroupDir", "CgroupFreezer", "CgroupMove",
-    "BpfClassifier", "CgroupPacketPriority", "CgroupSockOps", "CgroupSocketPriority",
+    "BpfClassifier", "ClassidClassifier", "CgroupPacketPriority", "CgroupSockOps",
+    "CgroupSocketPriority",
     "Change", "Link", "LinkUp", "NetNamespace", "Qdisc", "TcClass", "TcFilter",
     "ControllersEnabled", "Daemon", "DelegatedScope", "DeviceLine", "Entry", "Filesystem",
     "FuseMount", "Inherited",

@@ -134,7 +134,7 @@ class CgroupPacketPriority(Change):
 class CgroupSocketPriority(Change):
     """A cgroup sock-create program on a cgroup v2 group: every socket made in it (or
     below it) gets the socket priority `priority`, by which the ingress classifier
-    (`ingressbpf`) knows the job's packets on their way in."""
+    (`tcbpf`) knows the job's packets on their way in."""
 
     kind: ClassVar[str] = "cgroup-bpf-sock-priority"
     path: str

@@ -16,10 +16,11 @@ import ctypes
 import json
 import os
 import socket
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import ingressbpf
+from .. import tcbpf
 from ..errors import SystemStateError, UnavailableError
 from .change import Change, run_tool, tool
 
@@ -445,22 +446,23 @@ class TcFilter(Change):
         _del_filter(self.ns, self.dev, self.parent, self.pref, old, self.describe())
 
 
-@dataclass
-class BpfClassifier(Change):
-    """The ingress classifier (`ingressbpf`) as a cls_bpf filter at priority `pref` of
-    qdisc `parent` (an HTB's handle, "1:") on `dev`: TCP segments for sockets with the
-    socket priority `priority` go to class `classid`."""
+class _BpfFilter(Change):
+    """A tc BPF classifier (`tcbpf`) as a cls_bpf filter at priority `pref` of qdisc
+    `parent` (an HTB's handle, "1:") on `dev`, attached by netlink with the program's
+    descriptor; subclasses say which program (`_load`)."""
 
-    kind: ClassVar[str] = "tc-bpf-classifier"
     ns: str | None
     dev: str
     parent: str
     pref: int
-    priority: int
-    classid: int
+    what: ClassVar[str] = "BPF"
+
+    @abstractmethod
+    def _load(self) -> int:
+        """Load the program; return its descriptor."""
 
     def describe(self) -> str:
-        return f"BPF classifier {self.pref} at {self.parent} on {self.dev}"
+        return f"{self.what} classifier {self.pref} at {self.parent} on {self.dev}"
 
     def read(self) -> int:
         return _free_filter_slot(self.ns, self.dev, self.parent, self.pref, self.describe())
@@ -468,16 +470,54 @@ class BpfClassifier(Change):
     def apply(self) -> None:
         ifindex = self.read()
         major = int(self.parent.rstrip(":"), 16)
-        prog = ingressbpf.load_classifier(self.priority, self.classid)
+        prog = self._load()
         try:
             sock = socket_in(netns_path(self.ns) if self.ns else None, socket.AF_NETLINK,
                              socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
             with sock:
                 sock.bind((0, 0))
-                ingressbpf.add_filter(sock, ifindex, major << 16, self.pref, prog,
-                                      "bb_ingress")
+                tcbpf.add_filter(sock, ifindex, major << 16, self.pref, prog,
+                                 f"bb_{self.what}", self.what)
         finally:
             os.close(prog)
 
     def undo(self, old: Any, result: Any) -> None:
         _del_filter(self.ns, self.dev, self.parent, self.pref, old, self.describe())
+
+
+@dataclass
+class BpfClassifier(_BpfFilter):
+    """The ingress classifier (`tcbpf.classifier_program`): TCP segments for sockets with
+    the socket priority `priority` go to class `classid`."""
+
+    kind: ClassVar[str] = "tc-bpf-classifier"
+    what: ClassVar[str] = "ingress"
+    ns: str | None
+    dev: str
+    parent: str
+    pref: int
+    priority: int
+    classid: int
+
+    def _load(self) -> int:
+        return tcbpf.load_classifier(self.priority, self.classid)
+
+
+@dataclass
+class ClassidClassifier(_BpfFilter):
+    """The egress classifier by cgroup v1 (`tcbpf.classid_program`): packets sent by
+    sockets or processes with the net_cls class id `tag` go to `ack_classid` without data,
+    `data_classid` with it (0: neither)."""
+
+    kind: ClassVar[str] = "tc-bpf-classid"
+    what: ClassVar[str] = "classid"
+    ns: str | None
+    dev: str
+    parent: str
+    pref: int
+    tag: int
+    ack_classid: int
+    data_classid: int = 0
+
+    def _load(self) -> int:
+        return tcbpf.load_classid_classifier(self.tag, self.ack_classid, self.data_classid)
