@@ -33,6 +33,12 @@ from backburner.errors import SystemStateError
 from backburner.store import Store
 
 BB = [sys.executable, "-m", "backburner"]
+#: A command's prefix that runs it where no cgroup v2 hierarchy is mounted, as on a
+#: system that mounts only v1 hierarchies: a mount namespace of its own, the cgroup2
+#: mounts gone from it (exit 90 where one cannot be unmounted).
+WITHOUT_CGROUP2 = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'for m in $(awk \'$3 == "cgroup2" {print $2}\' /proc/self/mounts); '
+                   'do umount "$m" || exit 90; done; exec "$@"', "sh"]
 TIMEOUT = 30  # generous: the CI machine may be busy; the commands themselves take < 1 s
 
 

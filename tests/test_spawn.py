@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -332,3 +333,30 @@ def test_signal_process_only_reaches_the_process_it_was_meant_for() -> None:
         assert not spawn.signal_process(child.pid, start, signal.SIGTERM)  # gone
     finally:
         child.stop(0.1)
+
+
+def test_a_child_joins_its_groups_holding_none_of_our_sockets(tmp_path: Path) -> None:
+    """Joining a net_cls group (cgroup v1) gives the joining task's sockets the group's
+    class id: the child must not hold ours by then (the pacer's echo socket would become
+    the job's), only those it is passed."""
+    procs = tmp_path / "cgroup.procs"  # a plain file takes the pid as a group's would
+    procs.touch()
+    seen = tmp_path / "seen"
+    with socket.socket() as mine, socket.socket() as passed:
+
+        def check() -> None:
+            states = []
+            for fd in (mine.fileno(), passed.fileno()):
+                try:
+                    os.fstat(fd)
+                    states.append("open")
+                except OSError:
+                    states.append("closed")
+            seen.write_text(" ".join(states))
+
+        out = _run(["true"], cgroup_procs=[str(procs)], before_exec=check,
+                   pass_fds=[passed.fileno()])
+        assert out.exit_code == 0
+        assert seen.read_text() == "closed open"
+        assert procs.read_text().strip().isdigit()
+        assert mine.fileno() >= 0 and os.fstat(mine.fileno())  # ours, still open here

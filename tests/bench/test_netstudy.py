@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, bb, one_line_error
+from helpers import BB, TIMEOUT, WITHOUT_CGROUP2, bb, one_line_error
 
 from backburner import cgroup2, system
 from backburner.net import testbed
@@ -252,3 +252,39 @@ def test_a_delay_without_netem_is_69_before_anything(tmp_path: Path, state_dir: 
     assert r.returncode == 69, r.err
     assert "link delay 40ms needs the netem qdisc" in one_line_error(r)
     assert not db.exists() and _no_journal(state_dir)
+
+
+def test_where_only_cgroup_v1_is_mounted_the_policy_paces_by_net_cls(
+        tmp_path: Path, state_dir: Path) -> None:
+    """Without a cgroup2 mount (a mount namespace of the study's own) the downloads' group
+    is a net_cls group and the policy holds back their ACKs by its class id: the paced
+    class's packets are in every background trial; nothing is left, the mount the study
+    made for the hierarchy included."""
+    db = tmp_path / "v1.db"
+    before = _net_cls_row()
+    res = subprocess.run([*WITHOUT_CGROUP2, *BB, "bench", "--net-link", "1mbit:0ms",
+                          "--load", "download:1", "--policy", "background", "-r", "2",
+                          "-w", "0", "--settle", "1", "--seed", "4", "-o", str(db)],
+                         capture_output=True, text=True, timeout=200, env=os.environ.copy())
+    assert res.returncode == 0, res.stderr
+    rows = _db(db, "SELECT c.policy, t.status, t.extra FROM trials t "
+                   "JOIN cells c ON c.id = t.cell_id WHERE c.load = 'download:1'")
+    assert len(rows) == 2 and all(r[1] == "ok" for r in rows), rows
+    for _policy, _status, extra in rows:
+        bulk = json.loads(extra)["bulk"]
+        assert bulk["paced_packets"] > 20, bulk
+    # the group went, and with the study's mount the hierarchy it made (or the one the
+    # system mounts is as it was)
+    deadline = time.monotonic() + 5
+    while _net_cls_row() != before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _net_cls_row() == before
+    work = state_dir / "work"
+    assert not (work.is_dir() and [p for p in work.iterdir() if p.name.startswith("netcls-")])
+    assert _no_journal(state_dir)
+
+
+def _net_cls_row() -> list[str]:
+    """net_cls's row of /proc/cgroups: its hierarchy's id (0: none) and its groups."""
+    rows = [r.split() for r in Path("/proc/cgroups").read_text().splitlines()]
+    return next(r for r in rows if r[0] == "net_cls")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT
+from helpers import BB, TIMEOUT, WITHOUT_CGROUP2
 
 from backburner import cgroup2, procfs, system, tcbpf
 from backburner.errors import UnavailableError
@@ -73,7 +73,10 @@ def test_acks_and_uploads_by_class_id_and_undo_is_exact(bed: testbed.Testbed) ->
             up = measure.scenario(bed, 0, 0, uploads=1, cgroup_procs=procs, seconds=2.0)
         finally:
             policy.stop(applied)
-        assert applied.pacer is not None and len(applied.pacer.history) > 10
+        # the pacer's echoes leave outside the job's classes and come back (the job's
+        # processes, forked from us, did not take our echo socket into their group)
+        assert applied.pacer is not None and len(applied.pacer.history) > 20
+        assert sum(q is None for _, _, q in applied.pacer.history) <= 2
         ack_bytes, ack_packets = policy.bulk_counters(applied)
         up_bytes, up_packets = policy.bulk_counters(applied, policy.UPLOAD_CLASS)
         # the download's ACKs in the paced class, the upload's full frames in theirs
@@ -113,19 +116,12 @@ def test_restore_after_sigkill_leaves_nothing(bed: testbed.Testbed) -> None:
     assert _state(bed) == before
 
 
-#: `run` where no cgroup v2 hierarchy is mounted: a mount namespace of its own, the
-#: cgroup2 mounts gone from it, as on a system that mounts only v1 hierarchies.
-_WITHOUT_CGROUP2 = ('for m in $(awk \'$3 == "cgroup2" {print $2}\' /proc/self/mounts); '
-                    'do umount "$m" || exit 90; done; exec "$@"')
-
-
 def test_run_net_without_cgroup2_paces_the_job_by_class_id(bed: testbed.Testbed) -> None:
     before = _state(bed)
     job = (f"{sys.executable} -m backburner.net.client download {testbed.SERVER_ADDR} "
            f"{testbed.PORT} 3 && grep net_cls /proc/self/cgroup && "
            f"tc -s class show dev {bed.client_dev}; exit 7")
-    res = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                          _WITHOUT_CGROUP2, "sh", *BB, "run", "-v", "--net", "background",
+    res = subprocess.run([*WITHOUT_CGROUP2, *BB, "run", "-v", "--net", "background",
                           "--netns", bed.client_ns, "--net-dev", bed.client_dev, "--",
                           "sh", "-c", job], capture_output=True, text=True, timeout=TIMEOUT,
                          env=os.environ.copy())

@@ -37,8 +37,8 @@ from typing import Any
 
 from .. import cgroup2, interrupts, procfs, spawn, system, systemd
 from ..cell import Cell
-from ..errors import SystemStateError, UnavailableError
-from ..net import background, policy, tcpopts, testbed
+from ..errors import SystemStateError
+from ..net import background, netcls, policy, tcpopts, testbed
 from .executor import Measurement
 from .netplan import QUEUE, NetPlan
 from .prepare import StepResult
@@ -61,12 +61,24 @@ TAIL_LINES, TAIL_CHARS = 5, 600  # as much of a failed client's stderr as of a p
 def preflight(plan: NetPlan) -> None:
     """What the study needs of this machine, before anything changes: root, the qdiscs of
     the link (netem for a delay: one line and 69 where the kernel lacks it), and for the
-    background policy what it needs (cgroup v2, htb, the cgroup BPF program)."""
+    background policy what it needs (cgroup v2 or, where only v1 is mounted, net_cls;
+    htb; the programs)."""
     system.require_root("bench --net-link (network namespaces, qdiscs)")
     testbed.check(plan.link)
     if "background" not in plan.policies:
         return
+    if background.attribution() == "net_cls":
+        background.require_net_cls("the background policy")
+        return
     background.require_kernel("the background policy", tcpopts.low_priority_cc())
+
+
+def _by_attribution(attribution: str) -> dict[str, Any]:
+    """The policy as `run --net` puts it: by cgroup v2, with TCP-LP for the load's sockets
+    where the kernel has it; by net_cls class id, the ACKs alone (`netcls`)."""
+    if attribution == "net_cls":
+        return {"attribution": attribution}
+    return {"cc": tcpopts.low_priority_cc()}
 
 
 def _client(bed: testbed.Testbed, args: list[str], procs: tuple[str, ...] = ()) -> spawn.Child:
@@ -155,13 +167,14 @@ class NetExecutor:
     @staticmethod
     def _load_group(tx: system.Transaction) -> str:
         """The downloads' group, which the policy's programs go on: below the cgroup v2
-        root; or where systemd owns the tree, in a scope it delegates to bench, bench itself
+        root (where only v1 is mounted, a net_cls group, `netcls`); or where systemd owns
+        the tree, in a scope it delegates to bench, bench itself
         moved into a sibling (`probe`: a group with children holds no processes), so
         nothing is made or attached behind systemd's back."""
         root = cgroup2.unified_root()
-        if root is None:  # checked before; a mount gone since is the machine's
-            raise UnavailableError("no cgroup v2 hierarchy is mounted")
         owner = procfs.owner_tag(os.getpid())
+        if root is None:  # only cgroup v1 (checked before): the net_cls group
+            return netcls.group(tx, f"bench-{owner}")
         if not systemd.manages_cgroups(systemd.read_facts()):
             group = os.path.join(root, f"backburner-bench-net-{owner}")
             tx.apply(system.CgroupDir(group))
@@ -201,7 +214,7 @@ class NetExecutor:
             self._applied = applied = policy.background(
                 tx, self.bed.client_ns, self.bed.client_dev, self.plan.link, self._group,
                 uplink_bit=self.plan.link.rate_bit if upload else None,
-                cc=tcpopts.low_priority_cc())
+                **_by_attribution(background.attribution()))
             stack.callback(policy.stop, applied)  # the pacer ends before its class goes
         except BaseException:
             stack.close()

@@ -67,7 +67,7 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
         raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
     system.require_root("shaping a job's traffic on an interface")
     under_systemd = probe_parent is None and systemd.manages_cgroups(systemd.read_facts())
-    by_classid = not under_systemd and cgroup2.unified_root() is None
+    by_classid = not under_systemd and attribution() == "net_cls"
     target = Target(dev or default_dev(ns), ns,
                     None if by_classid else tcpopts.low_priority_cc(), uplink_bit,
                     "net_cls" if by_classid else "cgroup2")
@@ -107,6 +107,13 @@ def require_kernel(what: str, cc: str | None = None, probe_parent: str | None = 
         raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
     os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
     tcpopts.check(cc, probe_parent, scope_pins)  # the clamp (and the cc) take effect
+
+
+def attribution() -> str:
+    """How a job's packets are known here (`policy.ATTRIBUTIONS`): by programs on a cgroup
+    v2 group where a cgroup2 hierarchy is mounted, else by the net_cls class id (and a
+    system without either is refused by `require_net_cls`)."""
+    return "cgroup2" if cgroup2.unified_root() is not None else "net_cls"
 
 
 def require_net_cls(what: str) -> None:

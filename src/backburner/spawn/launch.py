@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import logging
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +29,23 @@ from .libc import CLONE_NEWNET, PR_SET_PDEATHSIG, libc
 log = logging.getLogger(__name__)
 
 
+def _close_exec_sockets() -> None:
+    """Close the sockets this child would lose at exec anyway, before it joins its groups.
+    Joining a group of cgroup v1's net_cls gives every socket in the joining task's
+    descriptor table the group's class id, and a child still holds its parent's until
+    exec: the parent's own sockets (the network pacer's echoes) would become the job's."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd < 3:
+            continue
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode) and \
+                    fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC:
+                os.close(fd)
+        except OSError:
+            pass  # the listing's own descriptor, gone with it
+
+
 def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                  errpipe: int, die_with: int | None, chroot: str | None,
                  death_signal: int = signal.SIGTERM,
@@ -44,6 +63,8 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                     raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
                 if os.getppid() != die_with:  # we died before prctl took effect
                     os.kill(os.getpid(), death_signal)
+            if cgroup_procs:
+                _close_exec_sockets()
             for procs in cgroup_procs:
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
