@@ -20,7 +20,7 @@ FULL = Facts(
                                         "fusermount3")},
     modules=dict.fromkeys(("numpy", "scipy", "matplotlib", "rich", "mfusepy", "psycopg",
                            "jeepney"), True),
-    perf_stat=None, work_dir="/var/lib/backburner/work", free_bytes=50 << 30)
+    perf_stat=None, work_dir="/var/lib/backburner/work", free_bytes=50 << 30, net_cls=True)
 
 
 def _by_name(report: checks.Report) -> dict[str, checks.Check]:
@@ -68,6 +68,7 @@ def test_what_the_main_job_needs(change: dict, name: str, fix: str) -> None:
     ({"fuse": False, "modules": {**FULL.modules, "mfusepy": False}}, "FUSE",
      "modprobe fuse; pip install 'backburner[slowdisk]'"),
     ({"cgroups": Cgroups(v1=("blkio", "cpu"))}, "cgroup freezer", "freezer"),
+    ({"net_cls": False}, "network policy", "mount -t cgroup2"),
     ({"systemd_owns": True, "systemd_bus": "systemd's D-Bus API is not reachable"}, "systemd",
      "apt-get install dbus"),
 ])
@@ -116,7 +117,7 @@ def test_every_missing_line_has_a_fix() -> None:
                       weights="no", systemd_owns=True, systemd_bus="no", fuse=False,
                       fanotify=False, tools=dict.fromkeys(FULL.tools), modules={},
                       perf_stat="x", free_bytes=None, cgroups=Cgroups(), db="postgresql://x",
-                      db_error="no")
+                      db_error="no", net_cls=False)
     report = checks.evaluate(nothing)
     assert all(not c.ok and c.fix for c in report.checks)
     lines = checks.render_text(report).splitlines()
@@ -133,3 +134,11 @@ def test_json_for_machines() -> None:
     assert root == {"name": "root", "ok": False, "detail": "uid 1000",
                     "needed_for": "bench, slowdisk, apply, readahead, run with weights",
                     "fix": "run it as root (sudo)", "required": True}
+
+
+def test_the_network_policy_says_how_it_would_know_the_jobs_packets() -> None:
+    v1 = _by_name(checks.evaluate(FULL))["network policy"]
+    assert v1.ok and "net_cls" in v1.detail and "ACKs and uploads only" in v1.detail
+    v2 = _by_name(checks.evaluate(replace(FULL, net_cls=False, cgroups=Cgroups(
+        v1=("blkio", "cpu", "freezer"), v2_root="/sys/fs/cgroup/unified"))))["network policy"]
+    assert v2.ok and "cgroup v2" in v2.detail

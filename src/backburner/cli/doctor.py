@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "doctor", cmd_doctor, epilog=EPILOG,
                     help="what this machine can do, and the fix for what it cannot",
                     description="One line per capability (root, IO schedulers, cgroups, "
-                    "systemd, loop devices, FUSE, fanotify, perf, strace, fio, the report "
-                    "extras, a configured PostgreSQL): ok or missing, what it is for, and "
-                    "the fix.")
+                    "systemd, the network policy, loop devices, FUSE, fanotify, perf, "
+                    "strace, fio, the report extras, a configured PostgreSQL): ok or "
+                    "missing, what it is for, and the fix.")
     add_format(p, ("text", "json"), what="text, or JSON for machines")
     p.add_argument("--db", metavar="URL", help="also check that this result database "
                    f"opens (default: ${DB_ENV}, when it is a postgresql:// address)")

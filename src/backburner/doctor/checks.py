@@ -125,6 +125,21 @@ def cgroup_freezer(f: Facts) -> Check:
                   "mount the v1 freezer controller, or boot with cgroup v2")
 
 
+def network_policy(f: Facts) -> Check:
+    """How `run --net background` would know a job's packets here (`net.netcls`)."""
+    if f.cgroups.v2_root:
+        detail = "by cgroup v2: BPF programs on the job's group (ACKs, window, TCP-LP)"
+    elif f.net_cls:
+        detail = ("by cgroup v1 net_cls (no cgroup2 mount): the job's ACKs and uploads "
+                  "only")
+    else:
+        detail = "no cgroup2 mount and no net_cls controller"
+    return _check("network policy", bool(f.cgroups.v2_root or f.net_cls), detail,
+                  "run --net background, govern's net key, bench --net-link",
+                  "mount cgroup2 (mount -t cgroup2 none /sys/fs/cgroup/unified), or a "
+                  "kernel with CONFIG_CGROUP_NET_CLASSID")
+
+
 def systemd_check(f: Facts) -> Check:
     if not f.systemd_owns:
         return Check("systemd", True, "does not own the cgroup tree: groups are made directly",
@@ -212,7 +227,8 @@ def evaluate(f: Facts) -> Report:
               True),
         _tool(f, "mkfs.ext4", "bench's testbed", "apt-get install e2fsprogs", True),
         report_extras(f), free_space(f), *database(f),
-        *disk_schedulers(f), systemd_check(f), cgroup_freezer(f), fuse(f), fanotify(f),
+        *disk_schedulers(f), systemd_check(f), cgroup_freezer(f), network_policy(f), fuse(f),
+        fanotify(f),
         perf(f),
     ]
     return Report(__version__, f.kernel, tuple(checks))

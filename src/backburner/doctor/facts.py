@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import priority, system, systemd
 from ..errors import BackburnerError
+from ..net import netcls
 
 #: the tools the checks name (bench's testbed, its loads and file discovery, trace, FUSE)
 TOOLS = ("fio", "strace", "perf", "unshare", "mkfs.ext4", "fusermount3")
@@ -67,6 +68,7 @@ class Facts:
     perf_stat: str | None  # why `perf stat -e instructions true` failed; None: it worked
     work_dir: str
     free_bytes: int | None  # free in the work directory's filesystem
+    net_cls: bool = False  # the cgroup v1 net_cls controller (/proc/cgroups): see netcls
     db: str | None = None  # a result database address that was asked about
     db_from_env: bool = False  # it is $BACKBURNER_DB: bench writes there by default
     db_error: str | None = None  # why it could not be opened; None: it was
@@ -209,5 +211,5 @@ def read(db: str | None = None, db_from_env: bool = False) -> Facts:
         fanotify=os.path.isdir("/proc/sys/fs/fanotify"), tools=tools,
         modules={m: importlib.util.find_spec(m) is not None for m in MODULES},
         perf_stat=perf_stat(tools["perf"]), work_dir=work, free_bytes=free_bytes(work),
-        db=asked, db_from_env=asked is not None and db_from_env,
+        net_cls=netcls.available(), db=asked, db_from_env=asked is not None and db_from_env,
         db_error=database(asked) if asked else None)
