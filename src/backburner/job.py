@@ -109,6 +109,9 @@ def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.
     IO/CPU weights, when the policy has them), the network policy on `net` for as long
     as it runs; the pacer ends before the transaction takes the policy away."""
     if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
+        if net.attribution == "net_cls":  # systemd on cgroup v1 alone: no BPFProgram=
+            return _run_with_net_cls_in_scope(argv, policy, net, report=report,
+                                              slice_name=slice_name)
         return _run_with_net_in_scope(argv, policy, net, report=report,
                                       slice_name=slice_name)
     plan = (priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
@@ -159,9 +162,27 @@ def _run_with_net_in_scope(argv: Sequence[str], policy: priority.Policy,
             nt.stop(applied)
 
 
+def _run_with_net_cls_in_scope(argv: Sequence[str], policy: priority.Policy,
+                               net: background.Target, *, report: Report,
+                               slice_name: str) -> spawn.Outcome:
+    """Where systemd owns a cgroup v1 tree: the job's transient scope as `run_in_scope`
+    makes it, and the job in our net_cls group too (a controller systemd leaves alone),
+    joined before it asks for the scope."""
+    with system.Transaction("run") as tx:
+        applied, net_procs = background.apply(tx, net, procfs.owner_tag(os.getpid()))
+        where = f" in network namespace {net.ns}" if net.ns else ""
+        report(f"network: background on {net.dev}{where} ({_group_kind(applied)} "
+               f"{applied.group})")
+        try:
+            return run_in_scope(argv, policy, report=report, slice_name=slice_name,
+                                netns=net.netns_path, cgroup_procs=[net_procs])
+        finally:
+            nt.stop(applied)
+
+
 def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report = _quiet,
                  slice_name: str = systemd.DEFAULT_SLICE, extra: Sequence[Any] = (),
-                 netns: str | None = None) -> spawn.Outcome:
+                 netns: str | None = None, cgroup_procs: Sequence[str] = ()) -> spawn.Outcome:
     """The job in a transient systemd scope of its own, in a slice beside user.slice that
     carries the policy's weights (in system.slice, where a scope lands by default, a weight
     ranks the job only against other services, and the desktop's user.slice weighs as much
@@ -170,7 +191,8 @@ def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report
     Outcome (exit status, signal, rusage) is the job's own. The slice, made with the scope
     when it does not exist yet, is stopped by systemd when its last job has gone (even if
     we were killed): nothing of it is ours to undo. `extra`: more properties of the scope
-    (the network policy's BPFProgram=); `netns`: the network namespace the job runs in."""
+    (the network policy's BPFProgram=); `netns`: the network namespace the job runs in;
+    `cgroup_procs`: groups of ours it joins first, in hierarchies systemd leaves alone."""
     systemd.check_slice_name(slice_name)
     unit = systemd.scope_unit_name(os.getpid())
     weights = systemd.slice_properties(policy)
@@ -193,7 +215,8 @@ def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report
             f"{k}={'default' if v is None else v}" for k, v in have.items()) + ")"
     parts = [f"{k} {v}" for k, v in own.settings().items() if v not in ("-", "inherit")]
     report(f"applying {'; '.join([*parts, f'systemd scope {unit} in {where}'])}")
-    return spawn.run_foreground(argv, policy=own, before_exec=join_scope, netns=netns)
+    return spawn.run_foreground(argv, policy=own, before_exec=join_scope, netns=netns,
+                                cgroup_procs=cgroup_procs)
 
 
 @dataclass(frozen=True)

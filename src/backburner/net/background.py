@@ -67,7 +67,8 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
         raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
     system.require_root("shaping a job's traffic on an interface")
     under_systemd = probe_parent is None and systemd.manages_cgroups(systemd.read_facts())
-    by_classid = not under_systemd and attribution() == "net_cls"
+    # without a cgroup2 mount systemd (if it is PID 1) runs on v1 alone: no BPFProgram=
+    by_classid = attribution() == "net_cls"
     target = Target(dev or default_dev(ns), ns,
                     None if by_classid else tcpopts.low_priority_cc(), uplink_bit,
                     "net_cls" if by_classid else "cgroup2")
