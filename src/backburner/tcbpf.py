@@ -92,12 +92,7 @@ def classifier_program(priority: int, classid: int) -> bytes:
     a.op(0xBF, dst=1, src=0)
     a.op(0x85, imm=_FUNC_SK_RELEASE)
     a.jump(0x55, "miss", dst=7, imm=priority)              # another's socket
-    a.ld64(0, classid)
-    a.op(0x95)
-    a.label("miss")
-    a.op(0xB7, dst=0, imm=0)
-    a.op(0x95)
-    return a.assemble()
+    return _class_or_miss(a, classid)
 
 
 def classid_program(tag: int, ack_classid: int, data_classid: int) -> bytes:
@@ -117,7 +112,12 @@ def classid_program(tag: int, ack_classid: int, data_classid: int) -> bytes:
     a.ld64(0, ack_classid)
     a.op(0x95)
     a.label("data")
-    a.ld64(0, data_classid)
+    return _class_or_miss(a, data_classid)
+
+
+def _class_or_miss(a: Asm, classid: int) -> bytes:
+    """The end of a classifier: return `classid` here, 0 (no match) at "miss"."""
+    a.ld64(0, classid)
     a.op(0x95)
     a.label("miss")
     a.op(0xB7, dst=0, imm=0)

@@ -25,6 +25,7 @@ LEGACY = ("systemd.unified_cgroup_hierarchy=0", "systemd.legacy_systemd_cgroup_c
 def test_run_net_on_systemd_with_cgroup_v1_alone(make_guest: Callable[..., Guest]) -> None:
     g = make_guest(kernel_args=LEGACY)
     g.put("/root/netv1.py", SCRIPT.read_text())
+    g.put("/root/netbg.py", (SCRIPT.parent / "netbg.py").read_text())
     got = json.loads(g.run(["python3", "/root/netv1.py"], timeout=400, check=True).out)
     print(json.dumps(got, indent=1))
     assert "cgroup2" not in got["cgroup_fs"] and got["net_cls_at"], got

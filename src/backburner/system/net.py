@@ -446,6 +446,7 @@ class TcFilter(Change):
         _del_filter(self.ns, self.dev, self.parent, self.pref, old, self.describe())
 
 
+@dataclass
 class _BpfFilter(Change):
     """A tc BPF classifier (`tcbpf`) as a cls_bpf filter at priority `pref` of qdisc
     `parent` (an HTB's handle, "1:") on `dev`, attached by netlink with the program's
@@ -492,10 +493,6 @@ class BpfClassifier(_BpfFilter):
 
     kind: ClassVar[str] = "tc-bpf-classifier"
     what: ClassVar[str] = "ingress"
-    ns: str | None
-    dev: str
-    parent: str
-    pref: int
     priority: int
     classid: int
 
@@ -511,10 +508,6 @@ class ClassidClassifier(_BpfFilter):
 
     kind: ClassVar[str] = "tc-bpf-classid"
     what: ClassVar[str] = "classid"
-    ns: str | None
-    dev: str
-    parent: str
-    pref: int
     tag: int
     ack_classid: int
     data_classid: int = 0

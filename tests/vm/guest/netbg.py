@@ -23,6 +23,27 @@ from pathlib import Path
 from backburner import cgroup2, cgroupbpf, system
 from backburner.net import link, measure, policy, tcpopts, testbed
 
+#: `run --net`'s job (guest/netsd.py, guest/netv1.py): a download for 4 s, then an upload
+#: for 2 s into the server's sink; the download's bytes, what its socket had, and the job's
+#: own cgroups; exit status 7.
+RUN_JOB = r"""
+import json, socket, sys, time
+from backburner.net.tcpopts import socket_options
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+s.sendall(b"GET /bulk HTTP/1.0\r\n\r\n")
+got, end = 0, time.monotonic() + 4
+while time.monotonic() < end:
+    got += len(s.recv(65536))
+u = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+u.sendall(b"POST /upload HTTP/1.0\r\n\r\n")
+end = time.monotonic() + 2
+while time.monotonic() < end:
+    u.send(b"\0" * 16384)
+cgroups = open("/proc/self/cgroup").read().splitlines()
+print(json.dumps({"bytes": got, **socket_options(s), "cgroups": cgroups}), flush=True)
+sys.exit(7)
+"""
+
 #: One upload of the job's for 2 s; then its socket's congestion control and what the
 #: server acknowledged; the socket closed cleanly (so nothing holds TCP-LP after).
 UPLOAD = r"""

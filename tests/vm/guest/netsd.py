@@ -138,32 +138,12 @@ def service_down(bed: testbed.Testbed) -> object:
         sh("systemctl", "daemon-reload")
 
 
-#: `run --net`'s job: a download for 4 s, then an upload for 2 s into the server's sink;
-#: what the download's socket had; exit status 7.
-RUN_JOB = r"""
-import json, socket, sys, time
-from backburner.net.tcpopts import socket_options
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
-s.sendall(b"GET /bulk HTTP/1.0\r\n\r\n")
-got, end = 0, time.monotonic() + 4
-while time.monotonic() < end:
-    got += len(s.recv(65536))
-u = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
-u.sendall(b"POST /upload HTTP/1.0\r\n\r\n")
-end = time.monotonic() + 2
-while time.monotonic() < end:
-    u.send(b"\0" * 16384)
-print(json.dumps({"bytes": got, **socket_options(s)}), flush=True)
-sys.exit(7)
-"""
-
-
 def run_net(bed: testbed.Testbed, bb: str) -> dict[str, object]:
     """`backburner run --net background --net-uplink` where systemd owns the tree: the
     job's scope gets the run's own pinned programs; what is attached to it, the paced and
     the upload class's counters, the job's socket, its status mirrored, nothing of the
     run's left after."""
-    Path("/root/netsd-runjob.py").write_text(RUN_JOB)
+    Path("/root/netsd-runjob.py").write_text(netbg.RUN_JOB)
     proc = subprocess.Popen([bb, "run", "--net", "background", "--net-dev", bed.client_dev,
                              "--netns", bed.client_ns, "--net-uplink", "1mbit", "--",
                              sys.executable,

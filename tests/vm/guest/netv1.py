@@ -19,30 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+import netbg  # beside this script in the guest
+
 from backburner import procfs, system
 from backburner.net import link, netcls, policy, testbed
 
 JOURNAL = "/var/lib/backburner/journal"
-
-#: The job: a download for 4 s, then an upload for 2 s into the server's sink; its own
-#: cgroups and bytes; exit status 7.
-JOB = r"""
-import json, socket, sys, time
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
-s.sendall(b"GET /bulk HTTP/1.0\r\n\r\n")
-got, end = 0, time.monotonic() + 4
-while time.monotonic() < end:
-    got += len(s.recv(65536))
-u = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
-u.sendall(b"POST /upload HTTP/1.0\r\n\r\n")
-end = time.monotonic() + 2
-while time.monotonic() < end:
-    u.send(b"\0" * 16384)
-cgroups = open("/proc/self/cgroup").read().splitlines()
-print(json.dumps({"bytes": got, "cgroups": cgroups}), flush=True)
-sys.exit(7)
-"""
-
 
 def packets(bed: testbed.Testbed, classid: str) -> int:
     return next((c["packets"] for c in system.tc_classes(bed.client_ns, bed.client_dev)
@@ -68,7 +50,7 @@ def main() -> dict[str, object]:
         bed = testbed.build(tx, link.parse("1mbit:40ms"))
         testbed.start_server(bed)
         before = (system.tc_classes(bed.client_ns, bed.client_dev), ours())
-        Path("/root/netv1-job.py").write_text(JOB)
+        Path("/root/netv1-job.py").write_text(netbg.RUN_JOB)
         proc = subprocess.Popen([bb, "run", "-v", "--net", "background", "--net-dev",
                                  bed.client_dev, "--netns", bed.client_ns, "--net-uplink",
                                  "1mbit", "--", sys.executable, "/root/netv1-job.py",
