@@ -16,7 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from helpers import TIMEOUT, bb, one_line_error
+from helpers import BB, TIMEOUT, WITHOUT_CGROUP2, bb, one_line_error
 
 from backburner import apply, priority, system
 from backburner.errors import ExistsError, NotFoundError, UsageError
@@ -401,3 +401,17 @@ def test_a_net_dropin_is_one_systemd_takes(tmp_path: Path) -> None:
     # the check can fail: the same tool names a wrong attach type
     conf.write_text(conf.read_text().replace("egress:", "egrexx:"))
     assert "egrexx" in verify()
+
+
+@pytest.mark.root
+def test_net_dropins_on_cgroup_v1_alone_are_69_before_anything(state_dir: Path) -> None:
+    """systemd attaches BPFProgram= only on its cgroup2 tree: where none is mounted the
+    drop-ins would hold nothing back, so apply refuses them here (no file written)."""
+    unit = "bbtest-v1-netunit.service"
+    res = subprocess.run([*WITHOUT_CGROUP2, *BB, "apply", "--unit", unit, "--net",
+                          "background"], capture_output=True, text=True, timeout=TIMEOUT,
+                         env=os.environ.copy())
+    assert res.returncode == 69, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "only on a cgroup2 tree" in lines[0], res.stderr
+    assert not Path(f"/etc/systemd/system/{unit}.d").exists()

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def test_rusage_cpu_time_is_the_jobs_own() -> None:
 # keeps the pre-exec mm's high-water mark), so measure from a small fresh parent.
 RSS = r"""
 import sys
+import threading
 from backburner import procfs, spawn
 for code in ("pass", "b = b'x' * (100 << 20)"):
     print(spawn.launch([sys.executable, "-c", code]).wait(30).max_rss_kb)
@@ -280,6 +282,7 @@ def test_fork_call_that_cannot_fork_is_one_line_and_leaves_signals_as_they_were(
 
 ADOPTING = r"""
 import sys
+import threading
 from backburner import procfs, spawn
 out = spawn.run_foreground(["sh", "-c", sys.argv[1]], adopt_orphans=True)
 print(out.exit_code, flush=True)
@@ -337,26 +340,39 @@ def test_signal_process_only_reaches_the_process_it_was_meant_for() -> None:
 
 def test_a_child_joins_its_groups_holding_none_of_our_sockets(tmp_path: Path) -> None:
     """Joining a net_cls group (cgroup v1) gives the joining task's sockets the group's
-    class id: the child must not hold ours by then (the pacer's echo socket would become
-    the job's), only those it is passed."""
-    procs = tmp_path / "cgroup.procs"  # a plain file takes the pid as a group's would
-    procs.touch()
-    seen = tmp_path / "seen"
+    class id: the child must not hold ours when it joins (the pacer's echo socket would
+    become the job's), only those it is passed. Its "cgroup.procs" here is a FIFO, so the
+    child waits in its open while we look at its descriptors."""
+    fifo = tmp_path / "cgroup.procs"
+    os.mkfifo(fifo)
+    started: dict[str, spawn.Child] = {}
     with socket.socket() as mine, socket.socket() as passed:
+        worker = threading.Thread(target=lambda: started.setdefault("child", spawn.launch(
+            ["true"], cgroup_procs=[str(fifo)], pass_fds=[passed.fileno()])))
+        worker.start()
+        held = _held_while_joining(os.getpid())
+        with open(fifo) as f:  # lets the child write its pid and go on
+            written = f.read()
+        worker.join(TIMEOUT)
+        assert started["child"].wait(TIMEOUT) is not None
+        ino = {name: f"socket:[{os.fstat(s.fileno()).st_ino}]"
+               for name, s in (("mine", mine), ("passed", passed))}
+        assert ino["mine"] not in held and ino["passed"] in held, (ino, held)
+        assert written.strip().isdigit()
 
-        def check() -> None:
-            states = []
-            for fd in (mine.fileno(), passed.fileno()):
-                try:
-                    os.fstat(fd)
-                    states.append("open")
-                except OSError:
-                    states.append("closed")
-            seen.write_text(" ".join(states))
 
-        out = _run(["true"], cgroup_procs=[str(procs)], before_exec=check,
-                   pass_fds=[passed.fileno()])
-        assert out.exit_code == 0
-        assert seen.read_text() == "closed open"
-        assert procs.read_text().strip().isdigit()
-        assert mine.fileno() >= 0 and os.fstat(mine.fileno())  # ours, still open here
+def _held_while_joining(parent: int) -> set[str]:
+    """What our child holds once it sleeps in the FIFO's open (nothing else in its
+    pre-exec hook sleeps)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        for pid in procfs.descendants_of(parent):
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state == "S":
+                    fds = Path(f"/proc/{pid}/fd")
+                    return {os.readlink(fds / fd) for fd in os.listdir(fds)}
+            except OSError:
+                continue
+        time.sleep(0.01)
+    raise AssertionError("the child never waited in the FIFO's open")

@@ -120,9 +120,11 @@ class Asm:
         self.out.append((code, dst, src, imm, target))
 
     def ld64(self, dst: int, value: int, src: int = 0) -> None:
-        """lddw: a 64-bit immediate (src 1: a map descriptor), two slots."""
-        self.op(0x18, dst, src, 0, value & 0xFFFFFFFF)
-        self.op(0, 0, 0, 0, (value >> 32) & 0xFFFFFFFF)
+        """lddw: a 64-bit immediate (src 1: a map descriptor), two slots; each half is
+        packed as the signed 32-bit field it is (a class id of major 0x8000 or more)."""
+        low, high = value & 0xFFFFFFFF, (value >> 32) & 0xFFFFFFFF
+        self.op(0x18, dst, src, 0, low - (1 << 32) if low >> 31 else low)
+        self.op(0, 0, 0, 0, high - (1 << 32) if high >> 31 else high)
 
     def label(self, name: str) -> None:
         self.labels[name] = len(self.out)
@@ -299,7 +301,8 @@ def _bpf(cmd: int, attr: bytes | ctypes.Array[ctypes.c_char]) -> int:
     return int(ret)
 
 
-def load_program(prog_type: int, attach_type: int, insns: bytes, name: str, what: str) -> int:
+def load_program(prog_type: int, attach_type: int, insns: bytes, name: str, what: str,
+                 needs: str = "CONFIG_CGROUP_BPF") -> int:
     ibuf = ctypes.create_string_buffer(insns, len(insns))
     lic = ctypes.create_string_buffer(b"GPL")
     log = ctypes.create_string_buffer(65536)
@@ -313,7 +316,7 @@ def load_program(prog_type: int, attach_type: int, insns: bytes, name: str, what
         raise UnavailableError(
             f"this kernel refused a {what} BPF program: {err.strerror}"
             + (f" ({detail[-1]})" if detail else ""),
-            "it needs CONFIG_CGROUP_BPF and root") from None
+            f"it needs {needs} and root") from None
 
 
 def load_priority_program(priority: int, name: str = "bb_prio",

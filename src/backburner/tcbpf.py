@@ -130,7 +130,7 @@ def load_classid_classifier(tag: int, ack_classid: int, data_classid: int,
     """Load `classid_program`; return its descriptor (the caller closes it)."""
     return load_program(BPF_PROG_TYPE_SCHED_CLS, 0,
                         classid_program(tag, ack_classid, data_classid), name,
-                        "tc classifier")
+                        "tc classifier", "CONFIG_NET_CLS_BPF")
 
 
 def _load_bytes(a: Asm, offset_reg: int | None, at: int, length: int) -> None:
@@ -153,7 +153,7 @@ def load_classifier(priority: int, classid: int, name: str = "bb_ingress") -> in
     """Load the classifier; return its descriptor (the caller closes it). A kernel
     without socket lookups in tc programs refuses it here."""
     return load_program(BPF_PROG_TYPE_SCHED_CLS, 0, classifier_program(priority, classid),
-                 name, "tc classifier")
+                 name, "tc classifier", "CONFIG_NET_CLS_BPF")
 
 
 def _attr(kind: int, payload: bytes) -> bytes:

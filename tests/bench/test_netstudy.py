@@ -261,7 +261,7 @@ def test_where_only_cgroup_v1_is_mounted_the_policy_paces_by_net_cls(
     class's packets are in every background trial; nothing is left, the mount the study
     made for the hierarchy included."""
     db = tmp_path / "v1.db"
-    before = _net_cls_row()
+    before = system.v1_groups("net_cls")[0]
     res = subprocess.run([*WITHOUT_CGROUP2, *BB, "bench", "--net-link", "1mbit:0ms",
                           "--load", "download:1", "--policy", "background", "-r", "2",
                           "-w", "0", "--settle", "1", "--seed", "4", "-o", str(db)],
@@ -273,18 +273,13 @@ def test_where_only_cgroup_v1_is_mounted_the_policy_paces_by_net_cls(
     for _policy, _status, extra in rows:
         bulk = json.loads(extra)["bulk"]
         assert bulk["paced_packets"] > 20, bulk
-    # the group went, and with the study's mount the hierarchy it made (or the one the
-    # system mounts is as it was)
+    # the group went, and with the study's mount the hierarchy it made: net_cls is bound
+    # where it was (to no hierarchy on this host)
     deadline = time.monotonic() + 5
-    while _net_cls_row() != before and time.monotonic() < deadline:
+    while system.v1_groups("net_cls")[0] != before and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _net_cls_row() == before
+    assert system.v1_groups("net_cls")[0] == before
     work = state_dir / "work"
     assert not (work.is_dir() and [p for p in work.iterdir() if p.name.startswith("netcls-")])
     assert _no_journal(state_dir)
 
-
-def _net_cls_row() -> list[str]:
-    """net_cls's row of /proc/cgroups: its hierarchy's id (0: none) and its groups."""
-    rows = [r.split() for r in Path("/proc/cgroups").read_text().splitlines()]
-    return next(r for r in rows if r[0] == "net_cls")

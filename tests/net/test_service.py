@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import bb
+from helpers import BB, TIMEOUT, WITHOUT_CGROUP2, bb
 
 from backburner import cgroupbpf, system
 from backburner.net import measure, policy, service, testbed
@@ -157,3 +157,16 @@ def test_the_groups_below_an_attached_one_are_found(cgroup2_group: Path) -> None
         os.close(prog)
         for d in reversed(made):
             d.rmdir()
+
+
+def test_on_cgroup_v1_alone_the_service_is_one_line_and_69(bed: testbed.Testbed) -> None:
+    """The service hands its programs to systemd's BPFProgram=, which needs a cgroup2 tree:
+    where none is mounted it refuses before anything changes."""
+    before = _client_state(bed)
+    res = subprocess.run([*WITHOUT_CGROUP2, *BB, "govern", "net", "--dev", bed.client_dev,
+                          "--netns", bed.client_ns], capture_output=True,
+                         text=True, timeout=TIMEOUT, env=os.environ.copy())
+    assert res.returncode == 69, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "only on a cgroup2 tree" in lines[0], res.stderr
+    assert _client_state(bed) == before

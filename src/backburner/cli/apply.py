@@ -7,7 +7,7 @@ import argparse
 import os
 
 from .. import applied, apply, priority
-from ..errors import NotFoundError, UsageError
+from ..errors import NotFoundError, UnavailableError, UsageError
 from .common import add_command, add_format, err, recover_if_needed
 
 EPILOG = """\
@@ -62,6 +62,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(apply.render(files, args.root), end="")
         return 0
+    if args.net and os.path.abspath(args.root) == "/" and not args.force:
+        _check_net_here()
     if args.unit and not args.force:
         _check_units([*args.unit, *([apply.NET_SERVICE] if args.net else [])], args.root)
     recover_if_needed()
@@ -69,6 +71,18 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.root == "/":
         err(apply.RELOAD_HINT)
     return 0
+
+
+def _check_net_here() -> None:
+    """systemd attaches a unit's BPFProgram= only on its cgroup2 tree: on this system's
+    cgroup v1 alone the drop-ins would hold nothing back."""
+    from ..net import background
+
+    if background.attribution() != "cgroup2":
+        raise UnavailableError("--net background: systemd attaches the programs "
+                               "(BPFProgram=) only on a cgroup2 tree, and none is mounted "
+                               "here", "on cgroup v1 alone: backburner run --net background "
+                               "(--force writes the files anyway)")
 
 
 def _check_units(units: list[str], root: str) -> None:

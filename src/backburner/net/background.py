@@ -18,7 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, system, systemd, tcbpf
+from .. import cgroup2, cgroupbpf, system, systemd
 from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..system.change import run_tool
 from . import link, netcls, policy, tcpopts, testbed
@@ -127,8 +127,7 @@ def require_net_cls(what: str) -> None:
                                "system has neither")
     if not testbed.qdisc_known("htb"):
         raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
-    os.close(tcbpf.load_classid_classifier(netcls.TAG, policy.BULK_PRIORITY,
-                                           policy.UPLOAD_PRIORITY))  # 69 when refused
+    netcls.check()
 
 
 def group_path(tag: str) -> str:

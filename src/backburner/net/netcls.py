@@ -14,20 +14,30 @@ the interfaces of the first network namespace, and it gives all the job's packet
 priority, ACKs and uploads alike.
 
 The hierarchy is used where the system mounts it (`/sys/fs/cgroup/net_cls,net_prio` on
-most v1 systems), and otherwise mounted by us on a private directory for the run; the
-group, the mount and the directory are changes of the caller's transaction.
+most v1 systems: a hierarchy's own root, on top at its mount point, in directories only
+root controls, with no controller but net_cls and net_prio, since joining a group there
+moves the job in every controller of it), and otherwise mounted by us on a private
+directory for the run; the group, the mount and the directory are changes of the
+caller's transaction.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 
-from .. import procfs, system
+from .. import procfs, safepath, system
+from ..errors import BackburnerError, UnavailableError
 
 CONTROLLER = "net_cls"
+#: Controllers a hierarchy we use may have beside net_cls (the usual co-mount).
+COMOUNTED = frozenset({"net_cls", "net_prio"})
 #: The job's class id: major 0x6262 ("bb"), a handle no qdisc of ours has, so a `cgroup`
 #: filter someone else adds cannot mistake it for one of its classes.
 TAG = 0x6262_0010
+_CONTROLLERS = frozenset({"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer",
+                          "blkio", "pids", "perf_event", "hugetlb", "rdma", "misc",
+                          "net_cls", "net_prio"})
 
 
 def available(proc_cgroups: str = "/proc/cgroups") -> bool:
@@ -41,18 +51,64 @@ def available(proc_cgroups: str = "/proc/cgroups") -> bool:
 
 
 def mounted() -> str | None:
-    """Where a cgroup v1 hierarchy holding net_cls is mounted (None: nowhere)."""
-    return next((m.mountpoint for m in procfs.mounts()
-                 if m.fstype == "cgroup" and CONTROLLER in m.all_options), None)
+    """Where a cgroup v1 hierarchy holding net_cls is mounted (None: nowhere); a mount we
+    must not use is one line and 69 (`usable`)."""
+    table = procfs.mounts()
+    found = next((m for m in table if m.fstype == "cgroup"
+                  and CONTROLLER in m.all_options), None)
+    if found is None:
+        return None
+    usable(found, table)
+    return found.mountpoint
+
+
+def usable(m: procfs.MountInfo, table: list[procfs.MountInfo]) -> None:
+    """Refuse (69) a net_cls mount whose group we would make in a place another user
+    could control, or that would move the job in other controllers too."""
+    where = f"net_cls is mounted at {m.mountpoint}"
+    if m.root != "/":
+        raise UnavailableError(f"{where} from one of its groups ({m.root}), not its root")
+    if [x for x in table if x.mountpoint == m.mountpoint][-1] is not m:
+        raise UnavailableError(f"{where}, under another mount")
+    others = (m.all_options & _CONTROLLERS) - COMOUNTED
+    if others:
+        raise UnavailableError(f"{where} together with {', '.join(sorted(others))}: "
+                               "a group there would move the job in those too")
+    safepath.check_chain(m.mountpoint, "net_cls hierarchy")
+
+
+def check() -> None:
+    """What the net_cls path needs, before anything changes (one line and 69): the
+    controller; a hierarchy we may use, or one we can mount (the controller may be
+    bound, out of sight, with options we cannot know); and the classifier, which the
+    kernel must load and cls_bpf take. Both are tried in a transaction of their own,
+    undone at once, the classifier on a throwaway namespace's loopback."""
+    if not available():
+        raise UnavailableError("this kernel has no net_cls controller")
+    try:
+        with system.Transaction("net-check") as tx:
+            if mounted() is None:
+                _mount(tx)
+            probe = f"bbq{secrets.token_hex(3)}"
+            tx.apply(system.NetNamespace(probe))
+            tx.apply(system.Qdisc(probe, "lo", "root", "1", "htb", []))
+            tx.apply(system.ClassidClassifier(probe, "lo", "1:", 1, TAG, 0x10010, 0x10030))
+    except UnavailableError:
+        raise
+    except BackburnerError as err:
+        raise UnavailableError(f"the net_cls path cannot be set up here: {err}") from None
+
+
+def _mount(tx: system.Transaction) -> str:
+    root = tx.apply(system.PrivateDir(str(system.work_root()), "netcls-"))
+    tx.apply(system.V1Hierarchy("backburner", root, options=CONTROLLER))
+    return root
 
 
 def group(tx: system.Transaction, tag: str) -> str:
     """The job's net_cls group (`backburner-net-TAG`), its class id TAG, made in the
     mounted hierarchy or in one we mount for the run; returns its directory."""
-    root = mounted()
-    if root is None:
-        root = tx.apply(system.PrivateDir(str(system.work_root()), "netcls-"))
-        tx.apply(system.Mount("backburner", root, "cgroup", CONTROLLER))
+    root = mounted() or _mount(tx)
     path = os.path.join(root, f"backburner-net-{tag}")
     tx.apply(system.CgroupDir(path, {"net_cls.classid": str(TAG)}))
     return path

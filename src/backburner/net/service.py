@@ -59,6 +59,10 @@ def check(dev: str | None, ns: str | None, uplink: str | None = None,
     """Everything the service needs, before anything changes; one line otherwise (69 for
     what the machine lacks)."""
     system.require_root("the network service")
+    if background.attribution() != "cgroup2":
+        raise UnavailableError(f"{WHAT} hands its programs to systemd (BPFProgram=), which "
+                               "attaches them only on a cgroup2 tree, and none is mounted",
+                               "on cgroup v1 alone, use backburner run --net background")
     if not cgroupbpf.bpffs_mounted(root):
         raise UnavailableError(f"{WHAT} needs a BPF filesystem at {root} to pin its programs "
                                "for systemd, and none is mounted there",

@@ -27,9 +27,11 @@ from .cgroups import (
     CgroupMove,
     ControllersEnabled,
     DeviceLine,
+    V1Hierarchy,
     cgroup_dir_of,
     cgroup_mount_of,
     prune_empty_cgroups,
+    v1_groups,
 )
 from .change import Change, selected
 from .files import InstalledFile, MadeDir, MadeFile, PrivateDir, remove_tree
@@ -89,7 +91,7 @@ from .values import SysfsValue, drop_caches, psi_trigger
 __all__ = [
     "DEFAULT_STATE_DIR", "Address", "CgroupDir", "CgroupFreezer", "CgroupMove",
     "BpfClassifier", "ClassidClassifier", "CgroupPacketPriority", "CgroupSockOps",
-    "CgroupSocketPriority",
+    "CgroupSocketPriority", "V1Hierarchy", "v1_groups",
     "Change", "Link", "LinkUp", "NetNamespace", "Qdisc", "TcClass", "TcFilter",
     "ControllersEnabled", "Daemon", "DelegatedScope", "DeviceLine", "Entry", "Filesystem",
     "FuseMount", "Inherited",

@@ -15,6 +15,7 @@ from .. import procfs
 from ..errors import SystemStateError
 from .change import Change, write
 from .journal import JournalInfo, journal_entries, journals
+from .mounts import Mount
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,38 @@ class CgroupDir(Change):
             except OSError:
                 time.sleep(0.02)  # a just-exited task is still being released
         raise SystemStateError(f"could not remove cgroup {self.path}: it stays busy")
+
+
+def v1_groups(controller: str, proc_cgroups: str = "/proc/cgroups") -> tuple[int, int]:
+    """(the id of the v1 hierarchy `controller` is bound to, 0 for none; how many groups
+    that hierarchy has), from /proc/cgroups; (0, 0) where the kernel lacks it."""
+    try:
+        with open(proc_cgroups) as f:
+            rows = [line.split() for line in f if not line.startswith("#")]
+    except OSError:
+        return 0, 0
+    row = next((r for r in rows if len(r) >= 3 and r[0] == controller), None)
+    return (int(row[1]), int(row[2])) if row else (0, 0)
+
+
+@dataclass
+class V1Hierarchy(Mount):
+    """A cgroup v1 hierarchy we mount for a run (its controllers are the `options`). The
+    kernel destroys a v1 hierarchy at its unmount only if no group is left in it, and a
+    group just removed is released a moment later: unmounted at once, the hierarchy would
+    stay bound to its controllers, out of sight, until the next boot. So the undo waits
+    (a few seconds at most) for the groups to be gone first."""
+
+    kind: ClassVar[str] = "cgroup-v1-mount"
+    fstype: str = "cgroup"
+
+    def undo(self, old: Any, result: Any) -> None:
+        controllers = [c for c in self.options.split(",") if c and c not in ("nosuid", "nodev")]
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(
+                v1_groups(c)[0] and v1_groups(c)[1] > 1 for c in controllers):
+            time.sleep(0.02)
+        super().undo(old, result)
 
 
 @dataclass
