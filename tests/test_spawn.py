@@ -349,8 +349,9 @@ def test_a_child_joins_its_groups_holding_none_of_our_sockets(tmp_path: Path) ->
     with socket.socket() as mine, socket.socket() as passed:
         worker = threading.Thread(target=lambda: started.setdefault("child", spawn.launch(
             ["true"], cgroup_procs=[str(fifo)], pass_fds=[passed.fileno()])))
+        others = set(procfs.descendants_of(os.getpid()))  # earlier tests' stragglers
         worker.start()
-        held = _held_while_joining(os.getpid())
+        held = _held_while_joining(os.getpid(), others)
         with open(fifo) as f:  # lets the child write its pid and go on
             written = f.read()
         worker.join(TIMEOUT)
@@ -361,12 +362,12 @@ def test_a_child_joins_its_groups_holding_none_of_our_sockets(tmp_path: Path) ->
         assert written.strip().isdigit()
 
 
-def _held_while_joining(parent: int) -> set[str]:
-    """What our child holds once it sleeps in the FIFO's open (nothing else in its
-    pre-exec hook sleeps)."""
+def _held_while_joining(parent: int, others: set[int]) -> set[str]:
+    """What our new child (a descendant of `parent` not among `others`) holds once it
+    sleeps in the FIFO's open (nothing else in its pre-exec hook sleeps)."""
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        for pid in procfs.descendants_of(parent):
+        for pid in set(procfs.descendants_of(parent)) - others:
             try:
                 state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
                 if state == "S":
