@@ -461,3 +461,11 @@ def test_a_helper_starts_from_the_root_with_our_environment_the_users_command_do
     assert _printed(["sh", "-c", show]) == [str(tmp_path), "x", str(tmp_path)]
     assert _printed([PY, "-c", f"import subprocess; subprocess.run(['sh', '-c', {show!r}])"]) \
         == [str(tmp_path), "x", str(tmp_path)]
+
+
+def test_a_tool_that_prints_bytes_that_are_not_utf8_is_read_not_a_traceback() -> None:
+    """`ip link show dev $'d\\xff0'` echoes the name: run_tool's strict decoding raised
+    UnicodeDecodeError out of `run --net-dev`."""
+    res = spawn.run_tool(["sh", "-c", r"printf 'd\377\376 out'; printf 'no d\377 here' >&2"])
+    assert res.status == 0 and res.stdout == "d\ufffd\ufffd out"
+    assert res.stderr == "no d\ufffd here"

@@ -131,14 +131,15 @@ class ToolResult:
 
 
 def run_tool(argv: Sequence[str], timeout: float = 120.0,
-             env: Mapping[str, str] | None = None, errors: str = "strict") -> ToolResult:
+             env: Mapping[str, str] | None = None, errors: str = "replace") -> ToolResult:
     """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
 
     The tool dies with us and is killed with its group when we are interrupted (^C,
     SIGTERM) while it runs: no mkfs or fio keeps going after we have given up on it.
     Raises FileNotFoundError when the tool is not installed, like subprocess does. `env`
-    adds to (or overrides) our environment; `errors` says how to decode its output
-    ("replace" for a tool that echoes file names, which may be any bytes).
+    adds to (or overrides) our environment; `errors` says how to decode its output: by
+    default "replace", as tools echo names (a file's, an interface's) that may be any
+    bytes, and a message must never end in a UnicodeDecodeError.
     """
     parent = os.getpid()
 
