@@ -43,6 +43,10 @@ def _check_command(line: str, root: Path) -> None:
     if getattr(args, "policy", None) is not None:
         priority.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
     if args.cmd == "apply":
+        for unit in args.unit:  # the placeholder, as the user's real unit would be there
+            name = unit if "." in unit else f"{unit}.service"
+            (root / "lib/systemd/system").mkdir(parents=True, exist_ok=True)
+            (root / "lib/systemd/system" / name).write_text("[Service]\n")
         r = bb(*argv[1:], "--dry-run", "--root", str(root))
         assert r.returncode == 0, r.err
 
