@@ -18,6 +18,7 @@ import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
 from backburner import cli, errors, interrupts, job
+from backburner.cli import build_parser
 from backburner.bench import config, runner
 from backburner.errors import ExistsError
 from backburner.store import Store
@@ -480,3 +481,25 @@ def test_format_json_and_json_are_the_same(argv: list[str]) -> None:
     parse = cli.build_parser().parse_args
     assert parse([*argv, "--format", "json"]).format == parse([*argv, "--json"]).format == "json"
     assert parse(argv).format == "text"
+
+
+def _parsers() -> list[argparse.ArgumentParser]:
+    out, todo = [], [build_parser()]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += list(action.choices.values())
+    return out
+
+
+def test_every_command_has_a_description_and_no_help_says_none() -> None:
+    """`backburner COMMAND --help` says what the command does (not only its usage), and no
+    option's help shows a Python value where a default belongs ("None: /etc/…")."""
+    parsers = _parsers()
+    assert len(parsers) > 20
+    for p in parsers:
+        assert p.description, f"{p.prog} --help has no description"
+        for action in p._actions:
+            assert "None:" not in (action.help or ""), (p.prog, action.option_strings)

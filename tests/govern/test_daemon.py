@@ -579,3 +579,23 @@ def test_sighup_reloads_the_rules_and_bad_ones_leave_the_old(
     assert "rules reloaded" in err and "not reloaded" in err, err
     for t in (early, new):
         assert_put_back(t.pid)
+
+
+def test_its_words_and_its_ready_file_go_with_it(tmp_path: Path, state_dir: Path, link: Path,
+                                                  targets: list[Target]) -> None:
+    """What a user reads of a daemon with one governed process: no module name in its
+    log lines, "1 process was governed" (not "1 processes"), and no ready file left behind
+    to tell the next reader that a daemon is ready when none runs."""
+    target = Target(link)
+    targets.append(target)
+    rule = f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\nio = "idle"\n'
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule))
+    try:
+        wait_idle(target.pid)
+    finally:
+        code, err = daemon.finish()
+    assert code == 0, err
+    assert "backburner.govern" not in err and f"backburner: governing PID {target.pid}" in err
+    assert "(1 process was governed)" in err, err
+    assert not daemon.ready.exists()
+    assert list(daemon.ready.parent.iterdir()) == []

@@ -127,7 +127,9 @@ def _main(args_list: list[str], debug: bool, command: str | None) -> int:
     try:
         args = build_parser().parse_args(args_list)
         debug = args.debug
-        logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+        # the module's name is for whoever debugs: a user reads "backburner: what happened"
+        logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s"
+                            if debug else f"{PROG}: %(message)s")
         if debug:  # ours only: a library's debug chatter is not what --debug is for
             logging.getLogger("backburner").setLevel(logging.DEBUG)
         if not args.cmd:
