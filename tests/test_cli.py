@@ -18,8 +18,8 @@ import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
 from backburner import cli, errors, interrupts, job
-from backburner.cli import build_parser
 from backburner.bench import config, runner
+from backburner.cli import build_parser
 from backburner.errors import ExistsError
 from backburner.store import Store
 
