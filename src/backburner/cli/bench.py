@@ -276,10 +276,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help=argparse.SUPPRESS)
     how = p.add_argument_group("how it is measured")
     how.add_argument("-r", "--runs", "--trials", dest="trials", type=int, metavar="N",
-                     help="a fixed number of counted trials per cell (default 10)")
+                     help="a fixed number of counted trials per cell: the default mode, "
+                     "with 10 (a --preset may choose the other mode, until decided)")
     how.add_argument("-m", "--min-runs", type=int, metavar="N",
-                     help="run each cell until its verdict is decided (slower, faster or "
-                     "within the tolerance), with at least N trials (default 6)")
+                     help="the other mode: run each cell until its verdict is decided "
+                     "(slower, faster or within the tolerance), with at least N trials "
+                     "(default 6); -m, -M or --max-time choose it")
     how.add_argument("-M", "--max-runs", type=int, metavar="N",
                      help="until decided, with at most N trials per cell (default 100)")
     how.add_argument("--max-time", type=_duration, metavar="DURATION",
