@@ -467,7 +467,8 @@ def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
     assert f"MATCH  mine ({d / 'test.toml'}:1)" in r.out
     assert f"comm '{link.name}' matches ['{link.name}']" in r.out
     assert "user root (uid 0) matches ['root']" in r.out
-    assert "=> rule mine governs it: io idle" in r.out
+    assert "=> rule mine would govern it: io idle" in r.out  # no daemon runs here
+    assert "no govern daemon runs: no rule is in force" in r.out
     r = bb("govern", "explain", str(os.getpid()), "--rules", str(d), "--no-defaults")
     assert "=> no rule matches" in r.out
     assert "=> not governed: PID 1" in bb("govern", "explain", "1", "--rules", str(d)).out

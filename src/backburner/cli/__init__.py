@@ -35,14 +35,15 @@ from . import (
     report,
     run,
     slowdisk,
+    status,
     store,
     trace,
 )
 from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
-MODULES = (run, bench, report, store, slowdisk, govern, readahead, extents, trace, apply,
-           doctor, completion)
+MODULES = (run, status, bench, report, store, slowdisk, govern, readahead, extents, trace,
+           apply, doctor, completion)
 
 
 DESCRIPTION = """\
