@@ -300,6 +300,12 @@ def test_resume_of_a_complete_run_shows_the_report(tmp_path: Path, state_dir: Pa
     assert "the run is complete (6 trials); nothing to resume" in r.err
     assert "Traceback" not in r.err and "probe-xyz: command not found" not in r.err
     assert "baseline" in r.out and (tmp_path / "done.html").is_file()  # the report
+    # it ends with the answer the run was for, and the command that applies it
+    last = r.out.rstrip().splitlines()[-2:]
+    assert last == ["answer: under cmd:sleep 1 a start of /nonexistent/probe-xyz takes "
+                    "0.500 s on bfq + default (5.00\u00d7 its unloaded 0.100 s)",
+                    "  $ backburner apply --scheduler bfq   # the IO scheduler, for matching "
+                    "disks (a udev rule)"], r.out
     s = Store.open(str(path), readonly=True)
     assert s.trials(include_warmup=True) == before  # nothing added
     assert s.runs()[0].finished_at is not None  # a lost finish time is set
