@@ -279,10 +279,10 @@ def render_compare(result: CompareResult, *, width: int | None = None,
                               for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
               Column("Median s\nA / B", [f"{x}\n{y}" for x, y in zip(med_a, med_b, strict=True)],
                      "right"),
-              Column("B/A\n[CI]", [fmt_ratio_ci(r.ratio).replace(" ", "\n", 1) for r in rows],
-                   "right"),
-              *[Column("Unloaded\u00d7\nA\u2192B", [t.replace(" ", "\n", 1) for t in prot],
-                       "right") for _ in protected],
+              Column("B/A\n[CI]" + ("\nUnloaded\u00d7\nA\u2192B" if protected else ""),
+                     [fmt_ratio_ci(r.ratio).replace(" ", "\n", 1)
+                      + (f"\n{t.replace(' ', chr(10), 1)}" if protected else "")
+                      for r, t in zip(rows, prot, strict=True)], "right"),
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),
               verdict]
