@@ -37,7 +37,7 @@ def imported_modules(*args: str) -> set[str]:
 
 @pytest.mark.parametrize("args", [["run", "--", "true"], ["policies"], ["completion", "bash"],
                                   ["completion", "fish"], ["doctor"],
-                                  ["apply", "--unit", "x", "--dry-run"]])
+                                  ["apply", "--unit", "x", "--dry-run"], ["status"]])
 def test_light_commands_import_no_heavy_dependency(args: list[str]) -> None:
     assert imported_modules(*args).isdisjoint(HEAVY)
 

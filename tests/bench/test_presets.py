@@ -82,3 +82,21 @@ def test_slow_link_is_a_network_study_the_options_refine() -> None:
     assert other.device == "link:4mbit:0ms:100ms" and config.plan(other).link.rate_bit == 4e6
     with pytest.raises(UsageError, match="--device is for a disk study"):
         config.from_options(preset_name="slow-link", device="testbed:1G")
+
+
+def test_the_docs_say_the_quick_presets_trial_counts() -> None:
+    """docs/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
+    the preset's own."""
+    values = presets.quick()
+    want = f"{values['min_runs']} to {values['max_runs']} trials"
+    text = (Path(__file__).parents[2] / "docs" / "bench.md").read_text()
+    assert f"The `quick` preset runs until decided ({want}" in text
+    assert f"× {values['min_runs']}–{values['max_runs']} trials until decided" in text
+
+
+def test_the_runs_help_says_which_mode_is_the_default() -> None:
+    from backburner.cli import build_parser
+
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]  # type: ignore[union-attr]
+    helps = {a.dest: a.help or "" for a in bench._actions}
+    assert "the default mode" in helps["trials"] and "the other mode" in helps["min_runs"]

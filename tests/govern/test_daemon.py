@@ -467,7 +467,8 @@ def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
     assert f"MATCH  mine ({d / 'test.toml'}:1)" in r.out
     assert f"comm '{link.name}' matches ['{link.name}']" in r.out
     assert "user root (uid 0) matches ['root']" in r.out
-    assert "=> rule mine governs it: io idle" in r.out
+    assert "=> rule mine would govern it: io idle" in r.out  # no daemon runs here
+    assert "no govern daemon runs: no rule is in force" in r.out
     r = bb("govern", "explain", str(os.getpid()), "--rules", str(d), "--no-defaults")
     assert "=> no rule matches" in r.out
     assert "=> not governed: PID 1" in bb("govern", "explain", "1", "--rules", str(d)).out
@@ -579,3 +580,23 @@ def test_sighup_reloads_the_rules_and_bad_ones_leave_the_old(
     assert "rules reloaded" in err and "not reloaded" in err, err
     for t in (early, new):
         assert_put_back(t.pid)
+
+
+def test_its_words_and_its_ready_file_go_with_it(tmp_path: Path, state_dir: Path, link: Path,
+                                                  targets: list[Target]) -> None:
+    """What a user reads of a daemon with one governed process: no module name in its
+    log lines, "1 process was governed" (not "1 processes"), and no ready file left behind
+    to tell the next reader that a daemon is ready when none runs."""
+    target = Target(link)
+    targets.append(target)
+    rule = f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\nio = "idle"\n'
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule))
+    try:
+        wait_idle(target.pid)
+    finally:
+        code, err = daemon.finish()
+    assert code == 0, err
+    assert "backburner.govern" not in err and f"backburner: governing PID {target.pid}" in err
+    assert "(1 process was governed)" in err, err
+    assert not daemon.ready.exists()
+    assert list(daemon.ready.parent.iterdir()) == []

@@ -35,14 +35,15 @@ from . import (
     report,
     run,
     slowdisk,
+    status,
     store,
     trace,
 )
 from .common import PROG, HelpFormatter, Parser, err
 
 #: Command modules in the order `--help` lists them.
-MODULES = (run, bench, report, store, slowdisk, govern, readahead, extents, trace, apply,
-           doctor, completion)
+MODULES = (run, status, bench, report, store, slowdisk, govern, readahead, extents, trace,
+           apply, doctor, completion)
 
 
 DESCRIPTION = """\
@@ -127,7 +128,9 @@ def _main(args_list: list[str], debug: bool, command: str | None) -> int:
     try:
         args = build_parser().parse_args(args_list)
         debug = args.debug
-        logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s")
+        # the module's name is for whoever debugs: a user reads "backburner: what happened"
+        logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s"
+                            if debug else f"{PROG}: %(message)s")
         if debug:  # ours only: a library's debug chatter is not what --debug is for
             logging.getLogger("backburner").setLevel(logging.DEBUG)
         if not args.cmd:

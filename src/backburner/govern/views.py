@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import procfs, units
 from ..errors import BackburnerError, NotFoundError
+from ..status import inforce, sources
 from . import load, procinfo, state
 from .rules import Rule, RuleError, Ruleset, StaticFacts, Verdict, explain
 
@@ -77,6 +78,8 @@ class Explanation:
     governing: Rule | None
     protected: str | None
     live: dict[str, Any] | None  # the running daemon's record of it, if any
+    in_force: inforce.InForce | None = None  # what the kernel has for it now
+    set_by: list[sources.Entry] = field(default_factory=list)  # who put it on the back burner
 
 
 def explain_pid(pid: int, rules_dir: str | None, defaults: bool = True) -> Explanation:
@@ -99,7 +102,8 @@ def explain_pid(pid: int, rules_dir: str | None, defaults: bool = True) -> Expla
                          and g.get("start") == procfs.start_time(pid)), None) or {}
     except BackburnerError:
         pass
-    return Explanation(facts, verdicts, governing, protected, live)
+    return Explanation(facts, verdicts, governing, protected, live, inforce.read(pid),
+                       sources.for_pid(pid))
 
 
 def format_explain(ex: Explanation) -> str:
@@ -117,14 +121,30 @@ def format_explain(ex: Explanation) -> str:
     if ex.protected:
         lines.append(f"=> not governed: {ex.protected}")
     elif ex.governing is not None:
-        lines.append(f"=> rule {ex.governing.name} governs it: {ex.governing.sets()}")
+        verb = "governs" if ex.live else "would govern"  # a daemon's own record, or none
+        lines.append(f"=> rule {ex.governing.name} {verb} it: {ex.governing.sets()}")
     else:
-        lines.append("=> no rule matches: it is left alone")
+        lines.append("=> no rule matches: govern leaves it alone")
     if ex.live is not None:
         lines.append(f"   the running daemon governs it now by rule {ex.live['rule']} since "
                      f"{_clock(ex.live['since'])}" if ex.live else
                      "   the running daemon does not govern it now")
-    return "\n".join(lines)
+    else:
+        lines.append("   no govern daemon runs: no rule is in force")
+    return "\n".join([*lines, *_in_force_lines(ex)])
+
+
+def _in_force_lines(ex: Explanation) -> list[str]:
+    """What the kernel has for the process now, and who set it (`backburner status`)."""
+    if ex.in_force is None:
+        return []
+    out = [f"in force now: {ex.in_force.describe()}"]
+    for e in ex.set_by:
+        out.append(f"   set by {e.by} since {_clock(e.since or 0)}: {e.sets}")
+        out += [f"   DIFFERS: {d}" for d in e.differs]
+    if not ex.set_by:
+        out.append("   set by no backburner command (as it started, or by hand)")
+    return out
 
 
 def _clock(epoch: float) -> str:

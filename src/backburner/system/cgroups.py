@@ -65,7 +65,8 @@ class CgroupDir(Change):
     shared: bool = False  # a parent other runs may use too: removed only when empty
 
     def describe(self) -> str:
-        return f"cgroup {self.path} {self.settings}"
+        sets = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        return f"cgroup {self.path}" + (f" ({sets})" if sets else "")
 
     def read(self) -> bool:
         return os.path.isdir(self.path)
