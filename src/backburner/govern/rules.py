@@ -10,6 +10,7 @@ that would match too much.
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -222,37 +223,50 @@ class Ruleset:
     files: tuple[str, ...] = ()
     net: NetSettings = NetSettings()
     _by_comm: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
+    _by_comm_at: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
     _always: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    _always_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _sure: dict[str, Rule] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Linear in the rules: each rule's position is known as it is indexed (no search of
+        # the list), and a name's candidates are merged with the rules that must look at
+        # every process only when asked (a table of names x such rules would be quadratic).
         index: dict[str, list[int]] = {}
         always: list[int] = []
         for i, rule in enumerate(self.rules):
             comms = rule.match.comm
             if comms and not any(_is_glob(c) for c in comms):
-                for c in comms:
-                    for key in {c, c[:COMM_LEN]}:
-                        index.setdefault(key, []).append(i)
+                for key in {k for c in comms for k in (c, c[:COMM_LEN])}:
+                    index.setdefault(key, []).append(i)  # ascending, each rule once
             else:
                 always.append(i)
         object.__setattr__(self, "_by_comm", {
-            name: tuple(self.rules[i] for i in sorted({*found, *always}))
-            for name, found in index.items()})
+            name: tuple(self.rules[i] for i in found) for name, found in index.items()})
+        object.__setattr__(self, "_by_comm_at", {
+            name: tuple(found) for name, found in index.items()} if always else {})
         object.__setattr__(self, "_always", tuple(self.rules[i] for i in always))
+        object.__setattr__(self, "_always_at", tuple(always))
         object.__setattr__(self, "_names", frozenset(n.encode() for n in index))
-        # names whose first candidate rule asks for nothing but the name: matched for sure
+        # names whose first candidate rule lists the name and asks for nothing else: matched
+        # for sure (a rule without a name list that comes first must be tried instead)
         object.__setattr__(self, "_sure", {
-            name: rules[0] for name, rules in self._by_comm.items()
-            if rules[0].match.given() == ["comm"] and name in index
-            and self.rules.index(rules[0]) in index[name]})
+            name: self.rules[found[0]] for name, found in index.items()
+            if (not always or found[0] < always[0])
+            and self.rules[found[0]].match.given() == ["comm"]})
 
     def candidates(self, comm: str) -> tuple[Rule, ...]:
-        """The rules worth evaluating for a program named `comm`: those listing that exact
-        name, and those with no exact-name list. For most processes this is empty, and
-        nothing else about the process needs to be read."""
-        return self._by_comm.get(comm, self._always)
+        """The rules worth evaluating for a program named `comm`, in rule order: those
+        listing that exact name, and those with no exact-name list. For most processes this
+        is empty, and nothing else about the process needs to be read."""
+        named = self._by_comm.get(comm)
+        if named is None:
+            return self._always
+        if not self._always:
+            return named
+        rules = self.rules
+        return tuple(rules[i] for i in heapq.merge(self._by_comm_at[comm], self._always_at))
 
     def sure_match(self, comm: str) -> Rule | None:
         """The rule that governs a program of this name whatever else is true of it (the
