@@ -457,6 +457,17 @@ def test_unsafe_rule_file_refused_78(tmp_path: Path, how: str, words: str) -> No
         assert str(f) in line and words in line, line
 
 
+def test_rule_file_nested_5000_deep_refused_65_one_line(tmp_path: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x" }\n'
+                  "deep = " + "[" * 5000 + "]" * 5000 + "\n")
+    for cmd in (["run", "--rules", str(d)], ["explain", "1", "--rules", str(d)]):
+        r = bb("govern", *cmd, "--no-defaults")
+        assert r.returncode == 65, (cmd, r.err)
+        assert f"{d / 'test.toml'}:5: arrays or tables nested more than" in one_line_error(r)
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65 and "nested more than" in r.out and "Traceback" not in r.err
+
+
 def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
     d = rules_dir(tmp_path, f'[[rule]]\nname = "mine"\nmatch = {{ comm = "{link.name}", '
                   'user = "root" }\nio = "idle"\n')
