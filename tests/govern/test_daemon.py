@@ -457,6 +457,20 @@ def test_unsafe_rule_file_refused_78(tmp_path: Path, how: str, words: str) -> No
         assert str(f) in line and words in line, line
 
 
+def test_pathological_pattern_refused_65_one_line(tmp_path: Path, state_dir: Path) -> None:
+    """`(a+)+$` made `govern explain` and the daemon's match of every exec hang on a user's
+    `exec -a aaaa…! sleep 60`: the rule is refused when its file is read."""
+    d = rules_dir(tmp_path, '[[rule]]\nname = "slow"\nio = "idle"\n'
+                  'match = { comm = "sleep", cmdline = "(a+)+$" }\n')
+    r = bb("govern", "run", "--rules", str(d), "--no-defaults")
+    assert r.returncode == 65
+    line = one_line_error(r)
+    assert f"{d / 'test.toml'}:4: rule 'slow': match.cmdline '(a+)+$' is pathological" in line
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65 and "is pathological" in r.out and "Traceback" not in r.err
+    assert not (state_dir / "journal").exists() or no_journal(state_dir)
+
+
 def test_rule_file_nested_5000_deep_refused_65_one_line(tmp_path: Path) -> None:
     d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x" }\n'
                   "deep = " + "[" * 5000 + "]" * 5000 + "\n")

@@ -60,6 +60,10 @@ def test_good_file_parses_with_policies_and_lines() -> None:
      'uplink = "fast"\n', 6, "[net] unknown link rate 'fast'"),
     ('[net]\ndev = "eth0"\nqueue = 5\n', 3, "[net] unknown key 'queue'"),
     ('[net]\ndev = ""\n', 2, "[net] dev must be a non-empty string"),
+    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x", cmdline = "(a|aa)+$" }\n', 4,
+     "match.cmdline '(a|aa)+$' is pathological: searching 1024 characters"),
+    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { cmdline = "\\\\p{L}" }\n', 4,
+     "not a valid regular expression"),  # `regex` would take it; `re` does not
     ("x = " + "[" * 5000 + "]" * 5000 + "\n", 1, "nested more than 32 deep"),
     ('[[rule]]\nname = "a"\nio = "idle"\n\nmatch = { comm = ' + "[" * 40 + '"x"' + "]" * 40
      + " }\n", 5, "nested more than 32 deep"),

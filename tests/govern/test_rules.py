@@ -10,6 +10,7 @@ import string
 import pytest
 
 from backburner.govern import broad, load, rules
+from backburner.govern.pattern import Pattern
 from backburner.govern.rulefile import combine, parse_file
 from backburner.govern.rules import StaticFacts
 
@@ -187,6 +188,15 @@ def test_sure_match_only_when_the_name_alone_decides() -> None:
         sure = ruleset.sure_match(comm)
         if sure is not None:
             assert ruleset.first_match(facts(comm=comm, user="y", uid=2)) == sure
+
+
+def test_a_search_past_its_deadline_is_explained_as_no_match() -> None:
+    slow = rules.Rule("slow", rules.Match(comm=("x",), cmdline=(Pattern(r"(a|aa)+$"),)),
+                      one(GOOD.split("\n\n")[0]).policy, file="f.toml", line=1)
+    (verdict,) = rules.explain(rules.Ruleset((slow,)), facts(comm="x", cmdline=["a" * 60 + "!"]))
+    assert not verdict.matched
+    assert verdict.reasons[1].endswith(
+        "does not match ['(a|aa)+$'] ('(a|aa)+$' ran past the 10 ms deadline: no match)")
 
 
 def _held(value: object) -> int:

@@ -32,6 +32,7 @@ from ..proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
 from .groups import Groups
+from .pattern import MATCH_DEADLINE_S
 from .rules import Rule, Ruleset
 from .units import Placer
 
@@ -52,6 +53,7 @@ class Counters:
     lost_events: int = 0
     rescans: int = 0
     errors: int = 0
+    slow_matches: int = 0  # cmdline searches past their deadline (`pattern`): no match
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Governor:
                  systemd_units: bool = False,
                  network: cgroups.Network | None = None) -> None:
         self.ruleset = ruleset
+        self._patterned = [r for r in ruleset.rules if r.match.cmdline]
         self.tx = tx
         self.dry_run = tx is None
         self.report = report
@@ -124,6 +127,7 @@ class Governor:
         """New rules (a reload): for processes that start from now on, and running ones a
         new rule matches (the caller rescans); those governed stay so until they exit."""
         self.ruleset = ruleset
+        self._patterned = [r for r in ruleset.rules if r.match.cmdline]
         self._sets_text.clear()
         self.dirty = True
 
@@ -390,6 +394,21 @@ class Governor:
                 if path is not None:
                     groups.dirs.append(path)
         return groups
+
+    def note_slow_matches(self) -> None:
+        """Command lines a rule's cmdline pattern could not be searched in within its
+        deadline (each counted as no match): added to the count `status` shows, and each
+        such rule named once among the problems (and in the log)."""
+        for rule in self._patterned:
+            late = sum(p.timeouts for p in rule.match.cmdline)
+            if late:
+                for p in rule.match.cmdline:
+                    p.timeouts = 0
+                self.counters.slow_matches += late
+                self.dirty = True
+                self.problem(f"rule {rule.name} cmdline", f"rule {rule.name}: its cmdline "
+                             f"pattern ran past the {MATCH_DEADLINE_S * 1000:.0f} ms deadline "
+                             "on some command lines, which it then did not match")
 
     def problem(self, key: str, message: str) -> None:
         if self.problems.get(key) != message:

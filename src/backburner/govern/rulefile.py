@@ -25,9 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import regex
+
 from .. import priority
 from ..errors import BackburnerError
 from ..net import link
+from . import pattern
 from .rules import MATCH_KEYS, Match, NetSettings, Rule, RuleError, Ruleset, ThrottleSettings
 
 POLICY_KEYS = ("policy", "io", "cpu", "io_weight", "cpu_weight", "group_io")
@@ -254,11 +257,19 @@ def _parse_match(value: Any, label: str, error: Any) -> Match | None:
             compiled = []
             for text in values:
                 try:
-                    compiled.append(re.compile(text))
-                except re.error as err:
+                    found = pattern.Pattern(text)
+                except (re.error, regex.error) as err:
                     error(key, f"{label}: match.cmdline {_shown(text)} is not a valid regular "
                           f"expression: {err}")
                     ok = False
+                    continue
+                why = _pathological(found)
+                if why is not None:
+                    error(key, f"{label}: match.cmdline {_shown(text)} is pathological: {why} "
+                          "(nested or overlapping repetition, such as (a+)+ or (a|aa)+, "
+                          "backtracks without bound)")
+                    ok = False
+                compiled.append(found)
             fields[key] = tuple(compiled)
         else:
             fields[key] = values
@@ -266,6 +277,19 @@ def _parse_match(value: Any, label: str, error: Any) -> Match | None:
         error("match", f"{label}: match is empty, which would match every process")
         return None
     return Match(**fields) if ok else None
+
+
+_VERDICTS: dict[str, str | None] = {}
+
+
+def _pathological(found: pattern.Pattern) -> str | None:
+    """`pattern.pathological`, once per pattern text (a reload of the same files, a
+    pattern repeated in many rules)."""
+    if found.pattern not in _VERDICTS:
+        if len(_VERDICTS) >= 4096:
+            _VERDICTS.clear()
+        _VERDICTS[found.pattern] = pattern.pathological(found)
+    return _VERDICTS[found.pattern]
 
 
 def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Policy | None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import fnmatch
 import heapq
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from .. import priority
 from ..errors import BackburnerError
+from .pattern import MATCH_DEADLINE_S, Pattern
 
 MATCH_KEYS = ("comm", "exe", "user", "unit", "cgroup", "cmdline", "parent")  # cheapest first
 #: The kernel keeps 15 characters of a program's name (TASK_COMM_LEN 16 with the NUL).
@@ -108,7 +108,7 @@ class Match:
 
     comm: tuple[str, ...] = ()
     exe: tuple[str, ...] = ()
-    cmdline: tuple[re.Pattern[str], ...] = ()
+    cmdline: tuple[Pattern, ...] = ()  # searched with a deadline (`pattern`)
     parent: tuple[str, ...] = ()
     unit: tuple[str, ...] = ()
     cgroup: tuple[str, ...] = ()
@@ -143,7 +143,7 @@ class Match:
     def describe(self) -> str:
         parts = []
         for key in self.given():
-            vals = [rx.pattern if isinstance(rx, re.Pattern) else rx for rx in getattr(self, key)]
+            vals = [v.pattern if isinstance(v, Pattern) else v for v in getattr(self, key)]
             parts.append(f"{key} {vals[0]!r}" if len(vals) == 1 else f"{key} {vals}")
         return ", ".join(parts)
 
@@ -311,11 +311,24 @@ def explain(ruleset: Ruleset, facts: Facts) -> list[Verdict]:
     out = []
     for rule in ruleset.rules:
         reasons = []
+        matched = True
         for key in rule.match.given():
-            held = rule.match.key_holds(key, facts)
-            want = [v.pattern if isinstance(v, re.Pattern) else v
+            late: list[str] = []
+            if key == "cmdline":
+                line = " ".join(facts.cmdline)
+                found = [p.search(line) if line else False for p in rule.match.cmdline]
+                held = any(found)
+                late = [p.pattern for p, f in zip(rule.match.cmdline, found, strict=True)
+                        if f is None]
+            else:
+                held = rule.match.key_holds(key, facts)
+            matched = matched and held
+            want = [v.pattern if isinstance(v, Pattern) else v
                     for v in getattr(rule.match, key)]
             reasons.append(f"{key} {_fact_text(key, facts)} "
-                           f"{'matches' if held else 'does not match'} {want}")
-        out.append(Verdict(rule, rule.holds(facts), tuple(reasons)))
+                           f"{'matches' if held else 'does not match'} {want}"
+                           + (f" ({', '.join(map(repr, late))} ran past the "
+                              f"{MATCH_DEADLINE_S * 1000:.0f} ms deadline: no match)"
+                              if late else ""))
+        out.append(Verdict(rule, matched, tuple(reasons)))
     return out

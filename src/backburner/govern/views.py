@@ -160,7 +160,9 @@ def format_status(st: dict[str, Any]) -> str:
              f"events: {c.get('events', 0)} ({c.get('execs', 0)} execs), "
              f"{c.get('matched', 0)} matched, {c.get('inherited', 0)} inherited, "
              f"{c.get('gone', 0)} skipped (exited first), {c.get('overflows', 0)} overflows, "
-             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans",
+             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans"
+             + (f", {c['slow_matches']} command lines too slow to search (not matched)"
+                if c.get("slow_matches") else ""),
              "execs seen: " + ("only those of named programs (the kernel filters them)"
                                if st.get("exec_events") == "kernel-filtered" else
                                "every one (process connector)"),
