@@ -29,6 +29,7 @@ from .. import priority, proc_events, procfs, system
 from ..errors import BackburnerError, NotFoundError
 from ..proc_events import COMM as COMM_EVENT
 from ..proc_events import EXEC, EXIT, FORK
+from ..units import one_line
 from . import groups as cgroups
 from . import procinfo, throttle
 from .groups import Groups
@@ -239,7 +240,8 @@ class Governor:
             if first:
                 self.on_governing(True)
             self._put(g)
-            self.report("would govern PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
+            self.report("would govern PID %d (%s) by rule %s: %s", pid, one_line(comm),
+                        rule.name, g.sets)
             return
         try:
             if io or cpu:
@@ -268,11 +270,12 @@ class Governor:
                     self.counters.gone += 1
                     return
                 raise
-            self.problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
+            self.problem(f"rule {rule.name}", f"PID {pid} ({one_line(comm)}): {err}")
         if first:  # forks and exits matter from now on (those of the moment in between are
             self.on_governing(True)  # caught by the walk of its descendants just below)
         self._put(g)
-        self.report("governing PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
+        self.report("governing PID %d (%s) by rule %s: %s", pid, one_line(comm), rule.name,
+                    g.sets)
         self._adopt_descendants(g)
 
     def _adopt_descendants(self, g: Governed) -> None:
@@ -368,7 +371,8 @@ class Governor:
             g.entries.append(entry)
             origin = entry.old.get("from") or ""
             g.moves[path] = ours.get(origin) or origin
-        self.report("governing PID %d (%s) by rule %s: %s", g.pid, g.comm, rule.name, g.sets)
+        self.report("governing PID %d (%s) by rule %s: %s", g.pid, one_line(g.comm),
+                    rule.name, g.sets)
 
     def _forget(self, pid: int) -> None:
         g = self._drop(pid)
@@ -411,6 +415,7 @@ class Governor:
                              "on some command lines, which it then did not match")
 
     def problem(self, key: str, message: str) -> None:
+        message = one_line(message)  # it may name a process (any user's choice of name)
         if self.problems.get(key) != message:
             log.warning("%s: %s", key, message)
         self.problems[key] = message
