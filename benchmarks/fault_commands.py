@@ -141,6 +141,10 @@ class Scenario:
     setup: Callable[[Path], None] = lambda _d: None
     after_success: Callable[[Path, str, dict[str, str]], None] = lambda _d, _o, _e: None
     target: bool = False  # runs against a process we start (`{target}` in argv)
+    #: the target as a hostile user makes it: escape sequences for a name (prctl), a
+    #: forged line in its argv[0] (`exec -a`) and an argument that makes a rule's cmdline
+    #: pattern run to its deadline; the command's output must show them escaped
+    hostile: bool = False
     #: what a signal may end it with besides 130/143 and death by that signal (a command
     #: that mirrors its job's status dies as the job did)
     statuses: tuple[int, ...] = ()
@@ -220,6 +224,24 @@ def _rules(d: Path) -> None:
         'io = "idle"\ncpu = "idle"\nio_weight = 10\n')
 
 
+#: A name that sets the terminal's title, erases the line and returns to its start (the 15
+#: bytes the kernel keeps), and an argv[0] that starts a forged line of the daemon's log.
+HOSTILE_COMM = b"\x1b]2;pwned\x07\x1b[2K\r"
+HOSTILE_ARGV0 = "bbfault-hostile\n=> rule apt governs it\x1b[1A\x1b[2K"
+
+
+def _hostile_rules(d: Path) -> None:
+    """A rule whose cmdline pattern (quadratic: taken when read) runs past its deadline on
+    the hostile target's 3500 spaces, then one that governs it by its name."""
+    comm = "".join(f"\\u{b:04x}" if b < 0x20 or b == 0x7f else chr(b) for b in HOSTILE_COMM)
+    (d / "rules").mkdir(mode=0o755)
+    (d / "rules" / "t.toml").write_text(
+        f'[[rule]]\nname = "fault-slow"\nmatch = {{ comm = "{comm}", cmdline = \'\\s+$\' }}\n'
+        'io = "idle"\n\n'
+        f'[[rule]]\nname = "fault-target"\nmatch = {{ comm = "{comm}" }}\n'
+        'io = "idle"\ncpu = "idle"\nio_weight = 10\n')
+
+
 SCENARIOS = {
     "run": Scenario("run", lambda d: ["run", "--policy", "background", "--", "sh", "-c",
                                       f"dd if=/dev/zero of={d}/out bs=1M count=64 "
@@ -248,6 +270,10 @@ SCENARIOS = {
     "govern run": Scenario(
         "govern run", lambda d: ["govern", "run", "--rules", str(d / "rules"),
                                  "--no-defaults"], 3.0, setup=_rules, target=True),
+    "govern run (hostile names)": Scenario(
+        "govern run (hostile names)", lambda d: ["govern", "run", "--rules", str(d / "rules"),
+                                                 "--no-defaults"], 3.0, setup=_hostile_rules,
+        target=True, hostile=True),
     "apply": Scenario(
         "apply", lambda d: ["apply", "--root", str(d / "root"), "--scheduler", "bfq",
                             "--unit", "fault-test.service", "--policy", "background"], 0.4,
@@ -270,12 +296,15 @@ class Outcome:
         return not self.problems
 
 
-def _target(mark: str) -> subprocess.Popen[bytes]:
-    """A process named bbfault-sleep (govern's rule matches it) with a thread of its own."""
-    code = ("import ctypes, threading, time; ctypes.CDLL(None).prctl(15, b'bbfault-sleep');"
+def _target(mark: str, hostile: bool = False) -> subprocess.Popen[bytes]:
+    """A process named bbfault-sleep (govern's rule matches it) with a thread of its own;
+    `hostile`: named and started as `Scenario.hostile` says."""
+    name = HOSTILE_COMM if hostile else b"bbfault-sleep"
+    code = (f"import ctypes, threading, time; ctypes.CDLL(None).prctl(15, {name!r});"
             "threading.Thread(target=time.sleep, args=(600,), daemon=True).start();"
             "time.sleep(600)")
-    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, MARK: mark},
+    argv = [HOSTILE_ARGV0, "-c", code, " " * 3500 + "x"] if hostile else ["python", "-c", code]
+    return subprocess.Popen(argv, executable=sys.executable, env={**os.environ, MARK: mark},
                             start_new_session=True)
 
 
@@ -293,7 +322,7 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
     state = d / "state"
     sc.setup(d)
     mark = uuid.uuid4().hex
-    target = _target(mark) if sc.target else None
+    target = _target(mark, sc.hostile) if sc.target else None
     if target is not None:
         time.sleep(0.3)  # named and threaded before the command looks at it
     env = {**os.environ, "BACKBURNER_STATE_DIR": str(state), MARK: mark}
@@ -335,6 +364,12 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
     elif proc.returncode not in (130, 143, -signal.SIGINT, -signal.SIGTERM, *sc.statuses) \
             and not _before_our_code(proc.returncode, err):
         outcome.problems.append(f"status {proc.returncode}: {err.decode()[-300:]}")
+    if sc.hostile:
+        raw = sorted({f"{ord(c):#04x}" for c in (out + err).decode(errors="replace")
+                      if ord(c) < 0x20 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f})
+        if raw:
+            outcome = outcome or Outcome(sc.name, kind, delay_s, proc.returncode)
+            outcome.problems.append(f"raw control characters in its output: {raw}")
     if outcome is not None:
         time.sleep(0.5)
         outcome.problems += differences(before, snapshot(d, state,

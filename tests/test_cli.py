@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -509,3 +510,14 @@ def test_every_command_has_a_description_and_no_help_says_none() -> None:
         assert p.description, f"{p.prog} --help has no description"
         for action in p._actions:
             assert "None:" not in (action.help or ""), (p.prog, action.option_strings)
+
+
+def test_every_log_line_is_one_line() -> None:
+    """A daemon's log goes to the journal: a newline in a message (a process's name, a
+    path) would start a forged entry, an escape sequence would drive the reader's
+    terminal."""
+    record = logging.LogRecord("backburner.govern.governor", logging.INFO, __file__, 1,
+                               "governing PID %d (%s)", (42, "x\n=> forged\x1b[2K"), None)
+    line = cli.OneLineFormatter("backburner: %(name)s: %(message)s").format(record)
+    assert line == "backburner: backburner.govern.governor: governing PID 42 (x\\n=> forged" \
+                   "\\x1b[2K)"

@@ -1,5 +1,7 @@
 """What `govern check`, `govern explain` and `govern status` show: gathered and formatted
-here, so the CLI only parses and prints."""
+here, so the CLI only parses and prints. Every line goes out through `units.one_line`:
+what is read from /proc (a process's name, its command line, its program's path, its
+cgroup) is any user's choice, and must neither drive the terminal nor forge a line."""
 
 from __future__ import annotations
 
@@ -49,8 +51,8 @@ def check(rules_dir: str | None, defaults: bool = True) -> CheckResult:
 def format_check(result: CheckResult) -> str:
     if result.errors:
         n = len(result.errors)
-        return "\n".join([*(str(e) for e in result.errors),
-                          f"{units.plural(n, 'error')} in {len(result.files)} rule files"])
+        return _lines([*(str(e) for e in result.errors),
+                       f"{units.plural(n, 'error')} in {len(result.files)} rule files"])
     lines = []
     by_file: dict[str, list[Rule]] = {}
     for rule in result.ruleset.rules:
@@ -68,7 +70,7 @@ def format_check(result: CheckResult) -> str:
             lines.append("  (no rules)")
     n = len(result.ruleset.rules)
     lines.append(f"{units.plural(n, 'rule')} in {len(result.files)} files: OK")
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 @dataclass
@@ -131,7 +133,7 @@ def format_explain(ex: Explanation) -> str:
                      "   the running daemon does not govern it now")
     else:
         lines.append("   no govern daemon runs: no rule is in force")
-    return "\n".join([*lines, *_in_force_lines(ex)])
+    return _lines([*lines, *_in_force_lines(ex)])
 
 
 def _in_force_lines(ex: Explanation) -> list[str]:
@@ -160,7 +162,9 @@ def format_status(st: dict[str, Any]) -> str:
              f"events: {c.get('events', 0)} ({c.get('execs', 0)} execs), "
              f"{c.get('matched', 0)} matched, {c.get('inherited', 0)} inherited, "
              f"{c.get('gone', 0)} skipped (exited first), {c.get('overflows', 0)} overflows, "
-             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans",
+             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans"
+             + (f", {c['slow_matches']} command lines too slow to search (not matched)"
+                if c.get("slow_matches") else ""),
              "execs seen: " + ("only those of named programs (the kernel filters them)"
                                if st.get("exec_events") == "kernel-filtered" else
                                "every one (process connector)"),
@@ -195,4 +199,8 @@ def format_status(st: dict[str, Any]) -> str:
                      + ("; FROZEN now" if t.get("frozen") else ""))
     for p in st.get("problems", []):
         lines.append(f"could not: {p}")
-    return "\n".join(lines)
+    return _lines(lines)
+
+
+def _lines(lines: list[str]) -> str:
+    return "\n".join(units.one_line(line) for line in lines)
