@@ -16,7 +16,8 @@ import pytest
 from helpers import BB, TIMEOUT, bb
 
 from backburner import system
-from backburner.net import testbed
+from backburner.errors import ExistsError
+from backburner.net import background, testbed
 
 from .conftest import bed_state
 
@@ -115,4 +116,54 @@ def test_a_root_qdisc_of_someone_else_is_not_replaced(bed: testbed.Testbed) -> N
         before = bed_state(bed)
         r = bb(*_args(bed), "true")
         assert r.returncode == 125 and "already has a root qdisc" in r.err, r.err
+        assert bed_state(bed) == before
+
+
+def _shaped(bed: testbed.Testbed) -> bool:
+    return len(system.tc_classes(bed.client_ns, bed.client_dev)) >= 3
+
+
+def test_a_run_that_raced_past_the_check_is_refused_and_the_first_stays_shaped(
+        bed: testbed.Testbed) -> None:
+    """The race of two runs on one device, made certain: the second passed `check`
+    before the first put its qdisc on, and finds it there when it adds its own. It is
+    refused (73, one line) and its rollback leaves the first run's shaping whole."""
+    before = bed_state(bed)
+    first = subprocess.Popen([*BB, *_args(bed), "sleep", "30"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not _shaped(bed):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.3)
+    shaped = bed_state(bed)
+    second = background.Target(bed.client_dev, bed.client_ns,
+                               attribution=background.attribution())
+    try:
+        with pytest.raises(ExistsError) as refused, system.Transaction("run") as tx:
+            background.apply(tx, second, "race")
+        assert "already has a root qdisc (htb 1:)" in str(refused.value)
+        assert refused.value.exit_status == 73 and "\n" not in str(refused.value)
+        assert bed_state(bed) == shaped and first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=TIMEOUT)
+    assert bed_state(bed) == before
+
+
+def test_two_runs_at_once_on_one_device_one_shaped_one_refused(
+        bed: testbed.Testbed) -> None:
+    """Two `run --net background` started together, three times: one runs shaped to its
+    end (its job sees the HTB still there as it ends: status 0), the other is refused in
+    one line with run's own status; never a job whose shaping the other's rollback took."""
+    before = bed_state(bed)
+    job = f"sleep 1.5; tc qdisc show dev {bed.client_dev} | grep -q 'htb 1:'"
+    for _ in range(3):
+        runs = [subprocess.Popen([*BB, *_args(bed), "sh", "-c", job], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE) for _ in range(2)]
+        ends = [(r.wait(TIMEOUT), r.communicate()[1].decode()) for r in runs]
+        assert sorted(status for status, _ in ends) == [0, 125], ends
+        refusal = next(err for status, err in ends if status == 125)
+        assert len(refusal.strip().splitlines()) == 1, refusal
+        assert "already has a root qdisc" in refusal, refusal
         assert bed_state(bed) == before

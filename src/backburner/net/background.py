@@ -79,7 +79,8 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
         if q.get("root") and q.get("handle") not in ("0:", None):
             raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
                               f"{q.get('handle')}): not replacing someone's shaping",
-                              "remove it first, or give another --net-dev")
+                              "another run or an administrator put it there: remove it "
+                              "first, or give another --net-dev")
     if by_classid:
         require_net_cls(what)
         return target

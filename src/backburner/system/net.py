@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .. import tcbpf
-from ..errors import SystemStateError, UnavailableError
+from ..errors import ExistsError, SystemStateError, UnavailableError
 from .change import Change, run_tool, tool
 
 NETNS_DIR = "/run/netns"
@@ -142,6 +142,7 @@ class NetNamespace(Change):
     address and qdisc inside it with it."""
 
     kind: ClassVar[str] = "netns"
+    makes: ClassVar[bool] = True
     name: str
 
     def describe(self) -> str:
@@ -149,6 +150,9 @@ class NetNamespace(Change):
 
     def read(self) -> list[int] | None:
         return netns_identity(self.name)
+
+    def existed(self, old: Any) -> bool:
+        return old is not None
 
     def apply(self) -> list[int] | None:
         if netns_identity(self.name) is not None:
@@ -172,6 +176,7 @@ class Link(Change):
     `peer_ns`). Deleting either end of a veth pair deletes both."""
 
     kind: ClassVar[str] = "link"
+    makes: ClassVar[bool] = True
     ns: str | None
     name: str
     type: str
@@ -186,6 +191,9 @@ class Link(Change):
     def read(self) -> int | None:
         info = link_info(self.ns, self.name)
         return info["ifindex"] if info else None
+
+    def existed(self, old: Any) -> bool:
+        return old is not None
 
     def apply(self) -> int:
         if link_info(self.ns, self.name) is not None:
@@ -219,6 +227,7 @@ class LinkUp(Change):
     state and master."""
 
     kind: ClassVar[str] = "link-up"
+    makes: ClassVar[bool] = False
     ns: str | None
     name: str
     master: str | None = None
@@ -254,6 +263,7 @@ class Address(Change):
     """An IP address (CIDR) on a link."""
 
     kind: ClassVar[str] = "address"
+    makes: ClassVar[bool] = True
     ns: str | None
     dev: str
     cidr: str
@@ -273,6 +283,9 @@ class Address(Change):
     def read(self) -> bool:
         return self._present()
 
+    def existed(self, old: Any) -> bool:
+        return bool(old)
+
     def apply(self) -> None:
         tool([*_ip(self.ns), "addr", "add", self.cidr, "dev", self.dev],
              f"adding {self.describe()}")
@@ -284,18 +297,37 @@ class Address(Change):
              f"removing {self.describe()}")
 
 
-def _find_qdisc(ns: str | None, dev: str, handle: str, kind: str) -> bool:
-    want = handle if handle.endswith(":") else handle + ":"
-    return any(q.get("handle") == want and q.get("kind") == kind for q in qdiscs(ns, dev))
+def _qhandle(handle: str) -> str:
+    return handle if handle.endswith(":") else handle + ":"
+
+
+def _ifindex_of(old: Any) -> int | None:
+    """The link's index in a qdisc's or class's old state ({"ifindex", "there"}; a bare
+    index in a journal of a version that did not say whether the object was there)."""
+    return old.get("ifindex") if isinstance(old, dict) else old
+
+
+def _there(old: Any) -> bool:
+    return isinstance(old, dict) and bool(old.get("there"))
+
+
+def _taken(what: str, dev: str, found: dict[str, Any]) -> ExistsError:
+    return ExistsError(f"{dev} already has {what} ({found.get('kind') or found.get('class')} "
+                       f"{found.get('handle')}): not replacing someone's shaping",
+                       "another run or an administrator put it there: remove it first, "
+                       "or choose another interface")
 
 
 @dataclass
 class Qdisc(Change):
     """A queueing discipline added (never replacing one: `tc qdisc add` fails where a
     non-default one is already at that place) at `parent` ("root", "ingress" or a class)
-    with `handle`, of `qkind` with its `args`."""
+    with `handle`, of `qkind` with its `args`. Known by its handle and kind on the link:
+    a qdisc with that handle there before the change is someone else's (`existed`), and
+    one that makes the add fail is named in an `ExistsError` (73)."""
 
     kind: ClassVar[str] = "qdisc"
+    makes: ClassVar[bool] = True
     ns: str | None
     dev: str
     parent: str
@@ -313,21 +345,49 @@ class Qdisc(Change):
             return [self.parent]
         return ["parent", self.parent]
 
-    def read(self) -> int:
+    def _occupant(self) -> dict[str, Any] | None:
+        """The qdisc with our handle, or at our place (a root or ingress one that is not
+        the kernel's default, one at our parent class), if any."""
+        want = _qhandle(self.handle)
+        for q in qdiscs(self.ns, self.dev):
+            if q.get("handle") == want or (
+                    self.parent == "root" and q.get("root")
+                    and q.get("handle") not in ("0:", None)) or (
+                    self.parent not in ("root", "ingress") and q.get("parent") == self.parent):
+                return q
+        return None
+
+    def read(self) -> dict[str, Any]:
         info = link_info(self.ns, self.dev)
         if info is None:
             raise SystemStateError(f"no such interface: {self.dev}")
-        return int(info["ifindex"])
+        want = _qhandle(self.handle)
+        return {"ifindex": int(info["ifindex"]),
+                "there": any(q.get("handle") == want for q in qdiscs(self.ns, self.dev))}
+
+    def existed(self, old: Any) -> bool:
+        return _there(old)
 
     def apply(self) -> None:
-        tool([*_tc(self.ns), "qdisc", "add", "dev", self.dev, *self._where(),
-              "handle", self.handle, self.qkind, *self.args], f"adding {self.describe()}")
+        try:
+            tool([*_tc(self.ns), "qdisc", "add", "dev", self.dev, *self._where(),
+                  "handle", self.handle, self.qkind, *self.args], f"adding {self.describe()}")
+        except SystemStateError:
+            found = self._occupant()
+            if found is not None:
+                place = "a root qdisc" if self.parent == "root" else \
+                    "an ingress qdisc" if self.parent == "ingress" else \
+                    f"a qdisc at {self.parent}"
+                raise _taken(place, self.dev, found) from None
+            raise
 
     def undo(self, old: Any, result: Any) -> str | None:
         info = link_info(self.ns, self.dev)
-        if info is None or info["ifindex"] != old:
+        if info is None or info["ifindex"] != _ifindex_of(old):
             return None  # the link went, and the qdisc with it
-        if not _find_qdisc(self.ns, self.dev, self.handle, self.qkind):
+        want = _qhandle(self.handle)
+        if not any(q.get("handle") == want and q.get("kind") == self.qkind
+                   for q in qdiscs(self.ns, self.dev)):
             return None
         where = ["ingress"] if self.parent == "ingress" else \
             [*self._where(), "handle", self.handle]
@@ -338,9 +398,12 @@ class Qdisc(Change):
 
 @dataclass
 class TcClass(Change):
-    """A class of a classful qdisc (HTB), undone while its qdisc is still ours."""
+    """A class of a classful qdisc (HTB), undone while its qdisc is still ours. A class
+    with its id there before the change is someone else's (`existed`), and one that makes
+    the add fail is named in an `ExistsError` (73)."""
 
     kind: ClassVar[str] = "tc-class"
+    makes: ClassVar[bool] = True
     ns: str | None
     dev: str
     parent: str
@@ -351,19 +414,33 @@ class TcClass(Change):
     def describe(self) -> str:
         return f"{self.qkind} class {self.classid} on {self.dev}"
 
-    def read(self) -> int:
+    def _found(self) -> dict[str, Any] | None:
+        return next((c for c in tc_classes(self.ns, self.dev)
+                     if c.get("handle") == self.classid), None)
+
+    def read(self) -> dict[str, Any]:
         info = link_info(self.ns, self.dev)
         if info is None:
             raise SystemStateError(f"no such interface: {self.dev}")
-        return int(info["ifindex"])
+        return {"ifindex": int(info["ifindex"]), "there": self._found() is not None}
+
+    def existed(self, old: Any) -> bool:
+        return _there(old)
 
     def apply(self) -> None:
-        tool([*_tc(self.ns), "class", "add", "dev", self.dev, "parent", self.parent,
-              "classid", self.classid, self.qkind, *self.args], f"adding {self.describe()}")
+        try:
+            tool([*_tc(self.ns), "class", "add", "dev", self.dev, "parent", self.parent,
+                  "classid", self.classid, self.qkind, *self.args],
+                 f"adding {self.describe()}")
+        except SystemStateError:
+            found = self._found()
+            if found is not None:
+                raise _taken(f"a class {self.classid}", self.dev, found) from None
+            raise
 
     def undo(self, old: Any, result: Any) -> None:
         info = link_info(self.ns, self.dev)
-        if info is None or info["ifindex"] != old:
+        if info is None or info["ifindex"] != _ifindex_of(old):
             return
         if not any(c.get("handle") == self.classid and c.get("class") == self.qkind
                    for c in tc_classes(self.ns, self.dev)):
@@ -426,6 +503,7 @@ class TcFilter(Change):
     kind and with the actions its `args` say (``u32 match u32 0 0 action mirred ...``)."""
 
     kind: ClassVar[str] = "tc-filter"
+    makes: ClassVar[bool] = True  # a taken priority is refused by `read`
     ns: str | None
     dev: str
     parent: str
@@ -457,6 +535,7 @@ class _BpfFilter(Change):
     parent: str
     pref: int
     what: ClassVar[str] = "BPF"
+    makes: ClassVar[bool] = True  # a taken priority is refused by `read`
 
     @abstractmethod
     def _load(self) -> int:
