@@ -105,6 +105,38 @@ def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: li
     assert bed_state(bed) == before
 
 
+@pytest.mark.parametrize("option", ["--net-dev", "--netns", "--net-uplink"])
+def test_an_empty_value_is_refused_not_taken_as_the_default(
+        bed: testbed.Testbed, option: str) -> None:
+    """`--net-dev "$UNSET"` shaped the interface of the default route: an empty value is
+    refused in one line before anything changes (the other options name the testbed, so
+    the old behaviour could not reach a host interface)."""
+    before = bed_state(bed)
+    given = {"--netns": bed.client_ns, "--net-dev": bed.client_dev, option: ""}
+    r = bb("run", "--net", "background", *(x for kv in given.items() for x in kv),
+           "--", "true")
+    assert r.returncode == 125
+    assert len(r.err.strip().splitlines()) == 1 and f"{option} is empty" in r.err, r.err
+    assert bed_state(bed) == before
+    r = bb("run", option, "", "--", "true")  # without --net, not silently ignored
+    assert r.returncode == 125 and "go with --net background" in r.err, r.err
+
+
+@pytest.mark.parametrize("rate, words", [
+    ("1mbit\n", "unknown link rate"),
+    ("8400bit", "is below 20kbit"),  # everything else's class would get -400bit
+    ("8000bit", "is below 20kbit"),
+    ("99999999999999999999gbit", "is above 10gbit"),  # tc wraps it round
+])
+def test_an_uplink_tc_cannot_shape_is_refused_before_any_change(
+        bed: testbed.Testbed, rate: str, words: str) -> None:
+    before = bed_state(bed)
+    r = bb(*_args(bed)[:-1], "--net-uplink", rate, "--", "true")
+    assert r.returncode == 125
+    assert len(r.err.strip().splitlines()) == 1 and words in r.err, r.err
+    assert bed_state(bed) == before
+
+
 def test_net_options_without_net_are_refused(bed: testbed.Testbed) -> None:
     r = bb("run", "--net-uplink", "1mbit", "--", "true")
     assert r.returncode == 125 and "go with --net background" in r.err, r.err
@@ -167,3 +199,20 @@ def test_two_runs_at_once_on_one_device_one_shaped_one_refused(
         assert len(refusal.strip().splitlines()) == 1, refusal
         assert "already has a root qdisc" in refusal, refusal
         assert bed_state(bed) == before
+
+
+def test_the_path_going_mid_job_is_said_once_and_the_status_is_the_jobs(
+        bed: testbed.Testbed) -> None:
+    """The job's own address removed and put back while it downloads (the pacer's echo
+    cannot be sent meanwhile): one line on stderr says so, no traceback, and `run` exits
+    with the job's status."""
+    before = bed_state(bed)
+    addr = f"{testbed.CLIENT_ADDR}/24 dev {bed.client_dev}"
+    job = (f"{sys.executable} -m backburner.net.client download {testbed.SERVER_ADDR} "
+           f"{testbed.PORT} 8 >/dev/null & sleep 3; ip addr del {addr}; sleep 2; "
+           f"ip addr add {addr}; wait $!; exit 3")
+    r = bb(*_args(bed), "sh", "-c", job)
+    assert r.returncode == 3, r.err
+    [line] = r.err.strip().splitlines()
+    assert "could not reach" in line and "Network is unreachable" in line, r.err
+    assert bed_state(bed) == before
