@@ -95,6 +95,9 @@ def test_uploads_go_to_their_class_on_a_shaped_uplink(bed: testbed.Testbed) -> N
     (["--net-dev", "nosuch0"], "no such interface: nosuch0"),
     (["--netns", "bbnosuchns"], "no network namespace"),
     (["--net-uplink", "fast"], "unknown link rate 'fast' (--net-uplink)"),
+    (["--net-dev", "a/b"], "is not an interface name"),
+    (["--net-dev", "x" * 16], "is not an interface name"),
+    (["--netns", "../../etc"], "is not a network namespace's name"),
 ])
 def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: list[str],
                                                  words: str) -> None:

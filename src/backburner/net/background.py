@@ -68,11 +68,23 @@ def check_given(dev: str | None, ns: str | None, uplink: str | None,
     for value, option in zip((dev, ns, uplink), options, strict=True):
         if value is not None and not value.strip():
             raise UsageError(f"{option} is empty", f"give a value, or leave {option} out")
+    if dev is not None and not _interface_name(dev):
+        raise UsageError(f"{options[0]} {dev!r} is not an interface name",
+                         "at most 15 characters, no '/', ':' or white space; see `ip link`")
+    if ns is not None and (ns in (".", "..") or "/" in ns or "\0" in ns or len(ns) > 255):
+        raise UsageError(f"{options[1]} {ns!r} is not a network namespace's name",
+                         "see `ip netns list`")
     if uplink is None:
         return None
     uplink_bit = link.parse_rate(uplink, f" ({options[2]})")
     policy.check_uplink(uplink_bit, f"{uplink!r} ({options[2]})")
     return uplink_bit
+
+
+def _interface_name(name: str) -> bool:
+    """What the kernel takes as an interface's name (dev_valid_name)."""
+    return (0 < len(name) < 16 and name not in (".", "..")
+            and not any(c in "/:" or c.isspace() or c == "\0" for c in name))
 
 
 def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None, *,
