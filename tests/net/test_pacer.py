@@ -59,9 +59,9 @@ def _answered_since(pacer: Pacer, since: float) -> int:
 def test_the_pacer_survives_its_path_going_and_adapts_again_when_it_returns(
         bed: testbed.Testbed, cgroup2_group: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The client's address removed under a running download (no route to the peer: the
-    echo's send fails with ENETUNREACH) and put back: the pacer says so in one line, its
-    thread lives on, and once the path is back its echoes are answered and the budgets
-    move again."""
+    echo's send fails with ENETUNREACH) and put back, then its link set down and up: the
+    pacer says so in one line (the same reason twice is said once), its thread lives on,
+    and once the path is back its echoes are answered and the budgets move again."""
     caplog.set_level(logging.WARNING, logger="backburner.net.pacer")
     address = f"{testbed.CLIENT_ADDR}/24"
     with system.Transaction("net-pacer") as tx:
@@ -84,6 +84,13 @@ def test_the_pacer_survives_its_path_going_and_adapts_again_when_it_returns(
             wait_for(lambda: _answered_since(pacer, back) >= 10, what="echoes again")
             moved = {round(v) for t, v in list(pacer.knobs[0].history) if t > back}
             assert pacer.alive and len(moved) > 1  # the budget adapts again
+            _ip(bed, "link", "set", bed.client_dev, "down")  # the link goes, and comes back
+            down = time.monotonic()
+            time.sleep(1.5)
+            assert pacer.alive and _answered_since(pacer, down) == 0
+            _ip(bed, "link", "set", bed.client_dev, "up")
+            up = time.monotonic()
+            wait_for(lambda: _answered_since(pacer, up) >= 5, what="echoes after the link")
         finally:
             load.stop()
             policy.stop(applied)
