@@ -92,8 +92,8 @@ class CgroupDir(Change):
             made = False  # someone else's, made since `read`
         except OSError as err:
             raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
-        # made: a setting that fails below still leaves it ours to remove
-        record({"evict_to": evict_to, "made": made})
+        if self.settings:  # made: a setting that fails below still leaves it ours
+            record({"evict_to": evict_to, "made": made})
         for names, value in self.settings.items():
             # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
             # io.weight); "a?": written only where it exists. Which ones exist is only known
