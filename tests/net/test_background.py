@@ -192,7 +192,7 @@ def test_two_runs_at_once_on_one_device_one_shaped_one_refused(
     end (its job sees the HTB still there as it ends: status 0), the other is refused in
     one line with run's own status; never a job whose shaping the other's rollback took."""
     before = bed_state(bed)
-    job = f"sleep 1.5; tc qdisc show dev {bed.client_dev} | grep -q 'htb 1:'"
+    job = f"sleep 3; tc qdisc show dev {bed.client_dev} | grep -q 'htb 1:'"
     for _ in range(3):
         runs = [subprocess.Popen([*BB, *_args(bed), "sh", "-c", job], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE) for _ in range(2)]
