@@ -13,7 +13,9 @@ target process the command re-prioritised. Anything new, or changed, is a proble
     python benchmarks/fault_injection.py --commands all [--per-command 4] [--seed 1]
 
 Run it on a quiet machine: a loop device or mount that something else makes meanwhile is
-reported too.
+reported too. The network commands (`run --net`, `govern net`, `bench --net-link`, `bench
+--study`) are checked besides on an interface of the harness's own and on what their
+journals name (fault_net.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fault_net
+
 KINDS = ("SIGINT", "SIGTERM", "SIGKILL+restore")
+#: A service still running this long after a signal that should have stopped it did not
+#: get it (it stops within seconds)
+LOST_AFTER_S = 60.0
 BB = [sys.executable, "-m", "backburner"]
 MARK = "BB_FAULT_RUN"
 
@@ -109,7 +116,8 @@ def snapshot(d: Path, state: Path, target: int | None) -> dict[str, set[str]]:
             for p in (state / sub).iterdir()}
     return {"loop device": {f"{k} {v}" for k, v in loops.items()}, "mount": mounts,
             "cgroup": cgroups, "scratch": scratch, "queue setting": queues, "state": ours,
-            "target priorities": {" ".join(_priorities(target))} if target else set()}
+            "target priorities": {" ".join(_priorities(target))} if target else set(),
+            "interface": fault_net.tc_state(d)}
 
 
 def differences(before: dict[str, set[str]], after: dict[str, set[str]]) -> list[str]:
@@ -119,7 +127,7 @@ def differences(before: dict[str, set[str]], after: dict[str, set[str]]) -> list
             devices = {x.split()[0] for x in before[what]} & {x.split()[0] for x in after[what]}
             problems += [f"changed: {x}" for x in sorted(after[what] - before[what])
                          if x.split()[0] in devices]
-        elif what == "target priorities":
+        elif what in ("target priorities", "interface"):
             if after[what] != before[what]:
                 problems.append(f"target priorities {sorted(before[what])} -> "
                                 f"{sorted(after[what])}")
@@ -148,6 +156,13 @@ class Scenario:
     #: what a signal may end it with besides 130/143 and death by that signal (a command
     #: that mirrors its job's status dies as the job did)
     statuses: tuple[int, ...] = ()
+    #: runs until it is stopped (a service): status 0 after the signal is its normal end,
+    #: and the machine is checked after it as after any other
+    until_stopped: bool = False
+    wrap: list[str] = field(default_factory=list)  # what the command runs under
+    #: how long the job the command runs lasts: ending well longer than this after the
+    #: signal, the command ran its job to the end: the signal was lost on the way
+    job_s: float | None = None
 
 
 def _sh(*argv: str, env: dict[str, str] | None = None) -> str:
@@ -201,6 +216,7 @@ def _cleanup(d: Path) -> None:
     for dev in Path("/sys/block").glob("loop*"):
         if _read(dev / "loop" / "backing_file").startswith(str(d)):
             _sh("losetup", "-d", f"/dev/{dev.name}")
+    fault_net.drop_netdev(d)
     _sh("rm", "-rf", str(d))
 
 
@@ -280,6 +296,23 @@ SCENARIOS = {
         setup=lambda d: _unit_root(d / "root", "fault-test.service"),
         after_success=lambda d, o, env: _sh(*BB, "apply", "--root", str(d / "root"),
                                             "--remove", env=env)),
+    "run --net": Scenario(
+        "run --net", lambda d: ["run", "--net", "background", "--netns",
+                                fault_net.netns_of(d), "--net-dev", fault_net.DEV,
+                                "--net-uplink", "1mbit", "--", "sleep", "3"], 6.0,
+        setup=fault_net.netdev, job_s=3.0),
+    "govern net": Scenario(
+        "govern net", lambda d: ["govern", "net", "--netns", fault_net.netns_of(d), "--dev",
+                                 fault_net.DEV, "--uplink", "1mbit"], 6.0,
+        setup=fault_net.netdev, until_stopped=True, statuses=(0,),
+        wrap=fault_net.PRIVATE_BPFFS),
+    "bench --net-link": Scenario(
+        "bench --net-link", lambda d: ["bench", "--net-link", "1mbit:0ms", "--probe",
+                                       "net:page", "--load", "download:1", "--policy",
+                                       "background", "-r", "1", "-o", str(d / "n.db")], 30.0),
+    "bench --study": Scenario(
+        "bench --study", lambda d: ["bench", "--study", str(d / "study.toml"), "-o",
+                                    str(d / "s.db")], 20.0, setup=fault_net.study),
 }
 
 
@@ -316,6 +349,16 @@ def _before_our_code(status: int, err: bytes) -> bool:
     return status == 1 and b"KeyboardInterrupt" in err and b"backburner" not in err
 
 
+def _ours_if_owned(problem: str, owners: set[int]) -> bool:
+    """A group named for its owner (run-PID-START, pid-PID-START) left behind counts when
+    the owner is the command or its target: one of another run's (a test suite beside the
+    campaign) is not this command's leftover."""
+    name = problem.rsplit("/", 1)[-1]
+    if not problem.startswith("cgroup left:") or not name.startswith(("run-", "pid-")):
+        return True
+    return name.split("-")[1] in {str(o) for o in owners}
+
+
 def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | None:
     """One run of `sc`, signalled `delay_s` after its start; None when it finished first."""
     d = Path(tempfile.mkdtemp(dir=workdir))
@@ -328,7 +371,8 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
     env = {**os.environ, "BACKBURNER_STATE_DIR": str(state), MARK: mark}
     before = snapshot(d, state, target.pid if target else None)
     argv = [a.replace("{target}", str(target.pid)) if target else a for a in sc.argv(d)]
-    proc = subprocess.Popen([*BB, *argv], env=env, stdin=subprocess.DEVNULL,
+    watch = fault_net.JournalWatch(state)
+    proc = subprocess.Popen([*sc.wrap, *BB, *argv], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     time.sleep(delay_s)
@@ -336,9 +380,23 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
         os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.send_signal(signal.SIGTERM if kind == "SIGTERM" else signal.SIGKILL)
-    out, err = proc.communicate(timeout=300)
+    signalled = time.monotonic()
+    lost = None
+    try:
+        out, err = proc.communicate(timeout=LOST_AFTER_S if sc.until_stopped else 300)
+    except subprocess.TimeoutExpired:  # the signal was lost: it runs on
+        lost = f"still running {LOST_AFTER_S:.0f} s after {kind}: the signal was lost"
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+        subprocess.run([*BB, "restore"], env=env, capture_output=True, timeout=300)
+    after_s = time.monotonic() - signalled
+    if proc.returncode == 0 and sc.job_s is not None and after_s > sc.job_s:
+        lost = (f"ran its {sc.job_s:g} s job to the end, {after_s:.1f} s after {kind} "
+                "(status 0): the signal was lost")
     outcome = Outcome(sc.name, kind, delay_s, proc.returncode)
-    if proc.returncode == 0:
+    if lost:
+        outcome.problems.append(f"{lost}; stderr: {err.decode()[-300:]}")
+    elif proc.returncode == 0 and not sc.until_stopped:
         sc.after_success(d, out.decode() + err.decode(), env)
         if sc.name == "run --pid" and target is not None:
             _sh(*BB, "restore", "--pid", str(target.pid), env=env)
@@ -364,6 +422,7 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
     elif proc.returncode not in (130, 143, -signal.SIGINT, -signal.SIGTERM, *sc.statuses) \
             and not _before_our_code(proc.returncode, err):
         outcome.problems.append(f"status {proc.returncode}: {err.decode()[-300:]}")
+    watch.stop()
     if sc.hostile:
         raw = sorted({f"{ord(c):#04x}" for c in (out + err).decode(errors="replace")
                       if ord(c) < 0x20 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f})
@@ -372,8 +431,14 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
             outcome.problems.append(f"raw control characters in its output: {raw}")
     if outcome is not None:
         time.sleep(0.5)
-        outcome.problems += differences(before, snapshot(d, state,
-                                                         target.pid if target else None))
+        owners = {proc.pid, *([target.pid] if target else [])}
+        outcome.problems += [p for p in differences(before, snapshot(
+            d, state, target.pid if target else None)) if _ours_if_owned(p, owners)]
+        made = watch.made()
+        deadline = time.monotonic() + 5.0  # a group's programs go with it, a moment later
+        while fault_net.leftovers(made) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        outcome.problems += fault_net.leftovers(made)
         if target is not None:
             outcome.problems += [f"process left: {p}" for p in _marked(mark)
                                  if not p.startswith(f"{target.pid} ")]

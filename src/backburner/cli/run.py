@@ -53,7 +53,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ..net import background
 
         net = background.check(args.net, args.net_dev, args.netns, args.net_uplink)
-    elif args.net_dev or args.netns or args.net_uplink:
+    elif any(x is not None for x in (args.net_dev, args.netns, args.net_uplink)):
         raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
