@@ -93,7 +93,7 @@ def test_a_network_study_reads_in_the_links_words(tmp_path: Path) -> None:
     # 117 and 99 kB/s, each run within a few % of it
     assert re.search(r" 9[0-6]\d kbit/s, unprotected", rows["download:4", "default"])
     assert re.search(r" [78]\d\d kbit/s, 0\.8\d", rows["download:4", "background"])
-    assert "slower than idle" in rows["download:4", "default"]
+    assert "slower than unloaded" in rows["download:4", "default"]
     # a link has no cache: no "(warm)" marks and no warning about undropped caches
     assert "(warm)" not in text and "caches were not dropped" not in text
     flat = " ".join(text.split())  # the legend wraps
