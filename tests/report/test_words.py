@@ -252,8 +252,9 @@ def test_why_a_band_is_as_wide_as_it_is(params: dict, text: str) -> None:
 
 
 def test_the_band_rule_is_said_with_its_constants() -> None:
-    assert words.band_rule_text() == ("what a person notices: more than 10% and more than "
-                                      "100 ms of the unloaded start, at most \u00b125%")
+    assert words.band_rule_text() == ("the difference a person notices (more than 10% and "
+                                      "more than 100 ms of the unloaded start, at most "
+                                      "\u00b125%)")
     assert words.band_rule_text(0.3) == "\u00b130%, given with --tolerance"
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import __version__, htmlpage, outfile, stats
 from ..cell import NO_PREPARE
-from ..units import fmt_bytes, fmt_factor, fmt_range, fmt_s
+from ..units import fmt_bytes, fmt_duration, fmt_factor, fmt_range, fmt_s
 from .data import ReportData
 from .summary import RESAMPLES, SEED, Row, sequential, summary_rows
 from .words import (
@@ -262,8 +262,8 @@ def _html_notes(data: ReportData, rows: list[Row], tolerance: float | None,
         f"{SEED}, so the report is reproducible; its coverage is checked by simulation in "
         "the tests). Valid for a fixed number of trials chosen in advance, as this run's "
         "were.",
-        f"<b>Band.</b> A verdict is read against the band 1 \u00b1 b around the unloaded "
-        f"time: {_e(bands_text(rows, tolerance))}. "
+        f"<b>Band.</b> Each verdict is read against a band 1 \u00b1 b around the unloaded "
+        f"time, b = {_e(bands_text(rows, tolerance))}. "
         + ("The rule's constants come from studies of how people perceive durations and "
            "response times (Weber's law for time; the perceptual cycle of about 100 ms and "
            "the 0.1 s limit of an instantaneous response); their sources are in "
@@ -304,7 +304,7 @@ def _ratio_note(data: ReportData, conf: str) -> str:
                 part for part in (
                     f"at least {c['min_runs']} trials" if c.get("min_runs") else "",
                     f"at most {c['max_runs']}" if c.get("max_runs") else "",
-                    f"at most {fmt_s(float(c['max_time_s']))} s of trials"
+                    f"at most {fmt_duration(float(c['max_time_s']))} of trials"
                     if c.get("max_time_s") else "") if part)
             budgets.append(budget)
     return (

@@ -179,7 +179,7 @@ def render_terminal(data: ReportData, *, tolerance: float | None = None,
     legend = Text(f"median [{conf} CI, exact order statistics] in seconds; Out = Tukey "
                   "outliers (kept); "
                   "T/O = timeouts; F/A = failed/aborted; verdicts against the unloaded cell "
-                  f"of the same {same_axis(cells)}, band {bands_text(rows, tolerance)}; "
+                  f"of the same {same_axis(cells)}, band = {bands_text(rows, tolerance)}; "
                   f"BG = {bg}; Bulk = the load's own speed over its "
                   "whole run, and relative to the same load unprotected"
                   + ("; timeouts count at their limit (\u2265: the median is a lower bound, "

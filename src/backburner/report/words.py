@@ -89,34 +89,39 @@ def band_rule_text(tolerance: float | None = None) -> str:
     are `stats.band`'s; docs/bench.md has their sources)."""
     if tolerance is not None:
         return f"{band_text(tolerance)}, given with --tolerance"
-    return (f"what a person notices: more than {fmt_pct(stats.NOTICEABLE_FRACTION)} and more "
-            f"than {stats.NOTICEABLE_S * 1000:g} ms of the unloaded start, at most "
-            f"{band_text(stats.WIDEST)}")
+    return (f"the difference a person notices (more than {fmt_pct(stats.NOTICEABLE_FRACTION)} "
+            f"and more than {stats.NOTICEABLE_S * 1000:g} ms of the unloaded start, at most "
+            f"{band_text(stats.WIDEST)})")
 
 
-def band_reason_text(p: Params) -> str:
-    """Why a verdict's band is as wide as it is (a row's ``tolerance``, ``band`` and
-    ``band_reference_s``): '\u00b125%: 100 ms is 56% of a 0.180 s start, at most 25%'."""
-    tolerance = float(p["tolerance"])
+def _band_why(p: Params) -> str:
+    """Why a band is as wide as it is, without the band: '100 ms of a 0.620 s start'."""
     basis = str(p.get("band", stats.Basis.GIVEN))
     ref = p.get("band_reference_s")
     start = f"a {fmt_s(float(ref))} s start" if ref is not None else "the start"
     ms = f"{stats.NOTICEABLE_S * 1000:g} ms"
     if basis == stats.Basis.GIVEN:
-        return f"{band_text(tolerance)}, given with --tolerance"
+        return "given with --tolerance"
     if basis == stats.Basis.ABSOLUTE:
-        return f"{band_text(tolerance)}: {ms} of {start}"
+        return f"{ms} of {start}"
     if basis == stats.Basis.WIDEST and ref is not None:
-        share = stats.NOTICEABLE_S / float(ref)
-        return (f"{band_text(tolerance)}, the widest band: {ms} would be {share:.0%} of "
+        return (f"the widest band: {ms} would be {stats.NOTICEABLE_S / float(ref):.0%} of "
                 f"{start}")
-    return (f"{band_text(tolerance)}: {fmt_pct(stats.NOTICEABLE_FRACTION)} of {start}"
+    return (f"{fmt_pct(stats.NOTICEABLE_FRACTION)} of {start}"
             + (f" is more than {ms}" if ref is not None else ""))
 
 
+def band_reason_text(p: Params) -> str:
+    """A verdict's band (a row's ``tolerance``, ``band`` and ``band_reference_s``) and why
+    it is that wide: '\u00b125%, the widest band: 100 ms would be 56% of a 0.180 s start'."""
+    why = _band_why(p)
+    sep = ", " if str(p.get("band")) in (stats.Basis.GIVEN, stats.Basis.WIDEST) else ": "
+    return f"{band_text(float(p['tolerance']))}{sep}{why}"
+
+
 def bands_text(rows: Iterable[Row], tolerance: float | None = None) -> str:
-    """The band of every unloaded cell's verdicts, after the rule that sized them: 'what a
-    person notices: ... (mq-deadline \u00b125%: ...; bfq ...)'."""
+    """The band of every unloaded cell's verdicts, after the rule that sized them: 'the
+    difference a person notices (...): mq-deadline \u00b125%, ...; bfq ...'."""
     rows = list(rows)
     multi = len({(r.cell.probe, r.cell.device) for r in rows}) > 1
     bands = []
@@ -126,8 +131,12 @@ def bands_text(rows: Iterable[Row], tolerance: float | None = None) -> str:
             where.append(r.cell.scheduler)
             if r.cell.prepare != NO_PREPARE:
                 where.append(f"prepare {r.cell.prepare}")
-            bands.append(f"{' '.join(where)} {band_reason_text(r.verdict_params)}")
-    return band_rule_text(tolerance) + (f" ({'; '.join(bands)})" if bands else "")
+            p = r.verdict_params
+            bands.append(f"{' '.join(where)} {band_text(float(p['tolerance']))} "
+                         f"({_band_why(p)})")
+    if tolerance is not None or not bands:
+        return band_rule_text(tolerance)
+    return f"{band_rule_text(tolerance)}: {', '.join(bands)}"
 
 
 def _ci_words(r: stats.RatioCI) -> str:

@@ -69,7 +69,7 @@ def render_markdown(data: ReportData, *, tolerance: float | None = None,
         header = ["Probe", "Device", *header]
         align = [":--", ":--", *align]
     lines = [f"**{text(', '.join(data.probes))}** on **{text(', '.join(data.devices))}**"
-             f" \u2014 verdicts against unloaded, band {text(bands_text(rows, tolerance))}",
+             f" \u2014 verdicts against unloaded within {text(bands_text(rows, tolerance))}",
              "",
              "| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     for r in rows:
