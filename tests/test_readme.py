@@ -28,8 +28,7 @@ REDIRECTIONS = {">", ">>", "<", "<<", ">&", "<&", "&>"}
 
 #: Words of 7+ hex digits that are really not commit hashes, each with where and what it is.
 NOT_HASHES = {
-    "839725429": "README: the seed the demo's bench drew and printed",
-    "20261128": "README: the date in the demo's result file name",
+    "1884802575": "README: the seed the demo's bench drew and printed",
     "1550577": "README: the demo's run cgroup, named by its PID and start time",
     "3d1219c7c4c5404aaa1f6d2a48adfda4": "docs/extents.md: the example map's machine id",
     "fa47d28d": "docs/extents.md: the example map's filesystem UUID, first group",

@@ -93,8 +93,9 @@ class BenchConfig:
     min_runs: int | None = None
     max_runs: int | None = None
     max_time_s: float | None = None
-    #: the band 1 +/- tolerance a sequential run decides against
-    tolerance: float = 0.10
+    #: the band 1 +/- tolerance a run's verdicts are judged against, given by hand; None:
+    #: the band a person notices for the cell's unloaded start (`stats.band`)
+    tolerance: float | None = None
     #: a network study over the testbed's slow link, RATE:DELAY[:BUFFER] (`netplan`)
     net_link: str | None = None
 
@@ -532,7 +533,8 @@ def _check_stopping(cfg: BenchConfig) -> None:
             math.isfinite(cfg.max_time_s) and 0 < cfg.max_time_s <= MAX_DURATION_S):
         raise UsageError(f"--max-time {cfg.max_time_s:g}s out of range",
                          "give more than 0 and at most 7 days")
-    if not (math.isfinite(cfg.tolerance) and 0 < cfg.tolerance < 1):
+    if cfg.tolerance is not None and not (math.isfinite(cfg.tolerance)
+                                          and 0 < cfg.tolerance < 1):
         raise UsageError(f"--tolerance {cfg.tolerance:g} out of range",
                          "give a fraction above 0 and below 1, e.g. 0.1 for +/-10%")
 

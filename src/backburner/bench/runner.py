@@ -86,8 +86,9 @@ def header(plan: AnyPlan, path: str, *, left: int | None = None) -> str:
     if config.sequential:
         rule = config.stopping_rule()
         budget = f", at most {fmt_duration(config.max_time_s)}" if config.max_time_s else ""
-        trials = (f"{rule.min_runs}–{rule.max_runs} trials until decided "
-                  f"(±{config.tolerance * 100:g}%{budget})")
+        band = (f"±{config.tolerance * 100:g}%" if config.tolerance is not None
+                else "the band a person notices")
+        trials = f"{rule.min_runs}–{rule.max_runs} trials until decided ({band}{budget})"
     mode = (f"over {plan.device}" if isinstance(plan, NetPlan)
             else "cold" if config.cold else "warm")
     return (f"bench: {cells} cells × {trials} + {rounds} ({todo}), {mode}, seed "

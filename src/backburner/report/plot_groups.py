@@ -55,7 +55,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
             ticks.append((first + x - 0.8) / 2)
             cell = data.cell(key).cell
             prep = "" if cell.prepare == NO_PREPARE else f"\nprepare {cell.prepare}"
-            names.append(("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
+            names.append(("unloaded" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
                          + prep)
             x += 0.8
         ax.set_xticks(ticks, names, fontsize=8.5)

@@ -8,9 +8,9 @@ a `govern` rule); and what this machine limits, with the reason. Pure: summary r
 run's recorded environment in, recommendations out.
 
 Cells are ranked by the time a user waits, not by each one's ratio to its own scheduler's
-idle time: the schedulers' idle times differ, so bfq at 1.05x its idle 2.0 s (2.1 s) must
-not beat mq-deadline at 1.10x its idle 1.0 s (1.1 s). A median that timeouts reach (only a
-lower bound) ranks last.
+unloaded time: the schedulers' unloaded times differ, so bfq at 1.05x its unloaded 2.0 s
+(2.1 s) must not beat mq-deadline at 1.10x its unloaded 1.0 s (1.1 s). A median that
+timeouts reach (only a lower bound) ranks last.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
+from .. import stats
 from ..cell import GOVERNED, GOVERNED_RULE_POLICY
 from ..errors import DataError
 from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
@@ -90,17 +91,21 @@ def pareto(rows: list[Row]) -> list[Row]:
     return sorted((r for r in rows if not dominated(r)), key=_start)
 
 
-def choose(rows: list[Row], tolerance: float) -> Row:
-    """The lowest start-up time; among cells within the tolerance of it, the one whose
-    bulk work keeps the most of its speed."""
-    best = min(_start(r) for r in rows)
+def choose(rows: list[Row], tolerance: float | None = None) -> Row:
+    """The lowest start-up time; among cells within the band of it (``tolerance`` when
+    given, else the band the fastest cell's verdict was judged against: what a person would
+    not notice), the one whose bulk work keeps the most of its speed."""
+    fastest = min(rows, key=_start)
+    best = _start(fastest)
+    if tolerance is None:
+        tolerance = float(fastest.verdict_params.get("tolerance", stats.NOTICEABLE_FRACTION))
     close = [r for r in rows if _start(r) <= best * (1 + tolerance)]
     return max(close, key=lambda r: (_bulk(r) or 0.0, -_start(r)))
 
 
 def evidence(r: Row, rows: list[Row]) -> str:
     parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up {median_text(r)} s"
-             + (f", {fmt_ratio_ci(r.ratio)} its idle time" if r.ratio else "")]
+             + (f", {fmt_ratio_ci(r.ratio)} its unloaded time" if r.ratio else "")]
     if r.bulk is not None and r.cell.policy != "default" and r.bulk.ratio is not None:
         parts.append(f"bulk work at {fmt_ratio_ci(r.bulk.ratio)} of its unprotected speed")
     elif r.bulk is not None and r.cell.policy == "default":
@@ -216,13 +221,13 @@ def answer(recs: list[Recommendation]) -> str:
     return "\n".join(one_line(ln) for ln in lines) + ("\n" if lines else "")
 
 
-def recommend(data: ReportData, *, tolerance: float = 0.10,
+def recommend(data: ReportData, *, tolerance: float | None = None,
               confidence: float = 0.95) -> list[Recommendation]:
     every = summary_rows(data, tolerance=tolerance, confidence=confidence)
     by_key = {r.cell.key: r for r in every}
     rows = [r for r in every if not r.cell.unloaded and r.ratio is not None]
     if not rows:
-        raise DataError(f"{data.path} has no loaded cell with a ratio to idle",
+        raise DataError(f"{data.path} has no loaded cell with a ratio to unloaded",
                         "a recommendation needs loaded cells and their unloaded baseline")
     groups: dict[tuple[str, str, str, str], list[Row]] = {}
     for r in rows:
