@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import make_db
 
-from backburner import errors
+from backburner.base import errors
 
 #: sysexits, and 125: `run`'s own failures (its job's statuses are the job's)
 DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0, 125}

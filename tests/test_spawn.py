@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT, plant_modules
 
-from backburner import procfs, spawn
-from backburner.errors import CommandNotExecutable, CommandNotFound, SystemStateError
+from backburner import spawn
+from backburner.base.errors import CommandNotExecutable, CommandNotFound, SystemStateError
+from backburner.kernel import procfs
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
@@ -269,7 +270,8 @@ def test_fork_call_runs_the_function_in_a_fork_and_mirrors_its_value(tmp_path: P
 
 
 def test_fork_call_child_holds_none_of_our_descriptors_and_takes_policy_and_name() -> None:
-    from backburner import priority, procfs
+    from backburner import priority
+    from backburner.kernel import procfs
 
     rfd, wfd = os.pipe()  # inheritable: a fork keeps it unless the child closes it
     try:
@@ -299,7 +301,7 @@ def test_fork_call_that_cannot_fork_is_one_line_and_leaves_signals_as_they_were(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from backburner.errors import StartError
+    from backburner.base.errors import StartError
 
     def no_fork() -> int:
         raise OSError(errno.EAGAIN, "Resource temporarily unavailable")

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT, bb, one_line_error
 
-from backburner import procfs, system
-from backburner.errors import BackburnerError, SystemStateError
+from backburner import system
+from backburner.base.errors import BackburnerError, SystemStateError
+from backburner.kernel import procfs
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from backburner import priority, procfs, spawn
+from backburner import priority, spawn
+from backburner.base.errors import UsageError
 from backburner.bench import loads
-from backburner.errors import UsageError
+from backburner.kernel import procfs
 
 # --- grammar ---------------------------------------------------------------------------------
 
