@@ -29,7 +29,8 @@ DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0, 125}
 
 DRIVER = r'''
 import io, json, os, sys, contextlib, tempfile
-from backburner import cli, job, system
+from backburner import cli, system
+from backburner.run import job
 from backburner.bench import runner
 from backburner.net import background, service
 from backburner.slowdisk import device

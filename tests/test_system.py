@@ -112,7 +112,8 @@ def test_failed_apply_is_undone_and_reported(loop_queue: Path, state_dir: Path) 
 # A process that holds a transaction: scheduler, rotational, optionally a cgroup, a mkdir.
 HOLDER = r"""
 import signal, sys, time
-from backburner import interrupts, system
+from backburner.base import interrupts
+from backburner import system
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
 interrupts.install()
 queue, rotational, cgroup, made = sys.argv[1:5]
@@ -174,7 +175,8 @@ def test_signal_to_holder_restores(loop_queue: Path, state_dir: Path, tmp_path: 
 
 STUBBORN = r"""
 import sys, time
-from backburner import interrupts, spawn, system
+from backburner.base import interrupts
+from backburner import spawn, system
 interrupts.install()
 try:
     with system.Transaction("test") as tx:
