@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from backburner import stats
-from backburner.errors import BackburnerError
+from backburner.base.errors import BackburnerError
 from backburner.report import data
 
 LOOP, API = "flatpak-loop", "flatpak-api"

@@ -215,8 +215,8 @@ def test_the_page_is_valid_html5(page: tuple[Path, report.ReportData]) -> None:
 
 
 def _hostile_db(path: Path) -> None:
-    from backburner.cell import Cell
     from backburner.store import Store
+    from backburner.store.cell import Cell
 
     store = Store.create(str(path))
     env = {h: h for h in HOSTILE} | {"device": {h: [h, {"x": h}] for h in HOSTILE}}

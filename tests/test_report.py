@@ -35,12 +35,13 @@ from helpers import (
     raw_samples,
 )
 
-from backburner import errors, report, stats
-from backburner.cell import Cell
+from backburner import report, stats
+from backburner.base import errors
+from backburner.base.quantities import fmt_factor, fmt_s
 from backburner.report import html as html_report
 from backburner.report import words
 from backburner.store import TRIAL_FIELDS, Store
-from backburner.units import fmt_factor, fmt_s
+from backburner.store.cell import Cell
 
 
 def _said(r: report.CompareRow) -> str:

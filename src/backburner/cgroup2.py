@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import procfs
-from .errors import UnavailableError, UsageError
+from .base.errors import UnavailableError, UsageError
+from .kernel import procfs
 from .priority import Policy
 
 #: What each group-level knob is written to.

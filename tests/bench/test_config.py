@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from backburner import priority
+from backburner.base.errors import CommandNotFound, DataError, UsageError
 from backburner.bench import config
 from backburner.bench.config import BenchConfig
-from backburner.errors import CommandNotFound, DataError, UsageError
 
 
 def _cfg(**kw: object) -> BenchConfig:
@@ -293,7 +293,7 @@ def _v2_tree(tmp_path: Path) -> str:
 
 
 def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     systemd_pid1 = Facts(True, "0::/init.scope\n")
@@ -306,7 +306,7 @@ def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
 
 
 def test_group_knobs_need_a_systemd_that_owns_the_tree(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     with pytest.raises(UnavailableError, match="systemd does not own"):

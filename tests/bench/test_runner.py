@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 from helpers import BULK, Scripted, Times, bb, one_line_error, usual
 
+from backburner.base.errors import SystemStateError
 from backburner.bench import config, runner
 from backburner.bench.executor import Executor
 from backburner.bench.prepare import StepResult
-from backburner.cell import Cell
-from backburner.errors import SystemStateError
 from backburner.store import Store
+from backburner.store.cell import Cell
 
 
 def _plan(**kw: object) -> config.Plan:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from helpers import BB, bb, one_line_error, wait_for
 
-from backburner import procfs, system
+from backburner import system
+from backburner.kernel import procfs
 from backburner.readahead import packfile
 from backburner.readahead.pack import Pack
 

@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from .. import job, priority, procfs, system, systemd
-from ..cell import NO_POLICY, Cell
-from ..errors import SystemStateError, UnavailableError
-from ..units import slug
+from .. import priority, system, systemd
+from ..base.errors import SystemStateError, UnavailableError
+from ..base.quantities import slug
+from ..kernel import procfs
+from ..run import job
+from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes
 from .config import Plan
 from .environment import device_settings

@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from .. import __version__, outfile, safepath, system
-from ..cell import Cell
-from ..errors import DataError
+from .. import __version__, system
+from ..base.errors import DataError
+from ..base.quantities import fmt_duration
+from ..files import outfile, safepath
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
-from ..units import fmt_duration
+from ..store.cell import Cell
 from . import config, devices
 from .config import Plan
 from .environment import capture as capture_environment

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..cell import Cell
+from ..store.cell import Cell
 from .matrix import Slot
 
 if TYPE_CHECKING:  # numpy (and its BLAS threads) only once a decision is asked for

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import applied, apply, priority
-from ..errors import NotFoundError, UnavailableError, UsageError
+from .. import priority
+from ..apply import install as apply
+from ..apply import status as applied
+from ..base.errors import NotFoundError, UnavailableError, UsageError
 from .common import add_command, add_format, err, recover_if_needed
 
 EPILOG = """\

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .. import system
-from ..errors import UsageError
-from ..units import one_line
+from ..base.errors import UsageError
+from ..base.quantities import one_line
 
 Handler = Callable[[argparse.Namespace], int]
 PROG = "backburner"

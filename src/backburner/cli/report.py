@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from .. import outfile
-from ..errors import DataError, UsageError
+from ..base.errors import DataError, UsageError
+from ..files import outfile
 from ..report.export.registry import FORMATS as EXPORT_FORMATS
 from ..store import Filter
 from .common import add_command, add_format, deprecated, err, finite, fraction

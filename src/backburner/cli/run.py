@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .. import priority, system, systemd
-from ..errors import UsageError
+from ..base.errors import UsageError
 from .common import add_command, err, quiet, recover_if_needed
 
 
@@ -32,7 +32,8 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .. import job, spawn
+    from .. import spawn
+    from ..run import job
 
     policy = policy_from_args(args)
     systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
@@ -77,7 +78,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from .. import job
+    from ..run import job
 
     if args.pid is not None:
         job.restore_reprioritised(args.pid, report=print)

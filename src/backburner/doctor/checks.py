@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from .. import __version__
-from ..units import human_size
+from ..base.quantities import human_size
 from .facts import Facts
 
 MAIN_JOB = "backburner bench --preset quick"

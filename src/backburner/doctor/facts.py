@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import priority, system, systemd
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
 from ..net import netcls
 
 #: the tools the checks name (bench's testbed, its loads and file discovery, trace, FUSE)

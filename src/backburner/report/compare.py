@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import stats
-from ..cell import NO_PREPARE, Cell
-from ..errors import DataError
-from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..base.errors import DataError
+from ..base.quantities import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..store.cell import NO_PREPARE, Cell
 from .data import CellData, ReportData, split
 from .summary import RESAMPLES, SEED, known_limits, sequential, summary_rows
 from .terminal import AdaptiveTable, Column

@@ -9,9 +9,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .. import __version__, htmlpage, outfile, stats
-from ..cell import NO_PREPARE
-from ..units import fmt_bytes, fmt_duration, fmt_factor, fmt_range, fmt_s
+from .. import __version__, stats
+from ..base.quantities import fmt_bytes, fmt_duration, fmt_factor, fmt_range, fmt_s
+from ..files import outfile
+from ..store.cell import NO_PREPARE
+from . import page as htmlpage
 from .data import ReportData
 from .summary import RESAMPLES, SEED, Row, sequential, summary_rows
 from .words import (

@@ -27,8 +27,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .. import outfile
-from ..units import slug
+from ..base.quantities import slug
+from ..files import outfile
 from . import plot_overview
 from .data import CellData, ReportData
 from .plot_formats import check_formats

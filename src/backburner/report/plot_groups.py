@@ -8,9 +8,9 @@ import os
 import matplotlib
 from matplotlib.figure import Figure
 
-from .. import outfile
-from ..cell import NO_PREPARE
-from ..units import slug
+from ..base.quantities import slug
+from ..files import outfile
+from ..store.cell import NO_PREPARE
 from .data import CellData, ReportData, split
 from .plot_style import (
     DPI,

@@ -43,7 +43,7 @@ from enum import StrEnum
 import numpy as np
 
 from .. import stats
-from ..cell import Cell
+from ..store.cell import Cell
 from .data import CellData, ReportData
 
 SEED = 0

@@ -21,8 +21,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..cell import NO_PREPARE
-from ..units import fmt_range, fmt_s, one_line
+from ..base.quantities import fmt_range, fmt_s, one_line
+from ..store.cell import NO_PREPARE
 from .data import ReportData
 from .summary import Row, summary_rows
 from .words import (

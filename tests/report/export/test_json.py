@@ -11,11 +11,11 @@ from pathlib import Path
 from helpers import SPECIAL, make_db, raw_samples
 
 from backburner import report, stats
+from backburner.base.quantities import fmt_range
 from backburner.report import words
 from backburner.report.export import json as json_export
 from backburner.report.summary import NoteCode, RowCaveat, RowKind
 from backburner.report.words import median_text
-from backburner.units import fmt_range
 
 
 def test_median_ci_is_the_exact_interval_the_tables_show(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 from ..data import ReportData
 from .registry import EXPORTERS, FORMATS
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
-from ...cell import NO_PREPARE
-from ...units import DASH, fmt_range, one_line
+from ...base.quantities import DASH, fmt_range, one_line
+from ...store.cell import NO_PREPARE
 from ..data import ReportData
 from ..summary import summary_rows
 from ..words import (

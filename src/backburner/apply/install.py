@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cgroup2, safepath, system, systemd
-from .errors import ExistsError, NotFoundError, UsageError
-from .priority import Policy, parse_policy
-from .system.bpf import bpf_program_settings
+from .. import cgroup2, system, systemd
+from ..base.errors import ExistsError, NotFoundError, UsageError
+from ..files import safepath
+from ..priority import Policy, parse_policy
+from ..system.bpf import bpf_program_settings
 
 log = logging.getLogger(__name__)
 
