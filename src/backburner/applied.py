@@ -27,6 +27,7 @@ from typing import Protocol
 
 from . import apply, priority, systemd
 from .errors import BackburnerError
+from .kernel import block
 from .priority import Policy
 
 LIVE, NOT_LIVE, DRIFTED, NOTHING = 0, 1, 2, 3
@@ -233,8 +234,7 @@ def scheduler_live(rule: apply.SchedulerRule, sys_block: str = "/sys/block"
         return True, ["matches no disk of this machine"]
     live, notes = True, []
     for dev in disks:
-        text = _read(dev / "queue" / "scheduler") or ""
-        active = text.partition("[")[2].partition("]")[0]
+        active = block.in_force(dev.name, sys_block)
         if active == rule.scheduler:
             notes.append(f"{dev.name}: {active} in force")
         else:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from . import cgroup2, safepath, system, systemd
 from .errors import ExistsError, NotFoundError, UsageError
+from .kernel import block
 from .priority import Policy, parse_policy
 from .system.bpf import bpf_program_settings
 
@@ -53,31 +54,12 @@ _SCHEDULER = re.compile(r"[a-z][a-z0-9-]{0,31}")
 _KERNEL_GLOB = re.compile(r"[A-Za-z0-9*?\[\]!|_-]{1,200}")
 
 
-#: The multi-queue schedulers of mainline Linux (block/Kconfig.iosched), and the alias
-#: mq-deadline answers to.
-LINUX_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "deadline")
-
-
-def offered_schedulers(sys_block: str = "/sys/block") -> set[str]:
-    """Every scheduler some disk of this machine offers (a module outside mainline too)."""
-    found: set[str] = set()
-    for queue in Path(sys_block).glob("*/queue/scheduler"):
-        try:
-            found.update(queue.read_text().replace("[", " ").replace("]", " ").split())
-        except OSError:
-            continue
-    return found
-
-
 def check_scheduler(name: str, force: bool = False) -> None:
     """A udev rule naming a scheduler no kernel has would select nothing, at every boot,
-    silently: refused unless it is mainline's or this machine's, or forced (an image for
-    a kernel with its own)."""
-    known = set(LINUX_SCHEDULERS) | offered_schedulers()
-    if name not in known and not force:
-        raise UsageError(f"{name!r} is not an IO scheduler Linux has",
-                         f"use one of {', '.join(sorted(known))}, or --force if the target's "
-                         "kernel has it")
+    silently: refused unless the kernel layer knows it, or forced (an image for a kernel
+    with its own)."""
+    if not force:
+        block.check_scheduler(name, hint=", or --force if the target's kernel has it")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .. import priority, system, systemd
 from ..errors import BackburnerError
+from ..kernel import block
 from ..net import netcls
 
 #: the tools the checks name (bench's testbed, its loads and file discovery, trace, FUSE)
@@ -75,13 +76,6 @@ class Facts:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def _schedulers(queue: Path) -> tuple[str, ...] | None:
-    try:
-        return tuple(queue.read_text().replace("[", " ").replace("]", " ").split())
-    except OSError:
-        return None
-
-
 def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str, ...]],
                                                                tuple[str, ...] | None]:
     """(real disk -> schedulers, what loop devices offer)."""
@@ -89,8 +83,8 @@ def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str
     loops: tuple[str, ...] | None = None
     registered: set[str] = set()
     for dev in sorted(Path(sys_block).iterdir()):
-        offered = _schedulers(dev / "queue" / "scheduler")
-        if offered is None:
+        offered = block.offered(dev.name, sys_block)
+        if not offered:
             continue
         if len(offered) > 1 or offered != ("none",):
             registered.update(offered)
@@ -99,7 +93,7 @@ def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str
         elif not dev.name.startswith(VIRTUAL) and (dev / "device").exists():
             disks[dev.name] = offered
     if loops is None and registered:
-        order = ("none", "mq-deadline", "kyber", "bfq")
+        order = block.SCHEDULERS
         loops = tuple(sorted(registered, key=lambda s: (order.index(s) if s in order else 9, s)))
     return disks, loops
 

@@ -144,6 +144,12 @@ def node_of(devno: int) -> str | None:
     return devname(sysdir) if sysdir is not None else None
 
 
+def size_bytes(devno: int) -> int:
+    """The size of block device `devno` in bytes (-1 when sysfs does not know it)."""
+    sectors = _read(f"{SYS_DEV_BLOCK}/{os.major(devno)}:{os.minor(devno)}/size")
+    return int(sectors) * 512 if sectors.isdigit() else -1
+
+
 def whole_disk(devno: int) -> str | None:
     """The name of the whole disk holding block device `devno` (sda for sda2), or None."""
     sysdir = sysfs_dir(devno)
@@ -182,7 +188,7 @@ def disks_beneath(name: str, sys_block: str = SYS_BLOCK) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _btrfs_members(devno: int) -> list[int]:
+def btrfs_members(devno: int) -> list[int]:
     """Every device of the btrfs whose member `devno` is (/sys/fs/btrfs/FSID/devices/NAME
     links to each member's sysfs directory)."""
     sysdir = sysfs_dir(devno)
@@ -224,7 +230,7 @@ def filesystem_devices(path: str | os.PathLike[str]) -> list[int]:
         src = os.stat(mount.source)
     except OSError:
         return []
-    return _btrfs_members(src.st_rdev) if stat.S_ISBLK(src.st_mode) else []
+    return btrfs_members(src.st_rdev) if stat.S_ISBLK(src.st_mode) else []
 
 
 def disks_of(path: str | os.PathLike[str], sys_block: str = SYS_BLOCK) -> tuple[str, ...]:
@@ -238,13 +244,19 @@ def disks_of(path: str | os.PathLike[str], sys_block: str = SYS_BLOCK) -> tuple[
     return tuple(dict.fromkeys(out))
 
 
+def rotational(name: str, sys_block: str = SYS_BLOCK) -> bool | None:
+    """queue/rotational: whether the kernel takes the disk for a spinning one (None: no
+    queue)."""
+    return {"1": True, "0": False}.get(_read(Path(sys_block, name, "queue", "rotational")))
+
+
 def disk_class(name: str, sys_block: str = SYS_BLOCK) -> str | None:
     """NVMe (by its kernel name, as a udev rule matches it), else rotational or
     non-rotational by queue/rotational; None when the disk has no queue."""
     if Path(name).match(NVME_GLOB):
         return NVME
-    flag = _read(Path(sys_block, name, "queue", "rotational"))
-    return {"1": ROTATIONAL, "0": NON_ROTATIONAL}.get(flag)
+    flag = rotational(name, sys_block)
+    return None if flag is None else ROTATIONAL if flag else NON_ROTATIONAL
 
 
 def devno_text(name: str, sys_block: str = SYS_BLOCK) -> str:
