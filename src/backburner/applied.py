@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from . import apply, priority, systemd
+from . import apply, disks, priority, systemd
 from .errors import BackburnerError
 from .kernel import block
 from .priority import Policy
@@ -74,6 +74,9 @@ class Status:
     items: list[Item]
     checked_live: bool
     leftover: str | None = None  # live state apply's files left behind when taken out
+    #: what the installed policies' IO levers (the background policy's, with none) do on
+    #: each mounted disk now (the running system only)
+    disks: tuple[disks.DiskReport, ...] = ()
 
     @property
     def exit_status(self) -> int:
@@ -145,7 +148,17 @@ def status(root: str = "/", view: Systemd | None = None, *, live: bool = True,
             _check_live(item, path, "/" + str(path.relative_to(base)), view, sys_block,
                         cgroup_root, read_thread)
         items.append(item)
-    return Status(items, live, _leftover(items, view) if live else None)
+    here = live and sys_block == block.SYS_BLOCK  # a made-up sysfs has no disks to say
+    return Status(items, live, _leftover(items, view) if live else None,
+                  _disks(items, view) if here else ())
+
+
+def _disks(items: list[Item], view: Systemd | None) -> tuple[disks.DiskReport, ...]:
+    """The per-disk facts for the policies the drop-ins were written for."""
+    policies = [p for i in items if i.what.startswith("drop-in")
+                and (p := apply.recorded_policy(Path(i.path).read_text(errors="replace")))]
+    return tuple(disks.reports(policies or [priority.BUILTIN["background"]],
+                               systemd_owns=view is not None))
 
 
 def _leftover(items: list[Item], view: Systemd | None) -> str | None:
@@ -392,7 +405,12 @@ def _read(path: Path) -> str | None:
 
 def render(st: Status) -> str:
     """What `apply --status` prints: one verdict line per file, its findings indented."""
-    tail = [f"note: {st.leftover}"] if st.leftover else []
+    tail = []
+    for r in st.disks:  # what the policy's IO levers do on each disk, installed or not
+        tail.append(f"{'ok' if not r.ignored else 'warning':9} disk {r.name}: "
+                    f"{disks.summary(r)}")
+        tail += [f"          fix: {r.fix}"] if r.fix else []
+    tail += [f"note: {st.leftover}"] if st.leftover else []
     if not st.items:
         return "\n".join(["nothing installed: no file written by backburner apply", *tail]) + "\n"
     lines = []
@@ -415,5 +433,5 @@ def render_json(st: Status) -> str:
            "exit_status": st.exit_status, "checked_live": st.checked_live,
            "files": [{"path": i.path, "what": i.what, "verdict": i.verdict, "drift": i.drift,
                       "live": i.live, "notes": i.notes} for i in st.items],
-           "leftover": st.leftover}
+           "leftover": st.leftover, "disks": [r.as_dict() for r in st.disks]}
     return json.dumps(doc, indent=1) + "\n"

@@ -47,7 +47,7 @@ SLICE = systemd.DEFAULT_SLICE
 UNIT_PATHS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system",
               "usr/lib/systemd/system", "lib/systemd/system")
 #: Whole disks that have a scheduler: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe.
-DEFAULT_KERNEL = "sd*|vd*|xvd*|mmcblk*|nvme*"
+DEFAULT_KERNEL = "|".join(block.DISK_GLOBS)
 DEVICE_CLASSES = {"rotational": "1", "non-rotational": "0", "all": None}
 
 _SCHEDULER = re.compile(r"[a-z][a-z0-9-]{0,31}")

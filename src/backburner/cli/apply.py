@@ -8,7 +8,7 @@ import os
 
 from .. import applied, apply, priority
 from ..errors import NotFoundError, UnavailableError, UsageError
-from .common import add_command, add_format, err, recover_if_needed
+from .common import add_command, add_format, err, recover_if_needed, warn_levers
 
 EPILOG = """\
 examples:
@@ -70,6 +70,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     apply.install(files, args.root, force=args.force, report=print)
     if args.root == "/":
         err(apply.RELOAD_HINT)
+        if args.unit:  # a unit's working directory is / unless it says otherwise
+            changed = [d.name for d in applied.matched_disks(rule)] if rule else []
+            warn_levers([policy], None, silent=args.quiet, skip=changed)
     return 0
 
 
@@ -142,6 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "scheduler name neither mainline Linux nor this machine has, or a unit "
                    "that does not exist (yet)")
     p.add_argument("--remove", action="store_true", help="take out every file apply wrote")
+    p.add_argument("-q", "--quiet", action="store_true", help="no warning when the policy's "
+                   "IO class or weight does nothing on the disk of / or /var")
     p.add_argument("--status", action="store_true",
                    help="what apply installed, whether it is what apply writes now, and "
                    "whether it is live (exit status 0 live, 1 not live, 2 drifted, 3 none)")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from dataclasses import replace
 
 from .. import priority, system, systemd
 from ..errors import UsageError
-from .common import add_command, err, quiet, recover_if_needed
+from .common import add_command, err, quiet, recover_if_needed, warn_levers
 
 
 def policy_from_args(args: argparse.Namespace) -> priority.Policy:
@@ -37,9 +39,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
     report = err if args.verbose else quiet
+    asked = replace(policy, io_weight=None, cpu_weight=None) if args.no_cgroup else policy
     if args.pid is not None:
         if args.command:
             raise UsageError("give either --pid or a command, not both")
+        warn_levers([asked], _cwd_of(args.pid), silent=args.quiet)
         done = job.reprioritise(args.pid, policy, use_cgroup=not args.no_cgroup,
                                 force=args.force, report=err)
         print(f"backburner: PID {done.pid}: {len(done.threads)} threads re-prioritised"
@@ -57,6 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
+    warn_levers([asked], os.getcwd(), silent=args.quiet)
     outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
                           slice_name=args.slice, net=net)
     if args.verbose:
@@ -65,6 +70,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"max RSS {outcome.max_rss_kb} KiB)")
     spawn.die_like(outcome)
     return outcome.shell_status  # not reached
+
+
+def _cwd_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
@@ -143,6 +155,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(e.g. 1mbit); DEV is shaped just below it and the job's uploads go "
                    "behind everything else")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
+    p.add_argument("-q", "--quiet", action="store_true", help="no warning when the IO class "
+                   "or weight does nothing on the disk of the working directory, / or /var")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,
                 help="list the built-in policies and what each sets")

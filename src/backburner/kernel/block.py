@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from .. import procfs
@@ -33,6 +34,9 @@ ROTATIONAL, NON_ROTATIONAL, NVME = "rotational", "non-rotational", "nvme"
 DISK_CLASSES = (ROTATIONAL, NON_ROTATIONAL, NVME)
 #: The kernel names of NVMe namespaces (nvme0n1; nvme0c0n1 is a multipath path, hidden).
 NVME_GLOB = "nvme*"
+#: The kernel names of whole disks with a scheduler of their own, as udev rules match
+#: them: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe (not loop, dm-, md: not hardware).
+DISK_GLOBS = ("sd*", "vd*", "xvd*", "mmcblk*", NVME_GLOB)
 
 
 # --- schedulers -------------------------------------------------------------------------------
@@ -236,12 +240,23 @@ def filesystem_devices(path: str | os.PathLike[str]) -> list[int]:
 def disks_of(path: str | os.PathLike[str], sys_block: str = SYS_BLOCK) -> tuple[str, ...]:
     """The whole disks whose schedulers serve the filesystem holding `path` (empty where
     no block device holds it)."""
+    return disks_of_devices(filesystem_devices(path), sys_block)
+
+
+def disks_of_devices(devnos: Iterable[int], sys_block: str = SYS_BLOCK) -> tuple[str, ...]:
+    """The whole disks whose schedulers serve these block devices (through partitions,
+    device-mapper and md)."""
     out: list[str] = []
-    for dev in filesystem_devices(path):
+    for dev in devnos:
         disk = whole_disk(dev)
         if disk is not None:
             out += disks_beneath(disk, sys_block)
     return tuple(dict.fromkeys(out))
+
+
+def is_hardware(name: str) -> bool:
+    """Whether a disk's kernel name is one of `DISK_GLOBS` (what a udev rule can match)."""
+    return any(Path(name).match(glob) for glob in DISK_GLOBS)
 
 
 def rotational(name: str, sys_block: str = SYS_BLOCK) -> bool | None:
