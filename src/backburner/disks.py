@@ -162,6 +162,17 @@ def reports(policies: Iterable[Policy] = (BUILTIN["background"],), *,
     return out
 
 
+def record(policy: Policy, effect: levers.Effect) -> dict[str, Any]:
+    """What a bench run records per scheduler and policy: the levers the policy pulls that
+    acted on the device under test, those that did nothing, and whether its weight reached
+    buffered writeback."""
+    wanted = asked([policy])
+    return {"acted": [lever for lever in wanted if effect.acts(lever)],
+            "ignored": list(effect.ignored(wanted)),
+            "weight": effect.weight if levers.IO_WEIGHT in wanted else None,
+            "writeback": effect.writeback and levers.IO_WEIGHT in wanted}
+
+
 def lever_words(ignored: Sequence[str]) -> str:
     words = [LEVER_WORDS[lever] for lever in ignored]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
