@@ -16,7 +16,6 @@ apply would write now — edited, or written by another version), `NOTHING` (3).
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from . import apply, disks, priority, systemd
+from . import apply, diskrules, disks, priority, systemd
 from .errors import BackburnerError
 from .kernel import block
 from .priority import Policy
@@ -177,10 +176,15 @@ def _leftover(items: list[Item], view: Systemd | None) -> str | None:
 def _check_file(path: Path, base: Path) -> Item:
     text = path.read_text(errors="replace")
     rel = str(path.relative_to(base))
-    if path.suffix == ".rules":
-        rule = apply.recorded_rule(text)
-        item = Item(str(path), "udev scheduler rule")
-        expected = apply.udev_rule(rule) if rule else None
+    if path.name == apply.IOCOST_RULE:
+        costs = apply.recorded_iocost(text)
+        item = Item(str(path), "udev io.cost rule")
+        expected = apply.iocost_udev(costs) if costs else None
+    elif path.suffix == ".rules":
+        rules = apply.recorded_rules(text)
+        item = Item(str(path), "udev scheduler rule" + ("s" if rules and len(rules) > 1
+                                                          else ""))
+        expected = apply.udev_rules(rules) if rules else None
     else:
         unit = apply.SLICE if path.name == apply.SLICE else path.parent.name.removesuffix(".d")
         item = Item(str(path), f"slice {unit}" if unit == apply.SLICE else f"drop-in of {unit}")
@@ -203,10 +207,15 @@ def _check_file(path: Path, base: Path) -> Item:
 def _check_live(item: Item, path: Path, seen: str, view: Systemd | None, sys_block: str,
                 cgroup_root: str, read_thread: ReadThread) -> None:
     text = path.read_text(errors="replace")
+    if path.name == apply.IOCOST_RULE:
+        for cost in apply.recorded_iocost(text) or []:
+            live, notes = diskrules.iocost_live(cost, sys_block, cgroup_root)
+            item.live, item.notes = (item.live is not False) and live, item.notes + notes
+        return
     if path.suffix == ".rules":
-        rule = apply.recorded_rule(text)
-        assert rule is not None  # not drifted
-        item.live, item.notes = scheduler_live(rule, sys_block)
+        for rule in apply.recorded_rules(text) or []:  # not drifted: some
+            live, notes = scheduler_live(rule, sys_block)
+            item.live, item.notes = (item.live is not False) and live, item.notes + notes
         return
     policy = apply.recorded_policy(text)
     assert policy is not None
@@ -226,27 +235,17 @@ def _check_live(item: Item, path: Path, seen: str, view: Systemd | None, sys_blo
 
 def matched_disks(rule: apply.SchedulerRule, sys_block: str = "/sys/block") -> list[Path]:
     """The disks of /sys/block the rule's matches select, as udev evaluates them."""
-    disks = []
-    for dev in sorted(Path(sys_block).iterdir()):
-        if not any(fnmatch.fnmatchcase(dev.name, g) for g in rule.kernel.split("|")):
-            continue
-        if not (dev / "queue" / "scheduler").exists():
-            continue
-        if rule.rotational is not None and _read(dev / "queue" / "rotational") \
-                != rule.rotational:
-            continue
-        disks.append(dev)
-    return disks
+    return diskrules.matches(rule.kernel, rule.rotational, sys_block)
 
 
 def scheduler_live(rule: apply.SchedulerRule, sys_block: str = "/sys/block"
                    ) -> tuple[bool, list[str]]:
     """Whether every disk the rule matches has its scheduler in force."""
-    disks = matched_disks(rule, sys_block)
-    if not disks:
+    found = matched_disks(rule, sys_block)
+    if not found:
         return True, ["matches no disk of this machine"]
     live, notes = True, []
-    for dev in disks:
+    for dev in found:
         active = block.in_force(dev.name, sys_block)
         if active == rule.scheduler:
             notes.append(f"{dev.name}: {active} in force")

@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import applied, apply, priority
+from .. import applied, apply, diskrules, priority
 from ..errors import NotFoundError, UnavailableError, UsageError
 from .common import add_command, add_format, err, recover_if_needed, warn_levers
 
 EPILOG = """\
 examples:
   backburner apply --scheduler bfq                       # BFQ for every spinning disk
+  backburner apply --scheduler recommended               # a rule per class of disk
+  backburner apply --scheduler bfq --devices nvme --iocost   # NVMe: BFQ, and io.cost on
   backburner apply --scheduler bfq --devices all --unit apt-daily-upgrade --unit backup.service
   backburner apply --unit packagekit --policy gentle --dry-run
   backburner apply --unit apt-daily-upgrade --net background   # its downloads too
@@ -22,6 +24,7 @@ examples:
 
 files:
   /etc/udev/rules.d/65-backburner-scheduler.rules
+  /etc/udev/rules.d/66-backburner-iocost.rules   (with --iocost)
   /etc/systemd/system/UNIT.d/50-backburner.conf
   /etc/systemd/system/backburner.slice      (with drop-ins of a policy with weights)
 
@@ -40,9 +43,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.format != "text":
         raise UsageError("--format/--json is for the output of --status")
     if args.remove:
-        if args.scheduler or args.unit or args.net:
+        if args.scheduler or args.unit or args.net or args.iocost:
             raise UsageError("--remove takes every file apply wrote; give no "
-                             "--scheduler/--unit/--net")
+                             "--scheduler/--unit/--net/--iocost")
         recover_if_needed()
         removed = apply.remove(args.root, report=print)
         if not removed:
@@ -50,18 +53,28 @@ def cmd_apply(args: argparse.Namespace) -> int:
         elif args.root == "/":
             err(apply.REMOVE_HINT)
         return 0
-    rule = apply.SchedulerRule(args.scheduler, args.kernel, apply.DEVICE_CLASSES[args.devices]) \
-        if args.scheduler else None
-    if rule is not None:
-        apply.check_scheduler(rule.scheduler, force=args.force)
+    if args.scheduler:
+        apply.check_scheduler(args.scheduler, force=args.force)
+    rules = diskrules.scheduler_rules(args.scheduler, args.devices, args.kernel) \
+        if args.scheduler else []
+    if args.iocost_model is not None and not args.iocost:
+        raise UsageError("--iocost-model goes with --iocost")
+    costs = diskrules.iocost_rules(args.devices, args.kernel, args.iocost_model) \
+        if args.iocost else []
+    if args.devices is not None and not (rules or costs):
+        raise UsageError("--devices says which disks --scheduler or --iocost is for")
     policy = priority.parse_policy(args.policy).with_overrides(
         io=priority.IOPrio.parse(args.io) if args.io else None,
         cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
         io_weight=args.io_weight, cpu_weight=args.cpu_weight)
-    files = apply.plan(rule, args.unit, policy, args.net)
+    files = apply.plan(rules, args.unit, policy, args.net, costs)
     if args.dry_run:
         print(apply.render(files, args.root), end="")
         return 0
+    if costs and os.path.abspath(args.root) == "/" and not args.force:
+        from ..kernel import levers
+
+        diskrules.check_iocost(levers.cgroup2_root())
     if args.net and os.path.abspath(args.root) == "/" and not args.force:
         _check_net_here()
     if args.unit and not args.force:
@@ -71,7 +84,8 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.root == "/":
         err(apply.RELOAD_HINT)
         if args.unit:  # a unit's working directory is / unless it says otherwise
-            changed = [d.name for d in applied.matched_disks(rule)] if rule else []
+            changed = [d.name for r in [*rules, *costs]
+                       for d in diskrules.matches(r.kernel, r.rotational)]
             warn_levers([policy], None, silent=args.quiet, skip=changed)
     return 0
 
@@ -98,9 +112,9 @@ def _check_units(units: list[str], root: str) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    if args.scheduler or args.unit or args.net or args.remove or args.dry_run:
+    if args.scheduler or args.unit or args.net or args.remove or args.dry_run or args.iocost:
         raise UsageError("--status reads what apply installed; give no --scheduler, --unit, "
-                         "--remove or --dry-run")
+                         "--iocost, --remove or --dry-run")
     if not os.path.isdir(args.root):
         raise NotFoundError(f"root {args.root} is not a directory")
     if os.path.abspath(args.root) != "/":
@@ -120,11 +134,24 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "with the IO class, CPU policy and weights of a policy. All or nothing; "
                     "`backburner restore` undoes an interrupted apply.")
     p.add_argument("--scheduler", metavar="NAME", help="IO scheduler for the matching disks "
-                   "(bfq, mq-deadline, kyber, none)")
-    p.add_argument("--devices", choices=sorted(apply.DEVICE_CLASSES), default="rotational",
-                   help="which disks the scheduler rule matches")
-    p.add_argument("--kernel", metavar="GLOBS", default=apply.DEFAULT_KERNEL,
-                   help="kernel device names the rule matches, globs joined by |")
+                   "(bfq, mq-deadline, kyber, none), or `recommended`: a rule per class of "
+                   "disk with the scheduler docs/ssd.md recommends for it")
+    p.add_argument("--devices", metavar="CLASS",
+                   help="the class of disk the rules match: "
+                   + ", ".join(apply.DEVICE_CLASSES) + " (default: rotational for a "
+                   "scheduler; every class for recommended and --iocost)")
+    p.add_argument("--iocost", action="store_true",
+                   help="turn on cgroup v2's io.cost for the matching disks (a udev rule "
+                   "writing io.cost.qos at every boot): io.weight then acts whatever the "
+                   "scheduler, on buffered writeback too")
+    p.add_argument("--iocost-model", metavar="PARAMS",
+                   help="with --iocost: io.cost.model's linear parameters, e.g. "
+                   "'rbps=500000000 rseqiops=60000 rrandiops=30000 wbps=400000000 "
+                   "wseqiops=50000 wrandiops=25000' (default: the kernel's model)")
+    p.add_argument("--kernel", metavar="GLOBS",
+                   help="kernel device names the rules match, globs joined by | (default: "
+                   "the class's: " + apply.DEFAULT_KERNEL + ", without nvme* for "
+                   "non-rotational, nvme* for nvme)")
     p.add_argument("--unit", action="append", default=[], metavar="UNIT",
                    help="a bulk-work service to put on the back burner (repeatable)")
     p.add_argument("--net", metavar="MODE", choices=apply.NET_MODES,
