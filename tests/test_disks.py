@@ -138,9 +138,13 @@ def test_run_warns_once_from_a_directory_on_a_disk_running_none(
     assert f"{name} (the working directory) runs none: the IO class and the IO weight do " \
            f"nothing there" in warned[0]
     assert f"echo bfq > /sys/block/{name}/queue/scheduler" in warned[0]
-    quiet = subprocess.run([*BB, "run", "-q", *argv[len(BB) + 1:]], cwd=where, capture_output=True,
-                           text=True, timeout=TIMEOUT)
+    quiet = subprocess.run([*BB, "run", "-q", *argv[len(BB) + 1:]], cwd=where,
+                           capture_output=True, text=True, timeout=TIMEOUT)
     assert quiet.returncode == 3 and "warning" not in quiet.stderr, quiet.stderr
+    # run's own failures stay one line: no warning beside them
+    missing = subprocess.run([*BB, "run", "--policy", "background", "--", "bb-no-such-cmd"],
+                             cwd=where, capture_output=True, text=True, timeout=TIMEOUT)
+    assert missing.returncode == 127 and len(missing.stderr.splitlines()) == 1, missing.stderr
     Path("/sys/block", name, "queue", "scheduler").write_text("bfq")
     cured = subprocess.run(argv, cwd=where, capture_output=True, text=True, timeout=TIMEOUT)
     assert name not in cured.stderr.partition("applying")[0], cured.stderr

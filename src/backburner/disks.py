@@ -110,16 +110,17 @@ def cure_for(effect: levers.Effect, ignored: Sequence[str]) -> str | None:
     return want
 
 
-def mounted(paths: dict[str, str], mountinfo: str = "/proc/self/mountinfo"
-            ) -> dict[str, tuple[list[str], list[str]]]:
+def mounted(paths: dict[str, str], mountinfo: str = "/proc/self/mountinfo",
+            every: bool = True) -> dict[str, tuple[list[str], list[str]]]:
     """Whole disk -> (the labels of `paths` it holds, the mount points on it): the disks
-    holding `paths` (label -> path), then every other mounted disk that is one of its own
-    (not a loop device or a RAM disk, which are said about only when they hold a path)."""
+    holding `paths` (label -> path), then (`every`) every other mounted disk that is one of
+    its own (not a loop device or a RAM disk, which are said about only when they hold a
+    path) and the mount points of all of them."""
     out: dict[str, tuple[list[str], list[str]]] = {}
     for label, path in paths.items():
         for disk in block.disks_of(path):
             out.setdefault(disk, ([], []))[0].append(label)
-    for m in procfs.mounts(mountinfo):
+    for m in procfs.mounts(mountinfo) if every else ():
         if m.fstype == "btrfs":  # anonymous device numbers: its devices, by its mount
             found = block.disks_of(m.mountpoint)
         elif os.major(m.devno) != 0:  # never a stat of a network or automount point
@@ -147,9 +148,7 @@ def reports(policies: Iterable[Policy] = (BUILTIN["background"],), *,
     paths = {p: p for p in KEY_PATHS}
     if cwd is not None:
         paths[WORKDIR] = cwd
-    disks = mounted(paths)
-    if not every_mounted:
-        disks = {d: v for d, v in disks.items() if v[0]}
+    disks = mounted(paths, every=every_mounted)
     root2 = levers.cgroup2_root()
     out = []
     for name, (holds, mounts) in disks.items():

@@ -136,7 +136,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheduler", metavar="NAME", help="IO scheduler for the matching disks "
                    "(bfq, mq-deadline, kyber, none), or `recommended`: a rule per class of "
                    "disk with the scheduler docs/ssd.md recommends for it")
-    p.add_argument("--devices", metavar="CLASS",
+    p.add_argument("--devices", metavar="CLASS", type=_disk_class,
+                   choices=sorted(apply.DEVICE_CLASSES),
                    help="the class of disk the rules match: "
                    + ", ".join(apply.DEVICE_CLASSES) + " (default: rotational for a "
                    "scheduler; every class for recommended and --iocost)")
@@ -178,6 +179,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="what apply installed, whether it is what apply writes now, and "
                    "whether it is live (exit status 0 live, 1 not live, 2 drifted, 3 none)")
     add_format(p, ("text", "json"), what="the output of --status: text, or JSON for machines")
+
+
+def _disk_class(text: str) -> str:
+    """--devices: a class of disk, or one line naming the classes (before argparse's own
+    list of choices, which completion offers)."""
+    try:
+        diskrules.class_match(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(f"{error.message}; {error.hint}") from None
+    return text
 
 
 def _weight(top: int):  # noqa: ANN202 - an argparse type

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from dataclasses import replace
 
@@ -43,11 +44,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.pid is not None:
         if args.command:
             raise UsageError("give either --pid or a command, not both")
-        warn_levers([asked], _cwd_of(args.pid), silent=args.quiet)
         done = job.reprioritise(args.pid, policy, use_cgroup=not args.no_cgroup,
                                 force=args.force, report=err)
         print(f"backburner: PID {done.pid}: {len(done.threads)} threads re-prioritised"
               + (f", cgroup {', '.join(done.cgroups)}" if done.cgroups else ""), file=sys.stderr)
+        warn_levers([asked], _cwd_of(args.pid), silent=args.quiet)
         return 0
     argv = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not argv:
@@ -61,7 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
-    warn_levers([asked], os.getcwd(), silent=args.quiet)
+    warn_levers([asked], os.getcwd(), silent=args.quiet or not _starts(argv, asked))
     outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
                           slice_name=args.slice, net=net)
     if args.verbose:
@@ -70,6 +71,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"max RSS {outcome.max_rss_kb} KiB)")
     spawn.die_like(outcome)
     return outcome.shell_status  # not reached
+
+
+def _starts(argv: list[str], policy: priority.Policy) -> bool:
+    """Whether run gets as far as starting the job: the warning is not said beside one of
+    run's own failures (not root where a group is made, a command not found or not
+    executable: one line, as every failure)."""
+    if policy.needs_cgroup and os.geteuid() != 0:
+        return False
+    path = argv[0] if "/" in argv[0] else shutil.which(argv[0])
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _cwd_of(pid: int) -> str | None:

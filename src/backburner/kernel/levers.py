@@ -27,7 +27,6 @@ disk.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -204,12 +203,3 @@ def effect(name: str, groups: Groups, sys_block: str = block.SYS_BLOCK,
            cgroup2: str | None = None) -> Effect:
     """What every lever does on disk `name` for a job in `groups`, now."""
     return Effect(read_disk(name, sys_block, cgroup2), groups)
-
-
-def devno_of(path: str) -> str | None:
-    """MAJ:MIN of a block device node."""
-    try:
-        rdev = os.stat(path).st_rdev
-    except OSError:
-        return None
-    return f"{os.major(rdev)}:{os.minor(rdev)}"
