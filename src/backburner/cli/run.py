@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 from .. import priority, system, systemd
@@ -62,8 +63,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
-    warn_levers([asked], os.getcwd(), silent=args.quiet or not _starts(argv, asked))
-    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
+    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup,
+                          report=_warning_first(report, asked, quiet=args.quiet
+                                                or not _starts(argv, asked)),
                           slice_name=args.slice, net=net)
     if args.verbose:
         err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
@@ -71,6 +73,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"max RSS {outcome.max_rss_kb} KiB)")
     spawn.die_like(outcome)
     return outcome.shell_status  # not reached
+
+
+def _warning_first(report: Callable[[str], None], policy: priority.Policy, quiet: bool
+                   ) -> Callable[[str], None]:
+    """`run_job` reports what it applies ("applying ...") once everything is in place,
+    right before the job starts: the lever warning goes first then, once, so that none of
+    run's own refusals (a policy only bench applies, a control this kernel lacks, no root)
+    gets a second line beside it."""
+    said = False
+
+    def say(message: str) -> None:
+        nonlocal said
+        if not said and message.startswith("applying"):
+            said = True
+            warn_levers([policy], os.getcwd(), silent=quiet)
+        report(message)
+
+    return say
 
 
 def _starts(argv: list[str], policy: priority.Policy) -> bool:
