@@ -551,3 +551,19 @@ def rules_dir(tmp_path: Path, text: str, name: str = "test.toml") -> Path:
     (d / name).write_text(text)
     (d / name).chmod(0o644)
     return d
+
+
+#: Where a local user could leave modules for root's interpreter: our package's name and
+#: standard-library names our helpers import.
+PLANTED = ("backburner/__init__.py", "json.py", "argparse.py", "socket.py", "struct.py",
+           "logging/__init__.py", "dataclasses.py")
+
+
+def plant_modules(where: Path, marker: Path) -> None:
+    """A local user's modules in `where`, each leaving its name in `marker` when imported
+    (and ending the interpreter there)."""
+    for rel in PLANTED:
+        path = where / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"open({str(marker)!r}, 'a').write({rel!r} + '\\n')\n"
+                        "raise SystemExit(0)\n")

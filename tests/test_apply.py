@@ -238,12 +238,34 @@ def test_install_and_remove_round_trip_through_the_cli(tmp_path: Path, state_dir
 
 
 def test_dry_run_prints_and_changes_nothing(tmp_path: Path, state_dir: Path) -> None:
+    unit = tmp_path / "lib/systemd/system/x.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text("[Service]\nExecStart=/bin/true\n")
+    before = sorted(tmp_path.rglob("*"))
     res = bb("apply", "--root", str(tmp_path), "--scheduler", "kyber", "--unit", "x",
              "--dry-run")
-    assert res.returncode == 0
+    assert res.returncode == 0, res.err
     assert f"### {tmp_path}/etc/udev/rules.d/65-backburner-scheduler.rules" in res.out
     assert 'ATTR{queue/scheduler}="kyber"' in res.out and "[Service]" in res.out
-    assert list(tmp_path.iterdir()) == [state_dir]
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_dry_run_refuses_what_the_run_refuses(tmp_path: Path, state_dir: Path) -> None:
+    """A dry run that prints files apply would refuse to write says nothing true: it makes
+    the same checks, with the same statuses (a unit that does not exist, a file of someone
+    else's in the way), and writes nothing."""
+    for root in ("/", str(tmp_path)):
+        args = ["apply", "--root", root, "--unit", "no-such-unit-xyz"]
+        real, dry = bb(*args), bb(*args, "--dry-run")
+        assert real.returncode == dry.returncode == 66, (real.err, dry.err)
+        assert "no-such-unit-xyz.service does not exist" in one_line_error(dry)
+        assert dry.out == ""
+    rules = tmp_path / apply.UDEV_DIR
+    rules.mkdir(parents=True)
+    (rules / apply.UDEV_RULE).write_text("# the admin's own\n")
+    args = ["apply", "--root", str(tmp_path), "--scheduler", "bfq"]
+    assert bb(*args).returncode == bb(*args, "--dry-run").returncode == 73
+    assert bb(*args, "--dry-run", "--force").returncode == 0
 
 
 def test_a_file_we_did_not_write_is_not_replaced_without_force(tmp_path: Path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -19,6 +20,7 @@ from helpers import ENV, bb, make_db, one_line_error
 
 from backburner import cli, errors, interrupts, job
 from backburner.bench import config, runner
+from backburner.cli import build_parser
 from backburner.errors import ExistsError
 from backburner.store import Store
 
@@ -299,6 +301,12 @@ def test_resume_of_a_complete_run_shows_the_report(tmp_path: Path, state_dir: Pa
     assert "the run is complete (6 trials); nothing to resume" in r.err
     assert "Traceback" not in r.err and "probe-xyz: command not found" not in r.err
     assert "baseline" in r.out and (tmp_path / "done.html").is_file()  # the report
+    # it ends with the answer the run was for, and the command that applies it
+    last = r.out.rstrip().splitlines()[-2:]
+    assert last == ["answer: under cmd:sleep 1 a start of /nonexistent/probe-xyz takes "
+                    "0.500 s on bfq + default (5.00\u00d7 its unloaded 0.100 s)",
+                    "  $ backburner apply --scheduler bfq   # the IO scheduler, for matching "
+                    "disks (a udev rule)"], r.out
     s = Store.open(str(path), readonly=True)
     assert s.trials(include_warmup=True) == before  # nothing added
     assert s.runs()[0].finished_at is not None  # a lost finish time is set
@@ -480,3 +488,36 @@ def test_format_json_and_json_are_the_same(argv: list[str]) -> None:
     parse = cli.build_parser().parse_args
     assert parse([*argv, "--format", "json"]).format == parse([*argv, "--json"]).format == "json"
     assert parse(argv).format == "text"
+
+
+def _parsers() -> list[argparse.ArgumentParser]:
+    out, todo = [], [build_parser()]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += list(action.choices.values())
+    return out
+
+
+def test_every_command_has_a_description_and_no_help_says_none() -> None:
+    """`backburner COMMAND --help` says what the command does (not only its usage), and no
+    option's help shows a Python value where a default belongs ("None: /etc/…")."""
+    parsers = _parsers()
+    assert len(parsers) > 20
+    for p in parsers:
+        assert p.description, f"{p.prog} --help has no description"
+        for action in p._actions:
+            assert "None:" not in (action.help or ""), (p.prog, action.option_strings)
+
+
+def test_every_log_line_is_one_line() -> None:
+    """A daemon's log goes to the journal: a newline in a message (a process's name, a
+    path) would start a forged entry, an escape sequence would drive the reader's
+    terminal."""
+    record = logging.LogRecord("backburner.govern.governor", logging.INFO, __file__, 1,
+                               "governing PID %d (%s)", (42, "x\n=> forged\x1b[2K"), None)
+    line = cli.OneLineFormatter("backburner: %(name)s: %(message)s").format(record)
+    assert line == "backburner: backburner.govern.governor: governing PID 42 (x\\n=> forged" \
+                   "\\x1b[2K)"

@@ -16,7 +16,8 @@ from backburner import completion
 from backburner.cli import build_parser
 
 COMMANDS = ["apply", "bench", "compare", "completion", "doctor", "extents", "govern", "layout",
-            "policies", "readahead", "report", "restore", "run", "slowdisk", "store", "trace"]
+            "policies", "readahead", "report", "restore", "run", "slowdisk", "status", "store",
+            "trace"]
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 from pathlib import Path
 
 import backburner
@@ -129,6 +130,49 @@ def test_only_spawn_creates_signals_or_reaps_processes() -> None:
                     "pidfd_send_signal", "pthread_kill"):
                 offenders.append(f"{_rel(path)}:{line}: {call}")
     assert offenders == []
+
+
+def _interpreter_uses(tree: ast.AST) -> list[tuple[int, bool]]:
+    """Each `sys.executable` in the tree, and whether it starts an argv list that runs it
+    isolated from the caller's directory (next item "-I", or "-P" for a probe that keeps
+    its PYTHONPATH)."""
+    def is_exe(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call) and node.args:  # os.path.realpath(sys.executable)
+            node = node.args[0]
+        return isinstance(node, ast.Attribute) and node.attr == "executable" and \
+            isinstance(node.value, ast.Name) and node.value.id == "sys"
+
+    safe = set()
+    for node in ast.walk(tree):
+        pairs = itertools.pairwise(node.elts) if isinstance(node, ast.List) else ()
+        for item, after in pairs:
+            if is_exe(item) and isinstance(after, ast.Constant) and after.value in ("-I", "-P"):
+                safe |= {id(item), id(getattr(item, "args", [None])[0])}
+        if isinstance(node, ast.Compare):  # asking whether an argv is ours starts nothing
+            safe |= {id(n) for n in ast.walk(node)}
+    return sorted((n.lineno, id(n) in safe) for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and is_exe(n))
+
+
+def test_our_interpreter_never_starts_with_the_callers_directory_on_its_path() -> None:
+    """`python -m` puts the working directory first on sys.path: a module planted where
+    root runs a command would be imported as root. Helpers go through
+    `spawn.python_module` (-I); a probe of our own names -I or -P beside the interpreter."""
+    offenders = [f"{_rel(path)}:{line}" for path in _modules()
+                 for line, safe in _interpreter_uses(ast.parse(path.read_text())) if not safe]
+    assert offenders == []
+
+
+def test_the_interpreter_scan_tells_isolated_from_not() -> None:
+    tree = ast.parse("import sys, os\n"
+                     "a = [sys.executable, '-I', '-m', 'x']\n"
+                     "b = [os.path.realpath(sys.executable), '-P', '-c', 'y']\n"
+                     "c = [sys.executable, '-m', 'x']\n"
+                     "d = sys.executable\n"
+                     "e = ['env', 'A=1', sys.executable, '-P']\n"
+                     "f = argv[0] == sys.executable\n")
+    assert _interpreter_uses(tree) == [(2, True), (3, True), (4, False), (5, False), (6, True),
+                                       (7, True)]
 
 
 def _type_only(path: Path) -> bool:

@@ -107,6 +107,63 @@ def test_renders_in_chromium(page: tuple[Path, report.ReportData], tmp_path: Pat
     assert "Start-up latency under background IO" in dom.stdout
 
 
+#: What the overflow check runs in the page (the report itself carries no script, and its
+#: Content-Security-Policy forbids one: a copy allows this one): every element whose box
+#: ends right of the viewport, or that scrolls sideways, one per line into a <pre>.
+OVERFLOW_JS = """<script>
+window.addEventListener("load", () => {
+  const width = document.documentElement.clientWidth, bad = [];
+  if (document.documentElement.scrollWidth > width) bad.push("the page scrolls sideways");
+  for (const el of document.querySelectorAll("main *")) {
+    const name = el.tagName + (el.className ? "." + el.className : "");
+    if (el.getBoundingClientRect().right > width + 0.5) bad.push(name + " ends off the page");
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible")
+      bad.push(name + " scrolls sideways");
+  }
+  const out = document.createElement("pre");
+  out.id = "overflow";
+  out.textContent = "checked " + width + "\\n" + bad.join("\\n");
+  document.body.appendChild(out);
+});
+</script>"""
+
+LONG = "cmd:/usr/lib/x86_64-linux-gnu/packagekit/packagekitd-offline-update-with-a-long-name"
+
+
+def overflowing(tmp: Path, page: Path, width: int) -> list[str]:
+    """The elements of `page` that do not fit a window `width` px wide, as Chromium lays
+    it out (a few seconds)."""
+    text = page.read_text().replace("default-src 'none';",
+                                    "default-src 'none'; script-src 'unsafe-inline';")
+    probe = tmp / "probe.html"
+    probe.write_text(text.replace("</body>", OVERFLOW_JS + "</body>", 1))
+    dom = _chromium(tmp, f"--window-size={width},900", "--virtual-time-budget=3000",
+                    "--dump-dom", f"file://{probe}")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    found = re.search(r'<pre id="overflow">checked (\d+)\n?(.*?)</pre>', dom.stdout, re.S)
+    assert found is not None, dom.stdout[-2000:]
+    assert int(found.group(1)) > width - 40  # the width asked for (less a scrollbar)
+    return [ln for ln in html.unescape(found.group(2)).splitlines() if ln]
+
+
+@needs_chromium
+def test_the_report_fits_1280_px_with_long_names_and_verdicts(tmp_path: Path) -> None:
+    """A summary table wider than the page hid its last columns behind a scrollbar (the
+    "Bulk" header off-screen, "0.93× [0" cut): long loads, policies, probes and the
+    verdicts of a run until decided, with the load's own speed, must wrap to fit."""
+    medians = {("mq-deadline", "none", "-"): 0.27, ("mq-deadline", LONG, "default"): 3.4,
+               ("mq-deadline", LONG, "background-with-a-long-name"): 1.3,
+               ("bfq", "none", "-"): 0.3, ("bfq", LONG, "default"): 0.9,
+               ("bfq", LONG, "background-with-a-long-name"): 0.31}
+    make_db(tmp_path / "r.db", medians=medians, trials=8, probe="/usr/bin/libreoffice "
+            "--writer --norestore --nologo --with-a-very-long-argument-list",
+            bulk={k: (5e7, 1) for k in medians if k[1] != "none"},
+            settings={"min_runs": 6, "max_runs": 8, "tolerance": 0.1})
+    out = tmp_path / "report.html"
+    html_report.write_html(report.load(str(tmp_path / "r.db")), str(out))
+    assert overflowing(tmp_path, out, 1280) == []
+
+
 # --- strict HTML5, and hostile strings in every stored field ---------------------------------
 
 HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>', "</td></tr><td>",

@@ -29,6 +29,7 @@ from helpers import (
     MEDIANS,
     PROBE,
     SPECIAL,
+    bb,
     key_of,
     make_db,
     raw_samples,
@@ -549,8 +550,11 @@ def test_filters_pick_runs(tmp_path: Path) -> None:
     only = report.load(str(tmp_path / "lab.db"), Filter(machine="ssd-desktop"))
     assert [r.hostname for r in only.runs] == ["ssd-desktop"]
     assert {t["run_id"] for c in only.cells for t in c.trials} == {only.runs[0].id}
-    with pytest.raises(errors.DataError, match="no run that matches --machine nowhere"):
+    with pytest.raises(errors.NotFoundError, match="no run that matches --machine nowhere"):
         report.load(str(tmp_path / "lab.db"), Filter(machine="nowhere"))
+    # no such input: 66, as for a missing file (it was 65, "bad data")
+    r = bb("report", str(tmp_path / "lab.db"), "--run", "99")
+    assert r.returncode == 66 and "no run that matches --run 99" in r.err, r.err
 
 
 def test_hyperfine_json_has_hyperfines_own_shape(db: str, tmp_path: Path) -> None:

@@ -746,3 +746,12 @@ def test_a_started_process_that_blocks_its_sigterm_is_killed_by_the_undo(
         assert len(_journals(state_dir)) == 1
     assert stuck.wait(TIMEOUT) == -signal.SIGKILL
     assert _journals(state_dir) == []
+
+
+def test_what_restore_prints_of_a_cgroup_is_words_not_a_python_dict() -> None:
+    """`restore` says "undid cgroup /…/run-1 (cpu.shares=102)", not "{'cpu.shares': '102'}"."""
+    made = system.CgroupDir("/sys/fs/cgroup/cpu/backburner/run-1", {"cpu.shares": "102",
+                                                                    "cpu.weight": "5"})
+    text = made.describe()
+    assert text == "cgroup /sys/fs/cgroup/cpu/backburner/run-1 (cpu.shares=102, cpu.weight=5)"
+    assert system.CgroupDir("/x/y").describe() == "cgroup /x/y"

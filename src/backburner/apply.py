@@ -192,12 +192,12 @@ def render(files: Sequence[File], root: str = "/") -> str:
     return "\n".join(f"### {os.path.join(root, f.path)}\n{f.content}" for f in files)
 
 
-def _root(root: str) -> Path:
+def _root(root: str, *, as_root: bool = True) -> Path:
     path = Path(os.path.abspath(root))
     if not path.is_dir():
         raise NotFoundError(f"root {root} is not a directory", "create it first")
     safepath.check_chain(path, "root directory")
-    if str(path) == "/":
+    if str(path) == "/" and as_root:
         system.require_root("installing udev rules and systemd drop-ins under /etc")
     return path
 
@@ -223,15 +223,25 @@ def _missing_dirs(path: Path) -> list[Path]:
     return missing[::-1]
 
 
-def install(files: Sequence[File], root: str = "/", *, force: bool = False,
-            report: Report = lambda _m: None) -> list[str]:
-    """Write every file under root, all or nothing; returns the paths written."""
-    base = _root(root)
+def preflight(files: Sequence[File], root: str = "/", *, force: bool = False,
+              as_root: bool = True) -> list[tuple[Path, File]]:
+    """What `install` refuses before it writes anything (the root, a file of someone
+    else's in the way, a directory that is not one), for `--dry-run` to refuse the same;
+    `as_root=False` leaves out only the need to be root (a dry run changes nothing)."""
+    base = _root(root, as_root=as_root)
     targets = [(base / f.path, f) for f in files]
     for path, _ in targets:
         if os.path.lexists(path) and not _ours(path) and not force:
             raise ExistsError(f"{path} exists and was not written by backburner",
                               "move it away, or use --force to replace it")
+        _missing_dirs(path)
+    return targets
+
+
+def install(files: Sequence[File], root: str = "/", *, force: bool = False,
+            report: Report = lambda _m: None) -> list[str]:
+    """Write every file under root, all or nothing; returns the paths written."""
+    targets = preflight(files, root, force=force)
     done = []
     with system.Transaction("apply") as tx:
         for path, f in targets:

@@ -27,7 +27,8 @@ th, td { padding:6px 9px; border-bottom:1px solid var(--line); text-align:left;
   vertical-align:top; }
 th { background:var(--soft); font-weight:600; white-space:nowrap; }
 td.num, th.num { text-align:right; white-space:nowrap; font-size:12.5px; }
-table.summary td:nth-child(-n+3) { white-space:nowrap; }
+table.summary th, table.summary td.num { white-space:normal; }
+table.summary td:nth-child(-n+3) { overflow-wrap:anywhere; }
 table.summary td code { font-size:12.5px; }
 table.summary th, table.summary td { padding:6px 7px; }
 tr.base td { background:#fafbfc; color:var(--muted); }

@@ -15,6 +15,7 @@ from . import cgroup2, cgroupbpf, priority, procfs, spawn, system, systemd
 from .errors import NotFoundError, SystemStateError, UsageError
 from .net import background, service
 from .net import policy as nt
+from .status import records
 
 Report = Callable[[str], None]
 
@@ -83,6 +84,17 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
         policy = without_cgroup(policy)
     if policy.io is not None and policy.io.klass == "rt":
         system.require_root("the realtime IO class (rt)")
+    sets = {k: v for k, v in policy.settings().items() if v not in ("-", "inherit")}
+    if net is not None:
+        sets["net"] = f"background on {net.dev}"
+    with records.running_job(argv, sets):  # what `backburner status` lists while it runs
+        return _run_job(argv, policy, report=report, facts=facts, slice_name=slice_name,
+                        net=net)
+
+
+def _run_job(argv: Sequence[str], policy: priority.Policy, *, report: Report,
+             facts: systemd.Facts | None, slice_name: str,
+             net: background.Target | None) -> spawn.Outcome:
     if net is not None:
         return _run_with_net(argv, policy, net, report=report, facts=facts,
                              slice_name=slice_name)

@@ -24,14 +24,26 @@ DASH = "\u2013"
 INFINITY = "\u221e"
 MINUS = "\u2212"
 TIMES = "\u00d7"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def one_line(text: str) -> str:
-    """Control characters (a newline typed into an option, an escape sequence stored in a
-    database) shown escaped, so a message or a table cell stays one line and cannot drive
-    the terminal."""
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    """Text anyone else chose (a process's name or command line, a newline typed into an
+    option, an escape sequence stored in a database) made safe to print or log: control
+    characters (C0, DEL, C1), characters that reorder or hide text (bidirectional
+    overrides, zero-width marks) and any other that `str.isprintable` refuses are shown as
+    Python escapes (\\n, \\x1b, \\u202e), and a byte that was not UTF-8 (decoded with
+    surrogateescape, as paths are) as \\xNN. A message or a table cell stays one line,
+    cannot drive the terminal or forge a line of its own, and never fails to encode."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(ch)[1:-1]
 
 
 def slug(text: str, length: int = 60) -> str:

@@ -105,3 +105,21 @@ def test_io_cost_is_compared_only_where_bench_can_switch_it(
 def test_this_host_has_no_io_cost_to_switch() -> None:
     """cgroup v1 here, with an empty cgroup2 mount: the preset leaves io.cost out."""
     assert presets._iocost_here() is False
+
+
+def test_the_docs_say_the_quick_presets_trial_counts() -> None:
+    """docs/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
+    the preset's own."""
+    values = presets.quick()
+    want = f"{values['min_runs']} to {values['max_runs']} trials"
+    text = (Path(__file__).parents[2] / "docs" / "bench.md").read_text()
+    assert f"The `quick` preset runs until decided ({want}" in text
+    assert f"× {values['min_runs']}–{values['max_runs']} trials until decided" in text
+
+
+def test_the_runs_help_says_which_mode_is_the_default() -> None:
+    from backburner.cli import build_parser
+
+    bench = build_parser()._subparsers._group_actions[0].choices["bench"]  # type: ignore[union-attr]
+    helps = {a.dest: a.help or "" for a in bench._actions}
+    assert "the default mode" in helps["trials"] and "the other mode" in helps["min_runs"]

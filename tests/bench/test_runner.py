@@ -35,9 +35,11 @@ def _plan(**kw: object) -> config.Plan:
 class Recorder:
     def __init__(self) -> None:
         self.progress: list[tuple[int, int, str, str]] = []
+        self.events: list[str] = []
 
     def report(self, p: runner.Progress) -> None:
         self.progress.append((p.done, p.total, p.cell, p.last))
+        self.events = list(p.events)
 
 
 def _new_run(tmp_path: Path, plan: config.Plan) -> tuple[Store, int]:
@@ -549,11 +551,12 @@ def test_a_baseline_stops_once_every_cell_judged_against_it_is_decided(
         tmp_path: Path) -> None:
     plan = _plan(schedulers=["bfq"], min_runs=8, max_runs=60)
     fake = Scripted(_noisy({"default": 3.0, "background": 0.5}))
-    store, run_id, _ = _bench(tmp_path, plan, fake)
+    store, run_id, rec = _bench(tmp_path, plan, fake)
     counted = _counted(store, run_id)
     base = next(c for c in plan.cells if c.unloaded)
     assert counted[base] == max(counted[c] for c in plan.cells if not c.unloaded) < 60
     assert set(store.run(run_id).environment["stopping"].values()) == {"decided"}
+    assert rec.events == []  # no budget ended a cell: nothing said of one
 
 
 def test_max_time_stops_every_cell_at_a_block_start_and_says_so(
@@ -564,10 +567,14 @@ def test_max_time_stops_every_cell_at_a_block_start_and_says_so(
     monkeypatch.setattr("backburner.bench.stopping.time.monotonic", lambda: next(clock))
     plan = _plan(load_lifetime="cell", block=4, max_time_s=30.0, min_runs=40, max_runs=400)
     fake = Scripted(_noisy({"default": 1.1, "background": 1.1}))
-    store, run_id, _ = _bench(tmp_path, plan, fake)
+    store, run_id, rec = _bench(tmp_path, plan, fake)
     counted = _counted(store, run_id)
     assert all(0 < counted[c] < 400 and counted[c] % 4 == 0 for c in plan.cells)
     assert set(store.run(run_id).environment["stopping"].values()) == {"max-time"}
+    (said,) = rec.events  # the progress says the budget ended them, once, naming them
+    assert said.startswith(f"the time budget (30s of trials, --max-time) ended "
+                           f"{len(plan.cells)} cells before they were decided: ")
+    assert all(c.label in said for c in plan.cells)
     starts = [c for c in fake.calls if c[0] == "start"]
     assert len(starts) == sum(1 for c in fake.calls if c[0] == "stop") and fake.running == set()
 

@@ -25,7 +25,7 @@ FULL = Facts(
                                         "fusermount3")},
     modules=dict.fromkeys(("numpy", "scipy", "matplotlib", "rich", "mfusepy", "psycopg",
                            "jeepney"), True),
-    perf_stat=None, work_dir="/var/lib/backburner/work", free_bytes=50 << 30, net_cls=True)
+    perf_trace=None, work_dir="/var/lib/backburner/work", free_bytes=50 << 30, net_cls=True)
 
 
 def _by_name(report: checks.Report) -> dict[str, checks.Check]:
@@ -64,10 +64,8 @@ def test_what_the_main_job_needs(change: dict, name: str, fix: str) -> None:
 
 @pytest.mark.parametrize("change, name, fix", [
     ({"disks": {"sda": ("none", "mq-deadline")}}, "schedulers on sda", "modprobe bfq"),
-    ({"perf_stat": "the instructions counter is not supported here (no hardware PMU)"},
-     "perf", "hardware PMU"),
-    ({"perf_stat": "Error: Access to performance monitoring ... perf_event_paranoid"},
-     "perf", "sysctl kernel.perf_event_paranoid=1"),
+    ({"perf_trace": "perf trace needs root here (tracepoints; perf_event_paranoid)"},
+     "perf", "run it as root"),
     ({"tools": {**FULL.tools, "perf": None}}, "perf", "apt-get install linux-perf"),
     ({"fanotify": False}, "fanotify", "CONFIG_FANOTIFY"),
     ({"fuse": False, "modules": {**FULL.modules, "mfusepy": False}}, "FUSE",
@@ -121,7 +119,7 @@ def test_every_missing_line_has_a_fix() -> None:
     nothing = replace(FULL, euid=1000, loop_control=False, loop_schedulers=None, disks={},
                       weights="no", systemd_owns=True, systemd_bus="no", fuse=False,
                       fanotify=False, tools=dict.fromkeys(FULL.tools), modules={},
-                      perf_stat="x", free_bytes=None, cgroups=Cgroups(), db="postgresql://x",
+                      perf_trace="x", free_bytes=None, cgroups=Cgroups(), db="postgresql://x",
                       db_error="no", net_cls=False)
     report = checks.evaluate(nothing)
     assert all(not c.ok and c.fix for c in report.checks)

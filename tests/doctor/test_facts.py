@@ -15,7 +15,7 @@ import pytest
 from helpers import BB, TIMEOUT, bb
 
 from backburner import cli
-from backburner.doctor import facts
+from backburner.doctor import checks, facts
 
 
 def _queue(root: Path, name: str, text: str, device: bool = False) -> None:
@@ -72,7 +72,20 @@ def test_free_space_of_a_directory_not_made_yet(tmp_path: Path) -> None:
 
 
 def test_perf_not_installed() -> None:
-    assert facts.perf_stat(None) == "perf is not installed"
+    assert facts.perf_trace(None) == "perf is not installed"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("perf") is None,
+                    reason="perf trace as root")
+def test_doctor_finds_perf_where_trace_uses_it() -> None:
+    """`trace engines` names perf the default here: doctor must not call it missing (it
+    used to try the CPU's instructions counter, which a VM without a PMU lacks and nothing
+    of backburner uses)."""
+    from backburner.trace import engines
+
+    assert engines.default_name() == "perf"
+    assert facts.perf_trace(shutil.which("perf")) is None
+    assert checks.perf(facts.read()).ok
 
 
 def test_an_unreachable_database_says_why() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -45,3 +46,21 @@ def test_a_file_on_this_machine(tmp_path: Path) -> None:
 def test_not_on_a_block_device() -> None:
     with pytest.raises(UnavailableError, match="on proc, which is not on a block device"):
         D.device_of("/proc/version")
+
+
+@pytest.mark.parametrize("euid", [0, 1000])
+def test_a_claim_refused_says_needs_root_only_to_another_user(
+        monkeypatch: pytest.MonkeyPatch, euid: int) -> None:
+    """EPERM on the exclusive open means "not root" only when we are not: as root it is a
+    device cgroup or a security module, and "(needs root)" would send the user in circles."""
+    def refuse(*_a: object, **_k: object) -> int:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    dev = D.BlockDevice("/dev/sdz1", 0, "/dev/sdz", 0, 0, 512, "ext4", "/")
+    monkeypatch.setattr(D.os, "geteuid", lambda: euid)
+    monkeypatch.setattr(D.os, "open", refuse)
+    claim = D.claim_of(dev)
+    assert claim.free is None
+    assert ("needs root" in claim.why) == (euid != 0)
+    if euid == 0:
+        assert "even as root" in claim.why and "Operation not permitted" in claim.why

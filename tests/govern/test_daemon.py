@@ -457,6 +457,91 @@ def test_unsafe_rule_file_refused_78(tmp_path: Path, how: str, words: str) -> No
         assert str(f) in line and words in line, line
 
 
+def test_pathological_pattern_refused_65_one_line(tmp_path: Path, state_dir: Path) -> None:
+    """`(a+)+$` made `govern explain` and the daemon's match of every exec hang on a user's
+    `exec -a aaaa…! sleep 60`: the rule is refused when its file is read."""
+    d = rules_dir(tmp_path, '[[rule]]\nname = "slow"\nio = "idle"\n'
+                  'match = { comm = "sleep", cmdline = "(a+)+$" }\n')
+    r = bb("govern", "run", "--rules", str(d), "--no-defaults")
+    assert r.returncode == 65
+    line = one_line_error(r)
+    assert f"{d / 'test.toml'}:4: rule 'slow': match.cmdline '(a+)+$' is pathological" in line
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65 and "is pathological" in r.out and "Traceback" not in r.err
+    assert not (state_dir / "journal").exists() or no_journal(state_dir)
+
+
+def test_rule_file_nested_5000_deep_refused_65_one_line(tmp_path: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x" }\n'
+                  "deep = " + "[" * 5000 + "]" * 5000 + "\n")
+    for cmd in (["run", "--rules", str(d)], ["explain", "1", "--rules", str(d)]):
+        r = bb("govern", *cmd, "--no-defaults")
+        assert r.returncode == 65, (cmd, r.err)
+        assert f"{d / 'test.toml'}:5: arrays or tables nested more than" in one_line_error(r)
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65 and "nested more than" in r.out and "Traceback" not in r.err
+
+
+#: A process name that sets the terminal's title, erases the line and returns to its start
+#: (15 bytes: all the kernel keeps), and a command line that starts a line of its own
+#: with a verdict and erases the one before.
+HOSTILE_COMM = "\x1b]2;pwned\x07\x1b[2K\r"
+FORGED = "\n=> rule apt governs it: io idle\x1b[1A\x1b[2K"
+SHOWN_COMM = "\\x1b]2;pwned\\x07\\x1b[2K\\r"
+
+
+def _no_raw_controls(text: str) -> None:
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
+
+
+def test_names_from_proc_neither_drive_the_terminal_nor_forge_a_line(
+        tmp_path: Path, state_dir: Path) -> None:
+    """A process that named itself with escape sequences (prctl PR_SET_NAME) and put a
+    newline and a forged verdict in its argv[0] (as `exec -a` does): `govern explain`,
+    `check`, `govern status`, `backburner status` and the daemon's log show both escaped,
+    every line theirs."""
+    token = _name()
+    code = (f"import ctypes, time; ctypes.CDLL(None).prctl(15, {HOSTILE_COMM.encode()!r});"
+            "print(flush=True); time.sleep(300)")
+    proc = subprocess.Popen([f"{token}{FORGED}", "-c", code], executable=sys.executable,
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout and proc.stdout.readline() == b"\n"
+        assert Path(f"/proc/{proc.pid}/comm").read_bytes() == HOSTILE_COMM.encode() + b"\n"
+        d = rules_dir(tmp_path, f'[[rule]]\nname = "hostile"\nmatch = {{ cmdline = "{token}" }}'
+                      '\nio = "idle"\n')
+        r = bb("govern", "explain", str(proc.pid), "--rules", str(d), "--no-defaults")
+        assert r.returncode == 0, r.err
+        _no_raw_controls(r.out)
+        assert f"PID {proc.pid} ({SHOWN_COMM}): " in r.out
+        assert f"cmdline: {token}\\n=> rule apt governs it: io idle\\x1b[1A" in r.out
+        assert [ln for ln in r.out.splitlines() if ln.startswith("=>")] == [
+            "=> rule hostile would govern it: io idle"]
+        r = bb("govern", "check", str(d), "--no-defaults")
+        assert r.returncode == 0, r.out + r.err
+        _no_raw_controls(r.out)
+        assert f"matches now: {proc.pid} ({SHOWN_COMM})" in r.out
+        daemon = Daemon(tmp_path, d)
+        try:
+            wait_idle(proc.pid)
+            for cmd in (["govern", "status"], ["status"]):
+                r = bb(*cmd)
+                _no_raw_controls(r.out)
+                assert SHOWN_COMM in r.out, (cmd, r.out)
+        finally:
+            code_, err = daemon.finish()
+        assert code_ == 0, err
+        _no_raw_controls(err)
+        governing = [ln for ln in err.splitlines() if f"governing PID {proc.pid}" in ln]
+        assert governing == [f"backburner: governing PID {proc.pid} ({SHOWN_COMM}) by rule "
+                             "hostile: io idle"], err
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
 def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
     d = rules_dir(tmp_path, f'[[rule]]\nname = "mine"\nmatch = {{ comm = "{link.name}", '
                   'user = "root" }\nio = "idle"\n')
@@ -467,7 +552,8 @@ def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
     assert f"MATCH  mine ({d / 'test.toml'}:1)" in r.out
     assert f"comm '{link.name}' matches ['{link.name}']" in r.out
     assert "user root (uid 0) matches ['root']" in r.out
-    assert "=> rule mine governs it: io idle" in r.out
+    assert "=> rule mine would govern it: io idle" in r.out  # no daemon runs here
+    assert "no govern daemon runs: no rule is in force" in r.out
     r = bb("govern", "explain", str(os.getpid()), "--rules", str(d), "--no-defaults")
     assert "=> no rule matches" in r.out
     assert "=> not governed: PID 1" in bb("govern", "explain", "1", "--rules", str(d)).out
@@ -607,3 +693,23 @@ def test_a_lever_that_does_nothing_on_slash_is_said_at_start_and_on_reload(
         code, err = daemon.finish()
     assert code == 0, err
     assert err.count(f"warning: {expected}") == (0 if quiet else 2), err
+
+
+def test_its_words_and_its_ready_file_go_with_it(tmp_path: Path, state_dir: Path, link: Path,
+                                                  targets: list[Target]) -> None:
+    """What a user reads of a daemon with one governed process: no module name in its
+    log lines, "1 process was governed" (not "1 processes"), and no ready file left behind
+    to tell the next reader that a daemon is ready when none runs."""
+    target = Target(link)
+    targets.append(target)
+    rule = f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\nio = "idle"\n'
+    daemon = Daemon(tmp_path, rules_dir(tmp_path, rule))
+    try:
+        wait_idle(target.pid)
+    finally:
+        code, err = daemon.finish()
+    assert code == 0, err
+    assert "backburner.govern" not in err and f"backburner: governing PID {target.pid}" in err
+    assert "(1 process was governed)" in err, err
+    assert not daemon.ready.exists()
+    assert list(daemon.ready.parent.iterdir()) == []

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import bb
+from helpers import bb, wait_for
 
-from backburner import priority, system
+from backburner import priority, procfs, system
 from backburner import proc_events as cn
 from backburner.govern import daemon, governor, rulefile, rules
+from backburner.govern.pattern import Pattern
 from backburner.priority import IOPrio
 
 pytestmark = pytest.mark.root
@@ -303,3 +304,32 @@ def test_undo_before_the_rest_was_journaled_puts_back_only_what_shows_the_change
     assert priority.ioprio_get(proc.pid) == before
     assert priority.ioprio_get(later) == before
     assert priority.ioprio_get(own) == IOPrio("be", 7)
+
+
+def test_a_command_line_too_slow_to_search_is_not_matched_and_is_told(
+        state_dir: Path, tmp_path: Path) -> None:
+    """A user's process whose command line takes a rule's pattern past its deadline: the
+    daemon moves on (no match), counts it, and names the rule once among its problems.
+    The pattern is exponential and never finishes: the load check would refuse it, so the
+    rule is built here directly (as one that slipped past the check would be)."""
+    link = tmp_path / "bbgov-slow"
+    link.symlink_to(sys.executable)
+    proc = subprocess.Popen([str(link), "-c", "import time; time.sleep(60)", "a" * 60 + "!"])
+    try:
+        match = rules.Match(comm=(link.name,), cmdline=(Pattern(r"(a|aa)+$"),))
+        slow = rules.Rule("slow", match, priority.parse_policy("background"), file="s.toml",
+                          line=1)
+        gov = governor.Governor(rules.Ruleset((slow,)), None)
+        daemon_opts = daemon.Options(rules_dir=str(tmp_path), dry_run=True)
+        wait_for(lambda: "a" * 60 in " ".join(procfs.cmdline_of(proc.pid)),
+                 what="the target's command line")
+        assert gov.consider(proc.pid) is None and not gov.governed
+        st = daemon.status(gov, daemon_opts, 0.0)
+        assert st["counters"]["slow_matches"] == 1
+        assert st["problems"] == ["rule slow: its cmdline pattern ran past the 10 ms deadline "
+                                  "on some command lines, which it then did not match"]
+        gov.consider(proc.pid)
+        assert daemon.status(gov, daemon_opts, 0.0)["counters"]["slow_matches"] == 2
+    finally:
+        proc.kill()
+        proc.wait()

@@ -117,6 +117,26 @@ def test_no_bpffs_is_one_line_and_69(bed: testbed.Testbed, state_dir: Path) -> N
     assert _client_state(bed) == before
 
 
+@pytest.mark.parametrize("option", ["--dev", "--netns", "--uplink"])
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_value_is_refused_not_taken_as_the_default(
+        bed: testbed.Testbed, state_dir: Path, option: str, empty: str) -> None:
+    """`govern net --dev ''` shaped the default route's interface: an empty value is one
+    line and 64, before anything else is asked (the namespace given is the testbed's, so
+    the old behaviour could not reach a host interface)."""
+    given = {"--dev": bed.client_dev, "--netns": bed.client_ns, option: empty}
+    r = bb("govern", "net", *(x for kv in given.items() for x in kv))
+    assert r.returncode == 64, r.err
+    assert r.err.count("\n") == 1 and f"{option} is empty" in r.err, r.err
+
+
+def test_a_slow_uplink_is_refused_before_anything_changes(bed: testbed.Testbed,
+                                                          state_dir: Path) -> None:
+    r = bb("govern", "net", "--dev", bed.client_dev, "--netns", bed.client_ns,
+           "--uplink", "8400bit")
+    assert r.returncode == 64 and "is below 20kbit" in r.err, r.err
+
+
 SERVE = """
 import sys
 from backburner.net import service

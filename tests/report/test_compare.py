@@ -118,3 +118,38 @@ def test_a_run_that_stopped_once_decided_is_compared_by_its_sequence(tmp_path: P
     assert {r.ratio.method for r in fixed.rows} == {"bootstrap"}
     assert all(s.ratio.hi - s.ratio.lo > f.ratio.hi - f.ratio.lo
                for s, f in zip(seq.rows, fixed.rows, strict=True))
+
+
+def test_a_gate_with_no_cell_in_common_fails_with_its_own_status(tmp_path: Path) -> None:
+    """A CI gate that compared nothing must not pass: not 0, and not the gate's 1 either."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    make_db(a, trials=6)
+    make_db(b, trials=6, probe="another --version")
+    for gate in (["--fail-if-slower", "10"], ["--fail-if-changed"]):
+        r = bb("compare", a, b, *gate)
+        assert r.returncode == 65, r.err
+        assert "no cells in common" in r.out and "compared nothing" in r.err
+    assert bb("compare", a, b).returncode == 0  # no gate asked for: a listing, as before
+
+
+def test_compare_shows_whether_the_protection_changed(tmp_path: Path) -> None:
+    """Both starts slower in B, but only the loaded one's ratio to its own unloaded run
+    moved: 'worse' for it, and the column shows both ratios."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    base = {("bfq", "none", "-"): 0.3, ("bfq", LOAD, "default"): 0.33}
+    make_db(a, medians=base, trials=10)
+    make_db(b, medians={("bfq", "none", "-"): 0.45, ("bfq", LOAD, "default"): 1.5},
+            trials=10, seed=2)
+    result = report.compare_reports(report.load(a), report.load(b))
+    (row,) = [r for r in result.rows if r.cell.load == LOAD]
+    assert row.protection == "worse"
+    assert row.protection_a is not None and row.protection_b is not None
+    assert row.protection_a.ratio == pytest.approx(1.1, rel=0.1)
+    assert row.protection_b.ratio == pytest.approx(1.5 / 0.45, rel=0.1)
+    text = report.render_compare(result, width=250)
+    assert "Unloaded\u00d7 A\u2192B" in text and "worse" in text
+    # the same database on both sides: the protection did not move
+    same = report.compare_reports(report.load(a), report.load(a))
+    assert {r.protection for r in same.rows} == {"unclear", "none"}
+    narrow = report.render_compare(result, width=90)
+    assert "worse" in narrow

@@ -169,3 +169,82 @@ def test_group_plot_files_are_unique_for_a_long_probe(tmp_path: Path) -> None:
     assert len(paths) == len(set(paths)) == 3  # one per load, "none" too
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
         Path(p).name for p in paths)
+
+
+def _drawn_texts(fig) -> list[str]:
+    """Every text of a figure as drawn: titles, axis labels, legends, and the labels of
+    every major and minor tick in view."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    ticks = [t for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for minor in (False, True)
+             for t in axis.get_ticklabels(minor=minor)]
+    return [t.get_text() for t in [*fig.findobj(Text), *ticks]
+            if t.get_visible() and t.get_text()]
+
+
+def test_no_axis_label_or_tick_is_raw_mathtext(tmp_path: Path) -> None:
+    """With mathtext off (a `$` in a probe's name stays a `$`), matplotlib's own log tick
+    labels printed as `$\\mathdefault{2\\times10^{-1}}$` (the ECDF's x axis, and every
+    `report --plot` PNG of it): every tick is a plain number."""
+    path = tmp_path / "r.db"  # 0.18 s to 1.95 s: a log axis of barely more than a decade
+    make_db(path, medians={("bfq", "none", "-"): 0.18, ("bfq", LOAD, "default"): 1.95,
+                           ("bfq", LOAD, "background"): 0.2}, trials=12, spread=0.01)
+    data = report.load(str(path))
+    figs = plot.figures(data)
+    assert any(pf.kind == "ecdf" and pf.figure.axes[0].get_xscale() == "log" for pf in figs)
+    for pf in figs:
+        texts = _drawn_texts(pf.figure)
+        assert texts, pf.name
+        bad = [t for t in texts if "\\mathdefault" in t or "\\times" in t or t.startswith("$")]
+        assert bad == [], (pf.name, bad)
+        pf.figure.clear()
+
+
+def test_a_policy_has_one_colour_in_every_plot_of_every_report(tmp_path: Path) -> None:
+    """`default` was orange where a run also had `background`, and blue where it had not:
+    a colour is the policy's own, whatever else the report holds."""
+    one, two = tmp_path / "one.db", tmp_path / "two.db"
+    make_db(one, medians={("bfq", "none", "-"): 0.3, ("bfq", LOAD, "default"): 0.9})
+    make_db(two, medians={("bfq", "none", "-"): 0.3, ("bfq", LOAD, "default"): 0.9,
+                          ("bfq", LOAD, "background"): 0.35, ("bfq", LOAD, "my-own"): 0.4})
+    a, b = (plot_style.policy_colours(report.load(str(p))) for p in (one, two))
+    assert a["default"] == b["default"] == plot_style.POLICY_COLOURS["default"]
+    assert len(set(b.values())) == len(b)  # and no two policies share one
+    for pf in plot.figures(report.load(str(two))):
+        for art in gid_artists(pf.figure, "samples:") + gid_artists(pf.figure, "ecdf:"):
+            policy = art.get_gid().rsplit("|", 1)[1]
+            got = art.get_color() if hasattr(art, "get_xdata") else art.get_facecolor()[0]
+            assert to_hex(got) == to_hex(b[policy]), (pf.name, policy)
+        pf.figure.clear()
+
+
+def test_scatter_labels_clear_their_bars_and_each_other(data: report.ReportData) -> None:
+    """A label sat on its point's horizontal bar (struck through) and two collided: each
+    label's box, as drawn, now meets neither its own bars nor another label."""
+    from matplotlib.path import Path as MPath
+
+    (pf,) = [f for f in plot.figures(data) if f.kind == "scatter"]
+    fig = pf.figure
+    _drawn_texts(fig)
+    renderer = fig.canvas.get_renderer()
+    from matplotlib.text import Text
+
+    def text_box(a):  # noqa: ANN001, ANN202 - the text as drawn, not its leader line
+        a.update_positions(renderer)
+        return Text.get_window_extent(a, renderer)
+
+    boxes = {a.get_gid()[6:]: text_box(a) for a in gid_artists(fig, "label:")}
+    assert len(boxes) == len(data.cells)
+    items = list(boxes.items())
+    for i, (k1, b1) in enumerate(items):
+        for k2, b2 in items[i + 1:]:
+            assert not b1.overlaps(b2), (k1, k2)
+    for bars in gid_artists(fig, "bars:"):
+        box = boxes[bars.get_gid()[5:]]
+        for seg in bars.get_segments():
+            shown = MPath(bars.get_transform().transform(seg))
+            assert not shown.intersects_bbox(box, filled=True), bars.get_gid()
+    fig.clear()

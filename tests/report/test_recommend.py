@@ -43,6 +43,10 @@ def _check_command(line: str, root: Path) -> None:
     if getattr(args, "policy", None) is not None:
         priority.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
     if args.cmd == "apply":
+        for unit in args.unit:  # the placeholder, as the user's real unit would be there
+            name = unit if "." in unit else f"{unit}.service"
+            (root / "lib/systemd/system").mkdir(parents=True, exist_ok=True)
+            (root / "lib/systemd/system" / name).write_text("[Service]\n")
         r = bb(*argv[1:], "--dry-run", "--root", str(root))
         assert r.returncode == 0, r.err
 
@@ -131,3 +135,19 @@ def test_the_scheduler_rule_is_for_the_class_of_disk_measured(
                            "   # "), line
     args = build_parser().parse_args(shlex.split(line.split("   #")[0])[1:])
     assert args.devices == ("non-rotational" if devices else None)
+
+
+def test_the_headline_is_the_comparison_the_user_came_for(tmp_path: Path) -> None:
+    """The slowest unprotected start of the load against the recommended one, as the
+    report's medians: what the demo and every bench end with (`answer`)."""
+    cells = {("mq-deadline", "none", "-"): 0.27, ("mq-deadline", LOAD, "default"): 4.1,
+             ("bfq", "none", "-"): 0.26, ("bfq", LOAD, "default"): 0.9,
+             ("bfq", LOAD, "background"): 0.28}
+    rec = _recommend(tmp_path / "r.db", cells)
+    assert re.fullmatch(rf"under {LOAD} a start of gimp --version takes 4\.\d+ s unprotected "
+                        r"on mq-deadline and 0\.2\d+ s on bfq \+ background "
+                        r"\(1\.\d\d\u00d7 its unloaded 0\.2\d+ s\)", rec.headline), rec.headline
+    text = recommend.answer([rec])
+    assert text.splitlines()[0] == f"answer: {rec.headline}"
+    assert [ln.removeprefix("  $ ") for ln in text.splitlines()[1:]] == list(rec.commands)
+    assert f"  In short: {rec.headline}" in recommend.render([rec])

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import TIMEOUT, bb, timed_reads, wait_for
+from helpers import TIMEOUT, bb, plant_modules, timed_reads, wait_for
 
 from backburner import system
 from backburner.errors import ExistsError, NotFoundError, SystemStateError, UsageError
@@ -342,6 +342,25 @@ def test_restore_after_the_daemon_is_killed(tmp_path: Path, state_dir: Path) -> 
     # (by then its backing file's name would no longer be under the work directory)
     backing = Path("/sys/block", os.path.basename(dev), "loop", "backing_file")
     assert not backing.exists() or backing.read_text().strip() != f"/{device.SERVED_NAME}"
+
+
+def test_create_from_a_directory_a_local_user_filled_imports_none_of_it(
+        tmp_path: Path, state_dir: Path) -> None:
+    """The installed command run by root from a directory holding a planted `backburner/`
+    and `json.py`: the daemon it starts (`python -m backburner.slowdisk.daemon`) imports
+    neither, and the disk works."""
+    planted, marker = tmp_path / "planted", tmp_path / "imported"
+    plant_modules(planted, marker)
+    command = str(Path(sys.executable).with_name("backburner"))
+    r = subprocess.run([command, "slowdisk", "create", "--profile", "sdcard", "--size", "16M",
+                        str(tmp_path / "img")], cwd=planted, capture_output=True, text=True,
+                       timeout=TIMEOUT, check=False)
+    assert r.returncode == 0, r.stderr
+    try:
+        assert device.find(r.stdout.strip()).disk is not None
+    finally:
+        assert bb("slowdisk", "remove", r.stdout.strip()).returncode == 0
+    assert not marker.exists(), marker.read_text()
 
 
 # --- bad input ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ names, one file after the writer closes, one writer at a time, and an old versio
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -313,3 +314,15 @@ def test_a_name_taken_while_the_database_is_built_is_never_replaced(
     assert sorted(os.listdir(tmp_path)) == ["precious", "r.db"]
     assert path.read_bytes() == (b"theirs" if planted == "file" else b"precious")
     assert target.read_bytes() == b"precious"
+
+
+def test_a_name_that_is_not_utf8_is_a_name_like_any(tmp_path: Path) -> None:
+    """Any bytes are a file name: `report $'bad\\xff\\xfe.db'` was a traceback."""
+    name = os.fsdecode(os.fsencode(tmp_path) + b"/bad\xff\xfe.db")
+    s = Store.create(name)
+    s.add_run("c", {}, 0, {}, "v")
+    s.close()
+    assert len(Store.open(name, readonly=True).runs()) == 1
+    Path(name + "x").write_text("not a database\n" * 50)
+    with pytest.raises(DataError):
+        Store.open(name + "x", readonly=True)

@@ -4,9 +4,12 @@ as PID 1: what systemd itself answers is checked in the guest, tests/vm)."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import socket
 import subprocess
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -73,3 +76,68 @@ def test_error_replies_become_our_errors(name: str, kind: str, status: int) -> N
 def test_the_property_of_unset_weights_is_systemds() -> None:
     assert bus.WEIGHT_UNSET == 18446744073709551615  # (uint64_t) -1, CGROUP_WEIGHT_INVALID
     assert os.path.basename(bus.PRIVATE) == "private"
+
+
+@pytest.fixture
+def fake_peer(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """A socket where something that is not systemd answers: `silent` (accepts, says
+    nothing), `garbage` (random bytes at once), `ok-then-garbage` (accepts the
+    authentication, then answers a call with garbage)."""
+    threads: list[threading.Thread] = []
+    stop = threading.Event()
+
+    def serve(listener: socket.socket, mode: str) -> None:
+        rng = random.Random(7)
+        listener.settimeout(10)
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(10)
+            try:
+                if mode == "garbage":
+                    conn.sendall(bytes(rng.getrandbits(8) for _ in range(600)))
+                elif mode == "ok-then-garbage":
+                    while b"BEGIN" not in conn.recv(4096):
+                        conn.sendall(b"OK 0123456789abcdef0123456789abcdef\r\n")
+                    conn.recv(4096)
+                    conn.sendall(b"l" + bytes(rng.getrandbits(8) for _ in range(600)))
+                stop.wait(10)
+            except OSError:
+                pass
+
+    def start(mode: str) -> str:
+        path = str(tmp_path / f"peer-{mode}")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(1)
+        t = threading.Thread(target=serve, args=(listener, mode), daemon=True)
+        t.start()
+        threads.append(t)
+        return path
+
+    yield start
+    stop.set()
+    for t in threads:
+        t.join(15)
+
+
+@pytest.mark.parametrize("mode", ["silent", "garbage", "ok-then-garbage"])
+@pytest.mark.parametrize("where", ["bus", "private"])
+def test_a_peer_that_is_not_dbus_is_unavailable_in_one_line(
+        mode: str, where: str, fake_peer: Callable[[str], str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Something else at the bus's address or at systemd's private socket, silent or
+    speaking garbage before or after authentication: 69 in one line, never a traceback."""
+    peer = fake_peer(mode)
+    if where == "bus":
+        monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={peer}")
+        monkeypatch.setattr(bus, "PRIVATE", str(tmp_path / "no-private-socket"))
+    else:
+        monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={tmp_path / 'no-bus'}")
+        monkeypatch.setattr(bus, "PRIVATE", peer)
+    with pytest.raises(UnavailableError) as err, bus.Bus.connect(timeout_s=1.0) as b:
+        b.call("/org/freedesktop/systemd1", "org.freedesktop.DBus.Peer", "Ping",
+               timeout_s=1.0)
+    assert err.value.exit_status == 69 and "\n" not in str(err.value), str(err.value)

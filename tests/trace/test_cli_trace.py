@@ -490,3 +490,14 @@ def test_readme_demo_puts_sched_yield_first(tmp_path: Path, state_dir: Path) -> 
     # (on a quiet machine B is 5-10x A; other load preempts both, so only the direction
     # is asserted here)
     assert switches["median_b"] > switches["median_a"], switches
+
+
+def test_compare_runs_by_default_what_can_show_a_change(tmp_path: Path, state_dir: Path) -> None:
+    """`trace compare` with no --runs: as many runs a side as can call a change (it used
+    to run once, then say that one run cannot show a change)."""
+    r = bb("trace", "compare", "-q", "--engine", "none", "--format", "json", "--",
+           "true", "--", "true")
+    assert r.returncode == 0, r.err
+    data = json.loads(r.out)
+    assert data["a"]["runs"] == data["b"]["runs"] == 4
+    assert not any("cannot show a change" in n for n in data["notes"]), data["notes"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 
 from .. import logtail, safepath, spawn
@@ -69,8 +68,8 @@ class Governor:
                       os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
             self.child = spawn.launch(
-                [sys.executable, "-m", "backburner", "govern", "run", "--rules", self.rules,
-                 "--no-defaults", "--ready-file", self.ready, "-q"],
+                spawn.python_module("backburner", "govern", "run", "--rules", self.rules,
+                                    "--no-defaults", "--ready-file", self.ready, "-q"),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, new_group=True,
                 die_with_parent=True)
         finally:

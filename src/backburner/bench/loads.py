@@ -30,7 +30,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -206,8 +205,8 @@ def require_fio() -> str:
 
 
 def _installer_argv(archive: str, dest: str, once: bool, progress: str) -> list[str]:
-    argv = [sys.executable, "-m", "backburner.bench.installer", "run", "--archive", archive,
-            "--dest", dest, "--progress", progress]
+    argv = spawn.python_module("backburner.bench.installer", "run", "--archive", archive,
+                               "--dest", dest, "--progress", progress)
     return argv + (["--once"] if once else [])
 
 
@@ -267,8 +266,9 @@ class Load:
                                     cwd=self.dir, stdout=subprocess.DEVNULL),
                    "laying out fio files")
         elif self.spec.kind == "install-loop":
-            _check(spawn.run_helper([sys.executable, "-m", "backburner.bench.installer", "make",
-                                     "--archive", self._archive], cwd=self.dir),
+            _check(spawn.run_helper(spawn.python_module("backburner.bench.installer", "make",
+                                                         "--archive", self._archive),
+                                    cwd=self.dir),
                    "making the archive")
         elif self.spec.kind == "copy":
             require_fio()
@@ -299,8 +299,9 @@ class Load:
             one = shlex.join(_installer_argv(self._archive, dest, True, self.progress))
             return ["sh", "-c", f"while :; do {one} || exit 1; done"]
         if kind == "copy":
-            return [sys.executable, "-m", "backburner.bench.copier", self._copy_src,
-                    os.path.join(self.dir, "copy.dst"), "--progress", self.progress]
+            return spawn.python_module("backburner.bench.copier", self._copy_src,
+                                       os.path.join(self.dir, "copy.dst"), "--progress",
+                                       self.progress)
         if kind == "cmd":
             return ["sh", "-c", self.spec.command]
         if self.installation is not None:

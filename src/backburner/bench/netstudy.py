@@ -29,7 +29,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -83,7 +82,7 @@ def _by_attribution(attribution: str) -> dict[str, Any]:
 
 def _client(bed: testbed.Testbed, args: list[str], procs: tuple[str, ...] = ()) -> spawn.Child:
     """`net.client` in the client namespace, its stdout and stderr piped (both short)."""
-    return spawn.launch([sys.executable, "-m", "backburner.net.client", *args],
+    return spawn.launch(spawn.python_module("backburner.net.client", *args),
                         netns=bed.client_netns_path, stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, cgroup_procs=procs, new_group=True,
                         die_with_parent=True)

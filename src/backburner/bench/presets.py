@@ -80,12 +80,13 @@ def office_probe() -> str:
         argv = [office, "--headless", "--norestore", "--terminate_after_init"]
         return f"office={shlex.join(argv)}"
     # the packages come from our own environment: named, as the probe's program is
-    # resolved to the real interpreter (a venv's python is a link to the system's)
+    # resolved to the real interpreter (a venv's python is a link to the system's); -P
+    # keeps the working directory off sys.path (a json.py there is not imported as root)
     import sysconfig
 
     return "office-standin=" + shlex.join([
         "env", f"PYTHONPATH={sysconfig.get_paths()['purelib']}",
-        os.path.realpath(sys.executable), "-c",
+        os.path.realpath(sys.executable), "-P", "-c",
         "import matplotlib.pyplot, numpy, email.parser, http.client, asyncio, json"])
 
 

@@ -96,13 +96,38 @@ def header(plan: AnyPlan, path: str, *, left: int | None = None) -> str:
 
 @dataclass
 class Progress:
-    """What the UI shows; the runner calls `update` after every slot."""
+    """What the UI shows; the runner calls `update` after every slot. `total` shrinks as
+    a run until decided skips the slots of decided cells, so the time left is estimated
+    from the slots still to run at the pace of those run so far, and bounded by the time
+    budget (`deadline`, on the monotonic clock) when there is one. `events`: lines for
+    the user (a time budget that ended cells), appended once each."""
 
     total: int
     done: int = 0
     cell: str = ""
     last: str = ""
     events: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    done_at_start: int = 0  # slots done before this session (a resumed run)
+    deadline: float | None = None
+
+    def left_s(self, now: float | None = None) -> float | None:
+        """Seconds left, estimated; None before the first slot of this session ends."""
+        now = time.monotonic() if now is None else now
+        ran = self.done - self.done_at_start
+        if ran <= 0:
+            return None
+        pace = (now - self.started) / ran
+        left = max(self.total - self.done, 0) * pace
+        if self.deadline is not None:  # past it, each cell stops at its block's end
+            left = min(left, max(self.deadline - now, 0.0) + pace)
+        return left
+
+    def left_text(self, now: float | None = None) -> str:
+        left = self.left_s(now)
+        if left is None:
+            return "time left: estimating"
+        return f"about {fmt_duration(round(left))} left" if left >= 1 else "almost done"
 
 
 Reporter = Callable[[Progress], None]
@@ -260,6 +285,7 @@ class Bench:
         self._reload_history()
         progress = Progress(total=len(slots), done=sum(
             1 for s in slots if (s.cell.key, s.round) in done))
+        progress.done_at_start = progress.done
         with self.executor.open() as facts:
             self.store.update_environment(self.run_id, {"device": facts})
             log.debug("phase: trials")
@@ -270,6 +296,8 @@ class Bench:
                 if self.stopper and self.stopper.skips(slot):
                     progress.total -= 1  # a decided cell's slot is not run
                     continue
+                if self.stopper:
+                    progress.deadline = self.stopper.deadline()
                 progress.cell = slot.cell.label + (" (warm-up)" if slot.warmup else "")
                 self.report(progress)
                 trial = self.run_slot(slot)
@@ -282,8 +310,16 @@ class Bench:
                 progress.last = f"{trial['status']} {wall:.3f}s" if wall else trial["status"]
                 self.report(progress)
         if self.stopper:  # why each cell stopped, for the report
+            reasons = self.stopper.finish()
+            ended = [c.label for c in self.plan.cells if reasons.get(c.key) == "max-time"]
+            if ended and self.cfg.max_time_s:
+                progress.events.append(
+                    f"the time budget ({fmt_duration(self.cfg.max_time_s)} of trials, "
+                    f"--max-time) ended {len(ended)} cell{'s' if len(ended) != 1 else ''} "
+                    f"before {'they were' if len(ended) != 1 else 'it was'} decided: "
+                    + "; ".join(ended))
             self.report(progress)  # the slots skipped after the last one that ran
-            self.store.update_environment(self.run_id, {"stopping": self.stopper.finish()})
+            self.store.update_environment(self.run_id, {"stopping": reasons})
         self.store.finish_run(self.run_id)
 
     def _reload_history(self) -> None:

@@ -106,6 +106,13 @@ class Stopper:
         judged = [c for c in self.cells if not c.unloaded and c.baseline() == cell]
         return "decided" if all(self._stops(c) for c in judged) else None
 
+    def deadline(self) -> float | None:
+        """When the time budget ends, on this stopper's clock (None: no budget, or the
+        trials have not begun)."""
+        if self.max_time_s is None or self.started is None:
+            return None
+        return self.started + self.max_time_s
+
     def finish(self) -> dict[str, str]:
         """Every cell's reason to have stopped: the ones that ran out of slots ran out of
         rounds (max-runs)."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..errors import NotFoundError, UsageError
+from .. import infile
+from ..errors import UsageError
 from ..units import parse_duration
 
 #: key -> (config field, type): "list" takes a string or a list of strings
@@ -56,13 +56,14 @@ class Study:
     notes: tuple[str, ...] = ()  # one line each: a deprecated key and what replaces it
 
 
+#: Far beyond any real study file (a few hundred lines of TOML): a bigger file is not one.
+MAX_STUDY_BYTES = 1 << 20
+
+
 def load(path: str) -> Study:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotFoundError(f"study file {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"study file {path} cannot be read: {err}") from None
+    """The study file at `path`, read through `infile`: a FIFO, a device or a huge file
+    named as one is refused in one line, not read until memory runs out."""
+    text = infile.read_text(path, "study file", MAX_STUDY_BYTES)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -68,9 +68,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
         io_weight=args.io_weight, cpu_weight=args.cpu_weight)
     files = apply.plan(rules, args.unit, policy, args.net, costs)
-    if args.dry_run:
-        print(apply.render(files, args.root), end="")
-        return 0
+    # a dry run refuses what the run refuses (it only need not be root)
     if costs and os.path.abspath(args.root) == "/" and not args.force:
         from ..kernel import levers
 
@@ -79,6 +77,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
         _check_net_here()
     if args.unit and not args.force:
         _check_units([*args.unit, *([apply.NET_SERVICE] if args.net else [])], args.root)
+    if args.dry_run:
+        apply.preflight(files, args.root, force=args.force, as_root=False)
+        print(apply.render(files, args.root), end="")
+        return 0
     recover_if_needed()
     apply.install(files, args.root, force=args.force, report=print)
     if args.root == "/":
@@ -167,7 +169,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="CPUWeight= (1-10000)")
     p.add_argument("--root", metavar="DIR", default="/",
                    help="install under DIR instead of / (a staging root for an image)")
-    p.add_argument("--dry-run", action="store_true", help="print the files, change nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the files, change nothing "
+                   "(refusing what apply would refuse, with the same exit status)")
     p.add_argument("--force", action="store_true",
                    help="replace a file at our paths that backburner did not write; take a "
                    "scheduler name neither mainline Linux nor this machine has, or a unit "

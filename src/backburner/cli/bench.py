@@ -203,12 +203,25 @@ def _finish(path: str, args: argparse.Namespace) -> int:
             report.export_to(data, fmt, out, tolerance=tolerance)
     if not args.quiet:
         print(f"results: {path}" + (f"\nreport:  {html}" if html else ""))
+        print(_answer(data, tolerance), end="")
     failed = [c.label for c in data.cells if not c.samples()]
     if failed and not (args.ignore_failure or data.runs[-1].config.get("ignore_failure")):
         err(f"{len(failed)} cell(s) without a successful trial: {'; '.join(failed[:3])}"
             + ("; ..." if len(failed) > 3 else ""))
         return 1
     return 0
+
+
+def _answer(data, tolerance: float) -> str:  # noqa: ANN001 - report.ReportData
+    """The run's last lines: the comparison it was run for and the commands that apply it
+    (`report --recommend`'s; nothing where it has no loaded cell to recommend from)."""
+    from ..errors import DataError
+    from ..report import recommend
+
+    try:
+        return recommend.answer(recommend.recommend(data, tolerance=tolerance))
+    except DataError:
+        return ""
 
 
 def _this_run(path: str):  # noqa: ANN202 - Filter | None
@@ -276,10 +289,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help=argparse.SUPPRESS)
     how = p.add_argument_group("how it is measured")
     how.add_argument("-r", "--runs", "--trials", dest="trials", type=int, metavar="N",
-                     help="a fixed number of counted trials per cell (default 10)")
+                     help="a fixed number of counted trials per cell: the default mode, "
+                     "with 10 (a --preset may choose the other mode, until decided)")
     how.add_argument("-m", "--min-runs", type=int, metavar="N",
-                     help="run each cell until its verdict is decided (slower, faster or "
-                     "within the tolerance), with at least N trials (default 6)")
+                     help="the other mode: run each cell until its verdict is decided "
+                     "(slower, faster or within the tolerance), with at least N trials "
+                     "(default 6); -m, -M or --max-time choose it")
     how.add_argument("-M", "--max-runs", type=int, metavar="N",
                      help="until decided, with at most N trials per cell (default 100)")
     how.add_argument("--max-time", type=_duration, metavar="DURATION",

@@ -104,6 +104,9 @@ def add_force(p: argparse.ArgumentParser, what: str = "the -o file") -> None:
 def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,
                 **kw: object) -> argparse.ArgumentParser:
     kw.setdefault("formatter_class", HelpFormatter)
+    if kw.get("help") and not kw.get("description"):  # `COMMAND --help` says what it does
+        text = str(kw["help"])
+        kw["description"] = text[0].upper() + text[1:] + ("" if text.endswith(".") else ".")
     p = sub.add_parser(name, **kw)  # type: ignore[arg-type]
     p.set_defaults(handler=handler)
     return p

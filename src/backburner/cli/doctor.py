@@ -15,8 +15,8 @@ EPILOG = f"""\
 exit status:
   0   the main job (backburner bench --preset quick) can run here
   {UnavailableError.exit_status}  it cannot: the missing lines of "What the main job needs" say why
-It changes nothing: it reads sysfs, procfs and PATH, runs `perf stat -e instructions
-true`, and only asks systemd's D-Bus API and the result database whether they answer."""
+It changes nothing: it reads sysfs, procfs and PATH, and only asks systemd's D-Bus API
+and the result database whether they answer."""
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 
+from .. import units
 from .common import add_command, add_format, err, recover_if_needed
 
 
@@ -23,7 +24,8 @@ def _run(args: argparse.Namespace) -> int:
                                         quiet=args.quiet))
     err(f"govern: {stopped.reason}; "
         + ("nothing was changed (dry run)" if args.dry_run else
-           f"everything it changed is put back ({stopped.governed} processes were governed)"))
+           "everything it changed is put back ("
+           + units.plural(stopped.governed, "process was", "processes were") + " governed)"))
     return 0
 
 
@@ -74,10 +76,10 @@ def _explain(args: argparse.Namespace) -> int:
 def _rules_options(p: argparse.ArgumentParser, positional: bool = False) -> None:
     if positional:
         p.add_argument("dir", nargs="?", metavar="DIR",
-                       help="rules directory; None: /etc/backburner/rules.d")
+                       help="rules directory (default: /etc/backburner/rules.d)")
     else:
         p.add_argument("--rules", metavar="DIR",
-                       help="rules directory; None: /etc/backburner/rules.d")
+                       help="rules directory (default: /etc/backburner/rules.d)")
     p.add_argument("--no-defaults", action="store_true",
                    help="leave out the built-in rules shipped with backburner")
 

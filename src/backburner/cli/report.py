@@ -9,7 +9,7 @@ import sys
 import time
 
 from .. import outfile
-from ..errors import UsageError
+from ..errors import DataError, UsageError
 from ..report.export.registry import FORMATS as EXPORT_FORMATS
 from ..store import Filter
 from .common import add_command, add_format, deprecated, err, finite, fraction
@@ -144,6 +144,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         b = report.load(args.after, selection(args))
         results = [report.compare_reports(a, b, tolerance=args.tolerance)]
         print(report.render_compare(results[0], color=color))
+    if (args.fail_if_slower is not None or args.fail_if_changed) \
+            and any(not result.rows for result in results):
+        raise DataError("the gate compared nothing: no cell in common",
+                        "a gate that compares nothing must not pass: run the same cells "
+                        "(probe, scheduler, load, policy, preparation) in both")
     failing = [f for result in results for f in report.gate(
         result, slower_than=args.fail_if_slower, changed=args.fail_if_changed)]
     if failing:
@@ -227,6 +232,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="'equivalent' band, as a fraction between 0 and 1")
     c.add_argument("--fail-if-slower", type=percent, metavar="PCT",
                    help="exit 1 if a cell of B is slower than A by more than PCT percent "
-                   "(its whole B/A interval above 1 + PCT/100): a CI regression gate")
+                   "(its whole B/A interval above 1 + PCT/100): a CI regression gate; "
+                   "exit 65 if no cell is in common (nothing was compared)")
     c.add_argument("--fail-if-changed", action="store_true",
-                   help="exit 1 if a cell changed either way beyond the tolerance")
+                   help="exit 1 if a cell changed either way beyond the tolerance (65 if "
+                   "no cell is in common)")

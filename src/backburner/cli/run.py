@@ -59,7 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ..net import background
 
         net = background.check(args.net, args.net_dev, args.netns, args.net_uplink)
-    elif args.net_dev or args.netns or args.net_uplink:
+    elif any(x is not None for x in (args.net_dev, args.netns, args.net_uplink)):
         raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
@@ -190,8 +190,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "or weight does nothing on the disk of the working directory, / or /var")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,
-                help="list the built-in policies and what each sets")
+                help="list the built-in policies and what each sets",
+                description="List the built-in policies that `run --policy`, `apply "
+                "--policy` and govern's rules take: for each, the IO class, CPU policy and "
+                "cgroup weights it sets, and what it is for.")
     r = add_command(sub, "restore", cmd_restore,
-                    help="undo system changes left by an interrupted run")
+                    help="undo system changes left by an interrupted run",
+                    description="Put back what an interrupted run left changed (scheduler "
+                    "settings, cgroups, mounts, loop devices, priorities), from the journals "
+                    "under the state directory, and remove the empty groups of jobs that "
+                    "have ended. A process re-prioritised by `run --pid` that still runs is "
+                    "left as it is unless named with --pid. Every command that changes the "
+                    "machine does this first; `restore` does it now.")
     r.add_argument("--pid", type=int, help="put back now what `run --pid PID` changed on a "
                    "process that still runs")

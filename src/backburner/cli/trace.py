@@ -147,9 +147,15 @@ def _engines(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_record_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs", type=bounded_int(1, 1000), default=1,
-                   help="run the command this many times (5 lets diff call changes)")
+#: `compare`'s default: the fewest runs a side that can call a change at p < 0.05 (fully
+#: separated, p = 2 / C(8, 4) = 0.029; 3 a side reach only 0.10): its diff is its point.
+COMPARE_RUNS = 4
+
+
+def _add_record_options(p: argparse.ArgumentParser, runs: int = 1) -> None:
+    p.add_argument("--runs", type=bounded_int(1, 1000), default=runs,
+                   help=f"run each command this many times (default: {runs}; 4 or more a "
+                   "side let diff call changes)")
     p.add_argument("--engine", default="auto", choices=("auto", "perf", "strace", "none"),
                    help="tracer: auto = the cheapest that can run here (perf, then strace); "
                    "none = counters only")
@@ -205,11 +211,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = add_command(s, "compare", _compare,
                     help="record two commands interleaved, then diff them",
                     description="Runs CMD_A and CMD_B alternately (A B B A ...), each --runs "
-                    "times, traced the same way, then prints the diff (A is the reference). "
+                    f"times ({COMPARE_RUNS} by default: the fewest that can show a change), "
+                    "traced the same way, then prints the diff (A is the reference). "
                     "Exits 0 once the diff is printed; runs that failed are named in its "
                     "notes. ^C or SIGTERM stops every run and exits 130 / 143 with "
                     "nothing written. CMD_A cannot contain a bare -- (wrap it in sh -c).")
-    _add_record_options(c)
+    _add_record_options(c, runs=COMPARE_RUNS)
     c.add_argument("-o", "--output", metavar="PREFIX",
                    help="also keep the traces as PREFIX-a.json and PREFIX-b.json")
     _add_view_options(c, html=True)

@@ -188,17 +188,18 @@ def fanotify(f: Facts) -> Check:
 
 
 def perf(f: Facts) -> Check:
+    """What `trace` uses by default when it can (`trace engines`): perf's syscall
+    tracepoints; without them trace falls back to strace, slower."""
+    use = "trace's default engine, bench --trace"
     if f.tools.get("perf") is None:
-        return _check("perf", False, "not found on PATH", "trace, bench --trace",
+        return _check("perf", False, "not found on PATH: trace uses strace instead", use,
                       "apt-get install linux-perf (Ubuntu: linux-tools-$(uname -r))")
-    ok = f.perf_stat is None
-    why = str(f.perf_stat or "")
-    fix = ("sysctl kernel.perf_event_paranoid=1, or run it as root"
-           if "paranoid" in why or "ermission" in why else
-           "a machine (or a VM) with a hardware PMU for the instructions counter"
-           if "PMU" in why else "see perf's message above")
-    return _check("perf", ok, "perf stat -e instructions: " + ("works" if ok else why),
-                  "trace, bench --trace", fix)
+    ok = f.perf_trace is None
+    why = str(f.perf_trace or "")
+    fix = ("run it as root (perf trace needs the tracepoints; perf_event_paranoid)"
+           if "root" in why or "paranoid" in why else "see perf's message above")
+    return _check("perf", ok, "perf trace (syscall tracepoints): " + (
+        "can run" if ok else f"{why}; trace uses strace instead"), use, fix)
 
 
 def report_extras(f: Facts) -> Check:

@@ -67,7 +67,7 @@ class Facts:
     fanotify: bool
     tools: dict[str, str | None]  # name -> where on PATH (None: not found)
     modules: dict[str, bool]  # importable
-    perf_stat: str | None  # why `perf stat -e instructions true` failed; None: it worked
+    perf_trace: str | None  # why trace's perf engine cannot run here; None: it can
     work_dir: str
     free_bytes: int | None  # free in the work directory's filesystem
     net_cls: bool = False  # the cgroup v1 net_cls controller (/proc/cgroups): see netcls
@@ -151,21 +151,15 @@ def systemd_answer() -> str | None:
     return None
 
 
-def perf_stat(perf: str | None) -> str | None:
+def perf_trace(perf: str | None) -> str | None:
+    """Why `trace`'s perf engine cannot run here, as `trace engines` says it (one answer
+    for both: the engine's own); None: it can. A CPU counter (a hardware PMU) is not
+    needed, and perf is not run (it leaves a file in /tmp behind for a moment)."""
     if perf is None:
         return "perf is not installed"
-    from ..spawn import run_tool
+    from ..trace import engines
 
-    try:
-        done = run_tool([perf, "stat", "-e", "instructions", "true"], timeout=20)
-    except OSError as err:
-        return err.strerror or str(err)
-    lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-    if done.status != 0:
-        return lines[-1] if lines else f"exit status {done.status}"
-    if any("<not supported>" in ln or "<not counted>" in ln for ln in lines):
-        return "the instructions counter is not supported here (no hardware PMU)"
-    return None
+    return engines.ENGINES["perf"]().missing()
 
 
 def free_bytes(path: str) -> int | None:
@@ -208,7 +202,7 @@ def read(db: str | None = None, db_from_env: bool = False) -> Facts:
         systemd_bus=systemd_answer() if owns else None, fuse=os.path.exists("/dev/fuse"),
         fanotify=os.path.isdir("/proc/sys/fs/fanotify"), tools=tools,
         modules={m: importlib.util.find_spec(m) is not None for m in MODULES},
-        perf_stat=perf_stat(tools["perf"]), work_dir=work, free_bytes=free_bytes(work),
+        perf_trace=perf_trace(tools["perf"]), work_dir=work, free_bytes=free_bytes(work),
         net_cls=netcls.available(), db=asked, db_from_env=asked is not None and db_from_env,
         db_error=database(asked) if asked else None,
         disk_reports=tuple(disks.reports(cwd=here, systemd_owns=owns)))

@@ -170,8 +170,12 @@ def claim_of(dev: BlockDevice) -> Claim:
     moment of an open and a close: a mount or table load racing it fails "busy" once."""
     try:
         fd = os.open(dev.path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
-    except PermissionError:
-        return Claim(None, f"could not tell whether {dev.path} is claimed (needs root)")
+    except PermissionError as err:
+        if os.geteuid() != 0:
+            return Claim(None, f"could not tell whether {dev.path} is claimed (needs root)")
+        return Claim(None, f"could not tell whether {dev.path} is claimed: {err.strerror} "
+                     "even as root (a device cgroup, a security module or a missing "
+                     "capability refuses the open)")
     except OSError as err:
         if err.errno != errno.EBUSY:
             return Claim(None, f"could not open {dev.path}: {err.strerror}")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import cgroup2, disks, interrupts, proc_events, procfs, safepath, system, systemd
+from .. import units as units_
 from ..errors import BackburnerError, ExistsError
 from ..proc_events import EXEC
 from ..systemd.notify import sd_notify
@@ -55,6 +56,7 @@ class Options:
 def status(gov: Governor, opts: Options, started: float, running: bool = True
            ) -> dict[str, Any]:
     """What the status file says (docs/govern.md)."""
+    gov.note_slow_matches()
     listed = sorted(gov.governed.values(), key=lambda g: (g.parent is not None, g.pid))
     thr = gov.throttle
     stats = thr.stats if thr else throttle.PauseStats()
@@ -107,12 +109,12 @@ def _check_ready_file(path: str | None) -> None:
                           "remove it, or give a new path")
 
 
-def _ready(path: str | None) -> None:
+def _ready(path: str | None) -> tuple[int, int] | None:
     """The caller's ready file: created whole (never an existing one, never through a
     symlink) once we are subscribed and have scanned, so no process can be missed from
-    then on."""
+    then on. Returns its identity (device, inode) for `_unready`."""
     if path is None:
-        return
+        return None
     safepath.check_chain(os.path.dirname(os.path.abspath(path)), "ready file directory")
     tmp = os.path.join(os.path.dirname(os.path.abspath(path)),
                        f".{os.path.basename(path)}.{os.getpid()}")
@@ -123,8 +125,24 @@ def _ready(path: str | None) -> None:
         os.close(fd)
     try:
         os.link(tmp, path)  # never replaces a file that appeared meanwhile
+        made = os.lstat(path)
     finally:
         os.unlink(tmp)
+    return made.st_dev, made.st_ino
+
+
+def _unready(path: str | None, made: tuple[int, int] | None) -> None:
+    """The ready file goes with the daemon (a stale one would tell the next reader that a
+    daemon is ready when none runs): removed if it is still the file we made, by its
+    device and inode, never whatever is at the path now."""
+    if path is None or made is None:
+        return
+    try:
+        now = os.lstat(path)
+        if (now.st_dev, now.st_ino) == made:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 class Reload(BaseException):
@@ -184,6 +202,7 @@ def run(opts: Options) -> Stopped:
     with state.Lock(), proc_events.Connector() as conn, closing_watch(watch):
         tx_cm = nullcontext(None) if opts.dry_run else system.LiveTransaction("govern")
         gov: Governor | None = None
+        ready: tuple[int, int] | None = None
         reason = "stopped"
         try:
             with tx_cm as tx, network:  # its pacer stops before the transaction undoes
@@ -197,9 +216,9 @@ def run(opts: Options) -> Stopped:
                 if not gov.governed:
                     conn.narrow(watch.starts)
                 state.write(status(gov, opts, started))
-                _ready(opts.ready_file)
+                ready = _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
-                          f"{len(gov.governed)} processes")
+                          f"{units_.plural(len(gov.governed), 'process', 'processes')}")
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
@@ -220,6 +239,7 @@ def run(opts: Options) -> Stopped:
         except (KeyboardInterrupt, interrupts.Terminated):
             pass
         finally:
+            _unready(opts.ready_file, ready)
             if gov is not None:
                 throttle.close_triggers(gov.triggers)
                 if gov.throttle is not None:
@@ -297,7 +317,8 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     gov.scan()
     log.info("rules reloaded: %d rules from %s", len(ruleset.rules),
              ", ".join(ruleset.files) or "no files")
-    sd_notify(f"READY=1\nSTATUS=governing {len(gov.governed)} processes")
+    sd_notify("READY=1\nSTATUS=governing "
+              f"{units_.plural(len(gov.governed), 'process', 'processes')}")
 
 
 def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: float,

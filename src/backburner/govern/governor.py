@@ -29,9 +29,11 @@ from .. import priority, proc_events, procfs, system
 from ..errors import BackburnerError, NotFoundError
 from ..proc_events import COMM as COMM_EVENT
 from ..proc_events import EXEC, EXIT, FORK
+from ..units import one_line
 from . import groups as cgroups
 from . import procinfo, throttle
 from .groups import Groups
+from .pattern import MATCH_DEADLINE_S
 from .rules import Rule, Ruleset
 from .units import Placer
 
@@ -52,6 +54,7 @@ class Counters:
     lost_events: int = 0
     rescans: int = 0
     errors: int = 0
+    slow_matches: int = 0  # cmdline searches past their deadline (`pattern`): no match
 
 
 @dataclass
@@ -100,6 +103,7 @@ class Governor:
                  systemd_units: bool = False,
                  network: cgroups.Network | None = None) -> None:
         self.ruleset = ruleset
+        self._patterned = [r for r in ruleset.rules if r.match.cmdline]
         self.tx = tx
         self.dry_run = tx is None
         self.report = report
@@ -125,6 +129,7 @@ class Governor:
         """New rules (a reload): for processes that start from now on, and running ones a
         new rule matches (the caller rescans); those governed stay so until they exit."""
         self.ruleset = ruleset
+        self._patterned = [r for r in ruleset.rules if r.match.cmdline]
         self._sets_text.clear()
         self.dirty = True
 
@@ -236,7 +241,8 @@ class Governor:
             if first:
                 self.on_governing(True)
             self._put(g)
-            self.report("would govern PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
+            self.report("would govern PID %d (%s) by rule %s: %s", pid, one_line(comm),
+                        rule.name, g.sets)
             return
         try:
             if io or cpu:
@@ -265,11 +271,12 @@ class Governor:
                     self.counters.gone += 1
                     return
                 raise
-            self.problem(f"rule {rule.name}", f"PID {pid} ({comm}): {err}")
+            self.problem(f"rule {rule.name}", f"PID {pid} ({one_line(comm)}): {err}")
         if first:  # forks and exits matter from now on (those of the moment in between are
             self.on_governing(True)  # caught by the walk of its descendants just below)
         self._put(g)
-        self.report("governing PID %d (%s) by rule %s: %s", pid, comm, rule.name, g.sets)
+        self.report("governing PID %d (%s) by rule %s: %s", pid, one_line(comm), rule.name,
+                    g.sets)
         self._adopt_descendants(g)
 
     def _adopt_descendants(self, g: Governed) -> None:
@@ -365,7 +372,8 @@ class Governor:
             g.entries.append(entry)
             origin = entry.old.get("from") or ""
             g.moves[path] = ours.get(origin) or origin
-        self.report("governing PID %d (%s) by rule %s: %s", g.pid, g.comm, rule.name, g.sets)
+        self.report("governing PID %d (%s) by rule %s: %s", g.pid, one_line(g.comm),
+                    rule.name, g.sets)
 
     def _forget(self, pid: int) -> None:
         g = self._drop(pid)
@@ -392,7 +400,23 @@ class Governor:
                     groups.dirs.append(path)
         return groups
 
+    def note_slow_matches(self) -> None:
+        """Command lines a rule's cmdline pattern could not be searched in within its
+        deadline (each counted as no match): added to the count `status` shows, and each
+        such rule named once among the problems (and in the log)."""
+        for rule in self._patterned:
+            late = sum(p.timeouts for p in rule.match.cmdline)
+            if late:
+                for p in rule.match.cmdline:
+                    p.timeouts = 0
+                self.counters.slow_matches += late
+                self.dirty = True
+                self.problem(f"rule {rule.name} cmdline", f"rule {rule.name}: its cmdline "
+                             f"pattern ran past the {MATCH_DEADLINE_S * 1000:.0f} ms deadline "
+                             "on some command lines, which it then did not match")
+
     def problem(self, key: str, message: str) -> None:
+        message = one_line(message)  # it may name a process (any user's choice of name)
         if self.problems.get(key) != message:
             log.warning("%s: %s", key, message)
         self.problems[key] = message

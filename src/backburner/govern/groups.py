@@ -94,7 +94,8 @@ def network_target(ruleset: Ruleset, under_systemd: bool) -> background.Target |
                                "remove the key; for a unit: backburner apply --unit UNIT "
                                "--net background")
     net = ruleset.net
-    return background.check("background", net.dev, net.netns, net.uplink)
+    return background.check("background", net.dev, net.netns, net.uplink,
+                            options=("[net] dev", "[net] netns", "[net] uplink"))
 
 
 @dataclass

@@ -1,5 +1,7 @@
 """What `govern check`, `govern explain` and `govern status` show: gathered and formatted
-here, so the CLI only parses and prints."""
+here, so the CLI only parses and prints. Every line goes out through `units.one_line`:
+what is read from /proc (a process's name, its command line, its program's path, its
+cgroup) is any user's choice, and must neither drive the terminal nor forge a line."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from .. import procfs, units
 from ..errors import BackburnerError, NotFoundError
+from ..status import inforce, sources
 from . import load, procinfo, state
 from .rules import Rule, RuleError, Ruleset, StaticFacts, Verdict, explain
 
@@ -48,8 +51,8 @@ def check(rules_dir: str | None, defaults: bool = True) -> CheckResult:
 def format_check(result: CheckResult) -> str:
     if result.errors:
         n = len(result.errors)
-        return "\n".join([*(str(e) for e in result.errors),
-                          f"{units.plural(n, 'error')} in {len(result.files)} rule files"])
+        return _lines([*(str(e) for e in result.errors),
+                       f"{units.plural(n, 'error')} in {len(result.files)} rule files"])
     lines = []
     by_file: dict[str, list[Rule]] = {}
     for rule in result.ruleset.rules:
@@ -67,7 +70,7 @@ def format_check(result: CheckResult) -> str:
             lines.append("  (no rules)")
     n = len(result.ruleset.rules)
     lines.append(f"{units.plural(n, 'rule')} in {len(result.files)} files: OK")
-    return "\n".join(lines)
+    return _lines(lines)
 
 
 @dataclass
@@ -77,6 +80,8 @@ class Explanation:
     governing: Rule | None
     protected: str | None
     live: dict[str, Any] | None  # the running daemon's record of it, if any
+    in_force: inforce.InForce | None = None  # what the kernel has for it now
+    set_by: list[sources.Entry] = field(default_factory=list)  # who put it on the back burner
 
 
 def explain_pid(pid: int, rules_dir: str | None, defaults: bool = True) -> Explanation:
@@ -99,7 +104,8 @@ def explain_pid(pid: int, rules_dir: str | None, defaults: bool = True) -> Expla
                          and g.get("start") == procfs.start_time(pid)), None) or {}
     except BackburnerError:
         pass
-    return Explanation(facts, verdicts, governing, protected, live)
+    return Explanation(facts, verdicts, governing, protected, live, inforce.read(pid),
+                       sources.for_pid(pid))
 
 
 def format_explain(ex: Explanation) -> str:
@@ -117,14 +123,30 @@ def format_explain(ex: Explanation) -> str:
     if ex.protected:
         lines.append(f"=> not governed: {ex.protected}")
     elif ex.governing is not None:
-        lines.append(f"=> rule {ex.governing.name} governs it: {ex.governing.sets()}")
+        verb = "governs" if ex.live else "would govern"  # a daemon's own record, or none
+        lines.append(f"=> rule {ex.governing.name} {verb} it: {ex.governing.sets()}")
     else:
-        lines.append("=> no rule matches: it is left alone")
+        lines.append("=> no rule matches: govern leaves it alone")
     if ex.live is not None:
         lines.append(f"   the running daemon governs it now by rule {ex.live['rule']} since "
                      f"{_clock(ex.live['since'])}" if ex.live else
                      "   the running daemon does not govern it now")
-    return "\n".join(lines)
+    else:
+        lines.append("   no govern daemon runs: no rule is in force")
+    return _lines([*lines, *_in_force_lines(ex)])
+
+
+def _in_force_lines(ex: Explanation) -> list[str]:
+    """What the kernel has for the process now, and who set it (`backburner status`)."""
+    if ex.in_force is None:
+        return []
+    out = [f"in force now: {ex.in_force.describe()}"]
+    for e in ex.set_by:
+        out.append(f"   set by {e.by} since {_clock(e.since or 0)}: {e.sets}")
+        out += [f"   DIFFERS: {d}" for d in e.differs]
+    if not ex.set_by:
+        out.append("   set by no backburner command (as it started, or by hand)")
+    return out
 
 
 def _clock(epoch: float) -> str:
@@ -140,7 +162,9 @@ def format_status(st: dict[str, Any]) -> str:
              f"events: {c.get('events', 0)} ({c.get('execs', 0)} execs), "
              f"{c.get('matched', 0)} matched, {c.get('inherited', 0)} inherited, "
              f"{c.get('gone', 0)} skipped (exited first), {c.get('overflows', 0)} overflows, "
-             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans",
+             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans"
+             + (f", {c['slow_matches']} command lines too slow to search (not matched)"
+                if c.get("slow_matches") else ""),
              "execs seen: " + ("only those of named programs (the kernel filters them)"
                                if st.get("exec_events") == "kernel-filtered" else
                                "every one (process connector)"),
@@ -175,4 +199,8 @@ def format_status(st: dict[str, Any]) -> str:
                      + ("; FROZEN now" if t.get("frozen") else ""))
     for p in st.get("problems", []):
         lines.append(f"could not: {p}")
-    return "\n".join(lines)
+    return _lines(lines)
+
+
+def _lines(lines: list[str]) -> str:
+    return "\n".join(units.one_line(line) for line in lines)

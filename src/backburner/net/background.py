@@ -55,14 +55,47 @@ def default_dev(ns: str | None) -> str:
     raise NotFoundError("no default route to find the interface by", "give --net-dev DEV")
 
 
+#: The options that name the interface, its namespace and the uplink's rate, as `run`
+#: spells them (`govern net` passes its own)
+RUN_OPTIONS = ("--net-dev", "--netns", "--net-uplink")
+
+
+def check_given(dev: str | None, ns: str | None, uplink: str | None,
+                options: tuple[str, str, str] = RUN_OPTIONS) -> int | None:
+    """What the user gave, checked before anything else (root included): an empty value
+    is refused (one line, 64), never taken as "the default" (`--net-dev "$UNSET"` would
+    shape the default route's interface); returns the uplink's rate in bit/s."""
+    for value, option in zip((dev, ns, uplink), options, strict=True):
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} is empty", f"give a value, or leave {option} out")
+    if dev is not None and not _interface_name(dev):
+        raise UsageError(f"{options[0]} {dev!r} is not an interface name",
+                         "at most 15 characters, no '/', ':' or white space; see `ip link`")
+    if ns is not None and (ns in (".", "..") or "/" in ns or "\0" in ns or len(ns) > 255):
+        raise UsageError(f"{options[1]} {ns!r} is not a network namespace's name",
+                         "see `ip netns list`")
+    if uplink is None:
+        return None
+    uplink_bit = link.parse_rate(uplink, f" ({options[2]})")
+    policy.check_uplink(uplink_bit, f"{uplink!r} ({options[2]})")
+    return uplink_bit
+
+
+def _interface_name(name: str) -> bool:
+    """What the kernel takes as an interface's name (dev_valid_name)."""
+    return (0 < len(name) < 16 and name not in (".", "..")
+            and not any(c in "/:" or c.isspace() or c == "\0" for c in name))
+
+
 def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None, *,
-          what: str = "--net", probe_parent: str | None = None) -> Target:
+          what: str = "--net", probe_parent: str | None = None,
+          options: tuple[str, str, str] = RUN_OPTIONS) -> Target:
     """Everything `run --net` needs, asked before anything changes; one line otherwise.
     `what` names who asks; `probe_parent`: where the kernel probe's throwaway group goes
-    (`tcpopts.check`)."""
+    (`tcpopts.check`); `options`: the options that gave `dev`, `ns` and `uplink`."""
     if mode not in MODES:
         raise UsageError(f"unknown --net mode {mode!r}: {', '.join(MODES)}")
-    uplink_bit = link.parse_rate(uplink, " (--net-uplink)") if uplink else None
+    uplink_bit = check_given(dev, ns, uplink, options)
     if ns is not None and system.net.netns_identity(ns) is None:
         raise NotFoundError(f"no network namespace {ns!r}", "see `ip netns list`")
     system.require_root("shaping a job's traffic on an interface")
@@ -79,7 +112,8 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
         if q.get("root") and q.get("handle") not in ("0:", None):
             raise ExistsError(f"{target.dev} already has a root qdisc ({q.get('kind')} "
                               f"{q.get('handle')}): not replacing someone's shaping",
-                              "remove it first, or give another --net-dev")
+                              "another run or an administrator put it there: remove it "
+                              "first, or give another --net-dev")
     if by_classid:
         require_net_cls(what)
         return target

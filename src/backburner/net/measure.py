@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import signal
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 
+from .. import spawn
 from ..errors import SystemStateError
 from .testbed import PORT, SERVER_ADDR, Testbed, client
 
@@ -50,8 +50,8 @@ def scenario(bed: Testbed, downloads: int, probes: int, *,
              uploads: int = 0) -> Figures:
     """Run it; the loads run `seconds`, or (by default) until the probe is done."""
     run_s = seconds if seconds is not None else 600.0  # stopped when the probe is done
-    loads = [client(bed, [sys.executable, "-m", "backburner.net.client", kind,
-                          SERVER_ADDR, str(PORT), f"{run_s:g}"], cgroup_procs)
+    loads = [client(bed, spawn.python_module("backburner.net.client", kind, SERVER_ADDR,
+                                             str(PORT), f"{run_s:g}"), cgroup_procs)
              for kind in ["download"] * downloads + ["upload"] * uploads]
     fetch: list[float] = []
     connect: list[float] = []
@@ -59,8 +59,9 @@ def scenario(bed: Testbed, downloads: int, probes: int, *,
         if probes:
             if loads:
                 time.sleep(WARMUP_S)
-            got = _read(client(bed, [sys.executable, "-m", "backburner.net.client", "probe",
-                                     SERVER_ADDR, str(PORT), str(probes), f"{PROBE_GAP_S:g}"]))
+            got = _read(client(bed, spawn.python_module(
+                "backburner.net.client", "probe", SERVER_ADDR, str(PORT), str(probes),
+                f"{PROBE_GAP_S:g}")))
             fetch, connect = list(got["fetch_s"]), list(got["connect_s"])  # type: ignore
             for c in loads:
                 c.signal(signal.SIGTERM)

@@ -39,6 +39,8 @@ from .pacer import Pacer, Rule, WindowRule
 from .tcpopts import cc_changes
 
 WHAT = "the network service"
+#: `govern net`'s options for the interface, its namespace and the uplink's rate
+OPTIONS = ("--dev", "--netns", "--uplink")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ def check(dev: str | None, ns: str | None, uplink: str | None = None,
           root: str = cgroupbpf.BPFFS) -> Plan:
     """Everything the service needs, before anything changes; one line otherwise (69 for
     what the machine lacks)."""
+    background.check_given(dev, ns, uplink, OPTIONS)
     system.require_root("the network service")
     if background.attribution() != "cgroup2":
         raise UnavailableError(f"{WHAT} hands its programs to systemd (BPFProgram=), which "
@@ -69,7 +72,7 @@ def check(dev: str | None, ns: str | None, uplink: str | None = None,
                                f"mount -t bpf -o mode=0700 bpf {root} (systemd mounts it)")
     parent = _own_delegated_group() if systemd.manages_cgroups(systemd.read_facts()) else None
     return Plan(background.check("background", dev, ns, uplink, what=WHAT,
-                                 probe_parent=parent), root)
+                                 probe_parent=parent, options=OPTIONS), root)
 
 
 def _own_delegated_group() -> str:

@@ -19,7 +19,6 @@ import os
 import secrets
 import socket
 import subprocess
-import sys
 
 from .. import cgroup2, cgroupbpf, spawn, system
 from ..errors import SystemStateError, UnavailableError
@@ -84,7 +83,7 @@ def _probe_in_group(parent: str) -> bytes:
         group = os.path.join(parent, f"bbcheck-{secrets.token_hex(3)}")
         tx.apply(system.CgroupDir(group))
         tx.apply(system.CgroupSockOps(group, None, _PROBE_CLAMP, 2))
-        child = spawn.launch([sys.executable, "-m", "backburner.net.tcpopts"],
+        child = spawn.launch(spawn.python_module("backburner.net.tcpopts"),
                              cgroup_procs=(os.path.join(group, "cgroup.procs"),),
                              stdout=subprocess.PIPE, die_with_parent=True)
         return _probe_output(child)
@@ -110,7 +109,7 @@ def _probe_in_scope(pins: str) -> bytes:
                                 "backburner: the window clamp's kernel probe",
                                 extra=[("BPFProgram", ("a(ss)", attach))])
 
-        child = spawn.launch([sys.executable, "-m", "backburner.net.tcpopts"],
+        child = spawn.launch(spawn.python_module("backburner.net.tcpopts"),
                              before_exec=join_scope, stdout=subprocess.PIPE,
                              die_with_parent=True)
         return _probe_output(child)

@@ -21,7 +21,6 @@ import math
 import re
 import secrets
 import subprocess
-import sys
 from dataclasses import dataclass
 
 from .. import spawn, system
@@ -130,8 +129,8 @@ def start_server(bed: Testbed) -> spawn.Child:
     """The HTTP server in the server namespace, dying with us; returned once it listens.
     In a process group of its own: a ^C at the terminal is ours to handle, and stops it
     with the rest (in our group it took the ^C itself, with a traceback on the terminal)."""
-    child = spawn.launch([sys.executable, "-m", "backburner.net.server", SERVER_ADDR,
-                          str(PORT), SERVER_CC, str(PAGE_BYTES)],
+    child = spawn.launch(spawn.python_module("backburner.net.server", SERVER_ADDR,
+                                            str(PORT), SERVER_CC, str(PAGE_BYTES)),
                          netns=system.netns_path(bed.server_ns), stdout=subprocess.PIPE,
                          new_group=True, die_with_parent=True)
     if child.wait_ready(10.0, line=re.compile("^ready")) is None:

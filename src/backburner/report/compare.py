@@ -23,7 +23,7 @@ from ..cell import NO_PREPARE, Cell
 from ..errors import DataError
 from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
 from .data import CellData, ReportData, split
-from .summary import RESAMPLES, SEED, known_limits, sequential
+from .summary import RESAMPLES, SEED, known_limits, sequential, summary_rows
 from .terminal import AdaptiveTable, Column
 from .words import axis_name, compare_verdict_text
 
@@ -36,6 +36,16 @@ class CompareKind(StrEnum):
     FASTER = "faster"
     INCONCLUSIVE = "inconclusive"  # tolerance
     NO_DATA = "no-data"            # reason: no-trials (missing_a, missing_b) | zero-median
+
+
+class ProtectionChange(StrEnum):
+    """How a loaded cell's ratio to its own unloaded run moved from A to B: what the user
+    bought a policy for, apart from whether the start itself got faster or slower."""
+
+    WORSE = "worse"          # B's interval of the ratio to unloaded wholly above A's
+    BETTER = "better"        # wholly below A's
+    UNCLEAR = "unclear"      # the intervals overlap: no change shown
+    NONE = "none"            # an unloaded cell, or a side without a ratio
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,10 @@ class CompareRow:
     lost_b: int = 0
     lower_bound_a: bool = False          # timeouts reach the median: the truth may be higher
     lower_bound_b: bool = False
+    #: each side's median / its own unloaded run's (the report's ratio), and how it moved
+    protection_a: stats.RatioCI | None = None
+    protection_b: stats.RatioCI | None = None
+    protection: ProtectionChange = ProtectionChange.NONE
 
     @property
     def label(self) -> str:
@@ -107,7 +121,9 @@ def compare_reports(a: ReportData, b: ReportData, *, tolerance: float = 0.10,
     pairs.sort(key=lambda p: order[p[0].key])
 
     seq = sequential(a) or sequential(b)
-    rows = [_compare_cells(ca, cb, tolerance, confidence, seq) for ca, cb in pairs]
+    prot_a, prot_b = (_protection(d, tolerance, confidence) for d in (a, b))
+    rows = [_with_protection(_compare_cells(ca, cb, tolerance, confidence, seq),
+                             prot_a.get(ca.key), prot_b.get(cb.key)) for ca, cb in pairs]
     out_notes = []
     dev_pairs = sorted({(ca.cell.device, cb.cell.device) for ca, cb in pairs
                         if ca.cell.device != cb.cell.device})
@@ -162,6 +178,23 @@ def _compare_cells(ca: CellData, cb: CellData, tolerance: float,
                       ma, mb, ratio, mw, cd, kind, params,
                       len(ca.mode_trials()), len(cb.mode_trials()), _lost(ca), _lost(cb),
                       low_a, low_b)
+
+
+def _protection(data: ReportData, tolerance: float, confidence: float
+                ) -> dict[str, stats.RatioCI]:
+    """Each loaded cell's ratio to its unloaded baseline, as the report computes it."""
+    return {row.cell.key: row.ratio for row in summary_rows(data, tolerance=tolerance,
+                                                           confidence=confidence)
+            if row.ratio is not None and not row.cell.unloaded}
+
+
+def _with_protection(row: CompareRow, a: stats.RatioCI | None,
+                     b: stats.RatioCI | None) -> CompareRow:
+    change = ProtectionChange.NONE
+    if a is not None and b is not None:
+        change = (ProtectionChange.WORSE if b.lo > a.hi else
+                  ProtectionChange.BETTER if b.hi < a.lo else ProtectionChange.UNCLEAR)
+    return replace(row, protection_a=a, protection_b=b, protection=change)
 
 
 _COMPARED = {stats.VerdictKind.SLOWER: CompareKind.SLOWER,
@@ -231,11 +264,14 @@ def render_compare(result: CompareResult, *, width: int | None = None,
     to = ([Column("T/O A/B", [f"{r.timeouts_a}/{r.timeouts_b}" for r in rows], "right")]
           if timeouts else [])
     axis = axis_name(r.cell for r in rows)
+    prot = [_protection_text(r) for r in rows]
+    protected = [Column("Unloaded\u00d7 A\u2192B", prot, "right")] \
+        if any(r.protection != ProtectionChange.NONE for r in rows) else []
     wide = [Column(axis, sched), *prep, Column("Load", load), Column("Policy", policy),
             Column("n A/B", [f"{r.n_a}/{r.n_b}" for r in rows], "right"), *to,
             Column("Median A s", med_a, "right"), Column("Median B s", med_b, "right"),
             Column("B/A [CI]", [fmt_ratio_ci(r.ratio) for r in rows], "right"),
-            Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
+            *protected, Column("p", mw, "right"), Column("\u03b4", cd, "right"), verdict]
     narrow = [Column("Cell", [f"{s}\n" + (f"prepare {one_line(r.cell.prepare)}\n"
                                             if prepared else "")
                               + f"{ld}\n{p}\nn {r.n_a}/{r.n_b}"
@@ -243,8 +279,10 @@ def render_compare(result: CompareResult, *, width: int | None = None,
                               for r, s, ld, p in zip(rows, sched, load, policy, strict=True)]),
               Column("Median s\nA / B", [f"{x}\n{y}" for x, y in zip(med_a, med_b, strict=True)],
                      "right"),
-              Column("B/A\n[CI]", [fmt_ratio_ci(r.ratio).replace(" ", "\n", 1) for r in rows],
-                   "right"),
+              Column("B/A\n[CI]" + ("\nUnloaded\u00d7\nA\u2192B" if protected else ""),
+                     [fmt_ratio_ci(r.ratio).replace(" ", "\n", 1)
+                      + (f"\n{t.replace(' ', chr(10), 1)}" if protected else "")
+                      for r, t in zip(rows, prot, strict=True)], "right"),
               Column("p\n\u03b4", [f"{p}\n{d}".replace(" ", "\n") for p, d in
                                   zip(mw, cd, strict=True)], "right"),
               verdict]
@@ -262,7 +300,10 @@ def render_compare(result: CompareResult, *, width: int | None = None,
         console.print()
         console.print(f"ratio = median B / median A [{result.confidence * 100:g}% bootstrap "
                       "CI]; p = Mann\u2013Whitney U "
-                      "(two-sided); \u03b4 = Cliff's delta of B vs A (+ = B slower)",
+                      "(two-sided); \u03b4 = Cliff's delta of B vs A (+ = B slower)"
+                      + ("; Unloaded\u00d7 = each side's median over its own unloaded run's "
+                         "(the protection), worse or better when the two intervals do not "
+                         "overlap" if protected else ""),
                       markup=False)
     else:
         console.print("no cells in common")
@@ -272,6 +313,17 @@ def render_compare(result: CompareResult, *, width: int | None = None,
     for n in result.notes:
         console.print(Text(f"note: {one_line(n)}"))
     return buf.getvalue()
+
+
+def _protection_text(r: CompareRow) -> str:
+    """'1.16\u00d7 \u2192 3.20\u00d7 worse': the ratio to unloaded in A, in B, and the move."""
+    if r.protection_a is None and r.protection_b is None:
+        return "\u2013"
+    a, b = (fmt_factor(p.ratio) + "\u00d7" if p is not None else "\u2013"
+            for p in (r.protection_a, r.protection_b))
+    word = {ProtectionChange.WORSE: " worse", ProtectionChange.BETTER: " better"}.get(
+        r.protection, "")
+    return f"{a} \u2192 {b}{word}"
 
 
 def compare_groups(data: ReportData, by: str, *, tolerance: float = 0.10,

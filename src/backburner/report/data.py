@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..cell import Cell
-from ..errors import DataError, UsageError
+from ..errors import DataError, NotFoundError, UsageError
 from ..store import Filter, Run, Store, StoredCell
 
 KNOWN_STATUSES = ("ok", "timeout", "aborted")
@@ -218,7 +218,8 @@ def load(path: str, selection: Filter | None = None) -> ReportData:
     finally:
         store.close()
     if selection is not None and not runs:
-        raise DataError(f"{path} has no run that matches {selection.describe()}")
+        raise NotFoundError(f"{path} has no run that matches {selection.describe()}",
+                            "its runs: backburner report DB --format json (runs[].id)")
     return assemble(path, version, runs, cells, trials)
 
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import base64
 import io
 import os
+from dataclasses import dataclass
 
 import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
 from .. import outfile
 from ..units import slug
@@ -42,6 +43,7 @@ from .plot_style import (
     cell_values,
     draw_distribution,
     group_label,
+    plain_log_ticks,
     policy_colours,
     set_y_scale,
     titles,
@@ -207,7 +209,7 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
     markers = {s: MARKERS[i % len(MARKERS)]
                for i, s in enumerate(dict.fromkeys(c.cell.scheduler for c in cells))}
     ys: list[float] = []
-    labels: list[tuple[float, float, str, str]] = []
+    labels: list[Label] = []
     by_bulk = any(rows[c.key].bulk is not None for c in cells)
     if by_bulk:  # the price of protection: the load's own speed against unprotected
         cells = [c for c in cells if _bulk_x(rows[c.key]) is not None]
@@ -228,8 +230,11 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
             y, ylo, yhi = row.median, row.q1, row.q3
         ys += [ylo, yhi]
         colour = colours.get(cell.cell.policy, IDLE_COLOUR)
-        ax.errorbar([tx], [y], yerr=[[y - ylo], [yhi - y]], xerr=[[tx - tlo], [thi - tx]],
-                    fmt="none", ecolor=colour, elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)
+        bars = ax.errorbar([tx], [y], yerr=[[y - ylo], [yhi - y]],
+                           xerr=[[tx - tlo], [thi - tx]], fmt="none", ecolor=colour,
+                           elinewidth=1.2, capsize=3, alpha=0.8, zorder=2)
+        for part in bars.lines[2]:
+            part.set_gid(f"bars:{cell.key}")
         ax.scatter([tx], [y], s=70 if not timed_out else 90,
                    marker="X" if timed_out else markers[cell.cell.scheduler],
                    color=TIMEOUT_COLOUR if timed_out else colour,
@@ -240,11 +245,11 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
             label += " (all timed out)"
         elif row.timeouts:
             label += f" (+{row.timeouts} timed out)"
-        labels.append((tx, y, label, TIMEOUT_COLOUR if row.timeouts else "#1d232b"))
+        labels.append(Label(cell.key, tx, y, tlo, thi, label,
+                            TIMEOUT_COLOUR if row.timeouts else "#1d232b"))
     set_y_scale(ax, ys)
     ax.margins(x=0.08)
     ax.set_xlim(left=-0.03 * max(ax.get_xlim()[1], 1e-9))
-    _place_labels(ax, labels)
     if by_bulk:
         ax.set_xlabel("bulk work's own speed, relative to the same load unprotected "
                       "(1 = full speed)")
@@ -258,6 +263,7 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
                 "one point per cell: median start-up time against median background "
                 "throughput; bars span the quartiles; colour = policy, shape = scheduler")
     ax.set_ylabel("median start-up time (s)")
+    _place_labels(ax, labels)  # last: it lays the figure out as it will be drawn
     return fig
 
 
@@ -292,7 +298,7 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
                 gid=f"ecdf:{cell.key}")
     if values and use_log_scale(values):
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        plain_log_ticks(ax.xaxis, values)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("start-up time (s)")
     ax.set_ylabel("fraction of starts done")
@@ -337,23 +343,63 @@ def _order_figure(probe: str, device: str, cells: list[CellData],
     return fig
 
 
-def _place_labels(ax, labels: list[tuple[float, float, str, str]]) -> None:
-    """Direct labels right of their points, nudged up where they would overlap."""
+@dataclass(frozen=True)
+class Label:
+    """A point's direct label: the point, the ends of its horizontal bar, text, colour."""
+
+    key: str
+    x: float
+    y: float
+    x_lo: float
+    x_hi: float
+    text: str
+    colour: str
+
+
+def _place_labels(ax, labels: list[Label]) -> None:
+    """Direct labels beside their points, clear of their own bars (right of the bar's right
+    end, or left of its left end for points on the right half) and of each other: laid out
+    bottom up, each moved up until its box, as drawn, overlaps none placed before it; a
+    label moved away from its point gets a leader line. Each has a white backing so that
+    another point's bar passes behind the text, not through it."""
+    fig = ax.figure
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
     ax.autoscale_view()
+    fig.draw_without_rendering()  # the constrained layout: the axes' final place
+    renderer = fig.canvas.get_renderer()
     to_axes = ax.transData + ax.transAxes.inverted()
-    gap = 0.038
-    placed: list[tuple[float, float]] = []
-    for x, y, text, colour in sorted(labels, key=lambda v: to_axes.transform(v[:2])[1]):
-        xf, yf = to_axes.transform((x, y))
-        ty = max([yf] + [p_ty + gap for p_xf, p_ty in placed if abs(p_xf - xf) < 0.35])
-        placed.append((xf, ty))
-        moved = ty - yf > gap / 2
+    placed: list = []
+    for lab in sorted(labels, key=lambda v: to_axes.transform((v.x, v.y))[1]):
+        xf, yf = to_axes.transform((lab.x, lab.y))
         left = xf > 0.55  # labels of points on the right go to their left, inside the axes
-        ax.annotate(text, (x, y), xytext=(xf - 0.025 if left else xf + 0.02, ty),
-                    textcoords="axes fraction", fontsize=8.5, color=colour, va="center",
-                    ha="right" if left else "left",
-                    arrowprops={"arrowstyle": "-", "color": "#9aa1a9", "linewidth": 0.6,
-                                "shrinkA": 0, "shrinkB": 4} if moved else None)
+        end = to_axes.transform((lab.x_lo if left else lab.x_hi, lab.y))[0]
+        tx = (min(xf, end) - 0.02) if left else (max(xf, end) + 0.02)
+        style = {"textcoords": "axes fraction", "fontsize": 8.5, "color": lab.colour,
+                 "va": "center", "ha": "right" if left else "left", "zorder": 4,
+                 "gid": f"label:{lab.key}",
+                 "bbox": {"boxstyle": "square,pad=0.1", "facecolor": "white",
+                          "edgecolor": "none", "alpha": 0.85}}
+        text = ax.annotate(lab.text, (lab.x, lab.y), xytext=(tx, yf), **style)
+        ty = yf
+        box = text.get_window_extent(renderer)  # its text and backing (no leader yet)
+        for _ in range(len(labels) + 1):
+            hit = [b for b in placed if b.overlaps(box)]
+            if not hit:
+                break
+            lift = max(b.y1 for b in hit) - box.y0 + 2  # pixels
+            ty += lift / ax.get_window_extent(renderer).height
+            text.set_position((tx, ty))
+            box = text.get_window_extent(renderer)
+        placed.append(box)
+        if ty - yf > 0.02:  # moved away from its point: the same label, with a leader
+            text.remove()
+            ax.annotate(lab.text, (lab.x, lab.y), xytext=(tx, ty), **style,
+                        arrowprops={"arrowstyle": "-", "color": "#9aa1a9", "linewidth": 0.6,
+                                    "shrinkA": 0, "shrinkB": 4})
+    # the labels were placed in the axes as laid out now: a layout run again at drawing
+    # (it would leave room for them) would move the axes under them
+    fig.set_layout_engine("none")
 
 
 def _throughput_mbps(cell: CellData) -> list[float]:

@@ -21,6 +21,8 @@ from .words import median_value_text
 #: Colour-blind-safe qualitative palette (Okabe-Ito, without red, which marks timeouts).
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#8C6D31", "#F0E442",
            "#332288", "#44AA99", "#AA4499")
+#: More colours for policies without one of their own (Tol's muted scheme, minus red).
+SPARE = ("#882255", "#117733", "#DDCC77", "#999933", "#661100", "#6699CC")
 IDLE_COLOUR = "#8A8F98"
 TIMEOUT_COLOUR = "#D62728"
 MARKERS = ("o", "s", "^", "D", "v", "P", "h", "<", ">", "p")
@@ -40,13 +42,43 @@ class PlotFigure:
     figure: Figure
 
 
+#: Each built-in policy's own colour, the same in every plot of every report (a colour
+#: given by rank among the policies a run has would make `default` orange in one report
+#: and blue in the next): unprotected orange, the usual background policy blue.
+POLICY_COLOURS = {"default": "#E69F00", "background": "#0072B2", "gentle": "#009E73",
+                  "govern": "#CC79A7", "group-idle": "#56B4E9", "low-weight": "#8C6D31",
+                  "latency-target": "#332288", "iocost": "#44AA99"}
+
+
+def policy_colour(policy: str, custom: list[str] | None = None) -> str:
+    """A policy's colour: its own if built in, else one of the rest of the palette by its
+    rank among `custom` (the report's policies without a colour of their own)."""
+    if policy == "-":
+        return IDLE_COLOUR
+    if policy in POLICY_COLOURS:
+        return POLICY_COLOURS[policy]
+    spare = [c for c in (*PALETTE, *SPARE) if c not in POLICY_COLOURS.values()]
+    rank = sorted(custom).index(policy) if custom and policy in custom else 0
+    return spare[rank % len(spare)]
+
+
 def policy_colours(data: ReportData) -> dict[str, str]:
-    """The same policy gets the same colour in every plot of a report."""
-    colours = {"-": IDLE_COLOUR}
-    loaded = [p for p in data.policies if p != "-"]
-    for i, pol in enumerate(sorted(loaded)):
-        colours[pol] = PALETTE[i % len(PALETTE)]
-    return colours
+    """The same policy gets the same colour in every plot, of this report and the next."""
+    custom = sorted(p for p in data.policies if p != "-" and p not in POLICY_COLOURS)
+    return {"-": IDLE_COLOUR, **{p: policy_colour(p, custom) for p in data.policies}}
+
+
+def plain_log_ticks(axis, values: list[float]) -> None:
+    """Ticks of a log axis as plain numbers (0.2, 0.5, 1, 2): matplotlib's own log labels
+    are mathtext (`$\\mathdefault{2\\times10^{-1}}$`), which the plots print raw, because
+    they turn mathtext off (`text.parse_math`) so that a `$` in a probe's name stays a `$`.
+    The minor ticks get no labels; the major ones are spread to suit the range."""
+    v = [x for x in values if x is not None and np.isfinite(x) and x > 0]
+    decades = np.log10(max(v) / min(v)) if v else 2.0
+    subs = (1.0, 2.0, 3.0, 5.0) if decades < 1.5 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def use_log_scale(values: list[float]) -> bool:
@@ -63,11 +95,7 @@ def set_y_scale(ax, values: list[float]) -> None:
     lo, hi = min(v), max(v)
     if use_log_scale(v):
         ax.set_yscale("log")
-        decades = np.log10(hi / lo)
-        subs = (1.0, 2.0, 3.0, 5.0) if decades < 1.5 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        plain_log_ticks(ax.yaxis, v)
         bottom = lo / 1.25
         span = np.log(hi) - np.log(bottom)
         ax.set_ylim(bottom, float(np.exp(np.log(hi) + span * HEADROOM / (1 - HEADROOM))))

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from ..cell import GOVERNED, GOVERNED_RULE_POLICY
 from ..errors import DataError
-from ..units import fmt_ratio_ci, fmt_s, one_line
+from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
 from .data import ReportData
 from .summary import Row, summary_rows
-from .words import median_text
+from .words import median_text, median_value_text
 
 #: Where a rule for the govern daemon goes (docs/govern.md).
 RULES_FILE = "/etc/backburner/rules.d/bulk-work.toml"
@@ -46,6 +46,8 @@ class Recommendation:
     commands: tuple[str, ...]
     govern_rule: str
     limits: tuple[str, ...] = field(default=())
+    #: the comparison the user came for, in one sentence (`headline`)
+    headline: str = ""
 
     @property
     def title(self) -> str:
@@ -197,10 +199,39 @@ def _rotational(data: ReportData) -> str | None:
     return flag if flag in ("0", "1") else None
 
 
+def headline(best: Row, rows: list[Row], by_key: dict[str, Row]) -> str:
+    """'under readers:10:seq a start of python takes 2.88 s unprotected on mq-deadline and
+    0.193 s on bfq + background (1.07× unloaded)': the slowest unprotected start of this
+    load against the recommended one, medians as the report gives them."""
+    start = f"under {best.cell.load} a start of {best.cell.probe} takes"
+    base = by_key.get(best.baseline_key or "")
+    tail = (f" ({fmt_factor(best.ratio.ratio)}\u00d7 its unloaded {median_value_text(base)} s)"
+            if best.ratio is not None and base is not None and base.median is not None
+            else "")
+    ours = f"{median_value_text(best)} s on {best.cell.scheduler} + {best.cell.policy}"
+    unprotected = [r for r in rows if r.cell.policy == "default" and r is not best]
+    if not unprotected:
+        return f"{start} {ours}{tail}"
+    worst = max(unprotected, key=_start)
+    return (f"{start} {median_value_text(worst)} s unprotected on {worst.cell.scheduler} "
+            f"and {ours}{tail}")
+
+
+def answer(recs: list[Recommendation]) -> str:
+    """What a run ends with (`bench`, the demo): per load, the comparison and the commands
+    that apply the recommendation (`report --recommend` has the evidence)."""
+    lines = []
+    for rec in recs:
+        lines.append(f"answer: {rec.headline}")
+        lines += [f"  $ {c}" for c in rec.commands]
+    return "\n".join(one_line(ln) for ln in lines) + ("\n" if lines else "")
+
+
 def recommend(data: ReportData, *, tolerance: float = 0.10,
               confidence: float = 0.95) -> list[Recommendation]:
-    rows = [r for r in summary_rows(data, tolerance=tolerance, confidence=confidence)
-            if not r.cell.unloaded and r.ratio is not None]
+    every = summary_rows(data, tolerance=tolerance, confidence=confidence)
+    by_key = {r.cell.key: r for r in every}
+    rows = [r for r in every if not r.cell.unloaded and r.ratio is not None]
     if not rows:
         raise DataError(f"{data.path} has no loaded cell with a ratio to idle",
                         "a recommendation needs loaded cells and their unloaded baseline")
@@ -214,7 +245,7 @@ def recommend(data: ReportData, *, tolerance: float = 0.10,
         out.append(Recommendation(probe, device, prepare, load, best,
                                   tuple(pareto(members)), evidence(best, members),
                                   commands(best, _rotational(data)), govern_rule(best),
-                                  limits(data, best)))
+                                  limits(data, best), headline(best, members, by_key)))
     return out
 
 
@@ -224,6 +255,8 @@ def render(recs: list[Recommendation]) -> str:
     lines = []
     for rec in recs:
         lines.append(f"Recommended {rec.title}: {rec.evidence}")
+        if rec.headline:
+            lines.append(f"  In short: {rec.headline}")
         front = ", ".join(f"{r.cell.scheduler} + {r.cell.policy}" for r in rec.pareto)
         lines.append(f"  Pareto-best (start-up vs bulk work): {front}")
         lines += [f"  $ {c}" for c in rec.commands]

@@ -34,14 +34,13 @@ import math
 import os
 import signal
 import stat
-import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath, system
+from .. import procfs, safepath, spawn, system
 from ..errors import (
     ExistsError,
     NotFoundError,
@@ -230,9 +229,9 @@ def _serve(tx: system.Transaction, work: str, profile: Profile, image: str,
     mnt = os.path.join(work, "fuse")
     tx.apply(system.MadeDir(mnt))
     tx.apply(system.FuseMount(mnt))  # before the daemon: undone after it stops, even if killed
-    argv = [sys.executable, "-m", "backburner.slowdisk.daemon", "--profile", profile.name,
-            "--image", image, "--image-id", image_identity(image), "--mountpoint", mnt,
-            "--log", daemon_log]
+    argv = spawn.python_module("backburner.slowdisk.daemon", "--profile", profile.name,
+                              "--image", image, "--image-id", image_identity(image),
+                              "--mountpoint", mnt, "--log", daemon_log)
     if read_only:
         argv.append("--read-only")
     daemon = system.Daemon(argv, ready_path=os.path.join(mnt, STATS_NAME),

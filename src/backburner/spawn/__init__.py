@@ -7,7 +7,7 @@ what `backburner run` needs on top: signal forwarding and an exact mirror of the
 
 from .child import Child, Forked, launched, signal_process, stop_all, terminate
 from .fork import fork_call
-from .launch import launch
+from .launch import helper_env, launch, python_module
 from .outcome import Outcome, decode
 from .run import (
     FORWARDED_SIGNALS,
@@ -20,5 +20,6 @@ from .run import (
 )
 
 __all__ = ["FORWARDED_SIGNALS", "SI_KERNEL", "Child", "Forked", "Outcome", "ToolResult",
-           "decode", "die_like", "fork_call", "launch", "launched", "run_foreground",
+           "decode", "die_like", "fork_call", "helper_env", "launch", "launched",
+           "python_module", "run_foreground",
            "run_helper", "run_tool", "signal_process", "stop_all", "terminate"]

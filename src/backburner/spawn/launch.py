@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -27,6 +28,36 @@ from .child import Child
 from .libc import CLONE_NEWNET, PR_SET_PDEATHSIG, libc
 
 log = logging.getLogger(__name__)
+
+#: What our own helper interpreters keep of our environment: where the tools are, the
+#: language of their messages, and backburner's own settings (the state directory).
+#: Nothing else: they run as root, and every other variable is the caller's to set.
+_HELPER_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "NO_COLOR", "DBUS_SYSTEM_BUS_ADDRESS")
+_HELPER_ENV_PREFIXES = ("LC_", "BACKBURNER_")
+
+
+def python_module(module: str, *args: str) -> list[str]:
+    """argv that runs one of our own modules (``python -m backburner.x``) isolated.
+
+    `-I` keeps the caller's directory, PYTHON* variables and user site-packages off
+    sys.path: `python -m` alone puts the working directory first, so a `backburner/` or
+    `json.py` planted where root runs a command would be imported as root. `launch` also
+    starts such a helper from `/` with an environment of our choosing (`helper_env`)."""
+    return [sys.executable, "-I", "-m", module, *args]
+
+
+def helper_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a helper interpreter of ours gets: `_HELPER_ENV` and `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k in _HELPER_ENV or k.startswith(_HELPER_ENV_PREFIXES)}
+    return {**env, **(extra or {})}
+
+
+def _ours(argv: Sequence[str]) -> bool:
+    """True when argv runs one of our own modules as `python_module` builds it. (The
+    user's commands may start this interpreter too: they are theirs, and keep ours.)"""
+    return (len(argv) > 3 and argv[0] == sys.executable and list(argv[1:3]) == ["-I", "-m"]
+            and (argv[3] == "backburner" or argv[3].startswith("backburner.")))
 
 
 def _close_exec_sockets() -> None:
@@ -114,11 +145,16 @@ def launch(
     a BackburnerError it raises is raised again here, as it was. ``netns``: a network
     namespace's file (/run/netns/NAME) the child joins before exec (a testbed's client);
     only the network namespace changes, so the child sees the same files and cgroups.
+    Our own interpreter (`python_module`) starts from `/` and with `helper_env()` unless
+    `cwd` and `env` are given; the user's commands keep ours.
 
     Raises CommandNotFound (127) / CommandNotExecutable (126) with a one-line message.
     """
     if not argv:
         raise CommandNotFound("no command given", "put the command after --")
+    if _ours(argv):
+        cwd = "/" if cwd is None else cwd
+        env = helper_env() if env is None else env
     rfd, wfd = os.pipe2(os.O_CLOEXEC)
     # A pre-exec hook forces fork() instead of vfork(): ~1.5 ms more per launch, which is
     # harness overhead in every trial. Use one only when something must happen in the child.

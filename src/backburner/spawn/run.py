@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import priority
+from .. import interrupts, priority
 from ..errors import StartError
 from .launch import launch
 from .libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, libc
@@ -131,14 +131,15 @@ class ToolResult:
 
 
 def run_tool(argv: Sequence[str], timeout: float = 120.0,
-             env: Mapping[str, str] | None = None, errors: str = "strict") -> ToolResult:
+             env: Mapping[str, str] | None = None, errors: str = "replace") -> ToolResult:
     """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
 
     The tool dies with us and is killed with its group when we are interrupted (^C,
     SIGTERM) while it runs: no mkfs or fio keeps going after we have given up on it.
     Raises FileNotFoundError when the tool is not installed, like subprocess does. `env`
-    adds to (or overrides) our environment; `errors` says how to decode its output
-    ("replace" for a tool that echoes file names, which may be any bytes).
+    adds to (or overrides) our environment; `errors` says how to decode its output: by
+    default "replace", as tools echo names (a file's, an interface's) that may be any
+    bytes, and a message must never end in a UnicodeDecodeError.
     """
     parent = os.getpid()
 
@@ -147,19 +148,26 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
         if os.getppid() != parent:
             os._exit(1)
 
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors=errors, process_group=0,
-                            preexec_fn=die_with_parent,
-                            env={**os.environ, **env} if env is not None else None)
+    proc: subprocess.Popen[str] | None = None
     try:
+        # A signal while Popen forks is held until it returns: our handler raising inside
+        # one of Python's after-fork callbacks (logging's lock) is printed and dropped, so
+        # a SIGTERM was lost. Raised when the block ends, it stops the tool below.
+        with interrupts.deferred():
+            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    errors=errors, process_group=0, preexec_fn=die_with_parent,
+                                    env={**os.environ, **env} if env is not None else None)
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        assert proc is not None
         _kill_group(proc.pid)
         out, err = proc.communicate()
         return ToolResult(None, out, err)
     except BaseException:
-        _kill_group(proc.pid)
-        proc.wait()
+        if proc is not None:
+            _kill_group(proc.pid)
+            proc.wait()
         raise
     return ToolResult(proc.returncode if proc.returncode >= 0 else None, out, err)
 

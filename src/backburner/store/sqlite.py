@@ -159,8 +159,9 @@ def _exists(path: str) -> ExistsError:
 
 
 def _uri(path: str, mode: str) -> str:
-    """Quoted: a '?', '#' or '%' in the file name must not be read as URI syntax."""
-    return f"file:{quote(str(Path(path).resolve()))}?mode={mode}"
+    """Quoted: a '?', '#' or '%' in the file name must not be read as URI syntax, and a
+    name that is not UTF-8 (any bytes are a file name) is quoted byte by byte."""
+    return f"file:{quote(os.fsencode(Path(path).resolve()))}?mode={mode}"
 
 
 def _image(statements: list[tuple[str, tuple[Any, ...]]]) -> bytes:

@@ -109,6 +109,7 @@ class CgroupPacketPriority(Change):
     and those with data get `data_priority` (0: their own)."""
 
     kind: ClassVar[str] = "cgroup-bpf-priority"
+    makes: ClassVar[bool] = True  # a program just loaded: none can be there before
     path: str
     priority: int
     data_priority: int | None = None
@@ -137,6 +138,7 @@ class CgroupSocketPriority(Change):
     (`tcbpf`) knows the job's packets on their way in."""
 
     kind: ClassVar[str] = "cgroup-bpf-sock-priority"
+    makes: ClassVar[bool] = True
     path: str
     priority: int
 
@@ -168,6 +170,7 @@ class CgroupSockOps(Change):
     keeps its congestion control for its life."""
 
     kind: ClassVar[str] = "cgroup-bpf-sock-ops"
+    makes: ClassVar[bool] = True
     path: str
     cc: str | None = None
     clamp: int = 0
@@ -253,6 +256,7 @@ class PinnedPrograms(Change):
     segment), and removes the directory if it made it and it is empty."""
 
     kind: ClassVar[str] = "bpf-pinned-programs"
+    makes: ClassVar[bool] = True  # pins already there are refused by `read`
     root: str
     priority: int
     data_priority: int = 0

@@ -60,27 +60,41 @@ class CgroupDir(Change):
     job's starter, never into a shared group) and removes it."""
 
     kind: ClassVar[str] = "cgroup"
+    makes: ClassVar[bool] = True
     path: str
     settings: dict[str, str] = field(default_factory=dict)
     shared: bool = False  # a parent other runs may use too: removed only when empty
 
     def describe(self) -> str:
-        return f"cgroup {self.path} {self.settings}"
+        sets = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        return f"cgroup {self.path}" + (f" ({sets})" if sets else "")
 
     def read(self) -> bool:
         return os.path.isdir(self.path)
 
-    def apply(self) -> dict[str, str | None]:
+    def existed(self, old: Any) -> bool:
+        """A group there before is not ours, except the shared parent: backburner's own by
+        its name, removed by whichever run leaves it empty (rmdir never takes a group
+        that holds a process or a group)."""
+        return bool(old) and not self.shared
+
+    def apply(self) -> dict[str, Any]:
+        return self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> dict[str, Any]:
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise SystemStateError(f"cgroup parent {parent} does not exist")
         evict_to = cgroup_dir_of(os.getpid(), self.path)
+        made = True
         try:
             os.mkdir(self.path)
         except FileExistsError:
-            pass
+            made = False  # someone else's, made since `read`
         except OSError as err:
             raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
+        if self.settings:  # made: a setting that fails below still leaves it ours
+            record({"evict_to": evict_to, "made": made})
         for names, value in self.settings.items():
             # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
             # io.weight); "a?": written only where it exists. Which ones exist is only known
@@ -96,7 +110,7 @@ class CgroupDir(Change):
                     "the controller or IO scheduler providing it is not available",
                 )
             write(os.path.join(self.path, found[0]), value)
-        return {"evict_to": evict_to}
+        return {"evict_to": evict_to, "made": made}
 
     def undo(self, old: Any, result: Any) -> str | None:
         if self.shared:  # ours by name: removed by whichever run leaves it empty
@@ -107,7 +121,7 @@ class CgroupDir(Change):
             except OSError:
                 return f"kept {self.path}: another run still uses it"
             return None
-        if old or not os.path.isdir(self.path):
+        if old or not os.path.isdir(self.path) or (result or {}).get("made") is False:
             return None  # it existed before us, or it is already gone
         target = (result or {}).get("evict_to")
         if not target or not os.path.isdir(target) or target.startswith(self.path + "/"):
@@ -149,6 +163,7 @@ class V1Hierarchy(Mount):
     (a few seconds at most) for the groups to be gone first."""
 
     kind: ClassVar[str] = "cgroup-v1-mount"
+    makes: ClassVar[bool] = True
     fstype: str = "cgroup"
 
     def undo(self, old: Any, result: Any) -> None:
@@ -166,6 +181,7 @@ class CgroupMove(Change):
     where it was, if it still lives and is still in ours (`run --pid`, `govern`)."""
 
     kind: ClassVar[str] = "cgmove"
+    makes: ClassVar[bool] = False  # a process's group: put back
     pid: int
     path: str
 
@@ -202,6 +218,7 @@ class ControllersEnabled(Change):
     children get io.weight/cpu.weight files. Undo switches off those that were off."""
 
     kind: ClassVar[str] = "controllers"
+    makes: ClassVar[bool] = False
     path: str  # .../cgroup.subtree_control
     controllers: list[str]
 
@@ -235,6 +252,7 @@ class DeviceLine(Change):
     or `off` for it (``target=max``, ``enable=0``) when the file had none."""
 
     kind: ClassVar[str] = "cgdevline"
+    makes: ClassVar[bool] = False
     path: str
     line: str  # "MAJ:MIN key=value ..."
     off: str
@@ -278,6 +296,7 @@ class CgroupFreezer(Change):
     (after a SIGKILL, `backburner restore` replays this undo)."""
 
     kind: ClassVar[str] = "freezer"
+    makes: ClassVar[bool] = False
     path: str
     version: int = 1
 

@@ -24,6 +24,7 @@ class Priorities(Change):
     get what their process had before."""
 
     kind: ClassVar[str] = "priorities"
+    makes: ClassVar[bool] = False
     pid: int
     io: str | None = None
     cpu: str | None = None
@@ -68,6 +69,7 @@ class Inherited(Change):
     ancestor's old values on it if it still lives, even after its parent has exited."""
 
     kind: ClassVar[str] = "inherited"
+    makes: ClassVar[bool] = False
     pid: int
     io: str | None = None
     cpu: str | None = None
@@ -185,6 +187,7 @@ class Daemon(Change):
     """A background process we start and own (e.g. a FUSE server). Undo stops it."""
 
     kind: ClassVar[str] = "daemon"
+    makes: ClassVar[bool] = True  # a process we start: none can be there before
     argv: list[str]
     ready_path: str = ""  # wait for this path to exist (e.g. the served file), if given
     ready_timeout: float = 10.0
@@ -233,6 +236,7 @@ class Started(Change):
     is still that process (gone already: nothing to do)."""
 
     kind: ClassVar[str] = "started"
+    makes: ClassVar[bool] = True  # a process we started: known by its PID and start time
     pid: int
     start: int
 

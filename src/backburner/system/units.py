@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -56,6 +57,7 @@ class UnitWeights(Change):
     unit is as before either way, and it is gone at the next boot."""
 
     kind: ClassVar[str] = "unitweights"
+    makes: ClassVar[bool] = False
     unit: str
     properties: dict[str, int] = field(default_factory=dict)
 
@@ -126,6 +128,7 @@ class TransientScope(Change):
     governed ancestor came from; the empty scope then goes by itself."""
 
     kind: ClassVar[str] = "scope"
+    makes: ClassVar[bool] = True
     name: str
     slice_name: str
     pids: list[int]
@@ -136,11 +139,19 @@ class TransientScope(Change):
 
     def read(self) -> dict[str, Any]:
         return {"from": {str(p): unified_dir(p) for p in self.pids},
-                "start": {str(p): procfs.start_time(p) for p in self.pids}}
+                "start": {str(p): procfs.start_time(p) for p in self.pids},
+                "loaded": _loaded(self.name)}
+
+    def existed(self, old: Any) -> bool:
+        return bool((old or {}).get("loaded"))
 
     def apply(self) -> None:
+        self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> None:
         from ..systemd.bus import Bus
 
+        record(None)  # asked for: systemd may move the processes and then fail
         with Bus.connect() as bus:
             bus.start_scope(self.name, self.pids, self.slice_name,
                             [(k, ("t", int(v))) for k, v in self.properties.items()],
@@ -179,6 +190,7 @@ class DelegatedScope(Change):
     the empty scope already; a replay stops it if not."""
 
     kind: ClassVar[str] = "delegated"
+    makes: ClassVar[bool] = True
     name: str
     pid: int
     slice_name: str = "system.slice"
@@ -187,11 +199,19 @@ class DelegatedScope(Change):
         return f"delegated scope {self.name} in {self.slice_name} for PID {self.pid}"
 
     def read(self) -> dict[str, Any]:
-        return {"from": unified_dir(self.pid), "start": procfs.start_time(self.pid)}
+        return {"from": unified_dir(self.pid), "start": procfs.start_time(self.pid),
+                "loaded": _loaded(self.name)}
+
+    def existed(self, old: Any) -> bool:
+        return bool((old or {}).get("loaded"))
 
     def apply(self) -> str:
+        return self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> str:
         from ..systemd.bus import Bus
 
+        record(None)  # asked for: systemd may start it and still fail the call
         with Bus.connect() as bus:
             bus.start_scope(self.name, [self.pid], self.slice_name, [],
                             "backburner: groups of its own (delegated)",
@@ -216,6 +236,15 @@ class DelegatedScope(Change):
             if bus.loaded(self.name):
                 bus.stop(self.name)
         return None
+
+
+def _loaded(unit: str) -> bool:
+    """Whether systemd has a unit of this name now (a scope's name carries its owner's
+    PID and start time: one there before a change is someone else's)."""
+    from ..systemd.bus import Bus
+
+    with Bus.connect() as bus:
+        return bus.loaded(unit)
 
 
 def _inside(group: str | None, top: str) -> bool:
@@ -264,6 +293,7 @@ class UnitFrozen(Change):
     records only that it may be frozen; `freeze`/`thaw` follow the pressure; undo thaws."""
 
     kind: ClassVar[str] = "unitfrozen"
+    makes: ClassVar[bool] = False
     unit: str
 
     @property

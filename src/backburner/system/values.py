@@ -18,6 +18,7 @@ class SysfsValue(Change):
     """A value in sysfs/procfs, e.g. queue/scheduler, queue/rotational, a sysctl."""
 
     kind: ClassVar[str] = "sysfs"
+    makes: ClassVar[bool] = False
     path: str
     value: str
 

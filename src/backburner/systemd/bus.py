@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -37,6 +38,9 @@ UNIT = "org.freedesktop.systemd1.Unit"
 PROPERTIES = "org.freedesktop.DBus.Properties"
 SYSTEM_BUS = "/run/dbus/system_bus_socket"
 PRIVATE = "/run/systemd/private"
+#: What jeepney raises for a peer that speaks something other than D-Bus (its parser
+#: fails with KeyError on most garbage; authentication with ValueError or EOFError).
+_NOT_DBUS = (ValueError, LookupError, EOFError, struct.error)
 #: cgroup weights: "unset" is this value (systemd's CGROUP_WEIGHT_INVALID)
 WEIGHT_UNSET = 2**64 - 1
 
@@ -76,15 +80,21 @@ class Bus:
                                    "apt-get install python3-jeepney, or pip install jeepney"
                                    ) from None
         address = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS", f"unix:path={SYSTEM_BUS}")
-        if address.startswith("unix:path=") and not os.path.exists(
-                address.removeprefix("unix:path=").split(",")[0]) and os.path.exists(PRIVATE):
-            return cls(_Direct(blocking.prep_socket(PRIVATE, timeout=timeout_s)), True)
         try:
-            return cls(blocking.open_dbus_connection(address, auth_timeout=timeout_s), False)
-        except (OSError, TimeoutError) as err:
-            if os.geteuid() == 0 and os.path.exists(PRIVATE):
+            if address.startswith("unix:path=") and not os.path.exists(
+                    address.removeprefix("unix:path=").split(",")[0]) and \
+                    os.path.exists(PRIVATE):
                 return cls(_Direct(blocking.prep_socket(PRIVATE, timeout=timeout_s)), True)
-            raise UnavailableError(f"systemd's D-Bus API is not reachable ({err})",
+            try:
+                return cls(blocking.open_dbus_connection(address, auth_timeout=timeout_s),
+                           False)
+            except (OSError, *_NOT_DBUS):
+                if os.geteuid() == 0 and os.path.exists(PRIVATE):
+                    return cls(_Direct(blocking.prep_socket(PRIVATE, timeout=timeout_s)),
+                               True)
+                raise
+        except (OSError, *_NOT_DBUS) as err:
+            raise UnavailableError(f"systemd's D-Bus API is not reachable ({_why(err)})",
                                    "is systemd PID 1, and the system bus running?") from None
 
     def close(self) -> None:
@@ -117,6 +127,9 @@ class Bus:
         except OSError as err:
             raise UnavailableError(f"{what or method}: the D-Bus connection failed "
                                    f"({err.strerror or err})") from None
+        except _NOT_DBUS as err:
+            raise UnavailableError(f"{what or method}: the answer is not D-Bus "
+                                   f"({_why(err)})") from None
 
     def manager(self, method: str, signature: str = "", body: Sequence[Any] = (),
                 what: str = "") -> tuple:
@@ -224,6 +237,13 @@ class Bus:
         freezer, through the unit that owns the group)."""
         self.manager("FreezeUnit" if frozen else "ThawUnit", "s", (name,),
                      what=f"{'pausing' if frozen else 'resuming'} {name}")
+
+
+def _why(err: BaseException) -> str:
+    """A short reason, one line."""
+    if isinstance(err, _NOT_DBUS):
+        return f"the peer does not speak D-Bus: {type(err).__name__}"
+    return str(getattr(err, "strerror", None) or err).strip().split("\n")[0][:120]
 
 
 class _Direct:

@@ -90,7 +90,7 @@ class Diff:
         if self.min_p >= self.alpha:
             out.append(f"{self.n_a} and {self.n_b} runs cannot show a change at p < "
                        f"{self.alpha:g} (at best p = {self.min_p:.3g}); record at least 4 "
-                       "runs a side (--runs 5)")
+                       "runs a side (--runs 4)")
         for side, lost in (("A", self.lost_a), ("B", self.lost_b)):
             if lost:
                 out.append(f"{side}: the tracer lost events in run(s) "

@@ -20,7 +20,6 @@ import os
 import platform
 import shutil
 import signal
-import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -144,8 +143,8 @@ def _run_contained(engine: engines.Engine, rundir: Path, result: Path,
     alive_r, alive_w = os.pipe()  # the launcher starts the job only while we hold alive_w
     child: spawn.Child | None = None
     try:
-        inner = [sys.executable, "-m", "backburner.trace.shim", "--alive", str(alive_r),
-                 str(result), "--", *argv]
+        inner = spawn.python_module("backburner.trace.shim", "--alive", str(alive_r),
+                                     str(result), "--", *argv)
         command = engines.contained(engine.command(inner, rundir))
         with interrupts.deferred():  # a signal during the start finds `child` set
             child = spawn.launch(command, pass_fds=(alive_r,), die_with_parent=True,

@@ -10,7 +10,7 @@ import re
 from typing import TextIO
 
 from ...cell import NO_PREPARE
-from ...units import DASH, fmt_range
+from ...units import DASH, fmt_range, one_line
 from ..data import ReportData
 from ..summary import summary_rows
 from ..words import (
@@ -33,8 +33,9 @@ _SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
 def text(value: str) -> str:
-    """Plain text for a table cell: markup characters escaped, one line."""
-    return _SPECIAL.sub(r"\\\1", " ".join(value.splitlines()))
+    """Plain text for a table cell: markup characters escaped, one line, nothing that could
+    drive a terminal it is printed on (`units.one_line`)."""
+    return _SPECIAL.sub(r"\\\1", one_line(" ".join(value.splitlines())))
 
 
 def code(value: str) -> str:
