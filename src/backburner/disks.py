@@ -22,10 +22,10 @@ from .kernel import block, levers
 from .priority import BUILTIN, Policy
 
 #: The scheduler per class of disk that `apply --scheduler recommended` installs, as
-#: docs/ssd.md measured it: BFQ everywhere. On a solid-state or NVMe disk under
-#: `none`, `kyber` or `mq-deadline` a cold start under bulk readers or buffered writers
-#: stayed several times slower than unloaded with the background policy; under BFQ it
-#: stayed within about 1.1× (a loop device flagged non-rotational, docs/ssd.md).
+#: docs/ssd.md measured it: BFQ everywhere. On a non-rotational testbed under `none`,
+#: `kyber` or `mq-deadline` a cold start under bulk readers or buffered writers stayed
+#: 2.2-3.6× slower than unloaded with the background policy; under BFQ 0.93-1.10× under
+#: readers and about 1.5× under buffered writers (undecided at ±10%).
 RECOMMENDED = {block.ROTATIONAL: "bfq", block.NON_ROTATIONAL: "bfq", block.NVME: "bfq"}
 #: What `apply --scheduler` takes for "the recommended one for each class of disk".
 RECOMMENDED_NAME = "recommended"
