@@ -22,7 +22,7 @@ import sys
 from collections import defaultdict
 
 from backburner import cgroup2, system
-from backburner.errors import BackburnerError
+from backburner.base.errors import BackburnerError
 from backburner.net import link as netlink
 from backburner.net import measure, netcls, policy, testbed
 from backburner.net.pacer import Rule, WindowRule

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error
 
-from backburner import applied, apply, priority
+from backburner import priority
+from backburner.apply import install as apply
+from backburner.apply import status as applied
 
 BACKGROUND = priority.BUILTIN["background"]
 IDLE = {"start": 1, "io": priority.IOPrio("idle", 4).value, "policy": os.SCHED_IDLE, "nice": 0}

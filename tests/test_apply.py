@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, WITHOUT_CGROUP2, bb, one_line_error
 
-from backburner import apply, priority, system
-from backburner.errors import ExistsError, NotFoundError, UsageError
+from backburner import priority, system
+from backburner.apply.install import install as apply
+from backburner.base.errors import ExistsError, NotFoundError, UsageError
 
 BACKGROUND = priority.BUILTIN["background"]
 RULE = apply.SchedulerRule("bfq")

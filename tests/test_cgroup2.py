@@ -10,7 +10,7 @@ import pytest
 from helpers import bb
 
 from backburner import cgroup2, priority
-from backburner.errors import UnavailableError, UsageError
+from backburner.base.errors import UnavailableError, UsageError
 from backburner.priority import Policy
 
 B = priority.BUILTIN

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT, bb, one_line_error
 
-from backburner import completion
 from backburner.cli import build_parser
+from backburner.cli import shells as completion
 
 COMMANDS = ["apply", "bench", "compare", "completion", "doctor", "extents", "govern", "layout",
             "policies", "readahead", "report", "restore", "run", "slowdisk", "status", "store",

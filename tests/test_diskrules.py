@@ -8,14 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from backburner.apply.install.diskrules import IoCostRule, SchedulerRule
 from helpers import bb, one_line_error
 from kernel.sysfs import disk
 from test_apply import UDEV_ASSIGN_KEYS, UDEV_MATCH_KEYS, parse_udev_line
 
-from backburner import diskrules, disks
-from backburner.diskrules import IoCostRule, SchedulerRule
-from backburner.errors import UnavailableError, UsageError
+from backburner.apply.install import diskrules
+from backburner.base.errors import UnavailableError, UsageError
 from backburner.kernel import block
+from backburner.policy import disks
 
 
 def _lines(text: str) -> list[str]:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT
 
-from backburner import disks
-from backburner.disks import DiskReport
 from backburner.kernel import block, levers
 from backburner.kernel.levers import Disk, Effect, Groups
+from backburner.policy import disks
+from backburner.policy.disks import DiskReport
 from backburner.priority import BUILTIN, parse_policy
 
 V1 = Groups("v1")

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, bb, wait_for
 
-from backburner import priority, procfs, spawn
-from backburner.errors import SystemStateError, UnavailableError, UsageError
+from backburner import priority, spawn
+from backburner.base.errors import SystemStateError, UnavailableError, UsageError
+from backburner.kernel import procfs
 from backburner.priority import CPUPolicy, IOPrio, Policy
 
 PY = sys.executable
@@ -410,7 +411,8 @@ def test_plan_cgroup_prefers_v2_with_controllers(tmp_path: Path) -> None:
 def test_v2_changes_enable_controllers_in_root_and_parent(tmp_path: Path) -> None:
     """On cgroup v2 a child gets io.weight/cpu.weight only if the controllers are on in every
     ancestor's subtree_control: the plan must switch them on, journaled, before the group."""
-    from backburner import job, system
+    from backburner import system
+    from backburner.run import job
 
     v2 = tmp_path / "unified"
     v2.mkdir()

@@ -16,8 +16,8 @@ import pytest
 from helpers import proc_event_datagram as datagram
 from helpers import unsubscribed_by_close
 
-from backburner import proc_events as cn
-from backburner.proc_events import Event
+from backburner.kernel import proc_events as cn
+from backburner.kernel.proc_events import Event
 
 
 def parsed(buf: bytes) -> list[Event]:

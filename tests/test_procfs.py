@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from backburner import procfs
+from backburner.kernel import procfs
 
 MOUNTINFO = (
     "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,errors=remount-ro\n"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from backburner.base.errors import UsageError
 from backburner.cli import build_parser
-from backburner.errors import UsageError
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"

@@ -29,7 +29,8 @@ from helpers import (
 )
 
 import backburner
-from backburner import errors, priority
+from backburner import priority
+from backburner.base import errors
 
 PY = sys.executable
 RUN_OWN = 125  # run's own failures, as nice, env, chroot and timeout report theirs

@@ -18,9 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import procfs
-from .errors import UnavailableError, UsageError
-from .kernel import block, levers
+from .base.errors import UnavailableError, UsageError
+from .kernel import block, levers, procfs
 from .priority import Policy
 
 #: What each group-level knob is written to.

@@ -36,8 +36,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import procfs
-from .errors import UnavailableError
+from .base.errors import UnavailableError
+from .kernel import procfs
 
 _SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "armv7l": 386, "ppc64le": 361,
             "s390x": 351}

@@ -18,8 +18,8 @@ import struct
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import procfs
-from .errors import NotFoundError, NotRootError, SystemStateError, UnavailableError, UsageError
+from .base.errors import NotFoundError, NotRootError, SystemStateError, UnavailableError, UsageError
+from .kernel import procfs
 
 # ioprio_set(2) / ioprio_get(2): there is no glibc wrapper, so call the syscall directly.
 # (ioprio_set, ioprio_get) by the userland ABI, keyed by platform.machine() names, for every

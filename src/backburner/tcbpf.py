@@ -31,8 +31,8 @@ import os
 import socket
 import struct
 
+from .base.errors import UnavailableError
 from .cgroupbpf import ACK_MAX_LEN, Asm, load_program
-from .errors import UnavailableError
 
 BPF_PROG_TYPE_SCHED_CLS = 3
 _FUNC_GET_CGROUP_CLASSID = 17

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from backburner import priority
+from backburner.base.errors import CommandNotFound, DataError, UsageError
 from backburner.bench import config
 from backburner.bench.config import BenchConfig
-from backburner.errors import CommandNotFound, DataError, UsageError
 
 
 def _cfg(**kw: object) -> BenchConfig:
@@ -237,7 +237,8 @@ def test_until_decided_options_make_a_sequential_run() -> None:
     short = config.from_options(probes=["/bin/true"], max_runs=3).stopping_rule()
     assert (short.min_runs, short.max_runs) == (3, 3)
     quick = config.from_options(preset_name="quick")
-    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 24)
+    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 40)
+    assert quick.max_time_s == 180.0 and quick.tolerance is None  # the band a person notices
     counted = config.from_options(preset_name="quick", trials=8)  # a fixed count replaces
     assert not counted.sequential and counted.rounds == 8
 
@@ -292,7 +293,7 @@ def _v2_tree(tmp_path: Path) -> str:
 
 
 def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     systemd_pid1 = Facts(True, "0::/init.scope\n")
@@ -305,7 +306,7 @@ def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
 
 
 def test_group_knobs_need_a_systemd_that_owns_the_tree(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     with pytest.raises(UnavailableError, match="systemd does not own"):

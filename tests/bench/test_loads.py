@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from backburner import priority, procfs, spawn
+from backburner import priority, spawn
+from backburner.base.errors import UsageError
 from backburner.bench import loads
-from backburner.errors import UsageError
+from backburner.kernel import procfs
 
 # --- grammar ---------------------------------------------------------------------------------
 
@@ -413,7 +414,8 @@ def test_a_killed_bench_leaves_no_fio_running(small: None, load_dir: Path) -> No
     """The bench process dies by SIGKILL mid-trial: its fio load must end by itself."""
     script = textwrap.dedent(f"""
         import sys, time
-        from backburner import priority, procfs, spawn
+        from backburner import priority, spawn
+        from backburner.kernel import procfs
         from backburner.bench import loads
         loads.FIO_FILE_SIZE = "16m"
         load = loads.Load(loads.parse("readers:2:seq"), {str(load_dir)!r})

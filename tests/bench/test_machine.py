@@ -22,10 +22,10 @@ from backburner import system
 from backburner.bench import config, devices, loads, runner
 from backburner.bench.executor import Measurement
 from backburner.bench.machine import MachineExecutor
-from backburner.cell import Cell
 from backburner.report import words
 from backburner.report.data import load as load_report
 from backburner.store import Store
+from backburner.store.cell import Cell
 
 pytestmark = pytest.mark.root
 
@@ -352,7 +352,7 @@ def test_exception_before_any_trial_leaves_no_database(tmp_path: Path, state_dir
     it is undone, and no database is left."""
     db = tmp_path / "r.db"
     rec = Recorder()
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
 
     monkeypatch.setattr(devices.Device, "schedulers", lambda self: ["none", "mq-deadline"])
     with pytest.raises(UnavailableError, match="'bfq' is not offered"):

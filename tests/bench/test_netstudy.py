@@ -182,7 +182,7 @@ def test_sigterm_leaves_nothing_then_resume_stores_and_reports(tmp_path: Path,
                           ("fifo", "download:4", "background")}
     assert "unloaded baseline" in table["fifo", "none", "-"]
     # four unprotected downloads fill the link's 300 ms queue: the page is many times slower
-    assert "slower than idle" in table["fifo", "download:4", "default"]
+    assert "slower than unloaded" in table["fifo", "download:4", "default"]
     assert "kbit/s, unprotected" in table["fifo", "download:4", "default"]
     assert "(warm)" not in text and "caches were not dropped" not in text
     assert "unloaded cell of the same link" in text

@@ -14,8 +14,8 @@ import pytest
 from helpers import bb, one_line_error
 
 from backburner import priority, system
+from backburner.base.errors import UnavailableError
 from backburner.bench import config, devices, loads, packages, pkgloads
-from backburner.errors import UnavailableError
 from backburner.store import Store
 
 KINDS = pkgloads.KINDS

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from backburner.base.errors import UnavailableError, UsageError
 from backburner.bench import config, display, loads, presets
-from backburner.errors import UnavailableError, UsageError
 
 
 @pytest.fixture

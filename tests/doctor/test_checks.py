@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from backburner import disks
-from backburner.disks import DiskReport
 from backburner.doctor import checks
 from backburner.doctor.facts import Cgroups, Facts
 from backburner.kernel import block
 from backburner.kernel.levers import Disk, Effect, Groups
+from backburner.policy import disks
+from backburner.policy.disks import DiskReport
 from backburner.priority import BUILTIN
 
 FULL = Facts(

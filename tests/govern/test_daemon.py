@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, bb, one_line_error, rules_dir, wait_for
 
-from backburner import disks, priority
+from backburner import priority
 from backburner.govern import throttle
+from backburner.policy import disks
 from backburner.priority import IOPrio
 
 pytestmark = pytest.mark.root

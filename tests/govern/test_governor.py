@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from helpers import bb, wait_for
 
-from backburner import priority, procfs, system
-from backburner import proc_events as cn
+from backburner import priority, system
 from backburner.govern import daemon, governor, rulefile, rules
 from backburner.govern.pattern import Pattern
+from backburner.kernel import proc_events as cn
+from backburner.kernel import procfs
 from backburner.priority import IOPrio
 
 pytestmark = pytest.mark.root

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.kernel import block
 
 from .sysfs import disk, mapped

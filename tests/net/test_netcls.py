@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, WITHOUT_CGROUP2
 
-from backburner import cgroup2, procfs, system, tcbpf
-from backburner.errors import UnavailableError
+from backburner import cgroup2, system, tcbpf
+from backburner.base.errors import UnavailableError
+from backburner.kernel import procfs
 from backburner.net import background, measure, netcls, pacer, policy, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]

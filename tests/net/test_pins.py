@@ -19,7 +19,7 @@ import pytest
 from helpers import bb
 
 from backburner import cgroupbpf, system
-from backburner.errors import ExistsError, UnavailableError
+from backburner.base.errors import ExistsError, UnavailableError
 from backburner.system.bpf import PIN_DIR, PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backburner import cgroupbpf, system
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.net import measure, policy, testbed
 from backburner.net.pacer import WindowRule
 

@@ -20,7 +20,7 @@ import pytest
 from helpers import bb
 
 from backburner import cgroup2, cgroupbpf, system
-from backburner.errors import UnavailableError
+from backburner.base.errors import UnavailableError
 from backburner.net import tcpopts, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]

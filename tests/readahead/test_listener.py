@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import proc_event_datagram, unsubscribed_by_close, wait_for
 
-from backburner import proc_events, procfs
+from backburner.kernel import proc_events, procfs
 from backburner.readahead.listener import MASK, ForkWatch, Listener, is_backburner, tree_of
 from backburner.readahead.watched import watched_filesystems
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from helpers import BB, bb, one_line_error, wait_for
 
-from backburner import procfs, system
+from backburner import system
+from backburner.kernel import procfs
 from backburner.readahead import packfile
 from backburner.readahead.pack import Pack
 
@@ -219,7 +220,7 @@ def test_a_stop_right_as_the_recording_starts_still_writes_the_pack(bed: Bed,
     written, status 0 — not killed by the signal with nothing written."""
     out = tmp_path / "early.pack"
     code = ("import os, signal, sys\n"
-            "from backburner import interrupts\n"
+            "from backburner.base import interrupts\n"
             "from backburner.readahead import record\n"
             "interrupts.install()\n"
             "opts = record.RecordOptions(sys.argv[1], mounts=(sys.argv[2],))\n"

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from helpers import bb, wait_for
 
-from backburner import procfs, system
+from backburner import system
+from backburner.base.quantities import human_size
 from backburner.extents import fiemap, physical_runs
+from backburner.kernel import procfs
 from backburner.readahead import kernel, packfile, record, replay
 from backburner.readahead.byinode import ByInode, cut
 from backburner.readahead.pack import Entry, FileState, Pack
 from backburner.slowdisk import device as slowdisk
-from backburner.units import human_size
 
 from .conftest import PAGE, Bed, resident, write_tree
 

@@ -124,7 +124,7 @@ def test_a_governed_process(state_dir: Path, tmp_path: Path,
 
 
 def test_the_files_apply_installed_and_the_disks(state_dir: Path, tmp_path: Path) -> None:
-    from backburner import apply
+    from backburner.apply import install as apply
     from backburner.status import sources
 
     root = tmp_path / "image"

@@ -31,8 +31,9 @@ from typing import Any
 
 import pytest
 
-from backburner import cgroup2, cgroupbpf, priority, procfs, system
-from backburner.errors import BackburnerError, NotFoundError, UsageError
+from backburner import cgroup2, cgroupbpf, priority, system
+from backburner.base.errors import BackburnerError, NotFoundError, UsageError
+from backburner.kernel import procfs
 from backburner.system import files as files_module
 from backburner.systemd import bus as bus_module
 

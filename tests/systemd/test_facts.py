@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from backburner import job, priority, systemd
-from backburner.errors import UsageError
+from backburner import priority, systemd
+from backburner.base.errors import UsageError
+from backburner.run import job
 from backburner.systemd import Facts
 
 BACKGROUND = priority.BUILTIN["background"]

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backburner.safepath import private_dir
+from backburner.files.safepath import private_dir
 
 from .image import CACHE, Image
 from .proc import dies_with_us

@@ -21,11 +21,11 @@ from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 from .. import cgroup2, priority, systemd
-from ..cell import GOVERNED, Cell
-from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from ..base.errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from ..base.quantities import MAX_DURATION_S, human_size
 from ..kernel import block
 from ..net import link as netlink
-from ..units import MAX_DURATION_S, human_size
+from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets
 from . import loads as loadspec
 from .devices import DeviceSpec

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, spawn, system
-from ..errors import NotFoundError, SystemStateError, UsageError
-from ..kernel import block
-from ..units import MiB, parse_size
+from .. import spawn, system
+from ..base.errors import NotFoundError, SystemStateError, UsageError
+from ..base.quantities import MiB, parse_size
+from ..kernel import block, procfs
 
 MIN_DEVICE = 64 * MiB
 TESTBED_MOUNT_OPTIONS = "noatime,nosuid,nodev"

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, procfs, spawn
+from .. import __version__, spawn
+from ..kernel import procfs
 
 DIRTY_SYSCTLS = ("dirty_ratio", "dirty_background_ratio", "dirty_bytes",
                  "dirty_background_bytes", "dirty_expire_centisecs",

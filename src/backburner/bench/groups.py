@@ -21,10 +21,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import cgroup2, procfs, system
-from ..errors import UnavailableError
+from .. import cgroup2, system
+from ..base.errors import UnavailableError
+from ..base.quantities import slug
+from ..kernel import procfs
 from ..priority import Policy
-from ..units import slug
 
 
 @dataclass

@@ -34,9 +34,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .. import logtail, priority, safepath, spawn
-from ..errors import SystemStateError, UnavailableError, UsageError
-from ..units import parse_size
+from .. import priority, spawn
+from ..base.errors import SystemStateError, UnavailableError, UsageError
+from ..base.quantities import parse_size
+from ..files import logtail, safepath
 from . import pkgloads
 from .packages import Shape
 

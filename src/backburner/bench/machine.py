@@ -18,11 +18,13 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import Any
 
-from .. import disks, job, priority, procfs, system, systemd
-from ..cell import NO_POLICY, Cell
-from ..errors import SystemStateError, UnavailableError
-from ..kernel import block, levers
-from ..units import slug
+from .. import priority, system, systemd
+from ..base.errors import SystemStateError, UnavailableError
+from ..base.quantities import slug
+from ..kernel import block, levers, procfs
+from ..policy import disks
+from ..run import job
+from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes
 from .config import Plan
 from .environment import device_settings

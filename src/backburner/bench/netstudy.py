@@ -34,10 +34,12 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from .. import cgroup2, interrupts, procfs, spawn, system, systemd
-from ..cell import Cell
-from ..errors import SystemStateError
+from .. import cgroup2, spawn, system, systemd
+from ..base import interrupts
+from ..base.errors import SystemStateError
+from ..kernel import procfs
 from ..net import background, netcls, policy, tcpopts, testbed
+from ..store.cell import Cell
 from .executor import Measurement
 from .netplan import QUEUE, NetPlan
 from .prepare import StepResult

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from .. import cgroup2, priority, systemd
-from ..errors import UnavailableError
+from ..base.errors import UnavailableError
 from ..net import link as netlink
 from . import display, netplan
 

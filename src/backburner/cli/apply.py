@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import applied, apply, diskrules, priority
-from ..errors import NotFoundError, UnavailableError, UsageError
+from .. import priority
+from ..apply import diskrules
+from ..apply import install as apply
+from ..apply import status as applied
+from ..base.errors import NotFoundError, UnavailableError, UsageError
 from .common import add_command, add_format, err, recover_if_needed, warn_levers
 
 EPILOG = """\

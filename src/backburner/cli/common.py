@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .. import system
-from ..errors import UsageError
-from ..units import one_line
+from ..base.errors import UsageError
+from ..base.quantities import one_line
 
 Handler = Callable[[argparse.Namespace], int]
 PROG = "backburner"
@@ -36,7 +36,8 @@ def warn_levers(policies: Sequence[object], cwd: str | None, *, silent: bool = F
     installed changes). `-q` silences it; the exit status is not the warning's."""
     if silent:
         return
-    from .. import disks, systemd
+    from .. import systemd
+    from ..policy import disks
 
     owns = systemd.manages_cgroups(systemd.read_facts())
     line = disks.warning(policies, cwd, systemd_owns=owns, skip=skip)  # type: ignore[arg-type]

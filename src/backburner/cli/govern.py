@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 
-from .. import units
+from ..base import quantities
 from .common import add_command, add_format, err, recover_if_needed
 
 
@@ -25,7 +25,7 @@ def _run(args: argparse.Namespace) -> int:
     err(f"govern: {stopped.reason}; "
         + ("nothing was changed (dry run)" if args.dry_run else
            "everything it changed is put back ("
-           + units.plural(stopped.governed, "process was", "processes were") + " governed)"))
+           + quantities.plural(stopped.governed, "process was", "processes were") + " governed)"))
     return 0
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .. import priority, system, systemd
-from ..errors import UsageError
+from ..base.errors import UsageError
 from .common import add_command, err, quiet, recover_if_needed, warn_levers
 
 
@@ -36,7 +36,8 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .. import job, spawn
+    from .. import spawn
+    from ..run import job
 
     policy = policy_from_args(args)
     systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
@@ -120,7 +121,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from .. import job
+    from ..run import job
 
     if args.pid is not None:
         job.restore_reprioritised(args.pid, report=print)

@@ -12,8 +12,9 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import __version__, disks
-from ..units import human_size
+from .. import __version__
+from ..base.quantities import human_size
+from ..policy import disks
 from .facts import Facts
 
 MAIN_JOB = "backburner bench --preset quick"

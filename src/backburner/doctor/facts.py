@@ -18,11 +18,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import disks, priority, system, systemd
-from ..disks import DiskReport
-from ..errors import BackburnerError
+from .. import priority, system, systemd
+from ..base.errors import BackburnerError
 from ..kernel import block
 from ..net import netcls
+from ..policy import disks
+from ..policy.disks import DiskReport
 
 #: the tools the checks name (bench's testbed, its loads and file discovery, trace, FUSE)
 TOOLS = ("fio", "strace", "perf", "unshare", "mkfs.ext4", "fusermount3")

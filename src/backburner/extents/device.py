@@ -16,9 +16,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import procfs, spawn
-from ..errors import NotFoundError, UnavailableError
-from ..kernel import block
+from .. import spawn
+from ..base.errors import NotFoundError, UnavailableError
+from ..kernel import block, procfs
 
 log = logging.getLogger(__name__)
 

@@ -27,10 +27,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import cgroup2, disks, interrupts, proc_events, procfs, safepath, system, systemd
-from .. import units as units_
-from ..errors import BackburnerError, ExistsError
-from ..proc_events import EXEC
+from .. import cgroup2, system, systemd
+from ..base import interrupts, quantities
+from ..base.errors import BackburnerError, ExistsError
+from ..files import safepath
+from ..kernel import proc_events, procfs
+from ..kernel.proc_events import EXEC
+from ..policy import disks
 from ..systemd.notify import sd_notify
 from . import execwatch, load, state, throttle
 from . import groups as cgroups
@@ -218,7 +221,7 @@ def run(opts: Options) -> Stopped:
                 state.write(status(gov, opts, started))
                 ready = _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
-                          f"{units_.plural(len(gov.governed), 'process', 'processes')}")
+                          f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
@@ -318,7 +321,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     log.info("rules reloaded: %d rules from %s", len(ruleset.rules),
              ", ".join(ruleset.files) or "no files")
     sd_notify("READY=1\nSTATUS=governing "
-              f"{units_.plural(len(gov.governed), 'process', 'processes')}")
+              f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
 
 
 def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: float,

@@ -38,7 +38,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
 
 log = logging.getLogger(__name__)
 

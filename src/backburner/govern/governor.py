@@ -25,11 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import priority, proc_events, procfs, system
-from ..errors import BackburnerError, NotFoundError
-from ..proc_events import COMM as COMM_EVENT
-from ..proc_events import EXEC, EXIT, FORK
-from ..units import one_line
+from .. import priority, system
+from ..base.errors import BackburnerError, NotFoundError
+from ..base.quantities import one_line
+from ..kernel import proc_events, procfs
+from ..kernel.proc_events import COMM as COMM_EVENT
+from ..kernel.proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
 from .groups import Groups

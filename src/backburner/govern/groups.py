@@ -9,9 +9,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import job, priority, system
-from ..errors import BackburnerError, SystemStateError, UnavailableError
+from .. import priority, system
+from ..base.errors import BackburnerError, SystemStateError, UnavailableError
 from ..net import background, policy
+from ..run import job
 from . import throttle
 from .rules import Rule, Ruleset
 

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import regex
 
 from .. import priority
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
 from ..net import link
 from . import pattern
 from .rules import MATCH_KEYS, Match, NetSettings, Rule, RuleError, Ruleset, ThrottleSettings

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from .. import priority
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
 from .pattern import MATCH_DEADLINE_S, Pattern
 
 MATCH_KEYS = ("comm", "exe", "user", "unit", "cgroup", "cmdline", "parent")  # cheapest first

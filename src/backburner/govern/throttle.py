@@ -27,7 +27,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from .. import procfs, system
+from .. import system
+from ..kernel import procfs
 from .rules import ThrottleSettings
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import procfs
-from ..errors import NotFoundError, UsageError
+from ..base.errors import NotFoundError, UsageError
+from . import procfs
 
 SYS_BLOCK = "/sys/block"
 SYS_DEV_BLOCK = "/sys/dev/block"

@@ -32,8 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs
-from . import block
+from . import block, procfs
 
 #: The disk levers of a policy, by the key `Policy.settings()` names them with.
 IO_CLASS, IO_WEIGHT, GROUP_IO, IO_LATENCY, IO_COST = (

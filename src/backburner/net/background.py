@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 
 from .. import cgroup2, cgroupbpf, system, systemd
-from ..errors import ExistsError, NotFoundError, UnavailableError, UsageError
+from ..base.errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..system.change import run_tool
 from . import link, netcls, policy, tcpopts, testbed
 

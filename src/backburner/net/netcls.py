@@ -26,8 +26,10 @@ from __future__ import annotations
 import os
 import secrets
 
-from .. import procfs, safepath, system
-from ..errors import BackburnerError, UnavailableError
+from .. import system
+from ..base.errors import BackburnerError, UnavailableError
+from ..files import safepath
+from ..kernel import procfs
 
 CONTROLLER = "net_cls"
 #: Controllers a hierarchy we use may have beside net_cls (the usual co-mount).

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import cgroupbpf, system
-from ..errors import SystemStateError, UsageError
+from ..base.errors import SystemStateError, UsageError
 from . import ingress, netcls
 from .link import MTU_BYTES, LinkSpec
 from .pacer import Knob, Pacer, Rule, Slowdown, WindowRule

@@ -31,8 +31,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, interrupts, system, systemd
-from ..errors import UnavailableError
+from .. import cgroup2, cgroupbpf, system, systemd
+from ..base import interrupts
+from ..base.errors import UnavailableError
 from ..system.bpf import PIN_DIR, PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW
 from . import background, policy
 from .pacer import Pacer, Rule, WindowRule

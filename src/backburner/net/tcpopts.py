@@ -21,7 +21,7 @@ import socket
 import subprocess
 
 from .. import cgroup2, cgroupbpf, spawn, system
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
 from ..system.bpf import PIN_WINDOW, bpf_program_settings
 
 #: The low-priority congestion control, and its module.

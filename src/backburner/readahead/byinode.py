@@ -25,7 +25,7 @@ import stat
 import struct
 from collections.abc import Sequence
 
-from .. import procfs
+from ..kernel import procfs
 from . import ext4meta, kernel
 from .pack import Entry, FileState
 

@@ -36,14 +36,8 @@ import time
 from dataclasses import dataclass, field
 
 from .. import system
-from ..errors import (
-    BackburnerError,
-    ExistsError,
-    NotFoundError,
-    SystemStateError,
-    UsageError,
-)
-from ..units import MiB
+from ..base.errors import BackburnerError, ExistsError, NotFoundError, SystemStateError, UsageError
+from ..base.quantities import MiB
 from . import ext4end, hotplan, tree
 from .e2tools import BLOCK, GROUP_BYTES, must, tool
 from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative

@@ -17,7 +17,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from ..errors import UnavailableError, denied
+from ..base.errors import UnavailableError, denied
 from .pack import Ranges, merge_ranges, ranges_from_pages
 
 log = logging.getLogger(__name__)

@@ -30,10 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import BackburnerError, DataError, NotFoundError, SystemStateError, UsageError
+from ..base.errors import BackburnerError, DataError, NotFoundError, SystemStateError, UsageError
+from ..base.quantities import fmt_pct, human_size, plural
 from ..extents import fiemap
 from ..extents.runs import UNMAPPABLE
-from ..units import fmt_pct, human_size, plural
 from . import ext4meta
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import Pack, clip

@@ -24,8 +24,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import proc_events, procfs, spawn
-from ..errors import BackburnerError, UnavailableError
+from .. import spawn
+from ..base.errors import BackburnerError, UnavailableError
+from ..kernel import proc_events, procfs
 from . import kernel
 from .pack import Ranges, merge_ranges
 from .replay import CHILD_NAME

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import priority
-from ..errors import BackburnerError, UsageError
+from ..base.errors import BackburnerError, UsageError
+from ..base.quantities import fmt_mbps, fmt_s, human_size, plural
 from ..kernel import block
-from ..units import fmt_mbps, fmt_s, human_size, plural
 from . import kernel
 from .byinode import ByInode, block_mounts, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget

@@ -13,9 +13,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 
 from .. import stats
-from ..cell import Cell
-from ..stats import CaveatCode, TimeoutReach, VerdictKind
-from ..units import (
+from ..base.quantities import (
     DASH,
     INFINITY,
     TIMES,
@@ -26,6 +24,8 @@ from ..units import (
     fmt_ratio_ci,
     fmt_s,
 )
+from ..stats import CaveatCode, TimeoutReach, VerdictKind
+from ..store.cell import Cell
 from .data import ReportData
 from .summary import MB, NoteCode, Row, RowCaveat, RowKind, notes
 

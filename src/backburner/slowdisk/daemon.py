@@ -46,7 +46,7 @@ import stat
 import sys
 from typing import Any
 
-from ..errors import (
+from ..base.errors import (
     BackburnerError,
     NotFoundError,
     SystemStateError,

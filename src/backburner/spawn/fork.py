@@ -10,8 +10,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from .. import interrupts, priority
-from ..errors import StartError
+from .. import priority
+from ..base import interrupts
+from ..base.errors import StartError
 from .child import Child, Forked
 from .libc import PR_SET_NAME, libc
 

@@ -15,8 +15,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from .. import interrupts, priority
-from ..errors import (
+from .. import priority
+from ..base import interrupts
+from ..base.errors import (
     BackburnerError,
     CommandNotExecutable,
     CommandNotFound,

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import interrupts, priority
-from ..errors import StartError
+from .. import priority
+from ..base import interrupts
+from ..base.errors import StartError
 from .launch import launch
 from .libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, libc
 from .outcome import Outcome

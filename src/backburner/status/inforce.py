@@ -12,7 +12,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import priority, procfs
+from .. import priority
+from ..kernel import procfs
 
 #: The v1 controllers whose groups act on bulk work (weights, pauses, network classes);
 #: a v2 group ("v2") always shows. Others (memory, pids, a session manager's name=) do not.

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import applied, job, priority, procfs, system
-from ..errors import BackburnerError
+from .. import priority, system
+from ..apply import status as applied
+from ..base.errors import BackburnerError
 from ..govern import state as govern_state
-from ..kernel import block
+from ..kernel import block, procfs
+from ..run import job
 from ..system.journal import Journal, journal_entries, journal_time
 from . import inforce, records
 from .inforce import InForce

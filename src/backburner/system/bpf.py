@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .. import cgroupbpf, safepath
-from ..errors import ExistsError, SystemStateError, UnavailableError
+from .. import cgroupbpf
+from ..base.errors import ExistsError, SystemStateError, UnavailableError
+from ..files import safepath
 from .cgroups import cgroup_procs
 from .change import Change
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
+from ..kernel import procfs
 from .change import Change, write
 from .journal import JournalInfo, journal_entries, journals
 from .mounts import Mount

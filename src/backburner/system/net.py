@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
 from .change import Change, run_tool, tool
 
 NETNS_DIR = "/run/netns"

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import priority, procfs, spawn
-from ..errors import NotFoundError, SystemStateError
+from .. import priority, spawn
+from ..base.errors import NotFoundError, SystemStateError
+from ..kernel import procfs
 from .cgroups import CgroupMove
 from .change import Change
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .. import tcbpf
-from ..errors import ExistsError, SystemStateError
+from ..base.errors import ExistsError, SystemStateError
 from .change import Change, run_tool, tool
 from .net import link_info, netns_path, ns_alive, socket_in
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import BackburnerError, UsageError
+from ..base.errors import BackburnerError, UsageError
+from ..kernel import procfs
 from .cgroups import cgroup_procs
 from .change import Change, write
 

@@ -19,7 +19,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..priority import CPUPolicy, IOPrio, Policy
 
 log = logging.getLogger(__name__)

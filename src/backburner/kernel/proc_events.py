@@ -39,7 +39,7 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .errors import UnavailableError, denied
+from ..base.errors import UnavailableError, denied
 
 log = logging.getLogger(__name__)
 

@@ -25,29 +25,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cgroup2, diskrules, safepath, system, systemd
-from .diskrules import (  # what apply writes for disks; named here for its callers
+from .. import cgroup2, system, systemd
+from ..base.errors import ExistsError, NotFoundError, UsageError
+from ..files import safepath
+from ..kernel import block, levers
+from ..priority import Policy, parse_policy
+from ..system.bpf import bpf_program_settings
+from . import diskrules
+from .diskrules import (
     CGROUP2,
-    DEFAULT_KERNEL,  # noqa: F401
-    DEVICE_CLASSES,  # noqa: F401
     IOCOST_RULE,
     MARKER,
     UDEV_DIR,
     UDEV_RULE,
     IoCostRule,
     SchedulerRule,
-    check_scheduler,  # noqa: F401
     iocost_udev,
-    recorded_iocost,  # noqa: F401
-    recorded_rule,  # noqa: F401
-    recorded_rules,  # noqa: F401
-    udev_rule,  # noqa: F401
+    recorded_iocost,
     udev_rules,
 )
-from .errors import ExistsError, NotFoundError, UsageError
-from .kernel import block, levers
-from .priority import Policy, parse_policy
-from .system.bpf import bpf_program_settings
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from . import apply, diskrules, disks, priority, systemd
-from .errors import BackburnerError
-from .kernel import block
-from .priority import Policy
+from .. import priority, systemd
+from ..base.errors import BackburnerError
+from ..kernel import block
+from ..policy import disks
+from ..priority import Policy
+from . import diskrules
+from . import install as apply
 
 LIVE, NOT_LIVE, DRIFTED, NOTHING = 0, 1, 2, 3
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -96,7 +99,7 @@ class BusSystemd:
         self._bus = bus
 
     def unit(self, name: str) -> Unit:
-        from .systemd.bus import UNIT
+        from ..systemd.bus import UNIT
 
         b = self._bus
         path = b.unit_path(name)
@@ -119,7 +122,7 @@ def running_systemd() -> Iterator[Systemd | None]:
     if not os.path.isdir(systemd.BOOTED_DIR):
         yield None
         return
-    from .systemd.bus import Bus
+    from ..systemd.bus import Bus
 
     with Bus.connect() as bus:
         yield BusSystemd(bus)
@@ -322,15 +325,15 @@ def net_live(name: str, unit: Unit, service: Unit, cgroup_root: str = CGROUP_ROO
 
 
 def _pinned_programs() -> set[int]:
-    from . import cgroupbpf, system
-    from .system.bpf import PIN_EGRESS, PIN_SOCK_OPS
+    from .. import cgroupbpf, system
+    from ..system.bpf import PIN_EGRESS, PIN_SOCK_OPS
 
     found = system.pinned_ids(cgroupbpf.BPFFS)
     return {found[n] for n in (PIN_EGRESS, PIN_SOCK_OPS) if n in found}
 
 
 def _attached_programs(group: str) -> set[int]:
-    from . import cgroupbpf
+    from .. import cgroupbpf
 
     return cgroupbpf.policy_programs_on(group)
 

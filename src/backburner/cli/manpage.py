@@ -2,7 +2,7 @@
 so that it cannot drift from `--help`: one page, a section per command.
 
 argparse-manpage is a build-time tool (`scripts/build-extras` runs
-``python3 -m backburner.manpage FILE``), not a dependency of the installed program. Two
+``python3 -m backburner.cli.manpage FILE``), not a dependency of the installed program. Two
 things are added to what it renders: the layout of our raw-text descriptions (grammar blocks
 and examples stay as typed, in no-fill blocks, instead of being run together) and the
 sections a manual page needs that a parser does not hold (EXIT STATUS from errors.py,
@@ -17,8 +17,9 @@ import re
 import sys
 from collections.abc import Sequence
 
-from . import __version__, errors
-from .cli import build_parser
+from .. import __version__
+from ..base import errors
+from . import build_parser
 
 SUMMARY = "keep bulk work on the back burner: prove and apply background IO/CPU priorities"
 
@@ -117,8 +118,8 @@ def render(date: str | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python3 -m backburner.manpage [FILE]``: write the page (to stdout without FILE)."""
-    from .outfile import text_output
+    """``python3 -m backburner.cli.manpage [FILE]``: write the page (to stdout without FILE)."""
+    from ..files.outfile import text_output
 
     args = list(sys.argv[1:] if argv is None else argv)
     with text_output(args[0] if args else None) as out:

@@ -14,7 +14,7 @@ import errno
 import os
 import stat
 
-from .errors import DataError, IOFailure, NotFoundError
+from ..base.errors import DataError, IOFailure, NotFoundError
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

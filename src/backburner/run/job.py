@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import cgroup2, cgroupbpf, priority, procfs, spawn, system, systemd
-from .errors import NotFoundError, SystemStateError, UsageError
-from .net import background, service
-from .net import policy as nt
-from .status import records
+from .. import cgroup2, cgroupbpf, priority, spawn, system, systemd
+from ..base.errors import NotFoundError, SystemStateError, UsageError
+from ..kernel import procfs
+from ..net import background, service
+from ..net import policy as nt
+from ..status import records
 
 Report = Callable[[str], None]
 
@@ -209,7 +210,7 @@ def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report
     unit = systemd.scope_unit_name(os.getpid())
     weights = systemd.slice_properties(policy)
     own = replace(policy, io_weight=None, cpu_weight=None)  # the slice carries the weights
-    from .systemd.bus import Bus
+    from ..systemd.bus import Bus
 
     with Bus.connect() as bus:  # fails here, in one line, where systemd does not answer
         have = bus.slice_weights(slice_name, list(weights))

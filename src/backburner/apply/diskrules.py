@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import disks
-from .errors import UnavailableError, UsageError
-from .kernel import block, levers
+from ..base.errors import UnavailableError, UsageError
+from ..kernel import block, levers
+from ..policy import disks
 
 MARKER = "# Written by `backburner apply`; `backburner apply --remove` takes it out."
 UDEV_DIR = "etc/udev/rules.d"

@@ -17,9 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import procfs
-from .kernel import block, levers
-from .priority import BUILTIN, Policy
+from ..kernel import block, levers, procfs
+from ..priority import BUILTIN, Policy
 
 #: The scheduler per class of disk that `apply --scheduler recommended` installs, as
 #: docs/ssd.md measured it: BFQ everywhere. On a non-rotational testbed under `none`,

@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import UnsafePathError
+from ..base.errors import UnsafePathError
 
 _WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO
 
-from .errors import ExistsError, IOFailure
+from ..base.errors import ExistsError, IOFailure
 from .infile import kind_of
 
 #: Reports, plots and exports are for sharing; what lists a user's files (packs, maps,
