@@ -146,7 +146,7 @@ def test_plan_cgroup_puts_the_class_in_the_v2_group(tmp_path: Path) -> None:
     mounts.write_text(f"1 0 0:1 / {v2} rw - cgroup2 cgroup2 rw\n")
     plan = priority.plan_cgroup(Policy(group_io="idle"), "run-1", mountinfo=str(mounts))
     assert plan.dirs == {str(v2 / "backburner" / "run-1"): {"io.prio.class": "idle"}}
-    assert plan.enable == ("io",)
+    assert plan.enable == ("io", "memory")  # memory too: the class reaches its writeback
     (v2 / "cgroup.controllers").write_text("cpu memory\n")
     with pytest.raises(UnavailableError, match="cgroup.controllers does not list io"):
         priority.plan_cgroup(Policy(group_io="idle"), "run-1", mountinfo=str(mounts))

@@ -401,7 +401,11 @@ def test_plan_cgroup_prefers_v2_with_controllers(tmp_path: Path) -> None:
     assert plan.dirs == {
         str(v2 / "backburner" / "run-7"): {"io.bfq.weight|io.weight": "10", "cpu.weight": "10"}
     }
-    assert plan.enable == ("cpu", "io") and plan.root == str(v2)
+    # memory with io: the job's writeback is charged to its group only with both on
+    assert plan.enable == ("cpu", "io", "memory") and plan.root == str(v2)
+    (v2 / "cgroup.controllers").write_text("cpu io\n")
+    plan = priority.plan_cgroup(priority.BUILTIN["background"], "run-7", mountinfo=mounts)
+    assert plan.enable == ("cpu", "io")  # a kernel without the memory controller
 
 
 def test_v2_changes_enable_controllers_in_root_and_parent(tmp_path: Path) -> None:
@@ -418,10 +422,10 @@ def test_v2_changes_enable_controllers_in_root_and_parent(tmp_path: Path) -> Non
     changes = job.cgroup_changes(plan)
     assert isinstance(changes[0], system.ControllersEnabled)
     assert changes[0].path == str(v2 / "cgroup.subtree_control")
-    assert changes[0].controllers == ["cpu", "io"]
+    assert changes[0].controllers == ["cpu", "io", "memory"]
     parent, child = changes[1], changes[2]
     assert parent.path == str(v2 / "backburner") and parent.shared
-    assert parent.settings == {"cgroup.subtree_control": "+cpu +io"}
+    assert parent.settings == {"cgroup.subtree_control": "+cpu +io +memory"}
     assert child.path == str(v2 / "backburner" / "run-9")
 
 

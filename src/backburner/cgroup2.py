@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from .base.errors import UnavailableError, UsageError
-from .kernel import procfs
+from .kernel import block, levers, procfs
 from .priority import Policy
 
 #: What each group-level knob is written to.
@@ -27,9 +27,8 @@ FILES = {"group-io": "io.prio.class", "io-latency": "io.latency", "io-cost": "io
 
 
 def unified_root(mountinfo: str = "/proc/self/mountinfo") -> str | None:
-    """Where the cgroup2 hierarchy is mounted (None: nowhere)."""
-    return next((m.mountpoint for m in procfs.mounts(mountinfo) if m.fstype == "cgroup2"),
-                None)
+    """Where the cgroup2 hierarchy is mounted (None: nowhere): the kernel layer's answer."""
+    return levers.cgroup2_root(mountinfo)
 
 
 def _controllers(group: Path) -> set[str]:
@@ -124,7 +123,7 @@ def group_files(policy: Policy) -> dict[str, str]:
 
 def devno_of(name: str, sys_block: str = "/sys/block") -> str:
     """A block device's MAJ:MIN, as the per-device io files key their lines."""
-    return Path(sys_block, name, "dev").read_text().strip()
+    return block.devno_text(name, sys_block)
 
 
 def latency_line(devno: str, target_us: int | None) -> str:

@@ -564,6 +564,8 @@ def plan_cgroup(policy: Policy, name: str, mountinfo: str = "/proc/self/mountinf
     need = {"io"} if policy.io_weight or policy.group_io else set()
     need |= {"cpu"} if policy.cpu_weight else set()
     if v2 is not None and need and need <= v2_controllers:
+        if "io" in need and "memory" in v2_controllers:  # writeback charged to the job's
+            need.add("memory")  # group only with both on (cgroup-v2.rst, "Writeback")
         files: dict[str, str] = {}
         if policy.io_weight:
             files["io.bfq.weight|io.weight"] = str(policy.io_weight)

@@ -122,6 +122,21 @@ def test_a_network_study_recommends_run_net(tmp_path: Path) -> None:
     assert recommend.commands(next(r for r in rows if r.cell.policy == "default")) == ()
 
 
+@pytest.mark.parametrize("rotational, devices", [("0", " --devices non-rotational"),
+                                                 ("1", ""), (None, "")])
+def test_the_scheduler_rule_is_for_the_class_of_disk_measured(
+        tmp_path: Path, rotational: str | None, devices: str) -> None:
+    """A run on a non-rotational testbed (the ssd preset) recommends a rule for solid-state
+    disks: apply's rule is for rotational ones unless told."""
+    env = {"device": {"rotational": rotational}} if rotational else None
+    rec = _recommend(tmp_path / "ssd.db", CELLS, env=env)
+    line = rec.commands[0]
+    assert line.startswith(f"backburner apply --scheduler {rec.best.cell.scheduler}{devices}"
+                           "   # "), line
+    args = build_parser().parse_args(shlex.split(line.split("   #")[0])[1:])
+    assert args.devices == ("non-rotational" if devices else None)
+
+
 def test_the_headline_is_the_comparison_the_user_came_for(tmp_path: Path) -> None:
     """The slowest unprotected start of the load against the recommended one, as the
     report's medians: what the demo and every bench end with (`answer`)."""

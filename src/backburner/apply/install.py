@@ -28,16 +28,33 @@ from pathlib import Path
 from .. import cgroup2, system, systemd
 from ..base.errors import ExistsError, NotFoundError, UsageError
 from ..files import safepath
+from ..kernel import block, levers
 from ..priority import Policy, parse_policy
 from ..system.bpf import bpf_program_settings
+from . import diskrules
+from .diskrules import (  # what apply writes for disks; named here for its callers
+    CGROUP2,
+    DEFAULT_KERNEL,  # noqa: F401
+    DEVICE_CLASSES,  # noqa: F401
+    IOCOST_RULE,
+    MARKER,
+    UDEV_DIR,
+    UDEV_RULE,
+    IoCostRule,
+    SchedulerRule,
+    check_scheduler,  # noqa: F401
+    iocost_udev,
+    recorded_iocost,  # noqa: F401
+    recorded_rule,  # noqa: F401
+    recorded_rules,  # noqa: F401
+    udev_rule,  # noqa: F401
+    udev_rules,
+)
 
 log = logging.getLogger(__name__)
 
 Report = Callable[[str], None]
 
-MARKER = "# Written by `backburner apply`; `backburner apply --remove` takes it out."
-UDEV_DIR = "etc/udev/rules.d"
-UDEV_RULE = "65-backburner-scheduler.rules"  # after the 60-* rules that set defaults
 UNIT_DIR = "etc/systemd/system"
 DROPIN = "50-backburner.conf"
 #: The slice of the units apply puts on the back burner: a unit file of its own (written
@@ -46,57 +63,6 @@ SLICE = systemd.DEFAULT_SLICE
 #: Where systemd looks for unit files (systemd.unit(5), the system manager's search path).
 UNIT_PATHS = ("etc/systemd/system", "run/systemd/system", "usr/local/lib/systemd/system",
               "usr/lib/systemd/system", "lib/systemd/system")
-#: Whole disks that have a scheduler: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe.
-DEFAULT_KERNEL = "sd*|vd*|xvd*|mmcblk*|nvme*"
-DEVICE_CLASSES = {"rotational": "1", "non-rotational": "0", "all": None}
-
-_SCHEDULER = re.compile(r"[a-z][a-z0-9-]{0,31}")
-_KERNEL_GLOB = re.compile(r"[A-Za-z0-9*?\[\]!|_-]{1,200}")
-
-
-#: The multi-queue schedulers of mainline Linux (block/Kconfig.iosched), and the alias
-#: mq-deadline answers to.
-LINUX_SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq", "deadline")
-
-
-def offered_schedulers(sys_block: str = "/sys/block") -> set[str]:
-    """Every scheduler some disk of this machine offers (a module outside mainline too)."""
-    found: set[str] = set()
-    for queue in Path(sys_block).glob("*/queue/scheduler"):
-        try:
-            found.update(queue.read_text().replace("[", " ").replace("]", " ").split())
-        except OSError:
-            continue
-    return found
-
-
-def check_scheduler(name: str, force: bool = False) -> None:
-    """A udev rule naming a scheduler no kernel has would select nothing, at every boot,
-    silently: refused unless it is mainline's or this machine's, or forced (an image for
-    a kernel with its own)."""
-    known = set(LINUX_SCHEDULERS) | offered_schedulers()
-    if name not in known and not force:
-        raise UsageError(f"{name!r} is not an IO scheduler Linux has",
-                         f"use one of {', '.join(sorted(known))}, or --force if the target's "
-                         "kernel has it")
-
-
-@dataclass(frozen=True)
-class SchedulerRule:
-    """Which disks get which IO scheduler (udev matches, see udev(7))."""
-
-    scheduler: str
-    kernel: str = DEFAULT_KERNEL
-    rotational: str | None = "1"  # "1" spinning, "0" solid state, None any
-
-    def __post_init__(self) -> None:
-        if not _SCHEDULER.fullmatch(self.scheduler):
-            raise UsageError(f"{self.scheduler!r} is not an IO scheduler name",
-                             "e.g. bfq, mq-deadline, kyber or none")
-        if not _KERNEL_GLOB.fullmatch(self.kernel) or "||" in self.kernel \
-                or self.kernel.startswith("|") or self.kernel.endswith("|"):
-            raise UsageError(f"{self.kernel!r} is not a kernel device name pattern",
-                             "use globs joined by |, e.g. 'sd*|mmcblk*'")
 
 
 @dataclass(frozen=True)
@@ -105,16 +71,6 @@ class File:
 
     path: str  # relative, e.g. etc/udev/rules.d/65-backburner-scheduler.rules
     content: str
-
-
-def udev_rule(rule: SchedulerRule) -> str:
-    matches = ['ACTION=="add|change"', 'SUBSYSTEM=="block"', 'ENV{DEVTYPE}=="disk"',
-               f'KERNEL=="{rule.kernel}"']
-    if rule.rotational is not None:
-        matches.append(f'ATTR{{queue/rotational}}=="{rule.rotational}"')
-    which = {"1": "rotational disks", "0": "solid-state disks", None: "disks"}[rule.rotational]
-    return (f"{MARKER}\n# The {rule.scheduler} IO scheduler for {which}.\n"
-            + ", ".join([*matches, f'ATTR{{queue/scheduler}}="{rule.scheduler}"']) + "\n")
 
 
 #: The network modes a drop-in can ask for (`--net`), as `run --net` takes them.
@@ -165,17 +121,22 @@ def slice_unit(policy: Policy) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy,
-         net: str | None = None) -> list[File]:
-    """The files `apply` writes, from explicit choices (the report's recommendation later)."""
+def plan(rule: SchedulerRule | Sequence[SchedulerRule] | None, units: Sequence[str],
+         policy: Policy, net: str | None = None, iocost: Sequence[IoCostRule] = ()
+         ) -> list[File]:
+    """The files `apply` writes, from explicit choices: the scheduler rules (one, or one
+    per class of disk), io.cost's, and the units' drop-ins with their slice."""
     check_net(net)
-    if rule is None and not units:
-        raise UsageError("nothing to apply", "give --scheduler and/or --unit")
+    rules = [rule] if isinstance(rule, SchedulerRule) else list(rule or [])
+    if not rules and not units and not iocost:
+        raise UsageError("nothing to apply", "give --scheduler, --iocost and/or --unit")
     if net is not None and not units:
         raise UsageError("--net is for units' drop-ins", "give --unit UNIT")
     if units:  # unit drop-ins: systemd's groups, and no unit property for io.prio.class
         cgroup2.refuse_for_job(policy, "apply", under_systemd=True)
-    files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rule(rule))] if rule else []
+    files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rules(rules))] if rules else []
+    if iocost:
+        files.append(File(f"{UDEV_DIR}/{IOCOST_RULE}", iocost_udev(iocost)))
     for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
         files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy, net)))
     if units and systemd.slice_properties(policy):
@@ -203,22 +164,6 @@ def recorded_net(text: str) -> str | None:
     lines = text.splitlines()
     m = _RECORDED.search(lines[1]) if len(lines) > 1 else None
     return m.group(2) if m else None
-
-
-_RULE_LINE = re.compile(r'.*KERNEL=="([^"]*)"(?:, ATTR\{queue/rotational\}=="([01])")?, '
-                        r'ATTR\{queue/scheduler\}="([^"]*)"')
-
-
-def recorded_rule(text: str) -> SchedulerRule | None:
-    """The scheduler rule a udev file of ours says, or None when it says none we write."""
-    rules = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
-    m = _RULE_LINE.fullmatch(rules[0]) if len(rules) == 1 else None
-    if m is None:
-        return None
-    try:
-        return SchedulerRule(m.group(3), m.group(1), m.group(2))
-    except UsageError:
-        return None
 
 
 def unit_file_exists(unit: str, root: str | Path) -> bool:
@@ -326,11 +271,29 @@ def remove(root: str = "/", report: Report = lambda _m: None) -> list[str]:
     paths = installed(str(base))
     with system.Transaction("apply-remove") as tx:
         for path in paths:
+            if path.name == IOCOST_RULE and str(base) == "/":
+                _iocost_off(tx, path, report)
             tx.apply(system.InstalledFile(str(path), None,
                                           prune_parent=path.name == DROPIN))
             report(f"removed {path}")
         system.commit(tx)
     return [str(p) for p in paths]
+
+
+def _iocost_off(tx: system.Transaction, path: Path, report: Report) -> None:
+    """io.cost off again (and the kernel's model back) on every disk the rule turned it on
+    for: the value goes with the file, not at the next boot."""
+    rules = recorded_iocost(path.read_text(errors="replace")) or []
+    qos, model = os.path.join(CGROUP2, "io.cost.qos"), os.path.join(CGROUP2, "io.cost.model")
+    for rule in rules:
+        for dev in diskrules.matches(rule.kernel, rule.rotational):
+            devno = block.devno_text(dev.name)
+            if not levers.iocost_on(devno, CGROUP2):
+                continue
+            tx.apply(system.DeviceLine(qos, f"{devno} enable=0", off="enable=0"))
+            if rule.model is not None:
+                tx.apply(system.DeviceLine(model, f"{devno} ctrl=auto", off="ctrl=auto"))
+            report(f"io.cost off for {dev.name}")
 
 
 RELOAD_HINT = ("to use them now: systemctl daemon-reload; udevadm control --reload && "

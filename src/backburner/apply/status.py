@@ -16,7 +16,6 @@ apply would write now — edited, or written by another version), `NOTHING` (3).
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -27,7 +26,10 @@ from typing import Protocol
 
 from .. import priority, systemd
 from ..base.errors import BackburnerError
+from ..kernel import block
+from ..policy import disks
 from ..priority import Policy
+from . import diskrules
 from . import install as apply
 
 LIVE, NOT_LIVE, DRIFTED, NOTHING = 0, 1, 2, 3
@@ -74,6 +76,9 @@ class Status:
     items: list[Item]
     checked_live: bool
     leftover: str | None = None  # live state apply's files left behind when taken out
+    #: what the installed policies' IO levers (the background policy's, with none) do on
+    #: each mounted disk now (the running system only)
+    disks: tuple[disks.DiskReport, ...] = ()
 
     @property
     def exit_status(self) -> int:
@@ -145,7 +150,17 @@ def status(root: str = "/", view: Systemd | None = None, *, live: bool = True,
             _check_live(item, path, "/" + str(path.relative_to(base)), view, sys_block,
                         cgroup_root, read_thread)
         items.append(item)
-    return Status(items, live, _leftover(items, view) if live else None)
+    here = live and sys_block == block.SYS_BLOCK  # a made-up sysfs has no disks to say
+    return Status(items, live, _leftover(items, view) if live else None,
+                  _disks(items, view) if here else ())
+
+
+def _disks(items: list[Item], view: Systemd | None) -> tuple[disks.DiskReport, ...]:
+    """The per-disk facts for the policies the drop-ins were written for."""
+    policies = [p for i in items if i.what.startswith("drop-in")
+                and (p := apply.recorded_policy(Path(i.path).read_text(errors="replace")))]
+    return tuple(disks.reports(policies or [priority.BUILTIN["background"]],
+                               systemd_owns=view is not None))
 
 
 def _leftover(items: list[Item], view: Systemd | None) -> str | None:
@@ -164,10 +179,15 @@ def _leftover(items: list[Item], view: Systemd | None) -> str | None:
 def _check_file(path: Path, base: Path) -> Item:
     text = path.read_text(errors="replace")
     rel = str(path.relative_to(base))
-    if path.suffix == ".rules":
-        rule = apply.recorded_rule(text)
-        item = Item(str(path), "udev scheduler rule")
-        expected = apply.udev_rule(rule) if rule else None
+    if path.name == apply.IOCOST_RULE:
+        costs = apply.recorded_iocost(text)
+        item = Item(str(path), "udev io.cost rule")
+        expected = apply.iocost_udev(costs) if costs else None
+    elif path.suffix == ".rules":
+        rules = apply.recorded_rules(text)
+        item = Item(str(path), "udev scheduler rule" + ("s" if rules and len(rules) > 1
+                                                          else ""))
+        expected = apply.udev_rules(rules) if rules else None
     else:
         unit = apply.SLICE if path.name == apply.SLICE else path.parent.name.removesuffix(".d")
         item = Item(str(path), f"slice {unit}" if unit == apply.SLICE else f"drop-in of {unit}")
@@ -190,10 +210,15 @@ def _check_file(path: Path, base: Path) -> Item:
 def _check_live(item: Item, path: Path, seen: str, view: Systemd | None, sys_block: str,
                 cgroup_root: str, read_thread: ReadThread) -> None:
     text = path.read_text(errors="replace")
+    if path.name == apply.IOCOST_RULE:
+        for cost in apply.recorded_iocost(text) or []:
+            live, notes = diskrules.iocost_live(cost, sys_block, cgroup_root)
+            item.live, item.notes = (item.live is not False) and live, item.notes + notes
+        return
     if path.suffix == ".rules":
-        rule = apply.recorded_rule(text)
-        assert rule is not None  # not drifted
-        item.live, item.notes = scheduler_live(rule, sys_block)
+        for rule in apply.recorded_rules(text) or []:  # not drifted: some
+            live, notes = scheduler_live(rule, sys_block)
+            item.live, item.notes = (item.live is not False) and live, item.notes + notes
         return
     policy = apply.recorded_policy(text)
     assert policy is not None
@@ -213,29 +238,18 @@ def _check_live(item: Item, path: Path, seen: str, view: Systemd | None, sys_blo
 
 def matched_disks(rule: apply.SchedulerRule, sys_block: str = "/sys/block") -> list[Path]:
     """The disks of /sys/block the rule's matches select, as udev evaluates them."""
-    disks = []
-    for dev in sorted(Path(sys_block).iterdir()):
-        if not any(fnmatch.fnmatchcase(dev.name, g) for g in rule.kernel.split("|")):
-            continue
-        if not (dev / "queue" / "scheduler").exists():
-            continue
-        if rule.rotational is not None and _read(dev / "queue" / "rotational") \
-                != rule.rotational:
-            continue
-        disks.append(dev)
-    return disks
+    return diskrules.matches(rule.kernel, rule.rotational, sys_block)
 
 
 def scheduler_live(rule: apply.SchedulerRule, sys_block: str = "/sys/block"
                    ) -> tuple[bool, list[str]]:
     """Whether every disk the rule matches has its scheduler in force."""
-    disks = matched_disks(rule, sys_block)
-    if not disks:
+    found = matched_disks(rule, sys_block)
+    if not found:
         return True, ["matches no disk of this machine"]
     live, notes = True, []
-    for dev in disks:
-        text = _read(dev / "queue" / "scheduler") or ""
-        active = text.partition("[")[2].partition("]")[0]
+    for dev in found:
+        active = block.in_force(dev.name, sys_block)
         if active == rule.scheduler:
             notes.append(f"{dev.name}: {active} in force")
         else:
@@ -393,7 +407,12 @@ def _read(path: Path) -> str | None:
 
 def render(st: Status) -> str:
     """What `apply --status` prints: one verdict line per file, its findings indented."""
-    tail = [f"note: {st.leftover}"] if st.leftover else []
+    tail = []
+    for r in st.disks:  # what the policy's IO levers do on each disk, installed or not
+        tail.append(f"{'ok' if not r.ignored else 'warning':9} disk {r.name}: "
+                    f"{disks.summary(r)}")
+        tail += [f"          fix: {r.fix}"] if r.fix else []
+    tail += [f"note: {st.leftover}"] if st.leftover else []
     if not st.items:
         return "\n".join(["nothing installed: no file written by backburner apply", *tail]) + "\n"
     lines = []
@@ -416,5 +435,5 @@ def render_json(st: Status) -> str:
            "exit_status": st.exit_status, "checked_live": st.checked_live,
            "files": [{"path": i.path, "what": i.what, "verdict": i.verdict, "drift": i.drift,
                       "live": i.live, "notes": i.notes} for i in st.items],
-           "leftover": st.leftover}
+           "leftover": st.leftover, "disks": [r.as_dict() for r in st.disks]}
     return json.dumps(doc, indent=1) + "\n"

@@ -17,13 +17,13 @@ import re
 import shlex
 import shutil
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 from .. import cgroup2, priority, systemd
 from ..base.errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
 from ..base.quantities import MAX_DURATION_S, human_size
+from ..kernel import block
 from ..net import link as netlink
 from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets
@@ -34,8 +34,6 @@ from .probes import Probe
 if TYPE_CHECKING:  # the statistics (numpy) only when a run needs them: `run` loads this
     from ..stats import Rule
 
-#: The IO schedulers (elevators) of Linux's block layer; a device offers a subset of them.
-KNOWN_SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
 MAX_TRIALS = 10_000
 MAX_TIMEOUT_S = 24 * 3600.0
 MAX_SETTLE_S = 3600.0
@@ -339,11 +337,9 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
         raise UsageError("no policy given")
     if resolve:
         check_group_controls(list(policies.values()))
-    schedulers = tuple(dict.fromkeys(cfg.schedulers))
+    schedulers = tuple(dict.fromkeys(block.check_scheduler(s) for s in cfg.schedulers))
     if not schedulers:
         raise UsageError("no scheduler given")
-    for name in schedulers:
-        check_scheduler(name)
     device = DeviceSpec.parse(cfg.device)
     check_room(device, loadspec.room_needed(loads.values()))
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
@@ -443,26 +439,6 @@ def _check_choices(cfg: BenchConfig) -> None:
             raise UsageError(f"--probe-root {root} is neither a directory nor an image file")
         if cfg.probe_layout != "touched":
             raise UsageError("--probe-root is used as it is: it takes no --probe-layout")
-
-
-def check_scheduler(name: str) -> str:
-    if name not in known_schedulers():
-        near = [k for k in KNOWN_SCHEDULERS if k.replace("-", "") == name.replace("-", "")]
-        raise UsageError(f"unknown IO scheduler {name!r}",
-                         f"did you mean {near[0]}?" if near else
-                         "use " + ", ".join(known_schedulers()))
-    return name
-
-
-def known_schedulers() -> tuple[str, ...]:
-    """Linux's elevators, plus any other one a block device here offers right now."""
-    offered: list[str] = []
-    for queue in Path("/sys/block").glob("*/queue/scheduler"):
-        try:
-            offered += queue.read_text().replace("[", " ").replace("]", " ").split()
-        except OSError:
-            continue
-    return tuple(dict.fromkeys([*KNOWN_SCHEDULERS, *offered]))
 
 
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")

@@ -15,12 +15,14 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from .. import priority, system, systemd
 from ..base.errors import SystemStateError, UnavailableError
 from ..base.quantities import slug
-from ..kernel import procfs
+from ..kernel import block, levers, procfs
+from ..policy import disks
 from ..run import job
 from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes
@@ -88,12 +90,14 @@ class MachineExecutor:
         self.output = probes.ProbeOutput(device.workdir, show=self.show_output)
         offered = device.schedulers()
         queues = {}
+        under: dict[str, levers.Disk] = {}
         for sched in self.plan.schedulers:
             if sched not in offered:
                 raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
                                        f"{device.name}", f"it offers: {', '.join(offered)}")
             self.use_scheduler(sched)
             queues[sched] = device_settings(device.queue)  # its tunables, as selected
+            under[sched] = levers.read_disk(device.name, cgroup2_root=levers.cgroup2_root())
         device.facts["queue"] = queues
         if any(p.ready_window is not None for p in self.plan.probes.values()):
             self._screen = held.enter_context(display.Display(device.workdir))
@@ -114,6 +118,22 @@ class MachineExecutor:
         self._check_room()
         self._lay_out_loads()
         self._make_cgroups(tx)
+        device.facts["levers"] = self._levers(under)
+
+    def _levers(self, under: dict[str, levers.Disk]) -> dict[str, dict[str, Any]]:
+        """Which of each policy's levers act on the device under each scheduler (the
+        report names them per cell): its groups are the delegated scope's, or ours."""
+        enables = self._groups.facts["controllers"] if self._groups else ("io", "memory")
+        groups = levers.read_groups(enables)  # type: ignore[arg-type]
+        out: dict[str, dict[str, Any]] = {}
+        for sched, disk in under.items():
+            out[sched] = {}
+            for name, pol in self.policies.items():
+                if name == config.GOVERNED:
+                    continue  # the daemon's rule sets it: not known here
+                on = replace(disk, iocost=disk.iocost or (pol.io_cost and groups.cost))
+                out[sched][name] = disks.record(pol, levers.Effect(on, groups))
+        return out
 
     def _check_room(self) -> None:
         """Before any load file is written: the loads' files fit in what the probe's files
@@ -168,7 +188,7 @@ class MachineExecutor:
     def _warn_other_devices(self, files: list[str]) -> None:
         for devno, paths in probes.devices_of(files).items():
             try:
-                name = devices._whole_disk(devno)
+                name = block.whole_disk_with_queue(devno)
             except Exception:  # noqa: BLE001 - a virtual fs: not a disk
                 continue
             if name != self.device.name:

@@ -20,6 +20,7 @@ import shutil
 import sys
 from typing import Any
 
+from .. import cgroup2, priority, systemd
 from ..base.errors import UnavailableError
 from ..net import link as netlink
 from . import display, netplan
@@ -130,5 +131,29 @@ def slow_link() -> dict[str, Any]:
             "min_runs": 8, "max_runs": 40, "max_time_s": 10 * 60.0}
 
 
+def _iocost_here() -> bool:
+    """Whether bench can switch io.cost on here: cgroup v2 with io.cost, in a scope systemd
+    delegates (`config.check_group_controls`'s conditions)."""
+    policy = priority.BUILTIN["iocost"]
+    return (cgroup2.missing(policy, cgroup2.unified_root()) is None
+            and systemd.manages_cgroups(systemd.read_facts()))
+
+
+def ssd() -> dict[str, Any]:
+    """The SSD question, side by side (docs/ssd.md): a non-rotational testbed under each of
+    the kernel's schedulers (none is its default for NVMe, mq-deadline for SATA), the cold
+    start unprotected and with the background policy (and where cgroup v2 has io.cost,
+    with io.cost on and weight 10), under sequential readers, buffered writers and a
+    package manager installing and removing (dpkg). Each load lives for a cell's block of
+    trials, every cell until decided or 10 trials, the trials' time bounded at 14 minutes:
+    under 20 minutes on the development VM."""
+    return dict(probes=[f"python={PYTHON_PROBE}"],
+                loads=["none", "readers:10:seq", "writers:2:seq:buffered", "dpkg-loop"],
+                policies=["default", "background", *(["iocost"] if _iocost_here() else [])],
+                schedulers=["none", "mq-deadline", "kyber", "bfq"], rotational=0,
+                device="testbed:4G", trials=6, settle_s=2.0, timeout_s=60.0, preset="ssd",
+                min_runs=6, max_runs=10, max_time_s=14 * 60.0)
+
+
 PRESETS = {"quick": quick, "office-hdd": office_hdd, "s-startup": s_startup,
-           "slow-link": slow_link}
+           "slow-link": slow_link, "ssd": ssd}

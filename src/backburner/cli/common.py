@@ -29,6 +29,22 @@ def quiet(_msg: str) -> None:
     pass
 
 
+def warn_levers(policies: Sequence[object], cwd: str | None, *, silent: bool = False,
+                skip: Sequence[str] = ()) -> None:
+    """The one warning line of run, govern and apply: a lever asked for does nothing on the
+    disk holding the job's working directory, / or /var (`skip`: disks a rule being
+    installed changes). `-q` silences it; the exit status is not the warning's."""
+    if silent:
+        return
+    from .. import systemd
+    from ..policy import disks
+
+    owns = systemd.manages_cgroups(systemd.read_facts())
+    line = disks.warning(policies, cwd, systemd_owns=owns, skip=skip)  # type: ignore[arg-type]
+    if line:
+        err(f"warning: {line}")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse exits 2 on bad input; we want UsageError's status and our one-line format.
 

@@ -33,6 +33,7 @@ from ..base.errors import BackburnerError, ExistsError
 from ..files import safepath
 from ..kernel import proc_events, procfs
 from ..kernel.proc_events import EXEC
+from ..policy import disks
 from ..systemd.notify import sd_notify
 from . import execwatch, load, state, throttle
 from . import groups as cgroups
@@ -52,6 +53,7 @@ class Options:
     defaults: bool = True
     ready_file: str | None = None
     no_exec_filter: bool = False  # take every exec from the connector (no perf filter)
+    quiet: bool = False  # no warning when the rules' IO levers do nothing on / or /var
 
 
 def status(gov: Governor, opts: Options, started: float, running: bool = True
@@ -80,7 +82,20 @@ def status(gov: Governor, opts: Options, started: float, running: bool = True
             "min_duty": thr.min_duty if thr else None,
         },
         "problems": sorted(gov.problems.values()),
+        "disks": gov.disks,
     }
+
+
+def _disk_levers(gov: Governor, opts: Options) -> None:
+    """At start and on reload: what the rules' IO levers do on the disks of / and /var,
+    for the status file, and one warning line where one does nothing (unless -q)."""
+    policies = [r.policy for r in gov.ruleset.rules]
+    owns = systemd.manages_cgroups(systemd.read_facts())
+    found = disks.reports(policies, every_mounted=False, systemd_owns=owns)
+    gov.disks = [r.as_dict() for r in found]
+    line = disks.warning_of(found) if disks.asked(policies) else None
+    if line and not opts.quiet:
+        log.warning("warning: %s", line)
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -198,6 +213,7 @@ def run(opts: Options) -> Stopped:
                                on_governing=lambda on: conn.narrow(None if on else watch.starts),
                                systemd_units=units, network=network)
                 _throttle_settings(gov)
+                _disk_levers(gov, opts)
                 gov.exec_events = "kernel-filtered" if watch.watch else "connector"
                 gov.scan()
                 if not gov.governed:
@@ -297,6 +313,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     gov.set_rules(ruleset)
     watch.open(ruleset)
     _throttle_settings(gov)
+    _disk_levers(gov, opts)
     gov.exec_events = "kernel-filtered" if watch.watch else "connector"
     if not gov.governed:
         conn.narrow(watch.starts)

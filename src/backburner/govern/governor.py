@@ -115,6 +115,7 @@ class Governor:
         self.problems: dict[str, str] = {}
         self.counters = Counters()
         self.exec_events = "connector"  # or "kernel-filtered" (execwatch)
+        self.disks: list[dict[str, Any]] = []  # the rules' IO levers per disk (the daemon's)
         self.protected = _protected()
         self.dirty = True
         self.throttle: throttle.Throttle | None = None

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from .. import priority
 from ..base.errors import BackburnerError, UsageError
 from ..base.quantities import fmt_mbps, fmt_s, human_size, plural
+from ..kernel import block
 from . import kernel
 from .byinode import ByInode, block_mounts, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget
@@ -176,22 +177,11 @@ def _device_now(e: Entry, dev: int | None) -> tuple[Entry, str, FileState | None
 
 def _sysfs_node(dev: int) -> str | None:
     """/dev/NAME of block device `dev` (from its uevent), or None."""
-    try:
-        text = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("DEVNAME="):
-            return "/dev/" + line.split("=", 1)[1]
-    return None
+    return block.node_of(dev)
 
 
 def _device_size(dev: int) -> int:
-    try:
-        sectors = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/size").read_text()
-        return int(sectors) * 512
-    except (OSError, ValueError):
-        return -1
+    return block.size_bytes(dev)
 
 
 def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int | None:
@@ -299,23 +289,15 @@ def split_inode_tables(meta: list[_Open]) -> tuple[list[_Open], list[_Open]]:
 
 
 def _rotational(disk: str) -> bool | None:
-    try:
-        text = Path(f"/sys/block/{os.path.basename(disk)}/queue/rotational").read_text()
-    except OSError:
-        return None
-    return text.strip() == "1"
+    return block.rotational(os.path.basename(disk))
 
 
 def _sysfs_disk(dev: int) -> str | None:
     """The whole disk holding block device `dev` (a partition's parent), from sysfs alone:
     the common case, without loading the extents package (a background replay's own start
     should cost as little as possible)."""
-    node = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
-    if not os.path.isdir(node):
-        return None
-    if os.path.exists(os.path.join(node, "partition")):
-        node = os.path.dirname(node)
-    return "/dev/" + os.path.basename(node)
+    disk = block.whole_disk(dev)
+    return "/dev/" + disk if disk is not None else None
 
 
 def _device(path: bytes, dev: int) -> tuple[str, bool | None]:

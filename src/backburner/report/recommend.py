@@ -127,15 +127,18 @@ def evidence(r: Row, rows: list[Row]) -> str:
     return "; ".join(parts)
 
 
-def commands(r: Row) -> tuple[str, ...]:
+def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
     """Shell lines (a comment after "   # "); a governed cell is applied by the daemon and
     its rule, not by a policy `run` or `apply` would refuse; a network study's background
-    policy by `run --net` (its queue is the link's, not this machine's to set)."""
+    policy by `run --net` (its queue is the link's, not this machine's to set). The
+    scheduler rule is for the class of disk measured (`rotational`: the device's flag as
+    the run recorded it; apply's rule is for rotational disks unless told)."""
     if r.cell.network:
         return (f"backburner run --net {shlex.quote(r.cell.policy)} -- "
                 "YOUR-DOWNLOAD-COMMAND",) if r.cell.policy != "default" else ()
-    out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}   # the IO "
-           "scheduler, for matching disks (a udev rule)"]
+    devices = " --devices non-rotational" if rotational == "0" else ""
+    out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}{devices}   # the "
+           "IO scheduler, for matching disks (a udev rule)"]
     if r.cell.policy == GOVERNED:
         out.append(f"backburner govern check   # with the govern rule below in {RULES_FILE}")
         out.append("backburner govern run   # the daemon; or its systemd unit (docs/govern.md)")
@@ -193,6 +196,14 @@ def limits(data: ReportData, r: Row) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _rotational(data: ReportData) -> str | None:
+    """The device's rotational flag as the last run recorded it ("1", "0"; None: unknown)."""
+    env = data.runs[-1].environment if data.runs else {}
+    device = env.get("device") if isinstance(env.get("device"), dict) else {}
+    flag = device.get("rotational") if isinstance(device, dict) else None
+    return flag if flag in ("0", "1") else None
+
+
 def headline(best: Row, rows: list[Row], by_key: dict[str, Row]) -> str:
     """'under readers:10:seq a start of python takes 2.88 s unprotected on mq-deadline and
     0.193 s on bfq + background (1.07× unloaded)': the slowest unprotected start of this
@@ -238,8 +249,8 @@ def recommend(data: ReportData, *, tolerance: float | None = None,
         best = choose(members, tolerance)
         out.append(Recommendation(probe, device, prepare, load, best,
                                   tuple(pareto(members)), evidence(best, members),
-                                  commands(best), govern_rule(best), limits(data, best),
-                                  headline(best, members, by_key)))
+                                  commands(best, _rotational(data)), govern_rule(best),
+                                  limits(data, best), headline(best, members, by_key)))
     return out
 
 

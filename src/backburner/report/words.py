@@ -416,8 +416,53 @@ def caveat_text(c: stats.Caveat) -> str:
 
 
 def notes_text(data: ReportData) -> list[str]:
-    """The report's notes (`summary.notes`) in words."""
-    return [caveat_text(n) for n in notes(data)]
+    """The report's notes (`summary.notes`) in words, then which levers acted per cell."""
+    return [caveat_text(n) for n in notes(data)] + levers_text(data)
+
+
+#: A policy's IO levers in words (the keys bench records, `kernel.levers.LEVERS`).
+_LEVERS = {"io": "the IO class", "io-weight": "the IO weight", "group-io": "io.prio.class",
+           "io-latency": "io.latency", "io-cost": "io.cost"}
+
+
+def _levers(keys: Iterable[str]) -> str:
+    words = [_LEVERS.get(k, k) for k in keys]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _lever_record(policy: str, rec: Mapping[str, object]) -> str | None:
+    acted = [str(k) for k in rec.get("acted") or []]  # type: ignore[attr-defined]
+    ignored = [str(k) for k in rec.get("ignored") or []]  # type: ignore[attr-defined]
+    if not acted and not ignored:
+        return None
+    parts = []
+    if acted:
+        weight = f" ({rec['weight']})" if rec.get("weight") else ""
+        wb = "" if "io-weight" not in acted else (
+            ", its buffered writeback too" if rec.get("writeback") else
+            ", not on buffered writeback")
+        parts.append(f"{_levers(acted)}{weight} acted{wb}")
+    if ignored:
+        parts.append(f"{_levers(ignored)} did nothing")
+    return f"{policy}: " + "; ".join(parts)
+
+
+def levers_text(data: ReportData) -> list[str]:
+    """Per scheduler, which of each policy's IO levers acted on the device under test, as
+    the run recorded them (runs before they were recorded say nothing)."""
+    out: list[str] = []
+    for run in data.runs:
+        device = run.environment.get("device")
+        by_sched = device.get("levers") if isinstance(device, dict) else None
+        if not isinstance(by_sched, dict):
+            continue
+        for sched, by_policy in by_sched.items():
+            said = [t for p, rec in (by_policy or {}).items()
+                    if isinstance(rec, dict) and (t := _lever_record(p, rec))]
+            line = f"levers under {sched} on the device under test: {'; '.join(said)}"
+            if said and line not in out:
+                out.append(line)
+    return out
 
 
 # --------------------------------------------------------------------------- a row's short texts

@@ -51,7 +51,7 @@ from ..base.errors import (
 )
 from ..base.quantities import human_size
 from ..files import safepath
-from ..kernel import procfs
+from ..kernel import block, procfs
 from .model import Disk, FlatProfile, Profile
 from .profiles import BUILTIN, get_profile
 
@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 
 LABEL = "slowdisk"  # the journal label of `slowdisk create`
 DEFAULT_SCHEDULER = "mq-deadline"
-SCHEDULERS = ("mq-deadline", "bfq", "kyber", "none")
 SERVED_NAME = "disk.img"
 STATS_NAME = "stats.json"
 DAEMON_READY_TIMEOUT = 20.0
@@ -114,12 +113,6 @@ class SlowDisk:
 
 
 # --- input checks -------------------------------------------------------------------------
-
-
-def check_scheduler(name: str) -> str:
-    if name not in SCHEDULERS:
-        raise UsageError(f"unknown IO scheduler {name!r}", "use one of " + ", ".join(SCHEDULERS))
-    return name
 
 
 def _check_fuse() -> None:
@@ -275,7 +268,7 @@ def _apply_queue(tx: system.Transaction, loop: str, rotational: bool, scheduler:
     try:
         tx.apply(system.SysfsValue(f"{queue}/scheduler", scheduler))
     except SystemStateError:
-        offered = Path(queue, "scheduler").read_text().replace("[", "").replace("]", "").split()
+        offered = block.offered(os.path.basename(loop))
         raise UnavailableError(f"IO scheduler {scheduler!r} is not available for {loop}",
                                "available: " + ", ".join(offered)) from None
 
@@ -300,7 +293,7 @@ def attach(opts: CreateOptions, tx: system.Transaction) -> SlowDisk:
 def validate(opts: CreateOptions) -> Profile:
     """The checks that need no root and change nothing."""
     profile = get_profile(opts.profile)
-    check_scheduler(opts.scheduler)
+    block.check_scheduler(opts.scheduler)
     return profile
 
 
@@ -419,12 +412,10 @@ def read_stats(device: str) -> dict[str, Any]:
             f"cannot read the stats of {disk.device} ({why})"
             + ("" if alive else f": its daemon (pid {disk.daemon_pid}) is gone"),
             "run `backburner restore` to release it" if not alive else None) from None
-    queue = Path(f"/sys/block/{os.path.basename(disk.device)}/queue")
-    try:
-        sched = system.selected((queue / "scheduler").read_text())
-        rot = (queue / "rotational").read_text().strip()
-    except OSError:
-        sched = rot = "?"
+    name = os.path.basename(disk.device)
+    sched = block.in_force(name) or "?"
+    flag = block.rotational(name)
+    rot = "?" if flag is None else str(int(flag))
     return {"device": disk.device, "mountpoint": disk.mountpoint, "scheduler": sched,
             "rotational": rot, **data}
 

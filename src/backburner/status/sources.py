@@ -25,7 +25,7 @@ from .. import priority, system
 from ..apply import status as applied
 from ..base.errors import BackburnerError
 from ..govern import state as govern_state
-from ..kernel import procfs
+from ..kernel import block, procfs
 from ..run import job
 from ..system.journal import Journal, journal_entries, journal_time
 from . import inforce, records
@@ -266,13 +266,6 @@ SKIP_DISKS = ("loop", "ram", "zram", "nbd", "sr", "fd")
 def disks(sys_block: str = "/sys/block") -> list[Disk]:
     """Whole disks with an IO scheduler (loop devices, RAM disks and optical drives left
     out: no bulk work of the machine's lives there)."""
-    out = []
-    for queue in sorted(Path(sys_block).glob("*/queue/scheduler")):
-        name = queue.parent.parent.name
-        if name.startswith(SKIP_DISKS):
-            continue
-        try:
-            out.append(Disk(name, system.selected(queue.read_text())))
-        except OSError:
-            continue
-    return out
+    return [Disk(name, sched) for name in block.disks(sys_block)
+            if not name.startswith(SKIP_DISKS)
+            and (sched := block.in_force(name, sys_block)) is not None]
