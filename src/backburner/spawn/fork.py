@@ -13,8 +13,8 @@ from collections.abc import Callable
 from .. import priority
 from ..base import interrupts
 from ..base.errors import StartError
+from ..kernel import syscalls
 from .child import Child, Forked
-from .libc import PR_SET_NAME, libc
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def _forked_child(fn: Callable[[], int], name: str, policy: priority.Policy | No
             os.dup2(null, fd)
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         os.closerange(3, soft if 0 < soft < 1 << 20 else 1 << 20)
-        libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+        syscalls.prctl(syscalls.PR_SET_NAME, name.encode()[:15])
         if policy is not None:
             priority.apply_to_self(policy)
         code = fn()

@@ -3,7 +3,6 @@ applied in the child before exec, and names a failure to start in one line (127,
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import logging
@@ -25,8 +24,8 @@ from ..base.errors import (
     StartError,
     SystemStateError,
 )
+from ..kernel import syscalls
 from .child import Child
-from .libc import CLONE_NEWNET, PR_SET_PDEATHSIG, libc
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +90,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             if die_with is not None:
                 # SIGTERM (by default) when we die, even by SIGKILL: a load's clean-up runs
-                if libc.prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0:
-                    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+                syscalls.prctl(syscalls.PR_SET_PDEATHSIG, death_signal)
                 if os.getppid() != die_with:  # we died before prctl took effect
                     os.kill(os.getpid(), death_signal)
             if cgroup_procs:
@@ -102,8 +100,8 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                     f.write(str(os.getpid()))
             if policy is not None:
                 priority.apply_to_self(policy)
-            if netns_fd is not None and libc.setns(netns_fd, CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns(CLONE_NEWNET)")
+            if netns_fd is not None:
+                syscalls.setns(netns_fd, syscalls.CLONE_NEWNET)
             if before_exec is not None:  # e.g. ask systemd for a scope of our own
                 before_exec()
             if chroot is not None:
