@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 from .. import priority
 from ..base.errors import BackburnerError, UsageError
 from ..base.quantities import fmt_mbps, fmt_s, human_size, plural
-from . import kernel
+from ..kernel import pagecache
+from . import cached
 from .byinode import ByInode, block_mounts, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
@@ -198,7 +199,7 @@ def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int 
     fd = by_inode.take(entry) if by_inode is not None else None
     try:
         if fd is None:
-            fd = kernel.open_file(entry.path)
+            fd = cached.open_file(entry.path)
     except OSError:
         return None  # a device entry needs root; a file may have become unreadable
     st = os.fstat(fd)
@@ -457,7 +458,7 @@ class _Worker:
 
 def _queue(fd: int, offset: int, length: int) -> None:
     try:
-        kernel.readahead(fd, offset, length)
+        pagecache.readahead(fd, offset, length)
     except OSError:  # EINVAL: a filesystem without readahead support
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
