@@ -37,11 +37,15 @@ DEBIAN_ARCHES = {
 }
 
 
+def _named(numbers: tuple[int, ...]) -> dict[str, int]:
+    return dict(zip(syscalls.CALLS, numbers, strict=True))
+
+
 @pytest.mark.parametrize("arch", sorted(DEBIAN_ARCHES))
 def test_the_numbers_for_every_debian_architecture(arch: str) -> None:
     machines, bits, numbers = DEBIAN_ARCHES[arch]
     for machine in machines:
-        assert syscalls.numbers(machine, bits) == dict(zip(syscalls.CALLS, numbers)), machine
+        assert syscalls.numbers(machine, bits) == _named(numbers), machine
 
 
 @pytest.mark.parametrize("machine, arch", [("x86_64", "i386"), ("aarch64", "armel/armhf"),
@@ -49,7 +53,7 @@ def test_the_numbers_for_every_debian_architecture(arch: str) -> None:
                                            ("s390x", "s390x")])
 def test_a_32_bit_userland_on_a_64_bit_kernel_uses_the_32_bit_abi(machine: str,
                                                                   arch: str) -> None:
-    assert syscalls.numbers(machine, 32) == dict(zip(syscalls.CALLS, DEBIAN_ARCHES[arch][2]))
+    assert syscalls.numbers(machine, 32) == _named(DEBIAN_ARCHES[arch][2])
 
 
 def test_an_unknown_architecture_has_no_numbers_not_wrong_ones(

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, WITHOUT_CGROUP2
 
-from backburner import cgroup2, system, tcbpf
+from backburner import system, tcbpf
 from backburner.base.errors import UnavailableError
-from backburner.kernel import procfs
+from backburner.kernel import cgroups, procfs
 from backburner.net import background, measure, netcls, pacer, policy, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -72,9 +72,9 @@ def test_our_own_sockets_stay_ours_when_a_child_joins_the_group(bed: testbed.Tes
             child = testbed.client(bed, ["sleep", "30"], (os.path.join(group, "cgroup.procs"),))
             try:
                 deadline = time.monotonic() + 5
-                while not system.cgroups.cgroup_procs(group) and time.monotonic() < deadline:
+                while not cgroups.pids(group) and time.monotonic() < deadline:
                     time.sleep(0.02)
-                assert system.cgroups.cgroup_procs(group), "the child did not join the group"
+                assert cgroups.pids(group), "the child did not join the group"
                 rtts = [pacer.echo(sock, testbed.SERVER_ADDR, 4242, n, 1.0) for n in range(3)]
             finally:
                 child.stop(1.0)
@@ -184,7 +184,7 @@ def test_run_net_without_cgroup2_paces_the_job_by_class_id(bed: testbed.Testbed)
 
 def test_without_cgroup2_or_net_cls_one_line_and_69(
         bed: testbed.Testbed, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cgroup2, "unified_root", lambda *_a: None)
+    monkeypatch.setattr(cgroups, "unified_root", lambda *_a: None)
     monkeypatch.setattr(netcls, "available", lambda *_a: False)
     before = _state(bed)
     with pytest.raises(UnavailableError) as err:

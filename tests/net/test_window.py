@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from helpers import bb
 
-from backburner import cgroup2, cgroupbpf, system
+from backburner import cgroupbpf, system
 from backburner.base.errors import UnavailableError
+from backburner.kernel import cgroups
 from backburner.net import tcpopts, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -136,7 +137,7 @@ def test_sigkill_then_restore_removes_program_and_map(state_dir: Path,
 
 
 def _groups() -> list[str]:
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None
     return sorted(p.name for p in Path(root).iterdir() if p.is_dir())
 

@@ -25,10 +25,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cgroup2, system, systemd
+from .. import system, systemd
 from ..base.errors import ExistsError, NotFoundError, UsageError
 from ..files import safepath
-from ..priority import Policy, parse_policy
+from ..policy import cgroup_plan
+from ..policy.grammar import Policy, parse_policy
 from ..system.bpf import bpf_program_settings
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ def plan(rule: SchedulerRule | None, units: Sequence[str], policy: Policy,
     if net is not None and not units:
         raise UsageError("--net is for units' drop-ins", "give --unit UNIT")
     if units:  # unit drop-ins: systemd's groups, and no unit property for io.prio.class
-        cgroup2.refuse_for_job(policy, "apply", under_systemd=True)
+        cgroup_plan.refuse_for_job(policy, "apply", under_systemd=True)
     files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rule(rule))] if rule else []
     for name in dict.fromkeys(systemd.check_unit_name(u) for u in units):
         files.append(File(f"{UNIT_DIR}/{name}.d/{DROPIN}", dropin(name, policy, net)))

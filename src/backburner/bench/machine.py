@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from .. import priority, system, systemd
+from .. import system, systemd
 from ..base.errors import SystemStateError, UnavailableError
 from ..base.quantities import slug
 from ..kernel import procfs
+from ..policy import cgroup_plan, grammar
 from ..run import job
 from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes
@@ -43,7 +44,7 @@ class MachineExecutor:
         self.cfg = plan.config
         self.warn = warn
         self.show_output = show_output
-        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
+        self.policies = {**plan.policies, NO_POLICY: grammar.BUILTIN["default"]}
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self._device: devices.Device | None = None
@@ -143,7 +144,7 @@ class MachineExecutor:
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
                 owner = procfs.owner_tag(os.getpid())
-                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
+                plan = cgroup_plan.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files

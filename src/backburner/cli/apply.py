@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import priority
 from ..apply import install as apply
 from ..apply import status as applied
 from ..base.errors import NotFoundError, UnavailableError, UsageError
+from ..kernel import priorities
+from ..policy import grammar
 from .common import add_command, add_format, err, recover_if_needed
 
 EPILOG = """\
@@ -56,9 +57,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if args.scheduler else None
     if rule is not None:
         apply.check_scheduler(rule.scheduler, force=args.force)
-    policy = priority.parse_policy(args.policy).with_overrides(
-        io=priority.IOPrio.parse(args.io) if args.io else None,
-        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
+    policy = grammar.parse_policy(args.policy).with_overrides(
+        io=priorities.IOPrio.parse(args.io) if args.io else None,
+        cpu=priorities.CPUPolicy.parse(args.cpu) if args.cpu else None,
         io_weight=args.io_weight, cpu_weight=args.cpu_weight)
     files = apply.plan(rule, args.unit, policy, args.net)
     # a dry run refuses what the run refuses (it only need not be root)
@@ -156,7 +157,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _weight(top: int):  # noqa: ANN202 - an argparse type
     def parse(text: str) -> int:
         try:
-            return priority.parse_weight(text, "weight", top)
+            return grammar.parse_weight(text, "weight", top)
         except UsageError as error:
             raise argparse.ArgumentTypeError(error.message) from None
 

@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import priority, system, systemd
+from .. import system, systemd
 from ..base.errors import UsageError
+from ..kernel import priorities
+from ..policy import grammar
 from .common import add_command, err, quiet, recover_if_needed
 
 
-def policy_from_args(args: argparse.Namespace) -> priority.Policy:
-    base = priority.parse_policy(args.policy or "default")
+def policy_from_args(args: argparse.Namespace) -> grammar.Policy:
+    base = grammar.parse_policy(args.policy or "default")
     return base.with_overrides(
-        io=priority.IOPrio.parse(args.io) if args.io else None,
-        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
-        io_weight=priority.parse_weight(args.io_weight, "IO weight", 1000)
+        io=priorities.IOPrio.parse(args.io) if args.io else None,
+        cpu=priorities.CPUPolicy.parse(args.cpu) if args.cpu else None,
+        io_weight=grammar.parse_weight(args.io_weight, "IO weight", 1000)
         if args.io_weight is not None else None,
-        cpu_weight=priority.parse_weight(args.cpu_weight, "CPU weight", 10000)
+        cpu_weight=grammar.parse_weight(args.cpu_weight, "CPU weight", 10000)
         if args.cpu_weight is not None else None,
     )
 
@@ -69,8 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
-    width = max(11, *(len(name) for name in priority.BUILTIN))
-    for name, pol in priority.BUILTIN.items():
+    width = max(11, *(len(name) for name in grammar.BUILTIN))
+    for name, pol in grammar.BUILTIN.items():
         sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
         print(f"{name:<{width}} {sets}")
         print(f"{'':<{width}} {pol.description}")

@@ -18,8 +18,9 @@ import json
 import os
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, system, systemd
+from .. import cgroupbpf, system, systemd
 from ..base.errors import ExistsError, NotFoundError, UnavailableError, UsageError
+from ..kernel import cgroups
 from ..system.change import run_tool
 from . import link, netcls, policy, tcpopts, testbed
 
@@ -135,7 +136,7 @@ def require_kernel(what: str, cc: str | None = None, probe_parent: str | None = 
     lacks it): `what` names who asks (`run --net`, bench's background policy); `cc`: the
     congestion control the job's sockets are to get; `probe_parent`, `scope_pins`: where
     the kernel probe runs (`tcpopts.check`)."""
-    if cgroup2.unified_root() is None:
+    if cgroups.unified_root() is None:
         raise UnavailableError(f"{what} needs a cgroup v2 hierarchy to attribute the job's "
                                "packets, and none is mounted")
     if not testbed.qdisc_known("htb"):
@@ -148,7 +149,7 @@ def attribution() -> str:
     """How a job's packets are known here (`policy.ATTRIBUTIONS`): by programs on a cgroup
     v2 group where a cgroup2 hierarchy is mounted, else by the net_cls class id (and a
     system without either is refused by `require_net_cls`)."""
-    return "cgroup2" if cgroup2.unified_root() is not None else "net_cls"
+    return "cgroup2" if cgroups.unified_root() is not None else "net_cls"
 
 
 def require_net_cls(what: str) -> None:
@@ -165,7 +166,7 @@ def require_net_cls(what: str) -> None:
 
 
 def group_path(tag: str) -> str:
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     if root is None:  # checked before; a mount gone since is the machine's doing
         raise UnavailableError("no cgroup v2 hierarchy is mounted")
     return os.path.join(root, f"backburner-net-{tag}")
@@ -183,4 +184,4 @@ def apply(tx: system.Transaction, target: Target, tag: str) -> tuple[policy.Appl
     applied = policy.background(tx, target.ns, target.dev, None, group, adaptive=True,
                                 cc=target.cc, uplink_bit=target.uplink_bit,
                                 attribution=target.attribution)
-    return applied, os.path.join(group, "cgroup.procs")
+    return applied, cgroups.procs_file(group)

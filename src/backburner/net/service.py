@@ -31,9 +31,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, system, systemd
+from .. import cgroupbpf, system, systemd
 from ..base import interrupts
 from ..base.errors import UnavailableError
+from ..kernel import cgroups
 from ..system.bpf import PIN_DIR, PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW
 from . import background, policy
 from .pacer import Pacer, Rule, WindowRule
@@ -80,8 +81,8 @@ def _own_delegated_group() -> str:
     """Our own group, where systemd has delegated it to us (Delegate=yes: systemd >= 251
     marks it with the trusted.delegate attribute): the kernel probe's throwaway group goes
     below it, not behind systemd's back."""
-    root = cgroup2.unified_root()
-    own = cgroup2.group_of(os.getpid(), root) if root else None
+    root = cgroups.unified_root()
+    own = cgroups.group_of(os.getpid(), root) if root else None
     try:
         delegated = own is not None and os.getxattr(own, "trusted.delegate") == b"1"
     except OSError:
@@ -116,7 +117,7 @@ def start(tx: system.Transaction, target: background.Target,
     pacer for every group the programs get attached to; every piece a change of `tx`.
     The caller stops the pacer (`policy.stop`) before the transaction ends."""
     t = target
-    unified = cgroup2.unified_root()
+    unified = cgroups.unified_root()
     if unified is None:  # checked before; a mount gone since is the machine's doing
         raise UnavailableError("no cgroup v2 hierarchy is mounted")
     for change in cc_changes(t.cc):

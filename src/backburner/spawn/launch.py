@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from .. import priority
 from ..base import interrupts
 from ..base.errors import (
     BackburnerError,
@@ -25,6 +24,7 @@ from ..base.errors import (
     SystemStateError,
 )
 from ..kernel import syscalls
+from ..policy import grammar, live
 from .child import Child
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def _close_exec_sockets() -> None:
             pass  # the listing's own descriptor, gone with it
 
 
-def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
+def _child_setup(policy: grammar.Policy | None, cgroup_procs: Sequence[str],
                  errpipe: int, die_with: int | None, chroot: str | None,
                  death_signal: int = signal.SIGTERM,
                  before_exec: Callable[[], None] | None = None,
@@ -99,7 +99,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
             if policy is not None:
-                priority.apply_to_self(policy)
+                live.apply_to_self(policy)
             if netns_fd is not None:
                 syscalls.setns(netns_fd, syscalls.CLONE_NEWNET)
             if before_exec is not None:  # e.g. ask systemd for a scope of our own
@@ -117,7 +117,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
 def launch(
     argv: Sequence[str],
     *,
-    policy: priority.Policy | None = None,
+    policy: grammar.Policy | None = None,
     cgroup_procs: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,

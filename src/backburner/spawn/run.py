@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import priority
 from ..base import interrupts
 from ..base.errors import StartError
 from ..kernel import syscalls
+from ..policy import grammar
 from .launch import launch
 from .outcome import Outcome
 
@@ -42,7 +42,7 @@ def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | Non
     return out
 
 
-def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None,
+def run_foreground(argv: Sequence[str], *, policy: grammar.Policy | None = None,
                    cgroup_procs: Sequence[str] = (), adopt_orphans: bool = False,
                    before_exec: Callable[[], None] | None = None,
                    netns: str | None = None) -> Outcome:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from .. import cgroupbpf
 from ..base.errors import ExistsError, SystemStateError, UnavailableError
 from ..files import safepath
-from .cgroups import cgroup_procs
+from ..kernel import cgroups
 from .change import Change
 
 #: The clamp the sock_ops program sets on its last run before the undo detaches it: the
@@ -209,7 +209,7 @@ class CgroupSockOps(Change):
                 cgroupbpf.set_window(window, RELEASE_CLAMP, 0)
             finally:
                 os.close(window)
-            if cgroup_procs(self.path):
+            if cgroups.pids(self.path):
                 time.sleep(RELEASE_S)
 
         _detach(self.path, result, cgroupbpf.BPF_CGROUP_SOCK_OPS, release)
