@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 
-from backburner import cgroupbpf, system
+from backburner import system
 from backburner.base.errors import BackburnerError, NotFoundError, UsageError
 from backburner.kernel import cgroups, priorities, procfs
+from backburner.kernel.bpf import calls as bpf
 from backburner.system import files as files_module
 from backburner.systemd import bus as bus_module
 
@@ -376,12 +377,12 @@ def _cgmove(c: Ctx) -> Any:
 def _program(c: Ctx, change: system.Change, attach_type: int) -> Any:
     group = change.path  # type: ignore[attr-defined]
     theirs = c.other.apply(type(change)(group, *(
-        [0x10030] if attach_type != cgroupbpf.BPF_CGROUP_SOCK_OPS else [])))
+        [0x10030] if attach_type != bpf.BPF_CGROUP_SOCK_OPS else [])))
 
     def attached() -> bool:
         fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            return theirs["prog"] in cgroupbpf.attached(fd, attach_type)
+            return theirs["prog"] in bpf.attached(fd, attach_type)
         finally:
             os.close(fd)
 
@@ -391,18 +392,18 @@ def _program(c: Ctx, change: system.Change, attach_type: int) -> Any:
 @case("cgroup-bpf-priority")
 def _bpf_priority(c: Ctx) -> Any:
     return _program(c, system.CgroupPacketPriority(c.group(), 0x10010),
-                    cgroupbpf.BPF_CGROUP_INET_EGRESS)
+                    bpf.BPF_CGROUP_INET_EGRESS)
 
 
 @case("cgroup-bpf-sock-priority")
 def _bpf_sock_priority(c: Ctx) -> Any:
     return _program(c, system.CgroupSocketPriority(c.group(), 0x10010),
-                    cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE)
+                    bpf.BPF_CGROUP_INET_SOCK_CREATE)
 
 
 @case("cgroup-bpf-sock-ops")
 def _bpf_sock_ops(c: Ctx) -> Any:
-    return _program(c, system.CgroupSockOps(c.group()), cgroupbpf.BPF_CGROUP_SOCK_OPS)
+    return _program(c, system.CgroupSockOps(c.group()), bpf.BPF_CGROUP_SOCK_OPS)
 
 
 @case("bpf-pinned-programs")

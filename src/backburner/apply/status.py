@@ -313,17 +313,18 @@ def net_live(name: str, unit: Unit, service: Unit, cgroup_root: str = CGROUP_ROO
 
 
 def _pinned_programs() -> set[int]:
-    from .. import cgroupbpf, system
+    from .. import system
+    from ..kernel.bpf import calls as bpf
     from ..system.bpf import PIN_EGRESS, PIN_SOCK_OPS
 
-    found = system.pinned_ids(cgroupbpf.BPFFS)
+    found = system.pinned_ids(bpf.BPFFS)
     return {found[n] for n in (PIN_EGRESS, PIN_SOCK_OPS) if n in found}
 
 
 def _attached_programs(group: str) -> set[int]:
-    from .. import cgroupbpf
+    from ..kernel.bpf import cgroup_programs
 
-    return cgroupbpf.policy_programs_on(group)
+    return cgroup_programs.policy_programs_on(group)
 
 
 def slice_live(unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT

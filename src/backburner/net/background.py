@@ -18,9 +18,11 @@ import json
 import os
 from dataclasses import dataclass
 
-from .. import cgroupbpf, system, systemd
+from .. import system, systemd
 from ..base.errors import ExistsError, NotFoundError, UnavailableError, UsageError
 from ..kernel import cgroups
+from ..kernel.bpf import calls as bpf
+from ..kernel.bpf import cgroup_programs
 from ..system.change import run_tool
 from . import link, netcls, policy, tcpopts, testbed
 
@@ -122,10 +124,10 @@ def check(mode: str, dev: str | None, ns: str | None, uplink: str | None = None,
     if under_systemd:
         # no group of ours there: the job gets a transient scope with the programs
         # pinned for systemd to attach, and the kernel probe likewise
-        if not cgroupbpf.bpffs_mounted(cgroupbpf.BPFFS):
+        if not bpf.bpffs_mounted(bpf.BPFFS):
             raise UnavailableError(f"{what} where systemd owns the cgroup tree needs a BPF "
-                                   f"filesystem at {cgroupbpf.BPFFS}, and none is mounted")
-        scope_pins = cgroupbpf.BPFFS
+                                   f"filesystem at {bpf.BPFFS}, and none is mounted")
+        scope_pins = bpf.BPFFS
     require_kernel(what, target.cc, probe_parent, scope_pins)
     return target
 
@@ -141,7 +143,7 @@ def require_kernel(what: str, cc: str | None = None, probe_parent: str | None = 
                                "packets, and none is mounted")
     if not testbed.qdisc_known("htb"):
         raise UnavailableError(f"{what} needs the htb qdisc, which this kernel lacks")
-    os.close(cgroupbpf.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
+    os.close(cgroup_programs.load_priority_program(policy.BULK_PRIORITY))  # 69 when refused
     tcpopts.check(cc, probe_parent, scope_pins)  # the clamp (and the cc) take effect
 
 
@@ -155,7 +157,7 @@ def attribution() -> str:
 def require_net_cls(what: str) -> None:
     """What the policy needs where no cgroup v2 hierarchy is mounted (one line and 69
     when the machine lacks it): the net_cls controller, HTB, and a classifier the kernel
-    takes (`tcbpf.classid_program`)."""
+    takes (`tc_programs.classid_program`)."""
     if not netcls.available():
         raise UnavailableError(f"{what} needs a cgroup v2 hierarchy or the v1 net_cls "
                                "controller to attribute the job's packets, and this "

@@ -20,9 +20,11 @@ import secrets
 import socket
 import subprocess
 
-from .. import cgroupbpf, spawn, system
+from .. import spawn, system
 from ..base.errors import SystemStateError, UnavailableError
 from ..kernel import cgroups
+from ..kernel.bpf import calls as bpf
+from ..kernel.bpf import cgroup_programs
 from ..system.bpf import PIN_WINDOW, bpf_program_settings
 
 #: The low-priority congestion control, and its module.
@@ -96,9 +98,9 @@ def _probe_in_scope(pins: str) -> bytes:
     name = f"backburner-check-{secrets.token_hex(3)}"
     with system.Transaction("net-tcpopts-check") as tx:
         tx.apply(system.PinnedPrograms(pins, 0, 0, None, name))
-        window = cgroupbpf.pinned(os.path.join(pins, name, PIN_WINDOW))
+        window = bpf.pinned(os.path.join(pins, name, PIN_WINDOW))
         try:
-            cgroupbpf.set_window(window, _PROBE_CLAMP, 2)
+            cgroup_programs.set_window(window, _PROBE_CLAMP, 2)
         finally:
             os.close(window)
         attach = [tuple(p.split(":", 1)) for p in bpf_program_settings(pins, name)

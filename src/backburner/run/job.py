@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import cgroupbpf, spawn, system, systemd
+from .. import spawn, system, systemd
 from ..base.errors import NotFoundError, SystemStateError, UsageError
 from ..kernel import procfs
+from ..kernel.bpf import calls as bpf
 from ..net import background, service
 from ..net import policy as nt
 from ..policy import cgroup_plan, grammar, live
@@ -162,9 +163,9 @@ def _run_with_net_in_scope(argv: Sequence[str], policy: grammar.Policy,
     the groups they are on while the job runs; the pins and the classes go after it."""
     name = f"backburner-run-{procfs.owner_tag(os.getpid())}"
     with system.Transaction("run") as tx:
-        applied = service.start(tx, net, cgroupbpf.BPFFS, name)
+        applied = service.start(tx, net, bpf.BPFFS, name)
         programs = [tuple(p.split(":", 1)) for p in
-                    system.bpf.bpf_program_settings(cgroupbpf.BPFFS, name)]
+                    system.bpf.bpf_program_settings(bpf.BPFFS, name)]
         where = f" in network namespace {net.ns}" if net.ns else ""
         report(f"network: background on {net.dev}{where} (BPF programs in "
                f"{applied.group}, attached to the job's scope by systemd)")

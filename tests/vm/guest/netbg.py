@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from backburner import cgroupbpf, system
+from backburner import system
+from backburner.kernel.bpf import calls as bpf
 from backburner.kernel.cgroups import unified_root
 from backburner.net import link, measure, policy, tcpopts, testbed
 
@@ -70,7 +71,7 @@ def snapshot() -> dict[str, object]:
         "netns": sorted(os.listdir(system.net.NETNS_DIR))
         if os.path.isdir(system.net.NETNS_DIR) else [],
         "groups": sorted(p.name for p in Path(root or "/nonexistent").iterdir() if p.is_dir()),
-        "bpf": cgroupbpf.ours(),  # (programs, maps) by name: systemd loads its own
+        "bpf": bpf.ours(),  # (programs, maps) by name: systemd loads its own
         "tcp_lp": system.module_loaded("tcp_lp"),
     }
 
