@@ -18,7 +18,7 @@ from backburner.kernel import block, levers
 from backburner.kernel.levers import Disk, Effect, Groups
 from backburner.policy import disks
 from backburner.policy.disks import DiskReport
-from backburner.priority import BUILTIN, parse_policy
+from backburner.policy.grammar import BUILTIN, parse_policy
 
 V1 = Groups("v1")
 BACKGROUND = BUILTIN["background"]

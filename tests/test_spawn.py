@@ -274,13 +274,13 @@ def test_fork_call_runs_the_function_in_a_fork_and_mirrors_its_value(tmp_path: P
 
 
 def test_fork_call_child_holds_none_of_our_descriptors_and_takes_policy_and_name() -> None:
-    from backburner import priority
-    from backburner.kernel import procfs
+    from backburner.kernel import priorities, procfs
+    from backburner.policy import grammar
 
     rfd, wfd = os.pipe()  # inheritable: a fork keeps it unless the child closes it
     try:
-        policy = priority.Policy("t", io=priority.IOPrio("idle"),
-                                 cpu=priority.CPUPolicy("idle"))
+        policy = grammar.Policy("t", io=priorities.IOPrio("idle"),
+                                 cpu=priorities.CPUPolicy("idle"))
         child = spawn.fork_call(lambda: (time.sleep(30), 0)[1], name="bb-test-child",
                                 policy=policy, new_group=True, detached=True)
         try:
@@ -291,7 +291,7 @@ def test_fork_call_child_holds_none_of_our_descriptors_and_takes_policy_and_name
             fds = sorted(int(n) for n in os.listdir(f"/proc/{child.pid}/fd"))
             assert fds == [0, 1, 2], fds
             assert os.readlink(f"/proc/{child.pid}/fd/1") == "/dev/null"
-            assert priority.ioprio_get(child.pid) == priority.IOPrio("idle")
+            assert priorities.ioprio_get(child.pid) == priorities.IOPrio("idle")
             assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE
             assert os.getpgid(child.pid) == child.pid
         finally:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, WITHOUT_CGROUP2, bb, one_line_error
 
-from backburner import cgroup2, system
+from backburner import system
+from backburner.kernel import cgroups
 from backburner.net import testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(240)]
@@ -33,7 +34,7 @@ def _netns() -> set[str]:
 
 
 def _groups() -> set[str]:
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None, "the test machines mount cgroup2"
     return {p.name for p in Path(root).glob("backburner-bench-net-*")}
 

@@ -14,7 +14,7 @@ from backburner.kernel import block
 from backburner.kernel.levers import Disk, Effect, Groups
 from backburner.policy import disks
 from backburner.policy.disks import DiskReport
-from backburner.priority import BUILTIN
+from backburner.policy.grammar import BUILTIN
 
 FULL = Facts(
     euid=0, kernel="Linux 6.18 (x86_64)", disks={"sda": ("none", "mq-deadline", "kyber", "bfq")},

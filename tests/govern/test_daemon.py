@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, bb, one_line_error, rules_dir, wait_for
 
-from backburner import priority
 from backburner.govern import throttle
-from backburner.policy import disks
-from backburner.priority import IOPrio
+from backburner.kernel import priorities
+from backburner.kernel.priorities import IOPrio
+from backburner.policy import disks, grammar
 
 pytestmark = pytest.mark.root
 
@@ -147,11 +147,11 @@ def tasks(pid: int) -> list[int]:
 
 
 def io_of(tid: int) -> str:
-    return str(priority.ioprio_get(tid))
+    return str(priorities.ioprio_get(tid))
 
 
 def wait_idle(pid: int) -> None:
-    wait_for(lambda: priority.ioprio_get(pid) == IOPrio("idle"), timeout=10,
+    wait_for(lambda: priorities.ioprio_get(pid) == IOPrio("idle"), timeout=10,
              what=f"PID {pid} to be governed")
 
 
@@ -616,7 +616,7 @@ def test_not_root_77(tmp_path: Path) -> None:
     """As nobody (with read access everywhere, so it finds the code): refused before it
     reads any rule or subscribes to anything."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-           "PYTHONPATH": str(Path(priority.__file__).resolve().parents[1]),
+           "PYTHONPATH": str(Path(grammar.__file__).resolve().parents[1]),
            "BACKBURNER_STATE_DIR": str(tmp_path / "state")}
     as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                  "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
@@ -674,7 +674,7 @@ def test_a_lever_that_does_nothing_on_slash_is_said_at_start_and_on_reload(
     """One warning line at start and one after each reload, naming the disk of / and /var
     and the fix (`-q` silences it); the status file carries the per-disk facts either way.
     This machine's / is on vda under mq-deadline, where an IO weight does nothing."""
-    policy = priority.BUILTIN["low-weight"]
+    policy = grammar.BUILTIN["low-weight"]
     expected = disks.warning([policy], None)
     assert expected is not None, "a machine whose / runs BFQ: this check needs another lever"
     rule = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{_name()}" }}\npolicy = "low-weight"\n'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.kernel import block, levers
+from backburner.kernel import block, cgroups, levers
 from backburner.kernel.levers import Disk, Effect, Groups
 
 from .sysfs import disk
@@ -167,7 +167,7 @@ def test_each_scheduler_on_a_loop_device_here(loop: str) -> None:
     found = {}
     for name in block.offered(loop):
         Path("/sys/block", loop, "queue", "scheduler").write_text(name)
-        effect = levers.effect(loop, groups, cgroup2=levers.cgroup2_root())
+        effect = levers.effect(loop, groups, cgroup2=cgroups.unified_root())
         assert effect.disk.scheduler == name
         found[name] = (effect.io_class, effect.weight)
     assert found["bfq"] == (True, "blkio.bfq.weight")

@@ -25,11 +25,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cgroup2, system, systemd
+from .. import system, systemd
 from ..base.errors import ExistsError, NotFoundError, UsageError
 from ..files import safepath
 from ..kernel import block, levers
-from ..priority import Policy, parse_policy
+from ..policy import cgroup_plan
+from ..policy.grammar import Policy, parse_policy
 from ..system.bpf import bpf_program_settings
 from . import diskrules
 from .diskrules import (  # what apply writes for disks; named here for its callers
@@ -133,7 +134,7 @@ def plan(rule: SchedulerRule | Sequence[SchedulerRule] | None, units: Sequence[s
     if net is not None and not units:
         raise UsageError("--net is for units' drop-ins", "give --unit UNIT")
     if units:  # unit drop-ins: systemd's groups, and no unit property for io.prio.class
-        cgroup2.refuse_for_job(policy, "apply", under_systemd=True)
+        cgroup_plan.refuse_for_job(policy, "apply", under_systemd=True)
     files = [File(f"{UDEV_DIR}/{UDEV_RULE}", udev_rules(rules))] if rules else []
     if iocost:
         files.append(File(f"{UDEV_DIR}/{IOCOST_RULE}", iocost_udev(iocost)))

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from .. import priority, systemd
+from .. import systemd
 from ..base.errors import BackburnerError
-from ..kernel import block
-from ..policy import disks
-from ..priority import Policy
+from ..kernel import block, cgroups, priorities
+from ..policy import disks, grammar
+from ..policy.grammar import Policy
+from ..policy.live import has_policy
 from . import diskrules
 from . import install as apply
 
@@ -138,7 +139,7 @@ def unit_known(view: Systemd) -> Callable[[str], bool]:
 
 def status(root: str = "/", view: Systemd | None = None, *, live: bool = True,
            sys_block: str = "/sys/block", cgroup_root: str = CGROUP_ROOT,
-           read_thread: ReadThread = priority.snapshot_thread) -> Status:
+           read_thread: ReadThread = priorities.snapshot_thread) -> Status:
     """Every file apply wrote under root, checked against what apply would write now and,
     with `live` (the running system), against the kernel and systemd (`view`; None where
     systemd is not PID 1)."""
@@ -159,7 +160,7 @@ def _disks(items: list[Item], view: Systemd | None) -> tuple[disks.DiskReport, .
     """The per-disk facts for the policies the drop-ins were written for."""
     policies = [p for i in items if i.what.startswith("drop-in")
                 and (p := apply.recorded_policy(Path(i.path).read_text(errors="replace")))]
-    return tuple(disks.reports(policies or [priority.BUILTIN["background"]],
+    return tuple(disks.reports(policies or [grammar.BUILTIN["background"]],
                                systemd_owns=view is not None))
 
 
@@ -273,7 +274,7 @@ def _loaded(unit: Unit, name: str, path: str, dropin: bool) -> tuple[bool, list[
 
 
 def dropin_live(name: str, unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT,
-                read_thread: ReadThread = priority.snapshot_thread) -> tuple[bool, list[str]]:
+                read_thread: ReadThread = priorities.snapshot_thread) -> tuple[bool, list[str]]:
     """Loaded by systemd; and, when the unit runs, every one of its processes at the
     policy's IO class and CPU policy, its group in our slice with the policy's weights."""
     live, notes = _loaded(unit, name, path, dropin=True)
@@ -325,17 +326,18 @@ def net_live(name: str, unit: Unit, service: Unit, cgroup_root: str = CGROUP_ROO
 
 
 def _pinned_programs() -> set[int]:
-    from .. import cgroupbpf, system
+    from .. import system
+    from ..kernel.bpf import calls as bpf
     from ..system.bpf import PIN_EGRESS, PIN_SOCK_OPS
 
-    found = system.pinned_ids(cgroupbpf.BPFFS)
+    found = system.pinned_ids(bpf.BPFFS)
     return {found[n] for n in (PIN_EGRESS, PIN_SOCK_OPS) if n in found}
 
 
 def _attached_programs(group: str) -> set[int]:
-    from .. import cgroupbpf
+    from ..kernel.bpf import cgroup_programs
 
-    return cgroupbpf.policy_programs_on(group)
+    return cgroup_programs.policy_programs_on(group)
 
 
 def slice_live(unit: Unit, path: str, policy: Policy, cgroup_root: str = CGROUP_ROOT
@@ -372,24 +374,21 @@ def _weights_off(group: Path, policy: Policy) -> str | None:
 
 
 def at_policy(snap: dict[str, int], policy: Policy) -> bool:
-    """Whether a process's priorities (`priority.snapshot_thread`) are the ones a unit
+    """Whether a process's priorities (`priorities.snapshot_thread`) are the ones a unit
     with the policy's drop-in gets: the IO class (and level, for classes that have one:
     systemd sets the idle class with its default level 4, which the kernel keeps and that
     class ignores), the CPU policy and nice."""
     io = policy.io
     if io is not None and io.klass != "none":
-        got = priority.IOPrio.from_value(snap["io"])
+        got = priorities.IOPrio.from_value(snap["io"])
         if got.klass != io.klass or (io.klass != "idle" and got.level != io.level):
             return False
-    return priority.has_policy(snap, replace(policy, io=None))
+    return has_policy(snap, replace(policy, io=None))
 
 
 def _procs(group: Path) -> list[int]:
     """The processes of a group and of the groups below it."""
-    pids: set[int] = set()
-    for procs in group.glob("**/cgroup.procs"):
-        pids.update(int(x) for x in (_read(procs) or "").split())
-    return sorted(pids)
+    return cgroups.pids_below(str(group))
 
 
 def _what(policy: Policy) -> str:

@@ -20,11 +20,12 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from .. import cgroup2, priority, systemd
+from .. import systemd
 from ..base.errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
 from ..base.quantities import MAX_DURATION_S, human_size
-from ..kernel import block
+from ..kernel import block, cgroups
 from ..net import link as netlink
+from ..policy import cgroup_plan, grammar
 from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets
 from . import loads as loadspec
@@ -277,7 +278,7 @@ class Plan:
     probes: dict[str, Probe]  # label -> probe (program resolved to an absolute path)
     prepares: dict[str, Prepare | None]  # name -> step; "none" -> None
     loads: dict[str, loadspec.LoadSpec]
-    policies: dict[str, priority.Policy]
+    policies: dict[str, grammar.Policy]
     schedulers: tuple[str, ...]
     device: DeviceSpec
     cells: tuple[Cell, ...] = field(default=())
@@ -292,7 +293,7 @@ class Plan:
         return matrix.plan_order(list(self.cells), self.config)
 
 
-def check_group_controls(policies: list[priority.Policy],
+def check_group_controls(policies: list[grammar.Policy],
                          facts: systemd.Facts | None = None, root: str | None = None) -> None:
     """cgroup v2's group knobs (io.prio.class, io.latency, io.cost): one line naming the
     file this machine lacks; and they are applied only in a scope systemd delegates to
@@ -300,9 +301,9 @@ def check_group_controls(policies: list[priority.Policy],
     wanted = [p for p in policies if p.group_controls]
     if not wanted:
         return
-    root = root if root is not None else cgroup2.unified_root()
+    root = root if root is not None else cgroups.unified_root()
     for pol in wanted:
-        if why := cgroup2.missing(pol, root):
+        if why := cgroup_plan.missing(pol, root):
             raise UnavailableError(why, "use a policy without group-io, io-latency, io-cost")
     if not systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
         raise UnavailableError(
@@ -330,8 +331,8 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                              f"at most {MAX_FIO_JOBS}")
     if not loads:
         raise UsageError("no load given")
-    policies = {p: priority.Policy(GOVERNED, description="the govern daemon's rule applies it")
-                if p == GOVERNED else priority.parse_policy(p)
+    policies = {p: grammar.Policy(GOVERNED, description="the govern daemon's rule applies it")
+                if p == GOVERNED else grammar.parse_policy(p)
                 for p in dict.fromkeys(cfg.policies)}
     if not policies:
         raise UsageError("no policy given")

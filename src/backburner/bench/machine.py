@@ -18,11 +18,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import Any
 
-from .. import priority, system, systemd
+from .. import system, systemd
 from ..base.errors import SystemStateError, UnavailableError
 from ..base.quantities import slug
-from ..kernel import block, levers, procfs
-from ..policy import disks
+from ..kernel import block, cgroups, levers, procfs
+from ..policy import cgroup_plan, disks, grammar
 from ..run import job
 from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes
@@ -45,7 +45,7 @@ class MachineExecutor:
         self.cfg = plan.config
         self.warn = warn
         self.show_output = show_output
-        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
+        self.policies = {**plan.policies, NO_POLICY: grammar.BUILTIN["default"]}
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self._device: devices.Device | None = None
@@ -97,7 +97,7 @@ class MachineExecutor:
                                        f"{device.name}", f"it offers: {', '.join(offered)}")
             self.use_scheduler(sched)
             queues[sched] = device_settings(device.queue)  # its tunables, as selected
-            under[sched] = levers.read_disk(device.name, cgroup2_root=levers.cgroup2_root())
+            under[sched] = levers.read_disk(device.name, cgroup2_root=cgroups.unified_root())
         device.facts["queue"] = queues
         if any(p.ready_window is not None for p in self.plan.probes.values()):
             self._screen = held.enter_context(display.Display(device.workdir))
@@ -163,7 +163,7 @@ class MachineExecutor:
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
                 owner = procfs.owner_tag(os.getpid())
-                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
+                plan = cgroup_plan.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files

@@ -20,9 +20,11 @@ import shutil
 import sys
 from typing import Any
 
-from .. import cgroup2, priority, systemd
+from .. import systemd
 from ..base.errors import UnavailableError
+from ..kernel import cgroups
 from ..net import link as netlink
+from ..policy import cgroup_plan, grammar
 from . import display, netplan
 
 #: A cold start of the Python interpreter running this tool, importing a few stdlib
@@ -134,8 +136,8 @@ def slow_link() -> dict[str, Any]:
 def _iocost_here() -> bool:
     """Whether bench can switch io.cost on here: cgroup v2 with io.cost, in a scope systemd
     delegates (`config.check_group_controls`'s conditions)."""
-    policy = priority.BUILTIN["iocost"]
-    return (cgroup2.missing(policy, cgroup2.unified_root()) is None
+    policy = grammar.BUILTIN["iocost"]
+    return (cgroup_plan.missing(policy, cgroups.unified_root()) is None
             and systemd.manages_cgroups(systemd.read_facts()))
 
 

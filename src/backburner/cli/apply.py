@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import priority
 from ..apply import diskrules
 from ..apply import install as apply
 from ..apply import status as applied
 from ..base.errors import NotFoundError, UnavailableError, UsageError
+from ..kernel import priorities
+from ..policy import grammar
 from .common import add_command, add_format, err, recover_if_needed, warn_levers
 
 EPILOG = """\
@@ -66,16 +67,16 @@ def cmd_apply(args: argparse.Namespace) -> int:
         if args.iocost else []
     if args.devices is not None and not (rules or costs):
         raise UsageError("--devices says which disks --scheduler or --iocost is for")
-    policy = priority.parse_policy(args.policy).with_overrides(
-        io=priority.IOPrio.parse(args.io) if args.io else None,
-        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
+    policy = grammar.parse_policy(args.policy).with_overrides(
+        io=priorities.IOPrio.parse(args.io) if args.io else None,
+        cpu=priorities.CPUPolicy.parse(args.cpu) if args.cpu else None,
         io_weight=args.io_weight, cpu_weight=args.cpu_weight)
     files = apply.plan(rules, args.unit, policy, args.net, costs)
     # a dry run refuses what the run refuses (it only need not be root)
     if costs and os.path.abspath(args.root) == "/" and not args.force:
-        from ..kernel import levers
+        from ..kernel import cgroups
 
-        diskrules.check_iocost(levers.cgroup2_root())
+        diskrules.check_iocost(cgroups.unified_root())
     if args.net and os.path.abspath(args.root) == "/" and not args.force:
         _check_net_here()
     if args.unit and not args.force:
@@ -200,7 +201,7 @@ def _disk_class(text: str) -> str:
 def _weight(top: int):  # noqa: ANN202 - an argparse type
     def parse(text: str) -> int:
         try:
-            return priority.parse_weight(text, "weight", top)
+            return grammar.parse_weight(text, "weight", top)
         except UsageError as error:
             raise argparse.ArgumentTypeError(error.message) from None
 

@@ -9,19 +9,21 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from .. import priority, system, systemd
+from .. import system, systemd
 from ..base.errors import UsageError
+from ..kernel import priorities
+from ..policy import grammar
 from .common import add_command, err, quiet, recover_if_needed, warn_levers
 
 
-def policy_from_args(args: argparse.Namespace) -> priority.Policy:
-    base = priority.parse_policy(args.policy or "default")
+def policy_from_args(args: argparse.Namespace) -> grammar.Policy:
+    base = grammar.parse_policy(args.policy or "default")
     return base.with_overrides(
-        io=priority.IOPrio.parse(args.io) if args.io else None,
-        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
-        io_weight=priority.parse_weight(args.io_weight, "IO weight", 1000)
+        io=priorities.IOPrio.parse(args.io) if args.io else None,
+        cpu=priorities.CPUPolicy.parse(args.cpu) if args.cpu else None,
+        io_weight=grammar.parse_weight(args.io_weight, "IO weight", 1000)
         if args.io_weight is not None else None,
-        cpu_weight=priority.parse_weight(args.cpu_weight, "CPU weight", 10000)
+        cpu_weight=grammar.parse_weight(args.cpu_weight, "CPU weight", 10000)
         if args.cpu_weight is not None else None,
     )
 
@@ -76,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.shell_status  # not reached
 
 
-def _warning_first(report: Callable[[str], None], policy: priority.Policy, quiet: bool
+def _warning_first(report: Callable[[str], None], policy: grammar.Policy, quiet: bool
                    ) -> Callable[[str], None]:
     """`run_job` reports what it applies ("applying ...") once everything is in place,
     right before the job starts: the lever warning goes first then, once, so that none of
@@ -94,7 +96,7 @@ def _warning_first(report: Callable[[str], None], policy: priority.Policy, quiet
     return say
 
 
-def _starts(argv: list[str], policy: priority.Policy) -> bool:
+def _starts(argv: list[str], policy: grammar.Policy) -> bool:
     """Whether run gets as far as starting the job: the warning is not said beside one of
     run's own failures (not root where a group is made, a command not found or not
     executable: one line, as every failure)."""
@@ -112,8 +114,8 @@ def _cwd_of(pid: int) -> str | None:
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
-    width = max(11, *(len(name) for name in priority.BUILTIN))
-    for name, pol in priority.BUILTIN.items():
+    width = max(11, *(len(name) for name in grammar.BUILTIN))
+    for name, pol in grammar.BUILTIN.items():
         sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
         print(f"{name:<{width}} {sets}")
         print(f"{'':<{width}} {pol.description}")

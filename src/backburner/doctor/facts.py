@@ -18,11 +18,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import priority, system, systemd
+from .. import system, systemd
 from ..base.errors import BackburnerError
-from ..kernel import block
+from ..kernel import block, procfs
+from ..kernel import cgroups as kcgroups
 from ..net import netcls
-from ..policy import disks
+from ..policy import cgroup_plan, disks, grammar
 from ..policy.disks import DiskReport
 
 #: the tools the checks name (bench's testbed, its loads and file discovery, trace, FUSE)
@@ -102,39 +103,20 @@ def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str
     return disks, loops
 
 
-def cgroups(mountinfo: str = "/proc/self/mountinfo") -> Cgroups:
-    v1: list[str] = []
-    v2_root = None
-    for line in Path(mountinfo).read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        mountpoint, fstype = fields[4], tail[0]
-        if fstype == "cgroup2" and v2_root is None:
-            v2_root = mountpoint
-        elif fstype == "cgroup":
-            v1 += [o for o in tail[2].split(",") if o not in ("rw", "ro")
-                   and not o.startswith("name=") and "=" not in o]
+def cgroups(mountinfo: str = procfs.MOUNTINFO) -> Cgroups:
+    v2_root = kcgroups.unified_root(mountinfo)
     available = enabled = ()
     if v2_root is not None:
-        available = tuple(_words(Path(v2_root, "cgroup.controllers")))
-        enabled = tuple(_words(Path(v2_root, "cgroup.subtree_control")))
-    return Cgroups(tuple(sorted(set(v1))), v2_root, available, enabled)
-
-
-def _words(path: Path) -> list[str]:
-    try:
-        return path.read_text().split()
-    except OSError:
-        return []
+        available = tuple(sorted(kcgroups.controllers(v2_root)))
+        enabled = tuple(sorted(kcgroups.subtree_control(v2_root)))
+    return Cgroups(kcgroups.v1_controllers(mountinfo), v2_root, available, enabled)
 
 
 def weights_refused() -> str | None:
     """Why the background policy's weights could not be put in a cgroup here (as bench and
     run plan them), or None."""
     try:
-        priority.plan_cgroup(priority.BUILTIN["background"], "doctor")
+        cgroup_plan.plan_cgroup(grammar.BUILTIN["background"], "doctor")
     except BackburnerError as err:
         return str(err)
     return None

@@ -27,13 +27,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import cgroup2, system, systemd
+from .. import system, systemd
 from ..base import interrupts, quantities
 from ..base.errors import BackburnerError, ExistsError
 from ..files import safepath
 from ..kernel import proc_events, procfs
 from ..kernel.proc_events import EXEC
-from ..policy import disks
+from ..policy import cgroup_plan, disks
 from ..systemd.notify import sd_notify
 from . import execwatch, load, state, throttle
 from . import groups as cgroups
@@ -196,7 +196,7 @@ def run(opts: Options) -> Stopped:
     units = not opts.dry_run and systemd.manages_cgroups(systemd.read_facts())
     if units:  # io.prio.class: no unit property, and the governed units' groups are systemd's
         for rule in ruleset.rules:
-            cgroup2.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
+            cgroup_plan.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
     network = cgroups.Network(cgroups.network_target(ruleset, units)
                               if not opts.dry_run else None)
     watch = Watch(opts)

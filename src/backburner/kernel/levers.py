@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import block, procfs
+from . import block, cgroups
 
 #: The disk levers of a policy, by the key `Policy.settings()` names them with.
 IO_CLASS, IO_WEIGHT, GROUP_IO, IO_LATENCY, IO_COST = (
@@ -159,43 +159,23 @@ def read_disk(name: str, sys_block: str = block.SYS_BLOCK,
                 iocost_on(devno, cgroup2_root))
 
 
-def cgroup2_root(mountinfo: str = "/proc/self/mountinfo") -> str | None:
-    return next((m.mountpoint for m in procfs.mounts(mountinfo) if m.fstype == "cgroup2"),
-                None)
-
-
-def _words(path: Path) -> set[str]:
-    return set((_read(path) or "").split())
-
-
-def _group_with_io(root: Path) -> Path | None:
-    """A group below the root whose io controller is on: where the per-group io files of
-    this kernel show, without making one."""
-    try:
-        children = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
-    except OSError:
-        return None
-    return next((c for c in children if "io" in _words(c / "cgroup.controllers")), None)
-
-
 def read_groups(enables: Iterable[str] = (), mountinfo: str = "/proc/self/mountinfo"
                 ) -> Groups:
     """The groups a job would get here: cgroup v2 where its root offers the io controller
     (as `priority.plan_cgroup` and systemd choose), else v1 blkio. `enables`: the
     controllers the command turns on along the job's path itself (its plan's, or what
     systemd turns on for the unit's settings); the rest must be on in the root already."""
-    mounts = procfs.mounts(mountinfo)
-    root = next((Path(m.mountpoint) for m in mounts if m.fstype == "cgroup2"), None)
-    available = _words(root / "cgroup.controllers") if root else set()
+    unified = cgroups.unified_root(mountinfo)
+    root = Path(unified) if unified else None
+    available = cgroups.controllers(root) if root else set()
     if root is not None and "io" in available:
-        on = _words(root / "cgroup.subtree_control") | set(enables)
-        sample = _group_with_io(root)
+        on = cgroups.subtree_control(root) | set(enables)
+        sample = cgroups.child_with(root, "io")
         return Groups("v2", writeback={"io", "memory"} <= available & on,
                       prio_class=(sample / "io.prio.class").exists() if sample else None,
                       latency=(sample / "io.latency").exists() if sample else None,
                       cost=(root / "io.cost.qos").exists())
-    blkio = any(m.fstype == "cgroup" and "blkio" in m.super_options for m in mounts)
-    return Groups("v1" if blkio else "none")
+    return Groups("v1" if cgroups.v1_mount("blkio", mountinfo) else "none")
 
 
 def effect(name: str, groups: Groups, sys_block: str = block.SYS_BLOCK,

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..base.errors import UnavailableError, denied
+from . import netlink
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ CN_IDX_PROC = 1
 CN_VAL_PROC = 1
 PROC_CN_MCAST_LISTEN = 1
 PROC_CN_MCAST_IGNORE = 2
-NLMSG_DONE = 3
 SO_RCVBUFFORCE = 33
 
 NONE, FORK, EXEC, UID, GID, SID, PTRACE, COMM = 0, 1, 2, 4, 0x40, 0x80, 0x100, 0x200
@@ -56,8 +56,8 @@ COREDUMP, EXIT = 0x40000000, 0x80000000
 NAMES = {NONE: "none", FORK: "fork", EXEC: "exec", UID: "uid", GID: "gid", SID: "sid",
          PTRACE: "ptrace", COMM: "comm", COREDUMP: "coredump", EXIT: "exit"}
 
-_NLMSGHDR = struct.Struct("=IHHII")
-_HEAD = struct.Struct("=IHHII" "IIIIHH" "IIQ")  # nlmsghdr + cn_msg + proc_event head
+#: nlmsghdr + cn_msg + proc_event head
+_HEAD = struct.Struct(netlink.HEADER.format + "IIIIHH" "IIQ")
 _DATA_AT = _HEAD.size  # 52
 _FORK = struct.Struct("=iiii")
 _PAIR = struct.Struct("=ii")
@@ -95,9 +95,9 @@ def parse(buf: bytes | bytearray | memoryview, length: int) -> Iterator[Event]:
         (nl_len, _typ, _fl, _nseq, _npid, idx, val, seq, _ack, _clen, _cfl, what, cpu,
          _ts) = _HEAD.unpack_from(buf, offset)
         if nl_len < _DATA_AT or idx != CN_IDX_PROC or val != CN_VAL_PROC:
-            if nl_len < _NLMSGHDR.size:
+            if nl_len < netlink.HEADER.size:
                 return
-            offset += (nl_len + 3) & ~3
+            offset += netlink.align(nl_len)
             continue
         at = offset + _DATA_AT
         if what == FORK:
@@ -113,7 +113,7 @@ def parse(buf: bytes | bytearray | memoryview, length: int) -> Iterator[Event]:
         else:  # exec, exit and the rest start with (pid, tgid)
             pid, tgid = _PAIR.unpack_from(buf, at)
             yield Event(what, cpu, seq, pid, tgid)
-        offset += (nl_len + 3) & ~3
+        offset += netlink.align(nl_len)
 
 
 class SeqTracker:
@@ -138,7 +138,7 @@ def _control(op: int, events: int | None = None) -> bytes:
     {mcast_op, event_type} that makes the kernel send only those event types."""
     body = struct.pack("=I", op) if events is None else struct.pack("=II", op, events)
     cn = struct.pack("=IIIIHH", CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
-    return _NLMSGHDR.pack(_NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, 0) + cn
+    return netlink.message(netlink.NLMSG_DONE, 0, cn)
 
 
 #: New programs and renames: what tells a program by its name starting.

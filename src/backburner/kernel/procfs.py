@@ -272,7 +272,11 @@ def parse_mountinfo(text: str) -> list[MountInfo]:
     return out
 
 
-def mounts(path: str = "/proc/self/mountinfo") -> list[MountInfo]:
+#: The mount table of this process's mount namespace.
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def mounts(path: str = MOUNTINFO) -> list[MountInfo]:
     """The mount table now, in mount order (a later mount on the same point is on top)."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as f:

@@ -3,7 +3,7 @@ group in the net_cls controller.
 
 No cgroup program can be attached without a cgroup v2 group to attach it to. What cgroup
 v1 offers instead is a class id for every socket made by (or moved with) a process of a
-net_cls group, which a classifier on the interface reads (`tcbpf.classid_program`): on the
+net_cls group, which a classifier on the interface reads (`tc_programs.classid_program`): on the
 way out only, since a packet on its way in has no socket yet. So here the policy holds the
 job's downloads back by their ACKs alone (the "acks" mechanism; the window clamp and
 ingress shaping need programs on a v2 group), and with `--net-uplink` keeps its uploads

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..kernel import block, levers, procfs
-from ..priority import BUILTIN, Policy
+from ..kernel import block, cgroups, levers, procfs
+from .grammar import BUILTIN, Policy
 
 #: The scheduler per class of disk that `apply --scheduler recommended` installs, as
 #: docs/ssd.md measured it: BFQ everywhere. On a non-rotational testbed under `none`,
@@ -109,7 +109,7 @@ def cure_for(effect: levers.Effect, ignored: Sequence[str]) -> str | None:
     return want
 
 
-def mounted(paths: dict[str, str], mountinfo: str = "/proc/self/mountinfo",
+def mounted(paths: dict[str, str], mountinfo: str = procfs.MOUNTINFO,
             every: bool = True) -> dict[str, tuple[list[str], list[str]]]:
     """Whole disk -> (the labels of `paths` it holds, the mount points on it): the disks
     holding `paths` (label -> path), then (`every`) every other mounted disk that is one of
@@ -148,7 +148,7 @@ def reports(policies: Iterable[Policy] = (BUILTIN["background"],), *,
     if cwd is not None:
         paths[WORKDIR] = cwd
     disks = mounted(paths, every=every_mounted)
-    root2 = levers.cgroup2_root()
+    root2 = cgroups.unified_root()
     out = []
     for name, (holds, mounts) in disks.items():
         effect = levers.effect(name, groups, cgroup2=root2)

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import priority
 from ..base.errors import BackburnerError, UsageError
 from ..base.quantities import fmt_mbps, fmt_s, human_size, plural
-from ..kernel import block
-from . import kernel
+from ..kernel import block, pagecache, priorities
+from ..policy import grammar
+from . import cached
 from .byinode import ByInode, block_mounts, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
@@ -188,7 +188,7 @@ def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int 
     fd = by_inode.take(entry) if by_inode is not None else None
     try:
         if fd is None:
-            fd = kernel.open_file(entry.path)
+            fd = cached.open_file(entry.path)
     except OSError:
         return None  # a device entry needs root; a file may have become unreadable
     st = os.fstat(fd)
@@ -334,7 +334,7 @@ def _pieces(i: int, f: _Open, physical: bool) -> list[Piece]:
 class _Job:
     device: DeviceReplay
     pieces: list[Piece]
-    io: priority.IOPrio
+    io: priorities.IOPrio
 
 
 def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
@@ -346,8 +346,8 @@ def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
     for dev, members in by_dev.items():
         disk, rotational = _device(opened[members[0]].entry.path, dev)
         physical = opts.order == "physical" or (opts.order == "auto" and bool(rotational))
-        io = priority.IOPrio.parse(opts.io) if opts.io else (
-            priority.IOPrio("be", 4) if physical else priority.IOPrio("idle"))
+        io = priorities.IOPrio.parse(opts.io) if opts.io else (
+            priorities.IOPrio("be", 4) if physical else priorities.IOPrio("idle"))
         pieces = [p for i in members for p in _pieces(i, opened[i], physical)]
         ordered = physical_order(pieces) if physical else access_order(pieces)
         info = DeviceReplay(disk, rotational, "physical" if physical else "access", str(io),
@@ -414,7 +414,7 @@ class _Worker:
             self._queue(st.opened, job)
 
     def _queue(self, opened: list[_Open], job: _Job) -> None:
-        priority.ioprio_set(threading.get_native_id(), job.io)
+        priorities.ioprio_set(threading.get_native_id(), job.io)
         for piece in job.pieces:
             for c in chunks(piece):
                 if self.stop.is_set():
@@ -439,7 +439,7 @@ class _Worker:
 
 def _queue(fd: int, offset: int, length: int) -> None:
     try:
-        kernel.readahead(fd, offset, length)
+        pagecache.readahead(fd, offset, length)
     except OSError:  # EINVAL: a filesystem without readahead support
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -455,7 +455,7 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     if not opts.deadline_s > 0:
         raise UsageError("the deadline must be above 0 seconds")
     if opts.io:
-        priority.IOPrio.parse(opts.io)
+        priorities.IOPrio.parse(opts.io)
     if opts.rebase:
         pack = rebased(pack, os.fsencode(opts.rebase[0]), os.fsencode(opts.rebase[1]))
     t0 = time.monotonic()
@@ -547,8 +547,8 @@ def describe(r: ReplayReport) -> str:
 #: The background child as a whole: idle CPU and IO, so its checks (a stat of every file)
 #: do not compete with the start it prepares; its worker thread then takes the IO class its
 #: order calls for.
-BACKGROUND_POLICY = priority.Policy("readahead", io=priority.IOPrio("idle"),
-                                    cpu=priority.CPUPolicy("idle"))
+BACKGROUND_POLICY = grammar.Policy("readahead", io=priorities.IOPrio("idle"),
+                                    cpu=priorities.CPUPolicy("idle"))
 #: Its process name (comm): `ps` shows it, and `record` leaves its reads out.
 CHILD_NAME = "bb-replay"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..base.errors import BackburnerError
 from ..base.quantities import fmt_pct, human_size, plural
 from ..extents import fiemap, runs_of, select
-from .kernel import open_file
+from .cached import open_file
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import CHANGED, MISSING, OK, Entry, Pack, clip, digest, show_path
 from .replay import check_entries

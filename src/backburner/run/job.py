@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import cgroup2, cgroupbpf, priority, spawn, system, systemd
+from .. import spawn, system, systemd
 from ..base.errors import NotFoundError, SystemStateError, UsageError
 from ..kernel import procfs
+from ..kernel.bpf import calls as bpf
 from ..net import background, service
 from ..net import policy as nt
+from ..policy import cgroup_plan, grammar, live
 from ..status import records
 
 Report = Callable[[str], None]
@@ -25,7 +27,7 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def cgroup_changes(plan: priority.CgroupPlan) -> list[system.Change]:
+def cgroup_changes(plan: cgroup_plan.CgroupPlan) -> list[system.Change]:
     """The shared `backburner` parent (removed once empty), then the job's own group."""
     changes: list[system.Change] = []
     parent_settings: dict[str, str] = {}
@@ -39,12 +41,12 @@ def cgroup_changes(plan: priority.CgroupPlan) -> list[system.Change]:
     return changes
 
 
-def without_cgroup(policy: priority.Policy) -> priority.Policy:
+def without_cgroup(policy: grammar.Policy) -> grammar.Policy:
     """What `--no-cgroup` can honour: IO/CPU weights exist only as files of a cgroup, so a
     weight asked for on purpose is refused rather than silently ignored; the weights a named
     policy carries (`--policy background --no-cgroup`) are left out, its IO class and CPU
     policy still applied."""
-    base = priority.BUILTIN.get(policy.name.removesuffix("+custom"))
+    base = grammar.BUILTIN.get(policy.name.removesuffix("+custom"))
     asked = [what for attr, what in (("io_weight", "an IO weight"), ("cpu_weight", "a CPU weight"))
              if getattr(policy, attr) is not None
              and (base is None or getattr(base, attr) != getattr(policy, attr))]
@@ -59,7 +61,7 @@ def without_cgroup(policy: priority.Policy) -> priority.Policy:
     return replace(policy, io_weight=None, cpu_weight=None)
 
 
-def describe_plan(policy: priority.Policy, plan: priority.CgroupPlan | None) -> str:
+def describe_plan(policy: grammar.Policy, plan: cgroup_plan.CgroupPlan | None) -> str:
     parts = [f"{k} {v}" for k, v in policy.settings().items() if v not in ("-", "inherit")]
     if plan:
         for path, files in plan.dirs.items():
@@ -68,7 +70,7 @@ def describe_plan(policy: priority.Policy, plan: priority.CgroupPlan | None) -> 
     return "; ".join(parts) or "nothing changed (default policy)"
 
 
-def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = True,
+def run_job(argv: Sequence[str], policy: grammar.Policy, *, use_cgroup: bool = True,
             report: Report = _quiet, facts: systemd.Facts | None = None,
             slice_name: str = systemd.DEFAULT_SLICE,
             net: background.Target | None = None) -> spawn.Outcome:
@@ -93,7 +95,7 @@ def run_job(argv: Sequence[str], policy: priority.Policy, *, use_cgroup: bool = 
                         net=net)
 
 
-def _run_job(argv: Sequence[str], policy: priority.Policy, *, report: Report,
+def _run_job(argv: Sequence[str], policy: grammar.Policy, *, report: Report,
              facts: systemd.Facts | None, slice_name: str,
              net: background.Target | None) -> spawn.Outcome:
     if net is not None:
@@ -103,11 +105,11 @@ def _run_job(argv: Sequence[str], policy: priority.Policy, *, report: Report,
         report(f"applying {describe_plan(policy, None)}")
         return spawn.run_foreground(argv, policy=policy)
     managed = systemd.manages_cgroups(facts if facts is not None else systemd.read_facts())
-    cgroup2.refuse_for_job(policy, "run", under_systemd=managed)
+    cgroup_plan.refuse_for_job(policy, "run", under_systemd=managed)
     system.require_root("placing the job in a cgroup with IO/CPU weights (--no-cgroup avoids it)")
     if managed:
         return run_in_scope(argv, policy, report=report, slice_name=slice_name)
-    plan = priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
+    plan = cgroup_plan.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
     with system.Transaction("run") as tx:
         for change in cgroup_changes(plan):
             tx.apply(change)
@@ -115,7 +117,7 @@ def _run_job(argv: Sequence[str], policy: priority.Policy, *, report: Report,
         return spawn.run_foreground(argv, policy=policy, cgroup_procs=plan.procs_files)
 
 
-def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.Target, *,
+def _run_with_net(argv: Sequence[str], policy: grammar.Policy, net: background.Target, *,
                   report: Report, facts: systemd.Facts | None,
                   slice_name: str = systemd.DEFAULT_SLICE) -> spawn.Outcome:
     """The job in a cgroup v2 group of its own for its packets (beside the group of its
@@ -127,10 +129,10 @@ def _run_with_net(argv: Sequence[str], policy: priority.Policy, net: background.
                                               slice_name=slice_name)
         return _run_with_net_in_scope(argv, policy, net, report=report,
                                       slice_name=slice_name)
-    plan = (priority.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
+    plan = (cgroup_plan.plan_cgroup(policy, f"run-{procfs.owner_tag(os.getpid())}")
             if policy.needs_cgroup else None)
     if plan is not None:
-        cgroup2.refuse_for_job(policy, "run", under_systemd=False)
+        cgroup_plan.refuse_for_job(policy, "run", under_systemd=False)
     with system.Transaction("run") as tx:
         procs: list[str] = []
         if plan is not None:
@@ -152,7 +154,7 @@ def _group_kind(applied: nt.Applied) -> str:
     return "cgroup v1 net_cls" if applied.attribution == "net_cls" else "cgroup v2"
 
 
-def _run_with_net_in_scope(argv: Sequence[str], policy: priority.Policy,
+def _run_with_net_in_scope(argv: Sequence[str], policy: grammar.Policy,
                            net: background.Target, *, report: Report,
                            slice_name: str) -> spawn.Outcome:
     """Where systemd owns the cgroup tree: the job's transient scope (as `run_in_scope`
@@ -161,9 +163,9 @@ def _run_with_net_in_scope(argv: Sequence[str], policy: priority.Policy,
     the groups they are on while the job runs; the pins and the classes go after it."""
     name = f"backburner-run-{procfs.owner_tag(os.getpid())}"
     with system.Transaction("run") as tx:
-        applied = service.start(tx, net, cgroupbpf.BPFFS, name)
+        applied = service.start(tx, net, bpf.BPFFS, name)
         programs = [tuple(p.split(":", 1)) for p in
-                    system.bpf.bpf_program_settings(cgroupbpf.BPFFS, name)]
+                    system.bpf.bpf_program_settings(bpf.BPFFS, name)]
         where = f" in network namespace {net.ns}" if net.ns else ""
         report(f"network: background on {net.dev}{where} (BPF programs in "
                f"{applied.group}, attached to the job's scope by systemd)")
@@ -175,7 +177,7 @@ def _run_with_net_in_scope(argv: Sequence[str], policy: priority.Policy,
             nt.stop(applied)
 
 
-def _run_with_net_cls_in_scope(argv: Sequence[str], policy: priority.Policy,
+def _run_with_net_cls_in_scope(argv: Sequence[str], policy: grammar.Policy,
                                net: background.Target, *, report: Report,
                                slice_name: str) -> spawn.Outcome:
     """Where systemd owns a cgroup v1 tree: the job's transient scope as `run_in_scope`
@@ -193,7 +195,7 @@ def _run_with_net_cls_in_scope(argv: Sequence[str], policy: priority.Policy,
             nt.stop(applied)
 
 
-def run_in_scope(argv: Sequence[str], policy: priority.Policy, *, report: Report = _quiet,
+def run_in_scope(argv: Sequence[str], policy: grammar.Policy, *, report: Report = _quiet,
                  slice_name: str = systemd.DEFAULT_SLICE, extra: Sequence[Any] = (),
                  netns: str | None = None, cgroup_procs: Sequence[str] = ()) -> spawn.Outcome:
     """The job in a transient systemd scope of its own, in a slice beside user.slice that
@@ -260,14 +262,14 @@ def check_target(pid: int, force: bool = False) -> None:
 
 def describe_targets(pid: int) -> str:
     """What `run --pid` would change: the processes and threads of the tree."""
-    threads = priority.tree_threads(pid)
+    threads = live.tree_threads(pid)
     procs = sorted({p for p, _ in threads})
     names = ", ".join(f"{p} ({procfs.comm_of(p) or '?'})" for p in procs[:5])
     more = f" and {len(procs) - 5} more" if len(procs) > 5 else ""
     return f"{len(procs)} process(es), {len(threads)} thread(s): {names}{more}"
 
 
-def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
+def reprioritise(pid: int, policy: grammar.Policy, *, use_cgroup: bool = True,
                  force: bool = False, report: Report = _quiet) -> Reprioritised:
     """`run --pid`: every thread of pid and its descendants, present ones included.
 
@@ -279,7 +281,7 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
     everything is put back at once.
     """
     check_target(pid, force)
-    cgroup2.refuse_for_job(policy, "run --pid")
+    cgroup_plan.refuse_for_job(policy, "run --pid")
     if not use_cgroup:
         policy = without_cgroup(policy)
     if policy.io is None and policy.cpu is None and not policy.needs_cgroup:
@@ -292,7 +294,7 @@ def reprioritise(pid: int, policy: priority.Policy, *, use_cgroup: bool = True,
         for journal in earlier:
             system.undo_journal(journal)
     report(f"PID {pid}: {describe_targets(pid)}")
-    plan = (priority.plan_cgroup(policy, f"pid-{procfs.owner_tag(pid)}")
+    plan = (cgroup_plan.plan_cgroup(policy, f"pid-{procfs.owner_tag(pid)}")
             if policy.needs_cgroup else None)
     with system.Transaction(RUN_PID_LABEL) as tx:
         if plan is not None:

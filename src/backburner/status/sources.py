@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import priority, system
+from .. import system
 from ..apply import status as applied
 from ..base.errors import BackburnerError
 from ..govern import state as govern_state
-from ..kernel import block, procfs
+from ..kernel import block, priorities, procfs
+from ..policy import grammar
 from ..run import job
 from ..system.journal import Journal, journal_entries, journal_time
 from . import inforce, records
@@ -82,9 +83,9 @@ def for_pid(pid: int) -> list[Entry]:
 # --- run ---------------------------------------------------------------------------------
 
 
-def _policy(io: str | None, cpu: str | None) -> priority.Policy:
-    return priority.Policy("set", io=priority.IOPrio.parse(io) if io else None,
-                           cpu=priority.CPUPolicy.parse(cpu) if cpu else None)
+def _policy(io: str | None, cpu: str | None) -> grammar.Policy:
+    return grammar.Policy("set", io=priorities.IOPrio.parse(io) if io else None,
+                           cpu=priorities.CPUPolicy.parse(cpu) if cpu else None)
 
 
 def _words(sets: dict[str, str]) -> str:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import UsageError
-from ..priority import CPUPolicy, IOPrio, Policy
+from ..kernel.priorities import CPUPolicy, IOPrio
+from ..policy.grammar import Policy
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from backburner.kernel import block, levers
+from backburner.kernel import block, cgroups, levers
 
 
 def main() -> None:
@@ -20,7 +20,7 @@ def main() -> None:
         subprocess.run(["modprobe", module], check=False)
     queue = Path("/sys/block", name, "queue", "scheduler")
     before = block.in_force(name)
-    root = levers.cgroup2_root()
+    root = cgroups.unified_root()
     groups = levers.read_groups(["io"])  # what systemd turns on for a unit's IOWeight=
     out = {}
     try:
