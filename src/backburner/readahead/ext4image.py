@@ -43,9 +43,9 @@ from ..errors import (
     SystemStateError,
     UsageError,
 )
-from ..units import MiB
+from ..units import MiB, human_size
 from . import ext4end, hotplan, tree
-from .e2tools import BLOCK, GROUP_BYTES, must, tool
+from .e2tools import BLOCK, GROUP_BYTES, complaint, must, tool
 from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative
 from .pack import Pack, Ranges, merge_ranges
 
@@ -142,13 +142,25 @@ def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
     return out
 
 
+#: The root's directory that mke2fs makes itself (and e2fsck wants): pass 1 has no
+#: placeholder for it, pass 2 fills in the source's (an ext4 image's root holds one).
+LOST_FOUND = b"lost+found"
+
+
+def _made_by_mkfs(node: tree.Node) -> bool:
+    return node.rel == LOST_FOUND and node.kind == "dir"
+
+
 def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
     """A hot directory's entries as pass 1 holds them: every file and every subdirectory
     an empty file (pass 2 fills it, renames a hot file or directory over it, or makes the
     cold directory in its place, unless the end layout's pass 1 made it: a name of the
     same length takes the same slot, so the directory never grows), other nodes
-    (symlinks, devices, FIFOs) as they are."""
+    (symlinks, devices, FIFOs, sockets) as they are; none for the root's lost+found,
+    which mke2fs makes."""
     for node in children:
+        if _made_by_mkfs(node):
+            continue
         d = os.path.join(into, os.path.basename(node.rel))
         if node.kind in ("dir", "file"):
             os.close(os.open(d, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
@@ -188,7 +200,8 @@ def _cold_dirs(plan: hotplan.Plan, scan: _Scan, staging: bytes) -> list[bytes]:
     """The placeholders of cold directories in the staged tree (the root's, and each hot
     directory's under its rank name)."""
     children = _children(scan)
-    out = [n.rel for n in children.get(b"", []) if n.kind == "dir" and n.rel not in plan.dirs]
+    out = [n.rel for n in children.get(b"", []) if n.kind == "dir" and n.rel not in plan.dirs
+           and not _made_by_mkfs(n)]
     for rank, item in enumerate(plan.items):
         if item.is_dir:
             out += [os.path.join(staging, plan.name(rank), os.path.basename(n.rel))
@@ -219,14 +232,19 @@ def _inodes_per_group(final: int, items: int) -> int:
     return ipg
 
 
+#: What mke2fs -d says when the hot files do not fit the first pass: then it is grown.
+_NO_ROOM = ("could not allocate", "no free space", "no space left", "not enough space",
+            "too many inodes", "inode table too big")
+
+
 def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: int) -> int:
     """mke2fs -d HOT into the image, growing the first pass until the hot files fit.
 
     packed_meta_blocks keeps the bitmaps and the inode table in one block at the start
     (else small hot files fill the holes flex_bg leaves between them, away from the rest);
-    resize= reserves descriptor blocks for the final size, so growing moves nothing.
-    """
-    for _ in range(6):
+    resize= reserves descriptor blocks for the final size, so growing moves nothing. Any
+    other complaint of mke2fs is the error, in its own words (one line, not its usage)."""
+    while True:
         groups = -(-size // GROUP_BYTES)
         os.truncate(image, size)
         res = tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
@@ -235,11 +253,16 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
                     "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"], "mke2fs")
         if res.status == 0:
             return size
+        why = complaint(res.stderr or res.stdout, "mke2fs")
         log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
         os.truncate(image, 0)
-        size = -(-int(size * 1.5) // MiB) * MiB
-    must(res, "mke2fs -d (the hot files' first pass)")
-    return size
+        grown = -(-int(size * 1.5) // MiB) * MiB
+        if not any(word in why.lower() for word in _NO_ROOM):
+            must(res, "mke2fs -d (the hot files' first pass)")
+        if size >= final:
+            raise UsageError(f"the hot files do not fit in --size {human_size(final)}: "
+                             f"mke2fs -d said: {why}", "give a larger --size")
+        size = min(grown, final)
 
 
 def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
@@ -254,7 +277,8 @@ def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
 def _grow(image: str, final: int) -> None:
     os.truncate(image, final)
     must(tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
-    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal",
+         tool_name="tune2fs")
 
 
 def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
@@ -270,7 +294,10 @@ def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
         staged = os.path.join(mnt, staging, plan.name(rank))
         target = os.path.join(mnt, item.rel)
         if item.is_dir:
-            os.unlink(target)
+            if item.rel == LOST_FOUND:
+                os.rmdir(target)  # mke2fs's own, empty
+            else:
+                os.unlink(target)
             os.rename(staged, target)
             continue
         os.rename(staged, target)
@@ -427,7 +454,8 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             fixups = session.fixups
             stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
             first = final
-            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal",
+         tool_name="tune2fs")
         else:
             first = _mkfs_first_pass(image, stage_root, need, ipg, final)
             if final < first:
