@@ -30,13 +30,16 @@ def _record(args: argparse.Namespace) -> int:
     opts = record.RecordOptions(
         output=args.output, mounts=tuple(args.mount or ()),
         read_ahead_kb=None if args.keep_read_ahead else args.read_ahead_kb,
-        drop_caches=args.drop_caches, hash=args.hash, force=args.force)
+        drop_caches=args.drop_caches, hash=args.hash, force=args.force,
+        lookups=args.lookups)
     argv = _argv(args)
     if args.system:
         if argv:
             raise UsageError("give either --system or a command, not both")
         if args.seconds is None:
             raise UsageError("--system needs --seconds", "e.g. --seconds 60")
+        if args.lookups:
+            raise UsageError("--lookups records a command's start, not the whole system")
         recover_if_needed()
 
         def ready(watched: Sequence[Watched]) -> None:
@@ -65,9 +68,16 @@ def _recorded(r: RecordResult) -> str:
         lost.append("fork events lost: the process tree may be incomplete")
     if r.gone:
         lost.append(f"{r.gone} files gone before the end")
+    if r.order:
+        lost.append(f"no order of reads: {r.order}")
+    asked = ""
+    if r.pack.lookups or r.pack.steps:
+        from ..readahead.summary import lookup_counts
+
+        asked = f", {lookup_counts(r.pack)}"
     return (f"recorded {units.plural(len(r.pack.entries), 'file')}, "
-            f"{units.human_size(r.pack.bytes)} in {units.plural(ranges, 'range')} into "
-            f"{r.output} ({units.human_size(r.size)}) in {units.fmt_s(r.seconds)} s"
+            f"{units.human_size(r.pack.bytes)} in {units.plural(ranges, 'range')}{asked} "
+            f"into {r.output} ({units.human_size(r.size)}) in {units.fmt_s(r.seconds)} s"
             + (f" ({'; '.join(lost)})" if lost else ""))
 
 
@@ -140,8 +150,8 @@ def _build(args: argparse.Namespace) -> int:
           + (f"first, from a {units.human_size(res.first_pass)} first pass"
              if res.region_at is None else
              f"at the end, from {units.human_size(res.region_at)} on")
-          + (f"; {units.plural(res.split_files, 'large file')} split, "
-             f"{units.human_size(res.split_out)} unread by the start after the hot region"
+          + (f"; {units.plural(res.split_files, 'file')} in pieces, "
+             f"{units.human_size(res.split_out)} unread by the start outside the hot region"
              if res.split_files else "")
           + "; verified equal to "
           f"{args.src} in {units.fmt_s(res.seconds)} s"
@@ -157,8 +167,9 @@ def _check(args: argparse.Namespace) -> int:
 
     pack = packfile.load(args.pack)
     recover_if_needed()
+    profile = None if args.profile == "none" else args.profile
     for target in args.targets:
-        print(layout.describe_check(layout.check(target, pack, args.root)))
+        print(layout.describe_check(layout.check(target, pack, args.root, profile)))
     return 0
 
 
@@ -192,6 +203,9 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
                    help="drop the page cache first, so the pack holds only this start")
     r.add_argument("--hash", action="store_true",
                    help="store a digest of each file's recorded bytes")
+    r.add_argument("--lookups", action="store_true",
+                   help="also record what the start looks up, stats and lists (strace) and "
+                   "the order it reads in (perf), for a layout true to it")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     sh = add_command(s, "show", _show, help="what a pack holds, stale entries, seeks saved")
     sh.add_argument("pack")
@@ -251,3 +265,6 @@ def _register_layout(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--pack", required=True)
     c.add_argument("--root", help="the pack's directory that the image root stands for "
                    "(default: guessed)")
+    c.add_argument("--profile", default="dvd", metavar="NAME",
+                   help="predict the cold start's time on a slowdisk of this profile "
+                   "(default dvd; none: no prediction)")
