@@ -451,3 +451,58 @@ def test_a_failing_mke2fs_is_reported_in_its_own_words(tmp_path: Path, state_dir
                          "must be greater than the filesystem size."), line
     assert calls.read_text().count("called") == 1
     assert not img.exists()
+
+
+@pytest.mark.root
+def test_a_file_read_out_of_order_is_laid_out_piece_by_piece(tmp_path: Path,
+                                                             state_dir: Path) -> None:
+    """A pack with the order of reads (--lookups): a library read in four pieces out of
+    its order, between two data files, and a name looked for in vain in a directory no
+    hot file is in. The hot region holds, one after the other: that directory's block,
+    the library's extent-tree block, then every piece and file in the order read (with
+    the data files' directory right before the first of them); the library's unread rest
+    lies after the region; e2fsck clean, the tree equal."""
+    from backburner.readahead.pack import MISSED, Entry, FileState, Lookup, Pack, Step
+
+    src = tmp_path / "src"
+    for rel, size in (("lib/big.so", 1 << 20), ("data/a", 5 * K), ("data/b", 3 * K),
+                      ("etc/cold", 3 * K)):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(os.urandom(size))
+
+    def entry(rel: str, ranges: tuple) -> Entry:
+        st = os.stat(src / rel)
+        return Entry(os.fsencode(src / rel), FileState(st.st_dev, 0, st.st_ino, st.st_size,
+                                                       st.st_mtime_ns), ranges)
+
+    pieces = [(100, 8), (0, 4), (200, 4), (50, 2)]  # (first page, pages), as read
+    big = entry("lib/big.so", tuple(sorted((p * K, n * K) for p, n in pieces)))
+    pack = Pack((big, entry("data/a", ((0, 5 * K),)), entry("data/b", ((0, 3 * K),))), K,
+                lookups=(Lookup(MISSED, os.fsencode(src / "etc/ld.so.cache"),
+                                FileState(0, 0, 0, 0, 0)),),
+                steps=(Step(-1), Step(0, 100, 8), Step(1, 0, 5), Step(0, 0, 4), Step(2, 0, 3),
+                       Step(0, 200, 4), Step(0, 50, 2)))
+    pp = tmp_path / "ordered.pack"
+    packfile.save(pp, pack)
+    img = tmp_path / "ordered.img"
+    out = _built_equal(pp, src, img, "--size", "96M")
+    assert "1 file in pieces" in out, out
+    with _mounted(img, tmp_path / "mnt") as mnt:
+        runs = {r.logical: r for r in physical_runs(mnt / "lib/big.so")}
+        order = [runs[100 * K].physical, physical_runs(mnt / "data/a")[0].physical,
+                 runs[0].physical, physical_runs(mnt / "data/b")[0].physical,
+                 runs[200 * K].physical, runs[50 * K].physical]
+        lengths = [8 * K, 5 * K, 4 * K, 3 * K, 4 * K, 2 * K]
+        # data/a's directory comes where the start first looks into it: right before it
+        assert _debugfs_blocks(img, "data") == [(order[0] + lengths[0]) // K]
+        lengths[0] += K
+        for at, ln, nxt in zip(order, lengths, order[1:], strict=False):
+            assert nxt == at + ln, (order, lengths)
+        tree_at = subprocess.run(["debugfs", "-R", 'ex "/lib/big.so"', str(img)], check=True,
+                                 capture_output=True, text=True).stdout.splitlines()[1].split()
+        assert int(tree_at[7]) * K == order[0] - K  # right before the first piece
+        etc = _debugfs_blocks(img, "etc")
+        assert etc[-1] * K < order[0]  # the directory searched, in the region before
+        rest = [r for r in physical_runs(mnt / "lib/big.so") if r.logical not in
+                (100 * K, 0, 200 * K, 50 * K)]
+        assert min(r.physical for r in rest) > order[-1]
