@@ -82,10 +82,13 @@ def _recorded(r: RecordResult) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ..readahead import packfile, summary
+    from ..readahead import packfile, summary, verdict
 
     pack = packfile.load(args.pack)
     print(summary.format_summary(summary.summarize(pack, verify=args.verify), files=args.files))
+    found = verdict.load(args.pack)
+    if found is not None:
+        print(f"verdict   {verdict.describe(found)}")
     return 0
 
 
@@ -99,16 +102,36 @@ def _replay_options(args: argparse.Namespace) -> ReplayOptions:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..readahead import packfile, replay
+    from ..readahead import measure, replay, verdict
 
     opts = _replay_options(args)
-    pack = packfile.load(args.pack)  # a bad pack is refused here, not in the background
-    if not args.wait:
-        child = replay.start_background(args.pack, opts)
+    found, report, child = measure.replay_unless_slower(args.pack, opts, args.force,
+                                                        background=not args.wait)
+    if report is None and child is None:
+        assert found is not None
+        print(measure.describe_skip(found))
+        return 0
+    if child is not None:
         print(f"replaying {args.pack} in the background (PID {child.pid}, deadline "
               f"{units.fmt_s(opts.deadline_s)} s)")
-        return 0
-    print(replay.describe(replay.replay(pack, opts)))
+    else:
+        assert report is not None
+        print(replay.describe(report))
+    if found is not None:
+        print(f"  {verdict.describe(found)}")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from ..readahead import measure, verdict
+
+    argv = _argv(args)
+    recover_if_needed()
+    v = measure.measure(args.pack, argv, measure.MeasureOptions(args.rounds, args.mode,
+                                                                 args.deadline))
+    print(verdict.describe(v))
+    for note in v.notes:
+        err(note)
     return 0
 
 
@@ -229,6 +252,20 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--rebase", nargs=2, metavar=("RECORDED", "NOW"),
                     help="look for the files recorded under directory RECORDED under NOW "
                     "(the same filesystem or a copy of its image, mounted elsewhere)")
+    rp.add_argument("--force", action="store_true",
+                    help="replay even a pack `readahead measure` found to make the start "
+                    "slower")
+    m = add_command(s, "measure", _measure,
+                    help="time the start cold with and without a replay; keep the verdict")
+    m.add_argument("pack")
+    m.add_argument("--rounds", type=bounded_int(3, 1000), default=5,
+                   help="starts each way (default 5)")
+    m.add_argument("--mode", choices=("with", "before"), default="with",
+                   help="with: the replay launched with the start, as at boot (default); "
+                   "before: run to its end first, its time counted")
+    m.add_argument("--deadline", type=finite(0, 86400, low_open=True), default=120.0,
+                   metavar="SECONDS", help="each replay's deadline")
+    m.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
 
 def _register_layout(sub: argparse._SubParsersAction) -> None:

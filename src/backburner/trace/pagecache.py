@@ -11,6 +11,11 @@ around), in the context of the process that asked, with its device, inode and in
 filesystem's metadata read through its block device (inode tables, directories) shows as
 pages of the block device's own inode, whose number is the device's.
 
+What a start *used* of the page cache, whoever brought the pages in (a replay before
+it), shows in three more tracepoints (`USE_EVENTS`): a buffered read's pages
+(``mm_filemap_get_pages``), the pages a fault maps (``mm_filemap_fault``,
+``mm_filemap_map_pages``: with those mapped around it).
+
 `PageOrder` records a window (perf in its own process group, dying with us, its output
 on a private tmpfs); `parse` (pure) reads ``perf script`` back.
 """
@@ -35,9 +40,13 @@ from .window import kernel_dev
 log = logging.getLogger(__name__)
 
 EVENT = "filemap:mm_filemap_add_to_page_cache"
+USE_EVENTS = ("filemap:mm_filemap_get_pages", "filemap:mm_filemap_fault",
+              "filemap:mm_filemap_map_pages")
 READY_TIMEOUT_S = 20.0
 _LINE = re.compile(r"^\s*(\d+)\s+(\d+\.\d+):\s+dev (\d+):(\d+) ino ([0-9a-f]+) "
                    r"pfn=\S+ ofs=(\d+) order=(\d+)")
+_USE = re.compile(r"^\s*(\d+)\s+(\d+\.\d+):\s+dev=(\d+):(\d+) ino=([0-9a-f]+) "
+                  r"ofs=(\d+)(?:-(\d+))?")
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,34 @@ class PageIn:
     index: int
     pages: int
     device: bool = False
+
+
+@dataclass(frozen=True)
+class PageUse:
+    """Pages `first` to `last` of inode `ino` on `dev` used by process `pid` (read, or
+    mapped by a fault)."""
+
+    t: float
+    pid: int
+    dev: int
+    ino: int
+    first: int
+    last: int
+
+
+def parse_uses(lines: Iterable[str], page: int = 4096) -> list[PageUse]:
+    """``perf script -F pid,time,trace --ns`` of `USE_EVENTS` -> the pages used."""
+    out = []
+    for line in lines:
+        m = _USE.match(line)
+        if not m:
+            continue
+        first = int(m.group(6)) // page
+        last = (int(m.group(7)) // page) if m.group(7) else first
+        out.append(PageUse(float(m.group(2)), int(m.group(1)),
+                           os.makedev(int(m.group(3)), int(m.group(4))),
+                           int(m.group(5), 16), first, last))
+    return out
 
 
 def _user_dev(kdev: int) -> int:
@@ -90,10 +127,13 @@ def missing() -> str | None:
 
 class PageOrder:
     """The tracepoint for filesystems on the block devices `devs` (st_dev numbers), from
-    `start` to `stop`."""
+    `start` to `stop`; with `uses`, the `USE_EVENTS` too (`stop` leaves them in
+    `self.uses`)."""
 
-    def __init__(self, devs: Sequence[int]) -> None:
+    def __init__(self, devs: Sequence[int], uses: bool = False) -> None:
         self.devs = tuple(dict.fromkeys(devs))
+        self.want_uses = uses
+        self.uses: list[PageUse] = []
         self._stack: ExitStack | None = None
         self._child: spawn.Child | None = None
         self._dir = ""
@@ -102,6 +142,10 @@ class PageOrder:
     def _filter(self) -> str:
         keys = [kernel_dev(os.major(d), os.minor(d)) for d in self.devs]
         return " || ".join(f"s_dev == {k} || i_ino == {k}" for k in keys)
+
+    def _use_filter(self) -> str:
+        keys = [kernel_dev(os.major(d), os.minor(d)) for d in self.devs]
+        return " || ".join(f"s_dev == {k}" for k in keys)
 
     def start(self) -> None:
         why = missing()
@@ -127,6 +171,9 @@ class PageOrder:
         argv = ["perf", "record", "-q", "-a", "-k", "monotonic", "-D", "-1",
                 "--control", f"fd:{ctl_r},{ack_w}", "-o", os.path.join(self._dir, "perf.data"),
                 "-e", EVENT, "--filter", self._filter()]
+        if self.want_uses:
+            for event in USE_EVENTS:
+                argv += ["-e", event, "--filter", self._use_filter()]
         try:
             self._child = spawn.launch(argv, stdin=null, stdout=logfd, stderr=logfd,
                                        pass_fds=(ctl_r, ack_w), new_group=True,
@@ -156,7 +203,10 @@ class PageOrder:
             if out.status != 0:
                 lines = out.stderr.strip().splitlines()
                 raise UnavailableError("perf script failed: " + (lines[-1] if lines else "?"))
-            return parse(out.stdout.splitlines())
+            lines = out.stdout.splitlines()
+            if self.want_uses:
+                self.uses = parse_uses(lines)
+            return parse(lines)
         finally:
             self.close()
 
@@ -183,4 +233,5 @@ class PageOrder:
         self.close()
 
 
-__all__ = ["EVENT", "PageIn", "PageOrder", "missing", "parse"]
+__all__ = ["EVENT", "USE_EVENTS", "PageIn", "PageOrder", "PageUse", "missing", "parse",
+           "parse_uses"]
