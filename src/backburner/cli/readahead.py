@@ -182,6 +182,9 @@ def _build(args: argparse.Namespace) -> int:
     for c in (res.before, res.after):
         if c is not None:
             print(f"  {layout.describe_check(c)}")
+    note = layout.read_ahead_note(pack)
+    if note:
+        err(note)
     return 0
 
 
@@ -193,6 +196,9 @@ def _check(args: argparse.Namespace) -> int:
     profile = None if args.profile == "none" else args.profile
     for target in args.targets:
         print(layout.describe_check(layout.check(target, pack, args.root, profile)))
+    note = layout.read_ahead_note(pack)
+    if note:
+        err(note)
     return 0
 
 

@@ -20,6 +20,13 @@ no directory grows), and copies the rest in, after the hot region, with owners, 
 times, xattrs, symlinks, device nodes and hard links. Then ``e2fsck -fn`` must find it
 clean and a read-only mount must compare equal to the source, byte for byte.
 
+A pack recorded with --lookups also says which directories the start lists or searches
+and in which order it touches everything (`hotorder`): those directories are hot too,
+everything is placed where it is first touched, and a file read in pieces out of order
+is laid out piece by piece (donors staged in pass 1, the pieces moved into them in pass
+2: `ext4move`). The source may be any tree: a mounted ext4 image (its root's lost+found
+is mke2fs's own in pass 1), a mounted xfs.
+
 With ``hot_region="end"`` (a DVD's fast outer edge) pass 1 is the full-size filesystem
 without flex_bg instead, each block group with its own inode table, and the hot tree is
 made in its last groups by debugfs (`ext4end`): the hot inodes in the table right before

@@ -155,6 +155,11 @@ def _assemble(f: Scattered, filler: _Filler) -> None:
         os.close(fd)
 
 
+def reserved_clusters(device: str) -> str:
+    """The sysfs file of the clusters ext4 keeps back for its metadata on `device`."""
+    return f"/sys/fs/ext4/{os.path.basename(device)}/reserved_clusters"
+
+
 def assemble(tx: system.Transaction, mnt: bytes, device: str, files: Sequence[Scattered],
              scratch: bytes) -> None:
     """Put every scattered file together (see the module docstring). `files` are written
@@ -162,7 +167,7 @@ def assemble(tx: system.Transaction, mnt: bytes, device: str, files: Sequence[Sc
     are set to 0 while the filler holds the rest); `scratch` a directory on it."""
     if not files:
         return
-    clusters = f"/sys/fs/ext4/{os.path.basename(device)}/reserved_clusters"
+    clusters = reserved_clusters(device)
     if os.path.exists(clusters):
         tx.apply(system.SysfsValue(clusters, "0"))
     os.sync()

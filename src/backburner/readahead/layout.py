@@ -14,9 +14,10 @@ check
     placed by FIEMAP; the share of the bytes in one ascending run once sorted (how
     contiguous the files are) and in access order (how well the order matches), and the
     seeks a cold start needs: in access order without help, and in one sweep with replay.
-    For an ext4 image, also the seeks with the metadata a cold start reads besides the
-    data (inode-table and directory blocks, `ext4meta`): what the start will still seek
-    for on the image as built.
+    For an ext4 image, also the reads a cold start makes with the metadata it needs
+    (inode-table, directory and extent-tree blocks), in the order the pack's steps say,
+    and what a slowdisk profile's drive does with them: the start's predicted time and
+    seeks (`predict`).
 """
 
 from __future__ import annotations
@@ -193,6 +194,7 @@ class CheckResult:
     span: int
     meta: Metadata | None = None  # ext4 only: what a cold start reads besides the data
     drive: predict.Timed | None = None  # ext4 with a profile: what that drive does
+    read_ahead_kb: int = 0  # what the pack was recorded with (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
                        sum(p.length for p in pieces),
                        sum(p.length for p in pieces if p.physical is None),
                        ascending_fraction(sweep), ascending_fraction(cold), seeks(cold),
-                       seeks(sweep), span(pieces), meta, drive)
+                       seeks(sweep), span(pieces), meta, drive, pack.read_ahead_kb)
 
 
 def _metadata(base: bytes, pack_root: bytes, pack: Pack, image: str | None
@@ -294,6 +296,21 @@ def check(target: str, pack: Pack, root: str | None = None,
                          profile=profile)
 
 
+#: A pack recorded with less read-ahead than this holds less than a start reads on a
+#: medium with its default (a DVD drive's, a disk's: 128 KiB).
+MEDIUM_READ_AHEAD_KB = 128
+
+
+def read_ahead_note(pack: Pack) -> str | None:
+    """A word for a pack recorded with less read-ahead than a medium has: a layout lays
+    out, and a prediction follows, what the pack says the start reads."""
+    if not pack.read_ahead_kb or pack.read_ahead_kb >= MEDIUM_READ_AHEAD_KB:
+        return None
+    return (f"the pack was recorded at {pack.read_ahead_kb} KiB read-ahead: on a medium that "
+            "reads ahead more the start reads beyond it (record it with --read-ahead-kb "
+            "set to the medium's)")
+
+
 def describe_check(c: CheckResult) -> str:
     """One line per target for `layout check` and `build-ext4`."""
     placed = "" if not c.unplaced else f", {human_size(c.unplaced)} not placeable"
@@ -305,7 +322,9 @@ def describe_check(c: CheckResult) -> str:
            else "") + ")")
     drive = "" if c.drive is None else (
         f"; on {c.drive.profile}: a cold start {fmt_s(c.drive.seconds)} s, "
-        f"{plural(c.drive.requests, 'read')}, {plural(c.drive.seeks, 'seek')}")
+        f"{plural(c.drive.requests, 'read')}, {plural(c.drive.seeks, 'seek')}"
+        + (f" (at the {c.read_ahead_kb} KiB read-ahead the pack was recorded with)"
+           if c.read_ahead_kb else ""))
     return (f"{c.target}: {c.files} files ({c.missing} missing), {human_size(c.bytes)}"
             f"{placed}; contiguous {fmt_pct(round(c.contiguous, 3))}, in access order "
             f"{fmt_pct(round(c.in_order, 3))}; seeks: cold start {c.seeks_cold}{meta}, "
