@@ -60,6 +60,17 @@ def _drops() -> int:
     return 0
 
 
+def _wait_quiet(limit_s: float = 60.0) -> None:
+    """Until no other program has dropped the page cache for a second (benches of other
+    workers on a shared machine drop it every few seconds)."""
+    deadline = time.monotonic() + limit_s
+    last, since = _drops(), time.monotonic()
+    while time.monotonic() - since < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if _drops() != last:
+            last, since = _drops(), time.monotonic()
+
+
 def _mount_fresh(tx: system.Transaction, device: str, mnt: Path) -> None:
     tx.apply(system.Mount(device, str(mnt), "ext4", "ro"))
     system.drop_caches()
@@ -67,27 +78,41 @@ def _mount_fresh(tx: system.Transaction, device: str, mnt: Path) -> None:
 
 def _record(image: Path, mnt: Path, argv: list[str], out: Path) -> None:
     """The start recorded with --lookups on a plain loop device of the image, at the
-    slowdisk's read-ahead (what the layout and the prediction take as the medium's)."""
-    with system.Transaction("test-record") as tx:
-        loop = tx.apply(system.LoopDevice(str(image), read_only=True))
-        tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
-        _, outcome = record.record_command(argv, record.RecordOptions(
-            str(out), mounts=(str(mnt),), drop_caches=True, lookups=True,
-            read_ahead_kb=READ_AHEAD_KB, force=True))
-    assert outcome.ok, outcome.describe()
+    slowdisk's read-ahead (what the layout and the prediction take as the medium's):
+    the quicker of two recordings, as the quickest start is measured (a loaded machine
+    only stretches the start's own time between its reads, which the steps keep)."""
+    best: tuple[int, bytes] | None = None
+    for _ in range(2):
+        _wait_quiet()
+        with system.Transaction("test-record") as tx:
+            loop = tx.apply(system.LoopDevice(str(image), read_only=True))
+            tx.apply(system.Mount(loop, str(mnt), "ext4", "ro"))
+            _, outcome = record.record_command(argv, record.RecordOptions(
+                str(out), mounts=(str(mnt),), drop_caches=True, lookups=True,
+                read_ahead_kb=READ_AHEAD_KB, force=True))
+        assert outcome.ok, outcome.describe()
+        span = sum(st.gap_us for st in packfile.load(out).steps)
+        if best is None or span < best[0]:
+            best = (span, out.read_bytes())
+    assert best is not None
+    out.write_bytes(best[1])
 
 
-def _measured(image: Path, mnt: Path, argv: list[str]) -> tuple[float, int]:
+def _measured(image: Path, mnt: Path, argv: list[str]
+              ) -> tuple[tuple[float, int], list[tuple[float, int, bool]]]:
     """The start's wall time on a dvd slowdisk of the image, cold, and the seeks the
-    drive made for it: the quickest of three starts that no other program's cache drop
-    disturbed (on a shared, loaded machine the start's own time between its reads only
-    grows)."""
-    got: list[tuple[float, int]] = []
+    drive made for it: the quickest of three starts, preferring those no other program's
+    cache drop disturbed (on a shared machine one may drop it every few seconds; a drop
+    makes a start re-read, so it only ever slows it, as load does); and every start,
+    with whether it was disturbed."""
+    quiet: list[tuple[float, int]] = []
+    disturbed: list[tuple[float, int]] = []
     with system.Transaction("test-dvd") as tx:
         disk = slowdisk.attach(slowdisk.CreateOptions("dvd", str(image), read_only=True), tx)
         queue = f"/sys/block/{os.path.basename(disk.device)}/queue"
         tx.apply(system.SysfsValue(f"{queue}/read_ahead_kb", str(READ_AHEAD_KB)))
-        for _ in range(6):
+        for _ in range(5):
+            _wait_quiet()
             with system.Transaction("test-dvd-mount") as m:
                 _mount_fresh(m, disk.device, mnt)
                 drops = _drops()
@@ -96,12 +121,12 @@ def _measured(image: Path, mnt: Path, argv: list[str]) -> tuple[float, int]:
                 subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd="/")
                 wall = time.monotonic() - t0
                 served = slowdisk.read_requests(disk.requests_path, before)
-            if _drops() == drops:
-                got.append((wall, sum(1 for r in served if r.seek)))
-            if len(got) == 3:
+            got = (wall, sum(1 for r in served if r.seek))
+            (quiet if _drops() == drops else disturbed).append(got)
+            if len(quiet) == 3 or (len(quiet) + len(disturbed) >= 4 and quiet):
                 break
-    assert got, "every start was disturbed by another program's cache drops"
-    return min(got)
+    runs = [(w, n, False) for w, n in quiet] + [(w, n, True) for w, n in disturbed]
+    return min(quiet or disturbed), runs
 
 
 @pytest.mark.root
@@ -125,6 +150,7 @@ def test_the_prediction_is_what_the_drive_does(tmp_path: Path, state_dir: Path,
                     "-d", str(tree), str(ordinary)], check=True, capture_output=True)
     argv = start.argv(str(mnt))
     got = {}
+    every: dict[str, list[tuple[float, int, bool]]] = {}
     for kind in ("ordinary", "layout"):
         image = tmp_path / f"{kind}.img"
         if kind == "layout":
@@ -135,9 +161,11 @@ def test_the_prediction_is_what_the_drive_does(tmp_path: Path, state_dir: Path,
         pack = packfile.load(tmp_path / f"{kind}.pack")
         c = layout.check(str(image), pack, str(mnt), "dvd")
         assert c.drive is not None
-        wall, seeks = _measured(image, mnt, argv)
+        (wall, seeks), runs = _measured(image, mnt, argv)
         got[kind] = (c.drive.seconds, wall, c.drive.seeks, seeks)
+        every[kind] = runs
+    why = f"predicted, measured, seeks: {got}; every start (s, seeks, disturbed): {every}"
     for predicted, wall, predicted_seeks, seeks in got.values():
-        assert abs(predicted - wall) <= TOLERANCE * wall, got
-        assert abs(predicted_seeks - seeks) <= max(3, seeks // 5), got
-    assert got["layout"][1] * 2 < got["ordinary"][1], got
+        assert abs(predicted - wall) <= TOLERANCE * wall, why
+        assert abs(predicted_seeks - seeks) <= max(3, seeks // 5), why
+    assert got["layout"][1] * 2 < got["ordinary"][1], why
