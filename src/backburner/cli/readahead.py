@@ -102,14 +102,14 @@ def _replay_options(args: argparse.Namespace) -> ReplayOptions:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..readahead import measure, replay, verdict
+    from ..readahead import replay, verdict
 
     opts = _replay_options(args)
-    found, report, child = measure.replay_unless_slower(args.pack, opts, args.force,
+    found, report, child = verdict.replay_unless_slower(args.pack, opts, args.force,
                                                         background=not args.wait)
     if report is None and child is None:
         assert found is not None
-        print(measure.describe_skip(found))
+        print(verdict.describe_skip(found))
         return 0
     if child is not None:
         print(f"replaying {args.pack} in the background (PID {child.pid}, deadline "

@@ -9,7 +9,7 @@ its time counted). While the start runs after a replay, perf's page-cache tracep
 (`trace.pagecache.USE_EVENTS`) say which pages it read or mapped; the replayed bytes it
 touched none of are its waste. The verdict is the ratio of the medians with its 95%
 bootstrap interval: "slower" when the interval lies above 1, "faster" below, else "no
-difference". A replay skips a pack measured slower (`replay_unless_slower`).
+difference". A replay skips a pack measured slower (`verdict.replay_unless_slower`).
 """
 
 from __future__ import annotations
@@ -146,24 +146,4 @@ def _median_int(xs: list[int]) -> int:
     return s[len(s) // 2] if s else 0
 
 
-def replay_unless_slower(pack_path: str, opts: replay.ReplayOptions, force: bool,
-                         background: bool) -> tuple[Verdict | None, replay.ReplayReport | None,
-                                                    spawn.Child | None]:
-    """A replay of the pack, unless a measurement found it makes the start slower (and
-    not `force`d): the pack's verdict (if any), and the replay's report (`background`:
-    the child doing it); both None when it was skipped for that."""
-    found = verdict.load(pack_path)
-    pack = packfile.load(pack_path)  # a bad pack is refused here, not in the background
-    if found is not None and found.slower and not force:
-        return found, None, None
-    if background:
-        return found, None, replay.start_background(pack_path, opts)
-    return found, replay.replay(pack, opts), None
-
-
-def describe_skip(v: Verdict) -> str:
-    return (f"not replayed: {verdict.describe(v)}; the pack makes the start slower "
-            "(record it again, or replay it anyway with --force)")
-
-
-__all__ = ["MODES", "MeasureOptions", "describe_skip", "measure", "replay_unless_slower"]
+__all__ = ["MODES", "MeasureOptions", "measure"]

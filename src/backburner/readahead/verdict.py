@@ -16,11 +16,15 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import infile
 from ..errors import DataError
 from ..units import fmt_pct, fmt_s, human_size
+
+if TYPE_CHECKING:
+    from .. import spawn
+    from .replay import ReplayOptions, ReplayReport
 
 SUFFIX = ".verdict"
 VERSION = 1
@@ -93,10 +97,33 @@ def describe(v: Verdict) -> str:
             f"{v.verdict}, {v.ratio:.2f}x [{v.lo:.2f}, {v.hi:.2f}]){used}")
 
 
+def replay_unless_slower(pack_path: str, opts: ReplayOptions, force: bool,
+                         background: bool) -> tuple[Verdict | None, ReplayReport | None,
+                                                    spawn.Child | None]:
+    """A replay of the pack, unless a measurement found it makes the start slower (and
+    not `force`d): the pack's verdict (if any), and the replay's report (`background`:
+    the child doing it); both None when it was skipped for that."""
+    from . import packfile, replay  # here: show reads a verdict without a replay's imports
+
+    found = load(pack_path)
+    pack = packfile.load(pack_path)  # a bad pack is refused here, not in the background
+    if found is not None and found.slower and not force:
+        return found, None, None
+    if background:
+        return found, None, replay.start_background(pack_path, opts)
+    return found, replay.replay(pack, opts), None
+
+
+def describe_skip(v: Verdict) -> str:
+    return (f"not replayed: {describe(v)}; the pack makes the start slower "
+            "(record it again, or replay it anyway with --force)")
+
+
 def _median(xs: tuple[float, ...]) -> float:
     s = sorted(xs)
     n = len(s)
     return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else 0.0
 
 
-__all__ = ["FASTER", "SAME", "SLOWER", "SUFFIX", "Verdict", "describe", "load", "path_of"]
+__all__ = ["FASTER", "SAME", "SLOWER", "SUFFIX", "Verdict", "describe", "describe_skip", "load",
+           "path_of", "replay_unless_slower"]
