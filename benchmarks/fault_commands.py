@@ -72,10 +72,10 @@ def _marked(mark: str) -> list[str]:
 
 def _priorities(pid: int) -> tuple[str, ...]:
     """A target process's IO class, CPU policy, nice and cgroups, as text."""
-    from backburner import priority
+    from backburner.kernel import priorities
 
     try:
-        return (str(priority.ioprio_get(pid)), str(os.sched_getscheduler(pid)),
+        return (str(priorities.ioprio_get(pid)), str(os.sched_getscheduler(pid)),
                 str(os.getpriority(os.PRIO_PROCESS, pid)),
                 _read(Path(f"/proc/{pid}/cgroup")))
     except OSError:

@@ -144,11 +144,11 @@ class JournalWatch:
 
 def leftovers(made: dict[str, set[str]]) -> list[str]:
     """What of `made` is still there: a namespace, a group, a program or a map."""
-    from backburner import cgroupbpf
+    from backburner.kernel.bpf import calls as bpf
 
     left = [f"netns left: {n}" for n in sorted(made["netns"]) if Path("/run/netns", n).exists()]
     left += [f"cgroup left: {p}" for p in sorted(made["cgroup"]) if Path(p).is_dir()]
-    for what, get in (("bpf program", cgroupbpf.program_fd), ("bpf map", cgroupbpf.map_fd)):
+    for what, get in (("bpf program", bpf.program_fd), ("bpf map", bpf.map_fd)):
         for ident in sorted(made[what]):
             fd = get(int(ident))
             if fd is not None:

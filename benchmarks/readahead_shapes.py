@@ -58,11 +58,12 @@ from slowstart import (  # noqa: E402
     trials,
 )
 
-from backburner import interrupts, system  # noqa: E402
+from backburner import system
+from backburner.base import interrupts
+from backburner.base.quantities import MiB, fmt_factor, fmt_s, human_size
 from backburner.readahead import ext4image, layout, packfile, record  # noqa: E402
 from backburner.slowdisk.model import Disk  # noqa: E402
 from backburner.slowdisk.profiles import get_profile  # noqa: E402
-from backburner.units import MiB, fmt_factor, fmt_s, human_size  # noqa: E402
 
 KINDS = ("ordinary", "layout")
 

@@ -77,9 +77,9 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def cgroup2_group() -> Iterator[Path]:
     """An empty group of our own in the cgroup2 hierarchy (controllers or not: a socket
     belongs to the group of the task that made it either way), removed afterwards."""
-    from backburner import cgroup2
+    from backburner.kernel import cgroups
 
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None, "the test machines mount cgroup2"
     path = Path(root, f"bbtest-{uuid.uuid4().hex[:8]}")
     path.mkdir()

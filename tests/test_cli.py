@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
-from backburner import cli, errors, interrupts, job
+from backburner import cli
+from backburner.base import errors, interrupts
+from backburner.base.errors import ExistsError
 from backburner.bench import config, runner
 from backburner.cli import build_parser
-from backburner.errors import ExistsError
+from backburner.run import job
 from backburner.store import Store
 
 
@@ -456,7 +458,7 @@ def test_recommend_prints_text_only(db: str) -> None:
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    from backburner.completion import _parsers
+    from backburner.cli.shells import _parsers
 
     return dict(_parsers(cli.build_parser()))
 

@@ -22,14 +22,15 @@ from pathlib import Path
 import pytest
 from helpers import make_db
 
-from backburner import errors
+from backburner.base import errors
 
 #: sysexits, and 125: `run`'s own failures (its job's statuses are the job's)
 DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0, 125}
 
 DRIVER = r'''
 import io, json, os, sys, contextlib, tempfile
-from backburner import cli, job, system
+from backburner import cli, system
+from backburner.run import job
 from backburner.bench import runner
 from backburner.net import background, service
 from backburner.slowdisk import device

@@ -6,9 +6,8 @@ import math
 
 import pytest
 
-from backburner.errors import UsageError
-from backburner.stats import RatioCI
-from backburner.units import (
+from backburner.base.errors import UsageError
+from backburner.base.quantities import (
     fmt_count,
     fmt_duration,
     fmt_p,
@@ -21,6 +20,7 @@ from backburner.units import (
     parse_duration,
     slug,
 )
+from backburner.stats import RatioCI
 
 
 @pytest.mark.parametrize("text, want", [

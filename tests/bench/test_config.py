@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backburner import priority
+from backburner.base.errors import CommandNotFound, DataError, UsageError
 from backburner.bench import config
 from backburner.bench.config import BenchConfig
-from backburner.errors import CommandNotFound, DataError, UsageError
+from backburner.policy import grammar
 
 
 def _cfg(**kw: object) -> BenchConfig:
@@ -237,7 +237,8 @@ def test_until_decided_options_make_a_sequential_run() -> None:
     short = config.from_options(probes=["/bin/true"], max_runs=3).stopping_rule()
     assert (short.min_runs, short.max_runs) == (3, 3)
     quick = config.from_options(preset_name="quick")
-    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 24)
+    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 40)
+    assert quick.max_time_s == 180.0 and quick.tolerance is None  # the band a person notices
     counted = config.from_options(preset_name="quick", trials=8)  # a fixed count replaces
     assert not counted.sequential and counted.rounds == 8
 
@@ -292,26 +293,26 @@ def _v2_tree(tmp_path: Path) -> str:
 
 
 def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     systemd_pid1 = Facts(True, "0::/init.scope\n")
     root = _v2_tree(tmp_path)
-    config.check_group_controls([priority.BUILTIN["latency-target"]], systemd_pid1, root)
+    config.check_group_controls([grammar.BUILTIN["latency-target"]], systemd_pid1, root)
     with pytest.raises(UnavailableError) as info:
-        config.check_group_controls([priority.BUILTIN["group-idle"]], systemd_pid1, root)
+        config.check_group_controls([grammar.BUILTIN["group-idle"]], systemd_pid1, root)
     assert info.value.exit_status == 69
     assert f"{root}/system.slice/io.prio.class is missing" in str(info.value)
 
 
 def test_group_knobs_need_a_systemd_that_owns_the_tree(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     with pytest.raises(UnavailableError, match="systemd does not own"):
-        config.check_group_controls([priority.BUILTIN["iocost"]], Facts(False, ""),
+        config.check_group_controls([grammar.BUILTIN["iocost"]], Facts(False, ""),
                                     _v2_tree(tmp_path))
-    config.check_group_controls([priority.BUILTIN["low-weight"]], Facts(False, ""), None)
+    config.check_group_controls([grammar.BUILTIN["low-weight"]], Facts(False, ""), None)
 
 
 def test_the_office_preset_s_stand_in_starts_here(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ several options at once to keep the suite fast."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -179,13 +180,14 @@ def test_until_decided_on_a_real_testbed(tmp_path: Path, state_dir: Path) -> Non
     study.write_text('probe = "/bin/true"\nmin-runs = 2\nmax-runs = 3\n')
     r, s = bench(tmp_path, "--study", str(study), "--load", "cmd:'sleep 100'")
     assert r.returncode == 0, r.err
-    assert "2\u20133 trials until decided (\u00b110%)" in r.err
+    assert "2\u20133 trials until decided (the band a person notices)" in r.err
     run = s.runs()[0]
     assert set(run.environment["stopping"].values()) == {"max-runs"}
     counted = [t for t in s.trials() if not t["warmup"]]
     assert len(counted) == 2 * 3
     page = (tmp_path / "r.html").read_text()  # the terminal table wraps its columns
-    assert "undecided when --max-runs ran out after 3 trials" in page
+    assert re.search(r"undecided at \u00b1[\d.]+% when --max-runs ran out after 3 trials",
+                     page)
     assert "95% paired sequential CI" in page
 
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from backburner.base.errors import UsageError
 from backburner.bench import config, netplan, study
 from backburner.bench.config import BenchConfig
-from backburner.cell import Cell
-from backburner.errors import UsageError
 from backburner.net import link
+from backburner.store.cell import Cell
 
 
 def _net(**kw: object) -> BenchConfig:

@@ -16,7 +16,7 @@ import pytest
 from helpers import BB, TIMEOUT, bb
 
 from backburner import system
-from backburner.errors import ExistsError
+from backburner.base.errors import ExistsError
 from backburner.net import background, testbed
 
 from .conftest import bed_state

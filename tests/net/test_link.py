@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.net.link import LinkSpec, parse, parse_rate
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from backburner import cgroupbpf, system
-from backburner.errors import UsageError
+from backburner import system
+from backburner.base.errors import UsageError
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs
 from backburner.net import measure, policy, testbed
 from backburner.net.pacer import WindowRule
 
@@ -27,8 +29,8 @@ def _state(bed: testbed.Testbed) -> tuple[object, ...]:
 def _programs(group: Path) -> tuple[list[int], list[int]]:
     fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return (cgroupbpf.attached(fd),
-                cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
+        return (bpf.attached(fd),
+                bpf.attached(fd, bpf.BPF_CGROUP_SOCK_OPS))
     finally:
         os.close(fd)
 
@@ -74,7 +76,7 @@ def test_adaptive_budgets_move_the_class_rate_and_the_window_and_undo_is_exact(
             measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
                              seconds=3.0)
             assert applied.window_map is not None
-            clamp, initial = cgroupbpf.window(applied.window_map)
+            clamp, initial = cgroup_programs.window(applied.window_map)
         finally:
             policy.stop(applied)
         assert applied.pacer is not None

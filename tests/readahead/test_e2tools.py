@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backburner import spawn
-from backburner.errors import SystemStateError
+from backburner.base.errors import SystemStateError
 from backburner.readahead.e2tools import complaint, must
 
 USAGE = ("The resize maximum must be greater than the filesystem size.\n\n"

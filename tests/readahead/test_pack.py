@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.readahead import pack as P
 
 PAGE = 4096

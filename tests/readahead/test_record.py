@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from helpers import BB, bb, one_line_error, wait_for
 
-from backburner import procfs, system
+from backburner import system
+from backburner.kernel import procfs
 from backburner.readahead import packfile
 from backburner.readahead.pack import Pack
 
@@ -185,7 +186,7 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     otherwise hold that block cached through the drop too)."""
     import re
 
-    from backburner.readahead import kernel
+    from backburner.readahead import cached
 
     def debugfs(request: str) -> str:
         return subprocess.run(["debugfs", "-R", request, bed.loop], capture_output=True,
@@ -198,7 +199,7 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     system.drop_caches()
     fd = os.open(bed.loop, os.O_RDONLY)
     try:
-        cached = kernel.cached_ranges(fd, os.lseek(fd, 0, os.SEEK_END)) or ()
+        cached = cached.cached_ranges(fd, os.lseek(fd, 0, os.SEEK_END)) or ()
     finally:
         os.close(fd)
     assert any(o <= journal_sb < o + n for o, n in cached), "precondition: it stays cached"

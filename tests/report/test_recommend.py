@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from helpers import ENV, LOAD, bb, make_db
 
-from backburner import priority, report
+from backburner import report
 from backburner.cli import build_parser
 from backburner.govern import rulefile
+from backburner.policy import grammar
 from backburner.report import recommend
 
 #: bfq idles at 2.0 s and keeps its start at 1.05x that (2.1 s); mq-deadline idles at 1.0 s
@@ -41,7 +42,7 @@ def _check_command(line: str, root: Path) -> None:
     assert argv[0] == "backburner"
     args = build_parser().parse_args(argv[1:])
     if getattr(args, "policy", None) is not None:
-        priority.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
+        grammar.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
     if args.cmd == "apply":
         for unit in args.unit:  # the placeholder, as the user's real unit would be there
             name = unit if "." in unit else f"{unit}.service"
@@ -72,7 +73,7 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
         assert all(ln.startswith("    ") for ln in printed.splitlines())
         assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
     want = "background" if policy == "govern" else policy
-    assert parsed.rules[0].policy == priority.parse_policy(want)
+    assert parsed.rules[0].policy == grammar.parse_policy(want)
 
 
 def test_bfq_low_latency_off_is_a_limit(tmp_path: Path) -> None:
@@ -120,6 +121,21 @@ def test_a_network_study_recommends_run_net(tmp_path: Path) -> None:
     assert (args.cmd, args.net) == ("run", "background")
     rows = report.summary_rows(report.load(str(tmp_path / "n.db")))
     assert recommend.commands(next(r for r in rows if r.cell.policy == "default")) == ()
+
+
+@pytest.mark.parametrize("rotational, devices", [("0", " --devices non-rotational"),
+                                                 ("1", ""), (None, "")])
+def test_the_scheduler_rule_is_for_the_class_of_disk_measured(
+        tmp_path: Path, rotational: str | None, devices: str) -> None:
+    """A run on a non-rotational testbed (the ssd preset) recommends a rule for solid-state
+    disks: apply's rule is for rotational ones unless told."""
+    env = {"device": {"rotational": rotational}} if rotational else None
+    rec = _recommend(tmp_path / "ssd.db", CELLS, env=env)
+    line = rec.commands[0]
+    assert line.startswith(f"backburner apply --scheduler {rec.best.cell.scheduler}{devices}"
+                           "   # "), line
+    args = build_parser().parse_args(shlex.split(line.split("   #")[0])[1:])
+    assert args.devices == ("non-rotational" if devices else None)
 
 
 def test_the_headline_is_the_comparison_the_user_came_for(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.slowdisk.model import (
     EXPIRE_S,
     MERGE_BYTES,

@@ -31,8 +31,10 @@ from typing import Any
 
 import pytest
 
-from backburner import cgroup2, cgroupbpf, priority, procfs, system
-from backburner.errors import BackburnerError, NotFoundError, UsageError
+from backburner import system
+from backburner.base.errors import BackburnerError, NotFoundError, UsageError
+from backburner.kernel import cgroups, priorities, procfs
+from backburner.kernel.bpf import calls as bpf
 from backburner.system import files as files_module
 from backburner.systemd import bus as bus_module
 
@@ -84,7 +86,7 @@ class Ctx:
         return ns, "kbr0"
 
     def group(self, hierarchy: str = "") -> str:
-        root = hierarchy or cgroup2.unified_root()
+        root = hierarchy or cgroups.unified_root()
         assert root is not None
         path = os.path.join(root, f"bbtest-{uuid.uuid4().hex[:8]}")
         self.other.apply(system.CgroupDir(path))
@@ -375,12 +377,12 @@ def _cgmove(c: Ctx) -> Any:
 def _program(c: Ctx, change: system.Change, attach_type: int) -> Any:
     group = change.path  # type: ignore[attr-defined]
     theirs = c.other.apply(type(change)(group, *(
-        [0x10030] if attach_type != cgroupbpf.BPF_CGROUP_SOCK_OPS else [])))
+        [0x10030] if attach_type != bpf.BPF_CGROUP_SOCK_OPS else [])))
 
     def attached() -> bool:
         fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
         try:
-            return theirs["prog"] in cgroupbpf.attached(fd, attach_type)
+            return theirs["prog"] in bpf.attached(fd, attach_type)
         finally:
             os.close(fd)
 
@@ -390,18 +392,18 @@ def _program(c: Ctx, change: system.Change, attach_type: int) -> Any:
 @case("cgroup-bpf-priority")
 def _bpf_priority(c: Ctx) -> Any:
     return _program(c, system.CgroupPacketPriority(c.group(), 0x10010),
-                    cgroupbpf.BPF_CGROUP_INET_EGRESS)
+                    bpf.BPF_CGROUP_INET_EGRESS)
 
 
 @case("cgroup-bpf-sock-priority")
 def _bpf_sock_priority(c: Ctx) -> Any:
     return _program(c, system.CgroupSocketPriority(c.group(), 0x10010),
-                    cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE)
+                    bpf.BPF_CGROUP_INET_SOCK_CREATE)
 
 
 @case("cgroup-bpf-sock-ops")
 def _bpf_sock_ops(c: Ctx) -> Any:
-    return _program(c, system.CgroupSockOps(c.group()), cgroupbpf.BPF_CGROUP_SOCK_OPS)
+    return _program(c, system.CgroupSockOps(c.group()), bpf.BPF_CGROUP_SOCK_OPS)
 
 
 @case("bpf-pinned-programs")
@@ -424,9 +426,9 @@ def _module(c: Ctx) -> Any:
 
 def _prio_kept(c: Ctx, make: Callable[[int, dict[str, int]], system.Change]) -> Any:
     proc = c.sleeper()
-    before = priority.snapshot_thread(proc.pid)
+    before = priorities.snapshot_thread(proc.pid)
     assert before is not None
-    return make(proc.pid, before), lambda: priority.snapshot_thread(proc.pid) == before
+    return make(proc.pid, before), lambda: priorities.snapshot_thread(proc.pid) == before
 
 
 @case("priorities")
@@ -482,7 +484,7 @@ def _their_scope(c: Ctx) -> tuple[str, str, subprocess.Popen[bytes], str]:
     """A scope of the other party's in a slice of its own: its group (made here, as
     systemd would), a process in it, and the unit."""
     c.bus()
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None
     slice_name = f"bbtest{secrets.token_hex(3)}.slice"
     c.other.apply(system.CgroupDir(os.path.join(root, slice_name)))
@@ -572,7 +574,7 @@ def test_an_object_there_before_is_never_removed(kind: str, ctx: Ctx) -> None:
 def test_a_failed_apply_undoes_only_what_it_recorded(state_dir: Path) -> None:
     """A group the apply made before a setting was refused is the change's own: the
     journal says it was made, then that the apply failed, and the undo removes it."""
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None
     path = os.path.join(root, f"bbtest-{uuid.uuid4().hex[:8]}")
     with system.Transaction("ours") as tx:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from backburner.safepath import private_dir
+from backburner.files.safepath import private_dir
 
 from .proc import dies_with_us
 

@@ -17,15 +17,16 @@ import re
 import shlex
 import shutil
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from .. import cgroup2, priority, systemd
-from ..cell import GOVERNED, Cell
-from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from .. import systemd
+from ..base.errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from ..base.quantities import MAX_DURATION_S, human_size
+from ..kernel import block, cgroups
 from ..net import link as netlink
-from ..units import MAX_DURATION_S, human_size
+from ..policy import cgroup_plan, grammar
+from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets
 from . import loads as loadspec
 from .devices import DeviceSpec
@@ -34,8 +35,6 @@ from .probes import Probe
 if TYPE_CHECKING:  # the statistics (numpy) only when a run needs them: `run` loads this
     from ..stats import Rule
 
-#: The IO schedulers (elevators) of Linux's block layer; a device offers a subset of them.
-KNOWN_SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
 MAX_TRIALS = 10_000
 MAX_TIMEOUT_S = 24 * 3600.0
 MAX_SETTLE_S = 3600.0
@@ -93,8 +92,9 @@ class BenchConfig:
     min_runs: int | None = None
     max_runs: int | None = None
     max_time_s: float | None = None
-    #: the band 1 +/- tolerance a sequential run decides against
-    tolerance: float = 0.10
+    #: the band 1 +/- tolerance a run's verdicts are judged against, given by hand; None:
+    #: the band a person notices for the cell's unloaded start (`stats.band`)
+    tolerance: float | None = None
     #: a network study over the testbed's slow link, RATE:DELAY[:BUFFER] (`netplan`)
     net_link: str | None = None
 
@@ -278,7 +278,7 @@ class Plan:
     probes: dict[str, Probe]  # label -> probe (program resolved to an absolute path)
     prepares: dict[str, Prepare | None]  # name -> step; "none" -> None
     loads: dict[str, loadspec.LoadSpec]
-    policies: dict[str, priority.Policy]
+    policies: dict[str, grammar.Policy]
     schedulers: tuple[str, ...]
     device: DeviceSpec
     cells: tuple[Cell, ...] = field(default=())
@@ -293,7 +293,7 @@ class Plan:
         return matrix.plan_order(list(self.cells), self.config)
 
 
-def check_group_controls(policies: list[priority.Policy],
+def check_group_controls(policies: list[grammar.Policy],
                          facts: systemd.Facts | None = None, root: str | None = None) -> None:
     """cgroup v2's group knobs (io.prio.class, io.latency, io.cost): one line naming the
     file this machine lacks; and they are applied only in a scope systemd delegates to
@@ -301,9 +301,9 @@ def check_group_controls(policies: list[priority.Policy],
     wanted = [p for p in policies if p.group_controls]
     if not wanted:
         return
-    root = root if root is not None else cgroup2.unified_root()
+    root = root if root is not None else cgroups.unified_root()
     for pol in wanted:
-        if why := cgroup2.missing(pol, root):
+        if why := cgroup_plan.missing(pol, root):
             raise UnavailableError(why, "use a policy without group-io, io-latency, io-cost")
     if not systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
         raise UnavailableError(
@@ -331,18 +331,16 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                              f"at most {MAX_FIO_JOBS}")
     if not loads:
         raise UsageError("no load given")
-    policies = {p: priority.Policy(GOVERNED, description="the govern daemon's rule applies it")
-                if p == GOVERNED else priority.parse_policy(p)
+    policies = {p: grammar.Policy(GOVERNED, description="the govern daemon's rule applies it")
+                if p == GOVERNED else grammar.parse_policy(p)
                 for p in dict.fromkeys(cfg.policies)}
     if not policies:
         raise UsageError("no policy given")
     if resolve:
         check_group_controls(list(policies.values()))
-    schedulers = tuple(dict.fromkeys(cfg.schedulers))
+    schedulers = tuple(dict.fromkeys(block.check_scheduler(s) for s in cfg.schedulers))
     if not schedulers:
         raise UsageError("no scheduler given")
-    for name in schedulers:
-        check_scheduler(name)
     device = DeviceSpec.parse(cfg.device)
     check_room(device, loadspec.room_needed(loads.values()))
     if resolve and any(s.kind in ("fio", "copy") for s in loads.values()):
@@ -444,26 +442,6 @@ def _check_choices(cfg: BenchConfig) -> None:
             raise UsageError("--probe-root is used as it is: it takes no --probe-layout")
 
 
-def check_scheduler(name: str) -> str:
-    if name not in known_schedulers():
-        near = [k for k in KNOWN_SCHEDULERS if k.replace("-", "") == name.replace("-", "")]
-        raise UsageError(f"unknown IO scheduler {name!r}",
-                         f"did you mean {near[0]}?" if near else
-                         "use " + ", ".join(known_schedulers()))
-    return name
-
-
-def known_schedulers() -> tuple[str, ...]:
-    """Linux's elevators, plus any other one a block device here offers right now."""
-    offered: list[str] = []
-    for queue in Path("/sys/block").glob("*/queue/scheduler"):
-        try:
-            offered += queue.read_text().replace("[", " ").replace("]", " ").split()
-        except OSError:
-            continue
-    return tuple(dict.fromkeys([*KNOWN_SCHEDULERS, *offered]))
-
-
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
@@ -532,7 +510,8 @@ def _check_stopping(cfg: BenchConfig) -> None:
             math.isfinite(cfg.max_time_s) and 0 < cfg.max_time_s <= MAX_DURATION_S):
         raise UsageError(f"--max-time {cfg.max_time_s:g}s out of range",
                          "give more than 0 and at most 7 days")
-    if not (math.isfinite(cfg.tolerance) and 0 < cfg.tolerance < 1):
+    if cfg.tolerance is not None and not (math.isfinite(cfg.tolerance)
+                                          and 0 < cfg.tolerance < 1):
         raise UsageError(f"--tolerance {cfg.tolerance:g} out of range",
                          "give a fraction above 0 and below 1, e.g. 0.1 for +/-10%")
 

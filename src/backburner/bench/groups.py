@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .. import cgroup2, procfs, system
-from ..errors import UnavailableError
-from ..priority import Policy
-from ..units import slug
+from .. import system
+from ..base.errors import UnavailableError
+from ..base.quantities import slug
+from ..kernel import cgroups, procfs
+from ..policy import cgroup_plan
+from ..policy.grammar import Policy
 
 
 @dataclass
@@ -45,19 +46,19 @@ class Groups:
         """The cgroup.procs file a policy's load is started into ([]: bench's own, the
         probe's group)."""
         group = self.loads.get(policy)
-        return [os.path.join(group, "cgroup.procs")] if group else []
+        return [cgroups.procs_file(group)] if group else []
 
     def use(self, tx: system.Transaction, policy: Policy) -> None:
         """The probe group's io.latency target and io.cost on the device, as the trial's
         policy sets them; changed only when they differ from what is in force."""
         if policy.io_latency_us != self.latency_us:
             tx.apply(system.DeviceLine(os.path.join(self.probe, "io.latency"),
-                                       cgroup2.latency_line(self.devno, policy.io_latency_us),
+                                       cgroups.latency_line(self.devno, policy.io_latency_us),
                                        off="target=max"))
             self.latency_us = policy.io_latency_us
         if policy.io_cost != self.io_cost:
             tx.apply(system.DeviceLine(os.path.join(self.root, "io.cost.qos"),
-                                       cgroup2.qos_line(self.devno, policy.io_cost),
+                                       cgroups.qos_line(self.devno, policy.io_cost),
                                        off="enable=0"))
             self.io_cost = policy.io_cost
 
@@ -69,7 +70,7 @@ def needs_groups(policies: dict[str, Policy]) -> bool:
 def place(tx: system.Transaction, policies: dict[str, Policy], device: str) -> Groups:
     """The delegated scope, bench itself in its `probe` group, the controllers the policies
     need switched on below the scope, and a load group per policy that has group settings."""
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     if root is None:
         raise AssertionError("place() is for a cgroup v2 tree systemd owns")
     owner = procfs.owner_tag(os.getpid())
@@ -80,21 +81,21 @@ def place(tx: system.Transaction, policies: dict[str, Policy], device: str) -> G
     tx.apply(system.CgroupMove(os.getpid(), probe))
     # memory with io: cgroup v2 charges writeback to the group that dirtied the pages only
     # where both controllers are on, else to the root's (cgroup-v2.rst, "Writeback").
-    offered = set(Path(top, "cgroup.controllers").read_text().split())
+    offered = cgroups.controllers(top)
     need = [c for c in ("io", "memory") if c in offered]
     if any(p.cpu_weight is not None for p in policies.values()):
         need.append("cpu")
     tx.apply(system.ControllersEnabled(os.path.join(top, "cgroup.subtree_control"), need))
     for pol in policies.values():  # before any load's group: one line, all undone
-        if why := cgroup2.missing_in(probe, pol):
+        if why := cgroup_plan.missing_in(probe, pol):
             raise UnavailableError(why, "use a policy without it on this kernel")
     loads = {}
     for i, (name, pol) in enumerate(policies.items()):
         if pol.needs_cgroup:
             group = os.path.join(top, f"load-{i}-{slug(name)}")
-            tx.apply(system.CgroupDir(group, cgroup2.group_files(pol)))
+            tx.apply(system.CgroupDir(group, cgroup_plan.group_files(pol)))
             loads[name] = group
-    groups = Groups(root, top, unit, probe, loads, cgroup2.devno_of(device))
+    groups = Groups(root, top, unit, probe, loads, cgroups.devno_of(device))
     groups.facts = {"scope": unit, "probe": probe.removeprefix(root),
                     "loads": {k: v.removeprefix(root) for k, v in loads.items()},
                     "controllers": need, "device": groups.devno}

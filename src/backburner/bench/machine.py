@@ -15,12 +15,16 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from typing import Any
 
-from .. import job, priority, procfs, system, systemd
-from ..cell import NO_POLICY, Cell
-from ..errors import SystemStateError, UnavailableError
-from ..units import slug
+from .. import system, systemd
+from ..base.errors import SystemStateError, UnavailableError
+from ..base.quantities import slug
+from ..kernel import block, cgroups, levers, procfs
+from ..policy import cgroup_plan, disks, grammar
+from ..run import job
+from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes
 from .config import Plan
 from .environment import device_settings
@@ -41,7 +45,7 @@ class MachineExecutor:
         self.cfg = plan.config
         self.warn = warn
         self.show_output = show_output
-        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
+        self.policies = {**plan.policies, NO_POLICY: grammar.BUILTIN["default"]}
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self._device: devices.Device | None = None
@@ -86,12 +90,14 @@ class MachineExecutor:
         self.output = probes.ProbeOutput(device.workdir, show=self.show_output)
         offered = device.schedulers()
         queues = {}
+        under: dict[str, levers.Disk] = {}
         for sched in self.plan.schedulers:
             if sched not in offered:
                 raise UnavailableError(f"IO scheduler {sched!r} is not offered by "
                                        f"{device.name}", f"it offers: {', '.join(offered)}")
             self.use_scheduler(sched)
             queues[sched] = device_settings(device.queue)  # its tunables, as selected
+            under[sched] = levers.read_disk(device.name, cgroup2_root=cgroups.unified_root())
         device.facts["queue"] = queues
         if any(p.ready_window is not None for p in self.plan.probes.values()):
             self._screen = held.enter_context(display.Display(device.workdir))
@@ -112,6 +118,22 @@ class MachineExecutor:
         self._check_room()
         self._lay_out_loads()
         self._make_cgroups(tx)
+        device.facts["levers"] = self._levers(under)
+
+    def _levers(self, under: dict[str, levers.Disk]) -> dict[str, dict[str, Any]]:
+        """Which of each policy's levers act on the device under each scheduler (the
+        report names them per cell): its groups are the delegated scope's, or ours."""
+        enables = self._groups.facts["controllers"] if self._groups else ("io", "memory")
+        groups = levers.read_groups(enables)  # type: ignore[arg-type]
+        out: dict[str, dict[str, Any]] = {}
+        for sched, disk in under.items():
+            out[sched] = {}
+            for name, pol in self.policies.items():
+                if name == config.GOVERNED:
+                    continue  # the daemon's rule sets it: not known here
+                on = replace(disk, iocost=disk.iocost or (pol.io_cost and groups.cost))
+                out[sched][name] = disks.record(pol, levers.Effect(on, groups))
+        return out
 
     def _check_room(self) -> None:
         """Before any load file is written: the loads' files fit in what the probe's files
@@ -141,7 +163,7 @@ class MachineExecutor:
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
                 owner = procfs.owner_tag(os.getpid())
-                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
+                plan = cgroup_plan.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files
@@ -166,7 +188,7 @@ class MachineExecutor:
     def _warn_other_devices(self, files: list[str]) -> None:
         for devno, paths in probes.devices_of(files).items():
             try:
-                name = devices._whole_disk(devno)
+                name = block.whole_disk_with_queue(devno)
             except Exception:  # noqa: BLE001 - a virtual fs: not a disk
                 continue
             if name != self.device.name:

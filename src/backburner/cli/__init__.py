@@ -15,8 +15,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .. import __version__, interrupts
-from ..errors import (
+from .. import __version__
+from ..base import interrupts
+from ..base.errors import (
     BackburnerError,
     CommandNotExecutable,
     CommandNotFound,
@@ -24,7 +25,7 @@ from ..errors import (
     IOFailure,
     UsageError,
 )
-from ..units import one_line
+from ..base.quantities import one_line
 from . import (
     apply,
     bench,

@@ -7,7 +7,7 @@ import logging
 import os
 
 from .. import system
-from ..errors import UnavailableError, UsageError
+from ..base.errors import UnavailableError, UsageError
 from .common import add_command, deprecated, err, quiet, recover_if_needed
 from .report import DB_ENV, add_exports, exports
 
@@ -86,7 +86,7 @@ examples:
 
 
 def _duration(text: str) -> float:
-    from ..units import parse_duration
+    from ..base.quantities import parse_duration
 
     try:
         return parse_duration(text)
@@ -186,12 +186,14 @@ def _start(plan, study, path: str, args: argparse.Namespace, report) -> str:  # 
 def _finish(path: str, args: argparse.Namespace) -> int:
     """The report, the exports asked for, and the exit status: 1 when a cell has no
     successful trial (unless --ignore-failure), as hyperfine fails a benchmark that fails."""
-    from .. import outfile, report
+    from .. import report
+    from ..files import outfile
     from ..report import html as html_report
 
     log.debug("phase: report")
     data = report.load(path, _this_run(path))
-    tolerance = data.runs[-1].config.get("tolerance") or 0.10  # what the run decided on
+    tolerance = data.runs[-1].config.get("tolerance")  # what the run decided on (None: the
+    # band a person notices for each start, `stats.band`)
     if not args.quiet:
         report.console_for().print(report.render_terminal(data, tolerance=tolerance))
     html = args.export_html or (None if "://" in path
@@ -215,7 +217,7 @@ def _finish(path: str, args: argparse.Namespace) -> int:
 def _answer(data, tolerance: float) -> str:  # noqa: ANN001 - report.ReportData
     """The run's last lines: the comparison it was run for and the commands that apply it
     (`report --recommend`'s; nothing where it has no loaded cell to recommend from)."""
-    from ..errors import DataError
+    from ..base.errors import DataError
     from ..report import recommend
 
     try:
@@ -293,16 +295,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                      "with 10 (a --preset may choose the other mode, until decided)")
     how.add_argument("-m", "--min-runs", type=int, metavar="N",
                      help="the other mode: run each cell until its verdict is decided "
-                     "(slower, faster or within the tolerance), with at least N trials "
-                     "(default 6); -m, -M or --max-time choose it")
+                     "(slower, or at most a difference a person would notice, ...), with "
+                     "at least N trials (default 6); -m, -M or --max-time choose it")
     how.add_argument("-M", "--max-runs", type=int, metavar="N",
                      help="until decided, with at most N trials per cell (default 100)")
     how.add_argument("--max-time", type=_duration, metavar="DURATION",
                      help="until decided, within this much time of trials (90s, 5m, 1h30m); "
                      "a cell still undecided then is reported so")
     how.add_argument("--tolerance", type=float, metavar="X",
-                     help="until decided: the band 1±X a cell is judged against "
-                     "(default 0.1)")
+                     help="judge cells against the band 1±X instead of the one a person "
+                     "notices for the start's length (more than 10%% and 100 ms, at most "
+                     "±25%%)")
     how.add_argument("-w", "--warmup", type=int, metavar="N",
                      help="warm-up rounds, run and stored but not counted (default 1)")
     mode = how.add_mutually_exclusive_group()

@@ -7,8 +7,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from .. import outfile, units
-from ..errors import UsageError
+from ..base import quantities
+from ..base.errors import UsageError
+from ..files import outfile
 from .common import add_command, add_force, bounded_int, err, finite, recover_if_needed
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _record(args: argparse.Namespace) -> int:
 
         def ready(watched: Sequence[Watched]) -> None:
             err(f"recording what is read on {', '.join(w.mountpoint for w in watched)} for "
-                f"{units.fmt_s(args.seconds)} s (SIGTERM or ^C ends it early)")
+                f"{quantities.fmt_s(args.seconds)} s (SIGTERM or ^C ends it early)")
 
         err(_recorded(record.record_system(args.seconds, opts, ready)))
         return 0
@@ -75,9 +76,9 @@ def _recorded(r: RecordResult) -> str:
         from ..readahead.summary import lookup_counts
 
         asked = f", {lookup_counts(r.pack)}"
-    return (f"recorded {units.plural(len(r.pack.entries), 'file')}, "
-            f"{units.human_size(r.pack.bytes)} in {units.plural(ranges, 'range')}{asked} "
-            f"into {r.output} ({units.human_size(r.size)}) in {units.fmt_s(r.seconds)} s"
+    return (f"recorded {quantities.plural(len(r.pack.entries), 'file')}, "
+            f"{quantities.human_size(r.pack.bytes)} in {quantities.plural(ranges, 'range')}{asked} "
+            f"into {r.output} ({quantities.human_size(r.size)}) in {quantities.fmt_s(r.seconds)} s"
             + (f" ({'; '.join(lost)})" if lost else ""))
 
 
@@ -96,7 +97,7 @@ def _replay_options(args: argparse.Namespace) -> ReplayOptions:
     from ..readahead import replay
 
     return replay.ReplayOptions(
-        budget=units.parse_size(args.budget, what="--budget") if args.budget else None,
+        budget=quantities.parse_size(args.budget, what="--budget") if args.budget else None,
         deadline_s=args.deadline, order=args.order, io=args.io,
         rebase=tuple(args.rebase) if args.rebase else None)
 
@@ -113,7 +114,7 @@ def _replay(args: argparse.Namespace) -> int:
         return 0
     if child is not None:
         print(f"replaying {args.pack} in the background (PID {child.pid}, deadline "
-              f"{units.fmt_s(opts.deadline_s)} s)")
+              f"{quantities.fmt_s(opts.deadline_s)} s)")
     else:
         assert report is not None
         print(replay.describe(report))
@@ -153,7 +154,7 @@ def _order(args: argparse.Namespace) -> int:
         notes.append(f"{done.emitted.skipped} whose names {args.emit} cannot hold"
                      + (" (use list --null)" if args.emit == "list" else ""))
     if notes:
-        err(f"{units.plural(done.emitted.files, 'file')} ordered; left out: "
+        err(f"{quantities.plural(done.emitted.files, 'file')} ordered; left out: "
             + ", ".join(notes))
     return 0
 
@@ -162,22 +163,23 @@ def _build(args: argparse.Namespace) -> int:
     from ..readahead import ext4image, layout, packfile
 
     pack = packfile.load(args.pack)
-    size = units.parse_size(args.size, what="--size", minimum=16 << 20) if args.size else None
+    size = quantities.parse_size(args.size, what="--size", minimum=16 << 20) if args.size else None
     recover_if_needed()
     res = ext4image.build_ext4(pack, ext4image.BuildOptions(args.src, args.image, size,
                                                           args.root, args.hot_region,
                                                           not args.whole_files))
     nodes = ", ".join(f"{n} {k}" for k, n in sorted(res.nodes.items()))
-    print(f"built {res.image}: {units.human_size(res.size)} ext4 ({nodes}); "
-          f"{units.plural(res.hot_files, 'hot file')} ({units.human_size(res.hot_bytes)}) "
-          + (f"first, from a {units.human_size(res.first_pass)} first pass"
+    print(f"built {res.image}: {quantities.human_size(res.size)} ext4 ({nodes}); "
+          f"{quantities.plural(res.hot_files, 'hot file')} "
+          f"({quantities.human_size(res.hot_bytes)}) "
+          + (f"first, from a {quantities.human_size(res.first_pass)} first pass"
              if res.region_at is None else
-             f"at the end, from {units.human_size(res.region_at)} on")
-          + (f"; {units.plural(res.split_files, 'file')} in pieces, "
-             f"{units.human_size(res.split_out)} unread by the start outside the hot region"
+             f"at the end, from {quantities.human_size(res.region_at)} on")
+          + (f"; {quantities.plural(res.split_files, 'file')} in pieces, "
+             f"{quantities.human_size(res.split_out)} unread by the start outside the hot region"
              if res.split_files else "")
           + "; verified equal to "
-          f"{args.src} in {units.fmt_s(res.seconds)} s"
+          f"{args.src} in {quantities.fmt_s(res.seconds)} s"
           + (f"; {res.missing} pack files are not in the source" if res.missing else ""))
     for c in (res.before, res.after):
         if c is not None:

@@ -27,10 +27,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import cgroup2, interrupts, proc_events, procfs, safepath, system, systemd
-from .. import units as units_
-from ..errors import BackburnerError, ExistsError
-from ..proc_events import EXEC
+from .. import system, systemd
+from ..base import interrupts, quantities
+from ..base.errors import BackburnerError, ExistsError
+from ..files import safepath
+from ..kernel import proc_events, procfs
+from ..kernel.proc_events import EXEC
+from ..policy import cgroup_plan, disks
 from ..systemd.notify import sd_notify
 from . import execwatch, load, state, throttle
 from . import groups as cgroups
@@ -50,6 +53,7 @@ class Options:
     defaults: bool = True
     ready_file: str | None = None
     no_exec_filter: bool = False  # take every exec from the connector (no perf filter)
+    quiet: bool = False  # no warning when the rules' IO levers do nothing on / or /var
 
 
 def status(gov: Governor, opts: Options, started: float, running: bool = True
@@ -78,7 +82,20 @@ def status(gov: Governor, opts: Options, started: float, running: bool = True
             "min_duty": thr.min_duty if thr else None,
         },
         "problems": sorted(gov.problems.values()),
+        "disks": gov.disks,
     }
+
+
+def _disk_levers(gov: Governor, opts: Options) -> None:
+    """At start and on reload: what the rules' IO levers do on the disks of / and /var,
+    for the status file, and one warning line where one does nothing (unless -q)."""
+    policies = [r.policy for r in gov.ruleset.rules]
+    owns = systemd.manages_cgroups(systemd.read_facts())
+    found = disks.reports(policies, every_mounted=False, systemd_owns=owns)
+    gov.disks = [r.as_dict() for r in found]
+    line = disks.warning_of(found) if disks.asked(policies) else None
+    if line and not opts.quiet:
+        log.warning("warning: %s", line)
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -179,7 +196,7 @@ def run(opts: Options) -> Stopped:
     units = not opts.dry_run and systemd.manages_cgroups(systemd.read_facts())
     if units:  # io.prio.class: no unit property, and the governed units' groups are systemd's
         for rule in ruleset.rules:
-            cgroup2.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
+            cgroup_plan.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
     network = cgroups.Network(cgroups.network_target(ruleset, units)
                               if not opts.dry_run else None)
     watch = Watch(opts)
@@ -196,6 +213,7 @@ def run(opts: Options) -> Stopped:
                                on_governing=lambda on: conn.narrow(None if on else watch.starts),
                                systemd_units=units, network=network)
                 _throttle_settings(gov)
+                _disk_levers(gov, opts)
                 gov.exec_events = "kernel-filtered" if watch.watch else "connector"
                 gov.scan()
                 if not gov.governed:
@@ -203,7 +221,7 @@ def run(opts: Options) -> Stopped:
                 state.write(status(gov, opts, started))
                 ready = _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
-                          f"{units_.plural(len(gov.governed), 'process', 'processes')}")
+                          f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
@@ -295,6 +313,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     gov.set_rules(ruleset)
     watch.open(ruleset)
     _throttle_settings(gov)
+    _disk_levers(gov, opts)
     gov.exec_events = "kernel-filtered" if watch.watch else "connector"
     if not gov.governed:
         conn.narrow(watch.starts)
@@ -302,7 +321,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     log.info("rules reloaded: %d rules from %s", len(ruleset.rules),
              ", ".join(ruleset.files) or "no files")
     sd_notify("READY=1\nSTATUS=governing "
-              f"{units_.plural(len(gov.governed), 'process', 'processes')}")
+              f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
 
 
 def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: float,

@@ -27,9 +27,10 @@ from typing import Any, TypeVar
 
 import regex
 
-from .. import priority
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
+from ..kernel import priorities
 from ..net import link
+from ..policy import grammar
 from . import pattern
 from .rules import MATCH_KEYS, Match, NetSettings, Rule, RuleError, Ruleset, ThrottleSettings
 
@@ -216,7 +217,7 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
                 lines.rule(index), net=net)
 
 
-def _sets_anything(policy: priority.Policy) -> bool:
+def _sets_anything(policy: grammar.Policy) -> bool:
     return any(v is not None for v in (policy.io, policy.cpu, policy.io_weight,
                                        policy.cpu_weight, policy.group_io))
 
@@ -292,7 +293,7 @@ def _pathological(found: pattern.Pattern) -> str | None:
     return _VERDICTS[found.pattern]
 
 
-def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Policy | None:
+def _parse_policy(table: dict[str, Any], label: str, error: Any) -> grammar.Policy | None:
     """A named policy of `run` (or its io=…,cpu=… spec), then the rule's own keys on top;
     only lowering is allowed: a rule cannot grant the realtime IO class or a negative nice."""
     try:
@@ -301,13 +302,13 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
             error("policy", f"{label}: policy must be a string such as \"background\"")
             return None
         try:
-            policy = priority.parse_policy(base)
+            policy = grammar.parse_policy(base)
         except BackburnerError as err:
             error("policy", f"{label}: {err.message}")
             return None
         kw: dict[str, Any] = {}
-        for key, parse in (("io", priority.IOPrio.parse), ("cpu", priority.CPUPolicy.parse),
-                           ("group_io", priority.parse_group_io)):
+        for key, parse in (("io", priorities.IOPrio.parse), ("cpu", priorities.CPUPolicy.parse),
+                           ("group_io", grammar.parse_group_io)):
             if key in table:
                 if not isinstance(table[key], str):
                     error(key, f"{label}: {key} must be a string such as \"idle\"")
@@ -319,7 +320,7 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
                 if isinstance(value, bool) or not isinstance(value, int):
                     error(key, f"{label}: {key} must be a whole number 1..{top}")
                     return None
-                kw[key] = priority.parse_weight(value, key.replace("_", " "), top)
+                kw[key] = grammar.parse_weight(value, key.replace("_", " "), top)
     except BackburnerError as err:
         key = next((k for k in POLICY_KEYS[1:] if k in table), None)
         error(key, f"{label}: {err.message}")

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import priority
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
+from ..policy import grammar
 from .pattern import MATCH_DEADLINE_S, Pattern
 
 MATCH_KEYS = ("comm", "exe", "user", "unit", "cgroup", "cmdline", "parent")  # cheapest first
@@ -158,7 +158,7 @@ def _ancestor_matches(value: str, ancestors: Iterable[tuple[str, str]]) -> bool:
 class Rule:
     name: str
     match: Match
-    policy: priority.Policy
+    policy: grammar.Policy
     throttle: bool = False
     broad: bool = False
     file: str = ""

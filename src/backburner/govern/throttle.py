@@ -27,7 +27,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from .. import procfs, system
+from .. import system
+from ..kernel import cgroups
 from .rules import ThrottleSettings
 
 log = logging.getLogger(__name__)
@@ -119,22 +120,17 @@ class Throttle:
 # --- where pressure is read, where bulk work is frozen ------------------------------------
 
 
-def _mounts() -> list[tuple[str, str, set[str]]]:
-    return [(m.mountpoint, m.fstype, set(m.all_options)) for m in procfs.mounts()
-            if m.fstype in ("cgroup", "cgroup2")]
-
-
 def v2_root() -> str | None:
-    return next((m for m, fs, _ in _mounts() if fs == "cgroup2"), None)
+    return cgroups.unified_root()
 
 
 def freezer_group(rule_name: str) -> tuple[str, int] | None:
     """Where a throttled rule's processes are frozen: the v1 freezer hierarchy where it is
     mounted (hybrid and legacy systems), else cgroup v2 (`cgroup.freeze`, in every non-root
     group). None when neither exists."""
-    for mnt, fs, opts in _mounts():
-        if fs == "cgroup" and "freezer" in opts:
-            return os.path.join(mnt, "backburner", f"govern-{rule_name}"), 1
+    freezer = cgroups.v1_mount("freezer")
+    if freezer is not None:
+        return os.path.join(freezer, "backburner", f"govern-{rule_name}"), 1
     root = v2_root()
     if root is not None:
         return os.path.join(root, "backburner", f"govern-{rule_name}"), 2

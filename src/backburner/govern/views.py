@@ -1,5 +1,5 @@
 """What `govern check`, `govern explain` and `govern status` show: gathered and formatted
-here, so the CLI only parses and prints. Every line goes out through `units.one_line`:
+here, so the CLI only parses and prints. Every line goes out through `quantities.one_line`:
 what is read from /proc (a process's name, its command line, its program's path, its
 cgroup) is any user's choice, and must neither drive the terminal nor forge a line."""
 
@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import procfs, units
-from ..errors import BackburnerError, NotFoundError
+from ..base import quantities
+from ..base.errors import BackburnerError, NotFoundError
+from ..kernel import procfs
 from ..status import inforce, sources
 from . import load, procinfo, state
 from .rules import Rule, RuleError, Ruleset, StaticFacts, Verdict, explain
@@ -52,7 +53,7 @@ def format_check(result: CheckResult) -> str:
     if result.errors:
         n = len(result.errors)
         return _lines([*(str(e) for e in result.errors),
-                       f"{units.plural(n, 'error')} in {len(result.files)} rule files"])
+                       f"{quantities.plural(n, 'error')} in {len(result.files)} rule files"])
     lines = []
     by_file: dict[str, list[Rule]] = {}
     for rule in result.ruleset.rules:
@@ -69,7 +70,7 @@ def format_check(result: CheckResult) -> str:
         if not by_file.get(file):
             lines.append("  (no rules)")
     n = len(result.ruleset.rules)
-    lines.append(f"{units.plural(n, 'rule')} in {len(result.files)} files: OK")
+    lines.append(f"{quantities.plural(n, 'rule')} in {len(result.files)} files: OK")
     return _lines(lines)
 
 
@@ -180,7 +181,7 @@ def format_status(st: dict[str, Any]) -> str:
         for g in roots:
             kids = children.get(g["pid"], 0)
             lines.append(f"{g['pid']:>7}  {g['rule']:<22} {_clock(g['since'])}  {g['comm']}"
-                         + (f" (+{units.plural(kids, 'child', 'children')})" if kids else ""))
+                         + (f" (+{quantities.plural(kids, 'child', 'children')})" if kids else ""))
             lines.append(f"{'':>7}  {g['set']}" + (f"; cgroups {', '.join(g['cgroups'])}"
                                                    if g.get("cgroups") else ""))
     else:
@@ -192,10 +193,10 @@ def format_status(st: dict[str, Any]) -> str:
     if t.get("groups") or t.get("watch"):
         lines.append(f"throttle: watching {', '.join(t.get('watch', [])) or 'nothing'} "
                      f"({'; '.join(t.get('triggers', []))}); pauses of at most "
-                     f"{units.fmt_s(t.get('pause_s'))} s, bulk keeps >= "
-                     f"{units.fmt_pct(t.get('min_duty') or 0)} of the time; "
-                     f"{t.get('pauses', 0)} pauses, {units.fmt_s(t.get('paused_s', 0))} s "
-                     f"paused, longest {units.fmt_s(t.get('longest_s', 0))} s"
+                     f"{quantities.fmt_s(t.get('pause_s'))} s, bulk keeps >= "
+                     f"{quantities.fmt_pct(t.get('min_duty') or 0)} of the time; "
+                     f"{t.get('pauses', 0)} pauses, {quantities.fmt_s(t.get('paused_s', 0))} s "
+                     f"paused, longest {quantities.fmt_s(t.get('longest_s', 0))} s"
                      + ("; FROZEN now" if t.get("frozen") else ""))
     for p in st.get("problems", []):
         lines.append(f"could not: {p}")
@@ -203,4 +204,4 @@ def format_status(st: dict[str, Any]) -> str:
 
 
 def _lines(lines: list[str]) -> str:
-    return "\n".join(units.one_line(line) for line in lines)
+    return "\n".join(quantities.one_line(line) for line in lines)

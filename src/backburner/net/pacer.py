@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import system
+from ..kernel import cgroups
 
 log = logging.getLogger(__name__)
 #: Signals the job runner takes with sigwaitinfo: this thread must never take them.
@@ -104,8 +105,7 @@ def job_connections(group: str) -> list[str]:
     namespace the job runs in is the one read. A socket two processes share counts once."""
     found: dict[str, str] = {}
     try:
-        with open(os.path.join(group, "cgroup.procs")) as f:
-            pids = [int(x) for x in f.read().split()]
+        pids = cgroups.pids(group)
     except OSError:
         return []
     for pid in pids:

@@ -36,8 +36,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .. import cgroupbpf, system
-from ..errors import SystemStateError, UsageError
+from .. import system
+from ..base.errors import SystemStateError, UsageError
+from ..kernel.bpf import cgroup_programs
 from . import ingress, netcls
 from .link import MTU_BYTES, LinkSpec
 from .pacer import Knob, Pacer, Rule, Slowdown, WindowRule
@@ -231,7 +232,7 @@ def window_knob(applied: Applied, rule: WindowRule, acks: Knob | None) -> Knob:
 
     def put(total: float, conns: int) -> None:
         try:
-            cgroupbpf.set_window(fd, *window_values(total, conns, rule))
+            cgroup_programs.set_window(fd, *window_values(total, conns, rule))
         except OSError as err:
             raise SystemStateError(f"could not set the window clamp: {err.strerror}") from None
 

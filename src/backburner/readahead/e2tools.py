@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import spawn
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
 
 BLOCK = 4096
 GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4

@@ -43,14 +43,8 @@ import time
 from dataclasses import dataclass, field
 
 from .. import system
-from ..errors import (
-    BackburnerError,
-    ExistsError,
-    NotFoundError,
-    SystemStateError,
-    UsageError,
-)
-from ..units import MiB, human_size
+from ..base.errors import BackburnerError, ExistsError, NotFoundError, SystemStateError, UsageError
+from ..base.quantities import MiB, human_size
 from . import ext4end, ext4move, hotorder, hotplan, tree
 from .e2tools import BLOCK, GROUP_BYTES, complaint, must, tool
 from .layout import (

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import DataError, NotFoundError, SystemStateError, UsageError
+from ..base.errors import DataError, NotFoundError, SystemStateError, UsageError
+from ..base.quantities import fmt_pct, fmt_s, human_size, plural
 from ..slowdisk.profiles import get_profile
-from ..units import fmt_pct, fmt_s, human_size, plural
 from . import predict
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import Pack, clip

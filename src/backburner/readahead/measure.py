@@ -22,8 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .. import outfile, spawn, system
-from ..errors import UsageError
+from .. import spawn, system
+from ..base.errors import UsageError
+from ..files import outfile
 from ..trace import pagecache
 from . import packfile, replay, verdict
 from .pack import OK, Pack, clip

@@ -32,7 +32,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import DataError
+from ..base.errors import DataError
 
 MAGIC = b"BBRAPACK"
 VERSION = 2

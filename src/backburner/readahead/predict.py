@@ -26,7 +26,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
 from ..extents import fiemap
 from ..extents.runs import UNMAPPABLE
 from ..slowdisk.model import Disk, Profile

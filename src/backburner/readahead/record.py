@@ -46,8 +46,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .. import interrupts, outfile, spawn, system
-from ..errors import NotFoundError, UnavailableError, UsageError
+from .. import spawn, system
+from ..base import interrupts
+from ..base.errors import NotFoundError, UnavailableError, UsageError
+from ..files import outfile
 from . import packfile, traced
 from .listener import MASK_SYSTEM, Listener, is_backburner, tree_of
 from .pack import Entry, Pack, Ranges

@@ -19,10 +19,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
+from ..base.quantities import fmt_pct, human_size, plural
 from ..extents import fiemap, runs_of, select
-from ..units import fmt_pct, human_size, plural
-from .kernel import open_file
+from .cached import open_file
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import (
     CHANGED,

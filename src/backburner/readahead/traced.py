@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from .. import system
-from ..errors import UnavailableError
+from ..base.errors import UnavailableError
 from ..trace import lookups as strace_lookups
 from ..trace import pagecache
 from .pack import LISTED, MISSED, STATTED, Entry, FileState, Lookup, Pack, Step

@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import DataError
+from ..base.errors import DataError
 from .pack import show_path
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import infile
-from ..errors import DataError
-from ..units import fmt_pct, fmt_s, human_size
+from ..base.errors import DataError
+from ..base.quantities import fmt_pct, fmt_s, human_size
+from ..files import infile
 
 if TYPE_CHECKING:
     from .. import spawn

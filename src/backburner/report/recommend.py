@@ -8,9 +8,9 @@ a `govern` rule); and what this machine limits, with the reason. Pure: summary r
 run's recorded environment in, recommendations out.
 
 Cells are ranked by the time a user waits, not by each one's ratio to its own scheduler's
-idle time: the schedulers' idle times differ, so bfq at 1.05x its idle 2.0 s (2.1 s) must
-not beat mq-deadline at 1.10x its idle 1.0 s (1.1 s). A median that timeouts reach (only a
-lower bound) ranks last.
+unloaded time: the schedulers' unloaded times differ, so bfq at 1.05x its unloaded 2.0 s
+(2.1 s) must not beat mq-deadline at 1.10x its unloaded 1.0 s (1.1 s). A median that
+timeouts reach (only a lower bound) ranks last.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-from ..cell import GOVERNED, GOVERNED_RULE_POLICY
-from ..errors import DataError
-from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from .. import stats
+from ..base.errors import DataError
+from ..base.quantities import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..store.cell import GOVERNED, GOVERNED_RULE_POLICY
 from .data import ReportData
 from .summary import Row, summary_rows
 from .words import median_text, median_value_text
@@ -90,17 +91,21 @@ def pareto(rows: list[Row]) -> list[Row]:
     return sorted((r for r in rows if not dominated(r)), key=_start)
 
 
-def choose(rows: list[Row], tolerance: float) -> Row:
-    """The lowest start-up time; among cells within the tolerance of it, the one whose
-    bulk work keeps the most of its speed."""
-    best = min(_start(r) for r in rows)
+def choose(rows: list[Row], tolerance: float | None = None) -> Row:
+    """The lowest start-up time; among cells within the band of it (``tolerance`` when
+    given, else the band the fastest cell's verdict was judged against: what a person would
+    not notice), the one whose bulk work keeps the most of its speed."""
+    fastest = min(rows, key=_start)
+    best = _start(fastest)
+    if tolerance is None:
+        tolerance = float(fastest.verdict_params.get("tolerance", stats.NOTICEABLE_FRACTION))
     close = [r for r in rows if _start(r) <= best * (1 + tolerance)]
     return max(close, key=lambda r: (_bulk(r) or 0.0, -_start(r)))
 
 
 def evidence(r: Row, rows: list[Row]) -> str:
     parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up {median_text(r)} s"
-             + (f", {fmt_ratio_ci(r.ratio)} its idle time" if r.ratio else "")]
+             + (f", {fmt_ratio_ci(r.ratio)} its unloaded time" if r.ratio else "")]
     if r.bulk is not None and r.cell.policy != "default" and r.bulk.ratio is not None:
         parts.append(f"bulk work at {fmt_ratio_ci(r.bulk.ratio)} of its unprotected speed")
     elif r.bulk is not None and r.cell.policy == "default":
@@ -122,15 +127,18 @@ def evidence(r: Row, rows: list[Row]) -> str:
     return "; ".join(parts)
 
 
-def commands(r: Row) -> tuple[str, ...]:
+def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
     """Shell lines (a comment after "   # "); a governed cell is applied by the daemon and
     its rule, not by a policy `run` or `apply` would refuse; a network study's background
-    policy by `run --net` (its queue is the link's, not this machine's to set)."""
+    policy by `run --net` (its queue is the link's, not this machine's to set). The
+    scheduler rule is for the class of disk measured (`rotational`: the device's flag as
+    the run recorded it; apply's rule is for rotational disks unless told)."""
     if r.cell.network:
         return (f"backburner run --net {shlex.quote(r.cell.policy)} -- "
                 "YOUR-DOWNLOAD-COMMAND",) if r.cell.policy != "default" else ()
-    out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}   # the IO "
-           "scheduler, for matching disks (a udev rule)"]
+    devices = " --devices non-rotational" if rotational == "0" else ""
+    out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}{devices}   # the "
+           "IO scheduler, for matching disks (a udev rule)"]
     if r.cell.policy == GOVERNED:
         out.append(f"backburner govern check   # with the govern rule below in {RULES_FILE}")
         out.append("backburner govern run   # the daemon; or its systemd unit (docs/govern.md)")
@@ -188,6 +196,14 @@ def limits(data: ReportData, r: Row) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _rotational(data: ReportData) -> str | None:
+    """The device's rotational flag as the last run recorded it ("1", "0"; None: unknown)."""
+    env = data.runs[-1].environment if data.runs else {}
+    device = env.get("device") if isinstance(env.get("device"), dict) else {}
+    flag = device.get("rotational") if isinstance(device, dict) else None
+    return flag if flag in ("0", "1") else None
+
+
 def headline(best: Row, rows: list[Row], by_key: dict[str, Row]) -> str:
     """'under readers:10:seq a start of python takes 2.88 s unprotected on mq-deadline and
     0.193 s on bfq + background (1.07× unloaded)': the slowest unprotected start of this
@@ -216,13 +232,13 @@ def answer(recs: list[Recommendation]) -> str:
     return "\n".join(one_line(ln) for ln in lines) + ("\n" if lines else "")
 
 
-def recommend(data: ReportData, *, tolerance: float = 0.10,
+def recommend(data: ReportData, *, tolerance: float | None = None,
               confidence: float = 0.95) -> list[Recommendation]:
     every = summary_rows(data, tolerance=tolerance, confidence=confidence)
     by_key = {r.cell.key: r for r in every}
     rows = [r for r in every if not r.cell.unloaded and r.ratio is not None]
     if not rows:
-        raise DataError(f"{data.path} has no loaded cell with a ratio to idle",
+        raise DataError(f"{data.path} has no loaded cell with a ratio to unloaded",
                         "a recommendation needs loaded cells and their unloaded baseline")
     groups: dict[tuple[str, str, str, str], list[Row]] = {}
     for r in rows:
@@ -233,8 +249,8 @@ def recommend(data: ReportData, *, tolerance: float = 0.10,
         best = choose(members, tolerance)
         out.append(Recommendation(probe, device, prepare, load, best,
                                   tuple(pareto(members)), evidence(best, members),
-                                  commands(best), govern_rule(best), limits(data, best),
-                                  headline(best, members, by_key)))
+                                  commands(best, _rotational(data)), govern_rule(best),
+                                  limits(data, best), headline(best, members, by_key)))
     return out
 
 

@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath, spawn, system
-from ..errors import (
+from .. import spawn, system
+from ..base.errors import (
     ExistsError,
     NotFoundError,
     SystemStateError,
@@ -49,7 +49,9 @@ from ..errors import (
     UnsafePathError,
     UsageError,
 )
-from ..units import human_size
+from ..base.quantities import human_size
+from ..files import safepath
+from ..kernel import procfs
 from .model import Disk, FlatProfile, Profile
 from .profiles import BUILTIN, get_profile
 

@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import asdict
 
-from ..units import one_line
+from ..base.quantities import one_line
 from .sources import Entry, View
 
 FORMAT = 1

@@ -28,8 +28,6 @@ from .cgroups import (
     ControllersEnabled,
     DeviceLine,
     V1Hierarchy,
-    cgroup_dir_of,
-    cgroup_mount_of,
     prune_empty_cgroups,
     v1_groups,
 )
@@ -103,7 +101,7 @@ __all__ = [
     "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "Started", "SysfsValue",
     "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
-    "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
+    "commit", "drop_caches", "ensure_tracefs",
     "change_class", "link_counters", "link_info", "netns_path", "qdisc_backlog", "qdiscs",
     "socket_in", "tc_classes", "tc_filters",
     "is_mountpoint",

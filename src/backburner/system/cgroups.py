@@ -11,46 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
+from ..kernel import cgroups as kcgroups
+from ..kernel import procfs
 from .change import Change, write
 from .journal import JournalInfo, journal_entries, journals
 from .mounts import Mount
 
 log = logging.getLogger(__name__)
-
-
-def cgroup_procs(path: str) -> list[int]:
-    try:
-        return [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
-def cgroup_mount_of(path: str) -> tuple[str, int, set[str]] | None:
-    """(mount point, cgroup version, controllers) of the cgroup hierarchy holding path."""
-    best: tuple[str, int, set[str]] | None = None
-    for m in procfs.mounts():
-        if m.fstype not in ("cgroup", "cgroup2"):
-            continue
-        mnt = m.mountpoint
-        if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and (
-                best is None or len(mnt) > len(best[0])):
-            best = (mnt, 2 if m.fstype == "cgroup2" else 1, set(m.all_options))
-    return best
-
-
-def cgroup_dir_of(pid: int, path_in_hierarchy: str) -> str | None:
-    """The cgroup directory of pid in the hierarchy that holds path_in_hierarchy."""
-    found = cgroup_mount_of(path_in_hierarchy)
-    if found is None:
-        return None
-    mnt, version, opts = found
-    for num, ctrls, rel in procfs.cgroup_lines(pid):
-        mine = (num == "0" and not ctrls) if version == 2 else bool(set(ctrls.split(",")) & opts)
-        if mine:
-            return os.path.join(mnt, rel.lstrip("/")).rstrip("/") or mnt
-    return None
 
 
 @dataclass
@@ -85,7 +53,7 @@ class CgroupDir(Change):
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise SystemStateError(f"cgroup parent {parent} does not exist")
-        evict_to = cgroup_dir_of(os.getpid(), self.path)
+        evict_to = kcgroups.dir_of(os.getpid(), self.path)
         made = True
         try:
             os.mkdir(self.path)
@@ -127,9 +95,9 @@ class CgroupDir(Change):
         if not target or not os.path.isdir(target) or target.startswith(self.path + "/"):
             target = os.path.dirname(self.path)
         for _ in range(50):
-            for pid in cgroup_procs(self.path):
+            for pid in kcgroups.pids(self.path):
                 try:
-                    write(os.path.join(target, "cgroup.procs"), str(pid))
+                    write(kcgroups.procs_file(target), str(pid))
                 except SystemStateError:
                     pass  # exited meanwhile
             try:
@@ -192,20 +160,20 @@ class CgroupMove(Change):
         start = procfs.start_time(self.pid)
         if start is None:
             raise SystemStateError(f"process {self.pid} is gone")
-        return {"start": start, "from": cgroup_dir_of(self.pid, self.path)}
+        return {"start": start, "from": kcgroups.dir_of(self.pid, self.path)}
 
     def apply(self) -> None:
-        write(os.path.join(self.path, "cgroup.procs"), str(self.pid))
+        write(kcgroups.procs_file(self.path), str(self.pid))
 
     def undo(self, old: Any, result: Any) -> str | None:
         if not old or procfs.start_time(self.pid) != old.get("start"):
             return None  # gone, or the PID is someone else's now
-        if cgroup_dir_of(self.pid, self.path) != self.path or not old.get("from"):
+        if kcgroups.dir_of(self.pid, self.path) != self.path or not old.get("from"):
             return None  # moved elsewhere since: not ours to move back
         if not os.path.isdir(old["from"]):
             return f"process {self.pid} stays in {self.path}: {old['from']} is gone"
         try:
-            write(os.path.join(old["from"], "cgroup.procs"), str(self.pid))
+            write(kcgroups.procs_file(old["from"]), str(self.pid))
         except SystemStateError:
             if procfs.start_time(self.pid) == old.get("start"):
                 raise
@@ -346,7 +314,7 @@ def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list
     removed = []
     for top in _our_cgroup_tops():
         for child in sorted(p for p in top.iterdir() if p.is_dir()):
-            if str(child) in owned or cgroup_procs(str(child)) or _owner_alive(child.name):
+            if str(child) in owned or kcgroups.pids(str(child)) or _owner_alive(child.name):
                 continue
             try:
                 child.rmdir()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import spawn
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 
 
 class Change(ABC):

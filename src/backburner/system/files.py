@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import safepath
-from ..errors import IOFailure, SystemStateError, UnsafePathError
+from ..base.errors import IOFailure, SystemStateError, UnsafePathError
+from ..files import safepath
 from .change import Change
 from .loops import loops_backed_by
 from .mounts import mounts_under

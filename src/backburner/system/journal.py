@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath
-from ..errors import SystemStateError, UnsafePathError
+from ..base.errors import SystemStateError, UnsafePathError
+from ..files import safepath
+from ..kernel import procfs
 from .change import Change
 from .paths import journal_dir
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import SystemStateError, UnsafePathError
+from ..base.errors import SystemStateError, UnsafePathError
+from ..kernel import procfs
 from .change import Change
 
 # <linux/loop.h>

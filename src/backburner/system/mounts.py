@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import procfs, safepath
-from ..errors import SystemStateError, UnavailableError, UnsafePathError
+from ..base.errors import SystemStateError, UnavailableError, UnsafePathError
+from ..files import safepath
+from ..kernel import procfs
 from .change import Change, run_tool, tool
 from .loops import is_loop_over
 

@@ -12,19 +12,17 @@ of a policy) and be undone exactly.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import socket
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
+from ..kernel import syscalls
 from .change import Change, run_tool, tool
 
 NETNS_DIR = "/run/netns"
-CLONE_NEWNET = 0x40000000
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _ip(ns: str | None) -> list[str]:
@@ -53,13 +51,17 @@ def socket_in(netns_path: str | None, family: int, kind: int, proto: int) -> soc
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     there = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if _libc.setns(there, CLONE_NEWNET) != 0:
+        try:
+            syscalls.setns(there, syscalls.CLONE_NEWNET)
+        except OSError as err:
             raise UnavailableError(f"cannot enter network namespace {netns_path}: "
-                                   f"{os.strerror(ctypes.get_errno())}")
+                                   f"{os.strerror(err.errno)}") from None
         try:
             return socket.socket(family, kind, proto)
         finally:
-            if _libc.setns(home, CLONE_NEWNET) != 0:  # pragma: no cover - cannot fail
+            try:
+                syscalls.setns(home, syscalls.CLONE_NEWNET)
+            except OSError:  # pragma: no cover - cannot fail
                 os._exit(70)  # a thread left in another namespace must not go on
     finally:
         os.close(there)

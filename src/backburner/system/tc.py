@@ -18,8 +18,8 @@ from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import tcbpf
-from ..errors import ExistsError, SystemStateError
+from ..base.errors import ExistsError, SystemStateError
+from ..kernel.bpf import tc_programs
 from .change import Change, run_tool, tool
 from .net import link_info, netns_path, ns_alive, socket_in
 
@@ -292,9 +292,9 @@ class TcFilter(Change):
 
 @dataclass
 class _BpfFilter(Change):
-    """A tc BPF classifier (`tcbpf`) as a cls_bpf filter at priority `pref` of qdisc
-    `parent` (an HTB's handle, "1:") on `dev`, attached by netlink with the program's
-    descriptor; subclasses say which program (`_load`)."""
+    """A tc BPF classifier (`kernel.bpf.tc_programs`) as a cls_bpf filter at priority
+    `pref` of qdisc `parent` (an HTB's handle, "1:") on `dev`, attached by netlink with
+    the program's descriptor; subclasses say which program (`_load`)."""
 
     ns: str | None
     dev: str
@@ -322,7 +322,7 @@ class _BpfFilter(Change):
                              socket.SOCK_RAW | socket.SOCK_CLOEXEC, socket.NETLINK_ROUTE)
             with sock:
                 sock.bind((0, 0))
-                tcbpf.add_filter(sock, ifindex, major << 16, self.pref, prog,
+                tc_programs.add_filter(sock, ifindex, major << 16, self.pref, prog,
                                  f"bb_{self.what}", self.what)
         finally:
             os.close(prog)
@@ -333,7 +333,7 @@ class _BpfFilter(Change):
 
 @dataclass
 class BpfClassifier(_BpfFilter):
-    """The ingress classifier (`tcbpf.classifier_program`): TCP segments for sockets with
+    """The ingress classifier (`tc_programs.classifier_program`): TCP segments for sockets with
     the socket priority `priority` go to class `classid`."""
 
     kind: ClassVar[str] = "tc-bpf-classifier"
@@ -342,12 +342,12 @@ class BpfClassifier(_BpfFilter):
     classid: int
 
     def _load(self) -> int:
-        return tcbpf.load_classifier(self.priority, self.classid)
+        return tc_programs.load_classifier(self.priority, self.classid)
 
 
 @dataclass
 class ClassidClassifier(_BpfFilter):
-    """The egress classifier by cgroup v1 (`tcbpf.classid_program`): packets sent by
+    """The egress classifier by cgroup v1 (`tc_programs.classid_program`): packets sent by
     sockets or processes with the net_cls class id `tag` go to `ack_classid` without data,
     `data_classid` with it (0: neither)."""
 
@@ -358,4 +358,4 @@ class ClassidClassifier(_BpfFilter):
     data_classid: int = 0
 
     def _load(self) -> int:
-        return tcbpf.load_classid_classifier(self.tag, self.ack_classid, self.data_classid)
+        return tc_programs.load_classid_classifier(self.tag, self.ack_classid, self.data_classid)

@@ -13,8 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import interrupts, procfs, safepath, spawn
-from ..errors import BackburnerError, SystemStateError, UnsafePathError
+from .. import spawn
+from ..base import interrupts
+from ..base.errors import BackburnerError, SystemStateError, UnsafePathError
+from ..files import safepath
+from ..kernel import procfs
 from .change import Change
 from .journal import (
     BY_HAND,

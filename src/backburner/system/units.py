@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import BackburnerError, UsageError
-from .cgroups import cgroup_procs
+from ..base.errors import BackburnerError, UsageError
+from ..kernel import cgroups, procfs
 from .change import Change, write
 
 SLICE = "org.freedesktop.systemd1.Slice"
@@ -138,7 +137,7 @@ class TransientScope(Change):
         return f"scope {self.name} in {self.slice_name} for PIDs {self.pids}"
 
     def read(self) -> dict[str, Any]:
-        return {"from": {str(p): unified_dir(p) for p in self.pids},
+        return {"from": {str(p): cgroups.unified_dir(p) for p in self.pids},
                 "start": {str(p): procfs.start_time(p) for p in self.pids},
                 "loaded": _loaded(self.name)}
 
@@ -162,13 +161,13 @@ class TransientScope(Change):
             return None
         here = _scope_dir(self.name, self.slice_name)
         left: list[str] = []
-        for pid in cgroup_procs(here) if here else []:
+        for pid in cgroups.pids(here) if here else []:
             origin = _origin(pid, old)
             if origin is None or not os.path.isdir(origin):
                 left.append(str(pid))
                 continue
             try:
-                write(os.path.join(origin, "cgroup.procs"), str(pid))
+                write(cgroups.procs_file(origin), str(pid))
             except BackburnerError:
                 if procfs.start_time(pid) is not None:
                     left.append(str(pid))
@@ -199,7 +198,7 @@ class DelegatedScope(Change):
         return f"delegated scope {self.name} in {self.slice_name} for PID {self.pid}"
 
     def read(self) -> dict[str, Any]:
-        return {"from": unified_dir(self.pid), "start": procfs.start_time(self.pid),
+        return {"from": cgroups.unified_dir(self.pid), "start": procfs.start_time(self.pid),
                 "loaded": _loaded(self.name)}
 
     def existed(self, old: Any) -> bool:
@@ -228,9 +227,9 @@ class DelegatedScope(Change):
         origin = (old or {}).get("from")
         if (here and origin and os.path.isdir(origin) and not _inside(origin, here)
                 and procfs.start_time(self.pid) == (old or {}).get("start")
-                and _inside(unified_dir(self.pid), here)):
-            write(os.path.join(origin, "cgroup.procs"), str(self.pid))
-        if here and _inside(unified_dir(os.getpid()), here):  # stopping it would end us
+                and _inside(cgroups.unified_dir(self.pid), here)):
+            write(cgroups.procs_file(origin), str(self.pid))
+        if here and _inside(cgroups.unified_dir(os.getpid()), here):  # stopping it would end us
             return f"{self.name} left to systemd: it goes when this process ends"
         with Bus.connect() as bus:
             if bus.loaded(self.name):
@@ -251,23 +250,10 @@ def _inside(group: str | None, top: str) -> bool:
     return group is not None and (group == top or group.startswith(top + "/"))
 
 
-def unified_dir(pid: int) -> str | None:
-    """The directory of a process's group in the unified (v2) hierarchy."""
-    root = _unified_root()
-    for num, ctrls, rel in procfs.cgroup_lines(pid):
-        if num == "0" and not ctrls and root is not None:
-            return os.path.join(root, rel.lstrip("/")).rstrip("/") or root
-    return None
-
-
-def _unified_root() -> str | None:
-    return next((m.mountpoint for m in procfs.mounts() if m.fstype == "cgroup2"), None)
-
-
 def _scope_dir(name: str, slice_name: str) -> str | None:
     """Where systemd puts a scope of a slice: the slice's dashes nest (a-b.slice is in
     a.slice), the scope is a directory of the innermost."""
-    root = _unified_root()
+    root = cgroups.unified_root()
     if root is None:
         return None
     parts = slice_name.removesuffix(".slice").split("-")

@@ -25,7 +25,7 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..errors import UnavailableError
+from ..base.errors import UnavailableError
 
 OPEN, STAT, MISS, LIST = "open", "stat", "miss", "list"
 #: The calls that name a path (or list a directory), and those that move a process's root

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import spawn, system
-from ..errors import UnavailableError
+from ..base.errors import UnavailableError
 from . import engines, scratch
 from .window import kernel_dev
 

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .. import __version__, htmlpage
-from ..units import (
+from .. import __version__
+from ..base.quantities import (
     DASH,
     fmt_count,
     fmt_factor,
@@ -28,6 +28,7 @@ from ..units import (
     fmt_value,
     one_line,
 )
+from ..report import page as htmlpage
 from .diff import Diff, Row
 from .profile import (
     Profile,

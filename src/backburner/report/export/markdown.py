@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
-from ...cell import NO_PREPARE
-from ...units import DASH, fmt_range, one_line
+from ...base.quantities import DASH, fmt_range, one_line
+from ...store.cell import NO_PREPARE
 from ..data import ReportData
 from ..summary import summary_rows
 from ..words import (
     axis_name,
     background_text,
+    bands_text,
     bulk_ratio_text,
     bulk_speed_text,
     caveat_text,
@@ -47,11 +48,11 @@ def code(value: str) -> str:
 
 
 @exporter("markdown")
-def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+def write(data: ReportData, out: TextIO, tolerance: float | None, confidence: float) -> None:
     out.write(render_markdown(data, tolerance=tolerance, confidence=confidence))
 
 
-def render_markdown(data: ReportData, *, tolerance: float = 0.10,
+def render_markdown(data: ReportData, *, tolerance: float | None = None,
                     confidence: float = 0.95) -> str:
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     conf = f"{confidence * 100:g}%"
@@ -69,7 +70,8 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
         header = ["Probe", "Device", *header]
         align = [":--", ":--", *align]
     lines = [f"**{text(', '.join(data.probes))}** on **{text(', '.join(data.devices))}**"
-             f" \u2014 tolerance \u00b1{tolerance * 100:g}%", "",
+             f" \u2014 verdicts against unloaded within {text(bands_text(rows, tolerance))}",
+             "",
              "| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     for r in rows:
         cells = [text(r.cell.probe), text(r.cell.device)] if data.multi else []
