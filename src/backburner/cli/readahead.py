@@ -31,13 +31,16 @@ def _record(args: argparse.Namespace) -> int:
     opts = record.RecordOptions(
         output=args.output, mounts=tuple(args.mount or ()),
         read_ahead_kb=None if args.keep_read_ahead else args.read_ahead_kb,
-        drop_caches=args.drop_caches, hash=args.hash, force=args.force)
+        drop_caches=args.drop_caches, hash=args.hash, force=args.force,
+        lookups=args.lookups)
     argv = _argv(args)
     if args.system:
         if argv:
             raise UsageError("give either --system or a command, not both")
         if args.seconds is None:
             raise UsageError("--system needs --seconds", "e.g. --seconds 60")
+        if args.lookups:
+            raise UsageError("--lookups records a command's start, not the whole system")
         recover_if_needed()
 
         def ready(watched: Sequence[Watched]) -> None:
@@ -66,17 +69,27 @@ def _recorded(r: RecordResult) -> str:
         lost.append("fork events lost: the process tree may be incomplete")
     if r.gone:
         lost.append(f"{r.gone} files gone before the end")
+    if r.order:
+        lost.append(f"no order of reads: {r.order}")
+    asked = ""
+    if r.pack.lookups or r.pack.steps:
+        from ..readahead.summary import lookup_counts
+
+        asked = f", {lookup_counts(r.pack)}"
     return (f"recorded {quantities.plural(len(r.pack.entries), 'file')}, "
-            f"{quantities.human_size(r.pack.bytes)} in {quantities.plural(ranges, 'range')} into "
-            f"{r.output} ({quantities.human_size(r.size)}) in {quantities.fmt_s(r.seconds)} s"
+            f"{quantities.human_size(r.pack.bytes)} in {quantities.plural(ranges, 'range')}{asked} "
+            f"into {r.output} ({quantities.human_size(r.size)}) in {quantities.fmt_s(r.seconds)} s"
             + (f" ({'; '.join(lost)})" if lost else ""))
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ..readahead import packfile, summary
+    from ..readahead import packfile, summary, verdict
 
     pack = packfile.load(args.pack)
     print(summary.format_summary(summary.summarize(pack, verify=args.verify), files=args.files))
+    found = verdict.load(args.pack)
+    if found is not None:
+        print(f"verdict   {verdict.describe(found)}")
     return 0
 
 
@@ -90,16 +103,36 @@ def _replay_options(args: argparse.Namespace) -> ReplayOptions:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..readahead import packfile, replay
+    from ..readahead import replay, verdict
 
     opts = _replay_options(args)
-    pack = packfile.load(args.pack)  # a bad pack is refused here, not in the background
-    if not args.wait:
-        child = replay.start_background(args.pack, opts)
+    found, report, child = verdict.replay_unless_slower(args.pack, opts, args.force,
+                                                        background=not args.wait)
+    if report is None and child is None:
+        assert found is not None
+        print(verdict.describe_skip(found))
+        return 0
+    if child is not None:
         print(f"replaying {args.pack} in the background (PID {child.pid}, deadline "
               f"{quantities.fmt_s(opts.deadline_s)} s)")
-        return 0
-    print(replay.describe(replay.replay(pack, opts)))
+    else:
+        assert report is not None
+        print(replay.describe(report))
+    if found is not None:
+        print(f"  {verdict.describe(found)}")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from ..readahead import measure, verdict
+
+    argv = _argv(args)
+    recover_if_needed()
+    v = measure.measure(args.pack, argv, measure.MeasureOptions(args.rounds, args.mode,
+                                                                 args.deadline))
+    print(verdict.describe(v))
+    for note in v.notes:
+        err(note)
     return 0
 
 
@@ -142,8 +175,8 @@ def _build(args: argparse.Namespace) -> int:
           + (f"first, from a {quantities.human_size(res.first_pass)} first pass"
              if res.region_at is None else
              f"at the end, from {quantities.human_size(res.region_at)} on")
-          + (f"; {quantities.plural(res.split_files, 'large file')} split, "
-             f"{quantities.human_size(res.split_out)} unread by the start after the hot region"
+          + (f"; {quantities.plural(res.split_files, 'file')} in pieces, "
+             f"{quantities.human_size(res.split_out)} unread by the start outside the hot region"
              if res.split_files else "")
           + "; verified equal to "
           f"{args.src} in {quantities.fmt_s(res.seconds)} s"
@@ -151,6 +184,9 @@ def _build(args: argparse.Namespace) -> int:
     for c in (res.before, res.after):
         if c is not None:
             print(f"  {layout.describe_check(c)}")
+    note = layout.read_ahead_note(pack)
+    if note:
+        err(note)
     return 0
 
 
@@ -159,8 +195,12 @@ def _check(args: argparse.Namespace) -> int:
 
     pack = packfile.load(args.pack)
     recover_if_needed()
+    profile = None if args.profile == "none" else args.profile
     for target in args.targets:
-        print(layout.describe_check(layout.check(target, pack, args.root)))
+        print(layout.describe_check(layout.check(target, pack, args.root, profile)))
+    note = layout.read_ahead_note(pack)
+    if note:
+        err(note)
     return 0
 
 
@@ -194,6 +234,9 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
                    help="drop the page cache first, so the pack holds only this start")
     r.add_argument("--hash", action="store_true",
                    help="store a digest of each file's recorded bytes")
+    r.add_argument("--lookups", action="store_true",
+                   help="also record what the start looks up, stats and lists (strace) and "
+                   "the order it reads in (perf), for a layout true to it")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     sh = add_command(s, "show", _show, help="what a pack holds, stale entries, seeks saved")
     sh.add_argument("pack")
@@ -217,6 +260,20 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--rebase", nargs=2, metavar=("RECORDED", "NOW"),
                     help="look for the files recorded under directory RECORDED under NOW "
                     "(the same filesystem or a copy of its image, mounted elsewhere)")
+    rp.add_argument("--force", action="store_true",
+                    help="replay even a pack `readahead measure` found to make the start "
+                    "slower")
+    m = add_command(s, "measure", _measure,
+                    help="time the start cold with and without a replay; keep the verdict")
+    m.add_argument("pack")
+    m.add_argument("--rounds", type=bounded_int(3, 1000), default=5,
+                   help="starts each way (default 5)")
+    m.add_argument("--mode", choices=("with", "before"), default="with",
+                   help="with: the replay launched with the start, as at boot (default); "
+                   "before: run to its end first, its time counted")
+    m.add_argument("--deadline", type=finite(0, 86400, low_open=True), default=120.0,
+                   metavar="SECONDS", help="each replay's deadline")
+    m.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
 
 def _register_layout(sub: argparse._SubParsersAction) -> None:
@@ -253,3 +310,6 @@ def _register_layout(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--pack", required=True)
     c.add_argument("--root", help="the pack's directory that the image root stands for "
                    "(default: guessed)")
+    c.add_argument("--profile", default="dvd", metavar="NAME",
+                   help="predict the cold start's time on a slowdisk of this profile "
+                   "(default dvd; none: no prediction)")

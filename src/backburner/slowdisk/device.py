@@ -61,6 +61,7 @@ LABEL = "slowdisk"  # the journal label of `slowdisk create`
 DEFAULT_SCHEDULER = "mq-deadline"
 SERVED_NAME = "disk.img"
 STATS_NAME = "stats.json"
+REQUESTS_NAME = "requests.log"
 DAEMON_READY_TIMEOUT = 20.0
 MIN_SIZE = 1 << 20
 #: Test hook: SIGKILL ourselves at this point of `create` ("daemon", "loop" or "handover").
@@ -94,6 +95,10 @@ class SlowDisk:
     @property
     def stats_path(self) -> str:
         return os.path.join(self.mountpoint, STATS_NAME)
+
+    @property
+    def requests_path(self) -> str:
+        return os.path.join(self.mountpoint, REQUESTS_NAME)
 
     def note(self) -> str:
         return json.dumps({"slowdisk": 1, **asdict(self)}, sort_keys=True)
@@ -454,6 +459,45 @@ def format_stats(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Served:
+    """One command the drive served, from its requests.log (`fs`): times in seconds on
+    the daemon's clock."""
+
+    seq: int
+    arrival: float
+    start: float
+    finish: float
+    offset: int
+    length: int
+    kind: str  # sequential, cache, skip, random (a seek), flat
+    carried: int  # requests the host merged into it (1: none)
+    seek_s: float
+
+    @property
+    def seek(self) -> bool:
+        return self.kind == "random"
+
+
+def parse_requests(text: str, since: int = 0) -> list[Served]:
+    """requests.log's lines numbered `since` and later."""
+    out = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) != 9 or int(f[0]) < since:
+            continue
+        out.append(Served(int(f[0]), float(f[1]), float(f[2]), float(f[3]), int(f[4]),
+                          int(f[5]), f[6], int(f[7]), float(f[8])))
+    return out
+
+
+def read_requests(path: str, since: int = 0) -> list[Served]:
+    """The commands a slowdisk served (its requests.log at `path`), from number `since`
+    on: take stats.json's ``requests`` before a start as `since` for the start's own."""
+    with open(path) as f:
+        return parse_requests(f.read(), since)
+
+
 # --- profiles -------------------------------------------------------------------------------
 
 
@@ -574,6 +618,7 @@ def serve_blank(tx: system.Transaction, profile_name: str, size: int,
 __all__ = [
     "DEFAULT_SCHEDULER",
     "CreateOptions",
+    "Served",
     "Entry",
     "SlowDisk",
     "attach",
@@ -583,7 +628,9 @@ __all__ = [
     "find",
     "format_profiles",
     "format_stats",
+    "parse_requests",
     "prepare_image",
+    "read_requests",
     "read_stats",
     "remove",
 ]
