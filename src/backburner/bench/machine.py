@@ -15,13 +15,15 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
-from .. import job, priority, procfs, system, systemd
+from .. import cgroup2, job, priority, procfs, system, systemd
 from ..cell import NO_POLICY, Cell
 from ..errors import SystemStateError, UnavailableError
+from ..govern.throttle import freezer_at
 from ..units import slug
-from . import config, devices, display, groups, loads, proberoot, probes
+from . import config, devices, display, groups, loads, proberoot, probes, throttled
 from .config import Plan
 from .environment import device_settings
 from .executor import Measurement
@@ -52,6 +54,13 @@ class MachineExecutor:
         self._governor: Governor | None = None
         self._screen: display.Display | None = None  # for --ready window probes
         self._groups: groups.Groups | None = None
+        #: the throttle policy: the probe group's pressure file, each throttled policy's
+        #: freezer, and the throttle around the load that runs now
+        self._pressure = ""
+        self._freezers: dict[str, system.CgroupFreezer] = {}
+        self._paced: throttled.Paced | None = None
+        #: scheduler -> the values of the tunables a setup variant changes, as selected
+        self._tunables: dict[str, dict[str, str]] = {}
 
     @property
     def device(self) -> devices.Device:
@@ -75,6 +84,9 @@ class MachineExecutor:
                     hold_tracefs(held)
                 yield self.device.facts
             finally:
+                if self._paced is not None:  # a run interrupted mid-trial: no more pauses
+                    self._paced.stop()
+                    self._paced = None
                 self._tx = None
                 self._screen = None
 
@@ -92,6 +104,7 @@ class MachineExecutor:
                                        f"{device.name}", f"it offers: {', '.join(offered)}")
             self.use_scheduler(sched)
             queues[sched] = device_settings(device.queue)  # its tunables, as selected
+            self._own_tunables(sched)
         device.facts["queue"] = queues
         if any(p.ready_window is not None for p in self.plan.probes.values()):
             self._screen = held.enter_context(display.Display(device.workdir))
@@ -133,10 +146,15 @@ class MachineExecutor:
     def _make_cgroups(self, tx: system.Transaction) -> None:
         """Where systemd owns the cgroup tree, the probe's and the loads' groups in a scope it
         delegates to us (`groups`); elsewhere a group per policy of our own."""
+        throttles = self.plan.throttles
         if systemd.manages_cgroups(systemd.read_facts()):
-            if groups.needs_groups(self.policies):
-                self._groups = groups.place(tx, self.policies, self.device.name)
+            if groups.needs_groups(self.policies) or throttles:
+                self._groups = groups.place(tx, self.policies, self.device.name,
+                                            also=set(throttles))
                 self.device.facts["cgroups"] = self._groups.facts
+                self._pressure = os.path.join(self._groups.probe, "io.pressure")
+                for name in throttles:
+                    self._freezers[name] = self._freezer(tx, self._groups.loads[name], 2)
             return
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
@@ -145,6 +163,46 @@ class MachineExecutor:
                 for change in job.cgroup_changes(plan):
                     tx.apply(change)
                 self.cgroups[name] = plan.procs_files
+        if throttles:
+            self._throttle_groups(tx)
+
+    def _throttle_groups(self, tx: system.Transaction) -> None:
+        """Where no systemd owns the tree: bench (and so the probe, its child) in a cgroup
+        v2 group of its own, whose io.pressure is the probe's; each throttled load in a
+        sibling (its stalls are not the probe's) and in a freezer group (`throttled`)."""
+        root = cgroup2.unified_root()
+        assert root is not None, "plan() checked (throttled.require)"
+        owner = procfs.owner_tag(os.getpid())
+        top = os.path.join(root, "backburner")
+        tx.apply(system.CgroupDir(top, shared=True))
+        probe = os.path.join(top, f"bench-{owner}-probe")
+        tx.apply(system.CgroupDir(probe))
+        tx.apply(system.CgroupMove(os.getpid(), probe))
+        self._pressure = os.path.join(probe, "io.pressure")
+        made = {"probe": probe.removeprefix(root), "loads": {}}
+        for i, name in enumerate(self.policies):
+            if name not in self.plan.throttles:
+                continue
+            base = f"bench-{owner}-{i}-{slug(name)}"
+            group = os.path.join(top, base)
+            tx.apply(system.CgroupDir(group))
+            procs = [os.path.join(group, "cgroup.procs")]
+            where = freezer_at(base)
+            assert where is not None, "plan() checked (throttled.require)"
+            if where[0] != group:  # the v1 freezer hierarchy
+                tx.apply(system.CgroupDir(os.path.dirname(where[0]), shared=True))
+                tx.apply(system.CgroupDir(where[0]))
+                procs.append(os.path.join(where[0], "cgroup.procs"))
+            self._freezers[name] = self._freezer(tx, *where)
+            self.cgroups[name] = [*self.cgroups.get(name, []), *procs]
+            made["loads"][name] = [os.path.dirname(p) for p in procs]  # type: ignore[index]
+        self.device.facts["throttle_cgroups"] = made
+
+    @staticmethod
+    def _freezer(tx: system.Transaction, path: str, version: int) -> system.CgroupFreezer:
+        freezer = system.CgroupFreezer(path, version)
+        tx.apply(freezer)  # journaled: its undo thaws, should bench die mid-pause
+        return freezer
 
     def _build_root(self, touched: list[str], root: str | None, image: str | None) -> None:
         """The probe's files on the testbed, laid out as --probe-layout / --probe-root say,
@@ -179,6 +237,37 @@ class MachineExecutor:
     def check_alive(self) -> None:
         self.device.check_alive()
 
+    def _own_tunables(self, scheduler: str) -> None:
+        """Read, with `scheduler` just selected, its own values of the tunables the setup
+        variants change (one line before any trial when the device has no such file)."""
+        keys = {k for p in self.plan.prepares.values() if p is not None
+                and p.scheduler == scheduler for k, _ in p.tunables}
+        own = {}
+        for key in sorted(keys):
+            path = os.path.join(self.device.queue, "iosched", key)
+            try:
+                own[key] = Path(path).read_text().strip()
+            except OSError:
+                raise UnavailableError(f"{scheduler} on {self.device.name} has no tunable "
+                                       f"{key!r} ({path})",
+                                       "see the files in queue/iosched/ with the scheduler "
+                                       "selected") from None
+        if own:
+            self._tunables[scheduler] = own
+
+    def _tune(self, cell: Cell) -> None:
+        """The cell's setup variant's tunables in force, or the scheduler's own values where
+        it sets none; each write a journaled change (put back with the run)."""
+        own = self._tunables.get(cell.scheduler)
+        if not own:
+            return
+        step = self.plan.prepares.get(cell.prepare)
+        want = {**own, **(dict(step.tunables) if step is not None else {})}
+        for key, value in want.items():
+            path = os.path.join(self.device.queue, "iosched", key)
+            if Path(path).read_text().strip() != value:
+                self.tx.apply(system.SysfsValue(path, value))
+
     def prepare_trial(self, cell: Cell) -> StepResult | None:
         command = self.plan.trial_prepares.get(cell.probe)
         if command is None:
@@ -196,6 +285,7 @@ class MachineExecutor:
         return devices.weight_raising_s(self.device.queue, scheduler)
 
     def start_load(self, cell: Cell) -> None:
+        self._tune(cell)
         self._load_bytes = self.device.counters()
         self._probe_blocks = [0, 0]
         load = self.loads[cell.load]
@@ -211,6 +301,10 @@ class MachineExecutor:
         if load.child is not None:  # for `restore`, should its death signal not end it
             self.tx.apply(system.Started(load.child.pid, procfs.start_time(load.child.pid)
                                          or 0))
+        spec = self.plan.throttles.get(cell.policy)
+        if spec is not None and load.child is not None:
+            self._paced = throttled.Paced(spec, self._pressure, self._freezers[cell.policy])
+            self._paced.start()
 
     def settle(self, load: str, seconds: float) -> None:
         time.sleep(seconds)
@@ -224,7 +318,10 @@ class MachineExecutor:
     def stop_load(self, load: str) -> dict[str, Any]:
         """Stop the load and keep what it did while it ran (the price of the protection)."""
         running = self.loads[load]
+        paced: dict[str, Any] = {}
         try:
+            if self._paced is not None:  # thawed first: a frozen load cannot stop
+                paced, self._paced = self._paced.stop(), None
             running.stop()
         finally:
             if self._governor is not None:
@@ -235,7 +332,7 @@ class MachineExecutor:
             after = self.device.counters()
             moved = sum(after) - sum(self._load_bytes) - 512 * sum(self._probe_blocks)
             bulk = loads.Bulk("device bytes", max(0.0, float(moved)), running.ran_s())
-        out: dict[str, Any] = bulk.as_dict()
+        out: dict[str, Any] = {**bulk.as_dict(), **paced}
         if running.failure:
             out["failure"] = running.failure
         return out
@@ -244,7 +341,11 @@ class MachineExecutor:
         """The probe's start, with its preparation step, its output kept, and the device's
         traffic in the window (optionally: kernel counters and who issued the IO)."""
         extra: dict[str, Any] = {}
+        self._tune(cell)  # an unloaded cell's (a loaded one's are in force since its start)
         step = self.plan.prepares.get(cell.prepare)
+        if step is not None and not step.runs_command:
+            extra["tunables"] = dict(step.tunables)
+            step = None
         if step is not None and not step.during:
             extra["prepare"] = prepare_step(step, self.device, self.cfg.timeout_s,
                                             self.cfg.shell).as_dict()
@@ -253,6 +354,9 @@ class MachineExecutor:
             tracing.start()
         during = (start_during(step, self.device, self.cfg.shell)
                   if step is not None and step.during else None)
+        load = self.loads[cell.load]
+        mark = load.mark()  # the load's own bytes around the start (`loadio`)
+        paused = self._paced.snapshot() if self._paced is not None else None
         before = self.device.counters()
         t0 = time.monotonic()
         try:
@@ -266,6 +370,14 @@ class MachineExecutor:
             self._probe_blocks[1] += result.outcome.out_blocks
         window = max(time.monotonic() - t0, 1e-9)
         after = self.device.counters()
+        if mark is not None and (end := load.mark()) is not None:
+            window_io = load.during(mark, end)
+            if window_io is not None:
+                extra["bulk_during"] = window_io.as_dict()
+        if paused is not None and self._paced is not None:
+            now = self._paced.snapshot()
+            extra["throttle_during"] = {"pauses": now[0] - paused[0],
+                                        "paused_s": now[1] - paused[1]}
         if during is not None:
             extra["prepare"] = during.finish(self.cfg.timeout_s).as_dict()
         if tracing:
