@@ -1,5 +1,5 @@
-"""bench.throttled: the throttle as a policy text (pure), and around a real load: paused
-while the probe's group is stalled on IO, thawed whatever happens."""
+"""bench.throttled: the throttle around a real load: paused while the probe's group is
+stalled on IO, thawed whatever happens; what it needs of the machine."""
 
 from __future__ import annotations
 
@@ -13,41 +13,19 @@ import pytest
 
 from backburner import system
 from backburner.bench import throttled
-from backburner.errors import UsageError
+from backburner.errors import UnavailableError
 from backburner.govern import throttle
 
 
-@pytest.mark.parametrize("text, rest, spec", [
-    ("background", "background", None),
-    ("io=idle,cpu=idle", "io=idle,cpu=idle", None),
-    ("throttle", "default", throttled.Spec()),
-    ("background,throttle", "background", throttled.Spec()),
-    ("background,pause-ms=250,min-duty=0.25", "background",
-     throttled.Spec(pause_ms=250, min_duty=0.25)),
-    ("min-duty=0.1", "default", throttled.Spec(min_duty=0.1)),
-    ("io=idle,pause-ms=100,stall-ms=50,window-ms=500", "io=idle",
-     throttled.Spec(pause_ms=100, stall_ms=50, window_ms=500)),
-    ("background,pause-ms=100,throttle=off", "background", None),
-])
-def test_a_policy_text_and_its_throttle(text: str, rest: str,
-                                        spec: throttled.Spec | None) -> None:
-    assert throttled.split(text) == (rest, spec)
-
-
-def test_the_defaults_are_governs() -> None:
-    from backburner.govern.rules import ThrottleSettings
-
-    s, d = throttled.Spec(), ThrottleSettings()
-    assert (s.pause_ms, s.min_duty, s.stall_ms, s.window_ms) == (
-        d.pause_ms, d.min_duty, d.stall_ms, d.window_ms)
-
-
-@pytest.mark.parametrize("text", ["throttle,pause-ms=0", "pause-ms=1e3", "min-duty=0",
-                                  "throttle,window-ms=100", "throttle=yes"])
-def test_bad_numbers_are_refused_in_one_line(text: str) -> None:
-    with pytest.raises(UsageError) as err:
-        throttled.split(text)
-    assert err.value.exit_status == 64 and "\n" not in str(err.value)
+@pytest.mark.root
+def test_the_machine_needs_cgroup2_psi_and_a_freezer(monkeypatch: pytest.MonkeyPatch) -> None:
+    throttled.require()  # this machine has all three
+    with pytest.raises(UnavailableError, match="no cgroup2 hierarchy is mounted"):
+        throttled.require(root="")  # as where none is mounted
+    monkeypatch.setattr(throttled, "PSI_FILE", "/proc/pressure/nonexistent")
+    with pytest.raises(UnavailableError, match="needs PSI") as err:
+        throttled.require()
+    assert err.value.exit_status == 69
 
 
 @pytest.mark.root

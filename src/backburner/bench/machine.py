@@ -340,7 +340,7 @@ class MachineExecutor:
     def measure(self, cell: Cell, limit_s: float) -> Measurement:
         """The probe's start, with its preparation step, its output kept, and the device's
         traffic in the window (optionally: kernel counters and who issued the IO)."""
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"loadavg": _loadavg()}  # a shared machine's noise, kept
         self._tune(cell)  # an unloaded cell's (a loaded one's are in force since its start)
         step = self.plan.prepares.get(cell.prepare)
         if step is not None and not step.runs_command:
@@ -385,3 +385,11 @@ class MachineExecutor:
         tail = self.output.tail() if result.status != "ok" else []
         return Measurement(result, window, (after[0] - before[0], after[1] - before[1]),
                            extra, tail)
+
+
+def _loadavg() -> list[float]:
+    """The 1, 5 and 15 minute load averages (/proc/loadavg) as a trial starts."""
+    try:
+        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    except (OSError, ValueError):
+        return []

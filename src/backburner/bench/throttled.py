@@ -28,81 +28,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import cgroup2, system
-from ..errors import BackburnerError, UnavailableError, UsageError
+from ..errors import BackburnerError, UnavailableError
 from ..govern import throttle
-from ..govern.rules import ThrottleSettings
+from ..throttlepolicy import Spec, split
 
+__all__ = ["PSI_FILE", "Paced", "Spec", "require", "split"]
 log = logging.getLogger(__name__)
 
-_DEFAULT = ThrottleSettings()
 PSI_FILE = "/proc/pressure/io"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """The throttle's parameters (govern's `[throttle]` table's, with its defaults)."""
-
-    pause_ms: int = _DEFAULT.pause_ms
-    min_duty: float = _DEFAULT.min_duty
-    stall_ms: int = _DEFAULT.stall_ms
-    window_ms: int = _DEFAULT.window_ms
-
-    def as_dict(self) -> dict[str, float]:
-        return {"pause_ms": self.pause_ms, "min_duty": self.min_duty,
-                "stall_ms": self.stall_ms, "window_ms": self.window_ms}
-
-
-#: key -> (field, parse, low, high): the numbers a policy text may give, and their range
-#: (a PSI window is 500 ms to 10 s; a duty of 1 would never pause, of 0 never run)
-_KEYS: dict[str, tuple[str, type, float, float]] = {
-    "pause-ms": ("pause_ms", int, 10, 60_000),
-    "min-duty": ("min_duty", float, 0.01, 0.99),
-    "stall-ms": ("stall_ms", int, 1, 10_000),
-    "window-ms": ("window_ms", int, 500, 10_000),
-}
-HINT = ("throttle, throttle=on|off, pause-ms=10..60000, min-duty=0.01..0.99, "
-        "stall-ms=N, window-ms=500..10000")
-
-
-def split(text: str) -> tuple[str, Spec | None]:
-    """A policy text without its throttle items, and the throttle it asks for (None: none).
-    ``throttle`` alone is the default policy throttled."""
-    rest: list[str] = []
-    on: bool | None = None
-    values: dict[str, Any] = {}
-    for item in text.split(","):
-        key, eq, value = (part.strip() for part in item.partition("="))
-        if key == "throttle":
-            if eq and value not in ("on", "off"):
-                raise UsageError(f"throttle={value!r} in policy {text!r}", "use on or off")
-            on = not eq or value == "on"
-        elif key in _KEYS:
-            name, kind, low, high = _KEYS[key]
-            try:
-                number = kind(value)
-            except ValueError:
-                number = None
-            if number is None or not low <= number <= high:
-                raise UsageError(f"{key}={value!r} in policy {text!r} is out of range",
-                                 f"give {key}={low:g}..{high:g}")
-            values[name] = number
-            on = True if on is None else on
-        else:
-            rest.append(item)
-    if on is None or not on:
-        return ",".join(rest) if on is None else (",".join(rest) or "default"), None
-    spec = Spec(**values)
-    if spec.stall_ms >= spec.window_ms:
-        raise UsageError(f"policy {text!r}: stall-ms {spec.stall_ms} is not below window-ms "
-                         f"{spec.window_ms}", "a stall is counted within its window")
-    return ",".join(rest).strip() or "default", spec
 
 
 def require(root: str | None = None) -> None:
     """What a throttled load needs of this machine, in one line before anything is built:
     a cgroup2 hierarchy (for the probe's pressure), PSI, and a freezer."""
     root = root if root is not None else cgroup2.unified_root()
-    if root is None:
+    if not root:
         raise UnavailableError("the throttle policy watches the probe's cgroup v2 group's "
                                "io.pressure, and no cgroup2 hierarchy is mounted",
                                "mount cgroup2 (e.g. on /sys/fs/cgroup/unified)")
