@@ -60,11 +60,11 @@ BFQ_VARIANTS = ["si0=bfq:slice_idle=0", "si16=bfq:slice_idle=16", "si32=bfq:slic
 
 
 def bench_argv(kind: str, out: str, trials: int, policies: list[str],
-               schedulers: list[str]) -> list[str]:
+               schedulers: list[str], loads: list[str], probe: str = "short") -> list[str]:
     """The bench command line of one run of the study."""
     argv = [sys.executable, "-m", "backburner", "bench", "--device", DEVICE,
             "--trials", str(trials), "--settle", "2", "--timeout", "120", "-o", out, "-q"]
-    for load in LOADS:
+    for load in loads:
         argv += ["--load", load]
     for sched in schedulers:
         argv += ["--scheduler", sched]
@@ -77,8 +77,10 @@ def bench_argv(kind: str, out: str, trials: int, policies: list[str],
     elif kind == "free":  # no start to speak of: the load's own pace over a minute
         argv += ["--probe", "instant=true", "--load-lifetime", "cell", "--block",
                  str(trials), "--settle", "60"]
-    else:
+    elif probe == "standin":
         argv += ["--probe", presets.standin_probe()]
+    else:
+        argv += ["--probe", f"python={presets.PYTHON_PROBE}"]
     if kind == "bfq":
         for variant in BFQ_VARIANTS:
             argv += ["--setup-variant-tune", variant]
@@ -90,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
                                "writer": ["default", "io=idle"],
                                "free": ["default", "io=idle"]}[args.kind]
     schedulers = args.scheduler or (["bfq"] if args.kind == "bfq" else list(SCHEDULERS))
+    loads = args.load or (["flatpak-loop"] if args.kind in ("screen", "bfq") else list(LOADS))
     out = args.output or time.strftime(f"results/levers-{args.kind}-%Y%m%d-%H%M%S.db")
-    argv = bench_argv(args.kind, out, args.trials, policies, schedulers)
+    argv = bench_argv(args.kind, out, args.trials, policies, schedulers, loads, args.probe)
     print("$ " + shlex.join(["backburner", *argv[3:]]), flush=True)
     print(f"loadavg before: {_loadavg()}", flush=True)
     status = subprocess.run(argv).returncode  # noqa: S603 - our own command line
@@ -183,7 +186,8 @@ def rows(report: data.ReportData, free: data.ReportData | None) -> list[dict[str
                                "variant": c.prepare, "n": len(times)}
         if base is not None and times and base.samples():
             r = stats.ratio_of_medians(times, base.samples(), resamples=RESAMPLES, seed=1)
-            row["ratio"] = (r.ratio, r.lo, r.hi)
+            enough = min(len(times), len(base.samples())) >= MIN_N
+            row["ratio"] = (r.ratio, r.lo, r.hi) if enough else (r.ratio, np.nan, np.nan)
             row["base_s"] = float(np.median(base.samples()))
             row["median_s"] = float(np.median(times))
         b, s, stall = _during(cell)
@@ -219,6 +223,28 @@ def _ci(v: tuple[float, float, float] | None, fmt: str, scale: float = 1.0) -> s
     return f"{point:{fmt}} [{lo:{fmt}}–{hi:{fmt}}]"
 
 
+COLUMNS = ("scheduler", "load", "lever", "n", "start × unloaded [95% CI]",
+           "installs MB/s during the starts", "rounds/min", "MB/s over a 2-min cycle",
+           "longest stall in a start, median (max) s", "longest pause, max s",
+           "load average, median (min–max)")
+
+
+def cells_of(row: dict[str, Any]) -> list[str]:
+    """One table row's cells, as text."""
+    lever = row["policy"] + (f" + {row['variant']}" if row["variant"] != "none" else "")
+    ratio = row.get("ratio")
+    within = ratio is not None and not np.isnan(ratio[2]) and ratio[2] <= TARGET
+    stall, pause, la = row.get("longest_stall_s"), row.get("longest_pause_s"), \
+        row.get("loadavg")
+    return [row["scheduler"], row["load"], lever, str(row["n"]),
+            _ci(ratio, ".2f") + (" **≤1.05**" if within else ""),
+            _ci(row.get("during"), ".2f", MB), _ci(row.get("rounds_min"), ".1f"),
+            f"{row['cycle'] / MB:.2f}" if "cycle" in row else "–",
+            f"{stall[0]:.2f} ({stall[1]:.2f})" if stall else "–",
+            f"{pause[1]:.2f}" if pause else "–",
+            f"{la[0]:.1f} ({la[1]:.1f}–{la[2]:.1f})" if la else "–"]
+
+
 def table(args: argparse.Namespace) -> int:
     try:
         free = data.load(args.free) if args.free else None
@@ -226,29 +252,11 @@ def table(args: argparse.Namespace) -> int:
     except BackburnerError as err:
         print(f"office_levers.py: {err}", file=sys.stderr)
         return err.exit_status
-    print("| scheduler | load | lever | n | start × unloaded [95% CI] | installs MB/s during "
-          "starts | rounds/min | MB/s over a 2-min cycle | longest stall in a start, "
-          "median (max) s | longest pause (max) s | load avg (min–max) |")
-    print("| --- | --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |")
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("| --- | --- | --- | " + " | ".join("--:" for _ in COLUMNS[3:]) + " |")
     for report in reports:
         for row in rows(report, free):
-            lever = row["policy"] + (f" + {row['variant']}" if row["variant"] != "none" else "")
-            ratio = row.get("ratio")
-            mark = " **≤1.05**" if ratio and not np.isnan(ratio[2]) and ratio[2] <= TARGET \
-                else ""
-            stall = row.get("longest_stall_s")
-            pause = row.get("longest_pause_s")
-            la = row.get("loadavg")
-            print(f"| {row['scheduler']} | {row['load']} | {lever} | {row['n']} | "
-                  f"{_ci(ratio, '.2f')}{mark} | {_ci(row.get('during'), '.2f', MB)} | "
-                  f"{_ci(row.get('rounds_min'), '.1f')} | "
-                  f"{row['cycle'] / MB:.2f} |" if "cycle" in row else
-                  f"| {row['scheduler']} | {row['load']} | {lever} | {row['n']} | "
-                  f"{_ci(ratio, '.2f')}{mark} | {_ci(row.get('during'), '.2f', MB)} | "
-                  f"{_ci(row.get('rounds_min'), '.1f')} | – |", end="")
-            print(f" {stall[0]:.2f} ({stall[1]:.2f}) |" if stall else " – |", end="")
-            print(f" {pause[1]:.2f} |" if pause else " – |", end="")
-            print(f" {la[0]:.1f} ({la[1]:.1f}–{la[2]:.1f}) |" if la else " – |")
+            print("| " + " | ".join(cells_of(row)) + " |")
     return 0
 
 
@@ -261,6 +269,10 @@ def main() -> int:
     r.add_argument("--trials", type=int, default=6)
     r.add_argument("--policy", action="append")
     r.add_argument("--scheduler", action="append")
+    r.add_argument("--load", action="append", choices=LOADS)
+    r.add_argument("--probe", choices=("short", "standin"), default="short",
+                   help="the screen's probe: Python importing a few stdlib packages "
+                   "(short), or the office preset's stand-in (matplotlib and numpy)")
     t = sub.add_parser("table")
     t.add_argument("db", nargs="+")
     t.add_argument("--free", help="a `run free` database: the loads' pace between starts")
