@@ -10,6 +10,7 @@ probe, counting the device's traffic around it. What to do when is the runner's 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -58,6 +59,7 @@ class MachineExecutor:
         #: freezer, and the throttle around the load that runs now
         self._pressure = ""
         self._freezers: dict[str, system.CgroupFreezer] = {}
+        self._groups_made: dict[str, system.CgroupDir] = {}  # path -> the change made it
         self._paced: throttled.Paced | None = None
         #: scheduler -> the values of the tunables a setup variant changes, as selected
         self._tunables: dict[str, dict[str, str]] = {}
@@ -161,7 +163,7 @@ class MachineExecutor:
                 owner = procfs.owner_tag(os.getpid())
                 plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
-                    tx.apply(change)
+                    self._made_group(tx, change)
                 self.cgroups[name] = plan.procs_files
         if throttles:
             self._throttle_groups(tx)
@@ -185,18 +187,24 @@ class MachineExecutor:
                 continue
             base = f"bench-{owner}-{i}-{slug(name)}"
             group = os.path.join(top, base)
-            tx.apply(system.CgroupDir(group))
+            self._made_group(tx, system.CgroupDir(group))
             procs = [os.path.join(group, "cgroup.procs")]
             where = freezer_at(base)
             assert where is not None, "plan() checked (throttled.require)"
             if where[0] != group:  # the v1 freezer hierarchy
-                tx.apply(system.CgroupDir(os.path.dirname(where[0]), shared=True))
-                tx.apply(system.CgroupDir(where[0]))
+                self._made_group(tx, system.CgroupDir(os.path.dirname(where[0]), shared=True))
+                self._made_group(tx, system.CgroupDir(where[0]))
                 procs.append(os.path.join(where[0], "cgroup.procs"))
             self._freezers[name] = self._freezer(tx, *where)
             self.cgroups[name] = [*self.cgroups.get(name, []), *procs]
             made["loads"][name] = [os.path.dirname(p) for p in procs]  # type: ignore[index]
         self.device.facts["throttle_cgroups"] = made
+
+    def _made_group(self, tx: system.Transaction, change: Any) -> None:
+        """Apply a change; a group's is kept, to be made again should it go (`_regroup`)."""
+        tx.apply(change)
+        if isinstance(change, system.CgroupDir):
+            self._groups_made[change.path] = change
 
     @staticmethod
     def _freezer(tx: system.Transaction, path: str, version: int) -> system.CgroupFreezer:
@@ -297,6 +305,7 @@ class MachineExecutor:
             self._groups.use(self.tx, policy)
             load.start(policy, self._groups.procs(cell.policy))
         else:
+            self._regroup(cell.policy)
             load.start(policy, self.cgroups.get(cell.policy, []))
         if load.child is not None:  # for `restore`, should its death signal not end it
             self.tx.apply(system.Started(load.child.pid, procfs.start_time(load.child.pid)
@@ -305,6 +314,20 @@ class MachineExecutor:
         if spec is not None and load.child is not None:
             self._paced = throttled.Paced(spec, self._pressure, self._freezers[cell.policy])
             self._paced.start()
+
+    def _regroup(self, policy: str) -> None:
+        """A policy's groups made again where one has gone while empty between trials
+        (another program's clean-up of empty groups, seen on a shared machine: the load
+        would not start), with a warning: a journaled change again, undone with the run."""
+        for procs in self.cgroups.get(policy, []):
+            group = os.path.dirname(procs)
+            if os.path.isdir(group):
+                continue
+            self.warn(f"cgroup {group} was removed behind bench's back: made again")
+            for path in (os.path.dirname(group), group):  # its parent too, if it went
+                made = self._groups_made.get(path)
+                if made is not None and not os.path.isdir(path):
+                    self.tx.apply(dataclasses.replace(made))
 
     def settle(self, load: str, seconds: float) -> None:
         time.sleep(seconds)
