@@ -37,9 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from backburner import extents, interrupts, system, units
+from backburner import extents, system
+from backburner.base import interrupts, quantities
+from backburner.base.quantities import GiB, MiB
 from backburner.bench.devices import mkfs
-from backburner.units import GiB, MiB
 
 EXTENTS = 100_000
 BLOCK = 4096
@@ -145,7 +146,7 @@ def main() -> int:
     ap.add_argument("--size", default="1G", help="the contiguous file for verify (default 1G)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (default 3)")
     args = ap.parse_args()
-    size = units.parse_size(args.size, what="--size", minimum=64 * MiB)
+    size = quantities.parse_size(args.size, what="--size", minimum=64 * MiB)
     system.require_root("extents_speed (a loop device, mkfs, a mount)")
     interrupts.install()
     work = Path(tempfile.mkdtemp(prefix="extents-speed-"))
@@ -164,7 +165,7 @@ def main() -> int:
                       f"{lib / SHOW_TARGET_S:.2f} of the 1 s budget"),
                      ("show, 100,000 extents: whole CLI to /dev/null", f"{cli:.3f} s",
                       f"{cli / SHOW_TARGET_S:.2f} of the 1 s budget")]
-            print(f"writing {units.human_size(size)} ...", file=sys.stderr, flush=True)
+            print(f"writing {quantities.human_size(size)} ...", file=sys.stderr, flush=True)
             write_contiguous(big, size)
             blay = extents.layout_of(big)
             fio: dict[tuple[str, int, int], list[float]] = {s: [] for s in FIO_SETUPS}
@@ -183,7 +184,7 @@ def main() -> int:
             warm_bps, cold_bps = statistics.median(warm), statistics.median(cold)
             where = f"the file's {blay.totals.runs} runs on {blay.device.path}"
             rows += [(f"fio --rw=read --direct=1 --ioengine={e} --iodepth={d} "
-                      f"--bs={units.size_text(b)}, {where}"
+                      f"--bs={quantities.size_text(b)}, {where}"
                       + (" (the device's rate)" if (e, d, b) == best else ""),
                       f"{v / 1e6:.0f} MB/s", f"{v / device_bps:.2f}")
                      for (e, d, b), v in fio_med.items()]

@@ -13,7 +13,9 @@ target process the command re-prioritised. Anything new, or changed, is a proble
     python benchmarks/fault_injection.py --commands all [--per-command 4] [--seed 1]
 
 Run it on a quiet machine: a loop device or mount that something else makes meanwhile is
-reported too.
+reported too. The network commands (`run --net`, `govern net`, `bench --net-link`, `bench
+--study`) are checked besides on an interface of the harness's own and on what their
+journals name (fault_net.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fault_net
+
 KINDS = ("SIGINT", "SIGTERM", "SIGKILL+restore")
+#: A service still running this long after a signal that should have stopped it did not
+#: get it (it stops within seconds)
+LOST_AFTER_S = 60.0
 BB = [sys.executable, "-m", "backburner"]
 MARK = "BB_FAULT_RUN"
 
@@ -65,10 +72,10 @@ def _marked(mark: str) -> list[str]:
 
 def _priorities(pid: int) -> tuple[str, ...]:
     """A target process's IO class, CPU policy, nice and cgroups, as text."""
-    from backburner import priority
+    from backburner.kernel import priorities
 
     try:
-        return (str(priority.ioprio_get(pid)), str(os.sched_getscheduler(pid)),
+        return (str(priorities.ioprio_get(pid)), str(os.sched_getscheduler(pid)),
                 str(os.getpriority(os.PRIO_PROCESS, pid)),
                 _read(Path(f"/proc/{pid}/cgroup")))
     except OSError:
@@ -109,7 +116,8 @@ def snapshot(d: Path, state: Path, target: int | None) -> dict[str, set[str]]:
             for p in (state / sub).iterdir()}
     return {"loop device": {f"{k} {v}" for k, v in loops.items()}, "mount": mounts,
             "cgroup": cgroups, "scratch": scratch, "queue setting": queues, "state": ours,
-            "target priorities": {" ".join(_priorities(target))} if target else set()}
+            "target priorities": {" ".join(_priorities(target))} if target else set(),
+            "interface": fault_net.tc_state(d)}
 
 
 def differences(before: dict[str, set[str]], after: dict[str, set[str]]) -> list[str]:
@@ -119,7 +127,7 @@ def differences(before: dict[str, set[str]], after: dict[str, set[str]]) -> list
             devices = {x.split()[0] for x in before[what]} & {x.split()[0] for x in after[what]}
             problems += [f"changed: {x}" for x in sorted(after[what] - before[what])
                          if x.split()[0] in devices]
-        elif what == "target priorities":
+        elif what in ("target priorities", "interface"):
             if after[what] != before[what]:
                 problems.append(f"target priorities {sorted(before[what])} -> "
                                 f"{sorted(after[what])}")
@@ -141,9 +149,20 @@ class Scenario:
     setup: Callable[[Path], None] = lambda _d: None
     after_success: Callable[[Path, str, dict[str, str]], None] = lambda _d, _o, _e: None
     target: bool = False  # runs against a process we start (`{target}` in argv)
+    #: the target as a hostile user makes it: escape sequences for a name (prctl), a
+    #: forged line in its argv[0] (`exec -a`) and an argument that makes a rule's cmdline
+    #: pattern run to its deadline; the command's output must show them escaped
+    hostile: bool = False
     #: what a signal may end it with besides 130/143 and death by that signal (a command
     #: that mirrors its job's status dies as the job did)
     statuses: tuple[int, ...] = ()
+    #: runs until it is stopped (a service): status 0 after the signal is its normal end,
+    #: and the machine is checked after it as after any other
+    until_stopped: bool = False
+    wrap: list[str] = field(default_factory=list)  # what the command runs under
+    #: how long the job the command runs lasts: ending well longer than this after the
+    #: signal, the command ran its job to the end: the signal was lost on the way
+    job_s: float | None = None
 
 
 def _sh(*argv: str, env: dict[str, str] | None = None) -> str:
@@ -197,6 +216,7 @@ def _cleanup(d: Path) -> None:
     for dev in Path("/sys/block").glob("loop*"):
         if _read(dev / "loop" / "backing_file").startswith(str(d)):
             _sh("losetup", "-d", f"/dev/{dev.name}")
+    fault_net.drop_netdev(d)
     _sh("rm", "-rf", str(d))
 
 
@@ -217,6 +237,24 @@ def _rules(d: Path) -> None:
     (d / "rules").mkdir(mode=0o755)
     (d / "rules" / "t.toml").write_text(
         '[[rule]]\nname = "fault-target"\nmatch = { comm = "bbfault-sleep" }\n'
+        'io = "idle"\ncpu = "idle"\nio_weight = 10\n')
+
+
+#: A name that sets the terminal's title, erases the line and returns to its start (the 15
+#: bytes the kernel keeps), and an argv[0] that starts a forged line of the daemon's log.
+HOSTILE_COMM = b"\x1b]2;pwned\x07\x1b[2K\r"
+HOSTILE_ARGV0 = "bbfault-hostile\n=> rule apt governs it\x1b[1A\x1b[2K"
+
+
+def _hostile_rules(d: Path) -> None:
+    """A rule whose cmdline pattern (quadratic: taken when read) runs past its deadline on
+    the hostile target's 3500 spaces, then one that governs it by its name."""
+    comm = "".join(f"\\u{b:04x}" if b < 0x20 or b == 0x7f else chr(b) for b in HOSTILE_COMM)
+    (d / "rules").mkdir(mode=0o755)
+    (d / "rules" / "t.toml").write_text(
+        f'[[rule]]\nname = "fault-slow"\nmatch = {{ comm = "{comm}", cmdline = \'\\s+$\' }}\n'
+        'io = "idle"\n\n'
+        f'[[rule]]\nname = "fault-target"\nmatch = {{ comm = "{comm}" }}\n'
         'io = "idle"\ncpu = "idle"\nio_weight = 10\n')
 
 
@@ -248,12 +286,33 @@ SCENARIOS = {
     "govern run": Scenario(
         "govern run", lambda d: ["govern", "run", "--rules", str(d / "rules"),
                                  "--no-defaults"], 3.0, setup=_rules, target=True),
+    "govern run (hostile names)": Scenario(
+        "govern run (hostile names)", lambda d: ["govern", "run", "--rules", str(d / "rules"),
+                                                 "--no-defaults"], 3.0, setup=_hostile_rules,
+        target=True, hostile=True),
     "apply": Scenario(
         "apply", lambda d: ["apply", "--root", str(d / "root"), "--scheduler", "bfq",
                             "--unit", "fault-test.service", "--policy", "background"], 0.4,
         setup=lambda d: _unit_root(d / "root", "fault-test.service"),
         after_success=lambda d, o, env: _sh(*BB, "apply", "--root", str(d / "root"),
                                             "--remove", env=env)),
+    "run --net": Scenario(
+        "run --net", lambda d: ["run", "--net", "background", "--netns",
+                                fault_net.netns_of(d), "--net-dev", fault_net.DEV,
+                                "--net-uplink", "1mbit", "--", "sleep", "3"], 6.0,
+        setup=fault_net.netdev, job_s=3.0),
+    "govern net": Scenario(
+        "govern net", lambda d: ["govern", "net", "--netns", fault_net.netns_of(d), "--dev",
+                                 fault_net.DEV, "--uplink", "1mbit"], 6.0,
+        setup=fault_net.netdev, until_stopped=True, statuses=(0,),
+        wrap=fault_net.PRIVATE_BPFFS),
+    "bench --net-link": Scenario(
+        "bench --net-link", lambda d: ["bench", "--net-link", "1mbit:0ms", "--probe",
+                                       "net:page", "--load", "download:1", "--policy",
+                                       "background", "-r", "1", "-o", str(d / "n.db")], 30.0),
+    "bench --study": Scenario(
+        "bench --study", lambda d: ["bench", "--study", str(d / "study.toml"), "-o",
+                                    str(d / "s.db")], 20.0, setup=fault_net.study),
 }
 
 
@@ -270,12 +329,15 @@ class Outcome:
         return not self.problems
 
 
-def _target(mark: str) -> subprocess.Popen[bytes]:
-    """A process named bbfault-sleep (govern's rule matches it) with a thread of its own."""
-    code = ("import ctypes, threading, time; ctypes.CDLL(None).prctl(15, b'bbfault-sleep');"
+def _target(mark: str, hostile: bool = False) -> subprocess.Popen[bytes]:
+    """A process named bbfault-sleep (govern's rule matches it) with a thread of its own;
+    `hostile`: named and started as `Scenario.hostile` says."""
+    name = HOSTILE_COMM if hostile else b"bbfault-sleep"
+    code = (f"import ctypes, threading, time; ctypes.CDLL(None).prctl(15, {name!r});"
             "threading.Thread(target=time.sleep, args=(600,), daemon=True).start();"
             "time.sleep(600)")
-    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, MARK: mark},
+    argv = [HOSTILE_ARGV0, "-c", code, " " * 3500 + "x"] if hostile else ["python", "-c", code]
+    return subprocess.Popen(argv, executable=sys.executable, env={**os.environ, MARK: mark},
                             start_new_session=True)
 
 
@@ -287,19 +349,30 @@ def _before_our_code(status: int, err: bytes) -> bool:
     return status == 1 and b"KeyboardInterrupt" in err and b"backburner" not in err
 
 
+def _ours_if_owned(problem: str, owners: set[int]) -> bool:
+    """A group named for its owner (run-PID-START, pid-PID-START) left behind counts when
+    the owner is the command or its target: one of another run's (a test suite beside the
+    campaign) is not this command's leftover."""
+    name = problem.rsplit("/", 1)[-1]
+    if not problem.startswith("cgroup left:") or not name.startswith(("run-", "pid-")):
+        return True
+    return name.split("-")[1] in {str(o) for o in owners}
+
+
 def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | None:
     """One run of `sc`, signalled `delay_s` after its start; None when it finished first."""
     d = Path(tempfile.mkdtemp(dir=workdir))
     state = d / "state"
     sc.setup(d)
     mark = uuid.uuid4().hex
-    target = _target(mark) if sc.target else None
+    target = _target(mark, sc.hostile) if sc.target else None
     if target is not None:
         time.sleep(0.3)  # named and threaded before the command looks at it
     env = {**os.environ, "BACKBURNER_STATE_DIR": str(state), MARK: mark}
     before = snapshot(d, state, target.pid if target else None)
     argv = [a.replace("{target}", str(target.pid)) if target else a for a in sc.argv(d)]
-    proc = subprocess.Popen([*BB, *argv], env=env, stdin=subprocess.DEVNULL,
+    watch = fault_net.JournalWatch(state)
+    proc = subprocess.Popen([*sc.wrap, *BB, *argv], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     time.sleep(delay_s)
@@ -307,9 +380,23 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
         os.killpg(proc.pid, signal.SIGINT)
     else:
         proc.send_signal(signal.SIGTERM if kind == "SIGTERM" else signal.SIGKILL)
-    out, err = proc.communicate(timeout=300)
+    signalled = time.monotonic()
+    lost = None
+    try:
+        out, err = proc.communicate(timeout=LOST_AFTER_S if sc.until_stopped else 300)
+    except subprocess.TimeoutExpired:  # the signal was lost: it runs on
+        lost = f"still running {LOST_AFTER_S:.0f} s after {kind}: the signal was lost"
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+        subprocess.run([*BB, "restore"], env=env, capture_output=True, timeout=300)
+    after_s = time.monotonic() - signalled
+    if proc.returncode == 0 and sc.job_s is not None and after_s > sc.job_s:
+        lost = (f"ran its {sc.job_s:g} s job to the end, {after_s:.1f} s after {kind} "
+                "(status 0): the signal was lost")
     outcome = Outcome(sc.name, kind, delay_s, proc.returncode)
-    if proc.returncode == 0:
+    if lost:
+        outcome.problems.append(f"{lost}; stderr: {err.decode()[-300:]}")
+    elif proc.returncode == 0 and not sc.until_stopped:
         sc.after_success(d, out.decode() + err.decode(), env)
         if sc.name == "run --pid" and target is not None:
             _sh(*BB, "restore", "--pid", str(target.pid), env=env)
@@ -335,10 +422,23 @@ def inject(workdir: Path, sc: Scenario, kind: str, delay_s: float) -> Outcome | 
     elif proc.returncode not in (130, 143, -signal.SIGINT, -signal.SIGTERM, *sc.statuses) \
             and not _before_our_code(proc.returncode, err):
         outcome.problems.append(f"status {proc.returncode}: {err.decode()[-300:]}")
+    watch.stop()
+    if sc.hostile:
+        raw = sorted({f"{ord(c):#04x}" for c in (out + err).decode(errors="replace")
+                      if ord(c) < 0x20 and c not in "\t\n" or 0x7f <= ord(c) <= 0x9f})
+        if raw:
+            outcome = outcome or Outcome(sc.name, kind, delay_s, proc.returncode)
+            outcome.problems.append(f"raw control characters in its output: {raw}")
     if outcome is not None:
         time.sleep(0.5)
-        outcome.problems += differences(before, snapshot(d, state,
-                                                         target.pid if target else None))
+        owners = {proc.pid, *([target.pid] if target else [])}
+        outcome.problems += [p for p in differences(before, snapshot(
+            d, state, target.pid if target else None)) if _ours_if_owned(p, owners)]
+        made = watch.made()
+        deadline = time.monotonic() + 5.0  # a group's programs go with it, a moment later
+        while fault_net.leftovers(made) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        outcome.problems += fault_net.leftovers(made)
         if target is not None:
             outcome.problems += [f"process left: {p}" for p in _marked(mark)
                                  if not p.startswith(f"{target.pid} ")]

@@ -42,8 +42,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 import readahead_slowdisk as rs  # noqa: E402
 
-from backburner import interrupts, system  # noqa: E402
-from backburner.units import fmt_factor, fmt_s  # noqa: E402
+from backburner import system  # noqa: E402
+from backburner.base import interrupts  # noqa: E402
+from backburner.base.quantities import fmt_factor, fmt_s  # noqa: E402
 
 FLAT_MS = {"none": 0, "dvd": 125, "hdd-5400": 17}
 GUEST_MNT = "/mnt/bb"  # flat_delay_guest.MNT

@@ -63,7 +63,7 @@ def shaped_like_defaults() -> str:
 
 FLOOR = r"""
 import resource, signal, subprocess, sys
-from backburner import proc_events
+from backburner.kernel import proc_events
 conn = proc_events.Connector()
 conn.narrow(proc_events.STARTS)
 class Done(Exception):

@@ -32,7 +32,7 @@ import govern_lib as lib
 #: Run as `python -c WRAPPER govern run ...`: the CLI, with two functions timed.
 WRAPPER = """
 import atexit, json, os, sys, time
-from backburner import priority
+from backburner.kernel import priorities
 from backburner.govern import execwatch
 from backburner.cli import main
 seen, first = {}, {}
@@ -44,11 +44,11 @@ def timed_read(self):
         seen.setdefault(pid, t)
     return got
 execwatch.ExecWatch.read = timed_read
-set_value = priority._ioprio_set_value
+set_value = priorities._ioprio_set_value
 def timed_set(tid, value):
     set_value(tid, value)
     first.setdefault(tid, time.monotonic_ns())
-priority._ioprio_set_value = timed_set
+priorities._ioprio_set_value = timed_set
 atexit.register(lambda: json.dump({"read": seen, "set": first},
                                   open(os.environ["BB_TIMELINE"], "w")))
 sys.argv[0] = "backburner"

@@ -21,8 +21,9 @@ import statistics
 import sys
 from collections import defaultdict
 
-from backburner import cgroup2, system
-from backburner.errors import BackburnerError
+from backburner import system
+from backburner.base.errors import BackburnerError
+from backburner.kernel import cgroups
 from backburner.net import link as netlink
 from backburner.net import measure, netcls, policy, testbed
 from backburner.net.pacer import Rule, WindowRule
@@ -127,7 +128,7 @@ def main() -> int:
     try:
         spec = netlink.parse(args.link)
         testbed.check(spec)
-        root = cgroup2.unified_root()
+        root = cgroups.unified_root()
         if root is None and not by_classid:
             raise BackburnerError("no cgroup2 hierarchy is mounted")
         with system.Transaction("net-bench") as tx:

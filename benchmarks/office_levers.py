@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from backburner import stats
+from backburner.base.errors import BackburnerError
 from backburner.bench import presets
-from backburner.errors import BackburnerError
 from backburner.report import data
 
 DEVICE = "slowdisk:hdd-5400:4G"

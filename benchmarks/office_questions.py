@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from backburner import stats
-from backburner.errors import BackburnerError
+from backburner.base.errors import BackburnerError
 from backburner.report import data
 
 LOOP, API = "flatpak-loop", "flatpak-api"
@@ -32,8 +32,11 @@ RESAMPLES = 10_000
 #: The fewest trials a side needs for a 95% interval (the median's, distribution-free): a
 #: bootstrap of fewer is an interval in name only.
 MIN_N = stats.min_trials(0.95)
+#: "are they different?" is two-sided: an interval whose upper end alone is in the band
+#: ("at most") cannot tell
 VERDICT = {"indistinguishable": "same", "slower": "different (api slower)",
-           "faster": "different (api faster)", "inconclusive": "cannot tell at this n"}
+           "faster": "different (api faster)", "at-most": "cannot tell at this n",
+           "undecided": "cannot tell at this n"}
 
 
 def rounds_and_seconds(cell: data.CellData) -> tuple[np.ndarray, np.ndarray]:

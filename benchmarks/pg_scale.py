@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import helpers  # noqa: E402  - the suite's throwaway cluster
 
-from backburner.cell import Cell  # noqa: E402
 from backburner.store import Store  # noqa: E402
+from backburner.store.cell import Cell
 
 SCHEDULERS = ("mq-deadline", "bfq")
 LOADS = ("none", "readers:10:seq", "install-loop")

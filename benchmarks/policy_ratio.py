@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from backburner import stats
-from backburner.errors import BackburnerError
+from backburner.base.errors import BackburnerError
 from backburner.report import data
 
 

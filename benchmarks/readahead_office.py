@@ -52,10 +52,11 @@ from slowstart import (  # noqa: E402
     slow_part,
 )
 
-from backburner import interrupts, system  # noqa: E402
+from backburner import system
+from backburner.base import interrupts
+from backburner.base.quantities import MiB, fmt_s, human_size
 from backburner.readahead import ext4image, layout, record  # noqa: E402
 from backburner.readahead.pack import Pack  # noqa: E402
-from backburner.units import MiB, fmt_s, human_size  # noqa: E402
 
 LIBREOFFICE = "/usr/lib/libreoffice"
 READ_AHEAD_KB = 128

@@ -75,11 +75,12 @@ from slowstart import (  # noqa: E402
     trials,
 )
 
-from backburner import interrupts, spawn, stats, system  # noqa: E402
+from backburner import spawn, stats, system
+from backburner.base import interrupts
+from backburner.base.quantities import MiB, fmt_s, human_size
 from backburner.readahead import ext4image, layout, packfile, record  # noqa: E402
 from backburner.readahead.pack import Pack  # noqa: E402
 from backburner.slowdisk.profiles import get_profile  # noqa: E402
-from backburner.units import MiB, fmt_s, human_size  # noqa: E402
 
 __all__ = ["Bed", "Built", "Figures", "Workload", "build", "clean", "cold", "scratch", "slow_bed",
            "trials", "workloads"]

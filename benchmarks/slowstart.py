@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backburner import system
+from backburner.base.quantities import fmt_factor, fmt_s, human_size
 from backburner.readahead import record, replay
 from backburner.readahead.pack import Pack
 from backburner.slowdisk import device as slowdisk
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
-from backburner.units import fmt_factor, fmt_s, human_size
 
 BB = [sys.executable, "-m", "backburner"]
 

@@ -23,6 +23,17 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With BACKBURNER_TEST_TIMES=FILE, each test's phases and seconds are appended to FILE
+    as they end (a killed or hung run keeps what it measured; --durations prints only at
+    the end): the suite's own profile, for keeping it inside its time."""
+    path = os.environ.get("BACKBURNER_TEST_TIMES")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{report.duration:.3f}\t{report.when}\t{report.outcome}\t"
+                    f"{report.nodeid}\n")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.geteuid() == 0:
         return  # root tests always run as root
@@ -66,9 +77,9 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def cgroup2_group() -> Iterator[Path]:
     """An empty group of our own in the cgroup2 hierarchy (controllers or not: a socket
     belongs to the group of the task that made it either way), removed afterwards."""
-    from backburner import cgroup2
+    from backburner.kernel import cgroups
 
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None, "the test machines mount cgroup2"
     path = Path(root, f"bbtest-{uuid.uuid4().hex[:8]}")
     path.mkdir()

@@ -24,13 +24,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backburner import proc_events, spawn
+from backburner import spawn
+from backburner.base.errors import SystemStateError
 from backburner.bench.executor import Measurement
 from backburner.bench.prepare import StepResult
 from backburner.bench.probes import ProbeResult
-from backburner.cell import Cell
-from backburner.errors import SystemStateError
+from backburner.kernel import proc_events
 from backburner.store import Store
+from backburner.store.cell import Cell
 
 BB = [sys.executable, "-m", "backburner"]
 #: A command's prefix that runs it where no cgroup v2 hierarchy is mounted, as on a

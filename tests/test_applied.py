@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error
 
-from backburner import applied, apply, priority
+from backburner.apply import install as apply
+from backburner.apply import status as applied
+from backburner.kernel import priorities
+from backburner.policy import grammar
 
-BACKGROUND = priority.BUILTIN["background"]
-IDLE = {"start": 1, "io": priority.IOPrio("idle", 4).value, "policy": os.SCHED_IDLE, "nice": 0}
+BACKGROUND = grammar.BUILTIN["background"]
+IDLE = {"start": 1, "io": priorities.IOPrio("idle", 4).value, "policy": os.SCHED_IDLE, "nice": 0}
 NORMAL = {"start": 1, "io": 0, "policy": os.SCHED_OTHER, "nice": 0}
 DROPIN = "/etc/systemd/system/bulk.service.d/50-backburner.conf"
 
@@ -194,15 +197,15 @@ def test_another_root_is_checked_for_drift_only(tmp_path: Path) -> None:
 @pytest.mark.parametrize("snap, policy, ok", [
     (IDLE, BACKGROUND, True),  # systemd's idle class carries a level the kernel ignores
     (NORMAL, BACKGROUND, False),
-    ({**IDLE, "io": priority.IOPrio("be", 7).value}, BACKGROUND, False),
-    ({**NORMAL, "io": priority.IOPrio("be", 7).value, "nice": 19}, priority.BUILTIN["gentle"],
+    ({**IDLE, "io": priorities.IOPrio("be", 7).value}, BACKGROUND, False),
+    ({**NORMAL, "io": priorities.IOPrio("be", 7).value, "nice": 19}, grammar.BUILTIN["gentle"],
      True),
-    ({**NORMAL, "io": priority.IOPrio("be", 4).value, "nice": 19}, priority.BUILTIN["gentle"],
+    ({**NORMAL, "io": priorities.IOPrio("be", 4).value, "nice": 19}, grammar.BUILTIN["gentle"],
      False),
-    ({**NORMAL, "io": priority.IOPrio("be", 7).value, "nice": 0}, priority.BUILTIN["gentle"],
+    ({**NORMAL, "io": priorities.IOPrio("be", 7).value, "nice": 0}, grammar.BUILTIN["gentle"],
      False),
 ])
-def test_at_policy(snap: dict[str, int], policy: priority.Policy, ok: bool) -> None:
+def test_at_policy(snap: dict[str, int], policy: grammar.Policy, ok: bool) -> None:
     assert applied.at_policy(snap, policy) is ok
 
 

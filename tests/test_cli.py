@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -17,10 +18,12 @@ from pathlib import Path
 import pytest
 from helpers import ENV, bb, make_db, one_line_error
 
-from backburner import cli, errors, interrupts, job
+from backburner import cli
+from backburner.base import errors, interrupts
+from backburner.base.errors import ExistsError
 from backburner.bench import config, runner
 from backburner.cli import build_parser
-from backburner.errors import ExistsError
+from backburner.run import job
 from backburner.store import Store
 
 
@@ -455,7 +458,7 @@ def test_recommend_prints_text_only(db: str) -> None:
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    from backburner.completion import _parsers
+    from backburner.cli.shells import _parsers
 
     return dict(_parsers(cli.build_parser()))
 
@@ -509,3 +512,14 @@ def test_every_command_has_a_description_and_no_help_says_none() -> None:
         assert p.description, f"{p.prog} --help has no description"
         for action in p._actions:
             assert "None:" not in (action.help or ""), (p.prog, action.option_strings)
+
+
+def test_every_log_line_is_one_line() -> None:
+    """A daemon's log goes to the journal: a newline in a message (a process's name, a
+    path) would start a forged entry, an escape sequence would drive the reader's
+    terminal."""
+    record = logging.LogRecord("backburner.govern.governor", logging.INFO, __file__, 1,
+                               "governing PID %d (%s)", (42, "x\n=> forged\x1b[2K"), None)
+    line = cli.OneLineFormatter("backburner: %(name)s: %(message)s").format(record)
+    assert line == "backburner: backburner.govern.governor: governing PID 42 (x\\n=> forged" \
+                   "\\x1b[2K)"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT, bb, one_line_error
 
-from backburner import completion
 from backburner.cli import build_parser
+from backburner.cli import shells as completion
 
 COMMANDS = ["apply", "bench", "compare", "completion", "doctor", "extents", "govern", "layout",
             "policies", "readahead", "report", "restore", "run", "slowdisk", "status", "store",
@@ -67,7 +67,7 @@ def test_bash_registers_the_completion(scripts: dict[str, Path]) -> None:
     ("ap", ["apply"]),
     ("--v", ["--version"]),
     ("apply --sch", ["--scheduler"]),
-    ("apply --devices ", ["all", "non-rotational", "rotational"]),
+    ("apply --devices ", ["all", "non-rotational", "nvme", "rotational"]),
     ("apply --devices r", ["rotational"]),
     ("slowdisk ", ["create", "list", "profiles", "remove", "stats"]),
     ("slowdisk create --pro", ["--profile"]),
@@ -136,7 +136,7 @@ def test_zsh_completes_commands_options_choices_and_the_job(scripts: dict[str, P
     offered = zsh_offers(scripts["zsh"], "sl", "slowdisk ", "apply --devices ", "apply --dr",
                          "run -- ba", "run --io idle tar --ver", f"report {tmp_path}/res")
     assert offered[:4] == [["slowdisk"], ["create", "list", "profiles", "remove", "stats"],
-                           ["all", "non-rotational", "rotational"], ["--dry-run"]]
+                           ["all", "non-rotational", "nvme", "rotational"], ["--dry-run"]]
     assert "bash" in offered[4]
     assert "--version" in offered[5]  # tar's own options
     assert offered[6] == ["results.db"]
@@ -160,7 +160,7 @@ def fish_offers(script: Path, line: str) -> list[str]:
     ("", COMMANDS),
     ("slowdisk ", ["create", "list", "profiles", "remove", "stats"]),
     ("slowdisk create --pro", ["--profile"]),
-    ("apply --devices ", ["all", "non-rotational", "rotational"]),
+    ("apply --devices ", ["all", "non-rotational", "nvme", "rotational"]),
     ("--debug apply --dry", ["--dry-run"]),
     ("completion ", ["bash", "fish", "zsh"]),
     ("run --slice ", []),  # a value to type: no file names, no commands

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backburner import errors
+from backburner.base import errors
 
 
 def test_a_refusal_says_needs_root_only_to_someone_who_is_not(

@@ -22,15 +22,17 @@ from pathlib import Path
 import pytest
 from helpers import make_db
 
-from backburner import errors
+from backburner.base import errors
 
 #: sysexits, and 125: `run`'s own failures (its job's statuses are the job's)
 DOCUMENTED = set(errors.EXIT_STATUSES.values()) - {70} | {0, 125}
 
 DRIVER = r'''
 import io, json, os, sys, contextlib, tempfile
-from backburner import cli, job, system
+from backburner import cli, system
+from backburner.run import job
 from backburner.bench import runner
+from backburner.net import background, service
 from backburner.slowdisk import device
 
 class WouldRun(BaseException):  # not an Exception: run reports any of those as its own (125)
@@ -45,6 +47,9 @@ job.reprioritise = stop                 # run --pid
 device.create = stop                    # slowdisk create
 device.remove = stop
 system.restore_stale = stop             # restore
+background.require_kernel = stop        # run --net: its kernel probes change the machine
+background.require_net_cls = stop
+service.serve = stop                    # govern net
 results = []
 for argv in json.load(open(sys.argv[1])):
     err = io.StringIO()
@@ -96,6 +101,11 @@ STRINGS = ["", " ", "a|b", "../../etc/passwd", "postgresql://u@h/db", "x" * 3000
            "-", "--", "none", "readers:0:seq", "readers:99999:seq", "cmd:", "testbed:",
            "slowdisk:::", "io=idle,cpu=", "be:9", "rt:-1", "nice:99", "batch:x", "'unclosed",
            "\\", "$(reboot)", "%s%n", "\n", "bfq\nnone"]
+#: rates at and past what tc takes, and with what a shell leaves in a value
+RATES = ["8kbit", "10gbit", "7999bit", "8400bit", "19999bit", "10.1gbit", "1mbit\n",
+         "1mbit ", "99999999999999999999gbit", "9" * 400 + "gbit", "18446744073709551615bit"]
+LINKS = ["1mbit:10001ms", "1mbit:0ms:10001ms", "10gbit:0ms:5000ms", "1mbit:0ms\n",
+         "1mbit:0ms:300ms:", ":0ms", "1mbit::300ms"]
 OPTIONS = {
     "bench": (["--probe", "/bin/true"], {
         "--trials": NUMBERS, "--settle": NUMBERS, "--timeout": NUMBERS,
@@ -103,9 +113,15 @@ OPTIONS = {
         "--load": STRINGS, "--policy": STRINGS, "--scheduler": STRINGS, "--device": STRINGS,
         "--probe": STRINGS, "--ready-line": STRINGS, "--output": STRINGS, "--preset": STRINGS,
         "--resume": STRINGS, "--net-link": STRINGS + ["1mbit:0ms", "0mbit:0ms", "1mbit:-1ms",
-                                                      "1mbit:0ms:0ms", "1e9gbit:0ms"]}),
+                                                      "1mbit:0ms:0ms", "1e9gbit:0ms"]
+        + [f"{rate}:0ms" for rate in RATES] + LINKS}),
     "run": ([], {"--io": STRINGS, "--cpu": STRINGS, "--io-weight": NUMBERS,
-                 "--cpu-weight": NUMBERS, "--policy": STRINGS, "--pid": NUMBERS}),
+                 "--cpu-weight": NUMBERS, "--policy": STRINGS, "--pid": NUMBERS,
+                 "--net": STRINGS + ["background"]}),
+    "run --net background": ([], {"--net-dev": STRINGS + ["lo"], "--netns": STRINGS,
+                                  "--net-uplink": STRINGS + RATES}),
+    "govern net": ([], {"--dev": STRINGS + ["lo"], "--netns": STRINGS,
+                        "--uplink": STRINGS + RATES}),
     "report": (["DB"], {"--tolerance": NUMBERS, "--format": STRINGS, "--plot-format": STRINGS,
                         "--plot": ["plots/sub", "x" * 300, "r.db"]}),
     "compare": (["DB", "DB"], {"--tolerance": NUMBERS}),
@@ -124,7 +140,7 @@ def _cli_cases(db: str, img: str, n: int, seed: int) -> list[list[str]]:
         for option, values in options.items():
             for value in values:  # every value once, for every option
                 argv = [*command.split(), *base, option, value]
-                if command == "run" and option != "--pid":
+                if command.startswith("run") and option != "--pid":
                     argv += ["--", "true"]
                 cases.append(argv)
     for _ in range(n):  # and random combinations
@@ -134,6 +150,8 @@ def _cli_cases(db: str, img: str, n: int, seed: int) -> list[list[str]]:
                                     for a in base]]
         for option in rng.sample(list(options), k=min(3, len(options))):
             argv += [option, rng.choice(options[option])]
+        if command.startswith("run") and "--pid" not in argv:
+            argv += ["--", "true"]
         cases.append(argv)
     cases += [["slowdisk", "stats", "/dev/" + "loop" * 100], ["slowdisk", "remove", "x"],
               [], ["nonsense"], ["bench"], ["run"], ["run", "--pid", "1"],
@@ -268,6 +286,45 @@ def test_a_damaged_stored_configuration_is_65_on_resume(tmp_path: Path) -> None:
     assert good_result["status"] in (77, "would-run"), good_result  # nothing refused by it
     for (name, _), res in zip(list(damage.items())[1:], damaged, strict=True):
         assert res["status"] == 65 and f"is damaged: {name} is " in res["err"], res
+
+
+# --- study files --------------------------------------------------------------------------
+
+#: TOML values of every type, for any key of a study file
+TOML_VALUES = ["1", "-1", "0", "1.5", "inf", "nan", "-0.0", "true", "[]", "[1, 2]",
+               '["a", 1]', "{a = 1}", '[["x"]]', "1979-05-27", "9" * 40]
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def test_every_study_key_and_value_gets_one_line_and_a_documented_status(
+        tmp_path: Path) -> None:
+    """`bench --study FILE` with each key given every hostile string and every TOML type,
+    a network study's keys first: one line and a documented status, or a run that passed
+    every check; then files that are not TOML at all."""
+    keys = ["net-link", "probe", "load", "policy", "device", "scheduler", "trials",
+            "timeout", "max-time", "setup-variant", "shell", "preset"]
+    fine = ["1mbit:0ms", "8kbit:0ms:1ms", "net:page", "download:4", "background", "default"]
+    values = [_toml_string(v) for v in STRINGS + RATES + LINKS + fine] + TOML_VALUES
+    net = 'net-link = "1mbit:0ms"\nprobe = "net:page"\n'
+    bodies = [f"{key} = {value}\n" for key in keys for value in values]
+    bodies += [net + f"{key} = {value}\n" for key in ("load", "policy", "trials")
+               for value in values]
+    bodies += [net + "net-link = \"2mbit:0ms\"\n", "net-link = \"1mbit:0ms\"\n[x]\ny = 1\n",
+               "a" * 5000, "\x00\xff", "= 1\n", "[[probe]]\n", "probe = " + "[" * 200]
+    cases = []
+    for i, body in enumerate(bodies):
+        path = tmp_path / f"s{i}.toml"
+        path.write_text(body)
+        cases.append(["bench", "--study", str(path), "-o", str(tmp_path / f"s{i}.db")])
+    results = run_cases(tmp_path, cases)
+    check(results, DOCUMENTED | {"would-run"})
+    statuses = {r["status"] for r in results}
+    assert {64, "would-run"} <= statuses
+    print(f"fuzz: {len(results)} study files, "
+          f"{sum(r['status'] != 'would-run' for r in results)} refused with one line")
 
 
 # --- database addresses holding a password ------------------------------------------------

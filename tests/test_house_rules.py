@@ -332,3 +332,84 @@ def test_the_word_scan_finds_sentences() -> None:
         "    advice = f'use --trials {n}'\n"
         "    return f'only {n} trials: too few', 'run more trials to decide', code\n")
     assert [line for line, _ in _sentences(planted)] == [7, 8, 8]
+
+
+# --- the kernel layer: each kernel fact stated once ----------------------------------------
+
+KERNEL_PACKAGE = "kernel/"
+#: Text that names a kernel interface only the kernel layer reads, and the packages that
+#: may name it too: `system` writes a group's members, spawn's pre-exec hook its child.
+KERNEL_INTERFACES = {
+    "/proc/self/mountinfo": (),
+    "cgroup.controllers": (),
+    "cgroup.procs": ("system/", "spawn/"),
+    "/sys/block": (),
+}
+#: Modules that still name /sys/block. The block devices, their schedulers, a disk's class
+#: and a file's whole disk are `kernel/block.py`'s; what is left here reads one device's own
+#: files it was handed (a loop device's backing file and dio, a disk's stat or read-ahead
+#: window) or names the path in advice to the user ("echo 1 > /sys/block/DEV/...", "udevadm
+#: trigger /sys/block/DEV"), and each leaves this list as it asks `kernel/block` instead. No
+#: module joins it without such a reason.
+SYS_BLOCK_UNTIL_DISKS = {
+    "apply/diskrules.py", "apply/status.py", "bench/devices.py", "doctor/facts.py",
+    "policy/disks.py", "readahead/watched.py", "report/recommend.py", "slowdisk/device.py",
+    "status/sources.py", "system/loops.py",
+}
+
+
+def _loads_libc(tree: ast.AST) -> list[int]:
+    """Lines that load the C library itself: ctypes.CDLL(None) (another library, by its
+    name, is not libc)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and (getattr(n.func, "attr", None) == "CDLL" or getattr(n.func, "id", None) == "CDLL")
+            and n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is None]
+
+
+def _kernel_offenders(rel: str, tree: ast.AST) -> list[str]:
+    if rel.startswith(KERNEL_PACKAGE):
+        return []
+    found = [f"{rel}:{line}: loads libc (kernel.syscalls has the one handle)"
+             for line in _loads_libc(tree)]
+    for text in _strings(tree):
+        for name, allowed in KERNEL_INTERFACES.items():
+            if name not in text or rel.startswith(allowed):
+                continue
+            if name == "/sys/block" and rel in SYS_BLOCK_UNTIL_DISKS:
+                continue
+            found.append(f"{rel}: names {name} ({text[:40]!r})")
+    return found
+
+
+def test_only_the_kernel_layer_reads_the_kernels_interfaces() -> None:
+    """Where cgroups are mounted, a group's members and controllers, the C library: each
+    asked of `kernel/`, which says it once."""
+    offenders = [o for p in _modules()
+                 for o in _kernel_offenders(_rel(p), ast.parse(p.read_text()))]
+    assert offenders == []
+
+
+def test_the_sys_block_allowance_only_shrinks() -> None:
+    """A module on the list that no longer names /sys/block leaves it."""
+    naming = {rel for p in _modules() if (rel := _rel(p)) in SYS_BLOCK_UNTIL_DISKS
+              and any("/sys/block" in s for s in _strings(ast.parse(p.read_text())))}
+    assert naming == SYS_BLOCK_UNTIL_DISKS
+
+
+def test_the_kernel_scan_finds_what_it_looks_for() -> None:
+    planted = ast.parse(
+        '"""Reads /proc/self/mountinfo: a docstring may say so."""\n'
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "fuse = ctypes.CDLL('libfuse3.so.3')\n"
+        "def f(group):\n"
+        "    return open(os.path.join(group, 'cgroup.procs')).read()\n"
+        "def g():\n"
+        "    return open('/proc/self/mountinfo').read(), open(f'/sys/block/{x}/queue')\n")
+    assert _loads_libc(planted) == [3]
+    found = _kernel_offenders("net/planted.py", planted)
+    assert len(found) == 4 and any("cgroup.procs" in o for o in found)
+    assert any("/sys/block" in o for o in found)
+    assert [o for o in _kernel_offenders("system/planted.py", planted)
+            if "cgroup.procs" in o] == []  # system may write a group's members
+    assert _kernel_offenders("kernel/planted.py", planted) == []

@@ -64,7 +64,8 @@ def test_contents(page: tuple[Path, report.ReportData]) -> None:
             assert html.escape(words.caveat_text(w)) in text
     for needle in ("Synthetic CPU", "performance", "6.1.0-test", "loop7", "Seed",
                    "backburner", "Mann\u2013Whitney", "Cliff", "Tukey", "bootstrap",
-                   "\u00b110%"):
+                   "\u00b125%", html.escape(words.band_rule_text()),
+                   "Verdict: ratio to unloaded"):
         assert needle in text, needle
     n_plots = len(plot.figures(data))
     imgs = re.findall(r"<img\b[^>]*>", text)
@@ -73,6 +74,37 @@ def test_contents(page: tuple[Path, report.ReportData]) -> None:
         b64 = re.search(r'base64,([^"]+)"', tag).group(1)
         with Image.open(io.BytesIO(base64.b64decode(b64))) as im:
             im.verify()
+
+
+def _statistics_used(text: str) -> str:
+    """The page's "Statistics used" section, without its markup."""
+    section = text.split("<h2>Statistics used</h2>", 1)[1].split("</ul>", 1)[0]
+    return html.unescape(re.sub(r"<[^>]+>", "", section))
+
+
+def test_statistics_used_names_the_method_the_run_used(
+        page: tuple[Path, report.ReportData], tmp_path: Path) -> None:
+    """A fixed-count run's ratios are bootstraps; a run that stopped once decided is judged
+    on paired sequential intervals, and its page says so -- with the verdicts it can give,
+    never a verdict it cannot ("inconclusive"), and the band it used."""
+    fixed = _statistics_used(page[0].read_text())
+    assert "percentile-bootstrap" in fixed and "paired sequential" not in fixed
+    make_db(tmp_path / "s.db", trials=12, settings={"min_runs": 6, "max_runs": 12})
+    out = tmp_path / "s.html"
+    html_report.write_html(report.load(str(tmp_path / "s.db")), str(out))
+    seq = _statistics_used(out.read_text())
+    assert "paired sequential CI" in seq and "Howard & Ramdas" in seq
+    assert "percentile-bootstrap" not in seq
+    assert "at least 6 trials, at most 12" in seq
+    for text in (fixed, seq):
+        assert "inconclusive" not in text and "idle" not in text
+        for verdict in ("slower", "faster", "at most", "indistinguishable", "undecided"):
+            assert verdict in text
+        assert words.band_rule_text() in text
+        assert "docs/bench.md" in text
+    tight = tmp_path / "t.html"
+    html_report.write_html(page[1], str(tight), tolerance=0.05)
+    assert "\u00b15%, given with --tolerance" in _statistics_used(tight.read_text())
 
 
 def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -183,8 +215,8 @@ def test_the_page_is_valid_html5(page: tuple[Path, report.ReportData]) -> None:
 
 
 def _hostile_db(path: Path) -> None:
-    from backburner.cell import Cell
     from backburner.store import Store
+    from backburner.store.cell import Cell
 
     store = Store.create(str(path))
     env = {h: h for h in HOSTILE} | {"device": {h: [h, {"x": h}] for h in HOSTILE}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backburner import htmlpage
+from backburner.report import page as htmlpage
 
 
 def test_the_head_allows_nothing_but_inline_styles_and_data_images() -> None:

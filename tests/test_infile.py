@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backburner import infile, outfile
-from backburner.errors import DataError, ExistsError, NotFoundError
+from backburner.base.errors import DataError, ExistsError, NotFoundError
+from backburner.files import infile, outfile
 
 
 def test_a_regular_file_is_read_whole(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from helpers import TIMEOUT
 
 DEFERRED = r'''
 import os, signal, sys
-from backburner import interrupts
+from backburner.base import interrupts
 interrupts.install()
 steps = []
 try:
@@ -38,7 +38,8 @@ def test_a_signal_inside_deferred_is_raised_when_the_block_ends(sig: int, raised
 
 MID_LAUNCH = r'''
 import os, subprocess, sys
-from backburner import interrupts, spawn, system
+from backburner.base import interrupts
+from backburner import spawn, system
 interrupts.install()
 real = subprocess.Popen
 
@@ -74,7 +75,7 @@ def test_a_forked_child_gets_the_default_actions_back() -> None:
     reset there (a SIGTERM kills it, as after exec)."""
     code = r'''
 import os, signal
-from backburner import interrupts
+from backburner.base import interrupts
 interrupts.install()
 with interrupts.deferred():
     pid = os.fork()

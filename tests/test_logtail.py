@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backburner.logtail import last_lines
+from backburner.files.logtail import last_lines
 
 
 def test_last_lines_of_a_long_log(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT
 
-from backburner import completion, manpage
-from backburner.cli import build_parser
+from backburner.cli import build_parser, manpage
+from backburner.cli import shells as completion
 
 ROOT = Path(__file__).parents[1]
 

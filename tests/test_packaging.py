@@ -74,9 +74,10 @@ def test_locks_pin_and_hash_every_package() -> None:
 
 def test_runtime_dependencies_are_extras_with_debian_12_floors() -> None:
     project = PYPROJECT["project"]
-    # the unconditional dependencies, pure Python: python3-jeepney 0.8.0 in bookworm;
-    # python3-shtab 1.7.1 in trixie (bookworm's 1.5.5 completes subcommands wrongly in bash)
-    assert project["dependencies"] == ["jeepney>=0.8", "shtab>=1.7.1"]
+    # the unconditional dependencies: python3-jeepney 0.8.0 in bookworm; python3-shtab 1.7.1
+    # in trixie (bookworm's 1.5.5 completes subcommands wrongly in bash); python3-regex
+    # 2022.10.31 in bookworm (Debian calls it 0.1.20221031)
+    assert project["dependencies"] == ["jeepney>=0.8", "shtab>=1.7.1", "regex>=2022.10.31"]
     extras = project["optional-dependencies"]
     assert set(extras) >= {"report", "slowdisk", "postgres", "all", "test"}
     floors = {re.split(r"[\[>=]", r)[0]: r
@@ -114,7 +115,7 @@ def test_the_wheel_carries_metadata_license_and_entry_point(wheel: Path) -> None
     requires = [ln for ln in meta.splitlines() if ln.startswith("Requires-Dist:")]
     unconditional = [r for r in requires if "extra ==" not in r]
     assert unconditional == ["Requires-Dist: jeepney>=0.8",  # the rest are extras
-                             "Requires-Dist: shtab>=1.7.1"]
+                             "Requires-Dist: shtab>=1.7.1", "Requires-Dist: regex>=2022.10.31"]
     assert "backburner = backburner.entry:main" in entry
     assert "backburner/systemd/bus.py" in names and "backburner/cli/apply.py" in names
     assert not any(n.startswith("tests/") for n in names)

@@ -35,12 +35,13 @@ from helpers import (
     raw_samples,
 )
 
-from backburner import errors, report, stats
-from backburner.cell import Cell
+from backburner import report, stats
+from backburner.base import errors
+from backburner.base.quantities import fmt_factor, fmt_s
 from backburner.report import html as html_report
 from backburner.report import words
 from backburner.store import TRIAL_FIELDS, Store
-from backburner.units import fmt_factor, fmt_s
+from backburner.store.cell import Cell
 
 
 def _said(r: report.CompareRow) -> str:
@@ -110,19 +111,21 @@ def test_verdicts(db: str) -> None:
     data = report.load(db)
     rows = {(r.cell.scheduler, r.cell.load, r.cell.policy): r for r in report.summary_rows(data)}
     mq = rows[("mq-deadline", LOAD, "default")]
-    assert mq.verdict_kind == "slower" and "slower than idle" in words.row_verdict_text(mq)
+    assert mq.verdict_kind == "slower" and "slower than unloaded" in words.row_verdict_text(mq)
     expected = stats.verdict(raw_samples(db, mq.cell.key),
                              raw_samples(db, key_of("mq-deadline", "none", "-")),
-                             loaded_censored=raw_samples(db, mq.cell.key, status="timeout"))
+                             loaded_censored=raw_samples(db, mq.cell.key, status="timeout"),
+                             tolerance=0.25)  # 100 ms would be more than 25% of 0.27 s
     assert (mq.verdict_kind, mq.ratio) == (expected.kind, expected.ratio)
     assert words.row_verdict_text(mq) == words.verdict_text(expected)
     assert rows[("bfq", LOAD, "gentle")].verdict_kind == "indistinguishable"
     assert words.row_verdict_text(rows[("bfq", "none", "-")]) == "unloaded baseline"
-    # a generous tolerance swallows bfq/background's ~17%
-    loose = {(r.cell.scheduler, r.cell.load, r.cell.policy): r
-             for r in report.summary_rows(data, tolerance=0.3)}
-    assert rows[("bfq", LOAD, "background")].verdict_kind == "slower"
-    assert loose[("bfq", LOAD, "background")].verdict_kind == "indistinguishable"
+    # bfq/background's ~17% of a 0.3 s start is 50 ms, less than a person notices; at a
+    # tolerance of 10% given by hand it is slower
+    strict = {(r.cell.scheduler, r.cell.load, r.cell.policy): r
+              for r in report.summary_rows(data, tolerance=0.1)}
+    assert rows[("bfq", LOAD, "background")].verdict_kind == "indistinguishable"
+    assert strict[("bfq", LOAD, "background")].verdict_kind == "slower"
 
 
 def test_all_timeouts_and_missing_baseline(tmp_path: Path) -> None:
@@ -258,7 +261,7 @@ def test_render_text_contains_every_cell_and_warning(db: str) -> None:
         assert any(sched in ln and load in ln and f" {pol} " in f" {ln} " for ln in lines), (
             sched, load, pol, text)
     mq = next(r for r in report.summary_rows(data) if r.verdict_kind == "slower")
-    assert f"{mq.ratio.ratio:.1f}\u00d7 slower than idle" in text  # 3.4 s / 0.27 s
+    assert f"{mq.ratio.ratio:.1f}\u00d7 slower than unloaded" in text  # 3.4 s / 0.27 s
     assert "2 trials timed out" in text
     assert PROBE in text
     assert "\x1b[" not in text  # plain text, no colour codes
@@ -313,7 +316,7 @@ def test_json_round_trips(db: str) -> None:
     out = io.StringIO()
     report.export_to(data, "json", out)
     doc = json.loads(out.getvalue())
-    assert doc["format"] == "backburner-results" and doc["version"] == 2
+    assert doc["format"] == "backburner-results" and doc["version"] == 3
     assert doc["runs"][0]["command"] == COMMAND
     assert doc["runs"][0]["environment"]["device"]["name"] == "loop7"
     assert doc["runs"][0]["config"]["loads"] == ["none", LOAD]

@@ -29,7 +29,8 @@ from helpers import (
 )
 
 import backburner
-from backburner import errors, priority
+from backburner.base import errors
+from backburner.kernel import priorities
 
 PY = sys.executable
 RUN_OWN = 125  # run's own failures, as nice, env, chroot and timeout report theirs
@@ -231,7 +232,7 @@ def test_run_pid_with_a_weight_and_no_cgroup_is_refused(state_dir: Path) -> None
             assert r.returncode == 0, r.err  # the policy's IO class and CPU policy only
             assert "applying io idle; cpu idle\n" in r.err and "weight" not in r.err
             assert "cgroup" not in r.err.splitlines()[-1]
-            assert priority.ioprio_get(target.pid).klass == "idle"
+            assert priorities.ioprio_get(target.pid).klass == "idle"
             assert os.sched_getscheduler(target.pid) == os.SCHED_IDLE
         finally:
             target.kill()

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error
 
-from backburner import safepath, system
-from backburner.errors import UnsafePathError
+from backburner import system
+from backburner.base.errors import UnsafePathError
+from backburner.files import safepath
 
 NOBODY = pwd.getpwnam("nobody").pw_uid
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT, bb, one_line_error
 
-from backburner import procfs, system
-from backburner.errors import BackburnerError, SystemStateError
+from backburner import system
+from backburner.base.errors import BackburnerError, SystemStateError
+from backburner.kernel import procfs
 
 PY = sys.executable
 pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
@@ -111,7 +112,8 @@ def test_failed_apply_is_undone_and_reported(loop_queue: Path, state_dir: Path) 
 # A process that holds a transaction: scheduler, rotational, optionally a cgroup, a mkdir.
 HOLDER = r"""
 import signal, sys, time
-from backburner import interrupts, system
+from backburner.base import interrupts
+from backburner import system
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
 interrupts.install()
 queue, rotational, cgroup, made = sys.argv[1:5]
@@ -173,7 +175,8 @@ def test_signal_to_holder_restores(loop_queue: Path, state_dir: Path, tmp_path: 
 
 STUBBORN = r"""
 import sys, time
-from backburner import interrupts, spawn, system
+from backburner.base import interrupts
+from backburner import spawn, system
 interrupts.install()
 try:
     with system.Transaction("test") as tx:

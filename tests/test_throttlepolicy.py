@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from backburner import throttlepolicy
-from backburner.errors import UsageError
-from backburner.throttlepolicy import Spec
+from backburner.base.errors import UsageError
+from backburner.policy import throttle as throttlepolicy
+from backburner.policy.throttle import Spec
 
 
 @pytest.mark.parametrize("text, rest, spec", [

@@ -6,9 +6,8 @@ import math
 
 import pytest
 
-from backburner.errors import UsageError
-from backburner.stats import RatioCI
-from backburner.units import (
+from backburner.base.errors import UsageError
+from backburner.base.quantities import (
     fmt_count,
     fmt_duration,
     fmt_p,
@@ -21,6 +20,7 @@ from backburner.units import (
     parse_duration,
     slug,
 )
+from backburner.stats import RatioCI
 
 
 @pytest.mark.parametrize("text, want", [
@@ -44,6 +44,21 @@ def test_slug_length() -> None:
 def test_one_line_has_no_control_characters() -> None:
     out = one_line("a\nb\x1b[31mred\x07")
     assert "\n" not in out and "\x1b" not in out and "\x07" not in out
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("\x9b2J", "\\x9b2J"),  # C1 CSI: an escape sequence without ESC
+    ("ab\u202edc", "ab\\u202edc"),  # a right-to-left override reorders what follows
+    ("a\u200bb", "a\\u200bb"),  # zero-width space
+    ("bad\udcff", "bad\\xff"),  # a byte that was not UTF-8 (surrogateescape)
+    ("\x1b]2;pwned\x07\x1b[2K\r=> rule", "\\x1b]2;pwned\\x07\\x1b[2K\\r=> rule"),
+    ("plain ünïcode × ∞ \\ 'q'", "plain ünïcode × ∞ \\ 'q'"),  # printable: as it is
+])
+def test_one_line_escapes_what_could_forge_or_hide_text(text: str, shown: str) -> None:
+    assert one_line(text) == shown
+    assert one_line(shown) == shown  # escaping twice changes nothing
+    assert shown.isprintable()
+    shown.encode("utf-8")  # never a surrogate left to fail at print time
 
 
 def test_numbers_for_tables() -> None:

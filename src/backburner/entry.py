@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from .errors import UnavailableError
+from .base.errors import UnavailableError
 
 #: Optional import -> the extra that provides it (pyproject.toml's optional-dependencies).
 EXTRAS = {"numpy": "report", "scipy": "report", "matplotlib": "report", "rich": "report",
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"backburner: {explained}", file=sys.stderr)
         status = explained.exit_status
     if argv is None:  # the program itself, about to exit: nothing may change its status now
-        from . import interrupts
+        from .base import interrupts
 
         interrupts.finished()
     return status

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backburner import priority
+from backburner.base.errors import CommandNotFound, DataError, UsageError
 from backburner.bench import config
 from backburner.bench.config import BenchConfig
-from backburner.errors import CommandNotFound, DataError, UsageError
+from backburner.policy import grammar
 
 
 def _cfg(**kw: object) -> BenchConfig:
@@ -292,26 +292,26 @@ def _v2_tree(tmp_path: Path) -> str:
 
 
 def test_group_knobs_name_the_missing_file(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     systemd_pid1 = Facts(True, "0::/init.scope\n")
     root = _v2_tree(tmp_path)
-    config.check_group_controls([priority.BUILTIN["latency-target"]], systemd_pid1, root)
+    config.check_group_controls([grammar.BUILTIN["latency-target"]], systemd_pid1, root)
     with pytest.raises(UnavailableError) as info:
-        config.check_group_controls([priority.BUILTIN["group-idle"]], systemd_pid1, root)
+        config.check_group_controls([grammar.BUILTIN["group-idle"]], systemd_pid1, root)
     assert info.value.exit_status == 69
     assert f"{root}/system.slice/io.prio.class is missing" in str(info.value)
 
 
 def test_group_knobs_need_a_systemd_that_owns_the_tree(tmp_path: Path) -> None:
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
     from backburner.systemd import Facts
 
     with pytest.raises(UnavailableError, match="systemd does not own"):
-        config.check_group_controls([priority.BUILTIN["iocost"]], Facts(False, ""),
+        config.check_group_controls([grammar.BUILTIN["iocost"]], Facts(False, ""),
                                     _v2_tree(tmp_path))
-    config.check_group_controls([priority.BUILTIN["low-weight"]], Facts(False, ""), None)
+    config.check_group_controls([grammar.BUILTIN["low-weight"]], Facts(False, ""), None)
 
 
 def test_the_office_preset_s_stand_in_starts_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -338,8 +338,8 @@ def test_the_office_preset_s_stand_in_starts_here(monkeypatch: pytest.MonkeyPatc
 
 def test_a_throttled_policy_is_its_policy_and_its_throttle() -> None:
     p = config.plan(_cfg(policies=["default", "throttle", "background,pause-ms=250,min-duty=0.25"]))
-    assert p.policies["throttle"] == priority.BUILTIN["default"]
-    assert p.policies["background,pause-ms=250,min-duty=0.25"] == priority.BUILTIN["background"]
+    assert p.policies["throttle"] == grammar.BUILTIN["default"]
+    assert p.policies["background,pause-ms=250,min-duty=0.25"] == grammar.BUILTIN["background"]
     assert set(p.throttles) == {"throttle", "background,pause-ms=250,min-duty=0.25"}
     spec = p.throttles["background,pause-ms=250,min-duty=0.25"]
     assert (spec.pause_ms, spec.min_duty) == (250, 0.25)
@@ -360,8 +360,8 @@ def test_a_bad_throttle_is_refused_by_the_plan(policy: str, message: str) -> Non
 
 
 def test_the_throttle_needs_cgroup2_psi_and_a_freezer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backburner.base.errors import UnavailableError
     from backburner.bench import throttled
-    from backburner.errors import UnavailableError
 
     monkeypatch.setattr(throttled.cgroup2, "unified_root", lambda: None)
     with pytest.raises(UnavailableError, match="no cgroup2 hierarchy is mounted") as err:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from backburner import spawn, system
+from backburner.base.errors import SystemStateError, UnavailableError, UsageError
 from backburner.bench import devices
-from backburner.errors import SystemStateError, UnavailableError, UsageError
 
 
 class _Tx:

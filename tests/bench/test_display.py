@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error
 
-from backburner import procfs
+from backburner.base.errors import UnavailableError, UsageError
 from backburner.bench import display, probes
-from backburner.errors import UnavailableError, UsageError
+from backburner.kernel import procfs
 
 
 def test_modes_parse() -> None:

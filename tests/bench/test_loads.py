@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from backburner import priority, procfs, spawn
+from backburner import spawn
+from backburner.base.errors import UsageError
 from backburner.bench import loads
-from backburner.errors import UsageError
+from backburner.kernel import priorities, procfs
+from backburner.policy import grammar
 
 # --- grammar ---------------------------------------------------------------------------------
 
@@ -206,11 +208,11 @@ def load_dir(tmp_path: Path) -> Iterator[Path]:
     yield d
 
 
-DEFAULT = priority.BUILTIN["default"]
+DEFAULT = grammar.BUILTIN["default"]
 
 
 def _run_and_stop(spec: str, directory: Path, at_least: int,
-                  policy: priority.Policy = DEFAULT) -> tuple[loads.Load, dict[int, int]]:
+                  policy: grammar.Policy = DEFAULT) -> tuple[loads.Load, dict[int, int]]:
     load = loads.Load(loads.parse(spec), str(directory))
     load.prepare()
     load.start(policy, [])
@@ -376,7 +378,7 @@ def test_none_load_starts_nothing(load_dir: Path) -> None:
 
 @pytest.mark.root
 def test_policy_is_applied_to_every_fio_process(small: None, load_dir: Path) -> None:
-    policy = priority.Policy("bgish", priority.IOPrio("idle"), priority.CPUPolicy("idle"))
+    policy = grammar.Policy("bgish", priorities.IOPrio("idle"), priorities.CPUPolicy("idle"))
     assert not policy.needs_cgroup
     load = loads.Load(loads.parse("readers:2:seq"), str(load_dir))
     load.prepare()
@@ -386,22 +388,22 @@ def test_policy_is_applied_to_every_fio_process(small: None, load_dir: Path) -> 
         seen = {}
         for pid in members:
             for tid in procfs.threads_of(pid):
-                seen[tid] = (str(priority.ioprio_get(tid)), priority.read_cpu(tid)[0])
+                seen[tid] = (str(priorities.ioprio_get(tid)), priorities.read_cpu(tid)[0])
     finally:
         load.stop()
     _assert_all_gone(members)
     assert len(seen) >= 3
     assert set(seen.values()) == {("idle", "idle")}, seen
     # and we ourselves are untouched
-    assert priority.read_cpu(os.getpid())[0] == "normal"
+    assert priorities.read_cpu(os.getpid())[0] == "normal"
 
 
 def test_default_policy_changes_nothing(load_dir: Path) -> None:
-    mine = (str(priority.ioprio_get(os.getpid())), priority.read_cpu(os.getpid()))
+    mine = (str(priorities.ioprio_get(os.getpid())), priorities.read_cpu(os.getpid()))
     load = loads.Load(loads.parse("cmd:'sleep 100'"), str(load_dir))
     load.start(DEFAULT, [])
     try:
-        theirs = {(str(priority.ioprio_get(pid)), priority.read_cpu(pid))
+        theirs = {(str(priorities.ioprio_get(pid)), priorities.read_cpu(pid))
                   for pid in _wait_members(load, 1)}
     finally:
         load.stop()
@@ -413,12 +415,15 @@ def test_a_killed_bench_leaves_no_fio_running(small: None, load_dir: Path) -> No
     """The bench process dies by SIGKILL mid-trial: its fio load must end by itself."""
     script = textwrap.dedent(f"""
         import sys, time
-        from backburner import priority, procfs, spawn
+        from backburner import spawn
+        from backburner.kernel import priorities
+        from backburner.policy import grammar
+        from backburner.kernel import procfs
         from backburner.bench import loads
         loads.FIO_FILE_SIZE = "16m"
         load = loads.Load(loads.parse("readers:2:seq"), {str(load_dir)!r})
         load.prepare()
-        load.start(priority.BUILTIN["default"], [])
+        load.start(grammar.BUILTIN["default"], [])
         while len(procfs.descendants_of(load.child.pid)) < 2:
             time.sleep(0.02)
         print(load.child.pid, flush=True)

@@ -22,8 +22,10 @@ from backburner import system
 from backburner.bench import config, devices, loads, runner
 from backburner.bench.executor import Measurement
 from backburner.bench.machine import MachineExecutor
-from backburner.cell import Cell
+from backburner.report import words
+from backburner.report.data import load as load_report
 from backburner.store import Store
+from backburner.store.cell import Cell
 
 pytestmark = pytest.mark.root
 
@@ -181,6 +183,20 @@ def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None
     assert {"mq-deadline", "bfq"} <= set(dev["schedulers"])
     assert dev["probe_files_copied"] >= 2
     assert run.environment["kernel"] == os.uname().release
+    # which levers acted, per scheduler and policy (this host: cgroup v1, blkio)
+    bfq = {"acted": ["io", "io-weight"], "ignored": [], "weight": "blkio.bfq.weight",
+           "writeback": False}
+    assert dev["levers"]["bfq"]["background"] == bfq
+    deadline = dev["levers"]["mq-deadline"]["background"]
+    # mq-deadline: the IO class acts where it has priorities; a weight never does
+    assert deadline["ignored"][-1:] == ["io-weight"] and deadline["weight"] is None
+    assert dev["levers"]["bfq"]["default"] == {"acted": [], "ignored": [], "weight": None,
+                                               "writeback": False}
+    said = words.levers_text(load_report(db))
+    assert "levers under bfq on the device under test: background: the IO class and the " \
+           "IO weight (blkio.bfq.weight) acted, not on buffered writeback" in said
+    assert any(line.startswith("levers under mq-deadline") and "the IO weight did nothing"
+               in line for line in said)
 
     cells = list(plan.cells)
     stored = {c.key: c for c in s.cells(run_id)}
@@ -336,7 +352,7 @@ def test_exception_before_any_trial_leaves_no_database(tmp_path: Path, state_dir
     it is undone, and no database is left."""
     db = tmp_path / "r.db"
     rec = Recorder()
-    from backburner.errors import UnavailableError
+    from backburner.base.errors import UnavailableError
 
     monkeypatch.setattr(devices.Device, "schedulers", lambda self: ["none", "mq-deadline"])
     with pytest.raises(UnavailableError, match="'bfq' is not offered"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from backburner.bench import matrix
-from backburner.cell import Cell
+from backburner.store.cell import Cell
 
 SCHEDS = ["mq-deadline", "bfq"]
 LOADS = ["none", "readers:2:seq", "install-loop"]

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from backburner.base.errors import UsageError
 from backburner.bench import config, netplan, study
 from backburner.bench.config import BenchConfig
-from backburner.cell import Cell
-from backburner.errors import UsageError
 from backburner.net import link
+from backburner.store.cell import Cell
 
 
 def _net(**kw: object) -> BenchConfig:
@@ -76,8 +76,9 @@ def test_a_disk_preset_is_no_base_for_a_network_study() -> None:
 @pytest.mark.parametrize(("kw", "message"), [
     ({"net_link": "1foo:0ms"}, "unknown link rate"),
     ({"net_link": "1mbit"}, "unknown link spec"),
-    ({"net_link": "100000gbit:0ms"}, "is beyond the testbed"),
-    ({"net_link": "10gbit:0ms:1000000ms"}, "is beyond the testbed"),
+    ({"net_link": "100000gbit:0ms"}, "is above 10gbit"),  # net.link's bounds, for all
+    ({"net_link": "10gbit:0ms:1000000ms"}, "is above 10000ms"),
+    ({"net_link": "10gbit:0ms:1000ms"}, "is beyond the testbed"),  # a queue over 1 GiB
     ({"probes": ["python3 -c pass"]}, "unknown network probe 'python3 -c pass'"),
     ({"probes": ["a=net:page", "a=net:handshake"]}, "two probes are labelled 'a'"),
     ({"loads": ["readers:1:seq"]}, "unknown network load 'readers:1:seq'"),

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from backburner import spawn
+from backburner.base.errors import SystemStateError, UsageError
 from backburner.bench import packages
 from backburner.bench.packages import Shape
-from backburner.errors import SystemStateError, UsageError
 
 TINY = Shape(200, 2 << 20)
 

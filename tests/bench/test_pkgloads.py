@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error
 
-from backburner import priority, system
+from backburner import system
+from backburner.base.errors import UnavailableError
 from backburner.bench import config, devices, loadio, loads, packages, pkgloads
-from backburner.errors import UnavailableError
+from backburner.policy import grammar
 from backburner.store import Store
 
 KINDS = pkgloads.KINDS
 TINY = "200:2m"
-DEFAULT = priority.BUILTIN["default"]
+DEFAULT = grammar.BUILTIN["default"]
 
 
 # --- refusals, before anything is built ------------------------------------------------------

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from backburner.base.errors import UnavailableError, UsageError
 from backburner.bench import config, display, loads, presets
-from backburner.errors import UnavailableError, UsageError
 
 
 @pytest.fixture
@@ -84,12 +84,35 @@ def test_slow_link_is_a_network_study_the_options_refine() -> None:
         config.from_options(preset_name="slow-link", device="testbed:1G")
 
 
+def test_the_ssd_preset_is_a_non_rotational_testbed_under_every_scheduler() -> None:
+    cfg = config.preset("ssd")
+    assert cfg.rotational == 0 and cfg.device.startswith("testbed:")
+    assert cfg.schedulers == ["none", "mq-deadline", "kyber", "bfq"]
+    assert cfg.loads == ["none", "readers:10:seq", "writers:2:seq:buffered", "dpkg-loop"]
+    assert cfg.max_time_s is not None and cfg.max_time_s <= 15 * 60  # under 20 minutes here
+    plan = config.plan(cfg, resolve=False)
+    assert len(plan.cells) == 4 * (1 + len(cfg.policies) * 3)
+
+
+@pytest.mark.parametrize("here", [False, True])
+def test_io_cost_is_compared_only_where_bench_can_switch_it(
+        monkeypatch: pytest.MonkeyPatch, here: bool) -> None:
+    monkeypatch.setattr(presets, "_iocost_here", lambda: here)
+    policies = presets.ssd()["policies"]
+    assert policies == ["default", "background", *(["iocost"] if here else [])]
+
+
+def test_this_host_has_no_io_cost_to_switch() -> None:
+    """cgroup v1 here, with an empty cgroup2 mount: the preset leaves io.cost out."""
+    assert presets._iocost_here() is False
+
+
 def test_the_docs_say_the_quick_presets_trial_counts() -> None:
     """docs/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
     the preset's own."""
     values = presets.quick()
     want = f"{values['min_runs']} to {values['max_runs']} trials"
-    text = (Path(__file__).parents[2] / "docs" / "bench.md").read_text()
+    text = " ".join((Path(__file__).parents[2] / "docs" / "bench.md").read_text().split())
     assert f"The `quick` preset runs until decided ({want}" in text
     assert f"× {values['min_runs']}–{values['max_runs']} trials until decided" in text
 

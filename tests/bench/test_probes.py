@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from backburner.base.errors import CommandNotFound, UnavailableError, UsageError
 from backburner.bench import probes
-from backburner.errors import CommandNotFound, UnavailableError, UsageError
 
 # --- parse / resolve -------------------------------------------------------------------------
 

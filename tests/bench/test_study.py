@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from backburner.base.errors import UsageError
 from backburner.bench import study
-from backburner.errors import UsageError
 
 
 def test_prepare_setup_variants_and_shell() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from backburner import system
+from backburner.base.errors import UnavailableError
 from backburner.bench import throttled
-from backburner.errors import UnavailableError
 from backburner.govern import throttle
 
 

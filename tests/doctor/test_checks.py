@@ -10,6 +10,11 @@ import pytest
 
 from backburner.doctor import checks
 from backburner.doctor.facts import Cgroups, Facts
+from backburner.kernel import block
+from backburner.kernel.levers import Disk, Effect, Groups
+from backburner.policy import disks
+from backburner.policy.disks import DiskReport
+from backburner.policy.grammar import BUILTIN
 
 FULL = Facts(
     euid=0, kernel="Linux 6.18 (x86_64)", disks={"sda": ("none", "mq-deadline", "kyber", "bfq")},
@@ -140,3 +145,45 @@ def test_the_network_policy_says_how_it_would_know_the_jobs_packets() -> None:
     v2 = _by_name(checks.evaluate(replace(FULL, net_cls=False, cgroups=Cgroups(
         v1=("blkio", "cpu", "freezer"), v2_root="/sys/fs/cgroup/unified"))))["network policy"]
     assert v2.ok and "cgroup v2" in v2.detail
+
+
+V1 = Groups("v1")
+
+
+def _report(name: str, kind: str, scheduler: str, classes: bool, holds: tuple[str, ...],
+            groups: Groups = V1) -> DiskReport:
+    effect = Effect(Disk(name, "259:0", kind, scheduler, ("none", "mq-deadline", "kyber"),
+                         classes), groups)
+    ignored = effect.ignored(disks.asked([BUILTIN["background"]]))
+    return DiskReport(effect, holds, holds, ignored, disks.cure_for(effect, ignored))
+
+
+def test_a_line_per_disk_says_what_the_background_policy_does_there() -> None:
+    nvme = _report("nvme0n1", block.NVME, "none", False, ("/", "/var"))
+    sda = _report("sda", block.ROTATIONAL, "bfq", True, ("/home",))
+    found = _by_name(checks.evaluate(replace(FULL, disk_reports=(nvme, sda))))
+    line = found["background on nvme0n1"]
+    assert not line.ok and line.required is False
+    assert line.detail == ("NVMe, none, holds /, /var: the IO class and the IO weight do "
+                           "nothing here")
+    # bfq is not offered by this made-up disk: the fix loads it first
+    assert line.fix == "modprobe bfq; then backburner apply --scheduler bfq --devices nvme"
+    ok = found["background on sda"]
+    assert ok.ok and ok.fix is None
+    assert ok.detail == ("rotational, bfq, holds /home: the IO class and the IO weight act; "
+                         "not its buffered writeback (charged to the job's group only on "
+                         "cgroup v2 with io and memory)")
+    doc = json.loads(checks.render_json(checks.evaluate(replace(FULL, disk_reports=(nvme,)))))
+    assert doc["disks"][0]["name"] == "nvme0n1" and doc["disks"][0]["ignored"] == ["io",
+                                                                                 "io-weight"]
+    assert doc["disks"][0]["fix"] == "backburner apply --scheduler bfq --devices nvme"
+
+
+def test_mq_deadline_with_priorities_keeps_the_class_and_loses_the_weight() -> None:
+    r = _report("sda", block.NON_ROTATIONAL, "mq-deadline", True, ("/",),
+                Groups("v2", writeback=True))
+    line = _by_name(checks.evaluate(replace(FULL, disk_reports=(r,))))["background on sda"]
+    assert line.detail == ("solid-state, mq-deadline, holds /: the IO weight does nothing here "
+                           "(the IO class acts)")
+    assert line.fix == "modprobe bfq; then backburner apply --scheduler bfq --devices " \
+                       "non-rotational"

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from backburner.errors import DataError, UnavailableError
+from backburner.base.errors import DataError, UnavailableError
 from backburner.extents import btrfs
 from backburner.extents import runs as R
 from backburner.extents.btrfs import Chunk

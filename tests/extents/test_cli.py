@@ -18,7 +18,7 @@ import pytest
 from helpers import Result, bb, one_line_error
 
 import backburner
-from backburner import errors
+from backburner.base import errors
 from backburner.extents import layout_of, mapfile
 
 from .beds import (

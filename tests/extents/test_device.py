@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import UnavailableError
+from backburner.base.errors import UnavailableError
 from backburner.extents import device as D
 
 MOUNTINFO = """\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import DataError, NotFoundError, UnavailableError, UsageError
+from backburner.base.errors import DataError, NotFoundError, UnavailableError, UsageError
 from backburner.extents import fiemap, layout_of, physical_runs, runs, tables, verify
 from backburner.extents.fiemap import open_regular
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.extents import mapfile as M
 from backburner.extents import runs as R
 from backburner.extents.runs import Run

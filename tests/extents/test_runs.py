@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.extents import runs as R
 from backburner.extents.runs import Extent, Run
 

@@ -92,7 +92,7 @@ def test_pass_stops_at_the_first_difference(tmp_path: Path, disk: tuple[Path, by
 
 
 def test_a_file_shorter_than_its_map(disk: tuple[Path, bytes], tmp_path: Path) -> None:
-    from backburner.errors import DataError
+    from backburner.base.errors import DataError
 
     path, _ = disk
     short = tmp_path / "short"

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.extents import runs as R
 from backburner.extents import tables as T
 from backburner.extents.runs import Run

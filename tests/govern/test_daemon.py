@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, bb, one_line_error, rules_dir, wait_for
 
-from backburner import priority
 from backburner.govern import throttle
-from backburner.priority import IOPrio
+from backburner.kernel import priorities
+from backburner.kernel.priorities import IOPrio
+from backburner.policy import disks, grammar
 
 pytestmark = pytest.mark.root
 
@@ -146,11 +147,11 @@ def tasks(pid: int) -> list[int]:
 
 
 def io_of(tid: int) -> str:
-    return str(priority.ioprio_get(tid))
+    return str(priorities.ioprio_get(tid))
 
 
 def wait_idle(pid: int) -> None:
-    wait_for(lambda: priority.ioprio_get(pid) == IOPrio("idle"), timeout=10,
+    wait_for(lambda: priorities.ioprio_get(pid) == IOPrio("idle"), timeout=10,
              what=f"PID {pid} to be governed")
 
 
@@ -457,6 +458,91 @@ def test_unsafe_rule_file_refused_78(tmp_path: Path, how: str, words: str) -> No
         assert str(f) in line and words in line, line
 
 
+def test_pathological_pattern_refused_65_one_line(tmp_path: Path, state_dir: Path) -> None:
+    """`(a+)+$` made `govern explain` and the daemon's match of every exec hang on a user's
+    `exec -a aaaa…! sleep 60`: the rule is refused when its file is read."""
+    d = rules_dir(tmp_path, '[[rule]]\nname = "slow"\nio = "idle"\n'
+                  'match = { comm = "sleep", cmdline = "(a+)+$" }\n')
+    r = bb("govern", "run", "--rules", str(d), "--no-defaults")
+    assert r.returncode == 65
+    line = one_line_error(r)
+    assert f"{d / 'test.toml'}:4: rule 'slow': match.cmdline '(a+)+$' is pathological" in line
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65 and "is pathological" in r.out and "Traceback" not in r.err
+    assert not (state_dir / "journal").exists() or no_journal(state_dir)
+
+
+def test_rule_file_nested_5000_deep_refused_65_one_line(tmp_path: Path) -> None:
+    d = rules_dir(tmp_path, '[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x" }\n'
+                  "deep = " + "[" * 5000 + "]" * 5000 + "\n")
+    for cmd in (["run", "--rules", str(d)], ["explain", "1", "--rules", str(d)]):
+        r = bb("govern", *cmd, "--no-defaults")
+        assert r.returncode == 65, (cmd, r.err)
+        assert f"{d / 'test.toml'}:5: arrays or tables nested more than" in one_line_error(r)
+    r = bb("govern", "check", str(d), "--no-defaults")
+    assert r.returncode == 65 and "nested more than" in r.out and "Traceback" not in r.err
+
+
+#: A process name that sets the terminal's title, erases the line and returns to its start
+#: (15 bytes: all the kernel keeps), and a command line that starts a line of its own
+#: with a verdict and erases the one before.
+HOSTILE_COMM = "\x1b]2;pwned\x07\x1b[2K\r"
+FORGED = "\n=> rule apt governs it: io idle\x1b[1A\x1b[2K"
+SHOWN_COMM = "\\x1b]2;pwned\\x07\\x1b[2K\\r"
+
+
+def _no_raw_controls(text: str) -> None:
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
+
+
+def test_names_from_proc_neither_drive_the_terminal_nor_forge_a_line(
+        tmp_path: Path, state_dir: Path) -> None:
+    """A process that named itself with escape sequences (prctl PR_SET_NAME) and put a
+    newline and a forged verdict in its argv[0] (as `exec -a` does): `govern explain`,
+    `check`, `govern status`, `backburner status` and the daemon's log show both escaped,
+    every line theirs."""
+    token = _name()
+    code = (f"import ctypes, time; ctypes.CDLL(None).prctl(15, {HOSTILE_COMM.encode()!r});"
+            "print(flush=True); time.sleep(300)")
+    proc = subprocess.Popen([f"{token}{FORGED}", "-c", code], executable=sys.executable,
+                            stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout and proc.stdout.readline() == b"\n"
+        assert Path(f"/proc/{proc.pid}/comm").read_bytes() == HOSTILE_COMM.encode() + b"\n"
+        d = rules_dir(tmp_path, f'[[rule]]\nname = "hostile"\nmatch = {{ cmdline = "{token}" }}'
+                      '\nio = "idle"\n')
+        r = bb("govern", "explain", str(proc.pid), "--rules", str(d), "--no-defaults")
+        assert r.returncode == 0, r.err
+        _no_raw_controls(r.out)
+        assert f"PID {proc.pid} ({SHOWN_COMM}): " in r.out
+        assert f"cmdline: {token}\\n=> rule apt governs it: io idle\\x1b[1A" in r.out
+        assert [ln for ln in r.out.splitlines() if ln.startswith("=>")] == [
+            "=> rule hostile would govern it: io idle"]
+        r = bb("govern", "check", str(d), "--no-defaults")
+        assert r.returncode == 0, r.out + r.err
+        _no_raw_controls(r.out)
+        assert f"matches now: {proc.pid} ({SHOWN_COMM})" in r.out
+        daemon = Daemon(tmp_path, d)
+        try:
+            wait_idle(proc.pid)
+            for cmd in (["govern", "status"], ["status"]):
+                r = bb(*cmd)
+                _no_raw_controls(r.out)
+                assert SHOWN_COMM in r.out, (cmd, r.out)
+        finally:
+            code_, err = daemon.finish()
+        assert code_ == 0, err
+        _no_raw_controls(err)
+        governing = [ln for ln in err.splitlines() if f"governing PID {proc.pid}" in ln]
+        assert governing == [f"backburner: governing PID {proc.pid} ({SHOWN_COMM}) by rule "
+                             "hostile: io idle"], err
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
 def test_explain(tmp_path: Path, link: Path, targets: list[Target]) -> None:
     d = rules_dir(tmp_path, f'[[rule]]\nname = "mine"\nmatch = {{ comm = "{link.name}", '
                   'user = "root" }\nio = "idle"\n')
@@ -530,7 +616,7 @@ def test_not_root_77(tmp_path: Path) -> None:
     """As nobody (with read access everywhere, so it finds the code): refused before it
     reads any rule or subscribes to anything."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-           "PYTHONPATH": str(Path(priority.__file__).resolve().parents[1]),
+           "PYTHONPATH": str(Path(grammar.__file__).resolve().parents[1]),
            "BACKBURNER_STATE_DIR": str(tmp_path / "state")}
     as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                  "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
@@ -580,6 +666,34 @@ def test_sighup_reloads_the_rules_and_bad_ones_leave_the_old(
     assert "rules reloaded" in err and "not reloaded" in err, err
     for t in (early, new):
         assert_put_back(t.pid)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_lever_that_does_nothing_on_slash_is_said_at_start_and_on_reload(
+        tmp_path: Path, state_dir: Path, quiet: bool) -> None:
+    """One warning line at start and one after each reload, naming the disk of / and /var
+    and the fix (`-q` silences it); the status file carries the per-disk facts either way.
+    This machine's / is on vda under mq-deadline, where an IO weight does nothing."""
+    policy = grammar.BUILTIN["low-weight"]
+    expected = disks.warning([policy], None)
+    assert expected is not None, "a machine whose / runs BFQ: this check needs another lever"
+    rule = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{_name()}" }}\npolicy = "low-weight"\n'
+    rules = rules_dir(tmp_path, rule)
+    daemon = Daemon(tmp_path, rules, "--dry-run", *(["-q"] if quiet else []))
+    try:
+        st = json.loads(bb("govern", "status", "--json").out)
+        named = [d["name"] for d in st["disks"]]
+        assert named and all("/" in d["holds"] or "/var" in d["holds"] for d in st["disks"])
+        assert st["disks"][0]["acts"]["io-weight"] is None and "io-weight" in \
+            st["disks"][0]["ignored"]
+        (rules / "test.toml").write_text(rule.replace('name = "w"', 'name = "w2"'))
+        daemon.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: json.loads(bb("govern", "status", "--json").out)["rules"] == ["w2"],
+                 what="the status after the reload")
+    finally:
+        code, err = daemon.finish()
+    assert code == 0, err
+    assert err.count(f"warning: {expected}") == (0 if quiet else 2), err
 
 
 def test_its_words_and_its_ready_file_go_with_it(tmp_path: Path, state_dir: Path, link: Path,

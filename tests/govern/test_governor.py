@@ -14,12 +14,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import bb
+from helpers import bb, wait_for
 
-from backburner import priority, system
-from backburner import proc_events as cn
+from backburner import system
 from backburner.govern import daemon, governor, rulefile, rules
-from backburner.priority import IOPrio
+from backburner.govern.pattern import Pattern
+from backburner.kernel import priorities, procfs
+from backburner.kernel import proc_events as cn
+from backburner.kernel.priorities import IOPrio
+from backburner.policy import cgroup_plan, grammar, live
 
 pytestmark = pytest.mark.root
 
@@ -70,11 +73,11 @@ def test_rescan_adopts_forks_missed_and_undo_puts_them_back(
     with system.LiveTransaction("govern") as tx:
         gov = governor.Governor(ruleset(comm), tx)
         assert gov.consider(proc.pid) is not None
-        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+        assert priorities.ioprio_get(proc.pid) == IOPrio("idle")
         proc.stdin.write("fork\n")
         proc.stdin.flush()
         child = int(proc.stdout.readline())
-        assert priority.ioprio_get(child) == IOPrio("idle")  # inherited from its parent
+        assert priorities.ioprio_get(child) == IOPrio("idle")  # inherited from its parent
         assert child not in gov.governed  # its fork event was "lost"
         gov.scan()
         record = gov.governed[child]
@@ -89,7 +92,7 @@ def test_rescan_adopts_forks_missed_and_undo_puts_them_back(
         assert proc.pid not in gov.governed
         assert [e.change.kind for e in tx.entries] == ["inherited"]
     try:
-        assert priority.ioprio_get(child) == IOPrio("none")
+        assert priorities.ioprio_get(child) == IOPrio("none")
         assert os.sched_getscheduler(child) == os.SCHED_OTHER
     finally:
         os.kill(child, 9)
@@ -102,10 +105,10 @@ def test_thread_born_with_old_priorities_is_fixed(
         gov = governor.Governor(ruleset(comm), tx)
         gov.consider(proc.pid)
         tid = max(int(t) for t in os.listdir(f"/proc/{proc.pid}/task"))
-        priority.ioprio_set(tid, IOPrio("none"))  # as if cloned while we changed the rest
+        priorities.ioprio_set(tid, IOPrio("none"))  # as if cloned while we changed the rest
         gov.handle([cn.Event(cn.FORK, 0, 0, tid, proc.pid, proc.pid, proc.pid)])
-        assert priority.ioprio_get(tid) == IOPrio("idle")
-    assert priority.ioprio_get(tid) == IOPrio("none")
+        assert priorities.ioprio_get(tid) == IOPrio("idle")
+    assert priorities.ioprio_get(tid) == IOPrio("none")
 
 
 def test_journal_is_compacted_and_a_sigkilled_owner_is_restored(
@@ -136,14 +139,14 @@ def test_journal_is_compacted_and_a_sigkilled_owner_is_restored(
         intents = [e for e in events if e["event"] == "intent"]
         assert len(events) < 2 * 50, "retired entries were compacted away"
         assert intents[-1]["spec"]["pid"] == proc.pid
-        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+        assert priorities.ioprio_get(proc.pid) == IOPrio("idle")
     finally:
         owner.kill()
         owner.wait()
         owner.stdout.close()  # type: ignore[union-attr]
     r = bb("restore")
     assert r.returncode == 0, r.err
-    assert priority.ioprio_get(proc.pid) == IOPrio("none")
+    assert priorities.ioprio_get(proc.pid) == IOPrio("none")
     assert os.sched_getscheduler(proc.pid) == os.SCHED_OTHER
     assert not journal.exists()
 
@@ -166,21 +169,21 @@ def test_missing_controller_other_actions_still_apply_and_status_says_so(
     proc, comm = parent
     mounts = tmp_path / "mountinfo"
     mounts.write_text("22 1 0:5 / /proc rw,nosuid shared:1 - proc proc rw\n")
-    real = priority.plan_cgroup
-    monkeypatch.setattr(priority, "plan_cgroup",
+    real = cgroup_plan.plan_cgroup
+    monkeypatch.setattr(cgroup_plan, "plan_cgroup",
                         lambda policy, name: real(policy, name, mountinfo=str(mounts)))
     text = f'[[rule]]\nname = "w"\nmatch = {{ comm = "{comm}" }}\npolicy = "background"\n'
     rs, _ = rulefile.combine([rulefile.parse_file(text, "w.toml")])
     with system.LiveTransaction("govern") as tx:
         gov = governor.Governor(rs, tx)
         assert gov.consider(proc.pid) is not None
-        assert priority.ioprio_get(proc.pid) == IOPrio("idle")
+        assert priorities.ioprio_get(proc.pid) == IOPrio("idle")
         assert os.sched_getscheduler(proc.pid) == os.SCHED_IDLE
         st = daemon.status(gov, daemon.Options(), 0.0)
         (problem,) = st["problems"]
         assert "no cgroup weights" in problem and "blkio" in problem
         assert st["governed"][0]["cgroups"] == []
-    assert priority.ioprio_get(proc.pid) == IOPrio("none")
+    assert priorities.ioprio_get(proc.pid) == IOPrio("none")
 
 
 def test_never_pid1_kernel_threads_itself_or_its_ancestors(state_dir: Path) -> None:
@@ -206,18 +209,18 @@ def test_a_new_program_gets_its_io_class_then_the_cpu_back_before_the_tree_walk(
     beside a program that is loading delays its start: benchmarks/govern_timeline.py)."""
     proc = subprocess.Popen(["sleep", "30"])
     order: list[str] = []
-    real_set, real_walk = priority._ioprio_set_value, priority.apply_to_tree
-    monkeypatch.setattr(priority, "_ioprio_set_value",
+    real_set, real_walk = priorities._ioprio_set_value, live.apply_to_tree
+    monkeypatch.setattr(priorities, "_ioprio_set_value",
                         lambda tid, v: (order.append(f"set {tid}"), real_set(tid, v))[1])
     monkeypatch.setattr(os, "sched_yield", lambda: order.append("yield"))
-    monkeypatch.setattr(priority, "apply_to_tree",
+    monkeypatch.setattr(live, "apply_to_tree",
                         lambda pid, policy: (order.append("walk"), real_walk(pid, policy))[1])
     try:
         with system.LiveTransaction("govern") as tx:
             tx.record(system.PrioritiesFirst(proc.pid, "idle", None))
             assert order[:3] == [f"set {proc.pid}", "yield", "walk"]
-            assert priority.ioprio_get(proc.pid) == IOPrio("idle")
-        assert priority.ioprio_get(proc.pid) != IOPrio("idle")  # undone
+            assert priorities.ioprio_get(proc.pid) == IOPrio("idle")
+        assert priorities.ioprio_get(proc.pid) != IOPrio("idle")  # undone
     finally:
         proc.kill()
         proc.wait()
@@ -225,10 +228,13 @@ def test_a_new_program_gets_its_io_class_then_the_cpu_back_before_the_tree_walk(
 
 THREADS = textwrap.dedent("""
     import sys, threading, time
-    from backburner import priority
+    from backburner.kernel import priorities
+    from backburner.policy import cgroup_plan
+    from backburner.policy import grammar
+    from backburner.policy import live
 
     def own():
-        priority.ioprio_set(threading.get_native_id(), priority.IOPrio("be", 7))
+        priorities.ioprio_set(threading.get_native_id(), priorities.IOPrio("be", 7))
         print(threading.get_native_id(), flush=True)
         time.sleep(300)
 
@@ -273,17 +279,17 @@ def test_a_new_programs_own_thread_first_then_the_rest_journaled_and_put_back(
     proc = threads
     assert proc.stdout
     own = int(proc.stdout.readline())
-    before = priority.ioprio_get(proc.pid)
+    before = priorities.ioprio_get(proc.pid)
     with system.LiveTransaction("govern") as tx:
         entry = tx.record(system.PrioritiesFirst(proc.pid, "idle", None))
         assert list(entry.old) == [str(proc.pid)]  # read before the change: itself
         assert entry.result["old"][str(own)]["io"] == IOPrio("be", 7).value
-        assert priority.ioprio_get(own) == IOPrio("idle")
+        assert priorities.ioprio_get(own) == IOPrio("idle")
         later = _new_thread(proc)
-        assert priority.ioprio_get(later) == IOPrio("idle")  # copied from its creator
-    assert priority.ioprio_get(proc.pid) == before
-    assert priority.ioprio_get(own) == IOPrio("be", 7)
-    assert priority.ioprio_get(later) == before
+        assert priorities.ioprio_get(later) == IOPrio("idle")  # copied from its creator
+    assert priorities.ioprio_get(proc.pid) == before
+    assert priorities.ioprio_get(own) == IOPrio("be", 7)
+    assert priorities.ioprio_get(later) == before
 
 
 def test_undo_before_the_rest_was_journaled_puts_back_only_what_shows_the_change(
@@ -294,12 +300,41 @@ def test_undo_before_the_rest_was_journaled_puts_back_only_what_shows_the_change
     proc = threads
     assert proc.stdout
     own = int(proc.stdout.readline())
-    before = priority.ioprio_get(proc.pid)
+    before = priorities.ioprio_get(proc.pid)
     change = system.PrioritiesFirst(proc.pid, "idle", None)
     old = change.read()
-    priority.ioprio_set(proc.pid, IOPrio("idle"))  # what apply did before the crash
+    priorities.ioprio_set(proc.pid, IOPrio("idle"))  # what apply did before the crash
     later = _new_thread(proc)  # born after: copied idle
     change.undo(old, None)  # `restore` of a journal with no result for the entry
-    assert priority.ioprio_get(proc.pid) == before
-    assert priority.ioprio_get(later) == before
-    assert priority.ioprio_get(own) == IOPrio("be", 7)
+    assert priorities.ioprio_get(proc.pid) == before
+    assert priorities.ioprio_get(later) == before
+    assert priorities.ioprio_get(own) == IOPrio("be", 7)
+
+
+def test_a_command_line_too_slow_to_search_is_not_matched_and_is_told(
+        state_dir: Path, tmp_path: Path) -> None:
+    """A user's process whose command line takes a rule's pattern past its deadline: the
+    daemon moves on (no match), counts it, and names the rule once among its problems.
+    The pattern is exponential and never finishes: the load check would refuse it, so the
+    rule is built here directly (as one that slipped past the check would be)."""
+    link = tmp_path / "bbgov-slow"
+    link.symlink_to(sys.executable)
+    proc = subprocess.Popen([str(link), "-c", "import time; time.sleep(60)", "a" * 60 + "!"])
+    try:
+        match = rules.Match(comm=(link.name,), cmdline=(Pattern(r"(a|aa)+$"),))
+        slow = rules.Rule("slow", match, grammar.parse_policy("background"), file="s.toml",
+                          line=1)
+        gov = governor.Governor(rules.Ruleset((slow,)), None)
+        daemon_opts = daemon.Options(rules_dir=str(tmp_path), dry_run=True)
+        wait_for(lambda: "a" * 60 in " ".join(procfs.cmdline_of(proc.pid)),
+                 what="the target's command line")
+        assert gov.consider(proc.pid) is None and not gov.governed
+        st = daemon.status(gov, daemon_opts, 0.0)
+        assert st["counters"]["slow_matches"] == 1
+        assert st["problems"] == ["rule slow: its cmdline pattern ran past the 10 ms deadline "
+                                  "on some command lines, which it then did not match"]
+        gov.consider(proc.pid)
+        assert daemon.status(gov, daemon_opts, 0.0)["counters"]["slow_matches"] == 2
+    finally:
+        proc.kill()
+        proc.wait()

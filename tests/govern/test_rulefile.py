@@ -60,6 +60,13 @@ def test_good_file_parses_with_policies_and_lines() -> None:
      'uplink = "fast"\n', 6, "[net] unknown link rate 'fast'"),
     ('[net]\ndev = "eth0"\nqueue = 5\n', 3, "[net] unknown key 'queue'"),
     ('[net]\ndev = ""\n', 2, "[net] dev must be a non-empty string"),
+    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { comm = "x", cmdline = "(a|aa)+$" }\n', 4,
+     "match.cmdline '(a|aa)+$' is pathological: searching 1024 characters"),
+    ('[[rule]]\nname = "a"\nio = "idle"\nmatch = { cmdline = "\\\\p{L}" }\n', 4,
+     "not a valid regular expression"),  # `regex` would take it; `re` does not
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n", 1, "nested more than 32 deep"),
+    ('[[rule]]\nname = "a"\nio = "idle"\n\nmatch = { comm = ' + "[" * 40 + '"x"' + "]" * 40
+     + " }\n", 5, "nested more than 32 deep"),
 ])
 def test_errors_name_file_and_line(text: str, line: int, words: str) -> None:
     errs = parse_file(text, "bad.toml").errors
@@ -114,3 +121,23 @@ def test_net_alone_is_a_setting_and_its_table_is_kept() -> None:
     ruleset, errs = combine([a, b])
     assert (ruleset.net.dev, ruleset.net.netns, ruleset.net.uplink) == ("wlan0", None, "2mbit")
     assert [str(e) for e in errs] == ["b.toml:1: a second [net] table (the first is in a.toml)"]
+
+
+def test_nesting_a_file_5000_deep_is_one_error_not_a_recursion_error() -> None:
+    """tomllib recurses once per level: 5,000 levels ended in a RecursionError (a traceback
+    where a rule file's error belongs). Brackets in strings and comments do not count."""
+    for deep in ("x = " + "[" * 5000 + "]" * 5000, "x = " + "{a = " * 5000 + "1" + "}" * 5000):
+        (err,) = parse_file(deep, "deep.toml").errors
+        assert (err.file, err.line) == ("deep.toml", 1) and "nested" in err.message
+    quoted = ('# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n'
+              '[[rule]]\nname = "a"\nio = "idle"\n'
+              "match = { cmdline = '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x]' }\n")
+    assert parse_file(quoted, "q.toml").errors == []
+
+
+def test_values_in_errors_are_short_however_deep_or_long() -> None:
+    text = ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\nbroad = '
+            + "[" * 30 + "]" * 30 + "\nnet = " + repr("x" * 100_000) + "\n")
+    errs = parse_file(text, "v.toml").errors
+    assert [e.line for e in errs] == [5, 6]
+    assert all(len(str(e)) < 200 for e in errs), errs

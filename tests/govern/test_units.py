@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from backburner import priority, system
+from backburner import system
 from backburner.govern import units
 from backburner.govern.rules import Match, Rule
+from backburner.policy import grammar
 from backburner.systemd import bus as bus_module
 
 
@@ -63,7 +64,7 @@ def placer(monkeypatch: pytest.MonkeyPatch) -> tuple[units.Placer, FakeTx, list[
 
 
 def _rule(throttle: bool = False) -> Rule:
-    return Rule("bulk", Match(comm=("bulk",)), priority.BUILTIN["background"], throttle)
+    return Rule("bulk", Match(comm=("bulk",)), grammar.BUILTIN["background"], throttle)
 
 
 def test_a_service_is_weighted_once_and_put_back_with_its_last_process(placer: Any) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backburner import cgroup2, system
+from backburner import system
+from backburner.kernel import cgroups
 from backburner.net import link, testbed
 
 SPEC = "1mbit:0ms:300ms"
@@ -25,7 +26,7 @@ def bed(state_dir: Path) -> Iterator[testbed.Testbed]:
 def bed_state(bed: testbed.Testbed) -> tuple[object, ...]:
     """What an undo must put back: the client link's qdiscs and classes, and the groups of
     the cgroup v2 root."""
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None
     return (system.qdiscs(bed.client_ns, bed.client_dev),
             system.tc_classes(bed.client_ns, bed.client_dev),

@@ -16,7 +16,8 @@ import pytest
 from helpers import BB, TIMEOUT, bb
 
 from backburner import system
-from backburner.net import testbed
+from backburner.base.errors import ExistsError
+from backburner.net import background, testbed
 
 from .conftest import bed_state
 
@@ -94,11 +95,46 @@ def test_uploads_go_to_their_class_on_a_shaped_uplink(bed: testbed.Testbed) -> N
     (["--net-dev", "nosuch0"], "no such interface: nosuch0"),
     (["--netns", "bbnosuchns"], "no network namespace"),
     (["--net-uplink", "fast"], "unknown link rate 'fast' (--net-uplink)"),
+    (["--net-dev", "a/b"], "is not an interface name"),
+    (["--net-dev", "x" * 16], "is not an interface name"),
+    (["--netns", "../../etc"], "is not a network namespace's name"),
 ])
 def test_bad_input_is_one_line_before_any_change(bed: testbed.Testbed, extra: list[str],
                                                  words: str) -> None:
     before = bed_state(bed)
     r = bb("run", "--net", "background", *extra, "--", "true")
+    assert r.returncode == 125
+    assert len(r.err.strip().splitlines()) == 1 and words in r.err, r.err
+    assert bed_state(bed) == before
+
+
+@pytest.mark.parametrize("option", ["--net-dev", "--netns", "--net-uplink"])
+def test_an_empty_value_is_refused_not_taken_as_the_default(
+        bed: testbed.Testbed, option: str) -> None:
+    """`--net-dev "$UNSET"` shaped the interface of the default route: an empty value is
+    refused in one line before anything changes (the other options name the testbed, so
+    the old behaviour could not reach a host interface)."""
+    before = bed_state(bed)
+    given = {"--netns": bed.client_ns, "--net-dev": bed.client_dev, option: ""}
+    r = bb("run", "--net", "background", *(x for kv in given.items() for x in kv),
+           "--", "true")
+    assert r.returncode == 125
+    assert len(r.err.strip().splitlines()) == 1 and f"{option} is empty" in r.err, r.err
+    assert bed_state(bed) == before
+    r = bb("run", option, "", "--", "true")  # without --net, not silently ignored
+    assert r.returncode == 125 and "go with --net background" in r.err, r.err
+
+
+@pytest.mark.parametrize("rate, words", [
+    ("1mbit\n", "unknown link rate"),
+    ("8400bit", "is below 20kbit"),  # everything else's class would get -400bit
+    ("8000bit", "is below 20kbit"),
+    ("99999999999999999999gbit", "is above 10gbit"),  # tc wraps it round
+])
+def test_an_uplink_tc_cannot_shape_is_refused_before_any_change(
+        bed: testbed.Testbed, rate: str, words: str) -> None:
+    before = bed_state(bed)
+    r = bb(*_args(bed)[:-1], "--net-uplink", rate, "--", "true")
     assert r.returncode == 125
     assert len(r.err.strip().splitlines()) == 1 and words in r.err, r.err
     assert bed_state(bed) == before
@@ -116,3 +152,70 @@ def test_a_root_qdisc_of_someone_else_is_not_replaced(bed: testbed.Testbed) -> N
         r = bb(*_args(bed), "true")
         assert r.returncode == 125 and "already has a root qdisc" in r.err, r.err
         assert bed_state(bed) == before
+
+
+def _shaped(bed: testbed.Testbed) -> bool:
+    return len(system.tc_classes(bed.client_ns, bed.client_dev)) >= 3
+
+
+def test_a_run_that_raced_past_the_check_is_refused_and_the_first_stays_shaped(
+        bed: testbed.Testbed) -> None:
+    """The race of two runs on one device, made certain: the second passed `check`
+    before the first put its qdisc on, and finds it there when it adds its own. It is
+    refused (73, one line) and its rollback leaves the first run's shaping whole."""
+    before = bed_state(bed)
+    first = subprocess.Popen([*BB, *_args(bed), "sleep", "30"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not _shaped(bed):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.3)
+    shaped = bed_state(bed)
+    second = background.Target(bed.client_dev, bed.client_ns,
+                               attribution=background.attribution())
+    try:
+        with pytest.raises(ExistsError) as refused, system.Transaction("run") as tx:
+            background.apply(tx, second, "race")
+        assert "already has a root qdisc (htb 1:)" in str(refused.value)
+        assert refused.value.exit_status == 73 and "\n" not in str(refused.value)
+        assert bed_state(bed) == shaped and first.poll() is None
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.communicate(timeout=TIMEOUT)
+    assert bed_state(bed) == before
+
+
+def test_two_runs_at_once_on_one_device_one_shaped_one_refused(
+        bed: testbed.Testbed) -> None:
+    """Two `run --net background` started together, three times: one runs shaped to its
+    end (its job sees the HTB still there as it ends: status 0), the other is refused in
+    one line with run's own status; never a job whose shaping the other's rollback took."""
+    before = bed_state(bed)
+    job = f"sleep 3; tc qdisc show dev {bed.client_dev} | grep -q 'htb 1:'"
+    for _ in range(3):
+        runs = [subprocess.Popen([*BB, *_args(bed), "sh", "-c", job], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE) for _ in range(2)]
+        ends = [(r.wait(TIMEOUT), r.communicate()[1].decode()) for r in runs]
+        assert sorted(status for status, _ in ends) == [0, 125], ends
+        refusal = next(err for status, err in ends if status == 125)
+        assert len(refusal.strip().splitlines()) == 1, refusal
+        assert "already has a root qdisc" in refusal, refusal
+        assert bed_state(bed) == before
+
+
+def test_the_path_going_mid_job_is_said_once_and_the_status_is_the_jobs(
+        bed: testbed.Testbed) -> None:
+    """The job's own address removed and put back while it downloads (the pacer's echo
+    cannot be sent meanwhile): one line on stderr says so, no traceback, and `run` exits
+    with the job's status."""
+    before = bed_state(bed)
+    addr = f"{testbed.CLIENT_ADDR}/24 dev {bed.client_dev}"
+    job = (f"{sys.executable} -m backburner.net.client download {testbed.SERVER_ADDR} "
+           f"{testbed.PORT} 8 >/dev/null & sleep 3; ip addr del {addr}; sleep 2; "
+           f"ip addr add {addr}; wait $!; exit 3")
+    r = bb(*_args(bed), "sh", "-c", job)
+    assert r.returncode == 3, r.err
+    [line] = r.err.strip().splitlines()
+    assert "could not reach" in line and "Network is unreachable" in line, r.err
+    assert bed_state(bed) == before

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from backburner import cgroupbpf, system, tcbpf
+from backburner import system
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs, tc_programs
 from backburner.net import ingress, measure, policy, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -30,16 +32,16 @@ def _state(bed: testbed.Testbed) -> tuple[object, ...]:
 def _sock_create(group: Path) -> list[int]:
     fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE)
+        return bpf.attached(fd, bpf.BPF_CGROUP_INET_SOCK_CREATE)
     finally:
         os.close(fd)
 
 
 def test_the_classifier_is_refused_out_of_range() -> None:
     with pytest.raises(ValueError):
-        tcbpf.classifier_program(0, ingress.JOB_CLASSID)
+        tc_programs.classifier_program(0, ingress.JOB_CLASSID)
     with pytest.raises(ValueError):
-        cgroupbpf.socket_priority_program(2**31)
+        cgroup_programs.socket_priority_program(2**31)
 
 
 def test_the_jobs_segments_go_through_its_class_held_to_its_rate_and_undo_is_exact(

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 from helpers import bb
 
-from backburner import cgroupbpf, system
-from backburner.errors import ExistsError, UnavailableError
+from backburner import system
+from backburner.base.errors import ExistsError, UnavailableError
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs
 from backburner.system.bpf import PIN_DIR, PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -29,7 +31,7 @@ def _gone(ids: dict[str, int]) -> bool:
     """Every pinned object freed (the kernel frees them a moment after the last holder)."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        fds = [cgroupbpf.map_fd(i) if n == PIN_WINDOW else cgroupbpf.program_fd(i)
+        fds = [bpf.map_fd(i) if n == PIN_WINDOW else bpf.program_fd(i)
                for n, i in ids.items()]
         for fd in fds:
             if fd is not None:
@@ -47,12 +49,12 @@ def test_pin_and_unpin(bpffs: str) -> None:
         assert sorted(os.listdir(pins)) == sorted([PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW])
         assert pins.stat().st_mode & 0o777 == 0o700
         assert system.pinned_ids(bpffs) == result["ids"]
-        window = cgroupbpf.pinned(str(pins / PIN_WINDOW))
+        window = bpf.pinned(str(pins / PIN_WINDOW))
         try:
-            assert cgroupbpf.window(window) == (0, 0)  # nothing clamped at first
-            sock_ops = cgroupbpf.pinned(str(pins / PIN_SOCK_OPS))
+            assert cgroup_programs.window(window) == (0, 0)  # nothing clamped at first
+            sock_ops = bpf.pinned(str(pins / PIN_SOCK_OPS))
             try:  # the program uses the pinned map
-                assert cgroupbpf.program_maps(sock_ops) == [result["ids"][PIN_WINDOW]]
+                assert bpf.program_maps(sock_ops) == [result["ids"][PIN_WINDOW]]
             finally:
                 os.close(sock_ops)
             with pytest.raises(ExistsError) as err:  # a second service: refused

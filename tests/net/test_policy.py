@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from backburner import cgroupbpf, system
+from backburner import system
+from backburner.base.errors import UsageError
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs
 from backburner.net import measure, policy, testbed
 from backburner.net.pacer import WindowRule
 
@@ -26,8 +29,8 @@ def _state(bed: testbed.Testbed) -> tuple[object, ...]:
 def _programs(group: Path) -> tuple[list[int], list[int]]:
     fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return (cgroupbpf.attached(fd),
-                cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
+        return (bpf.attached(fd),
+                bpf.attached(fd, bpf.BPF_CGROUP_SOCK_OPS))
     finally:
         os.close(fd)
 
@@ -73,7 +76,7 @@ def test_adaptive_budgets_move_the_class_rate_and_the_window_and_undo_is_exact(
             measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
                              seconds=3.0)
             assert applied.window_map is not None
-            clamp, initial = cgroupbpf.window(applied.window_map)
+            clamp, initial = cgroup_programs.window(applied.window_map)
         finally:
             policy.stop(applied)
         assert applied.pacer is not None
@@ -117,3 +120,17 @@ def test_uploads_go_behind_everything_else_on_a_shaped_uplink(
         assert "class htb 1:2 root rate 950Kbit ceil 950Kbit" in shaped, shaped
     assert _programs(cgroup2_group) == ([], [])
     assert _state(bed) == before
+
+
+def test_every_uplink_taken_gives_every_class_a_rate_within_its_parent() -> None:
+    """An uplink of 8000-8421 bit made "everything else" -400bit or 0; the least taken
+    now leaves each class MIN_CLASS_BIT or more, and the two within the interface's."""
+    for bit in (policy.MIN_UPLINK_BIT, policy.MIN_UPLINK_BIT + 1, 168_421, 1_000_000,
+                10_000_000_000):
+        up, rest, mine = policy.uplink_rates(bit)
+        assert min(rest, mine) >= policy.MIN_CLASS_BIT and rest + mine == up <= bit
+    for bit in (8000, 8421, policy.MIN_UPLINK_BIT - 1):
+        with pytest.raises(UsageError, match="below 20kbit"):
+            policy.check_uplink(bit, f"'{bit}bit'")
+        with pytest.raises(ValueError):
+            policy.uplink_rates(bit)

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, WITHOUT_CGROUP2, bb
 
-from backburner import cgroupbpf, system
+from backburner import system
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs
 from backburner.net import measure, policy, service, testbed
 from backburner.system.bpf import (
     PIN_DIR,
@@ -61,11 +63,11 @@ def test_units_groups_are_paced_and_nothing_is_left(bed: testbed.Testbed, bpffs:
             f"egress:{bpffs}/{PIN_DIR}/{PIN_EGRESS}",
             f"sock_ops:{bpffs}/{PIN_DIR}/{PIN_SOCK_OPS}"]
         for spec, kind in zip(bpf_program_settings(bpffs),
-                              (cgroupbpf.BPF_CGROUP_INET_EGRESS, cgroupbpf.BPF_CGROUP_SOCK_OPS),
+                              (bpf.BPF_CGROUP_INET_EGRESS, bpf.BPF_CGROUP_SOCK_OPS),
                               strict=True):
-            prog = cgroupbpf.pinned(spec.split(":", 1)[1])  # as systemd does
-            progs.append(cgroupbpf.program_id(prog))
-            cgroupbpf.attach(group, prog, kind)
+            prog = bpf.pinned(spec.split(":", 1)[1])  # as systemd does
+            progs.append(bpf.program_id(prog))
+            bpf.attach(group, prog, kind)
             os.close(prog)
         assert service.attached_groups(set(progs), str(cgroup2_group.parent)) == \
             [str(cgroup2_group)]
@@ -74,7 +76,7 @@ def test_units_groups_are_paced_and_nothing_is_left(bed: testbed.Testbed, bpffs:
         f = measure.scenario(bed, 2, 0, cgroup_procs=(str(cgroup2_group / "cgroup.procs"),),
                              seconds=3.0)
         packets = policy.bulk_counters(applied)[1]
-        clamp, initial = cgroupbpf.window(applied.window_map)
+        clamp, initial = cgroup_programs.window(applied.window_map)
         assert packets > 20 and f.bulk_bit_s > 100_000, (packets, f)
         assert clamp >= 1448 and initial >= 1, (clamp, initial)  # the pacer set the window
         assert applied.pacer is not None and len(applied.pacer.history) > 5
@@ -86,22 +88,22 @@ def test_units_groups_are_paced_and_nothing_is_left(bed: testbed.Testbed, bpffs:
             assert not Path(bpffs, PIN_DIR).exists()
             assert _client_state(bed) == before
             # the "unit" still holds the sock_ops program: its map is released
-            held = cgroupbpf.program_fd(progs[1])
+            held = bpf.program_fd(progs[1])
             assert held is not None
             try:
-                (window,) = cgroupbpf.program_maps(held)
-                fd = cgroupbpf.map_fd(window)
+                (window,) = bpf.program_maps(held)
+                fd = bpf.map_fd(window)
                 assert fd is not None
-                assert cgroupbpf.window(fd) == (RELEASE_CLAMP, 0)
+                assert cgroup_programs.window(fd) == (RELEASE_CLAMP, 0)
                 os.close(fd)
             finally:
                 os.close(held)
         finally:
-            for prog_id, kind in zip(progs, (cgroupbpf.BPF_CGROUP_INET_EGRESS,
-                                             cgroupbpf.BPF_CGROUP_SOCK_OPS), strict=False):
-                fd = cgroupbpf.program_fd(prog_id)
+            for prog_id, kind in zip(progs, (bpf.BPF_CGROUP_INET_EGRESS,
+                                             bpf.BPF_CGROUP_SOCK_OPS), strict=False):
+                fd = bpf.program_fd(prog_id)
                 if fd is not None:
-                    cgroupbpf.detach(group, fd, kind)
+                    bpf.detach(group, fd, kind)
                     os.close(fd)
             os.close(group)
 
@@ -109,12 +111,32 @@ def test_units_groups_are_paced_and_nothing_is_left(bed: testbed.Testbed, bpffs:
 def test_no_bpffs_is_one_line_and_69(bed: testbed.Testbed, state_dir: Path) -> None:
     before = _client_state(bed)
     r = bb("govern", "net", "--dev", bed.client_dev, "--netns", bed.client_ns)
-    if not cgroupbpf.bpffs_mounted(cgroupbpf.BPFFS):  # this host mounts none
+    if not bpf.bpffs_mounted(bpf.BPFFS):  # this host mounts none
         assert r.returncode == 69, r.err
         assert r.err.count("\n") == 1 and "needs a BPF filesystem" in r.err, r.err
     r = bb("govern", "net", "--dev", "nosuchdev", "--netns", bed.client_ns)
     assert r.returncode != 0 and r.err.count("\n") == 1, r.err
     assert _client_state(bed) == before
+
+
+@pytest.mark.parametrize("option", ["--dev", "--netns", "--uplink"])
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_value_is_refused_not_taken_as_the_default(
+        bed: testbed.Testbed, state_dir: Path, option: str, empty: str) -> None:
+    """`govern net --dev ''` shaped the default route's interface: an empty value is one
+    line and 64, before anything else is asked (the namespace given is the testbed's, so
+    the old behaviour could not reach a host interface)."""
+    given = {"--dev": bed.client_dev, "--netns": bed.client_ns, option: empty}
+    r = bb("govern", "net", *(x for kv in given.items() for x in kv))
+    assert r.returncode == 64, r.err
+    assert r.err.count("\n") == 1 and f"{option} is empty" in r.err, r.err
+
+
+def test_a_slow_uplink_is_refused_before_anything_changes(bed: testbed.Testbed,
+                                                          state_dir: Path) -> None:
+    r = bb("govern", "net", "--dev", bed.client_dev, "--netns", bed.client_ns,
+           "--uplink", "8400bit")
+    assert r.returncode == 64 and "is below 20kbit" in r.err, r.err
 
 
 SERVE = """
@@ -144,14 +166,14 @@ def test_the_groups_below_an_attached_one_are_found(cgroup2_group: Path) -> None
     made = [cgroup2_group / d for d in ("a", "a/x", "a/x/y", "a/z", "b")]
     for d in made:
         d.mkdir()
-    prog = cgroupbpf.load_priority_program(policy.BULK_PRIORITY)
+    prog = cgroup_programs.load_priority_program(policy.BULK_PRIORITY)
     group = os.open(cgroup2_group / "a", os.O_RDONLY | os.O_DIRECTORY)
     try:
-        cgroupbpf.attach(group, prog)
-        found = service.attached_groups({cgroupbpf.program_id(prog)}, str(cgroup2_group))
+        bpf.attach(group, prog)
+        found = service.attached_groups({bpf.program_id(prog)}, str(cgroup2_group))
         assert sorted(found) == [str(cgroup2_group / d) for d in ("a", "a/x", "a/x/y", "a/z")]
         assert service.attached_groups({0}, str(cgroup2_group)) == []
-        cgroupbpf.detach(group, prog)
+        bpf.detach(group, prog)
     finally:
         os.close(group)
         os.close(prog)

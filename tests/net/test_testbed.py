@@ -12,7 +12,7 @@ import pytest
 from helpers import TIMEOUT, bb
 
 from backburner import system
-from backburner.errors import UnavailableError
+from backburner.base.errors import UnavailableError
 from backburner.net import link, measure, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]

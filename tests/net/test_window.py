@@ -1,4 +1,5 @@
-"""The window clamp (system.CgroupSockOps, the sock_ops program of cgroupbpf) on the
+"""The window clamp (system.CgroupSockOps, the sock_ops program of
+kernel.bpf.cgroup_programs) on the
 testbed: the job's sockets get the map's clamp, a change of the map reaches an established
 socket (read back in the job with getsockopt, and at the sender as the window it is
 offered), and the undo, also `restore`'s after a SIGKILL, leaves no program, no map and
@@ -19,8 +20,11 @@ from pathlib import Path
 import pytest
 from helpers import bb
 
-from backburner import cgroup2, cgroupbpf, system
-from backburner.errors import UnavailableError
+from backburner import system
+from backburner.base.errors import UnavailableError
+from backburner.kernel import cgroups
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs
 from backburner.net import tcpopts, testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
@@ -61,7 +65,7 @@ def _gone(prog: int, window: int) -> bool:
     last holder goes)."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        p, m = cgroupbpf.program_fd(prog), cgroupbpf.map_fd(window)
+        p, m = bpf.program_fd(prog), bpf.map_fd(window)
         for fd in (p, m):
             if fd is not None:
                 os.close(fd)
@@ -76,10 +80,10 @@ def test_clamp_reaches_established_sockets_and_undo_is_exact(
     group = os.open(cgroup2_group, os.O_RDONLY | os.O_DIRECTORY)
     flag = tmp_path / "flag"
     try:
-        before = cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS)
+        before = bpf.attached(group, bpf.BPF_CGROUP_SOCK_OPS)
         with system.Transaction("net-window") as wtx:
             result = wtx.apply(system.CgroupSockOps(str(cgroup2_group), None, 60000, 40))
-            assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == \
+            assert bpf.attached(group, bpf.BPF_CGROUP_SOCK_OPS) == \
                 [*before, result["prog"]]
             job = testbed.client(bed, [sys.executable, "-c", JOB, testbed.SERVER_ADDR,
                                        str(testbed.PORT), str(flag)],
@@ -88,8 +92,8 @@ def test_clamp_reaches_established_sockets_and_undo_is_exact(
             assert _offered(bed) > 30000
             window = system.window_map(result)
             assert window is not None
-            cgroupbpf.set_window(window, 4000, 2)
-            assert cgroupbpf.window(window) == (4000, 2)
+            cgroup_programs.set_window(window, 4000, 2)
+            assert cgroup_programs.window(window) == (4000, 2)
             os.close(window)
             flag.touch()
             then = json.loads(job.popen.stdout.readline())
@@ -100,7 +104,7 @@ def test_clamp_reaches_established_sockets_and_undo_is_exact(
             assert first.count(60000) > len(first) // 2, first
             assert then.count(4000) > len(then) // 2, then
             assert offered <= 4096  # rounded up to the window scale's unit
-        assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == before
+        assert bpf.attached(group, bpf.BPF_CGROUP_SOCK_OPS) == before
         assert _gone(result["prog"], result["map"])
     finally:
         os.close(group)
@@ -126,17 +130,17 @@ def test_sigkill_then_restore_removes_program_and_map(state_dir: Path,
         prog, window = (int(x) for x in proc.stdout.readline().split())
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == [prog]
+        assert bpf.attached(group, bpf.BPF_CGROUP_SOCK_OPS) == [prog]
         r = bb("restore")
         assert r.returncode == 0, r.err
-        assert cgroupbpf.attached(group, cgroupbpf.BPF_CGROUP_SOCK_OPS) == []
+        assert bpf.attached(group, bpf.BPF_CGROUP_SOCK_OPS) == []
         assert _gone(prog, window)
     finally:
         os.close(group)
 
 
 def _groups() -> list[str]:
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     assert root is not None
     return sorted(p.name for p in Path(root).iterdir() if p.is_dir())
 
@@ -155,6 +159,6 @@ def test_check_passes_here_and_refuses_a_missing_cc_before_any_change(
 
 def test_a_refused_program_is_one_line_and_69() -> None:
     with pytest.raises(UnavailableError) as err:
-        cgroupbpf.load_program(9999, cgroupbpf.BPF_CGROUP_SOCK_OPS, cgroupbpf.priority_program(1),
+        bpf.load_program(9999, bpf.BPF_CGROUP_SOCK_OPS, cgroup_programs.priority_program(1),
                         "bb_bad", "made-up")
     assert err.value.exit_status == 69 and "refused a made-up BPF program" in str(err.value)

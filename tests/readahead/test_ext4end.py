@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from backburner.errors import SystemStateError
+from backburner.base.errors import SystemStateError
 from backburner.readahead import ext4end
 from backburner.readahead.ext4end import Event, Fixup, Group
 

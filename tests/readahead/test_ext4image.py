@@ -1,12 +1,14 @@
 """ext4image (`layout build-ext4`): round trips checked independently: owners, modes,
-symlinks, hard links, xattrs, device nodes, sparse files and odd names preserved, the hot
-files first and contiguous on the device in access order, e2fsck clean; an existing output
-refused (73)."""
+symlinks, hard links, xattrs and ACLs, device nodes, sockets, sparse files and odd names
+preserved, the hot files first and contiguous on the device in access order, e2fsck
+clean; from a directory, from a mounted ext4 image (lost+found and all) and from a
+mounted xfs; an existing output refused (73); a failing mke2fs in its own words."""
 
 from __future__ import annotations
 
 import os
 import stat
+import struct
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +23,14 @@ from backburner.readahead import ext4end, packfile
 
 from .test_layout import COLD, HOT, K, make_tree, pack_of
 
+ACL_ACCESS, ACL_DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
+#: A POSIX ACL as the kernel takes it (setfacl's xattr): owner rw, user 1234 r, group r,
+#: mask r, others nothing.
+ACL = struct.pack("<I", 2) + b"".join(
+    struct.pack("<HHI", tag, perm, ident) for tag, perm, ident in (
+        (0x01, 6, 0xFFFFFFFF), (0x02, 4, 1234), (0x04, 4, 0xFFFFFFFF), (0x10, 4, 0xFFFFFFFF),
+        (0x20, 0, 0xFFFFFFFF)))
+
 
 def make_rich_tree(src: Path) -> dict[str, bytes]:
     content = make_tree(src)
@@ -34,6 +44,11 @@ def make_rich_tree(src: Path) -> dict[str, bytes]:
     os.link(src / "lib/cold2.py", src / "a/cold hard")
     os.mkfifo(src / "a/fifo")
     os.mknod(src / "a/null", 0o640 | stat.S_IFCHR, os.makedev(1, 3))
+    os.mknod(src / "a/loopish", 0o600 | stat.S_IFBLK, os.makedev(7, 200))
+    os.mknod(src / "a/sock", 0o640 | stat.S_IFSOCK)
+    os.setxattr(src / "lib/cold2.py", ACL_ACCESS, ACL)
+    os.setxattr(src / "b/x.bin", ACL_ACCESS, ACL)  # a hot file's
+    os.setxattr(src / "zz", ACL_DEFAULT, ACL)
     with open(src / "sparse", "wb") as f:
         f.truncate(64 << 20)
         f.seek(32 << 20)
@@ -95,12 +110,18 @@ def _check_metadata(src: Path, mnt: Path) -> None:
     assert stat.S_ISFIFO(os.lstat(mnt / "a/fifo").st_mode)
     dev = os.lstat(mnt / "a/null")
     assert stat.S_ISCHR(dev.st_mode) and dev.st_rdev == os.makedev(1, 3)
+    dev = os.lstat(mnt / "a/loopish")
+    assert stat.S_ISBLK(dev.st_mode) and dev.st_rdev == os.makedev(7, 200)
+    assert stat.S_ISSOCK(os.lstat(mnt / "a/sock").st_mode)
+    for rel, name in (("lib/cold2.py", ACL_ACCESS), ("b/x.bin", ACL_ACCESS),
+                      ("zz", ACL_DEFAULT)):
+        assert os.getxattr(mnt / rel, name) == os.getxattr(src / rel, name), rel
     sparse = os.lstat(mnt / "sparse")
     assert sparse.st_size == 64 << 20 and sparse.st_blocks * 512 < 1 << 20
     assert (mnt / "sparse").read_bytes()[32 << 20:(32 << 20) + 6] == b"middle"
     empty = os.lstat(mnt / "empty dir")
     assert (empty.st_uid, empty.st_gid, stat.S_IMODE(empty.st_mode)) == (42, 43, 0o711)
-    assert os.lstat(mnt / "lib").st_mtime_ns == 1_600_000_000_987_654_321
+    assert os.lstat(mnt / "lib").st_mtime_ns == os.lstat(src / "lib").st_mtime_ns  # to the ns
     for rel in HOT + COLD:
         assert (mnt / rel).read_bytes() == (src / rel).read_bytes(), rel
     assert os.path.exists(os.path.join(os.fsencode(mnt), b"data/new\nline"))
@@ -267,10 +288,11 @@ def _pack_with_big(src: Path, used: list[tuple[int, int]]) -> Path:
 @pytest.mark.parametrize("region", ["start", "end"])
 def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, state_dir: Path,
                                                              region: str) -> None:
-    """A 4 MiB hot file of which the start read 64 KiB and 128 KiB: only those are in the
-    hot region, after all the small hot files (though it was read second); the rest was
-    filled in after the hot region; the file and the tree equal the source; e2fsck clean.
-    With --whole-files it lies whole right after the first small file."""
+    """A 4 MiB hot file of which the start read 64 KiB and 128 KiB (a pack without the
+    order of reads): only those are in the hot region, after all the small hot files
+    (though it was read second), in the file's order; the rest lies outside the region;
+    the file and the tree equal the source; e2fsck clean. With --whole-files it lies
+    whole right after the first small file."""
     src = tmp_path / "src"
     make_tree(src)
     big = os.urandom(4 << 20)
@@ -281,12 +303,12 @@ def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, sta
     res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img), "--size", "320M",
              "--hot-region", region, timeout=120)
     assert res.returncode == 0, res.err
-    assert "1 large file split, 3.8 MiB unread by the start after the hot region" in res.out
+    assert "1 file in pieces, 3.8 MiB unread by the start outside the hot region" in res.out
     _assert_clean(img)
     whole = tmp_path / "whole.img"
     res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(whole), "--size", "320M",
              "--hot-region", region, "--whole-files", timeout=120)
-    assert res.returncode == 0 and "large file split" not in res.out, res.err
+    assert res.returncode == 0 and "in pieces" not in res.out, res.err
     with _mounted(img, tmp_path / "mnt") as mnt:
         assert (mnt / "lib/big.so").read_bytes() == big
         small_end = max(-(-(r.physical + r.length) // K) * K
@@ -300,9 +322,187 @@ def test_build_ext4_splits_a_large_file_into_its_used_ranges(tmp_path: Path, sta
         assert hot[0].physical == small_end and hot[1].physical == small_end + (64 << 10)
         cold = [r for r in runs if r not in hot]
         assert sum(r.length for r in cold) == (4 << 20) - (192 << 10)
-        assert min(r.physical for r in cold) >= hot[1].physical + hot[1].length
+        # outside the hot region: after it (at the image's end, wherever there is room)
+        hot_end = hot[1].physical + hot[1].length
+        assert all(r.physical >= hot_end or r.physical + r.length <= small_start
+                   for r in cold), (cold, small_start, hot_end)
+        if region == "start":
+            assert min(r.physical for r in cold) >= hot_end
     with _mounted(whole, tmp_path / "mnt") as mnt:
         first = physical_runs(mnt / HOT[0])[0]
         runs = physical_runs(mnt / "lib/big.so")
         assert len(runs) == 1 and runs[0].physical == first.physical + -(-first.length // K) * K
         assert small_start <= first.physical
+
+
+# --- from any source -------------------------------------------------------------------------
+
+
+def _built_equal(pp: Path, src: Path, img: Path, *more: str) -> str:
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img), *more, timeout=120)
+    assert res.returncode == 0, res.err
+    assert "verified equal to" in res.out
+    _assert_clean(img)
+    return res.out
+
+
+@pytest.mark.root
+@pytest.mark.parametrize(("hot_inside", "region"), [(False, "start"), (False, "end"),
+                                                    (True, "start")])
+def test_build_ext4_from_a_directory_holding_lost_found(tmp_path: Path, state_dir: Path,
+                                                        hot_inside: bool, region: str) -> None:
+    """The root of every ext4 holds lost+found, which mke2fs makes itself: an empty one
+    in the source, or one holding a file the start reads, is the image's own."""
+    src = tmp_path / "src"
+    (src / "lost+found").mkdir(parents=True, mode=0o700)
+    (src / "d").mkdir()
+    (src / "d/hot.bin").write_bytes(os.urandom(20_000))
+    hot = ["d/hot.bin"]
+    if hot_inside:
+        (src / "lost+found/#4711").write_bytes(os.urandom(9_000))
+        hot.append("lost+found/#4711")
+    pp = tmp_path / "a.pack"
+    packfile.save(pp, pack_of(src, hot))
+    img = tmp_path / "a.img"
+    out = _built_equal(pp, src, img, "--hot-region", region)
+    assert f"{len(hot)} hot file" in out
+    with _mounted(img, tmp_path / "mnt") as mnt:
+        assert stat.S_IMODE(os.lstat(mnt / "lost+found").st_mode) == 0o700
+        assert sorted(os.listdir(mnt / "lost+found")) == (["#4711"] if hot_inside else [])
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("region", ["start", "end"])
+def test_build_ext4_from_a_mounted_ext4_image(tmp_path: Path, state_dir: Path,
+                                              region: str) -> None:
+    """The documented flow: an existing image loop-mounted read-only, its start recorded
+    there, the image re-laid from the mount. Its root's lost+found (here holding a file
+    e2fsck recovered once), hard links, device nodes, a socket, xattrs and ACLs all
+    come across; the hot files are first."""
+    tree = tmp_path / "tree"
+    make_rich_tree(tree)
+    (tree / "lost+found").mkdir(mode=0o700)
+    (tree / "lost+found/#12").write_bytes(b"recovered")
+    old = tmp_path / "old.img"
+    subprocess.run(["truncate", "-s", "96M", str(old)], check=True)
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-d", str(tree), str(old)], check=True,
+                   capture_output=True)
+    img = tmp_path / "new.img"
+    with _mounted(old, tmp_path / "src") as src:
+        assert os.path.ismount(src)
+        pp = tmp_path / "app.pack"
+        packfile.save(pp, pack_of(src, HOT))
+        out = _built_equal(pp, src, img, "--size", "320M", "--hot-region", region)
+        assert "7 hot files" in out and "(0 missing)" in out.splitlines()[-1]
+        assert "contiguous 100%, in access order 100%" in out.splitlines()[-1]
+        with _mounted(img, tmp_path / "mnt") as mnt:
+            _check_metadata(src, mnt)
+            assert (mnt / "lost+found/#12").read_bytes() == b"recovered"
+
+
+@pytest.mark.root
+def test_build_ext4_from_a_mounted_xfs(tmp_path: Path, state_dir: Path) -> None:
+    """An xfs source: no lost+found, nanosecond times, its own xattr namespaces."""
+    xfs = tmp_path / "src.xfs"
+    subprocess.run(["truncate", "-s", "320M", str(xfs)], check=True)
+    subprocess.run(["mkfs.xfs", "-q", str(xfs)], check=True, capture_output=True)
+    src = tmp_path / "src"
+    src.mkdir()
+    with system.Transaction("test-xfs") as tx:
+        loop = tx.apply(system.LoopDevice(str(xfs)))
+        tx.apply(system.Mount(loop, str(src), "xfs"))
+        make_rich_tree(src)
+        os.sync()
+        pp = tmp_path / "app.pack"
+        packfile.save(pp, pack_of(src, HOT))
+        img = tmp_path / "new.img"
+        out = _built_equal(pp, src, img)
+        assert "7 hot files" in out
+        with _mounted(img, tmp_path / "mnt") as mnt:
+            _check_metadata(src, mnt)
+
+
+@pytest.mark.root
+def test_a_failing_mke2fs_is_reported_in_its_own_words(tmp_path: Path, state_dir: Path) -> None:
+    """mke2fs prints its complaint and then its usage text: the one-line error is the
+    complaint, at once (not after growing the first pass to no avail)."""
+    src = tmp_path / "src"
+    make_tree(src)
+    pp = tmp_path / "a.pack"
+    packfile.save(pp, pack_of(src, HOT[:2]))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    fake = bin_dir / "mke2fs"
+    fake.write_text("#!/bin/sh\n"
+                    f"echo called >> {calls}\n"
+                    "echo 'The resize maximum must be greater than the filesystem size.' >&2\n"
+                    "echo >&2\necho 'Bad option(s) specified: ' >&2\necho >&2\n"
+                    "printf '\\tresize=<resize maximum size in blocks>\\n' >&2\n"
+                    "printf '\\tassume_storage_prezeroed=<0 to disable, 1 to enable>\\n' >&2\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    img = tmp_path / "a.img"
+    res = bb("layout", "build-ext4", "--pack", str(pp), str(src), str(img),
+             env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, timeout=120)
+    assert res.returncode == 71
+    line = one_line_error(res)
+    assert line.endswith("mke2fs -d (the hot files' first pass) failed: The resize maximum "
+                         "must be greater than the filesystem size."), line
+    assert calls.read_text().count("called") == 1
+    assert not img.exists()
+
+
+@pytest.mark.root
+def test_a_file_read_out_of_order_is_laid_out_piece_by_piece(tmp_path: Path,
+                                                             state_dir: Path) -> None:
+    """A pack with the order of reads (--lookups): a library read in four pieces out of
+    its order, between two data files, and a name looked for in vain in a directory no
+    hot file is in. The hot region holds, one after the other: that directory's block,
+    the library's extent-tree block, then every piece and file in the order read (with
+    the data files' directory right before the first of them); the library's unread rest
+    lies after the region; e2fsck clean, the tree equal."""
+    from backburner.readahead.pack import MISSED, Entry, FileState, Lookup, Pack, Step
+
+    src = tmp_path / "src"
+    for rel, size in (("lib/big.so", 1 << 20), ("data/a", 5 * K), ("data/b", 3 * K),
+                      ("etc/cold", 3 * K)):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_bytes(os.urandom(size))
+
+    def entry(rel: str, ranges: tuple) -> Entry:
+        st = os.stat(src / rel)
+        return Entry(os.fsencode(src / rel), FileState(st.st_dev, 0, st.st_ino, st.st_size,
+                                                       st.st_mtime_ns), ranges)
+
+    pieces = [(100, 8), (0, 4), (200, 4), (50, 2)]  # (first page, pages), as read
+    big = entry("lib/big.so", tuple(sorted((p * K, n * K) for p, n in pieces)))
+    pack = Pack((big, entry("data/a", ((0, 5 * K),)), entry("data/b", ((0, 3 * K),))), K,
+                lookups=(Lookup(MISSED, os.fsencode(src / "etc/ld.so.cache"),
+                                FileState(0, 0, 0, 0, 0)),),
+                steps=(Step(-1), Step(0, 100, 8), Step(1, 0, 5), Step(0, 0, 4), Step(2, 0, 3),
+                       Step(0, 200, 4), Step(0, 50, 2)))
+    pp = tmp_path / "ordered.pack"
+    packfile.save(pp, pack)
+    img = tmp_path / "ordered.img"
+    out = _built_equal(pp, src, img, "--size", "96M")
+    assert "1 file in pieces" in out, out
+    with _mounted(img, tmp_path / "mnt") as mnt:
+        runs = {r.logical: r for r in physical_runs(mnt / "lib/big.so")}
+        order = [runs[100 * K].physical, physical_runs(mnt / "data/a")[0].physical,
+                 runs[0].physical, physical_runs(mnt / "data/b")[0].physical,
+                 runs[200 * K].physical, runs[50 * K].physical]
+        lengths = [8 * K, 5 * K, 4 * K, 3 * K, 4 * K, 2 * K]
+        # data/a's directory comes where the start first looks into it: right before it
+        assert _debugfs_blocks(img, "data") == [(order[0] + lengths[0]) // K]
+        lengths[0] += K
+        for at, ln, nxt in zip(order, lengths, order[1:], strict=False):
+            assert nxt == at + ln, (order, lengths)
+        tree_at = subprocess.run(["debugfs", "-R", 'ex "/lib/big.so"', str(img)], check=True,
+                                 capture_output=True, text=True).stdout.splitlines()[1].split()
+        assert int(tree_at[7]) * K == order[0] - K  # right before the first piece
+        etc = _debugfs_blocks(img, "etc")
+        assert etc[-1] * K < order[0]  # the directory searched, in the region before
+        rest = [r for r in physical_runs(mnt / "lib/big.so") if r.logical not in
+                (100 * K, 0, 200 * K, 50 * K)]
+        assert min(r.physical for r in rest) > order[-1]

@@ -67,3 +67,36 @@ def test_split_takes_files_with_at_least_split_min_unread() -> None:
              (3 * M, ()),  # opened, nothing read: all of it after the region
              (100 * K, ())]  # small: whole
     assert hotplan.split(files) == {0, 2}
+
+
+def test_touches_place_directories_where_first_touched() -> None:
+    """A directory listed or searched before any file under it is read comes at that
+    point (complete); one only stat'd is bare; a file never touched comes last."""
+    hot = [[b"data/d1/a"], [b"data/d2/b"], [b"etc/x"]]
+    touches = [("dir", b"etc"), ("dir", b"data/d2"), ("bare", b"data/d9"), ("file", 0),
+               ("file", 1)]
+    p = hotplan.plan(hot, touches=touches)
+    assert [(i.rel, i.hot, i.bare) for i in p.items] == [
+        (b"etc", None, False), (b"data", None, False), (b"data/d2", None, False),
+        (b"data/d9", None, True), (b"data/d1", None, False), (b"data/d1/a", 0, False),
+        (b"data/d2/b", 1, False), (b"etc/x", 2, False)]
+    assert p.dirs == {b"", b"etc", b"data", b"data/d1", b"data/d2"}
+
+
+def test_pieces_come_where_they_were_read_with_a_reservation_when_needed() -> None:
+    """A scattered file's pieces in their own slots, interleaved with the other files;
+    before its first piece, a block for its extent tree if it will have more than four
+    extents."""
+    hot = [[b"lib/big.so"], [b"lib/small.so"], [b"data/f"]]
+    pieces = {0: [(8 * K, 4 * K), (0, 4 * K), (40 * K, 4 * K)],
+              1: [(4 * K, 4 * K)]}
+    touches = [("piece", (0, 0)), ("piece", (1, 0)), ("file", 2), ("piece", (0, 1)),
+               ("piece", (0, 2))]
+    p = hotplan.plan(hot, touches=touches, pieces=pieces, sizes=[M, 12 * K, K])
+    assert [(i.rel, i.reserve, i.piece) for i in p.items] == [
+        (b"lib", False, None), (b"lib/big.so", True, None), (b"lib/big.so", False, (8 * K, 4 * K)),
+        (b"lib/small.so", False, (4 * K, 4 * K)),  # three extents: no reservation
+        (b"data", False, None), (b"data/f", False, None),
+        (b"lib/big.so", False, (0, 4 * K)), (b"lib/big.so", False, (40 * K, 4 * K))]
+    assert hotplan.extents(pieces[0], M) == 6 and hotplan.extents(pieces[1], 12 * K) == 3
+    assert hotplan.extents([(0, 12 * K)], 12 * K) == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import proc_event_datagram, unsubscribed_by_close, wait_for
 
-from backburner import proc_events, procfs
+from backburner.kernel import proc_events, procfs
 from backburner.readahead.listener import MASK, ForkWatch, Listener, is_backburner, tree_of
 from backburner.readahead.watched import watched_filesystems
 
@@ -85,7 +85,7 @@ def test_closes_are_asked_for_only_once_no_more_files_can_be_held(bed: Bed) -> N
     recorded program pays for; once the hold is full, closes are asked for again."""
     import resource
 
-    from backburner.readahead import kernel
+    from backburner.kernel import fanotify
 
     many = Path(bed.mnt) / "held"
     many.mkdir()
@@ -97,10 +97,10 @@ def test_closes_are_asked_for_only_once_no_more_files_can_be_held(bed: Bed) -> N
         listener = Listener(watched_filesystems((str(bed.mnt),)),
                                    track_ancestry=False, hold=True)
         try:
-            assert _marked_masks(listener.fd) == {MASK & ~kernel.FAN_CLOSE_NOWRITE}
+            assert _marked_masks(listener.fd) == {MASK & ~fanotify.FAN_CLOSE_NOWRITE}
             subprocess.run("cat held/0* > /dev/null", shell=True, cwd=bed.mnt, check=True)
             listener._drain()
-            assert _marked_masks(listener.fd) == {MASK & ~kernel.FAN_CLOSE_NOWRITE}
+            assert _marked_masks(listener.fd) == {MASK & ~fanotify.FAN_CLOSE_NOWRITE}
             subprocess.run("cat held/* > /dev/null", shell=True, cwd=bed.mnt, check=True)
             listener._drain()
             assert len(listener.held) == listener.hold_max == 20

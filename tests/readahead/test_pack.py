@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.readahead import pack as P
 
 PAGE = 4096
@@ -21,6 +21,26 @@ HOSTILE = [b"/mnt/app/plain.py", b"/mnt/app/with space/a b.txt", b"/mnt/app/new\
 def entry(path: bytes, ranges=((0, PAGE),), size=10_000, dev=2049, fsid=7, inode=12,
           mtime=1_700_000_000_123_456_789, digest=None) -> P.Entry:
     return P.Entry(path, P.FileState(dev, fsid, inode, size, mtime), tuple(ranges), digest)
+
+
+def random_v2(rng: random.Random) -> P.Pack:
+    """A random pack with lookups and steps (format version 2)."""
+    base = random_pack(rng)
+    lookups = tuple(P.Lookup(rng.choice([P.LISTED, P.STATTED, P.MISSED]),
+                             HOSTILE[i % len(HOSTILE)] + str(i).encode(),
+                             P.FileState(rng.choice([2049, 7340032]), rng.choice([0, 9]),
+                                         rng.randint(0, 1 << 40), rng.randint(0, 1 << 30),
+                                         rng.randint(-(1 << 62), 1 << 62)))
+                    for i in range(rng.randint(1, 20)))
+    steps = []
+    for _ in range(rng.randint(0, 60)):
+        if base.entries and rng.random() < 0.7:
+            steps.append(P.Step(rng.randrange(len(base.entries)), rng.randrange(1 << 20),
+                                rng.randint(1, 64), rng.randrange(1 << 24)))
+        else:
+            steps.append(P.Step(-rng.randrange(len(lookups)) - 1, gap_us=rng.randrange(1000)))
+    return P.Pack(base.entries, PAGE, base.created_ns, base.note, lookups, tuple(steps),
+                  rng.choice([16, 128]), rng.randrange(1 << 40), rng.randrange(1 << 40))
 
 
 def random_pack(rng: random.Random) -> P.Pack:
@@ -50,6 +70,57 @@ def test_hostile_paths_round_trip_exactly() -> None:
 def test_random_packs_round_trip(seed: int) -> None:
     pack = random_pack(random.Random(seed))
     assert P.decode(P.encode(pack)) == pack
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_version_2_packs_round_trip(seed: int) -> None:
+    pack = random_v2(random.Random(seed))
+    data = P.encode(pack)
+    assert struct.unpack_from("<H", data, 8)[0] == 2
+    assert P.decode(data) == pack
+
+
+def test_a_pack_without_lookups_stays_version_1() -> None:
+    """An older backburner reads what a recording without --lookups writes; a version 1
+    pack reads as it always did (these bytes are a version 1 encoder's)."""
+    pack = P.Pack((entry(b"/a"),), PAGE, 5, "cmd")
+    data = P.encode(pack)
+    assert struct.unpack_from("<H", data, 8)[0] == 1 and P.decode(data) == pack
+    w = P._Writer()  # the version 1 layout of docs/readahead.md, field by field
+    for n in (5, PAGE):
+        w.uint(n)
+    w.blob(b"cmd")
+    for n in (1, 2049, 7, 1, 0):  # one device (dev, fsid), one entry, no shared prefix
+        w.uint(n)
+    w.blob(b"/a")
+    for n in (0, 12, 10_000):  # device index, inode, size
+        w.uint(n)
+    w.sint(1_700_000_000_123_456_789)
+    for n in (0, 1, 0, 1):  # flags, one range: gap 0, one page
+        w.uint(n)
+    body = bytes(w.buf)
+    head = struct.pack("<8sHHQ", P.MAGIC, 1, 0, len(body))
+    old = head + body + struct.pack("<I", zlib.crc32(head + body))
+    assert old == data
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_truncation_of_a_version_2_pack_is_a_data_error(seed: int) -> None:
+    data = P.encode(random_v2(random.Random(seed)))
+    for n in range(len(data)):
+        with pytest.raises(DataError):
+            P.decode(data[:n])
+
+
+def test_steps_must_name_what_the_pack_holds() -> None:
+    pack = random_v2(random.Random(1))
+    with pytest.raises(ValueError):
+        P.encode(P.Pack(pack.entries, PAGE, lookups=pack.lookups,
+                        steps=(P.Step(len(pack.entries)),)))
+    with pytest.raises(ValueError):
+        P.encode(P.Pack(pack.entries, PAGE, lookups=pack.lookups,
+                        steps=(P.Step(-len(pack.lookups) - 1),)))
+    assert P.Step(-3).lookup == 2 and P.Step(4).lookup is None
 
 
 def test_compact() -> None:

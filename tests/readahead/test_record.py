@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from helpers import BB, bb, one_line_error, wait_for
 
-from backburner import procfs, system
+from backburner import system
+from backburner.kernel import procfs
 from backburner.readahead import packfile
 from backburner.readahead.pack import Pack
 
@@ -185,7 +186,7 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     otherwise hold that block cached through the drop too)."""
     import re
 
-    from backburner.readahead import kernel
+    from backburner.readahead import cached
 
     def debugfs(request: str) -> str:
         return subprocess.run(["debugfs", "-R", request, bed.loop], capture_output=True,
@@ -198,7 +199,7 @@ def test_the_metadata_entry_leaves_out_what_a_cache_drop_cannot_evict(bed: Bed,
     system.drop_caches()
     fd = os.open(bed.loop, os.O_RDONLY)
     try:
-        cached = kernel.cached_ranges(fd, os.lseek(fd, 0, os.SEEK_END)) or ()
+        cached = cached.cached_ranges(fd, os.lseek(fd, 0, os.SEEK_END)) or ()
     finally:
         os.close(fd)
     assert any(o <= journal_sb < o + n for o, n in cached), "precondition: it stays cached"
@@ -219,7 +220,7 @@ def test_a_stop_right_as_the_recording_starts_still_writes_the_pack(bed: Bed,
     written, status 0 — not killed by the signal with nothing written."""
     out = tmp_path / "early.pack"
     code = ("import os, signal, sys\n"
-            "from backburner import interrupts\n"
+            "from backburner.base import interrupts\n"
             "from backburner.readahead import record\n"
             "interrupts.install()\n"
             "opts = record.RecordOptions(sys.argv[1], mounts=(sys.argv[2],))\n"
@@ -228,3 +229,46 @@ def test_a_stop_right_as_the_recording_starts_still_writes_the_pack(bed: Bed,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert packfile.load(out).entries is not None
+
+
+@pytest.mark.root
+def test_lookups_record_what_a_start_asks_and_in_which_order(bed: Bed, tmp_path: Path) -> None:
+    """--lookups: the directory the start lists, the inodes it stats without opening, the
+    names it looks for in vain (the directory searched as their identity), and every
+    step in order: the listing before the first file it reads, that file's pages before
+    the next's; the start's files only (not strace's), the pack version 2, and the
+    command's exit status still its own."""
+    script = ("ls -l lib > /dev/null; test -e a/nope || true; cat a/two.txt > /dev/null; "
+              "test -e 'b c/gone/deeper'; cat a/one.txt > /dev/null; exit 3")
+    pack_path = tmp_path / "lk.pack"
+    system.drop_caches()
+    res = bb("readahead", "record", "-o", str(pack_path), "--mount", str(bed.mnt),
+             "--lookups", "--", "sh", "-c", script, cwd=bed.mnt)
+    assert res.returncode == 3, res.err
+    assert "1 directory listed" in res.err and "2 names missed" in res.err
+    data = pack_path.read_bytes()
+    assert int.from_bytes(data[8:10], "little") == 2
+    pack = packfile.load(pack_path)
+    files = [e.path for e in pack.entries if not e.device]
+    assert files == [bed.path("a/two.txt"), bed.path("a/one.txt")]
+    kinds = {(lk.kind, lk.path) for lk in pack.lookups}
+    from backburner.readahead.pack import LISTED, MISSED, STATTED
+
+    assert (LISTED, bed.path("lib")) in kinds
+    assert (STATTED, bed.path("lib/mod.py")) in kinds  # ls -l stats what it lists
+    assert (MISSED, bed.path("a/nope")) in kinds and (MISSED, bed.path("b c/gone/deeper")) in kinds
+    gone = next(lk for lk in pack.lookups if lk.path == bed.path("b c/gone/deeper"))
+    assert gone.state.inode == os.stat(bed.path("b c")).st_ino  # the directory searched
+    assert pack.read_ahead_kb == 16 and pack.wall_ns > 0
+    order = []
+    for st in pack.steps:
+        if st.lookup is not None:
+            order.append(pack.lookups[st.lookup].path)
+        elif not pack.entries[st.what].device:
+            order.append(pack.entries[st.what].path)
+    first = {p: order.index(p) for p in order}
+    assert (first[bed.path("lib")] < first[bed.path("a/nope")] < first[bed.path("a/two.txt")]
+            < first[bed.path("b c/gone/deeper")] < first[bed.path("a/one.txt")])
+    pages = [st for st in pack.steps if st.lookup is None
+             and pack.entries[st.what].path == bed.path("a/one.txt")]
+    assert sum(st.pages for st in pages) == 3  # 10,000 bytes

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 from helpers import bb, wait_for
 
-from backburner import procfs, system
+from backburner import system
+from backburner.base.quantities import human_size
 from backburner.extents import fiemap, physical_runs
-from backburner.readahead import kernel, packfile, record, replay
+from backburner.kernel import pagecache, procfs
+from backburner.readahead import packfile, record, replay
 from backburner.readahead.byinode import ByInode, cut
 from backburner.readahead.pack import Entry, FileState, Pack
 from backburner.slowdisk import device as slowdisk
-from backburner.units import human_size
 
 from .conftest import PAGE, Bed, resident, write_tree
 
@@ -50,7 +51,7 @@ def device_cached(dev: str, ranges) -> bool:
     """Every page of the ranges is in the device's page cache (cachestat counts them)."""
     fd = os.open(dev, os.O_RDONLY)
     try:
-        return all(kernel.cachestat(fd, off, ln).cached == ln // PAGE for off, ln in ranges)
+        return all(pagecache.cachestat(fd, off, ln).cached == ln // PAGE for off, ln in ranges)
     finally:
         os.close(fd)
 

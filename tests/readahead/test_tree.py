@@ -1,5 +1,5 @@
-"""tree.copy_part: only the ranges asked for are copied, the rest stays a hole (a new
-file) or as it was (an existing one), and the source's own holes stay holes."""
+"""tree: a file copied keeps its holes; two trees compared say what differs (content,
+mode, xattrs, a node of another kind, a name too many or missing, hard links)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ K = 4096
 
 def _sparse_source(path: Path) -> bytes:
     """64 KiB: data in [0, 16K) and [32K, 64K), a hole in [16K, 32K)."""
-    data = bytes(range(256)) * 64
     with open(path, "wb") as f:
-        f.write(data[:16 * K // 4])
-        f.write(os.urandom(16 * K - 16 * K // 4))
+        f.write(os.urandom(16 * K))
         f.seek(32 * K)
         f.write(os.urandom(32 * K))
     return path.read_bytes()
@@ -30,27 +28,36 @@ def _data_ranges(path: Path) -> list[tuple[int, int]]:
         os.close(fd)
 
 
-def test_copy_part_into_a_new_file_leaves_holes_elsewhere(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    whole = _sparse_source(src)
-    dst = tmp_path / "dst"
-    tree.copy_part(os.fsencode(src), os.fsencode(dst), [(4 * K, 4 * K), (24 * K, 16 * K)],
-                   len(whole))
-    got = dst.read_bytes()
-    assert len(got) == len(whole)
-    assert got[4 * K:8 * K] == whole[4 * K:8 * K] and got[32 * K:40 * K] == whole[32 * K:40 * K]
-    assert got[:4 * K] == bytes(4 * K) and got[40 * K:] == bytes(24 * K)
-    # what the source holds in [24K, 32K) is a hole: nothing written there either
-    assert _data_ranges(dst) == [(4 * K, 8 * K), (32 * K, 40 * K)]
+def test_copy_data_keeps_the_holes(tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    data = _sparse_source(src)
+    tree.copy_data(os.fsencode(src), os.fsencode(dst))
+    assert dst.read_bytes() == data
+    assert _data_ranges(dst) == _data_ranges(src) == [(0, 16 * K), (32 * K, 64 * K)]
 
 
-def test_copy_part_fills_an_existing_file_in_place(tmp_path: Path) -> None:
-    src = tmp_path / "src"
-    whole = _sparse_source(src)
-    dst = tmp_path / "dst"
-    tree.copy_part(os.fsencode(src), os.fsencode(dst), [(0, 8 * K)], len(whole))
-    ino = dst.stat().st_ino
-    tree.copy_part(os.fsencode(src), os.fsencode(dst), [(8 * K, len(whole))], len(whole),
-                   existing=True)
-    assert dst.read_bytes() == whole and dst.stat().st_ino == ino
-    assert _data_ranges(dst) == [(0, 16 * K), (32 * K, 64 * K)]
+def test_compare_says_what_differs(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        (root / "d").mkdir(parents=True)
+        (root / "d/f").write_text("same")
+        (root / "d/g").write_text("other")
+        for rel in ("d/f", "d/g", "d"):
+            os.utime(root / rel, ns=(1, 10**18))
+    assert tree.compare(os.fsencode(a), os.fsencode(b)) == []
+    os.link(a / "d/f", a / "d/link")
+    (b / "d/link").write_text("same")
+    os.utime(b / "d/link", ns=(1, 10**18))
+    (b / "d/g").write_text("OTHER")
+    os.utime(b / "d/g", ns=(1, 10**18))
+    os.chmod(b / "d/f", 0o600)
+    os.setxattr(b / "d", "user.x", b"1")
+    (b / "extra").write_text("")
+    for root in (a, b):
+        os.utime(root / "d", ns=(1, 10**18))
+    problems = tree.compare(os.fsencode(a), os.fsencode(b))
+    assert "d: different extended attributes" in problems
+    assert "d/f: mode 600, not 644" in problems
+    assert "d/g: different content" in problems
+    assert "extra: not in the source" in problems
+    assert "d/f: hard links differ" in problems

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import LOAD, MEDIANS, bb, make_db, one_line_error
 
-from backburner import errors, report
+from backburner import report
+from backburner.base import errors
 from backburner.store import Filter
 
 ID_A, ID_B = "a1" * 16, "b2" * 16

@@ -10,7 +10,8 @@ import pytest
 from helpers import LOAD, LOAD2, MEDIANS, PREPARED, SPECIAL, make_db
 from matplotlib.colors import to_hex
 
-from backburner import errors, report
+from backburner import report
+from backburner.base import errors
 from backburner.report import plot, plot_groups, plot_style
 
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from helpers import ENV, LOAD, bb, make_db
 
-from backburner import priority, report, throttlepolicy
+from backburner import report
 from backburner.cli import build_parser
 from backburner.govern import rulefile
 from backburner.govern.rules import ThrottleSettings
+from backburner.policy import grammar
+from backburner.policy import throttle as throttlepolicy
 from backburner.report import recommend
 
 #: bfq idles at 2.0 s and keeps its start at 1.05x that (2.1 s); mq-deadline idles at 1.0 s
@@ -42,7 +44,7 @@ def _check_command(line: str, root: Path) -> None:
     assert argv[0] == "backburner"
     args = build_parser().parse_args(argv[1:])
     if getattr(args, "policy", None) is not None:
-        priority.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
+        grammar.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
     if args.cmd == "apply":
         for unit in args.unit:  # the placeholder, as the user's real unit would be there
             name = unit if "." in unit else f"{unit}.service"
@@ -76,7 +78,7 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
         assert all(ln.startswith("    ") for ln in printed.splitlines())
         assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
     want = "background" if policy == "govern" else rest
-    assert parsed.rules[0].policy == priority.parse_policy(want)
+    assert parsed.rules[0].policy == grammar.parse_policy(want)
     assert parsed.rules[0].throttle == (throttle is not None)
     if throttle is not None:
         got = parsed.throttle or ThrottleSettings()  # no table: govern's defaults

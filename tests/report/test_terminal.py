@@ -93,7 +93,7 @@ def test_a_network_study_reads_in_the_links_words(tmp_path: Path) -> None:
     # 117 and 99 kB/s, each run within a few % of it
     assert re.search(r" 9[0-6]\d kbit/s, unprotected", rows["download:4", "default"])
     assert re.search(r" [78]\d\d kbit/s, 0\.8\d", rows["download:4", "background"])
-    assert "slower than idle" in rows["download:4", "default"]
+    assert "slower than unloaded" in rows["download:4", "default"]
     # a link has no cache: no "(warm)" marks and no warning about undropped caches
     assert "(warm)" not in text and "caches were not dropped" not in text
     flat = " ".join(text.split())  # the legend wraps
@@ -113,3 +113,21 @@ def test_a_network_study_reads_in_the_links_words(tmp_path: Path) -> None:
 
     md = render_markdown(data)
     assert "| Queue | Load |" in md and "BG kbit/s rx/tx" in md and "Scheduler" not in md
+
+
+def test_the_legend_says_each_scheduler_s_band_and_why(tmp_path: Path) -> None:
+    """Every report shows the band its verdicts were judged against: the rule, and per
+    unloaded cell its width and what set it (the cap for a 0.3 s start, 100 ms of a 0.6 s
+    one), or the band given by hand."""
+    make_db(tmp_path / "b.db", medians={("bfq", "none", "-"): 0.3, ("bfq", "copy", "default"): 0.9,
+                                        ("kyber", "none", "-"): 0.6,
+                                        ("kyber", "copy", "default"): 0.9})
+    data = report.load(str(tmp_path / "b.db"))
+    legend = " ".join(report.render_text(data, width=400).split())
+    assert ("band = the difference a person notices (more than 10% and more than 100 ms of "
+            "the unloaded start, at most \u00b125%): ") in legend
+    assert re.search(r"bfq \u00b125% \(the widest band: 100 ms would be 3\d% of a 0\.\d+ s "
+                     r"start\)", legend), legend
+    assert re.search(r"kyber \u00b11[67](\.\d)?% \(100 ms of a 0\.\d+ s start\)", legend), legend
+    given = " ".join(report.render_text(data, width=400, tolerance=0.05).split())
+    assert "band = \u00b15%, given with --tolerance;" in given

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error, wait_for
 
-from backburner.errors import SystemStateError
+from backburner.base.errors import SystemStateError
 from backburner.slowdisk.profiles import BUILTIN
 
 pytestmark = pytest.mark.timeout(120)

@@ -172,7 +172,7 @@ def test_data_and_stats_json(mount: Callable[..., Mount]) -> None:
         f.seek(MARK_OFFSET)
         assert f.read(len(MARK)) == MARK
     assert os.stat(m.disk).st_size == SIZE
-    assert sorted(os.listdir(m.mnt)) == ["disk.img", "stats.json"]
+    assert sorted(os.listdir(m.mnt)) == ["disk.img", "requests.log", "stats.json"]
     s = m.stats()
     for key in ("requests", "reads", "writes", "bytes", "seeks", "sequential", "busy_s",
                 "overhead_mean_s", "uptime_s", "modelled_latency_s", "measured_latency_s"):
@@ -201,6 +201,24 @@ def test_data_and_stats_json(mount: Callable[..., Mount]) -> None:
     with pytest.raises(OSError) as exc:
         os.open(m.mnt / "stats.json", os.O_WRONLY)
     assert exc.value.errno in (errno.EACCES, errno.EPERM)
+
+
+def test_requests_log_lists_what_the_drive_served(mount: Callable[..., Mount]) -> None:
+    """Every command, numbered from stats.json's count: where it read, how long, whether
+    it sought; the log and the counters agree."""
+    from backburner.slowdisk.device import read_requests
+
+    m = mount("hdd-7200")
+    mark = m.stats()["requests"]
+    timed_reads(m.disk, [0, 40 * MiB, 40 * MiB + KiB4], KiB4)
+    got = read_requests(str(m.mnt / "requests.log"), since=mark)
+    assert [(r.offset, r.length) for r in got] == [(0, KiB4), (40 * MiB, KiB4),
+                                                   (40 * MiB + KiB4, KiB4)]
+    assert got[1].seek and got[1].seek_s > 0 and not got[2].seek
+    assert all(r.arrival <= r.start < r.finish for r in got)
+    assert got[0].seq == mark and m.stats()["requests"] == mark + 3
+    with pytest.raises(OSError):
+        os.open(m.mnt / "requests.log", os.O_WRONLY)
 
 
 def test_read_only_refuses_writes(mount: Callable[..., Mount]) -> None:

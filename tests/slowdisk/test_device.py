@@ -21,7 +21,7 @@ import pytest
 from helpers import TIMEOUT, bb, plant_modules, timed_reads, wait_for
 
 from backburner import system
-from backburner.errors import ExistsError, NotFoundError, SystemStateError, UsageError
+from backburner.base.errors import ExistsError, NotFoundError, SystemStateError, UsageError
 from backburner.slowdisk import device
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.slowdisk.model import (
     EXPIRE_S,
     MERGE_BYTES,
@@ -428,3 +428,20 @@ def test_a_merged_command_costs_one_command_overhead() -> None:
 def test_only_the_dvd_takes_one_command_at_a_time() -> None:
     assert not DVD.command_queueing
     assert all(p.command_queueing for p in (HDD_5400, HDD_7200, SDCARD))
+
+
+def test_the_log_holds_every_command_with_what_it_carried() -> None:
+    d = Disk(DVD, CAP, log=3)
+    d.service(0, 4096, False, 0.0)
+    mark = d.counters.requests
+    w = _waiting([3028, 3044, 3060])  # beyond what the drive read ahead meanwhile
+    d.dispatch(d.next_command(w, 1.0), 1.0)
+    d.service(32 * MiB, 4096, False, 2.0)
+    since = d.served_since(mark)
+    assert [(seq, b.offset // 1024, b.length // 1024, carried) for seq, b, carried in since] == [
+        (1, 3028, 48, 3), (2, 32 * 1024, 4, 1)]
+    assert [b.kind for _, b, _ in since] == ["random", "random"]
+    assert since[1][1].seek_s > 0 and since[1][1].finish > since[1][1].start >= 2.0
+    d.service(32 * MiB + (256 << 10), 4096, False, 3.0)  # read ahead by the drive
+    assert [seq for seq, _, _ in d.served] == [1, 2, 3]  # the oldest went
+    assert d.served_since(3)[0][1].kind == "cache"

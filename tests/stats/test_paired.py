@@ -68,7 +68,7 @@ def test_too_few_or_no_pairs_leave_it_open() -> None:
     assert (r.lo, r.hi) == (0.0, math.inf)
     none = bs.paired_ratio_cs(bs.pair_rounds({}, {}))
     assert math.isnan(none.ratio) and (none.lo, none.hi) == (0.0, math.inf)
-    assert bs.paired_verdict(bs.pair_rounds({}, {})).kind == bs.VerdictKind.INCONCLUSIVE
+    assert bs.paired_verdict(bs.pair_rounds({}, {})).kind == bs.VerdictKind.UNDECIDED
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])

@@ -77,4 +77,4 @@ def test_sequential_verdict_reads_the_sequence_against_the_band() -> None:
     same = bs.sequential_verdict(rng.lognormal(0, 0.02, 200), rng.lognormal(0, 0.02, 200))
     assert same.kind == bs.VerdictKind.INDISTINGUISHABLE
     few = bs.sequential_verdict(rng.lognormal(np.log(3), 0.1, 5), rng.lognormal(0, 0.1, 5))
-    assert few.kind == bs.VerdictKind.INCONCLUSIVE  # too few trials for any sequence
+    assert few.kind == bs.VerdictKind.UNDECIDED  # too few trials for any sequence

@@ -34,34 +34,40 @@ def test_a_cell_on_the_band_edge_continues_until_max_runs() -> None:
     assert bs.decision(rule, pairs, 20) == bs.Stop.BUDGET
 
 
-def _spread_about_one(spread: float, n: int) -> bs.Pairs:
-    """Per-round log ratios evenly at the normal quantiles: centre 0, the given spread."""
+def _spread_about_one(spread: float, n: int, centre: float = 1.0) -> bs.Pairs:
+    """Per-round log ratios evenly at the normal quantiles: centre log ``centre``, the
+    given spread."""
     from scipy.special import ndtri
 
-    d = spread * ndtri((np.arange(1, n + 1) - 0.5) / n)
+    d = math.log(centre) + spread * ndtri((np.arange(1, n + 1) - 0.5) / n)
     return bs.pair_rounds({i: (float(np.exp(x)), False) for i, x in enumerate(d)},
                           {i: (1.0, False) for i in range(n)})
 
 
 def test_a_cell_no_budget_could_decide_stops_early_out_of_reach() -> None:
-    """Spread 0.4 about a ratio of 1.0: 15 trials cannot decide ±10% even in the best case,
-    so it stops at min_runs; with 2000 trials allowed it goes on."""
-    pairs = _spread_about_one(0.4, 8)
-    assert bs.decision(bs.Rule(min_runs=8, max_runs=15), pairs, 8) == bs.Stop.OUT_OF_REACH
+    """Spread 0.5 about a ratio of 1.1, the band's upper edge: even at the ends of the
+    centre's range (the best case) 8 pairs say about 22 are needed, beyond 1.5 times 12, so
+    a budget of 12 stops it at min_runs; with 2000 trials allowed it goes on."""
+    pairs = _spread_about_one(0.5, 8, centre=1.1)
+    assert bs.decision(bs.Rule(min_runs=8, max_runs=12), pairs, 8) == bs.Stop.OUT_OF_REACH
     assert bs.decision(bs.Rule(min_runs=8, max_runs=2000), pairs, 8) == bs.Stop.CONTINUE
-    assert bs.decision(bs.Rule(min_runs=9, max_runs=15), pairs, 8) == bs.Stop.CONTINUE
+    assert bs.decision(bs.Rule(min_runs=9, max_runs=12), pairs, 8) == bs.Stop.CONTINUE
 
 
 def test_out_of_reach_takes_the_best_case_the_data_allow() -> None:
     """A tight cell just inside the band at 12 of 60 trials is not given up: its best case
     decides within the budget; a wide one is, where its best case needs well over it."""
     rule = bs.Rule(min_runs=6, max_runs=60)
-    assert not bs.out_of_reach(rule, _pairs(1.02, 12, sigma=0.05))
-    assert not bs.out_of_reach(rule, _spread_about_one(0.1, 12))
-    # spread 0.6: even a true 1.5x (the range's far end) needs about 60 trials
-    assert not bs.out_of_reach(rule, _spread_about_one(0.6, 12))
-    assert bs.out_of_reach(bs.Rule(min_runs=6, max_runs=20), _spread_about_one(0.6, 12))
-    assert not bs.out_of_reach(rule, _pairs(1.0, 3, sigma=1.0))  # too few pairs to say
+    assert not bs.out_of_reach(rule, _pairs(1.02, 12, sigma=0.05), 0.10)
+    assert not bs.out_of_reach(rule, _spread_about_one(0.1, 12), 0.10)
+    # spread 0.6 on the edge: even the range's far ends need about 60 trials
+    assert not bs.out_of_reach(rule, _spread_about_one(0.6, 12, centre=1.1), 0.10)
+    assert bs.out_of_reach(bs.Rule(min_runs=6, max_runs=20),
+                           _spread_about_one(0.6, 12, centre=1.1), 0.10)
+    # the same spread well below the edge is in reach: "at most" needs only the upper end
+    assert not bs.out_of_reach(bs.Rule(min_runs=6, max_runs=20),
+                               _spread_about_one(0.6, 12, centre=0.7), 0.10)
+    assert not bs.out_of_reach(rule, _pairs(1.0, 3, sigma=1.0), 0.10)  # too few to say
 
 
 def test_timeouts_count_as_trials_and_the_sequence_stays_open_above() -> None:
@@ -113,7 +119,7 @@ def test_trials_needed_sees_an_outlier_as_the_sequence_does() -> None:
     d = [0.0, 0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.015, -0.015, 0.0, math.log(1.8)]
     pairs = bs.pair_rounds({i: (math.exp(x), False) for i, x in enumerate(d)},
                            {i: (1.0, False) for i in range(len(d))})
-    assert bs.paired_verdict(pairs).kind == bs.VerdictKind.INCONCLUSIVE
+    assert bs.paired_verdict(pairs).kind == bs.VerdictKind.UNDECIDED
     needed = bs.trials_needed(pairs, 0.10, 0.95)
     assert needed is not None and needed > 11
     assert pairs_for(0.015, math.log(1.1), 0.95) < 11

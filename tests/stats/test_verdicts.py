@@ -39,21 +39,53 @@ def test_verdict_indistinguishable_only_when_ci_inside_band() -> None:
     assert v.ratio.lo >= 0.9 and v.ratio.hi <= 1.1
 
 
-def test_verdict_wide_ci_is_inconclusive_not_indistinguishable() -> None:
-    # Median ratio near 1 but only 5 noisy trials: the CI straddles the +/-10% band.
+def test_verdict_wide_ci_is_undecided_not_indistinguishable() -> None:
+    # Median ratio near 1 but only 5 noisy trials: the CI reaches above the +/-10% band.
     rng = np.random.default_rng(21)
     v = bs.verdict(rng.normal(100, 30, size=5), rng.normal(100, 30, size=5))
-    assert v.kind == VerdictKind.INCONCLUSIVE
-    assert v.ratio.lo < 0.9 or v.ratio.hi > 1.1
+    assert v.kind == VerdictKind.UNDECIDED == "undecided" and not v.decided
+    assert v.ratio.lo < 1.1 < v.ratio.hi
     assert not v.open_above  # more trials would decide: nothing timed out
 
 
-def test_verdict_ci_straddling_upper_edge_is_inconclusive() -> None:
+def test_verdict_ci_straddling_upper_edge_is_undecided() -> None:
     # Tight CI around 1.10: wholly above 1, but neither inside the band nor above 1.1.
     rng = np.random.default_rng(22)
     v = bs.verdict(rng.normal(110, 0.5, size=60), rng.normal(100, 0.5, size=60))
     assert v.ratio.lo < 1.1 < v.ratio.hi
-    assert v.kind == VerdictKind.INCONCLUSIVE
+    assert v.kind == VerdictKind.UNDECIDED
+
+
+def _ci(lo: float, hi: float) -> bs.RatioCI:
+    return bs.RatioCI((lo + hi) / 2, lo, hi, 0.95, "test")
+
+
+@pytest.mark.parametrize(("lo", "hi", "kind"), [
+    (1.11, 1.30, VerdictKind.SLOWER),             # lower end above the band
+    (1.10, 1.30, VerdictKind.UNDECIDED),          # lower end on the edge: not above it
+    (0.95, 1.11, VerdictKind.UNDECIDED),          # upper end above the band, lower not
+    (0.50, 1.11, VerdictKind.UNDECIDED),
+    (0.50, 1.10, VerdictKind.AT_MOST),            # upper end within, lower below the band
+    (0.00, 1.05, VerdictKind.AT_MOST),            # however low the lower end
+    (0.90, 1.10, VerdictKind.INDISTINGUISHABLE),  # both ends within: the stronger claim
+    (0.95, 1.05, VerdictKind.INDISTINGUISHABLE),
+    (0.50, 0.89, VerdictKind.FASTER),             # wholly below the band
+    (0.50, 0.90, VerdictKind.AT_MOST),            # upper end on the lower edge: not below
+    (0.95, math.inf, VerdictKind.UNDECIDED),      # open above: nothing to bound
+    (0.0, math.nan, VerdictKind.UNDECIDED),
+])
+def test_classify_reads_one_end_of_the_interval_at_a_time(lo: float, hi: float,
+                                                           kind: VerdictKind) -> None:
+    assert bs.classify(_ci(lo, hi), 0.10) == kind
+    assert (kind in bs.DECIDED) == (kind != VerdictKind.UNDECIDED)
+
+
+def test_at_most_is_decided_where_indistinguishable_is_not() -> None:
+    """The one-sided question decides a noisy cell near 1.0 the two-sided one leaves open:
+    the same interval, the same band."""
+    r = _ci(0.80, 1.08)
+    assert bs.classify(r, 0.10) == VerdictKind.AT_MOST
+    assert bs.classify(r, 0.25) == VerdictKind.INDISTINGUISHABLE  # a wider band: both in
 
 
 def test_verdict_tolerance_parameter() -> None:
@@ -76,7 +108,7 @@ def test_verdict_is_json_friendly() -> None:
 
 def test_timeouts_make_no_verdict_optimistic() -> None:
     """6 starts at idle speed and 4 timeouts at 30x idle: without the timeouts it reads
-    'indistinguishable from idle'; with them it is inconclusive and open above (a longer
+    'indistinguishable from unloaded'; with them it is undecided and open above (a longer
     limit would decide it, not more trials); enough timeouts to reach the median make it
     slower, marked as a lower bound."""
     rng = np.random.default_rng(3)
@@ -84,7 +116,7 @@ def test_timeouts_make_no_verdict_optimistic() -> None:
     fast = rng.lognormal(0.0, 0.02, 6)
     assert bs.verdict(fast, idle).kind == VerdictKind.INDISTINGUISHABLE
     v = bs.verdict(fast, idle, loaded_censored=[30.0] * 4)
-    assert v.kind == VerdictKind.INCONCLUSIVE and v.ratio.hi == math.inf and v.open_above
+    assert v.kind == VerdictKind.UNDECIDED and v.ratio.hi == math.inf and v.open_above
     assert not v.lower_bound
     v = bs.verdict(fast[:2], idle, loaded_censored=[30.0] * 8)
     assert v.kind == VerdictKind.SLOWER and v.lower_bound

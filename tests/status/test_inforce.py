@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from backburner import priority
-from backburner.priority import CPUPolicy, IOPrio, Policy
+from backburner.kernel import priorities
+from backburner.kernel.priorities import CPUPolicy, IOPrio
+from backburner.policy.grammar import Policy
 from backburner.status import inforce
 
 
@@ -13,8 +14,8 @@ def test_what_is_read_is_the_kernels() -> None:
     me = os.getpid()
     now = inforce.read(me)
     assert now is not None
-    assert now.io == str(priority.ioprio_get(me))
-    assert (now.cpu, now.nice) == priority.read_cpu(me)
+    assert now.io == str(priorities.ioprio_get(me))
+    assert (now.cpu, now.nice) == priorities.read_cpu(me)
     assert now.threads == len(os.listdir(f"/proc/{me}/task"))
     assert inforce.read(2 ** 22 + 1) is None  # above pid_max: no such process
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner import procfs
+from backburner.kernel import procfs
 from backburner.status import records
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from helpers import BB, TIMEOUT, bb, rules_dir, wait_for
 
-from backburner import priority
-from backburner.priority import IOPrio
+from backburner.kernel import priorities
+from backburner.kernel.priorities import IOPrio
+from backburner.policy import grammar
 from backburner.status import records
 
 pytestmark = pytest.mark.root
@@ -53,10 +54,10 @@ def test_a_run_job_with_what_is_in_force_and_what_differs(
     pid = job["pid"]
     assert job["by"] == f"backburner run (PID {run.pid})" and link.name in job["what"]
     assert (job["in_force"]["io"], job["in_force"]["cpu"]) == ("idle", "idle")
-    assert str(priority.ioprio_get(pid)) == "idle"  # what the view says is the kernel's
+    assert str(priorities.ioprio_get(pid)) == "idle"  # what the view says is the kernel's
     assert any("backburner/run-" in g for g in job["in_force"]["cgroups"]), job
     assert job["differs"] == [] and "io-weight 10" in job["sets"]
-    priority.ioprio_set(pid, IOPrio("be", 4))  # changed behind its back
+    priorities.ioprio_set(pid, IOPrio("be", 4))  # changed behind its back
     (job,) = _listed("run")
     assert job["in_force"]["io"] == "be:4"
     assert job["differs"] == ["io: set idle, in force be:4"]
@@ -124,12 +125,12 @@ def test_a_governed_process(state_dir: Path, tmp_path: Path,
 
 
 def test_the_files_apply_installed_and_the_disks(state_dir: Path, tmp_path: Path) -> None:
-    from backburner import apply
+    from backburner.apply import install as apply
     from backburner.status import sources
 
     root = tmp_path / "image"
     root.mkdir()
-    policy = priority.parse_policy("background")
+    policy = grammar.parse_policy("background")
     apply.install(apply.plan(apply.SchedulerRule("bfq"), ["backup.service"], policy), str(root))
     found = sources.gather(apply_root=str(root))
     files = [e for e in found.entries if e.source == "apply"]

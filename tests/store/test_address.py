@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.store import Store
 from backburner.store.address import libpq_reason, looks_like_url, shown
 

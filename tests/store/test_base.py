@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from helpers import STORE_CONFIG, STORE_ENV, store_trial
 
-from backburner.cell import Cell
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.store import TRIAL_FIELDS, Filter, Store
+from backburner.store.cell import Cell
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.root)])

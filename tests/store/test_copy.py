@@ -13,7 +13,7 @@ import pytest
 from helpers import BB, PgCluster, bb, make_db, one_line_error
 
 from backburner import report
-from backburner.errors import DataError
+from backburner.base.errors import DataError
 from backburner.store import Store
 
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 from helpers import PgCluster, bb, make_db, one_line_error
 
-from backburner.errors import AccessError, BusyError, UnavailableError, UsageError
+from backburner.base.errors import AccessError, BusyError, UnavailableError, UsageError
 from backburner.store import SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.root
@@ -79,7 +79,7 @@ def test_report_reads_a_shared_database(pg_url: str) -> None:
 
 def _first_use(url: str, n: int, barrier: object, results: object, opener: str) -> None:
     """One lab machine: opens the shared database the moment the others do, then writes."""
-    from backburner.cell import Cell
+    from backburner.store.cell import Cell
 
     try:
         barrier.wait(60)  # type: ignore[attr-defined]

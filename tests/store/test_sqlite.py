@@ -11,9 +11,9 @@ import pytest
 from helpers import store_trial
 
 from backburner import store as store_mod
-from backburner.cell import Cell
-from backburner.errors import BackburnerError, BusyError, DataError, ExistsError, NotFoundError
+from backburner.base.errors import BackburnerError, BusyError, DataError, ExistsError, NotFoundError
 from backburner.store import TRIAL_FIELDS, Store
+from backburner.store.cell import Cell
 
 
 def test_trial_fields_cover_the_schema(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import UnavailableError
+from backburner.base.errors import UnavailableError
 from backburner.systemd import bus
 
 CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from backburner import job, priority, systemd
-from backburner.errors import UsageError
+from backburner import systemd
+from backburner.base.errors import UsageError
+from backburner.policy import grammar
+from backburner.run import job
 from backburner.systemd import Facts
 
-BACKGROUND = priority.BUILTIN["background"]
+BACKGROUND = grammar.BUILTIN["background"]
 
 # --- the decision (pure) --------------------------------------------------------------------
 
@@ -69,7 +71,7 @@ def test_unit_names_are_unique_per_run() -> None:
     ("default", {}),
 ])
 def test_service_properties_of_a_policy(spec: str, expected: dict[str, str]) -> None:
-    assert systemd.service_properties(priority.parse_policy(spec)) == expected
+    assert systemd.service_properties(grammar.parse_policy(spec)) == expected
 
 
 @pytest.mark.parametrize("name, unit", [("apt-daily-upgrade", "apt-daily-upgrade.service"),
@@ -93,6 +95,6 @@ def test_without_systemd_the_job_gets_our_own_cgroup(state_dir: Path, tmp_path: 
     """The fallback, on the real kernel: the job reads its own cgroup membership."""
     out_file = tmp_path / "cgroup"
     out = job.run_job(["sh", "-c", f"cat /proc/self/cgroup > {out_file}"],
-                      priority.Policy("w", cpu_weight=50), facts=Facts(False, ""))
+                      grammar.Policy("w", cpu_weight=50), facts=Facts(False, ""))
     assert out.exit_code == 0
     assert f"/backburner/run-{os.getpid()}-" in out_file.read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backburner.errors import UsageError
+from backburner.base.errors import UsageError
 from backburner.systemd import facts as units
 
 

@@ -21,7 +21,7 @@ import rich
 from helpers import BB, TIMEOUT, Result, bb, one_line_error, raw_status, wait_for
 
 import backburner
-from backburner import procfs
+from backburner.kernel import procfs
 from backburner.trace import engines, profile
 
 pytestmark = pytest.mark.timeout(180)

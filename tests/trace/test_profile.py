@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import DataError, NotFoundError
+from backburner.base.errors import DataError, NotFoundError
 from backburner.trace import profile
 
 

@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from backburner import procfs, system
-from backburner.errors import CommandNotExecutable, CommandNotFound, UnavailableError, UsageError
+from backburner import system
+from backburner.base.errors import (
+    CommandNotExecutable,
+    CommandNotFound,
+    UnavailableError,
+    UsageError,
+)
+from backburner.kernel import procfs
 from backburner.trace import engines, profile, record
 
 pytestmark = pytest.mark.timeout(120)

@@ -93,3 +93,15 @@ def test_bar_chart_draws_each_called_change(two, monkeypatch) -> None:
     assert drawn[0] == {f"bar:{r.key}" for r in d.changed[:15]}
     empty = diff.diff(two[0], two[0])
     assert render.bar_chart(empty) is None
+
+
+def test_thread_names_are_shown_escaped(make_profile, make_run) -> None:
+    """A traced program names its own threads (prctl PR_SET_NAME): an escape sequence in a
+    name is shown escaped in the text tables and the Markdown (rich passes ESC on)."""
+    run = make_run(0, {"read": 5})
+    run.threads[1].comm = "\x1b]2;pwned\x07\x1b[2J"
+    p = make_profile("job", [run])
+    for text in (_text([], render.show_tables(p, by="thread")),
+                 render.to_markdown([], render.show_tables(p, by="thread"))):
+        assert "\x1b" not in text and "\x07" not in text
+        assert "2;pwned" in text and "\\x1b" in text

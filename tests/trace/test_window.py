@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from backburner import procfs, system
-from backburner.errors import NotFoundError, UsageError
+from backburner import system
+from backburner.base.errors import NotFoundError, UsageError
+from backburner.kernel import procfs
 from backburner.trace import engines, window
 from backburner.trace.window import Event
 

@@ -21,6 +21,8 @@ from .rig import BootSpec, Guest, SharedGuest, remove_stale_runs
 ROOT = Path(__file__).parents[2]
 GUESTS = pytest.StashKey[list[Guest]]()
 SHARED_DISKS = {"scratch": "4G"}  # the shared guest's spare disk: /dev/disk/by-id/virtio-scratch
+#: and a small disk on QEMU's NVMe controller: /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_bbnvme
+SHARED_NVME = {"bbnvme": "256M"}
 
 
 @contextmanager
@@ -63,7 +65,7 @@ def vm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def _shared_guest(vm_image: Image, vm_wheel: Path) -> Iterator[SharedGuest]:
-    shared = SharedGuest(vm_image, BootSpec(wheel=vm_wheel, disks=SHARED_DISKS))
+    shared = SharedGuest(vm_image, BootSpec(wheel=vm_wheel, disks=SHARED_DISKS, nvme=SHARED_NVME))
     try:
         yield shared
     finally:

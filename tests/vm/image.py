@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from backburner.safepath import private_dir
+from backburner.files.safepath import private_dir
 
 from .proc import dies_with_us
 
@@ -46,8 +46,9 @@ PACKAGES = (
     # this commit's wheel goes in with pip; D-Bus from Python; bench's statistics
     "python3", "python3-pip", "python3-jeepney", "python3-numpy", "python3-scipy", "python3-rich",
     "python3-matplotlib",  # the HTML report a bench writes beside its database
-    # the rest of the .deb's dependencies (tests/vm/test_guest_deb.py installs it offline)
-    "python3-shtab",
+    # the rest of the .deb's dependencies (tests/vm/test_guest_deb.py installs it offline);
+    # python3-regex also for the wheel: govern searches rules' cmdline patterns with it
+    "python3-shtab", "python3-regex",
     # the kernel interfaces the checks drive: network, processes, disks, device-mapper
     "iproute2", "procps", "util-linux", "e2fsprogs", "xfsprogs", "btrfs-progs", "dmsetup",
     "fio", "strace",

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backburner.safepath import private_dir
+from backburner.files.safepath import private_dir
 
 from .image import CACHE, Image
 from .proc import dies_with_us
@@ -112,6 +112,9 @@ class BootSpec:
     disks: Mapping[str, str] = field(default_factory=dict)
     # serial -> a raw disk image on the host, attached read-only (the guest cannot change it)
     images: Mapping[str, Path] = field(default_factory=dict)
+    # serial -> size of an empty disk on QEMU's emulated NVMe controller (one each), seen
+    # in the guest as /dev/nvmeNn1, /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_SERIAL
+    nvme: Mapping[str, str] = field(default_factory=dict)
     memory: str = "2G"
     cpus: int = 2
 
@@ -278,7 +281,7 @@ class Guest:
                 raise ValueError(f"image serial {serial!r}: letters, digits, _ and -, unique")
             if "," in str(path) or not Path(path).is_file():  # a comma ends QEMU's file=
                 raise ValueError(f"image {path}: a regular file, with no comma in its path")
-        for serial, size in self.spec.disks.items():
+        for serial, size in [*self.spec.disks.items(), *self.spec.nvme.items()]:
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", serial):
                 raise ValueError(f"disk serial {serial!r}: letters, digits, _ and - only")
             self._qemu_img("create", "-q", "-f", "qcow2", str(self.dir / f"disk-{serial}.qcow2"),
@@ -319,6 +322,9 @@ class Guest:
         for ident, options, serial in drives:
             argv += ["-drive", f"{options},if=none,id={ident}", "-device",
                      f"virtio-blk-pci,drive={ident}" + (f",serial={serial}" if serial else "")]
+        for i, serial in enumerate(spec.nvme):
+            argv += ["-drive", f"file={d / f'disk-{serial}.qcow2'},format=qcow2,cache=unsafe,"
+                     f"if=none,id=nvme{i}", "-device", f"nvme,drive=nvme{i},serial={serial}"]
         return argv
 
     def _launch(self) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backburner.errors import UnsafePathError
+from backburner.base.errors import UnsafePathError
 
 from . import image
 from .image import (

@@ -21,11 +21,13 @@ from pathlib import Path
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
-from .. import cgroup2, priority, systemd
-from ..cell import GOVERNED, Cell
-from ..errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from .. import systemd
+from ..base.errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
+from ..base.quantities import MAX_DURATION_S, human_size
+from ..kernel import cgroups
 from ..net import link as netlink
-from ..units import MAX_DURATION_S, human_size
+from ..policy import cgroup_plan, grammar
+from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets, throttled
 from . import loads as loadspec
 from .devices import DeviceSpec
@@ -310,7 +312,7 @@ class Plan:
     probes: dict[str, Probe]  # label -> probe (program resolved to an absolute path)
     prepares: dict[str, Prepare | None]  # name -> step; "none" -> None
     loads: dict[str, loadspec.LoadSpec]
-    policies: dict[str, priority.Policy]
+    policies: dict[str, grammar.Policy]
     schedulers: tuple[str, ...]
     device: DeviceSpec
     cells: tuple[Cell, ...] = field(default=())
@@ -327,7 +329,7 @@ class Plan:
         return matrix.plan_order(list(self.cells), self.config)
 
 
-def check_group_controls(policies: list[priority.Policy],
+def check_group_controls(policies: list[grammar.Policy],
                          facts: systemd.Facts | None = None, root: str | None = None) -> None:
     """cgroup v2's group knobs (io.prio.class, io.latency, io.cost): one line naming the
     file this machine lacks; and they are applied only in a scope systemd delegates to
@@ -335,9 +337,9 @@ def check_group_controls(policies: list[priority.Policy],
     wanted = [p for p in policies if p.group_controls]
     if not wanted:
         return
-    root = root if root is not None else cgroup2.unified_root()
+    root = root if root is not None else cgroups.unified_root()
     for pol in wanted:
-        if why := cgroup2.missing(pol, root):
+        if why := cgroup_plan.missing(pol, root):
             raise UnavailableError(why, "use a policy without group-io, io-latency, io-cost")
     if not systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
         raise UnavailableError(
@@ -409,18 +411,18 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                 trial_prepares, throttles)
 
 
-def _policies(texts: list[str]) -> tuple[dict[str, priority.Policy], dict[str, throttled.Spec]]:
+def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy], dict[str, throttled.Spec]]:
     """Each policy text's policy, and the throttle of those that ask for one (`throttled`:
     ``background,pause-ms=250`` is the background policy, throttled)."""
-    policies: dict[str, priority.Policy] = {}
+    policies: dict[str, grammar.Policy] = {}
     throttles: dict[str, throttled.Spec] = {}
     for text in dict.fromkeys(texts):
         if text == GOVERNED:
-            policies[text] = priority.Policy(GOVERNED,
+            policies[text] = grammar.Policy(GOVERNED,
                                              description="the govern daemon's rule applies it")
             continue
         rest, spec = throttled.split(text)
-        policies[text] = priority.parse_policy(rest)
+        policies[text] = grammar.parse_policy(rest)
         if spec is not None:
             throttles[text] = spec
     return policies, throttles

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, spawn, system
-from ..errors import NotFoundError, SystemStateError, UsageError
-from ..units import MiB, parse_size
+from .. import spawn, system
+from ..base.errors import NotFoundError, SystemStateError, UsageError
+from ..base.quantities import MiB, parse_size
+from ..kernel import block, procfs
 
 MIN_DEVICE = 64 * MiB
 TESTBED_MOUNT_OPTIONS = "noatime,nosuid,nodev"
@@ -80,10 +81,10 @@ class Device:
         return os.path.join(self.queue, "scheduler")
 
     def schedulers(self) -> list[str]:
-        return Path(self.scheduler_file).read_text().replace("[", "").replace("]", "").split()
+        return list(block.offered(self.name))
 
     def current_scheduler(self) -> str:
-        return system.selected(Path(self.scheduler_file).read_text())
+        return block.in_force(self.name) or ""
 
     def counters(self) -> tuple[int, int]:
         """(bytes read, bytes written) from the device's own stat file."""
@@ -124,17 +125,6 @@ def _sysfs_name(dev_path: str) -> str:
     return os.path.basename(os.path.realpath(dev_path))
 
 
-def _whole_disk(devno: int) -> str:
-    """The disk (not partition) for a st_dev, via /sys/dev/block."""
-    link = os.path.realpath(f"/sys/dev/block/{os.major(devno)}:{os.minor(devno)}")
-    if os.path.exists(os.path.join(link, "partition")):
-        link = os.path.dirname(link)
-    if not os.path.exists(os.path.join(link, "queue")):
-        raise NotFoundError(f"no block device queue for device {os.major(devno)}:"
-                            f"{os.minor(devno)}", "the path must be on a block device")
-    return os.path.basename(link)
-
-
 def describe_block(name: str) -> dict[str, Any]:
     base = Path("/sys/block", name)
 
@@ -149,7 +139,7 @@ def describe_block(name: str) -> dict[str, Any]:
         "model": read("device/model") or read("device/name") or name,
         "size_bytes": int(read("size") or 0) * 512,
         "rotational": read("queue/rotational"),
-        "schedulers": read("queue/scheduler").replace("[", "").replace("]", "").split(),
+        "schedulers": list(block.offered(name)),
         "nr_requests": read("queue/nr_requests"),
         "read_ahead_kb": read("queue/read_ahead_kb"),
     }
@@ -158,7 +148,8 @@ def describe_block(name: str) -> dict[str, Any]:
         facts["loop_backing_file"] = backing
         facts["loop_direct_io"] = read("loop/dio")
         try:
-            facts["backing_device"] = describe_block(_whole_disk(os.stat(backing).st_dev))
+            disk = block.whole_disk_with_queue(os.stat(backing).st_dev)
+            facts["backing_device"] = describe_block(disk)
         except (OSError, NotFoundError):
             pass
     return facts
@@ -230,7 +221,7 @@ def _mount_image(loop: str, work: str, label: str, tx: system.Transaction, rotat
 def _on_path(spec: DeviceSpec, tx: system.Transaction) -> Device:
     """The disk holding a user's directory: the loads write into a private directory made
     there (refused where another user controls the path)."""
-    name = _whole_disk(os.stat(spec.path).st_dev)
+    name = block.whole_disk_with_queue(os.stat(spec.path).st_dev)
     load_dir = str(tx.apply(system.PrivateDir(spec.path, ".backburner-load-")))
     dev = Device(spec.label, name, queue_dir(name), load_dir, None, load_dir)
     dev.facts = {**describe_block(name), "filesystem": _fs_of(_mount_of(spec.path))}

@@ -27,8 +27,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .. import safepath, spawn
-from ..errors import UnavailableError, UsageError
+from .. import spawn
+from ..base.errors import UnavailableError, UsageError
+from ..files import safepath
 
 FAMILY_LOCAL, FAMILY_WILD = 256, 65535
 COOKIE = "MIT-MAGIC-COOKIE-1"

@@ -14,7 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, procfs, spawn
+from .. import __version__, spawn
+from ..kernel import cgroups
 
 DIRTY_SYSCTLS = ("dirty_ratio", "dirty_background_ratio", "dirty_bytes",
                  "dirty_background_bytes", "dirty_expire_centisecs",
@@ -36,12 +37,8 @@ def _os_release() -> str:
 
 def cgroup_version() -> int:
     """2 when the unified hierarchy has controllers (io, cpu), else 1."""
-    for m in procfs.mounts():
-        if m.fstype == "cgroup2":
-            controllers = _read(Path(m.mountpoint, "cgroup.controllers")).split()
-            if {"io", "cpu"} & set(controllers):
-                return 2
-    return 1
+    root = cgroups.unified_root()
+    return 2 if root is not None and {"io", "cpu"} & cgroups.controllers(root) else 1
 
 
 def _fio_version() -> str:

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..cell import Cell
+from ..store.cell import Cell
 from .prepare import StepResult
 from .probes import ProbeResult
 

@@ -16,9 +16,10 @@ import re
 import subprocess
 import time
 
-from .. import logtail, safepath, spawn
-from ..cell import GOVERNED_RULE_POLICY as RULE_POLICY
-from ..errors import SystemStateError
+from .. import spawn
+from ..base.errors import SystemStateError
+from ..files import logtail, safepath
+from ..store.cell import GOVERNED_RULE_POLICY as RULE_POLICY
 from .loads import LoadSpec
 
 READY_TIMEOUT_S = 30.0

@@ -21,10 +21,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import cgroup2, procfs, system
-from ..errors import UnavailableError
-from ..priority import Policy
-from ..units import slug
+from .. import system
+from ..base.errors import UnavailableError
+from ..base.quantities import slug
+from ..kernel import cgroups, procfs
+from ..policy import cgroup_plan
+from ..policy.grammar import Policy
 
 
 @dataclass
@@ -52,12 +54,12 @@ class Groups:
         policy sets them; changed only when they differ from what is in force."""
         if policy.io_latency_us != self.latency_us:
             tx.apply(system.DeviceLine(os.path.join(self.probe, "io.latency"),
-                                       cgroup2.latency_line(self.devno, policy.io_latency_us),
+                                       cgroups.latency_line(self.devno, policy.io_latency_us),
                                        off="target=max"))
             self.latency_us = policy.io_latency_us
         if policy.io_cost != self.io_cost:
             tx.apply(system.DeviceLine(os.path.join(self.root, "io.cost.qos"),
-                                       cgroup2.qos_line(self.devno, policy.io_cost),
+                                       cgroups.qos_line(self.devno, policy.io_cost),
                                        off="enable=0"))
             self.io_cost = policy.io_cost
 
@@ -71,7 +73,7 @@ def place(tx: system.Transaction, policies: dict[str, Policy], device: str,
     """The delegated scope, bench itself in its `probe` group, the controllers the policies
     need switched on below the scope, and a load group per policy that has group settings
     (and per policy named in `also`: a throttled one, whose group is frozen)."""
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     if root is None:
         raise AssertionError("place() is for a cgroup v2 tree systemd owns")
     owner = procfs.owner_tag(os.getpid())
@@ -88,15 +90,15 @@ def place(tx: system.Transaction, policies: dict[str, Policy], device: str,
         need.append("cpu")
     tx.apply(system.ControllersEnabled(os.path.join(top, "cgroup.subtree_control"), need))
     for pol in policies.values():  # before any load's group: one line, all undone
-        if why := cgroup2.missing_in(probe, pol):
+        if why := cgroup_plan.missing_in(probe, pol):
             raise UnavailableError(why, "use a policy without it on this kernel")
     loads = {}
     for i, (name, pol) in enumerate(policies.items()):
         if pol.needs_cgroup or name in (also or set()):
             group = os.path.join(top, f"load-{i}-{slug(name)}")
-            tx.apply(system.CgroupDir(group, cgroup2.group_files(pol)))
+            tx.apply(system.CgroupDir(group, cgroup_plan.group_files(pol)))
             loads[name] = group
-    groups = Groups(root, top, unit, probe, loads, cgroup2.devno_of(device))
+    groups = Groups(root, top, unit, probe, loads, cgroups.devno_of(device))
     groups.facts = {"scope": unit, "probe": probe.removeprefix(root),
                     "loads": {k: v.removeprefix(root) for k, v in loads.items()},
                     "controllers": need, "device": groups.devno}

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .. import procfs
+from ..kernel import procfs
 
 INTERVAL_S = 0.1
 

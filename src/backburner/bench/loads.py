@@ -34,9 +34,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .. import logtail, priority, safepath, spawn
-from ..errors import SystemStateError, UnavailableError, UsageError
-from ..units import parse_size
+from .. import spawn
+from ..base.errors import SystemStateError, UnavailableError, UsageError
+from ..base.quantities import parse_size
+from ..files import logtail, safepath
+from ..policy import grammar
 from . import loadio, pkgloads
 from .packages import Shape
 
@@ -313,7 +315,7 @@ class Load:
             return self.installation.argv(self.progress)
         raise AssertionError(kind)
 
-    def start(self, policy: priority.Policy, cgroup_procs: list[str]) -> None:
+    def start(self, policy: grammar.Policy, cgroup_procs: list[str]) -> None:
         if self.spec.is_none:
             return
         for stale in (self.progress, self._fio_json):

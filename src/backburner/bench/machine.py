@@ -19,11 +19,14 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import cgroup2, job, priority, procfs, system, systemd
-from ..cell import NO_POLICY, Cell
-from ..errors import SystemStateError, UnavailableError
+from .. import system, systemd
+from ..base.errors import SystemStateError, UnavailableError
+from ..base.quantities import slug
 from ..govern.throttle import freezer_at
-from ..units import slug
+from ..kernel import cgroups, procfs
+from ..policy import cgroup_plan, grammar
+from ..run import job
+from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes, throttled
 from .config import Plan
 from .environment import device_settings
@@ -44,7 +47,7 @@ class MachineExecutor:
         self.cfg = plan.config
         self.warn = warn
         self.show_output = show_output
-        self.policies = {**plan.policies, NO_POLICY: priority.BUILTIN["default"]}
+        self.policies = {**plan.policies, NO_POLICY: grammar.BUILTIN["default"]}
         self.cgroups: dict[str, list[str]] = {}
         self.loads: dict[str, loads.Load] = {}
         self._device: devices.Device | None = None
@@ -161,7 +164,7 @@ class MachineExecutor:
         for i, (name, pol) in enumerate(self.policies.items()):
             if pol.needs_cgroup:
                 owner = procfs.owner_tag(os.getpid())
-                plan = priority.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
+                plan = cgroup_plan.plan_cgroup(pol, f"bench-{owner}-{i}-{slug(name)}")
                 for change in job.cgroup_changes(plan):
                     self._made_group(tx, change)
                 self.cgroups[name] = plan.procs_files
@@ -172,7 +175,7 @@ class MachineExecutor:
         """Where no systemd owns the tree: bench (and so the probe, its child) in a cgroup
         v2 group of its own, whose io.pressure is the probe's; each throttled load in a
         sibling (its stalls are not the probe's) and in a freezer group (`throttled`)."""
-        root = cgroup2.unified_root()
+        root = cgroups.unified_root()
         assert root is not None, "plan() checked (throttled.require)"
         owner = procfs.owner_tag(os.getpid())
         top = os.path.join(root, "backburner")

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from ..cell import NO_POLICY, UNLOADED, Cell
+from ..store.cell import NO_POLICY, UNLOADED, Cell
 
 
 @dataclass(frozen=True)

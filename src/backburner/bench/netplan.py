@@ -30,9 +30,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cell import LINK_PREFIX, NO_PREPARE, UNLOADED, Cell
-from ..errors import UsageError
+from ..base.errors import UsageError
 from ..net import link as netlink
+from ..store.cell import LINK_PREFIX, NO_PREPARE, UNLOADED, Cell
 from . import matrix
 
 #: The bottleneck's queue discipline: the "scheduler" of a network cell.

@@ -34,10 +34,12 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from .. import cgroup2, interrupts, procfs, spawn, system, systemd
-from ..cell import Cell
-from ..errors import SystemStateError
+from .. import spawn, system, systemd
+from ..base import interrupts
+from ..base.errors import SystemStateError
+from ..kernel import cgroups, procfs
 from ..net import background, netcls, policy, tcpopts, testbed
+from ..store.cell import Cell
 from .executor import Measurement
 from .netplan import QUEUE, NetPlan
 from .prepare import StepResult
@@ -170,7 +172,7 @@ class NetExecutor:
         the tree, in a scope it delegates to bench, bench itself
         moved into a sibling (`probe`: a group with children holds no processes), so
         nothing is made or attached behind systemd's back."""
-        root = cgroup2.unified_root()
+        root = cgroups.unified_root()
         owner = procfs.owner_tag(os.getpid())
         if root is None:  # only cgroup v1 (checked before): the net_cls group
             return netcls.group(tx, f"bench-{owner}")
@@ -197,7 +199,7 @@ class NetExecutor:
         procs: tuple[str, ...] = ()
         if cell.policy == "background":
             self._start_policy(upload=load.kind == "upload")
-            procs = (os.path.join(self._group, "cgroup.procs"),)
+            procs = (cgroups.procs_file(self._group),)
         self._started[cell.load] = time.monotonic()
         self._running[cell.load] = [
             _client(self.bed, [load.kind, testbed.SERVER_ADDR, str(testbed.PORT),

@@ -28,9 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import logtail, safepath, spawn, system
-from ..errors import SystemStateError, UsageError
-from ..units import human_size, parse_size
+from .. import spawn, system
+from ..base.errors import SystemStateError, UsageError
+from ..base.quantities import human_size, parse_size
+from ..files import logtail, safepath
 
 #: Changes whenever the bytes or the packaging `layout`, `deb` or `flatpak` make change: a
 #: cached build of an older generator is then never taken.

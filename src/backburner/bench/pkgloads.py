@@ -30,7 +30,7 @@ import shutil
 from pathlib import Path
 
 from .. import spawn
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
 from . import packages
 from .packages import Shape, run_logged
 

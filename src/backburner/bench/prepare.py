@@ -19,7 +19,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from .. import logtail, spawn
+from .. import spawn
+from ..files import logtail
 from .config import Prepare, command_argv
 from .devices import Device
 

@@ -20,7 +20,7 @@ import shutil
 import sys
 from typing import Any
 
-from ..errors import UnavailableError
+from ..base.errors import UnavailableError
 from ..net import link as netlink
 from . import display, netplan
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import extents, spawn
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 from . import probes
 
 FILLER_MEDIAN_BYTES = 4096

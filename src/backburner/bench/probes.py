@@ -21,9 +21,10 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import logtail, spawn
-from ..errors import CommandNotFound, UnavailableError, UsageError
-from ..units import slug
+from .. import spawn
+from ..base.errors import CommandNotFound, UnavailableError, UsageError
+from ..base.quantities import slug
+from ..files import logtail
 from . import display
 
 VIRTUAL_ROOTS = ("/proc", "/sys", "/dev", "/run", "/tmp")

@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from .. import __version__, outfile, safepath, system
-from ..cell import Cell
-from ..errors import DataError
+from .. import __version__, system
+from ..base.errors import DataError
+from ..base.quantities import fmt_duration
+from ..files import outfile, safepath
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
-from ..units import fmt_duration
+from ..store.cell import Cell
 from . import config, devices
 from .config import Plan
 from .environment import capture as capture_environment
@@ -86,8 +87,9 @@ def header(plan: AnyPlan, path: str, *, left: int | None = None) -> str:
     if config.sequential:
         rule = config.stopping_rule()
         budget = f", at most {fmt_duration(config.max_time_s)}" if config.max_time_s else ""
-        trials = (f"{rule.min_runs}–{rule.max_runs} trials until decided "
-                  f"(±{config.tolerance * 100:g}%{budget})")
+        band = (f"±{config.tolerance * 100:g}%" if config.tolerance is not None
+                else "the band a person notices")
+        trials = f"{rule.min_runs}–{rule.max_runs} trials until decided ({band}{budget})"
     mode = (f"over {plan.device}" if isinstance(plan, NetPlan)
             else "cold" if config.cold else "warm")
     return (f"bench: {cells} cells × {trials} + {rounds} ({todo}), {mode}, seed "

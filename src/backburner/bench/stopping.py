@@ -16,12 +16,13 @@ fixed-count run); the report says it of every cell that stopped undecided.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..cell import Cell
+from ..store.cell import Cell
 from .matrix import Slot
 
 if TYPE_CHECKING:  # numpy (and its BLAS threads) only once a decision is asked for
@@ -94,13 +95,17 @@ class Stopper:
         return key in self.reasons
 
     def _done(self, cell: Cell) -> str | None:
-        """A loaded cell: "decided" or "out-of-reach" once `stats.decision` says so. A
-        baseline: "decided" once no cell judged against it needs more trials."""
+        """A loaded cell: "decided" or "out-of-reach" once `stats.decision` says so, against
+        the band its baseline's median so far sizes. A baseline: "decided" once no cell
+        judged against it needs more trials."""
         if not cell.unloaded:
             from .. import stats
 
-            pairs = stats.pair_rounds(self.timed[cell.key], self.timed[cell.baseline().key])
-            stop = stats.decision(self.rule, pairs, self.trials[cell.key])
+            base = self.timed[cell.baseline().key]
+            pairs = stats.pair_rounds(self.timed[cell.key], base)
+            times = [t for t, _ in base.values()]
+            reference = float(statistics.median(times)) if times else None
+            stop = stats.decision(self.rule, pairs, self.trials[cell.key], reference)
             return {stats.Stop.DECIDED: "decided",
                     stats.Stop.OUT_OF_REACH: "out-of-reach"}.get(stop)
         judged = [c for c in self.cells if not c.unloaded and c.baseline() == cell]

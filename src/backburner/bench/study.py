@@ -14,9 +14,9 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from .. import infile
-from ..errors import UsageError
-from ..units import parse_duration
+from ..base.errors import UsageError
+from ..base.quantities import parse_duration
+from ..files import infile
 
 #: key -> (config field, type): "list" takes a string or a list of strings
 KEYS: dict[str, tuple[str, str]] = {

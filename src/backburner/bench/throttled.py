@@ -27,10 +27,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import cgroup2, system
-from ..errors import BackburnerError, UnavailableError
+from .. import system
+from ..base.errors import BackburnerError, UnavailableError
 from ..govern import throttle
-from ..throttlepolicy import Spec, split
+from ..kernel import cgroups
+from ..policy.throttle import Spec, split
 
 __all__ = ["PSI_FILE", "Paced", "Spec", "require", "split"]
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ PSI_FILE = "/proc/pressure/io"
 def require(root: str | None = None) -> None:
     """What a throttled load needs of this machine, in one line before anything is built:
     a cgroup2 hierarchy (for the probe's pressure), PSI, and a freezer."""
-    root = root if root is not None else cgroup2.unified_root()
+    root = root if root is not None else cgroups.unified_root()
     if not root:
         raise UnavailableError("the throttle policy watches the probe's cgroup v2 group's "
                                "io.pressure, and no cgroup2 hierarchy is mounted",

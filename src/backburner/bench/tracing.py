@@ -7,7 +7,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
-from .. import procfs, system
+from .. import system
+from ..kernel import procfs
 from ..trace import counters, engines, window
 from .devices import Device
 from .loads import Load

@@ -15,8 +15,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .. import __version__, interrupts
-from ..errors import (
+from .. import __version__
+from ..base import interrupts
+from ..base.errors import (
     BackburnerError,
     CommandNotExecutable,
     CommandNotFound,
@@ -24,6 +25,7 @@ from ..errors import (
     IOFailure,
     UsageError,
 )
+from ..base.quantities import one_line
 from . import (
     apply,
     bench,
@@ -54,6 +56,15 @@ program by rule (govern), or as the udev rule and systemd drop-ins a distributio
 (apply). What it changes on the machine is journaled and put back afterwards."""
 
 EPILOG = "Each command has its own help: backburner COMMAND --help."
+
+
+class OneLineFormatter(logging.Formatter):
+    """Every log line one line, whatever a message carries (a process's name, a path): a
+    daemon's stderr goes to the journal, where a newline would start a forged entry and an
+    escape sequence would drive the terminal of whoever reads it (`units.one_line`)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's)
+        return one_line(super().formatMessage(record))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +142,9 @@ def _main(args_list: list[str], debug: bool, command: str | None) -> int:
         # the module's name is for whoever debugs: a user reads "backburner: what happened"
         logging.basicConfig(level=logging.WARNING, format=f"{PROG}: %(name)s: %(message)s"
                             if debug else f"{PROG}: %(message)s")
+        for handler in logging.getLogger().handlers:
+            if type(handler.formatter) is logging.Formatter:  # basicConfig's, not a test's
+                handler.setFormatter(OneLineFormatter(handler.formatter._fmt))
         if debug:  # ours only: a library's debug chatter is not what --debug is for
             logging.getLogger("backburner").setLevel(logging.DEBUG)
         if not args.cmd:

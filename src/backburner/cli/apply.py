@@ -6,13 +6,19 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import applied, apply, priority
-from ..errors import NotFoundError, UnavailableError, UsageError
-from .common import add_command, add_format, err, recover_if_needed
+from ..apply import diskrules
+from ..apply import install as apply
+from ..apply import status as applied
+from ..base.errors import NotFoundError, UnavailableError, UsageError
+from ..kernel import priorities
+from ..policy import grammar
+from .common import add_command, add_format, err, recover_if_needed, warn_levers
 
 EPILOG = """\
 examples:
   backburner apply --scheduler bfq                       # BFQ for every spinning disk
+  backburner apply --scheduler recommended               # a rule per class of disk
+  backburner apply --scheduler bfq --devices nvme --iocost   # NVMe: BFQ, and io.cost on
   backburner apply --scheduler bfq --devices all --unit apt-daily-upgrade --unit backup.service
   backburner apply --unit packagekit --policy gentle --dry-run
   backburner apply --unit apt-daily-upgrade --net background   # its downloads too
@@ -22,6 +28,7 @@ examples:
 
 files:
   /etc/udev/rules.d/65-backburner-scheduler.rules
+  /etc/udev/rules.d/66-backburner-iocost.rules   (with --iocost)
   /etc/systemd/system/UNIT.d/50-backburner.conf
   /etc/systemd/system/backburner.slice      (with drop-ins of a policy with weights)
 
@@ -40,9 +47,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.format != "text":
         raise UsageError("--format/--json is for the output of --status")
     if args.remove:
-        if args.scheduler or args.unit or args.net:
+        if args.scheduler or args.unit or args.net or args.iocost:
             raise UsageError("--remove takes every file apply wrote; give no "
-                             "--scheduler/--unit/--net")
+                             "--scheduler/--unit/--net/--iocost")
         recover_if_needed()
         removed = apply.remove(args.root, report=print)
         if not removed:
@@ -50,16 +57,26 @@ def cmd_apply(args: argparse.Namespace) -> int:
         elif args.root == "/":
             err(apply.REMOVE_HINT)
         return 0
-    rule = apply.SchedulerRule(args.scheduler, args.kernel, apply.DEVICE_CLASSES[args.devices]) \
-        if args.scheduler else None
-    if rule is not None:
-        apply.check_scheduler(rule.scheduler, force=args.force)
-    policy = priority.parse_policy(args.policy).with_overrides(
-        io=priority.IOPrio.parse(args.io) if args.io else None,
-        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
+    if args.scheduler:
+        apply.check_scheduler(args.scheduler, force=args.force)
+    rules = diskrules.scheduler_rules(args.scheduler, args.devices, args.kernel) \
+        if args.scheduler else []
+    if args.iocost_model is not None and not args.iocost:
+        raise UsageError("--iocost-model goes with --iocost")
+    costs = diskrules.iocost_rules(args.devices, args.kernel, args.iocost_model) \
+        if args.iocost else []
+    if args.devices is not None and not (rules or costs):
+        raise UsageError("--devices says which disks --scheduler or --iocost is for")
+    policy = grammar.parse_policy(args.policy).with_overrides(
+        io=priorities.IOPrio.parse(args.io) if args.io else None,
+        cpu=priorities.CPUPolicy.parse(args.cpu) if args.cpu else None,
         io_weight=args.io_weight, cpu_weight=args.cpu_weight)
-    files = apply.plan(rule, args.unit, policy, args.net)
+    files = apply.plan(rules, args.unit, policy, args.net, costs)
     # a dry run refuses what the run refuses (it only need not be root)
+    if costs and os.path.abspath(args.root) == "/" and not args.force:
+        from ..kernel import cgroups
+
+        diskrules.check_iocost(cgroups.unified_root())
     if args.net and os.path.abspath(args.root) == "/" and not args.force:
         _check_net_here()
     if args.unit and not args.force:
@@ -72,6 +89,10 @@ def cmd_apply(args: argparse.Namespace) -> int:
     apply.install(files, args.root, force=args.force, report=print)
     if args.root == "/":
         err(apply.RELOAD_HINT)
+        if args.unit:  # a unit's working directory is / unless it says otherwise
+            changed = [d.name for r in [*rules, *costs]
+                       for d in diskrules.matches(r.kernel, r.rotational)]
+            warn_levers([policy], None, silent=args.quiet, skip=changed)
     return 0
 
 
@@ -97,9 +118,9 @@ def _check_units(units: list[str], root: str) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    if args.scheduler or args.unit or args.net or args.remove or args.dry_run:
+    if args.scheduler or args.unit or args.net or args.remove or args.dry_run or args.iocost:
         raise UsageError("--status reads what apply installed; give no --scheduler, --unit, "
-                         "--remove or --dry-run")
+                         "--iocost, --remove or --dry-run")
     if not os.path.isdir(args.root):
         raise NotFoundError(f"root {args.root} is not a directory")
     if os.path.abspath(args.root) != "/":
@@ -119,11 +140,25 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "with the IO class, CPU policy and weights of a policy. All or nothing; "
                     "`backburner restore` undoes an interrupted apply.")
     p.add_argument("--scheduler", metavar="NAME", help="IO scheduler for the matching disks "
-                   "(bfq, mq-deadline, kyber, none)")
-    p.add_argument("--devices", choices=sorted(apply.DEVICE_CLASSES), default="rotational",
-                   help="which disks the scheduler rule matches")
-    p.add_argument("--kernel", metavar="GLOBS", default=apply.DEFAULT_KERNEL,
-                   help="kernel device names the rule matches, globs joined by |")
+                   "(bfq, mq-deadline, kyber, none), or `recommended`: a rule per class of "
+                   "disk with the scheduler docs/ssd.md recommends for it")
+    p.add_argument("--devices", metavar="CLASS", type=_disk_class,
+                   choices=sorted(apply.DEVICE_CLASSES),
+                   help="the class of disk the rules match: "
+                   + ", ".join(apply.DEVICE_CLASSES) + " (default: rotational for a "
+                   "scheduler; every class for recommended and --iocost)")
+    p.add_argument("--iocost", action="store_true",
+                   help="turn on cgroup v2's io.cost for the matching disks (a udev rule "
+                   "writing io.cost.qos at every boot): io.weight then acts whatever the "
+                   "scheduler, on buffered writeback too")
+    p.add_argument("--iocost-model", metavar="PARAMS",
+                   help="with --iocost: io.cost.model's linear parameters, e.g. "
+                   "'rbps=500000000 rseqiops=60000 rrandiops=30000 wbps=400000000 "
+                   "wseqiops=50000 wrandiops=25000' (default: the kernel's model)")
+    p.add_argument("--kernel", metavar="GLOBS",
+                   help="kernel device names the rules match, globs joined by | (default: "
+                   "the class's: " + apply.DEFAULT_KERNEL + ", without nvme* for "
+                   "non-rotational, nvme* for nvme)")
     p.add_argument("--unit", action="append", default=[], metavar="UNIT",
                    help="a bulk-work service to put on the back burner (repeatable)")
     p.add_argument("--net", metavar="MODE", choices=apply.NET_MODES,
@@ -145,16 +180,28 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "scheduler name neither mainline Linux nor this machine has, or a unit "
                    "that does not exist (yet)")
     p.add_argument("--remove", action="store_true", help="take out every file apply wrote")
+    p.add_argument("-q", "--quiet", action="store_true", help="no warning when the policy's "
+                   "IO class or weight does nothing on the disk of / or /var")
     p.add_argument("--status", action="store_true",
                    help="what apply installed, whether it is what apply writes now, and "
                    "whether it is live (exit status 0 live, 1 not live, 2 drifted, 3 none)")
     add_format(p, ("text", "json"), what="the output of --status: text, or JSON for machines")
 
 
+def _disk_class(text: str) -> str:
+    """--devices: a class of disk, or one line naming the classes (before argparse's own
+    list of choices, which completion offers)."""
+    try:
+        diskrules.class_match(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(f"{error.message}; {error.hint}") from None
+    return text
+
+
 def _weight(top: int):  # noqa: ANN202 - an argparse type
     def parse(text: str) -> int:
         try:
-            return priority.parse_weight(text, "weight", top)
+            return grammar.parse_weight(text, "weight", top)
         except UsageError as error:
             raise argparse.ArgumentTypeError(error.message) from None
 

@@ -7,7 +7,7 @@ import logging
 import os
 
 from .. import system
-from ..errors import UnavailableError, UsageError
+from ..base.errors import UnavailableError, UsageError
 from .common import add_command, deprecated, err, quiet, recover_if_needed
 from .report import DB_ENV, add_exports, exports
 
@@ -87,7 +87,7 @@ examples:
 
 
 def _duration(text: str) -> float:
-    from ..units import parse_duration
+    from ..base.quantities import parse_duration
 
     try:
         return parse_duration(text)
@@ -188,7 +188,8 @@ def _start(plan, study, path: str, args: argparse.Namespace, report) -> str:  # 
 def _finish(path: str, args: argparse.Namespace) -> int:
     """The report, the exports asked for, and the exit status: 1 when a cell has no
     successful trial (unless --ignore-failure), as hyperfine fails a benchmark that fails."""
-    from .. import outfile, report
+    from .. import report
+    from ..files import outfile
     from ..report import html as html_report
 
     log.debug("phase: report")
@@ -217,7 +218,7 @@ def _finish(path: str, args: argparse.Namespace) -> int:
 def _answer(data, tolerance: float) -> str:  # noqa: ANN001 - report.ReportData
     """The run's last lines: the comparison it was run for and the commands that apply it
     (`report --recommend`'s; nothing where it has no loaded cell to recommend from)."""
-    from ..errors import DataError
+    from ..base.errors import DataError
     from ..report import recommend
 
     try:

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .. import system
-from ..errors import UsageError
-from ..units import one_line
+from ..base.errors import UsageError
+from ..base.quantities import one_line
 
 Handler = Callable[[argparse.Namespace], int]
 PROG = "backburner"
@@ -27,6 +27,22 @@ def err(msg: str) -> None:
 
 def quiet(_msg: str) -> None:
     pass
+
+
+def warn_levers(policies: Sequence[object], cwd: str | None, *, silent: bool = False,
+                skip: Sequence[str] = ()) -> None:
+    """The one warning line of run, govern and apply: a lever asked for does nothing on the
+    disk holding the job's working directory, / or /var (`skip`: disks a rule being
+    installed changes). `-q` silences it; the exit status is not the warning's."""
+    if silent:
+        return
+    from .. import systemd
+    from ..policy import disks
+
+    owns = systemd.manages_cgroups(systemd.read_facts())
+    line = disks.warning(policies, cwd, systemd_owns=owns, skip=skip)  # type: ignore[arg-type]
+    if line:
+        err(f"warning: {line}")
 
 
 class Parser(argparse.ArgumentParser):

@@ -1,12 +1,12 @@
 """`completion SHELL`: print a completion script for bash, zsh or fish, generated from this
-program's own parser (see `backburner.completion`)."""
+program's own parser (see `backburner.cli.shells`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .. import completion
+from . import shells as completion
 from .common import add_command
 
 DESCRIPTION = """\

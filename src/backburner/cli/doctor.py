@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 
-from ..errors import UnavailableError
+from ..base.errors import UnavailableError
 from .common import add_command, add_format
 from .report import DB_ENV
 

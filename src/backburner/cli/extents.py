@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from .. import units
+from ..base import quantities
 from .common import add_command, add_force, add_format, err
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _map(args: argparse.Namespace) -> int:
     sys.stdout.write("".join(t.line(lay.device.path) + "\n" for t in targets))
     err(f"{lay.file.path}: {tables.describe_targets(targets)} on {render.device_line(lay)}")
     if lay.totals.shared_bytes:
-        err(f"{units.human_size(lay.totals.shared_bytes)} of it is shared with other files: "
+        err(f"{quantities.human_size(lay.totals.shared_bytes)} of it is shared with other files: "
             "use the mapping read-only")
     err(_load_hint(lay.device))
     return 0
@@ -110,7 +110,7 @@ def _map(args: argparse.Namespace) -> int:
 
 def _map_saved(args: argparse.Namespace) -> int:
     """The table of a map kept by `save`, once it is proven to hold (extents/saved.py)."""
-    from ..errors import UsageError
+    from ..base.errors import UsageError
     from ..extents import saved, tables
 
     if args.loop_args:

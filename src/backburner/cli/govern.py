@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 
-from .. import units
+from ..base import quantities
 from .common import add_command, add_format, err, recover_if_needed
 
 
@@ -20,11 +20,12 @@ def _run(args: argparse.Namespace) -> int:
     stopped = daemon.run(daemon.Options(rules_dir=args.rules, dry_run=args.dry_run,
                                         defaults=not args.no_defaults,
                                         ready_file=args.ready_file,
-                                        no_exec_filter=args.no_exec_filter))
+                                        no_exec_filter=args.no_exec_filter,
+                                        quiet=args.quiet))
     err(f"govern: {stopped.reason}; "
         + ("nothing was changed (dry run)" if args.dry_run else
            "everything it changed is put back ("
-           + units.plural(stopped.governed, "process was", "processes were") + " governed)"))
+           + quantities.plural(stopped.governed, "process was", "processes were") + " governed)"))
     return 0
 
 
@@ -99,7 +100,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="create PATH (a new file, in a directory only root can write) once "
                    "subscribed to process events and /proc is scanned")
     r.add_argument("-q", "--quiet", action="store_true",
-                   help="log only problems, not each governed process and each pause")
+                   help="log only problems, not each governed process and each pause, and no "
+                   "warning when the rules' IO class or weight does nothing on / or /var")
     r.add_argument("--no-exec-filter", action="store_true",
                    help="take every exec from the process connector instead of having the "
                    "kernel filter them by program name (a perf tracepoint)")

@@ -7,8 +7,9 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from .. import outfile, units
-from ..errors import UsageError
+from ..base import quantities
+from ..base.errors import UsageError
+from ..files import outfile
 from .common import add_command, add_force, bounded_int, err, finite, recover_if_needed
 
 if TYPE_CHECKING:
@@ -30,18 +31,21 @@ def _record(args: argparse.Namespace) -> int:
     opts = record.RecordOptions(
         output=args.output, mounts=tuple(args.mount or ()),
         read_ahead_kb=None if args.keep_read_ahead else args.read_ahead_kb,
-        drop_caches=args.drop_caches, hash=args.hash, force=args.force)
+        drop_caches=args.drop_caches, hash=args.hash, force=args.force,
+        lookups=args.lookups)
     argv = _argv(args)
     if args.system:
         if argv:
             raise UsageError("give either --system or a command, not both")
         if args.seconds is None:
             raise UsageError("--system needs --seconds", "e.g. --seconds 60")
+        if args.lookups:
+            raise UsageError("--lookups records a command's start, not the whole system")
         recover_if_needed()
 
         def ready(watched: Sequence[Watched]) -> None:
             err(f"recording what is read on {', '.join(w.mountpoint for w in watched)} for "
-                f"{units.fmt_s(args.seconds)} s (SIGTERM or ^C ends it early)")
+                f"{quantities.fmt_s(args.seconds)} s (SIGTERM or ^C ends it early)")
 
         err(_recorded(record.record_system(args.seconds, opts, ready)))
         return 0
@@ -65,17 +69,27 @@ def _recorded(r: RecordResult) -> str:
         lost.append("fork events lost: the process tree may be incomplete")
     if r.gone:
         lost.append(f"{r.gone} files gone before the end")
-    return (f"recorded {units.plural(len(r.pack.entries), 'file')}, "
-            f"{units.human_size(r.pack.bytes)} in {units.plural(ranges, 'range')} into "
-            f"{r.output} ({units.human_size(r.size)}) in {units.fmt_s(r.seconds)} s"
+    if r.order:
+        lost.append(f"no order of reads: {r.order}")
+    asked = ""
+    if r.pack.lookups or r.pack.steps:
+        from ..readahead.summary import lookup_counts
+
+        asked = f", {lookup_counts(r.pack)}"
+    return (f"recorded {quantities.plural(len(r.pack.entries), 'file')}, "
+            f"{quantities.human_size(r.pack.bytes)} in {quantities.plural(ranges, 'range')}{asked} "
+            f"into {r.output} ({quantities.human_size(r.size)}) in {quantities.fmt_s(r.seconds)} s"
             + (f" ({'; '.join(lost)})" if lost else ""))
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ..readahead import packfile, summary
+    from ..readahead import packfile, summary, verdict
 
     pack = packfile.load(args.pack)
     print(summary.format_summary(summary.summarize(pack, verify=args.verify), files=args.files))
+    found = verdict.load(args.pack)
+    if found is not None:
+        print(f"verdict   {verdict.describe(found)}")
     return 0
 
 
@@ -83,22 +97,42 @@ def _replay_options(args: argparse.Namespace) -> ReplayOptions:
     from ..readahead import replay
 
     return replay.ReplayOptions(
-        budget=units.parse_size(args.budget, what="--budget") if args.budget else None,
+        budget=quantities.parse_size(args.budget, what="--budget") if args.budget else None,
         deadline_s=args.deadline, order=args.order, io=args.io,
         rebase=tuple(args.rebase) if args.rebase else None)
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..readahead import packfile, replay
+    from ..readahead import replay, verdict
 
     opts = _replay_options(args)
-    pack = packfile.load(args.pack)  # a bad pack is refused here, not in the background
-    if not args.wait:
-        child = replay.start_background(args.pack, opts)
-        print(f"replaying {args.pack} in the background (PID {child.pid}, deadline "
-              f"{units.fmt_s(opts.deadline_s)} s)")
+    found, report, child = verdict.replay_unless_slower(args.pack, opts, args.force,
+                                                        background=not args.wait)
+    if report is None and child is None:
+        assert found is not None
+        print(verdict.describe_skip(found))
         return 0
-    print(replay.describe(replay.replay(pack, opts)))
+    if child is not None:
+        print(f"replaying {args.pack} in the background (PID {child.pid}, deadline "
+              f"{quantities.fmt_s(opts.deadline_s)} s)")
+    else:
+        assert report is not None
+        print(replay.describe(report))
+    if found is not None:
+        print(f"  {verdict.describe(found)}")
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from ..readahead import measure, verdict
+
+    argv = _argv(args)
+    recover_if_needed()
+    v = measure.measure(args.pack, argv, measure.MeasureOptions(args.rounds, args.mode,
+                                                                 args.deadline))
+    print(verdict.describe(v))
+    for note in v.notes:
+        err(note)
     return 0
 
 
@@ -120,7 +154,7 @@ def _order(args: argparse.Namespace) -> int:
         notes.append(f"{done.emitted.skipped} whose names {args.emit} cannot hold"
                      + (" (use list --null)" if args.emit == "list" else ""))
     if notes:
-        err(f"{units.plural(done.emitted.files, 'file')} ordered; left out: "
+        err(f"{quantities.plural(done.emitted.files, 'file')} ordered; left out: "
             + ", ".join(notes))
     return 0
 
@@ -129,26 +163,30 @@ def _build(args: argparse.Namespace) -> int:
     from ..readahead import ext4image, layout, packfile
 
     pack = packfile.load(args.pack)
-    size = units.parse_size(args.size, what="--size", minimum=16 << 20) if args.size else None
+    size = quantities.parse_size(args.size, what="--size", minimum=16 << 20) if args.size else None
     recover_if_needed()
     res = ext4image.build_ext4(pack, ext4image.BuildOptions(args.src, args.image, size,
                                                           args.root, args.hot_region,
                                                           not args.whole_files))
     nodes = ", ".join(f"{n} {k}" for k, n in sorted(res.nodes.items()))
-    print(f"built {res.image}: {units.human_size(res.size)} ext4 ({nodes}); "
-          f"{units.plural(res.hot_files, 'hot file')} ({units.human_size(res.hot_bytes)}) "
-          + (f"first, from a {units.human_size(res.first_pass)} first pass"
+    print(f"built {res.image}: {quantities.human_size(res.size)} ext4 ({nodes}); "
+          f"{quantities.plural(res.hot_files, 'hot file')} "
+          f"({quantities.human_size(res.hot_bytes)}) "
+          + (f"first, from a {quantities.human_size(res.first_pass)} first pass"
              if res.region_at is None else
-             f"at the end, from {units.human_size(res.region_at)} on")
-          + (f"; {units.plural(res.split_files, 'large file')} split, "
-             f"{units.human_size(res.split_out)} unread by the start after the hot region"
+             f"at the end, from {quantities.human_size(res.region_at)} on")
+          + (f"; {quantities.plural(res.split_files, 'file')} in pieces, "
+             f"{quantities.human_size(res.split_out)} unread by the start outside the hot region"
              if res.split_files else "")
           + "; verified equal to "
-          f"{args.src} in {units.fmt_s(res.seconds)} s"
+          f"{args.src} in {quantities.fmt_s(res.seconds)} s"
           + (f"; {res.missing} pack files are not in the source" if res.missing else ""))
     for c in (res.before, res.after):
         if c is not None:
             print(f"  {layout.describe_check(c)}")
+    note = layout.read_ahead_note(pack)
+    if note:
+        err(note)
     return 0
 
 
@@ -157,8 +195,12 @@ def _check(args: argparse.Namespace) -> int:
 
     pack = packfile.load(args.pack)
     recover_if_needed()
+    profile = None if args.profile == "none" else args.profile
     for target in args.targets:
-        print(layout.describe_check(layout.check(target, pack, args.root)))
+        print(layout.describe_check(layout.check(target, pack, args.root, profile)))
+    note = layout.read_ahead_note(pack)
+    if note:
+        err(note)
     return 0
 
 
@@ -192,6 +234,9 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
                    help="drop the page cache first, so the pack holds only this start")
     r.add_argument("--hash", action="store_true",
                    help="store a digest of each file's recorded bytes")
+    r.add_argument("--lookups", action="store_true",
+                   help="also record what the start looks up, stats and lists (strace) and "
+                   "the order it reads in (perf), for a layout true to it")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     sh = add_command(s, "show", _show, help="what a pack holds, stale entries, seeks saved")
     sh.add_argument("pack")
@@ -215,6 +260,20 @@ def _register_readahead(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--rebase", nargs=2, metavar=("RECORDED", "NOW"),
                     help="look for the files recorded under directory RECORDED under NOW "
                     "(the same filesystem or a copy of its image, mounted elsewhere)")
+    rp.add_argument("--force", action="store_true",
+                    help="replay even a pack `readahead measure` found to make the start "
+                    "slower")
+    m = add_command(s, "measure", _measure,
+                    help="time the start cold with and without a replay; keep the verdict")
+    m.add_argument("pack")
+    m.add_argument("--rounds", type=bounded_int(3, 1000), default=5,
+                   help="starts each way (default 5)")
+    m.add_argument("--mode", choices=("with", "before"), default="with",
+                   help="with: the replay launched with the start, as at boot (default); "
+                   "before: run to its end first, its time counted")
+    m.add_argument("--deadline", type=finite(0, 86400, low_open=True), default=120.0,
+                   metavar="SECONDS", help="each replay's deadline")
+    m.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
 
 
 def _register_layout(sub: argparse._SubParsersAction) -> None:
@@ -251,3 +310,6 @@ def _register_layout(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--pack", required=True)
     c.add_argument("--root", help="the pack's directory that the image root stands for "
                    "(default: guessed)")
+    c.add_argument("--profile", default="dvd", metavar="NAME",
+                   help="predict the cold start's time on a slowdisk of this profile "
+                   "(default dvd; none: no prediction)")

@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from .. import outfile
-from ..errors import DataError, UsageError
+from ..base.errors import DataError, UsageError
+from ..files import outfile
 from ..report.export.registry import FORMATS as EXPORT_FORMATS
 from ..store import Filter
 from .common import add_command, add_format, deprecated, err, finite, fraction
@@ -216,8 +216,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                      "--export-FORMAT FILE, or --format FORMAT for stdout"))
     r.add_argument("--output", "-o", help=argparse.SUPPRESS,
                    action=deprecated(argparse._StoreAction, "--export-FORMAT FILE"))
-    r.add_argument("--tolerance", type=fraction, default=0.10,
-                   help="'indistinguishable from idle' band, as a fraction")
+    r.add_argument("--tolerance", type=fraction,
+                   help="the verdicts' band 1±X, as a fraction (default: what a person "
+                   "notices for the start's length: more than 10%% and 100 ms, at most "
+                   "±25%%)")
 
     c = add_command(sub, "compare", cmd_compare,
                     help="the same cells in two result databases, or across the machines, "

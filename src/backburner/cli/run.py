@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 
-from .. import priority, system, systemd
-from ..errors import UsageError
-from .common import add_command, err, quiet, recover_if_needed
+from .. import system, systemd
+from ..base.errors import UsageError
+from ..kernel import priorities
+from ..policy import grammar
+from .common import add_command, err, quiet, recover_if_needed, warn_levers
 
 
-def policy_from_args(args: argparse.Namespace) -> priority.Policy:
-    base = priority.parse_policy(args.policy or "default")
+def policy_from_args(args: argparse.Namespace) -> grammar.Policy:
+    base = grammar.parse_policy(args.policy or "default")
     return base.with_overrides(
-        io=priority.IOPrio.parse(args.io) if args.io else None,
-        cpu=priority.CPUPolicy.parse(args.cpu) if args.cpu else None,
-        io_weight=priority.parse_weight(args.io_weight, "IO weight", 1000)
+        io=priorities.IOPrio.parse(args.io) if args.io else None,
+        cpu=priorities.CPUPolicy.parse(args.cpu) if args.cpu else None,
+        io_weight=grammar.parse_weight(args.io_weight, "IO weight", 1000)
         if args.io_weight is not None else None,
-        cpu_weight=priority.parse_weight(args.cpu_weight, "CPU weight", 10000)
+        cpu_weight=grammar.parse_weight(args.cpu_weight, "CPU weight", 10000)
         if args.cpu_weight is not None else None,
     )
 
@@ -32,11 +38,13 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .. import job, spawn
+    from .. import spawn
+    from ..run import job
 
     policy = policy_from_args(args)
     systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
     report = err if args.verbose else quiet
+    asked = replace(policy, io_weight=None, cpu_weight=None) if args.no_cgroup else policy
     if args.pid is not None:
         if args.command:
             raise UsageError("give either --pid or a command, not both")
@@ -44,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 force=args.force, report=err)
         print(f"backburner: PID {done.pid}: {len(done.threads)} threads re-prioritised"
               + (f", cgroup {', '.join(done.cgroups)}" if done.cgroups else ""), file=sys.stderr)
+        warn_levers([asked], _cwd_of(args.pid), silent=args.quiet)
         return 0
     argv = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not argv:
@@ -53,11 +62,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ..net import background
 
         net = background.check(args.net, args.net_dev, args.netns, args.net_uplink)
-    elif args.net_dev or args.netns or args.net_uplink:
+    elif any(x is not None for x in (args.net_dev, args.netns, args.net_uplink)):
         raise UsageError("--net-dev, --netns and --net-uplink go with --net background")
     if (policy.needs_cgroup and not args.no_cgroup) or net is not None:
         recover_if_needed()
-    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup, report=report,
+    outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup,
+                          report=_warning_first(report, asked, quiet=args.quiet
+                                                or not _starts(argv, asked)),
                           slice_name=args.slice, net=net)
     if args.verbose:
         err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
@@ -67,9 +78,44 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.shell_status  # not reached
 
 
+def _warning_first(report: Callable[[str], None], policy: grammar.Policy, quiet: bool
+                   ) -> Callable[[str], None]:
+    """`run_job` reports what it applies ("applying ...") once everything is in place,
+    right before the job starts: the lever warning goes first then, once, so that none of
+    run's own refusals (a policy only bench applies, a control this kernel lacks, no root)
+    gets a second line beside it."""
+    said = False
+
+    def say(message: str) -> None:
+        nonlocal said
+        if not said and message.startswith("applying"):
+            said = True
+            warn_levers([policy], os.getcwd(), silent=quiet)
+        report(message)
+
+    return say
+
+
+def _starts(argv: list[str], policy: grammar.Policy) -> bool:
+    """Whether run gets as far as starting the job: the warning is not said beside one of
+    run's own failures (not root where a group is made, a command not found or not
+    executable: one line, as every failure)."""
+    if policy.needs_cgroup and os.geteuid() != 0:
+        return False
+    path = argv[0] if "/" in argv[0] else shutil.which(argv[0])
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _cwd_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+
+
 def cmd_policies(args: argparse.Namespace) -> int:
-    width = max(11, *(len(name) for name in priority.BUILTIN))
-    for name, pol in priority.BUILTIN.items():
+    width = max(11, *(len(name) for name in grammar.BUILTIN))
+    for name, pol in grammar.BUILTIN.items():
         sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
         print(f"{name:<{width}} {sets}")
         print(f"{'':<{width}} {pol.description}")
@@ -77,7 +123,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from .. import job
+    from ..run import job
 
     if args.pid is not None:
         job.restore_reprioritised(args.pid, report=print)
@@ -143,6 +189,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(e.g. 1mbit); DEV is shaped just below it and the job's uploads go "
                    "behind everything else")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was applied")
+    p.add_argument("-q", "--quiet", action="store_true", help="no warning when the IO class "
+                   "or weight does nothing on the disk of the working directory, / or /var")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     add_command(sub, "policies", cmd_policies,
                 help="list the built-in policies and what each sets",

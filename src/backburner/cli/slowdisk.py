@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import units
+from ..base import quantities
 from .common import add_command, add_format, err, recover_if_needed
 
 
@@ -13,14 +13,14 @@ def _create(args: argparse.Namespace) -> int:
     from ..slowdisk import device
 
     opts = device.CreateOptions(profile=args.profile, image=args.image,
-                                size=units.parse_size(args.size) if args.size else None,
+                                size=quantities.parse_size(args.size) if args.size else None,
                                 read_only=args.read_only, scheduler=args.scheduler)
     device.validate(opts)
     recover_if_needed()
     disk = device.create(opts)
     print(disk.device, flush=True)
     err(f"{disk.profile} slowdisk {disk.device} on {disk.image} "
-        f"({units.human_size(disk.size_bytes)}, {'read-only' if disk.read_only else 'rw'}, "
+        f"({quantities.human_size(disk.size_bytes)}, {'read-only' if disk.read_only else 'rw'}, "
         f"rotational {int(disk.rotational)}, scheduler {disk.scheduler}); "
         f"remove it with: backburner slowdisk remove {disk.device}")
     return 0

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from .. import outfile
-from ..errors import UsageError
+from ..base.errors import UsageError
+from ..files import outfile
 from .common import (
     add_command,
     add_force,

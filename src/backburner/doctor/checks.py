@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from .. import __version__
-from ..units import human_size
+from ..base.quantities import human_size
+from ..policy import disks
 from .facts import Facts
 
 MAIN_JOB = "backburner bench --preset quick"
@@ -38,6 +40,7 @@ class Report:
     version: str
     kernel: str
     checks: tuple[Check, ...]
+    disks: tuple[dict[str, Any], ...] = ()  # the per-disk facts of the "background on" lines
 
     @property
     def can_run(self) -> bool:
@@ -96,6 +99,21 @@ def disk_schedulers(f: Facts) -> list[Check]:
                              "apply --scheduler bfq",
                              "modprobe bfq (kernel option CONFIG_IOSCHED_BFQ)"))
     return checks
+
+
+def disk_levers(f: Facts) -> list[Check]:
+    """A line per mounted disk (root, /var, /home, the working directory's, every other):
+    what the background policy's IO class and weight do there, and the fix where they do
+    nothing."""
+    out = []
+    for r in f.disk_reports:
+        fix = r.fix
+        if r.cure and r.cure not in r.effect.disk.offered:
+            fix = f"modprobe {r.cure}; then {fix}"
+        out.append(Check(f"background on {r.name}", not r.ignored, disks.summary(r),
+                         "run, govern and apply's IO class and weights",
+                         (fix or "a kernel with what is missing") if r.ignored else None))
+    return out
 
 
 def cgroup_weights(f: Facts) -> Check:
@@ -228,11 +246,13 @@ def evaluate(f: Facts) -> Report:
               True),
         _tool(f, "mkfs.ext4", "bench's testbed", "apt-get install e2fsprogs", True),
         report_extras(f), free_space(f), *database(f),
-        *disk_schedulers(f), systemd_check(f), cgroup_freezer(f), network_policy(f), fuse(f),
+        *disk_schedulers(f), *disk_levers(f), systemd_check(f), cgroup_freezer(f),
+        network_policy(f), fuse(f),
         fanotify(f),
         perf(f),
     ]
-    return Report(__version__, f.kernel, tuple(checks))
+    return Report(__version__, f.kernel, tuple(checks),
+                  tuple(r.as_dict() for r in f.disk_reports))
 
 
 def render_text(report: Report) -> str:
@@ -260,5 +280,5 @@ def render_json(report: Report) -> str:
            "kernel": report.kernel,
            "main_job": {"command": MAIN_JOB, "can_run": report.can_run,
                         "missing": report.blocking},
-           "checks": [asdict(c) for c in report.checks]}
+           "checks": [asdict(c) for c in report.checks], "disks": list(report.disks)}
     return json.dumps(doc, indent=1) + "\n"

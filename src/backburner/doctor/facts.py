@@ -18,9 +18,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import priority, system, systemd
-from ..errors import BackburnerError
+from .. import system, systemd
+from ..base.errors import BackburnerError
+from ..kernel import block, procfs
+from ..kernel import cgroups as kcgroups
 from ..net import netcls
+from ..policy import cgroup_plan, disks, grammar
+from ..policy.disks import DiskReport
 
 #: the tools the checks name (bench's testbed, its loads and file discovery, trace, FUSE)
 TOOLS = ("fio", "strace", "perf", "unshare", "mkfs.ext4", "fusermount3")
@@ -73,13 +77,8 @@ class Facts:
     db_from_env: bool = False  # it is $BACKBURNER_DB: bench writes there by default
     db_error: str | None = None  # why it could not be opened; None: it was
     extra: dict[str, str] = field(default_factory=dict)
-
-
-def _schedulers(queue: Path) -> tuple[str, ...] | None:
-    try:
-        return tuple(queue.read_text().replace("[", " ").replace("]", " ").split())
-    except OSError:
-        return None
+    #: what the background policy's IO levers do on each mounted disk (`disks.reports`)
+    disk_reports: tuple[DiskReport, ...] = ()
 
 
 def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str, ...]],
@@ -89,8 +88,8 @@ def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str
     loops: tuple[str, ...] | None = None
     registered: set[str] = set()
     for dev in sorted(Path(sys_block).iterdir()):
-        offered = _schedulers(dev / "queue" / "scheduler")
-        if offered is None:
+        offered = block.offered(dev.name, sys_block)
+        if not offered:
             continue
         if len(offered) > 1 or offered != ("none",):
             registered.update(offered)
@@ -99,44 +98,25 @@ def block_schedulers(sys_block: str = "/sys/block") -> tuple[dict[str, tuple[str
         elif not dev.name.startswith(VIRTUAL) and (dev / "device").exists():
             disks[dev.name] = offered
     if loops is None and registered:
-        order = ("none", "mq-deadline", "kyber", "bfq")
+        order = block.SCHEDULERS
         loops = tuple(sorted(registered, key=lambda s: (order.index(s) if s in order else 9, s)))
     return disks, loops
 
 
-def cgroups(mountinfo: str = "/proc/self/mountinfo") -> Cgroups:
-    v1: list[str] = []
-    v2_root = None
-    for line in Path(mountinfo).read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        mountpoint, fstype = fields[4], tail[0]
-        if fstype == "cgroup2" and v2_root is None:
-            v2_root = mountpoint
-        elif fstype == "cgroup":
-            v1 += [o for o in tail[2].split(",") if o not in ("rw", "ro")
-                   and not o.startswith("name=") and "=" not in o]
+def cgroups(mountinfo: str = procfs.MOUNTINFO) -> Cgroups:
+    v2_root = kcgroups.unified_root(mountinfo)
     available = enabled = ()
     if v2_root is not None:
-        available = tuple(_words(Path(v2_root, "cgroup.controllers")))
-        enabled = tuple(_words(Path(v2_root, "cgroup.subtree_control")))
-    return Cgroups(tuple(sorted(set(v1))), v2_root, available, enabled)
-
-
-def _words(path: Path) -> list[str]:
-    try:
-        return path.read_text().split()
-    except OSError:
-        return []
+        available = tuple(sorted(kcgroups.controllers(v2_root)))
+        enabled = tuple(sorted(kcgroups.subtree_control(v2_root)))
+    return Cgroups(kcgroups.v1_controllers(mountinfo), v2_root, available, enabled)
 
 
 def weights_refused() -> str | None:
     """Why the background policy's weights could not be put in a cgroup here (as bench and
     run plan them), or None."""
     try:
-        priority.plan_cgroup(priority.BUILTIN["background"], "doctor")
+        cgroup_plan.plan_cgroup(grammar.BUILTIN["background"], "doctor")
     except BackburnerError as err:
         return str(err)
     return None
@@ -192,18 +172,20 @@ def database(target: str) -> str | None:
 def read(db: str | None = None, db_from_env: bool = False) -> Facts:
     """The machine, now. `db`: a result database address to try (a file is not tried: bench
     makes a new one); `db_from_env`: it is $BACKBURNER_DB, where bench writes by default."""
-    disks, loops = block_schedulers()
+    offered, loops = block_schedulers()
     tools = {name: shutil.which(name) for name in TOOLS}
     owns = systemd.manages_cgroups(systemd.read_facts())
+    here = os.getcwd() if os.path.isdir(".") else None
     asked = db if db and "://" in db else None
     work = str(system.work_root())
     return Facts(
         euid=os.geteuid(), kernel=f"Linux {platform.release()} ({platform.machine()})",
-        disks=disks, loop_schedulers=loops, loop_control=os.path.exists("/dev/loop-control"),
+        disks=offered, loop_schedulers=loops, loop_control=os.path.exists("/dev/loop-control"),
         cgroups=cgroups(), weights=weights_refused(), systemd_owns=owns,
         systemd_bus=systemd_answer() if owns else None, fuse=os.path.exists("/dev/fuse"),
         fanotify=os.path.isdir("/proc/sys/fs/fanotify"), tools=tools,
         modules={m: importlib.util.find_spec(m) is not None for m in MODULES},
         perf_trace=perf_trace(tools["perf"]), work_dir=work, free_bytes=free_bytes(work),
         net_cls=netcls.available(), db=asked, db_from_env=asked is not None and db_from_env,
-        db_error=database(asked) if asked else None)
+        db_error=database(asked) if asked else None,
+        disk_reports=tuple(disks.reports(cwd=here, systemd_owns=owns)))

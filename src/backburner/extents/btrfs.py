@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import DataError, UnavailableError, denied
+from ..base.errors import DataError, UnavailableError, denied
 from .runs import DELALLOC, ENCODED, INLINE, UNKNOWN, Extent
 
 BTRFS_IOC_TREE_SEARCH = 0xD0009411  # _IOWR(0x94, 17, struct btrfs_ioctl_search_args)

@@ -16,8 +16,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import procfs, spawn
-from ..errors import NotFoundError, UnavailableError
+from .. import spawn
+from ..base.errors import NotFoundError, UnavailableError
+from ..kernel import block, procfs
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +75,8 @@ def _sysfs_read(path: str, default: str = "") -> str:
         return default
 
 
-def _devname(sysdir: str) -> str:
-    for line in _sysfs_read(os.path.join(sysdir, "uevent")).splitlines():
-        if line.startswith("DEVNAME="):
-            return "/dev/" + line.split("=", 1)[1]
-    return "/dev/" + os.path.basename(sysdir)
-
-
 def _node(sysdir: str, devno: int) -> str:
-    node = _devname(sysdir)
+    node = block.devname(sysdir)
     try:
         st = os.stat(node)
     except OSError:
@@ -95,15 +89,12 @@ def _node(sysdir: str, devno: int) -> str:
 
 def block_device(devno: int, fstype: str = "", mountpoint: str = "") -> BlockDevice:
     """The /dev node, partition start and geometry of block device ``devno``."""
-    sysdir = os.path.realpath(f"{SYS_DEV_BLOCK}/{os.major(devno)}:{os.minor(devno)}")
-    if not os.path.isdir(sysdir):
+    sysdir = block.sysfs_dir(devno)
+    if sysdir is None:
         raise UnavailableError(f"device {os.major(devno)}:{os.minor(devno)} is not a block "
                                "device", "the file must be on a block-device filesystem")
     path = _node(sysdir, devno)
-    disk_dir, start = sysdir, 0
-    if os.path.exists(os.path.join(sysdir, "partition")):
-        disk_dir = os.path.dirname(sysdir)
-        start = int(_sysfs_read(os.path.join(sysdir, "start"), "0")) * 512
+    disk_dir, start = block.whole_disk_dir(sysdir), block.partition_start(sysdir)
     disk_devno = _sysfs_read(os.path.join(disk_dir, "dev"))
     disk = path if disk_dir == sysdir else _node(
         disk_dir, os.makedev(*(int(x) for x in disk_devno.split(":"))))
@@ -139,14 +130,11 @@ def device_of(path: str | os.PathLike[str], st_dev: int | None = None) -> BlockD
 
 def _require_one_btrfs_device(devno: int, where: str) -> None:
     """A btrfs over several devices spreads a file over them: one device map cannot hold
-    it. /sys/fs/btrfs/FSID/devices lists each filesystem's member devices."""
-    name = os.path.basename(os.path.realpath(f"{SYS_DEV_BLOCK}/{os.major(devno)}:"
-                                             f"{os.minor(devno)}"))
-    for fs in Path("/sys/fs/btrfs").glob("*/devices"):
-        members = [p.name for p in fs.iterdir()]
-        if name in members and len(members) > 1:
-            raise UnavailableError(f"the btrfs on {where} spans {len(members)} devices",
-                                   "extents maps single-device filesystems")
+    it."""
+    members = block.btrfs_members(devno)
+    if len(members) > 1:
+        raise UnavailableError(f"the btrfs on {where} spans {len(members)} devices",
+                               "extents maps single-device filesystems")
 
 
 def fs_uuid(device: str) -> str | None:

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import DataError, NotFoundError, UnavailableError, UsageError
+from ..base.errors import DataError, NotFoundError, UnavailableError, UsageError
 from .runs import LAST, Extent
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import DataError
+from ..base.errors import DataError
 from .runs import Segment, flag_names, parse_flags
 
 FORMAT = "backburner-extents-map"

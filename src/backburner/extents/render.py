@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..units import fmt_s, human_size, plural
+from ..base.quantities import fmt_s, human_size, plural
 from .layout import Layout
 from .runs import SECTOR, Segment, flag_names
 from .watch import CheckResult, SaveResult, VerifyResult

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..errors import DataError
+from ..base.errors import DataError
 
 SECTOR = 512
 

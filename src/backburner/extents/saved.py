@@ -19,7 +19,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from ..errors import DataError, NotFoundError
+from ..base.errors import DataError, NotFoundError
 from . import watch
 from .device import BlockDevice, block_device, fs_uuid
 from .mapfile import MapFile

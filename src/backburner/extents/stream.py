@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..errors import DataError, IOFailure, denied
-from ..units import MiB
+from ..base.errors import DataError, IOFailure, denied
+from ..base.quantities import MiB
 
 log = logging.getLogger(__name__)
 

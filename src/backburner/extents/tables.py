@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import DataError
-from ..units import human_size
+from ..base.errors import DataError
+from ..base.quantities import human_size
 from .runs import (
     DELALLOC,
     ENCODED,

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from .. import infile, outfile
-from ..errors import DataError, ExistsError, NotFoundError
+from ..base.errors import DataError, ExistsError, NotFoundError
+from ..files import infile, outfile
 from . import mapfile
 from .device import BlockDevice, fs_uuid, machine_id
 from .fiemap import open_regular

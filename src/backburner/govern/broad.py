@@ -44,18 +44,29 @@ ANY_PROBE = StaticFacts(pid=4244, comm="q7zx-anything", exe="/opt/q7zx/bin/q7zx-
                         user="q7zx", uid=4242)
 
 
+def _probes(pid1: Facts | None) -> list[tuple[str, list[Facts]]]:
+    """Each reason with its probes, in the order the reasons are given."""
+    return [("PID 1", [*PID1_PROBES, *([pid1] if pid1 else [])]),
+            ("shell", list(_shell_probes())), ("any", _any_probes(pid1))]
+
+
+def _reason(kind: str, probe: Facts) -> str:
+    if kind == "PID 1":
+        return "it would match PID 1"
+    if kind == "shell":
+        return f"it would match an interactive shell ({probe.comm} of {probe.user})"
+    return "it would match any process"
+
+
 def broad_reasons(rule: Rule, pid1: Facts | None = None) -> list[str]:
     """Why a rule is too broad to take without `broad = true`: it would match PID 1 (every
     process inherits from it), an interactive shell (everything typed in it), or a process
     nobody would name (so nearly every process)."""
     reasons = []
-    if any(rule.holds(p) for p in [*PID1_PROBES, *([pid1] if pid1 else [])]):
-        reasons.append("it would match PID 1")
-    shell = next((p for p in _shell_probes() if rule.holds(p)), None)
-    if shell is not None:
-        reasons.append(f"it would match an interactive shell ({shell.comm} of {shell.user})")
-    if any(rule.holds(p) for p in _any_probes(pid1)):
-        reasons.append("it would match any process")
+    for kind, probes in _probes(pid1):
+        probe = next((p for p in probes if rule.holds(p)), None)
+        if probe is not None:
+            reasons.append(_reason(kind, probe))
     return reasons
 
 
@@ -69,12 +80,21 @@ def _any_probes(pid1: Facts | None) -> list[Facts]:
 
 
 def broad_errors(ruleset: Ruleset, pid1: Facts | None = None) -> list[RuleError]:
+    """`broad_reasons` of every rule not marked broad, in rule order. Each probe is held
+    only against the rules the index gives for its name (`Ruleset.candidates`): a set of
+    rules that each name their programs costs a few lookups, not rules x probes."""
+    found: dict[int, dict[str, str]] = {}  # rule's position -> kind -> reason
+    at = {id(rule): i for i, rule in enumerate(ruleset.rules)}
+    for kind, probes in _probes(pid1):
+        for probe in probes:
+            for rule in ruleset.candidates(probe.comm):
+                reasons = found.setdefault(at[id(rule)], {})
+                if not rule.broad and kind not in reasons and rule.holds(probe):
+                    reasons[kind] = _reason(kind, probe)
     out = []
-    for rule in ruleset.rules:
-        if rule.broad:
-            continue
-        reasons = broad_reasons(rule, pid1)
-        if reasons:
-            out.append(RuleError(rule.file, rule.line, f"rule {rule.name!r} is too broad: "
-                                 f"{'; '.join(reasons)} (add broad = true if you mean it)"))
+    for i in sorted(i for i, reasons in found.items() if reasons):
+        rule = ruleset.rules[i]
+        out.append(RuleError(rule.file, rule.line, f"rule {rule.name!r} is too broad: "
+                             f"{'; '.join(found[i].values())} (add broad = true if you "
+                             "mean it)"))
     return out

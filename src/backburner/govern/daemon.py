@@ -27,10 +27,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from .. import cgroup2, interrupts, proc_events, procfs, safepath, system, systemd
-from .. import units as units_
-from ..errors import BackburnerError, ExistsError
-from ..proc_events import EXEC
+from .. import system, systemd
+from ..base import interrupts, quantities
+from ..base.errors import BackburnerError, ExistsError
+from ..files import safepath
+from ..kernel import proc_events, procfs
+from ..kernel.proc_events import EXEC
+from ..policy import cgroup_plan
 from ..systemd.notify import sd_notify
 from . import execwatch, load, state, throttle
 from . import groups as cgroups
@@ -178,7 +181,7 @@ def run(opts: Options) -> Stopped:
     units = not opts.dry_run and systemd.manages_cgroups(systemd.read_facts())
     if units:  # io.prio.class: no unit property, and the governed units' groups are systemd's
         for rule in ruleset.rules:
-            cgroup2.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
+            cgroup_plan.refuse_for_job(rule.policy, f"govern rule {rule.name}", under_systemd=True)
     network = cgroups.Network(cgroups.network_target(ruleset, units)
                               if not opts.dry_run else None)
     watch = Watch(opts)
@@ -202,7 +205,7 @@ def run(opts: Options) -> Stopped:
                 state.write(status(gov, opts, started))
                 ready = _ready(opts.ready_file)
                 sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
-                          f"{units_.plural(len(gov.governed), 'process', 'processes')}")
+                          f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
                 log.info("governing with %d rules from %s%s", len(ruleset.rules),
                          ", ".join(ruleset.files) or "no files",
                          " (dry run: nothing is changed)" if opts.dry_run else "")
@@ -301,7 +304,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     log.info("rules reloaded: %d rules from %s", len(ruleset.rules),
              ", ".join(ruleset.files) or "no files")
     sd_notify("READY=1\nSTATUS=governing "
-              f"{units_.plural(len(gov.governed), 'process', 'processes')}")
+              f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
 
 
 def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: float,

@@ -30,7 +30,6 @@ import ctypes
 import logging
 import mmap
 import os
-import platform
 import re
 import struct
 from collections.abc import Iterable
@@ -38,17 +37,16 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
+from ..kernel import syscalls
 
 log = logging.getLogger(__name__)
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-#: perf_event_open(2) by platform.machine() (arch/x86/entry/syscalls/syscall_64.tbl). Only
-#: x86-64: reading the ring needs a read barrier between data_head and the data, which
-#: Python cannot issue, and only x86's ordering of loads makes it unnecessary. Elsewhere
-#: the connector serves (correct, dearer).
-_NR = {"x86_64": 298}
+#: Where the ring can be read: reading it needs a read barrier between data_head and the
+#: data, which Python cannot issue, and only x86's ordering of loads makes it unnecessary
+#: (and PERF_EVENT_IOC_SET_FILTER's number below is x86-64's, with 8-byte pointers).
+#: Elsewhere the connector serves (correct, dearer).
+_READABLE_ABI = "x86_64"
 PERF_TYPE_TRACEPOINT = 2
 PERF_SAMPLE_TID = 1 << 1
 PERF_SAMPLE_RAW = 1 << 10
@@ -117,20 +115,20 @@ def _attr(config: int) -> bytes:
 class _Ring:
     """One CPU's perf event and its ring buffer."""
 
-    def __init__(self, nr: int, attr: bytes, cpu: int, filt: bytes) -> None:
+    def __init__(self, attr: bytes, cpu: int, filt: bytes) -> None:
         buf = ctypes.create_string_buffer(attr, len(attr))
-        fd = _libc.syscall(nr, buf, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"perf_event_open on CPU {cpu}: {os.strerror(err)}")
+        try:
+            fd = syscalls.syscall("perf_event_open", buf, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+        except OSError as err:
+            raise OSError(err.errno, f"perf_event_open on CPU {cpu}: {err.strerror}") from None
         self.fd = fd
         try:
-            _ioctl(fd, PERF_EVENT_IOC_SET_FILTER, ctypes.c_char_p(filt))
+            syscalls.ioctl(fd, PERF_EVENT_IOC_SET_FILTER, ctypes.c_char_p(filt))
             self.page = mmap.PAGESIZE
             self.size = DATA_PAGES * self.page
             self.mm = mmap.mmap(fd, self.page + self.size, mmap.MAP_SHARED,
                                 mmap.PROT_READ | mmap.PROT_WRITE)
-            _ioctl(fd, PERF_EVENT_IOC_ENABLE, None)
+            syscalls.ioctl(fd, PERF_EVENT_IOC_ENABLE, None)
         except BaseException:
             os.close(fd)
             raise
@@ -161,12 +159,6 @@ def _wrapped(mm: mmap.mmap, at: int, n: int, page: int, size: int) -> bytes:
     if at + n <= end:
         return mm[at:at + n]
     return mm[at:end] + mm[page:page + n - (end - at)]
-
-
-def _ioctl(fd: int, request: int, arg: object) -> None:
-    if _libc.ioctl(fd, ctypes.c_ulong(request), arg) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
 
 
 class ExecWatch:
@@ -207,10 +199,10 @@ class ExecWatch:
 def open_watch(names: Iterable[bytes]) -> ExecWatch | None:
     """The kernel-filtered exec watch for these program names, or None (and why, in the
     debug log) where it cannot be had."""
-    nr = _NR.get(platform.machine()) if struct.calcsize("P") == 8 else None
+    here = syscalls.ABI == _READABLE_ABI
     filt = name_filter(names)
-    if nr is None or filt is None:
-        log.debug("exec watch: %s", "no syscall number here" if nr is None else
+    if not here or filt is None:
+        log.debug("exec watch: %s", f"not on {syscalls.ABI}" if not here else
                   "a name the filter cannot express")
         return None
     try:
@@ -218,7 +210,7 @@ def open_watch(names: Iterable[bytes]) -> ExecWatch | None:
         rings: list[_Ring] = []
         try:
             for cpu in sorted(os.sched_getaffinity(0) | _online_cpus()):
-                rings.append(_Ring(nr, _attr(config), cpu, filt.encode()))
+                rings.append(_Ring(_attr(config), cpu, filt.encode()))
         except BaseException:
             for r in rings:
                 r.close()

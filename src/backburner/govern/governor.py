@@ -25,10 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import priority, proc_events, procfs, system
-from ..errors import BackburnerError, NotFoundError
-from ..proc_events import COMM as COMM_EVENT
-from ..proc_events import EXEC, EXIT, FORK
+from .. import system
+from ..base.errors import BackburnerError, NotFoundError
+from ..kernel import priorities, proc_events, procfs
+from ..kernel.proc_events import COMM as COMM_EVENT
+from ..kernel.proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
 from .groups import Groups
@@ -328,7 +329,7 @@ class Governor:
         if g.prio_entry is None or self.tx is None:
             return
         try:
-            ok = ((g.io is None or str(priority.ioprio_get(tid)) == g.io)
+            ok = ((g.io is None or str(priorities.ioprio_get(tid)) == g.io)
                   and (g.cpu is None or _cpu_matches(tid, g.cpu)))
         except OSError:
             return  # the thread has ended
@@ -477,6 +478,6 @@ def _without_start(snap: dict[str, int] | None) -> dict[str, int]:
 
 
 def _cpu_matches(tid: int, cpu: str) -> bool:
-    want = priority.CPUPolicy.parse(cpu)
-    name, nice = priority.read_cpu(tid)
+    want = priorities.CPUPolicy.parse(cpu)
+    name, nice = priorities.read_cpu(tid)
     return name == want.kind and (want.nice is None or nice == want.nice)

@@ -1,5 +1,5 @@
 """The cgroups of a govern rule, made on its first match through the daemon's transaction:
-the groups its policy's weights need (`priority.plan_cgroup`), and a freezer group when the
+the groups its policy's weights need (`cgroup_plan.plan_cgroup`), and a freezer group when the
 rule is throttled. A controller or freezer that is missing is a problem that `status`
 shows; the rule's other actions still apply."""
 
@@ -9,9 +9,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import job, priority, system
-from ..errors import BackburnerError, SystemStateError, UnavailableError
+from .. import system
+from ..base.errors import BackburnerError, SystemStateError, UnavailableError
 from ..net import background, policy
+from ..policy import cgroup_plan
+from ..run import job
 from . import throttle
 from .rules import Rule, Ruleset
 
@@ -35,7 +37,7 @@ def fill(groups: Groups, rule: Rule, tx: system.LiveTransaction | None, problem:
         return
     if rule.policy.needs_cgroup:
         try:
-            plan = priority.plan_cgroup(rule.policy, f"govern-{rule.name}")
+            plan = cgroup_plan.plan_cgroup(rule.policy, f"govern-{rule.name}")
             _make(tx, rule, job.cgroup_changes(plan), groups, problem)
         except (UnavailableError, SystemStateError) as err:
             problem(f"rule {rule.name} weights", f"no cgroup weights: {err}")
@@ -94,7 +96,8 @@ def network_target(ruleset: Ruleset, under_systemd: bool) -> background.Target |
                                "remove the key; for a unit: backburner apply --unit UNIT "
                                "--net background")
     net = ruleset.net
-    return background.check("background", net.dev, net.netns, net.uplink)
+    return background.check("background", net.dev, net.netns, net.uplink,
+                            options=("[net] dev", "[net] netns", "[net] uplink"))
 
 
 @dataclass

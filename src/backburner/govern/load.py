@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import safepath
-from ..errors import NotFoundError
+from ..base.errors import NotFoundError
+from ..files import safepath
 from . import broad, rulefile, rules
 from .procinfo import ProcInfo
 

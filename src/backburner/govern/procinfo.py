@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import pwd
 
-from .. import procfs
+from ..kernel import procfs
 from .rules import StaticFacts
 
 #: Systemd unit suffixes a process can run in (a slice groups units; it is not one).

@@ -19,14 +19,19 @@ Extensions (all optional): a top-level ``[throttle]`` table with the pressure se
 from __future__ import annotations
 
 import re
+import reprlib
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .. import priority
-from ..errors import BackburnerError
+import regex
+
+from ..base.errors import BackburnerError
+from ..kernel import priorities
 from ..net import link
+from ..policy import grammar
+from . import pattern
 from .rules import MATCH_KEYS, Match, NetSettings, Rule, RuleError, Ruleset, ThrottleSettings
 
 POLICY_KEYS = ("policy", "io", "cpu", "io_weight", "cpu_weight", "group_io")
@@ -34,6 +39,17 @@ RULE_KEYS = ("name", "match", *POLICY_KEYS, "throttle", "broad", "net")
 NET_MODES = ("background",)  # as `run --net`
 NET_KEYS = ("dev", "netns", "uplink")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: Arrays and inline tables deeper than this are refused before the TOML parser, which
+#: recurses once per level (a file nested 5,000 deep would end in a RecursionError). A
+#: rule needs 2 (match, then a list in it).
+MAX_NESTING = 32
+#: What can hide a bracket (strings, comments), and the brackets and newlines themselves;
+#: every alternative matches at least one character and ends at the end of the text.
+_TOKENS = re.compile(r'"""(?:[^\\]|\\.)*?(?:"""|\Z)|\'\'\'.*?(?:\'\'\'|\Z)'
+                     r'|"(?:[^"\\\n]|\\.)*(?:"|$)|\'[^\'\n]*(?:\'|$)|#[^\n]*|[\[\]{}\n]',
+                     re.S | re.M)
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 2, 60, 60
 LIMITS = {"stall_ms": (1, 10_000), "window_ms": (500, 10_000), "pause_ms": (10, 10_000)}
 
 
@@ -94,8 +110,16 @@ def parse_file(text: str, file: str) -> ParsedFile:
     """Parse and validate one rule file. Never raises for bad content: errors are collected
     (so `check` can list every one), each with the file and the line."""
     out = ParsedFile(file)
+    deep = _too_deep(text)
+    if deep is not None:
+        out.errors.append(RuleError(file, deep, f"arrays or tables nested more than "
+                                    f"{MAX_NESTING} deep (a rule needs 2)"))
+        return out
     try:
         data = tomllib.loads(text)
+    except RecursionError:  # not reached: _too_deep refuses such nesting first
+        out.errors.append(RuleError(file, 1, "arrays or tables nested too deep to read"))
+        return out
     except tomllib.TOMLDecodeError as err:
         m = re.search(r"\(at line (\d+), column \d+\)", str(err))
         line = int(m.group(1)) if m else 1
@@ -124,6 +148,33 @@ def parse_file(text: str, file: str) -> ParsedFile:
     return out
 
 
+def _too_deep(text: str) -> int | None:
+    """The line where arrays and inline tables first nest deeper than `MAX_NESTING`, or
+    None. Linear: one pass over the text's brackets, strings and comments."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:
+        return None
+    depth, line = 0, 1
+    for found in _TOKENS.finditer(text):
+        token = found.group()
+        if token == "\n":
+            line += 1
+        elif token in ("[", "{"):
+            depth += 1
+            if depth > MAX_NESTING:
+                return line
+        elif token in ("]", "}"):
+            depth = max(0, depth - 1)
+        else:
+            line += token.count("\n")  # a multi-line string
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value from the file as an error message shows it: short, and shallow however deep
+    or long the value is."""
+    return _SHOWN.repr(value)
+
+
 def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFile
                 ) -> Rule | None:
     errors_before = len(out.errors)
@@ -133,7 +184,7 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
         out.errors.append(RuleError(out.file, line, message))
 
     name = table.get("name")
-    label = f"rule {name!r}" if isinstance(name, str) else f"rule #{index + 1}"
+    label = f"rule {_shown(name)}" if isinstance(name, str) else f"rule #{index + 1}"
     for key in table:
         if key not in RULE_KEYS:
             error(key, f"{label}: unknown key {key!r} (known: {', '.join(RULE_KEYS)})")
@@ -148,13 +199,13 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
     for key in ("throttle", "broad"):
         value = table.get(key, False)
         if not isinstance(value, bool):
-            error(key, f"{label}: {key} must be true or false, not {value!r}")
+            error(key, f"{label}: {key} must be true or false, not {_shown(value)}")
             value = False
         flags[key] = value
     net = table.get("net")
     if net is not None and net not in NET_MODES:
         error("net", f"{label}: net must be one of {', '.join(map(repr, NET_MODES))}, "
-              f"not {net!r}")
+              f"not {_shown(net)}")
     if (policy is not None and not _sets_anything(policy) and not flags["throttle"]
             and net is None):
         error("policy" if "policy" in table else None,
@@ -166,7 +217,7 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
                 lines.rule(index), net=net)
 
 
-def _sets_anything(policy: priority.Policy) -> bool:
+def _sets_anything(policy: grammar.Policy) -> bool:
     return any(v is not None for v in (policy.io, policy.cpu, policy.io_weight,
                                        policy.cpu_weight, policy.group_io))
 
@@ -207,11 +258,19 @@ def _parse_match(value: Any, label: str, error: Any) -> Match | None:
             compiled = []
             for text in values:
                 try:
-                    compiled.append(re.compile(text))
-                except re.error as err:
-                    error(key, f"{label}: match.cmdline {text!r} is not a valid regular "
+                    found = pattern.Pattern(text)
+                except (re.error, regex.error) as err:
+                    error(key, f"{label}: match.cmdline {_shown(text)} is not a valid regular "
                           f"expression: {err}")
                     ok = False
+                    continue
+                why = _pathological(found)
+                if why is not None:
+                    error(key, f"{label}: match.cmdline {_shown(text)} is pathological: {why} "
+                          "(nested or overlapping repetition, such as (a+)+ or (a|aa)+, "
+                          "backtracks without bound)")
+                    ok = False
+                compiled.append(found)
             fields[key] = tuple(compiled)
         else:
             fields[key] = values
@@ -221,7 +280,20 @@ def _parse_match(value: Any, label: str, error: Any) -> Match | None:
     return Match(**fields) if ok else None
 
 
-def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Policy | None:
+_VERDICTS: dict[str, str | None] = {}
+
+
+def _pathological(found: pattern.Pattern) -> str | None:
+    """`pattern.pathological`, once per pattern text (a reload of the same files, a
+    pattern repeated in many rules)."""
+    if found.pattern not in _VERDICTS:
+        if len(_VERDICTS) >= 4096:
+            _VERDICTS.clear()
+        _VERDICTS[found.pattern] = pattern.pathological(found)
+    return _VERDICTS[found.pattern]
+
+
+def _parse_policy(table: dict[str, Any], label: str, error: Any) -> grammar.Policy | None:
     """A named policy of `run` (or its io=…,cpu=… spec), then the rule's own keys on top;
     only lowering is allowed: a rule cannot grant the realtime IO class or a negative nice."""
     try:
@@ -230,13 +302,13 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
             error("policy", f"{label}: policy must be a string such as \"background\"")
             return None
         try:
-            policy = priority.parse_policy(base)
+            policy = grammar.parse_policy(base)
         except BackburnerError as err:
             error("policy", f"{label}: {err.message}")
             return None
         kw: dict[str, Any] = {}
-        for key, parse in (("io", priority.IOPrio.parse), ("cpu", priority.CPUPolicy.parse),
-                           ("group_io", priority.parse_group_io)):
+        for key, parse in (("io", priorities.IOPrio.parse), ("cpu", priorities.CPUPolicy.parse),
+                           ("group_io", grammar.parse_group_io)):
             if key in table:
                 if not isinstance(table[key], str):
                     error(key, f"{label}: {key} must be a string such as \"idle\"")
@@ -248,7 +320,7 @@ def _parse_policy(table: dict[str, Any], label: str, error: Any) -> priority.Pol
                 if isinstance(value, bool) or not isinstance(value, int):
                     error(key, f"{label}: {key} must be a whole number 1..{top}")
                     return None
-                kw[key] = priority.parse_weight(value, key.replace("_", " "), top)
+                kw[key] = grammar.parse_weight(value, key.replace("_", " "), top)
     except BackburnerError as err:
         key = next((k for k in POLICY_KEYS[1:] if k in table), None)
         error(key, f"{label}: {err.message}")

@@ -10,13 +10,14 @@ that would match too much.
 from __future__ import annotations
 
 import fnmatch
-import re
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .. import priority
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
+from ..policy import grammar
+from .pattern import MATCH_DEADLINE_S, Pattern
 
 MATCH_KEYS = ("comm", "exe", "user", "unit", "cgroup", "cmdline", "parent")  # cheapest first
 #: The kernel keeps 15 characters of a program's name (TASK_COMM_LEN 16 with the NUL).
@@ -107,7 +108,7 @@ class Match:
 
     comm: tuple[str, ...] = ()
     exe: tuple[str, ...] = ()
-    cmdline: tuple[re.Pattern[str], ...] = ()
+    cmdline: tuple[Pattern, ...] = ()  # searched with a deadline (`pattern`)
     parent: tuple[str, ...] = ()
     unit: tuple[str, ...] = ()
     cgroup: tuple[str, ...] = ()
@@ -142,7 +143,7 @@ class Match:
     def describe(self) -> str:
         parts = []
         for key in self.given():
-            vals = [rx.pattern if isinstance(rx, re.Pattern) else rx for rx in getattr(self, key)]
+            vals = [v.pattern if isinstance(v, Pattern) else v for v in getattr(self, key)]
             parts.append(f"{key} {vals[0]!r}" if len(vals) == 1 else f"{key} {vals}")
         return ", ".join(parts)
 
@@ -157,7 +158,7 @@ def _ancestor_matches(value: str, ancestors: Iterable[tuple[str, str]]) -> bool:
 class Rule:
     name: str
     match: Match
-    policy: priority.Policy
+    policy: grammar.Policy
     throttle: bool = False
     broad: bool = False
     file: str = ""
@@ -222,37 +223,50 @@ class Ruleset:
     files: tuple[str, ...] = ()
     net: NetSettings = NetSettings()
     _by_comm: dict[str, tuple[Rule, ...]] = field(init=False, repr=False, compare=False)
+    _by_comm_at: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
     _always: tuple[Rule, ...] = field(init=False, repr=False, compare=False)
+    _always_at: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _names: frozenset[bytes] = field(init=False, repr=False, compare=False)
     _sure: dict[str, Rule] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Linear in the rules: each rule's position is known as it is indexed (no search of
+        # the list), and a name's candidates are merged with the rules that must look at
+        # every process only when asked (a table of names x such rules would be quadratic).
         index: dict[str, list[int]] = {}
         always: list[int] = []
         for i, rule in enumerate(self.rules):
             comms = rule.match.comm
             if comms and not any(_is_glob(c) for c in comms):
-                for c in comms:
-                    for key in {c, c[:COMM_LEN]}:
-                        index.setdefault(key, []).append(i)
+                for key in {k for c in comms for k in (c, c[:COMM_LEN])}:
+                    index.setdefault(key, []).append(i)  # ascending, each rule once
             else:
                 always.append(i)
         object.__setattr__(self, "_by_comm", {
-            name: tuple(self.rules[i] for i in sorted({*found, *always}))
-            for name, found in index.items()})
+            name: tuple(self.rules[i] for i in found) for name, found in index.items()})
+        object.__setattr__(self, "_by_comm_at", {
+            name: tuple(found) for name, found in index.items()} if always else {})
         object.__setattr__(self, "_always", tuple(self.rules[i] for i in always))
+        object.__setattr__(self, "_always_at", tuple(always))
         object.__setattr__(self, "_names", frozenset(n.encode() for n in index))
-        # names whose first candidate rule asks for nothing but the name: matched for sure
+        # names whose first candidate rule lists the name and asks for nothing else: matched
+        # for sure (a rule without a name list that comes first must be tried instead)
         object.__setattr__(self, "_sure", {
-            name: rules[0] for name, rules in self._by_comm.items()
-            if rules[0].match.given() == ["comm"] and name in index
-            and self.rules.index(rules[0]) in index[name]})
+            name: self.rules[found[0]] for name, found in index.items()
+            if (not always or found[0] < always[0])
+            and self.rules[found[0]].match.given() == ["comm"]})
 
     def candidates(self, comm: str) -> tuple[Rule, ...]:
-        """The rules worth evaluating for a program named `comm`: those listing that exact
-        name, and those with no exact-name list. For most processes this is empty, and
-        nothing else about the process needs to be read."""
-        return self._by_comm.get(comm, self._always)
+        """The rules worth evaluating for a program named `comm`, in rule order: those
+        listing that exact name, and those with no exact-name list. For most processes this
+        is empty, and nothing else about the process needs to be read."""
+        named = self._by_comm.get(comm)
+        if named is None:
+            return self._always
+        if not self._always:
+            return named
+        rules = self.rules
+        return tuple(rules[i] for i in heapq.merge(self._by_comm_at[comm], self._always_at))
 
     def sure_match(self, comm: str) -> Rule | None:
         """The rule that governs a program of this name whatever else is true of it (the
@@ -297,11 +311,24 @@ def explain(ruleset: Ruleset, facts: Facts) -> list[Verdict]:
     out = []
     for rule in ruleset.rules:
         reasons = []
+        matched = True
         for key in rule.match.given():
-            held = rule.match.key_holds(key, facts)
-            want = [v.pattern if isinstance(v, re.Pattern) else v
+            late: list[str] = []
+            if key == "cmdline":
+                line = " ".join(facts.cmdline)
+                found = [p.search(line) if line else False for p in rule.match.cmdline]
+                held = any(found)
+                late = [p.pattern for p, f in zip(rule.match.cmdline, found, strict=True)
+                        if f is None]
+            else:
+                held = rule.match.key_holds(key, facts)
+            matched = matched and held
+            want = [v.pattern if isinstance(v, Pattern) else v
                     for v in getattr(rule.match, key)]
             reasons.append(f"{key} {_fact_text(key, facts)} "
-                           f"{'matches' if held else 'does not match'} {want}")
-        out.append(Verdict(rule, rule.holds(facts), tuple(reasons)))
+                           f"{'matches' if held else 'does not match'} {want}"
+                           + (f" ({', '.join(map(repr, late))} ran past the "
+                              f"{MATCH_DEADLINE_S * 1000:.0f} ms deadline: no match)"
+                              if late else ""))
+        out.append(Verdict(rule, matched, tuple(reasons)))
     return out

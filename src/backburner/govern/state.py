@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath, system
-from ..errors import BusyError, DataError, NotFoundError, denied
+from .. import system
+from ..base.errors import BusyError, DataError, NotFoundError, denied
+from ..files import safepath
+from ..kernel import procfs
 
 FORMAT = 1
 

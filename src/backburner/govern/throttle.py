@@ -33,7 +33,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import procfs, system
+from .. import system
+from ..kernel import procfs
 from .rules import ThrottleSettings
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,9 @@ import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import procfs, system, systemd
-from ..errors import BackburnerError
+from .. import system, systemd
+from ..base.errors import BackburnerError
+from ..kernel import procfs
 from .rules import Rule
 
 #: Services that hold logins or a desktop: weighting one would slow the user's own work.

@@ -1,5 +1,7 @@
 """What `govern check`, `govern explain` and `govern status` show: gathered and formatted
-here, so the CLI only parses and prints."""
+here, so the CLI only parses and prints. Every line goes out through `quantities.one_line`:
+what is read from /proc (a process's name, its command line, its program's path, its
+cgroup) is any user's choice, and must neither drive the terminal nor forge a line."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import procfs, units
-from ..errors import BackburnerError, NotFoundError
+from ..base import quantities
+from ..base.errors import BackburnerError, NotFoundError
+from ..kernel import procfs
 from ..status import inforce, sources
 from . import load, procinfo, state
 from .rules import Rule, RuleError, Ruleset, StaticFacts, Verdict, explain
@@ -49,8 +52,8 @@ def check(rules_dir: str | None, defaults: bool = True) -> CheckResult:
 def format_check(result: CheckResult) -> str:
     if result.errors:
         n = len(result.errors)
-        return "\n".join([*(str(e) for e in result.errors),
-                          f"{units.plural(n, 'error')} in {len(result.files)} rule files"])
+        return _lines([*(str(e) for e in result.errors),
+                       f"{quantities.plural(n, 'error')} in {len(result.files)} rule files"])
     lines = []
     by_file: dict[str, list[Rule]] = {}
     for rule in result.ruleset.rules:
@@ -67,8 +70,8 @@ def format_check(result: CheckResult) -> str:
         if not by_file.get(file):
             lines.append("  (no rules)")
     n = len(result.ruleset.rules)
-    lines.append(f"{units.plural(n, 'rule')} in {len(result.files)} files: OK")
-    return "\n".join(lines)
+    lines.append(f"{quantities.plural(n, 'rule')} in {len(result.files)} files: OK")
+    return _lines(lines)
 
 
 @dataclass
@@ -131,7 +134,7 @@ def format_explain(ex: Explanation) -> str:
                      "   the running daemon does not govern it now")
     else:
         lines.append("   no govern daemon runs: no rule is in force")
-    return "\n".join([*lines, *_in_force_lines(ex)])
+    return _lines([*lines, *_in_force_lines(ex)])
 
 
 def _in_force_lines(ex: Explanation) -> list[str]:
@@ -160,7 +163,9 @@ def format_status(st: dict[str, Any]) -> str:
              f"events: {c.get('events', 0)} ({c.get('execs', 0)} execs), "
              f"{c.get('matched', 0)} matched, {c.get('inherited', 0)} inherited, "
              f"{c.get('gone', 0)} skipped (exited first), {c.get('overflows', 0)} overflows, "
-             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans",
+             f"{c.get('lost_events', 0)} lost, {c.get('rescans', 0)} scans"
+             + (f", {c['slow_matches']} command lines too slow to search (not matched)"
+                if c.get("slow_matches") else ""),
              "execs seen: " + ("only those of named programs (the kernel filters them)"
                                if st.get("exec_events") == "kernel-filtered" else
                                "every one (process connector)"),
@@ -176,7 +181,7 @@ def format_status(st: dict[str, Any]) -> str:
         for g in roots:
             kids = children.get(g["pid"], 0)
             lines.append(f"{g['pid']:>7}  {g['rule']:<22} {_clock(g['since'])}  {g['comm']}"
-                         + (f" (+{units.plural(kids, 'child', 'children')})" if kids else ""))
+                         + (f" (+{quantities.plural(kids, 'child', 'children')})" if kids else ""))
             lines.append(f"{'':>7}  {g['set']}" + (f"; cgroups {', '.join(g['cgroups'])}"
                                                    if g.get("cgroups") else ""))
     else:
@@ -188,11 +193,15 @@ def format_status(st: dict[str, Any]) -> str:
     if t.get("groups") or t.get("watch"):
         lines.append(f"throttle: watching {', '.join(t.get('watch', [])) or 'nothing'} "
                      f"({'; '.join(t.get('triggers', []))}); pauses of at most "
-                     f"{units.fmt_s(t.get('pause_s'))} s, bulk keeps >= "
-                     f"{units.fmt_pct(t.get('min_duty') or 0)} of the time; "
-                     f"{t.get('pauses', 0)} pauses, {units.fmt_s(t.get('paused_s', 0))} s "
-                     f"paused, longest {units.fmt_s(t.get('longest_s', 0))} s"
+                     f"{quantities.fmt_s(t.get('pause_s'))} s, bulk keeps >= "
+                     f"{quantities.fmt_pct(t.get('min_duty') or 0)} of the time; "
+                     f"{t.get('pauses', 0)} pauses, {quantities.fmt_s(t.get('paused_s', 0))} s "
+                     f"paused, longest {quantities.fmt_s(t.get('longest_s', 0))} s"
                      + ("; FROZEN now" if t.get("frozen") else ""))
     for p in st.get("problems", []):
         lines.append(f"could not: {p}")
-    return "\n".join(lines)
+    return _lines(lines)
+
+
+def _lines(lines: list[str]) -> str:
+    return "\n".join(quantities.one_line(line) for line in lines)

@@ -1,7 +1,7 @@
 """Ingress shaping: the job's downloads held back on their way in, on an IFB device.
 
 Everything arriving on the interface is redirected (tc `mirred`) to an IFB device, whose
-HTB sends it on into the stack: the job's segments (known by their socket, `tcbpf`)
+HTB sends it on into the stack: the job's segments (known by their socket, `kernel.bpf.tc_programs`)
 through a class whose rate is a budget, everything else through a class of its own,
 unshaped. The budget is set below the rate the link delivers, so the job's data queues
 here, in a short queue of its own, instead of in the link's buffer that every other packet

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .. import spawn
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 from .testbed import PORT, SERVER_ADDR, Testbed, client
 
 WARMUP_S = 3.0

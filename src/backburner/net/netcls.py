@@ -3,7 +3,7 @@ group in the net_cls controller.
 
 No cgroup program can be attached without a cgroup v2 group to attach it to. What cgroup
 v1 offers instead is a class id for every socket made by (or moved with) a process of a
-net_cls group, which a classifier on the interface reads (`tcbpf.classid_program`): on the
+net_cls group, which a classifier on the interface reads (`tc_programs.classid_program`): on the
 way out only, since a packet on its way in has no socket yet. So here the policy holds the
 job's downloads back by their ACKs alone (the "acks" mechanism; the window clamp and
 ingress shaping need programs on a v2 group), and with `--net-uplink` keeps its uploads
@@ -26,8 +26,10 @@ from __future__ import annotations
 import os
 import secrets
 
-from .. import procfs, safepath, system
-from ..errors import BackburnerError, UnavailableError
+from .. import system
+from ..base.errors import BackburnerError, UnavailableError
+from ..files import safepath
+from ..kernel import procfs
 
 CONTROLLER = "net_cls"
 #: Controllers a hierarchy we use may have beside net_cls (the usual co-mount).

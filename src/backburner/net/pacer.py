@@ -18,11 +18,17 @@ on this machine — and moves them (its `Knob`s: the ACK class's rate, the windo
   queue it keeps standing does not pass for the path's own delay.
 
 When no echo can be sent (no peer yet, a peer that does not answer ICMP), the budgets do
-not grow: they stay where the evidence left them.
+not grow: they stay where the evidence left them. The path may go while the job runs (its
+address removed, a route or the link down: the echo cannot be sent), and so may what a
+budget moves (the class deleted by hand): the controller says so once, in one line, keeps
+the budgets where they are, and goes on adapting when the path comes back. It never dies
+of it: a controller thread that ended would leave the budgets frozen for the rest of the
+job, with nobody told.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -35,8 +41,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import system
-from ..errors import BackburnerError
+from ..kernel import cgroups
 
+log = logging.getLogger(__name__)
 #: Signals the job runner takes with sigwaitinfo: this thread must never take them.
 _BLOCKED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD}
 
@@ -98,8 +105,7 @@ def job_connections(group: str) -> list[str]:
     namespace the job runs in is the one read. A socket two processes share counts once."""
     found: dict[str, str] = {}
     try:
-        with open(os.path.join(group, "cgroup.procs")) as f:
-            pids = [int(x) for x in f.read().split()]
+        pids = cgroups.pids(group)
     except OSError:
         return []
     for pid in pids:
@@ -231,6 +237,8 @@ class Pacer:
     history: list[tuple[float, float, float | None]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _said: set[str] = field(default_factory=set)
+    _failing: set[str] = field(default_factory=set)
 
     def start(self) -> None:
         sock = icmp_socket(system.netns_path(self.ns) if self.ns else None)
@@ -243,46 +251,91 @@ class Pacer:
         if self._thread is not None:
             self._thread.join(5.0)
 
+    @property
+    def alive(self) -> bool:
+        """Whether the controller thread still runs (it ends only when stopped)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _failed(self, what: str, why: object) -> None:
+        """`what` could not be done: one line the first time it fails for this reason
+        (a link that flaps says so once, not every step)."""
+        self._failing.add(what)
+        key = f"{what}: {why}"
+        if key not in self._said:
+            self._said.add(key)
+            log.warning("the background budgets could not %s (%s): they stay where they "
+                        "are until it can", what, why)
+
+    def _done(self, what: str) -> None:
+        if what in self._failing:
+            self._failing.discard(what)
+            log.info("the background budgets can %s again", what)
+
     def _connections(self) -> list[str]:
         return [c for g in (self.groups() if self.groups else [self.group])
                 for c in job_connections(g)]
 
     def _run(self, sock: socket.socket) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
-        ident = (os.getpid() ^ threading.get_native_id()) & 0xFFFF
-        rtts: deque[tuple[float, float]] = deque()
-        seq, conns, conns_at = 0, [], 0.0
-        applied = {k.name: (k.value, 0) for k in self.knobs}
+        state = _State(ident=(os.getpid() ^ threading.get_native_id()) & 0xFFFF,
+                       applied={k.name: (k.value, 0) for k in self.knobs})
         with sock:
             while not self._stop.wait(self.interval_s):
-                now = time.monotonic()
-                if not conns or now - conns_at > 1.0:
-                    conns, conns_at = self._connections(), now
-                peers = list(dict.fromkeys(conns))
-                if not peers:
-                    continue
-                seq = (seq + 1) & 0xFFFF
-                rtt = echo(sock, peers[seq % len(peers)], ident, seq, 1.0)
-                if rtt is None and not rtts:
-                    continue  # no answer ever: no evidence, the budget stays
-                queue: float | None = None
-                if rtt is not None:
-                    rtts.append((now, rtt))
-                    while rtts and now - rtts[0][0] > self.base_window_s:
-                        rtts.popleft()
-                    self.base_rtt_s = min(r for _, r in rtts)
-                    # LEDBAT's current delay: the least of the last few, so one echo
-                    # that met a passing burst does not count as a standing queue
-                    queue = min(r for _, r in list(rtts)[-self.current_filter:]) \
-                        - self.base_rtt_s
-                for k in self.knobs:
-                    k.value = k.step(k.value, queue, len(conns))
-                    k.history.append((now, k.value))
-                    was, n = applied[k.name]
-                    if abs(k.value - was) >= 0.02 * was or n != len(conns):
-                        try:
-                            k.put(k.value, len(conns))
-                        except BackburnerError:
-                            return  # what it moves went (the policy is being undone)
-                        applied[k.name] = (k.value, len(conns))
-                self.history.append((now, self.knobs[0].value, queue))
+                try:
+                    self._step(sock, state)
+                except Exception as err:  # noqa: BLE001 - said, and the next step tries again
+                    self._failed("take a step", f"{type(err).__name__}: {err}")
+
+    def _step(self, sock: socket.socket, st: _State) -> None:
+        now = time.monotonic()
+        if not st.conns or now - st.conns_at > 1.0:
+            st.conns, st.conns_at = self._connections(), now
+        peers = list(dict.fromkeys(st.conns))
+        if not peers:
+            return
+        st.seq = (st.seq + 1) & 0xFFFF
+        peer = peers[st.seq % len(peers)]
+        try:
+            rtt = echo(sock, peer, st.ident, st.seq, 1.0)
+        except OSError as err:  # the path went (no address, no route, the link down)
+            self._failed(f"reach {peer}", err.strerror or err)
+            return  # no evidence: the budgets stay
+        self._done(f"reach {peer}")
+        if rtt is None and not st.rtts:
+            return  # no answer ever: no evidence, the budget stays
+        queue: float | None = None
+        if rtt is not None:
+            st.rtts.append((now, rtt))
+            while st.rtts and now - st.rtts[0][0] > self.base_window_s:
+                st.rtts.popleft()
+            self.base_rtt_s = min(r for _, r in st.rtts)
+            # LEDBAT's current delay: the least of the last few, so one echo that met a
+            # passing burst does not count as a standing queue
+            queue = min(r for _, r in list(st.rtts)[-self.current_filter:]) - self.base_rtt_s
+        for k in self.knobs:
+            k.value = k.step(k.value, queue, len(st.conns))
+            k.history.append((now, k.value))
+            was, n = st.applied[k.name]
+            if abs(k.value - was) >= 0.02 * was or n != len(st.conns):
+                try:
+                    k.put(k.value, len(st.conns))
+                except Exception as err:  # noqa: BLE001 - what it moves went, for now
+                    if self._stop.is_set():
+                        return  # the policy is being undone
+                    self._failed(f"set the {k.name}", err)
+                    continue  # tried again at the next step
+                self._done(f"set the {k.name}")
+                st.applied[k.name] = (k.value, len(st.conns))
+        self.history.append((now, self.knobs[0].value, queue))
+
+
+@dataclass
+class _State:
+    """What the controller carries from one step to the next."""
+
+    ident: int
+    applied: dict[str, tuple[float, int]]
+    seq: int = 0
+    conns: list[str] = field(default_factory=list)
+    conns_at: float = 0.0
+    rtts: deque[tuple[float, float]] = field(default_factory=deque)

@@ -36,8 +36,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .. import cgroupbpf, system
-from ..errors import SystemStateError
+from .. import system
+from ..base.errors import SystemStateError, UsageError
+from ..kernel.bpf import cgroup_programs
 from . import ingress, netcls
 from .link import MTU_BYTES, LinkSpec
 from .pacer import Knob, Pacer, Rule, Slowdown, WindowRule
@@ -66,6 +67,11 @@ DEFAULT_MECHANISM = "both"
 UPLINK_SHARE = 0.95
 UPLOAD_SHARE = 0.05
 UPLOAD_QUEUE_S = 0.1
+#: The least rate an HTB class of the shaped uplink gets (the job's uploads, and
+#: everything else), and so the least uplink: below it "everything else" would get 0 or
+#: a negative rate beside the job's uploads.
+MIN_CLASS_BIT = 8_000
+MIN_UPLINK_BIT = 20_000
 
 #: Where the adaptive budget starts when the link's rate is not known: a slow line's.
 START_BIT = 1_000_000
@@ -172,18 +178,35 @@ def classes(tx: system.Transaction, ns: str | None, dev: str, ack_bit: int | Non
         tx.apply(system.TcClass(ns, dev, "1:1", OTHER_CLASS, "htb",
                                 ["rate", "10gbit", "prio", "0"]))
     else:
-        up = int(uplink_bit * UPLINK_SHARE)
-        mine = max(8000, int(up * UPLOAD_SHARE))
+        up, rest, mine = uplink_rates(uplink_bit)
         tx.apply(system.TcClass(ns, dev, "1:", "1:2", "htb",
                                 ["rate", f"{up}bit", "ceil", f"{up}bit"]))
         tx.apply(system.TcClass(ns, dev, "1:2", OTHER_CLASS, "htb",
-                                ["rate", f"{up - mine}bit", "ceil", f"{up}bit", "prio", "0"]))
+                                ["rate", f"{rest}bit", "ceil", f"{up}bit", "prio", "0"]))
         tx.apply(system.TcClass(ns, dev, "1:2", UPLOAD_CLASS, "htb",
                                 ["rate", f"{mine}bit", "ceil", f"{up}bit", "prio", "1"]))
         # in packets, not bytes: TCP hands down segments of up to 64 KiB (GSO) that a
         # byte limit below that would always drop
         limit = max(4, int(up * UPLOAD_QUEUE_S / 8 / MTU_BYTES))
         tx.apply(system.Qdisc(ns, dev, UPLOAD_CLASS, "30", "pfifo", ["limit", str(limit)]))
+
+
+def uplink_rates(uplink_bit: int) -> tuple[int, int, int]:
+    """(the interface's rate, everything else's, the job's uploads') for a shaped uplink
+    of `uplink_bit`; ValueError below MIN_UPLINK_BIT (`check_uplink` says it first)."""
+    if uplink_bit < MIN_UPLINK_BIT:
+        raise ValueError(f"an uplink of {uplink_bit} bit/s is below {MIN_UPLINK_BIT}")
+    up = int(uplink_bit * UPLINK_SHARE)
+    mine = max(MIN_CLASS_BIT, int(up * UPLOAD_SHARE))
+    return up, up - mine, mine
+
+
+def check_uplink(uplink_bit: int, what: str) -> None:
+    """One line (64) for an uplink too slow to shape (`uplink_rates`), before anything
+    changes; `what` is the rate as given, and where."""
+    if uplink_bit < MIN_UPLINK_BIT:
+        raise UsageError(f"uplink rate {what} is below 20kbit: shaped below it, "
+                         "everything else would have no rate beside the job's uploads")
 
 
 def ack_knob(applied: Applied, budget: float, rule: Rule) -> Knob:
@@ -209,7 +232,7 @@ def window_knob(applied: Applied, rule: WindowRule, acks: Knob | None) -> Knob:
 
     def put(total: float, conns: int) -> None:
         try:
-            cgroupbpf.set_window(fd, *window_values(total, conns, rule))
+            cgroup_programs.set_window(fd, *window_values(total, conns, rule))
         except OSError as err:
             raise SystemStateError(f"could not set the window clamp: {err.strerror}") from None
 

@@ -31,14 +31,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import cgroup2, cgroupbpf, interrupts, system, systemd
-from ..errors import UnavailableError
+from .. import system, systemd
+from ..base import interrupts
+from ..base.errors import UnavailableError
+from ..kernel import cgroups
+from ..kernel.bpf import calls as bpf
+from ..kernel.bpf import cgroup_programs
 from ..system.bpf import PIN_DIR, PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW
 from . import background, policy
 from .pacer import Pacer, Rule, WindowRule
 from .tcpopts import cc_changes
 
 WHAT = "the network service"
+#: `govern net`'s options for the interface, its namespace and the uplink's rate
+OPTIONS = ("--dev", "--netns", "--uplink")
 
 
 @dataclass(frozen=True)
@@ -47,37 +53,38 @@ class Plan:
     the units' congestion control) and the bpffs the programs are pinned in."""
 
     target: background.Target
-    root: str = cgroupbpf.BPFFS
+    root: str = bpf.BPFFS
 
 
-def pin_path(name: str, root: str = cgroupbpf.BPFFS) -> str:
+def pin_path(name: str, root: str = bpf.BPFFS) -> str:
     return os.path.join(root, PIN_DIR, name)
 
 
 def check(dev: str | None, ns: str | None, uplink: str | None = None,
-          root: str = cgroupbpf.BPFFS) -> Plan:
+          root: str = bpf.BPFFS) -> Plan:
     """Everything the service needs, before anything changes; one line otherwise (69 for
     what the machine lacks)."""
+    background.check_given(dev, ns, uplink, OPTIONS)
     system.require_root("the network service")
     if background.attribution() != "cgroup2":
         raise UnavailableError(f"{WHAT} hands its programs to systemd (BPFProgram=), which "
                                "attaches them only on a cgroup2 tree, and none is mounted",
                                "on cgroup v1 alone, use backburner run --net background")
-    if not cgroupbpf.bpffs_mounted(root):
+    if not bpf.bpffs_mounted(root):
         raise UnavailableError(f"{WHAT} needs a BPF filesystem at {root} to pin its programs "
                                "for systemd, and none is mounted there",
                                f"mount -t bpf -o mode=0700 bpf {root} (systemd mounts it)")
     parent = _own_delegated_group() if systemd.manages_cgroups(systemd.read_facts()) else None
     return Plan(background.check("background", dev, ns, uplink, what=WHAT,
-                                 probe_parent=parent), root)
+                                 probe_parent=parent, options=OPTIONS), root)
 
 
 def _own_delegated_group() -> str:
     """Our own group, where systemd has delegated it to us (Delegate=yes: systemd >= 251
     marks it with the trusted.delegate attribute): the kernel probe's throwaway group goes
     below it, not behind systemd's back."""
-    root = cgroup2.unified_root()
-    own = cgroup2.group_of(os.getpid(), root) if root else None
+    root = cgroups.unified_root()
+    own = cgroups.group_of(os.getpid(), root) if root else None
     try:
         delegated = own is not None and os.getxattr(own, "trusted.delegate") == b"1"
     except OSError:
@@ -99,7 +106,7 @@ def attached_groups(ids: set[int], root: str) -> list[str]:
             found.append(top)
             continue
         under = None
-        here = cgroupbpf.policy_programs_on(top)
+        here = cgroup_programs.policy_programs_on(top)
         if here & ids:
             found.append(top)
             under = top
@@ -107,12 +114,12 @@ def attached_groups(ids: set[int], root: str) -> list[str]:
 
 
 def start(tx: system.Transaction, target: background.Target,
-          root: str = cgroupbpf.BPFFS, name: str = PIN_DIR) -> policy.Applied:
+          root: str = bpf.BPFFS, name: str = PIN_DIR) -> policy.Applied:
     """Pin the programs (in `root`/`name`), put the classes on the target, and start the
     pacer for every group the programs get attached to; every piece a change of `tx`.
     The caller stops the pacer (`policy.stop`) before the transaction ends."""
     t = target
-    unified = cgroup2.unified_root()
+    unified = cgroups.unified_root()
     if unified is None:  # checked before; a mount gone since is the machine's doing
         raise UnavailableError("no cgroup v2 hierarchy is mounted")
     for change in cc_changes(t.cc):
@@ -123,7 +130,7 @@ def start(tx: system.Transaction, target: background.Target,
     policy.classes(tx, t.ns, t.dev, policy.START_BIT, t.uplink_bit)
     applied = policy.Applied(t.ns, t.dev, os.path.join(root, name), cc=t.cc,
                              uplink=bool(t.uplink_bit))
-    applied.window_map = cgroupbpf.pinned(os.path.join(root, name, PIN_WINDOW))
+    applied.window_map = bpf.pinned(os.path.join(root, name, PIN_WINDOW))
     try:
         acks = policy.ack_knob(applied, float(policy.START_BIT), Rule())
         ids = {pins["ids"][PIN_EGRESS], pins["ids"][PIN_SOCK_OPS]}

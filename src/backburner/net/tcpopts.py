@@ -20,8 +20,11 @@ import secrets
 import socket
 import subprocess
 
-from .. import cgroup2, cgroupbpf, spawn, system
-from ..errors import SystemStateError, UnavailableError
+from .. import spawn, system
+from ..base.errors import SystemStateError, UnavailableError
+from ..kernel import cgroups
+from ..kernel.bpf import calls as bpf
+from ..kernel.bpf import cgroup_programs
 from ..system.bpf import PIN_WINDOW, bpf_program_settings
 
 #: The low-priority congestion control, and its module.
@@ -66,7 +69,7 @@ def check(cc: str | None = None, parent: str | None = None, scope_pins: str | No
     if cc is not None and cc not in available_cc() and not system.module_available(f"tcp_{cc}"):
         raise UnavailableError(f"this kernel has no congestion control {cc!r} (module "
                                f"tcp_{cc}); it has {', '.join(available_cc()) or 'none'}")
-    root = cgroup2.unified_root()
+    root = cgroups.unified_root()
     if root is None:
         raise UnavailableError("the window clamp needs a cgroup v2 hierarchy, and none is "
                                "mounted")
@@ -84,7 +87,7 @@ def _probe_in_group(parent: str) -> bytes:
         tx.apply(system.CgroupDir(group))
         tx.apply(system.CgroupSockOps(group, None, _PROBE_CLAMP, 2))
         child = spawn.launch(spawn.python_module("backburner.net.tcpopts"),
-                             cgroup_procs=(os.path.join(group, "cgroup.procs"),),
+                             cgroup_procs=(cgroups.procs_file(group),),
                              stdout=subprocess.PIPE, die_with_parent=True)
         return _probe_output(child)
 
@@ -95,9 +98,9 @@ def _probe_in_scope(pins: str) -> bytes:
     name = f"backburner-check-{secrets.token_hex(3)}"
     with system.Transaction("net-tcpopts-check") as tx:
         tx.apply(system.PinnedPrograms(pins, 0, 0, None, name))
-        window = cgroupbpf.pinned(os.path.join(pins, name, PIN_WINDOW))
+        window = bpf.pinned(os.path.join(pins, name, PIN_WINDOW))
         try:
-            cgroupbpf.set_window(window, _PROBE_CLAMP, 2)
+            cgroup_programs.set_window(window, _PROBE_CLAMP, 2)
         finally:
             os.close(window)
         attach = [tuple(p.split(":", 1)) for p in bpf_program_settings(pins, name)

@@ -24,7 +24,7 @@ import subprocess
 from dataclasses import dataclass
 
 from .. import spawn, system
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
 from .link import MTU_BYTES, LinkSpec
 
 SERVER_ADDR = "10.77.0.1"

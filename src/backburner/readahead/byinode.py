@@ -25,8 +25,8 @@ import stat
 import struct
 from collections.abc import Sequence
 
-from .. import procfs
-from . import ext4meta, kernel
+from ..kernel import filehandle, procfs
+from . import ext4meta
 from .pack import Entry, FileState
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class ByInode:
         if anchor is None:
             return None
         try:
-            fd = kernel.open_by_inode(anchor, entry.state.inode)
+            fd = filehandle.open_by_inode(anchor, entry.state.inode)
         except OSError as err:
             if err.errno in _GIVE_UP:
                 self.usable = False

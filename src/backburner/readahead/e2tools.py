@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .. import spawn
-from ..errors import SystemStateError, UnavailableError
+from ..base.errors import SystemStateError, UnavailableError
 
 BLOCK = 4096
 GROUP_BYTES = 32768 * BLOCK  # a block group of a 4 KiB-block ext4
@@ -23,10 +23,28 @@ def tool(argv: list[str], what: str, timeout: float = 600.0, errors: str = "stri
     return res
 
 
-def must(res: spawn.ToolResult, what: str, ok: Sequence[int] = (0,)) -> None:
+def complaint(text: str, tool_name: str = "") -> str:
+    """The line of a tool's output that says what went wrong: its last line that starts
+    with the tool's name (``mke2fs: Ext2 file already exists ...``); else, where the
+    tool printed its usage text after the complaint (indented lines: mke2fs's list of
+    extended options), the first line; else its last line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    named = [ln for ln in lines if tool_name and ln.startswith(f"{tool_name}: ")]
+    if named:
+        return named[-1]
+    if any(ln[:1] in ("\t", " ") for ln in text.splitlines()):
+        return lines[0]
+    return lines[-1]
+
+
+def must(res: spawn.ToolResult, what: str, ok: Sequence[int] = (0,), tool_name: str = ""
+         ) -> None:
+    """A failed tool as one line: `what` and the tool's own complaint (`complaint`)."""
     if res.status not in ok:
-        lines = [ln for ln in (res.stderr or res.stdout).splitlines() if ln.strip()]
-        raise SystemStateError(f"{what} failed: {lines[-1] if lines else 'timed out'}")
+        why = complaint(res.stderr or res.stdout, tool_name or what.split()[0])
+        raise SystemStateError(f"{what} failed: {why or 'timed out'}")
 
 
-__all__ = ["BLOCK", "GROUP_BYTES", "must", "tool"]
+__all__ = ["BLOCK", "GROUP_BYTES", "complaint", "must", "tool"]

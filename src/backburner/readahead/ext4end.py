@@ -40,7 +40,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 from .e2tools import BLOCK, GROUP_BYTES, must, tool
 
 log = logging.getLogger(__name__)

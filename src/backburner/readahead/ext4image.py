@@ -20,6 +20,13 @@ no directory grows), and copies the rest in, after the hot region, with owners, 
 times, xattrs, symlinks, device nodes and hard links. Then ``e2fsck -fn`` must find it
 clean and a read-only mount must compare equal to the source, byte for byte.
 
+A pack recorded with --lookups also says which directories the start lists or searches
+and in which order it touches everything (`hotorder`): those directories are hot too,
+everything is placed where it is first touched, and a file read in pieces out of order
+is laid out piece by piece (donors staged in pass 1, the pieces moved into them in pass
+2: `ext4move`). The source may be any tree: a mounted ext4 image (its root's lost+found
+is mke2fs's own in pass 1), a mounted xfs.
+
 With ``hot_region="end"`` (a DVD's fast outer edge) pass 1 is the full-size filesystem
 without flex_bg instead, each block group with its own inode table, and the hot tree is
 made in its last groups by debugfs (`ext4end`): the hot inodes in the table right before
@@ -36,17 +43,19 @@ import time
 from dataclasses import dataclass, field
 
 from .. import system
-from ..errors import (
-    BackburnerError,
-    ExistsError,
-    NotFoundError,
-    SystemStateError,
-    UsageError,
+from ..base.errors import BackburnerError, ExistsError, NotFoundError, SystemStateError, UsageError
+from ..base.quantities import MiB, human_size
+from . import ext4end, ext4move, hotorder, hotplan, tree
+from .e2tools import BLOCK, GROUP_BYTES, complaint, must, tool
+from .layout import (
+    DEFAULT_PROFILE,
+    CheckResult,
+    check_dir,
+    guess_root,
+    mounted_ro,
+    norm_root,
+    relative,
 )
-from ..units import MiB
-from . import ext4end, hotplan, tree
-from .e2tools import BLOCK, GROUP_BYTES, must, tool
-from .layout import CheckResult, check_dir, guess_root, mounted_ro, norm_root, relative
 from .pack import Pack, Ranges, merge_ranges
 
 log = logging.getLogger(__name__)
@@ -83,7 +92,7 @@ class BuildResult:
     missing: int  # pack files not in the source
     nodes: dict[str, int] = field(default_factory=dict)  # how many of each kind copied
     region_at: int | None = None  # hot_region "end": the byte the hot region starts at
-    split_files: int = 0  # large hot files of which only the used ranges are hot
+    split_files: int = 0  # hot files in pieces: only what the start read is hot
     split_out: int = 0  # bytes of theirs left out of the hot region
     before: CheckResult | None = None  # the pack's files in the source directory
     after: CheckResult | None = None  # ... in the new image
@@ -107,17 +116,18 @@ def _scan(src: bytes) -> _Scan:
 
 
 def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
-         ) -> tuple[list[list[bytes]], list[Ranges], bytes, int]:
+         ) -> tuple[list[list[bytes]], list[Ranges], bytes, int, dict[int, int]]:
     """Hot inodes in access order, each as the list of its hot names (hard links) and the
     ranges the start read of it; the pack root used; how many pack files are not in the
-    source."""
+    source; each entry's index in the hot inodes' list."""
     files = scan.files
     paths = [e.path for e in pack.entries if not e.device]
     base = norm_root(root) if root else guess_root(paths, lambda rel: rel in files)
     by_inode: dict[tuple[int, int], list[bytes]] = {}
     ranges: dict[tuple[int, int], list[tuple[int, int]]] = {}
     missing: set[bytes] = set()
-    for e in pack.entries:
+    key_of: dict[int, tuple[int, int]] = {}
+    for i, e in enumerate(pack.entries):
         rel = None if e.device else relative(e.path, base)
         if rel is None:
             continue
@@ -130,8 +140,10 @@ def _hot(pack: Pack, scan: _Scan, src: bytes, root: str | None
         if rel not in names:
             names.append(rel)
         ranges.setdefault(key, []).extend(e.ranges)
+        key_of[i] = key
+    index = {k: n for n, k in enumerate(by_inode)}
     return (list(by_inode.values()), [merge_ranges(ranges[k]) for k in by_inode], base,
-            len(missing))
+            len(missing), {i: index[k] for i, k in key_of.items()})
 
 
 def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
@@ -142,13 +154,25 @@ def _children(scan: _Scan) -> dict[bytes, list[tree.Node]]:
     return out
 
 
+#: The root's directory that mke2fs makes itself (and e2fsck wants): pass 1 has no
+#: placeholder for it, pass 2 fills in the source's (an ext4 image's root holds one).
+LOST_FOUND = b"lost+found"
+
+
+def _made_by_mkfs(node: tree.Node) -> bool:
+    return node.rel == LOST_FOUND and node.kind == "dir"
+
+
 def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
     """A hot directory's entries as pass 1 holds them: every file and every subdirectory
     an empty file (pass 2 fills it, renames a hot file or directory over it, or makes the
     cold directory in its place, unless the end layout's pass 1 made it: a name of the
     same length takes the same slot, so the directory never grows), other nodes
-    (symlinks, devices, FIFOs) as they are."""
+    (symlinks, devices, FIFOs, sockets) as they are; none for the root's lost+found,
+    which mke2fs makes."""
     for node in children:
+        if _made_by_mkfs(node):
+            continue
         d = os.path.join(into, os.path.basename(node.rel))
         if node.kind in ("dir", "file"):
             os.close(os.open(d, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
@@ -157,12 +181,14 @@ def _placeholders(src: bytes, children: list[tree.Node], into: bytes) -> None:
 
 
 def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
-           staging: bytes, parts: dict[int, Ranges]) -> int:
+           staging: bytes) -> int:
     """HOT, what pass 1 is made from: the root's entries as placeholders and, in the
     staging directory, the plan's items under their rank names: each hot directory with
-    its entries as placeholders, each hot file with its data, a split one (`parts`: its
-    used ranges, by hot index) with only those, holes elsewhere (see `hotplan`). Returns
-    the hot bytes."""
+    its entries as placeholders, each directory only looked at empty, each hot file with
+    its data, each piece of a scattered file as a donor of its length and a scattered
+    file's reservation as one block (see `hotplan`, `ext4move`; a donor's bytes are never
+    read: the piece's are copied into its blocks in pass 2, so they are a filler that is
+    not zero, which mke2fs would leave as a hole). Returns the hot bytes."""
     children = _children(scan)
     _placeholders(src, children.get(b"", []), stage_root)
     os.mkdir(os.path.join(stage_root, staging), 0o700)
@@ -172,28 +198,43 @@ def _stage(plan: hotplan.Plan, scan: _Scan, src: bytes, stage_root: bytes,
         dst = os.path.join(stage_root, staging, plan.name(rank))
         if item.is_dir:
             os.mkdir(dst, 0o700)
-            _placeholders(src, children.get(item.rel, []), dst)
+            if not item.bare:
+                _placeholders(src, children.get(item.rel, []), dst)
             continue
-        size = nodes[item.rel].st.st_size
-        if item.hot in parts:
-            tree.copy_part(os.path.join(src, item.rel), dst, parts[item.hot], size)
-            total += sum(min(n, size - o) for o, n in parts[item.hot])
-        else:
-            tree.copy_data(os.path.join(src, item.rel), dst)
-            total += size
+        if item.reserve or item.piece is not None:
+            length = BLOCK if item.reserve else min(
+                item.piece[1], nodes[item.rel].st.st_size - item.piece[0])
+            _filler(dst, -(-length // BLOCK) * BLOCK)
+            total += 0 if item.reserve else length
+            continue
+        tree.copy_data(os.path.join(src, item.rel), dst)
+        total += nodes[item.rel].st.st_size
     return total
+
+
+def _filler(path: bytes, length: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        chunk = b"\xff" * min(length, 1 << 20)
+        done = 0
+        while done < length:
+            done += os.write(fd, chunk[:length - done])
+    finally:
+        os.close(fd)
 
 
 def _cold_dirs(plan: hotplan.Plan, scan: _Scan, staging: bytes) -> list[bytes]:
     """The placeholders of cold directories in the staged tree (the root's, and each hot
     directory's under its rank name)."""
     children = _children(scan)
-    out = [n.rel for n in children.get(b"", []) if n.kind == "dir" and n.rel not in plan.dirs]
+    staged = {item.rel for item in plan.items}
+    out = [n.rel for n in children.get(b"", []) if n.kind == "dir" and n.rel not in staged
+           and not _made_by_mkfs(n)]
     for rank, item in enumerate(plan.items):
-        if item.is_dir:
+        if item.is_dir and not item.bare:
             out += [os.path.join(staging, plan.name(rank), os.path.basename(n.rel))
                     for n in children.get(item.rel, [])
-                    if n.kind == "dir" and n.rel not in plan.dirs]
+                    if n.kind == "dir" and n.rel not in staged]
     return out
 
 
@@ -219,14 +260,19 @@ def _inodes_per_group(final: int, items: int) -> int:
     return ipg
 
 
+#: What mke2fs -d says when the hot files do not fit the first pass: then it is grown.
+_NO_ROOM = ("could not allocate", "no free space", "no space left", "not enough space",
+            "too many inodes", "inode table too big")
+
+
 def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: int) -> int:
     """mke2fs -d HOT into the image, growing the first pass until the hot files fit.
 
     packed_meta_blocks keeps the bitmaps and the inode table in one block at the start
     (else small hot files fill the holes flex_bg leaves between them, away from the rest);
-    resize= reserves descriptor blocks for the final size, so growing moves nothing.
-    """
-    for _ in range(6):
+    resize= reserves descriptor blocks for the final size, so growing moves nothing. Any
+    other complaint of mke2fs is the error, in its own words (one line, not its usage)."""
+    while True:
         groups = -(-size // GROUP_BYTES)
         os.truncate(image, size)
         res = tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
@@ -235,11 +281,16 @@ def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: 
                     "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"], "mke2fs")
         if res.status == 0:
             return size
+        why = complaint(res.stderr or res.stdout, "mke2fs")
         log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
         os.truncate(image, 0)
-        size = -(-int(size * 1.5) // MiB) * MiB
-    must(res, "mke2fs -d (the hot files' first pass)")
-    return size
+        grown = -(-int(size * 1.5) // MiB) * MiB
+        if not any(word in why.lower() for word in _NO_ROOM):
+            must(res, "mke2fs -d (the hot files' first pass)")
+        if size >= final:
+            raise UsageError(f"the hot files do not fit in --size {human_size(final)}: "
+                             f"mke2fs -d said: {why}", "give a larger --size")
+        size = min(grown, final)
 
 
 def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
@@ -254,44 +305,58 @@ def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
 def _grow(image: str, final: int) -> None:
     os.truncate(image, final)
     must(tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
-    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal",
+         tool_name="tune2fs")
 
 
-def _place_hot(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
-               hot: list[list[bytes]], staging: bytes, parts: dict[int, Ranges]) -> None:
+def _place_hot(tx: system.Transaction, src: bytes, mnt: bytes, device: str, scan: _Scan,
+               plan: hotplan.Plan, hot: list[list[bytes]], staging: bytes) -> None:
     """In rank order (a directory before anything in it): rename each staged hot directory
     over its placeholder, and each staged hot file over its first name's placeholder (no
     data moves), give the file the source's metadata (mke2fs -d keeps whole seconds only)
-    and link its other hot names over theirs. Then fill in what the split files lack, in
-    the same order, each synced at once: the kernel places it now, right after the hot
-    region, before the cold files are copied."""
+    and link its other hot names over theirs. A scattered file is written whole into its
+    placeholder (after the hot region), then put together from its donors (`ext4move`)."""
     files = scan.files
+    scattered: dict[int, list[ext4move.Piece]] = {}
+    reserves: dict[int, bytes] = {}
     for rank, item in enumerate(plan.items):
         staged = os.path.join(mnt, staging, plan.name(rank))
         target = os.path.join(mnt, item.rel)
         if item.is_dir:
-            os.unlink(target)
+            if item.rel == LOST_FOUND:
+                os.rmdir(target)  # mke2fs's own, empty
+            else:
+                os.unlink(target)
             os.rename(staged, target)
+            continue
+        assert item.hot is not None
+        if item.reserve:
+            reserves[item.hot] = staged
+            continue
+        if item.piece is not None:
+            if item.hot not in scattered:
+                tree.copy_data(os.path.join(src, item.rel), target, existing=True)
+                _link_others(mnt, target, hot[item.hot])
+            off, ln = item.piece
+            scattered.setdefault(item.hot, []).append(
+                ext4move.Piece(staged, off // BLOCK, -(-min(ln, files[item.rel].st.st_size - off)
+                                                       // BLOCK)))
             continue
         os.rename(staged, target)
         tree.copy_meta(os.path.join(src, item.rel), target, files[item.rel].st)
-        assert item.hot is not None
-        for other in hot[item.hot][1:]:
-            os.unlink(os.path.join(mnt, other))
-            os.link(target, os.path.join(mnt, other))
-    for item in plan.items:
-        if item.hot in parts:
-            st = files[item.rel].st
-            target = os.path.join(mnt, item.rel)
-            tree.copy_part(os.path.join(src, item.rel), target,
-                           hotplan.unused(parts[item.hot], st.st_size), st.st_size,
-                           existing=True)
-            fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            tree.copy_meta(os.path.join(src, item.rel), target, st)
+        _link_others(mnt, target, hot[item.hot])
+    ext4move.assemble(tx, mnt, device, [
+        ext4move.Scattered(os.path.join(mnt, hot[i][0]), tuple(ps), reserves.get(i))
+        for i, ps in scattered.items()], os.path.join(mnt, staging))
+    for i in scattered:
+        rel = hot[i][0]
+        tree.copy_meta(os.path.join(src, rel), os.path.join(mnt, rel), files[rel].st)
+
+
+def _link_others(mnt: bytes, target: bytes, names: list[bytes]) -> None:
+    for other in names[1:]:
+        os.unlink(os.path.join(mnt, other))
+        os.link(target, os.path.join(mnt, other))
 
 
 def _replace_with_link(existing: bytes, new: bytes) -> None:
@@ -382,39 +447,35 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
         raise NotFoundError(f"{opts.src} is not a directory")
     t0 = time.monotonic()
     scan = _scan(src)
-    hot, ranges, base, missing = _hot(pack, scan, src, opts.root)
+    hot, ranges, base, missing, hot_of = _hot(pack, scan, src, opts.root)
+    sizes = [scan.files[names[0]].st.st_size for names in hot]
+    how = hotorder.order(pack, base, {n.rel: n.kind for n in scan.nodes}, hot_of, sizes,
+                         ranges, BLOCK, opts.used_ranges)
     final = opts.size or -(-int(scan.used * 1.25 + 64 * MiB) // (4 * MiB)) * 4 * MiB
     image = _image_path(opts.image)
     folder, name = os.path.split(image)
     building = os.path.join(folder, f".{name}.building-{secrets.token_hex(4)}")
     with system.Transaction("layout-image") as tx:
         tx.apply(system.MadeFile(building))
-        result = _build(pack, opts, src, scan, hot, ranges, base, missing, final, building)
+        result = _build(pack, opts, src, scan, hot, sizes, how, base, missing, final,
+                        building)
         _publish(building, image)
     result.image = image
     result.seconds = time.monotonic() - t0
     return result
 
 
-def _parts(hot: list[list[bytes]], ranges: list[Ranges], scan: _Scan) -> dict[int, Ranges]:
-    """The hot files to split (`hotplan.split`), with the ranges the region holds."""
-    sizes = [scan.files[names[0]].st.st_size for names in hot]
-    used = [hotplan.used(r, size, BLOCK) for r, size in zip(ranges, sizes, strict=True)]
-    return {i: used[i] for i in hotplan.split(list(zip(sizes, used, strict=True)))}
-
-
 def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
-           ranges: list[Ranges], base: bytes, missing: int, final: int, image: str
-           ) -> BuildResult:
+           sizes: list[int], how: hotorder.Order, base: bytes, missing: int, final: int,
+           image: str) -> BuildResult:
     ipg = _inodes_per_group(final, len(scan.nodes))
     staging = STAGING_PREFIX + secrets.token_hex(4).encode()
     with system.Transaction("layout-build") as tx:
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
         stage_root = os.path.join(work, b"hot")
         os.mkdir(stage_root, 0o700)
-        parts = _parts(hot, ranges, scan) if opts.used_ranges else {}
-        hp = hotplan.plan(hot, frozenset(parts))
-        hot_bytes = _stage(hp, scan, src, stage_root, staging, parts)
+        hp = hotplan.plan(hot, how.split, how.touches, how.pieces, sizes)
+        hot_bytes = _stage(hp, scan, src, stage_root, staging)
         need = _first_pass_size(hp, hot_bytes, scan)
         if final < need:
             raise UsageError(f"--size {final} is smaller than the hot files need ({need})")
@@ -427,7 +488,8 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             fixups = session.fixups
             stand_ins = frozenset(_image_rel(p, hp, staging) for p in session.stand_ins)
             first = final
-            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal")
+            must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal",
+         tool_name="tune2fs")
         else:
             first = _mkfs_first_pass(image, stage_root, need, ipg, final)
             if final < first:
@@ -439,17 +501,17 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         loop = tx.apply(system.LoopDevice(image))
         tx.apply(system.Mount(loop, os.fsdecode(mnt), "ext4"))
         ext4end.fix_names(mnt, staging, fixups)
-        _place_hot(src, mnt, scan, hp, hot, staging, parts)
+        _place_hot(tx, src, mnt, loop, scan, hp, hot, staging)
         nodes = _copy_rest(src, mnt, scan, hp, hot, stand_ins)
         # only now: the staging directory grew block by block among the hot data, and
         # cold directories made while those blocks were free would have taken them
         os.rmdir(os.path.join(mnt, staging))
         os.sync()
     _fsck(image)
-    left_out = sum(n for i, rs in parts.items()
-                   for _, n in hotplan.unused(rs, scan.files[hot[i][0]].st.st_size))
+    left_out = sum(n for i, ps in how.pieces.items()
+                   for _, n in hotplan.unused(merge_ranges(ps), sizes[i]))
     result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes, region_at,
-                         len(parts), left_out)
+                         len(how.pieces), left_out)
     extra = frozenset() if os.path.lexists(os.path.join(src, b"lost+found")) else frozenset(
         {b"lost+found"})
     with mounted_ro(image) as ro:
@@ -458,7 +520,8 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             log.debug("differences: %s", problems)
             raise SystemStateError(f"the new image differs from {opts.src}: {problems[0]}{more}")
-        result.after = check_dir(ro, pack, base, label=opts.image, image=image)
+        result.after = check_dir(ro, pack, base, label=opts.image, image=image,
+                                 profile=DEFAULT_PROFILE)
     try:
         result.before = check_dir(src, pack, base, label=opts.src)
     except BackburnerError as err:

@@ -13,10 +13,23 @@ them to ``mke2fs -d`` as one staging directory of numbered entries in this plan'
 so inodes and blocks are allocated in first-use order: each directory's blocks right
 before the data of the first file the start opens in it, the data in access order.
 
+A start also looks at what it does not read (`record --lookups`): it lists directories,
+stats what they hold, looks for names that are not there (a dynamic loader tries each
+directory of its search path). Each directory it lists or searches is a hot directory
+too (its blocks in the region, its entries' inodes beside the hot ones), a directory it
+only stats is made empty in the first pass (its inode among the hot ones, its one block
+in the region; the second pass fills it), and everything comes in the order the start
+first touched it (`touches`), not the order it opened its files in.
+
 A start may read only parts of a large file (a program's big shared library: the pages
-it runs). Such a file is *split* (`split`): the first pass holds only its used ranges
-(a sparse staged file), after the small hot files, so the small ones stay dense and the
-large ones' unread parts, filled in by the second pass, land after the hot region.
+it runs), and read them out of order (it faults the pages of a mapped library in as it
+runs them). Such a file is *scattered*: the hot region holds only the pieces it read,
+each in its own slot, in the order they were read (`ext4move` puts them together in the
+second pass), and the rest of the file lands after the hot region. Without the order of
+reads (a pack recorded without --lookups) a large file with at least `SPLIT_MIN` unread
+is *split* (`split`): its used ranges, in the file's order, after the small hot files.
+A scattered file of more than four extents gets a one-block reservation before its first
+piece, for its extent-tree block (`extents`).
 """
 
 from __future__ import annotations
@@ -43,15 +56,27 @@ MERGE_GAP = 64 << 10
 
 @dataclass(frozen=True)
 class Item:
-    """One entry of the hot region, in rank order: a hot directory (`rel`) or a hot file
-    (`hot`: its index in the hot inodes' list; `rel`: its first name)."""
+    """One entry of the hot region, in rank order: a hot directory (`rel`), a directory
+    the start only looked at (`bare`: made empty), or a hot file (`hot`: its index in the
+    hot inodes' list; `rel`: its first name)."""
 
     rel: bytes
     hot: int | None = None
+    bare: bool = False
+    piece: tuple[int, int] | None = None  # a scattered file's piece: (byte offset, length)
+    reserve: bool = False  # a scattered file's block kept for its extent tree
 
     @property
     def is_dir(self) -> bool:
         return self.hot is None
+
+
+#: What the start touched, in order: ("file", index into the hot inodes' list), ("piece",
+#: (file index, piece index) of a scattered file), ("dir", a directory it listed or looked
+#: a name up in), ("bare", a directory it only stat'd).
+Touch = tuple[str, "int | bytes | tuple[int, int]"]
+#: A file's extents that fit in its inode; more need an extent-tree block.
+IN_INODE_EXTENTS = 4
 
 
 @dataclass(frozen=True)
@@ -77,22 +102,99 @@ def ancestors(rel: bytes) -> list[bytes]:
     return out[::-1]
 
 
-def plan(hot: list[list[bytes]], split: frozenset[int] = frozenset()) -> Plan:
-    """`hot`: each hot inode's hot names, in access order. Each directory comes right before
-    the first file under it (its listing and lookups come then), parents before children;
-    the `split` files (indices into `hot`) after all the others, in access order."""
+def extents(pieces: Sequence[tuple[int, int]], size: int) -> int:
+    """How many extents a scattered file of `size` bytes has once its `pieces` lie in
+    slots of their own: one per piece, one per stretch between them (pure)."""
+    out, pos = 0, 0
+    for off, ln in sorted(pieces):
+        out += 1 + (off > pos)
+        pos = max(pos, off + ln)
+    return out + (pos < size)
+
+
+def _index(v: int | bytes | tuple[int, int]) -> int:
+    """The hot file a "file" or "piece" touch names."""
+    if isinstance(v, tuple):
+        return v[0]
+    assert isinstance(v, int)
+    return v
+
+
+def plan(hot: list[list[bytes]], split: frozenset[int] = frozenset(),
+         touches: Sequence[Touch] | None = None,
+         pieces: dict[int, list[tuple[int, int]]] | None = None,
+         sizes: Sequence[int] = ()) -> Plan:
+    """`hot`: each hot inode's hot names, in access order; `touches`: what the start
+    touched, in order (default: the hot files in access order). Each directory comes
+    right before what first touches it (parents before children): a file under it, a
+    lookup in it, a listing. `pieces`: the scattered files' pieces, in the order they
+    are read (a "file" touch of one places all of them; a "piece" touch one); `sizes`
+    the files' sizes (for `extents`). The `split` files (indices into `hot`) come after
+    all the others, in the order they were touched. A file no touch names comes after
+    those that are."""
+    pieces = pieces or {}
+    order = list(touches) if touches is not None else [("file", i) for i in range(len(hot))]
+    named = {_index(v) for k, v in order if k in ("file", "piece")}
+    order += [("file", i) for i in range(len(hot)) if i not in named]
+    full: set[bytes] = set()  # directories the start reads the entries of
+    for kind, v in order:
+        if kind in ("file", "piece"):
+            full.update(d for name in hot[_index(v)] for d in ancestors(name))
+        else:
+            assert isinstance(v, bytes)
+            full.update(ancestors(v))
+            if kind == "dir":
+                full.add(v)
     items: list[Item] = []
-    dirs: dict[bytes, None] = {}
-    order = [i for i in range(len(hot)) if i not in split] + sorted(split)
-    for index in order:
-        names = hot[index]
-        for name in names:
-            for d in ancestors(name):
-                if d not in dirs:
-                    dirs[d] = None
-                    items.append(Item(d))
-        items.append(Item(names[0], index))
-    return Plan(tuple(items), frozenset(dirs) | {b""})
+    placed: set[bytes] = {b""}
+    reserved: set[int] = set()
+
+    def place(d: bytes) -> None:
+        for a in [*ancestors(d), d]:
+            if a not in placed:
+                placed.add(a)
+                items.append(Item(a, bare=a not in full))
+
+    def put(index: int, k: int | None) -> None:
+        for name in hot[index]:
+            parent = os.path.dirname(name)
+            if parent:
+                place(parent)
+        if index not in pieces:
+            items.append(Item(hot[index][0], index))
+            return
+        if index not in reserved:
+            reserved.add(index)
+            size = sizes[index] if index < len(sizes) else 0
+            if extents(pieces[index], size) > IN_INODE_EXTENTS:
+                items.append(Item(hot[index][0], index, reserve=True))
+        for p in pieces[index] if k is None else [pieces[index][k]]:
+            items.append(Item(hot[index][0], index, piece=p))
+
+    done: set[tuple[int, int | None]] = set()
+    later: list[int] = []
+    for kind, v in order:
+        if kind == "file":
+            assert isinstance(v, int)
+            if (v, None) in done:
+                continue
+            done.add((v, None))
+            if v in split:
+                later.append(v)
+            else:
+                put(v, None)
+        elif kind == "piece":
+            assert isinstance(v, tuple)
+            if (v[0], v[1]) not in done:
+                done.add((v[0], v[1]))
+                put(v[0], v[1])
+        else:
+            assert isinstance(v, bytes)
+            if v:
+                place(v)
+    for v in later:
+        put(v, None)
+    return Plan(tuple(items), frozenset(full) | {b""})
 
 
 def used(ranges: Sequence[tuple[int, int]], size: int, block: int) -> Ranges:
@@ -120,5 +222,5 @@ def split(files: Sequence[tuple[int, Ranges]]) -> frozenset[int]:
                      if size - sum(n for _, n in rs) >= SPLIT_MIN)
 
 
-__all__ = ["MERGE_GAP", "SPLIT_MIN", "Item", "Plan", "ancestors", "plan", "split", "unused",
-           "used"]
+__all__ = ["IN_INODE_EXTENTS", "MERGE_GAP", "SPLIT_MIN", "Item", "Plan", "Touch", "ancestors",
+           "extents", "plan", "split", "unused", "used"]

@@ -14,9 +14,10 @@ check
     placed by FIEMAP; the share of the bytes in one ascending run once sorted (how
     contiguous the files are) and in access order (how well the order matches), and the
     seeks a cold start needs: in access order without help, and in one sweep with replay.
-    For an ext4 image, also the seeks with the metadata a cold start reads besides the
-    data (inode-table and directory blocks, `ext4meta`): what the start will still seek
-    for on the image as built.
+    For an ext4 image, also the reads a cold start makes with the metadata it needs
+    (inode-table, directory and extent-tree blocks), in the order the pack's steps say,
+    and what a slowdisk profile's drive does with them: the start's predicted time and
+    seeks (`predict`).
 """
 
 from __future__ import annotations
@@ -24,17 +25,15 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import struct
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import system
-from ..errors import BackburnerError, DataError, NotFoundError, SystemStateError, UsageError
-from ..extents import fiemap
-from ..extents.runs import UNMAPPABLE
-from ..units import fmt_pct, human_size, plural
-from . import ext4meta
+from ..base.errors import DataError, NotFoundError, SystemStateError, UsageError
+from ..base.quantities import fmt_pct, fmt_s, human_size, plural
+from ..slowdisk.profiles import get_profile
+from . import predict
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import Pack, clip
 from .summary import pieces_of
@@ -42,6 +41,8 @@ from .summary import pieces_of
 log = logging.getLogger(__name__)
 
 FORMATS = ("mksquashfs-sort", "xorriso-weights", "list")
+#: The drive `layout check` predicts a start on: the slow medium layouts are made for.
+DEFAULT_PROFILE = "dvd"
 _SQUASHFS_TOP = 32767
 
 
@@ -192,6 +193,8 @@ class CheckResult:
     seeks_sweep: int  # one physical sweep (replay)
     span: int
     meta: Metadata | None = None  # ext4 only: what a cold start reads besides the data
+    drive: predict.Timed | None = None  # ext4 with a profile: what that drive does
+    read_ahead_kb: int = 0  # what the pack was recorded with (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -208,9 +211,11 @@ class Metadata:
 
 
 def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
-              label: str | None = None, image: str | None = None) -> CheckResult:
+              label: str | None = None, image: str | None = None,
+              profile: str | None = None) -> CheckResult:
     """Place the pack's files found under directory `top` (the image root's stand-in);
-    where `top` is the mount of `image`, an ext4, predict the metadata reads too."""
+    where `top` is the mount of `image`, an ext4, predict the metadata reads too, and
+    with a slowdisk `profile` what that drive does with them (`predict`)."""
     base = os.fsencode(top)
     paths = [e.path for e in pack.entries if not e.device]
 
@@ -232,90 +237,28 @@ def check_dir(top: str | bytes, pack: Pack, root: str | bytes | None = None,
         size = os.lstat(os.path.join(base, rel)).st_size
         pieces += pieces_of(i, os.path.join(base, rel), clip(e.ranges, size), size)
     cold, sweep = access_order(pieces), physical_order(pieces)
+    meta, pred = _metadata(base, pack_root, pack, image)
+    drive = None
+    if pred is not None and profile:
+        assert image is not None
+        drive = predict.timed(pred, get_profile(profile), os.path.getsize(image))
     return CheckResult(label or os.fsdecode(base), pack_root, found, missing,
                        sum(p.length for p in pieces),
                        sum(p.length for p in pieces if p.physical is None),
                        ascending_fraction(sweep), ascending_fraction(cold), seeks(cold),
-                       seeks(sweep), span(pieces),
-                       _metadata(base, pack_root, pack, cold, image))
+                       seeks(sweep), span(pieces), meta, drive, pack.read_ahead_kb)
 
 
-def _geometry(image: str) -> ext4meta.Geometry | None:
-    try:
-        return ext4meta.read(image)
-    except (OSError, ValueError, struct.error) as err:
-        log.debug("no ext4 geometry in %s: %s", image, err)
-        return None
-
-
-def _dir_pieces(path: bytes) -> list[Piece]:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        return [Piece(-1, e.physical, e.length, e.physical)
-                for e in fiemap(fd, sync=False) if not e.flags & UNMAPPABLE]
-    finally:
-        os.close(fd)
-
-
-def _metadata(base: bytes, pack_root: bytes, pack: Pack, cold: list[Piece],
-              image: str | None) -> Metadata | None:
-    """The cold start's reads with its metadata (see `Metadata`), for an ext4 image
-    mounted at `base`; None for anything else. The root's inode is taken as cached (a
-    mounted filesystem's is), its directory blocks not."""
-    geo = _geometry(image) if image else None
-    if geo is None:
-        return None
-    by_file: dict[int, list[Piece]] = {}
-    for p in cold:
-        by_file.setdefault(p.file, []).append(p)
-    listed: set[bytes] = set()
-    cached: set[int] = set()
-    seq: list[Piece] = []
-    dir_blocks = itable = windows = trees = 0
-    assert image is not None
-    try:
-        fd = os.open(image, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as err:
-        log.debug("no metadata prediction for %r: %s", base, err)
-        return None
-
-    def block_at(b: int) -> bytes:
-        return os.pread(fd, geo.block, b * geo.block)
-
-    try:
-        for i in by_file:
-            rel = relative(pack.entries[i].path, pack_root)
-            assert rel is not None
-            parts = rel.split(b"/")
-            for k in range(len(parts)):
-                parent = b"/".join(parts[:k])
-                if parent not in listed:
-                    listed.add(parent)
-                    found = _dir_pieces(os.path.join(base, parent) if parent else base)
-                    seq += found
-                    dir_blocks += sum(p.length for p in found) // geo.block
-                ino = os.lstat(os.path.join(base, *parts[:k + 1])).st_ino
-                if geo.inode_block(ino) not in cached:
-                    window = [b for b in geo.window(ino) if b not in cached]
-                    cached.update(window)
-                    windows += 1
-                    itable += len(window)
-                    seq.append(Piece(-1, window[0] * geo.block, len(window) * geo.block,
-                                     window[0] * geo.block))
-            wanted = [(p.logical // geo.block, -(-p.length // geo.block)) for p in by_file[i]]
-            inode = os.pread(fd, geo.inode_size, geo.inode_at(ino))
-            for b in ext4meta.tree_blocks(inode, block_at, wanted):
-                if b not in cached:
-                    cached.add(b)
-                    trees += 1
-                    seq.append(Piece(-1, b * geo.block, geo.block, b * geo.block))
-            seq += by_file[i]
-    except (BackburnerError, OSError, IndexError, struct.error) as err:
-        log.debug("no metadata prediction for %r: %s", base, err)
-        return None
-    finally:
-        os.close(fd)
-    return Metadata(seeks(seq), itable, dir_blocks, windows, trees)
+def _metadata(base: bytes, pack_root: bytes, pack: Pack, image: str | None
+              ) -> tuple[Metadata | None, predict.Prediction | None]:
+    """What a cold start reads on the ext4 `image` mounted at `base`, metadata included
+    (`predict`), summed up; None for anything else."""
+    pred = predict.reads(base, pack_root, pack, image) if image else None
+    if pred is None:
+        return None, None
+    seq = [Piece(-1, r.offset, r.length, r.offset) for r in pred.reads]
+    return Metadata(seeks(seq), pred.itable_blocks, pred.dir_blocks, pred.windows,
+                    pred.tree_blocks), pred
 
 
 @contextmanager
@@ -334,8 +277,10 @@ def mounted_ro(image: str) -> Iterator[str]:
         yield mnt
 
 
-def check(target: str, pack: Pack, root: str | None = None) -> CheckResult:
-    """`layout check`: a directory as it is, an image file through a read-only mount."""
+def check(target: str, pack: Pack, root: str | None = None,
+          profile: str | None = DEFAULT_PROFILE) -> CheckResult:
+    """`layout check`: a directory as it is, an image file through a read-only mount;
+    for an ext4 image, what a drive of `profile` would do with the start."""
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -344,8 +289,26 @@ def check(target: str, pack: Pack, root: str | None = None) -> CheckResult:
         return check_dir(target, pack, root)
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{target} is neither an image file nor a directory")
+    if profile:
+        get_profile(profile)  # an unknown one is refused before the mount
     with mounted_ro(os.path.abspath(target)) as mnt:
-        return check_dir(mnt, pack, root, label=target, image=os.path.abspath(target))
+        return check_dir(mnt, pack, root, label=target, image=os.path.abspath(target),
+                         profile=profile)
+
+
+#: A pack recorded with less read-ahead than this holds less than a start reads on a
+#: medium with its default (a DVD drive's, a disk's: 128 KiB).
+MEDIUM_READ_AHEAD_KB = 128
+
+
+def read_ahead_note(pack: Pack) -> str | None:
+    """A word for a pack recorded with less read-ahead than a medium has: a layout lays
+    out, and a prediction follows, what the pack says the start reads."""
+    if not pack.read_ahead_kb or pack.read_ahead_kb >= MEDIUM_READ_AHEAD_KB:
+        return None
+    return (f"the pack was recorded at {pack.read_ahead_kb} KiB read-ahead: on a medium that "
+            "reads ahead more the start reads beyond it (record it with --read-ahead-kb "
+            "set to the medium's)")
 
 
 def describe_check(c: CheckResult) -> str:
@@ -357,10 +320,15 @@ def describe_check(c: CheckResult) -> str:
         f"{plural(c.meta.windows, 'read')}, {plural(c.meta.dir_blocks, 'directory block')}"
         + (f", {plural(c.meta.tree_blocks, 'extent-tree block')}" if c.meta.tree_blocks
            else "") + ")")
+    drive = "" if c.drive is None else (
+        f"; on {c.drive.profile}: a cold start {fmt_s(c.drive.seconds)} s, "
+        f"{plural(c.drive.requests, 'read')}, {plural(c.drive.seeks, 'seek')}"
+        + (f" (at the {c.read_ahead_kb} KiB read-ahead the pack was recorded with)"
+           if c.read_ahead_kb else ""))
     return (f"{c.target}: {c.files} files ({c.missing} missing), {human_size(c.bytes)}"
             f"{placed}; contiguous {fmt_pct(round(c.contiguous, 3))}, in access order "
             f"{fmt_pct(round(c.in_order, 3))}; seeks: cold start {c.seeks_cold}{meta}, "
-            f"with replay {c.seeks_sweep}; span {human_size(c.span)}")
+            f"with replay {c.seeks_sweep}; span {human_size(c.span)}{drive}")
 
 
 __all__ = ["FORMATS", "CheckResult", "Metadata", "check", "check_dir", "describe_check", "emit",

@@ -24,9 +24,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .. import proc_events, procfs, spawn
-from ..errors import BackburnerError, UnavailableError
-from . import kernel
+from .. import spawn
+from ..base.errors import BackburnerError, UnavailableError
+from ..kernel import fanotify, proc_events, procfs
+from . import cached
 from .pack import Ranges, merge_ranges
 from .replay import CHILD_NAME
 from .watched import Watched
@@ -36,9 +37,9 @@ log = logging.getLogger(__name__)
 #: A command's start: every file it reads it opens while recorded, so opens (and closes,
 #: for the resident pages) say which; FAN_ACCESS would add an event, with an fd the kernel
 #: opens for us, for every read() of every file: the recording's main cost on a fast disk.
-MASK = kernel.FAN_OPEN | kernel.FAN_OPEN_EXEC | kernel.FAN_CLOSE_NOWRITE
+MASK = fanotify.FAN_OPEN | fanotify.FAN_OPEN_EXEC | fanotify.FAN_CLOSE_NOWRITE
 #: The whole system (at boot): reads through files opened before the recording began count.
-MASK_SYSTEM = MASK | kernel.FAN_ACCESS
+MASK_SYSTEM = MASK | fanotify.FAN_ACCESS
 _POLL_S = 0.1
 
 
@@ -144,7 +145,7 @@ class Listener:
         # a held file's pages are looked at at the end: its close says nothing, and each
         # event costs the recorded start (its CPU is the loop worker's and the disk's)
         # until the hold is full, when closes are asked for again (`_hold_full`)
-        self.marked_mask = mask & ~kernel.FAN_CLOSE_NOWRITE if self.hold_max else mask
+        self.marked_mask = mask & ~fanotify.FAN_CLOSE_NOWRITE if self.hold_max else mask
         # (an O_PATH fd on the mount point, mark flags): marked again by fd, not by path,
         # which another mount may cover meanwhile
         self.marks: list[tuple[int, int]] = []
@@ -154,9 +155,9 @@ class Listener:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
-        self.fd = kernel.fanotify_init(
-            kernel.FAN_CLASS_NOTIF | kernel.FAN_CLOEXEC | kernel.FAN_NONBLOCK
-            | kernel.FAN_UNLIMITED_QUEUE, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
+        self.fd = fanotify.fanotify_init(
+            fanotify.FAN_CLASS_NOTIF | fanotify.FAN_CLOEXEC | fanotify.FAN_NONBLOCK
+            | fanotify.FAN_UNLIMITED_QUEUE, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
         self.forks: ForkWatch | None = None
         try:
             for w in watched:
@@ -173,14 +174,14 @@ class Listener:
             raise
 
     def _mark(self, mountpoint: str) -> None:
-        flags = kernel.FAN_MARK_ADD | kernel.FAN_MARK_FILESYSTEM
+        flags = fanotify.FAN_MARK_ADD | fanotify.FAN_MARK_FILESYSTEM
         try:
-            kernel.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
+            fanotify.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
         except OSError as err:
             if err.errno not in (errno.EINVAL, errno.EXDEV, errno.EOPNOTSUPP, errno.ENODEV):
                 raise UnavailableError(f"cannot watch {mountpoint}: {err.strerror}") from None
-            flags = kernel.FAN_MARK_ADD | kernel.FAN_MARK_MOUNT
-            kernel.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
+            flags = fanotify.FAN_MARK_ADD | fanotify.FAN_MARK_MOUNT
+            fanotify.fanotify_mark(self.fd, flags, self.marked_mask, mountpoint)
         if self.marked_mask != self.mask:
             self.marks.append((os.open(mountpoint, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC),
                                flags))
@@ -195,7 +196,7 @@ class Listener:
         self.marked_mask = self.mask
         for dirfd, flags in self.marks:
             try:
-                kernel.fanotify_mark(self.fd, flags, self.mask, ".", dirfd=dirfd)
+                fanotify.fanotify_mark(self.fd, flags, self.mask, ".", dirfd=dirfd)
             except OSError as err:  # unmounted meanwhile: its files' pages are still
                 log.warning("cannot watch closes any more: %s", err.strerror)  # taken at the end
         self._close_marks()
@@ -251,7 +252,7 @@ class Listener:
                 if st.st_nlink == 0:  # deleted meanwhile: nothing to read next time
                     raise FileNotFoundError
                 seen.paths[key] = os.readlink(f"/proc/self/fd/{fd}".encode())
-                now = kernel.resident_ranges(fd, st.st_size)
+                now = cached.resident_ranges(fd, st.st_size)
                 seen.resident[key] = merge_ranges(seen.resident.get(key, ()) + now)
             except OSError:
                 seen.paths.pop(key, None)
@@ -282,11 +283,11 @@ class Listener:
                 buf = os.read(self.fd, self.read_size)
             except BlockingIOError:
                 return
-            for ev in kernel.parse_events(buf):
+            for ev in fanotify.parse_events(buf):
                 self._event(ev)
 
-    def _event(self, ev: kernel.Event) -> None:
-        if ev.mask & kernel.FAN_Q_OVERFLOW:
+    def _event(self, ev: fanotify.Event) -> None:
+        if ev.mask & fanotify.FAN_Q_OVERFLOW:
             self.seen.overflows += 1
         if ev.fd < 0:
             return
@@ -310,8 +311,8 @@ class Listener:
                     seen.paths[key] = os.readlink(f"/proc/self/fd/{ev.fd}".encode())
             seen.seq += 1
             seen.touches[key].setdefault(ev.pid, seen.seq)
-            if ev.mask & kernel.FAN_CLOSE_NOWRITE and key not in self.held:
-                now = kernel.resident_ranges(ev.fd, st.st_size)
+            if ev.mask & fanotify.FAN_CLOSE_NOWRITE and key not in self.held:
+                now = cached.resident_ranges(ev.fd, st.st_size)
                 seen.resident[key] = merge_ranges(seen.resident.get(key, ()) + now)
             if self.track_ancestry and ev.pid not in seen.ancestry:
                 seen.ancestry[ev.pid] = tuple(procfs.ancestors_of(ev.pid))

@@ -16,6 +16,13 @@ instead of being half-replayed.
 Identity of a file: device (st_dev, and the filesystem's statfs f_fsid, which survives the
 same image attached under another loop device number), inode, size and mtime; optionally a
 BLAKE2b-128 digest of the recorded ranges' bytes. Entries are in first-access order.
+
+Version 2 (`record --lookups`) adds what the start asked of the filesystem besides its
+files' bytes, for `layout`: the directories it listed, the inodes it looked at without
+opening them and the names it looked for in vain (`Lookup`), and the order in which it
+brought pages in and looked names up (`Step`), with the read-ahead it was recorded with
+and the start's own wall and CPU time. A pack without them is written as version 1, so
+an older backburner still reads it; version 1 packs read as before.
 """
 
 from __future__ import annotations
@@ -25,10 +32,10 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from ..errors import DataError
+from ..base.errors import DataError
 
 MAGIC = b"BBRAPACK"
-VERSION = 1
+VERSION = 2
 _HEADER = struct.Struct("<8sHHQ")
 _CRC = struct.Struct("<I")
 DIGEST_SIZE = 16
@@ -70,16 +77,60 @@ class Entry:
         return sum(max(0, min(off + ln, self.state.size) - off) for off, ln in self.ranges)
 
 
+#: What a `Lookup` is: a directory the start listed, an inode it looked at (a stat, an
+#: open it was refused, a directory it opened), a name it looked for that is not there.
+LISTED, STATTED, MISSED = 1, 2, 3
+LOOKUP_KINDS = {LISTED: "listed", STATTED: "statted", MISSED: "missed"}
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A path the start asked about without reading a file's bytes. `state` is the
+    inode's identity (for MISSED: that of the deepest directory on the path that exists,
+    the one whose entries were searched)."""
+
+    kind: int
+    path: bytes
+    state: FileState
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing the start did, in order: pages `first` to `first + pages` of entry `what`
+    brought into the cache, or (`what` < 0) lookup ``-what - 1`` made; `gap_us` after the
+    previous step (the start's own time between them, on the recording's fast device)."""
+
+    what: int
+    first: int = 0
+    pages: int = 0
+    gap_us: int = 0
+
+    @property
+    def lookup(self) -> int | None:
+        return -self.what - 1 if self.what < 0 else None
+
+
 @dataclass(frozen=True)
 class Pack:
     entries: tuple[Entry, ...]
     page_size: int = 4096
     created_ns: int = 0
     note: str = ""  # what was recorded: the command line, or "system, 60 s"
+    lookups: tuple[Lookup, ...] = ()
+    steps: tuple[Step, ...] = ()
+    read_ahead_kb: int = 0  # the devices' read-ahead while recording (0: unknown)
+    wall_ns: int = 0  # the recorded start's wall time (0: unknown)
+    cpu_ns: int = 0  # its CPU time, user and system
 
     @property
     def bytes(self) -> int:
         return sum(e.bytes for e in self.entries)
+
+    @property
+    def version(self) -> int:
+        """The format it is written in: 2 only when it holds what version 1 cannot."""
+        extra = (self.lookups, self.steps, self.read_ahead_kb, self.wall_ns, self.cpu_ns)
+        return 2 if any(extra) else 1
 
 
 # --- ranges ----------------------------------------------------------------------------------
@@ -266,10 +317,12 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 
 
 def encode(pack: Pack) -> bytes:
-    """The pack as bytes (format version 1)."""
+    """The pack as bytes (format version 1, or 2 when it has lookups or steps)."""
     devices: dict[tuple[int, int], int] = {}
     for e in pack.entries:
         devices.setdefault((e.state.dev, e.state.fsid), len(devices))
+    for lk in pack.lookups:
+        devices.setdefault((lk.state.dev, lk.state.fsid), len(devices))
     w = _Writer()
     w.uint(pack.created_ns)
     w.uint(pack.page_size)
@@ -297,9 +350,40 @@ def encode(pack: Pack) -> bytes:
                 raise ValueError(f"a digest is {DIGEST_SIZE} bytes, not {len(e.digest)}")
             w.buf += e.digest
         _encode_ranges(w, e.ranges, page)
+    if pack.version >= 2:
+        _encode_v2(w, pack, devices)
     body = bytes(w.buf)
-    head = _HEADER.pack(MAGIC, VERSION, 0, len(body))
+    head = _HEADER.pack(MAGIC, pack.version, 0, len(body))
     return head + body + _CRC.pack(zlib.crc32(head + body))
+
+
+def _encode_v2(w: _Writer, pack: Pack, devices: dict[tuple[int, int], int]) -> None:
+    w.uint(pack.read_ahead_kb)
+    w.uint(pack.wall_ns)
+    w.uint(pack.cpu_ns)
+    w.uint(len(pack.lookups))
+    prev = b""
+    for lk in pack.lookups:
+        if lk.kind not in LOOKUP_KINDS:
+            raise ValueError(f"unknown lookup kind {lk.kind}")
+        k = _common_prefix(prev, lk.path)
+        w.uint(k)
+        w.blob(lk.path[k:])
+        prev = lk.path
+        s = lk.state
+        w.uint(lk.kind)
+        w.uint(devices[(s.dev, s.fsid)])
+        w.uint(s.inode)
+        w.uint(s.size)
+        w.sint(s.mtime_ns)
+    w.uint(len(pack.steps))
+    for st in pack.steps:
+        if st.what >= len(pack.entries) or -st.what - 1 >= len(pack.lookups):
+            raise ValueError(f"a step names {st.what}, which the pack does not hold")
+        w.sint(st.what)
+        w.uint(st.first)
+        w.uint(st.pages)
+        w.uint(st.gap_us)
 
 
 def _encode_ranges(w: _Writer, ranges: Ranges, page: int) -> None:
@@ -334,11 +418,11 @@ def decode(data: bytes) -> Pack:
     (crc,) = _CRC.unpack_from(data, end)
     if zlib.crc32(data[:end]) != crc:
         raise DataError("the pack is damaged (checksum mismatch)")
-    pack = _decode_body(_Reader(data[_HEADER.size:end]))
+    pack = _decode_body(_Reader(data[_HEADER.size:end]), version)
     return pack
 
 
-def _decode_body(r: _Reader) -> Pack:
+def _decode_body(r: _Reader, version: int = 1) -> Pack:
     created = r.uint()
     page = r.uint()
     if page <= 0 or page & (page - 1):
@@ -374,9 +458,40 @@ def _decode_body(r: _Reader) -> Pack:
             ranges.append((off, ln))
             end = off + ln
         entries.append(Entry(path, state, tuple(ranges), dig, bool(flags & _DEVICE)))
+    pack = Pack(tuple(entries), page, created, note)
+    if version >= 2:
+        pack = _decode_v2(r, pack, devices)
     if r.pos != len(r.data):
         raise DataError("the pack is damaged: bytes left after its last entry")
-    return Pack(tuple(entries), page, created, note)
+    return pack
+
+
+def _decode_v2(r: _Reader, pack: Pack, devices: list[tuple[int, int]]) -> Pack:
+    read_ahead, wall, cpu = r.uint(), r.uint(), r.uint()
+    lookups = []
+    prev = b""
+    for _ in range(r.uint()):
+        k = r.uint()
+        if k > len(prev):
+            raise DataError("the pack is damaged: a path refers past the previous one")
+        path = prev[:k] + r.blob()
+        prev = path
+        kind, idx = r.uint(), r.uint()
+        if kind not in LOOKUP_KINDS:
+            raise DataError(f"the pack has lookups of a kind ({kind}) this backburner does "
+                            "not know", "read it with a newer backburner")
+        if idx >= len(devices):
+            raise DataError("the pack is damaged: a lookup names an unknown device")
+        dev, fsid = devices[idx]
+        lookups.append(Lookup(kind, path, FileState(dev, fsid, r.uint(), r.uint(), r.sint())))
+    steps = []
+    for _ in range(r.uint()):
+        st = Step(r.sint(), r.uint(), r.uint(), r.uint())
+        if st.what >= len(pack.entries) or -st.what - 1 >= len(lookups):
+            raise DataError("the pack is damaged: a step names what it does not hold")
+        steps.append(st)
+    return replace(pack, lookups=tuple(lookups), steps=tuple(steps), read_ahead_kb=read_ahead,
+                   wall_ns=wall, cpu_ns=cpu)
 
 
 # --- display ---------------------------------------------------------------------------------

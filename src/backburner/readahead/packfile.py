@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
-from .. import infile
-from ..errors import DataError, IOFailure, NotFoundError
+from ..base.errors import DataError, IOFailure, NotFoundError
+from ..files import infile
 from .pack import Pack, decode, encode
 
 MAX_PACK_BYTES = 256 << 20  # far beyond any real pack: a bigger file is not one
@@ -37,7 +37,7 @@ def save(path: str | os.PathLike[str], pack: Pack) -> int:
     if os.path.isdir(name):
         raise IOFailure(f"{name} is a directory")
     data = encode(pack)
-    from .. import outfile  # here: a replay, which only loads, starts without tempfile
+    from ..files import outfile  # here: a replay, which only loads, starts without tempfile
 
     # whole or not at all; private: a pack names the files its owner's programs read
     outfile.write_bytes(name, data, outfile.PRIVATE)

@@ -46,9 +46,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .. import interrupts, outfile, spawn, system
-from ..errors import NotFoundError, UnavailableError, UsageError
-from . import packfile
+from .. import spawn, system
+from ..base import interrupts
+from ..base.errors import NotFoundError, UnavailableError, UsageError
+from ..files import outfile
+from . import packfile, traced
 from .listener import MASK_SYSTEM, Listener, is_backburner, tree_of
 from .pack import Entry, Pack, Ranges
 from .resident import build_pack, device_cache, metadata_entry
@@ -71,6 +73,7 @@ class RecordOptions:
     drop_caches: bool = False  # start cold, so the pack holds only what this start read
     hash: bool = False  # a digest of each file's recorded bytes
     force: bool = False  # replace an existing pack (else refused before recording)
+    lookups: bool = False  # also what it looks up, stats and lists, and in which order
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class RecordResult:
     gone: int  # read, but deleted or replaced before the end
     overflows: int  # fanotify queue overflows (events lost)
     forks_lost: bool  # the process connector dropped events (the tree may be incomplete)
+    order: str = ""  # with lookups: why the order of reads is missing ("" when it is there)
 
 
 def _lower_read_ahead(tx: system.Transaction, watched: Sequence[Watched], kb: int | None
@@ -126,21 +130,34 @@ def record_command(argv: Sequence[str], opts: RecordOptions
         raise UsageError("no command to record", "put it after --")
     watched = _check(opts)
     t0 = time.monotonic()
+    asked = traced.Seen()
     with system.Transaction("readahead-record") as tx:
         _lower_read_ahead(tx, watched, opts.read_ahead_kb)
-        pinned = _drop_caches(watched) if opts.drop_caches else {}
-        listener = Listener(watched, track_ancestry=True, hold=True, batch_s=BATCH_S)
-        with listener:
-            outcome = spawn.run_foreground(argv)
-        seen = listener.stop()
-    tree = tree_of(outcome.pid, listener.forks.parents if listener.forks else {},
-                   seen.ancestry)
+        tracing = traced.Tracing(tx, [w.dev for w in watched]) if opts.lookups else None
+        try:
+            pinned = _drop_caches(watched) if opts.drop_caches else {}
+            listener = Listener(watched, track_ancestry=True, hold=True, batch_s=BATCH_S)
+            with listener:
+                outcome = spawn.run_foreground(tracing.argv(argv) if tracing else argv)
+            seen = listener.stop()
+            if tracing is not None:
+                asked = tracing.finish(os.fsencode(os.getcwd()))
+        finally:
+            if tracing is not None:
+                tracing.close()
+        read_ahead = traced.read_ahead_kb([w.read_ahead_path for w in watched])
+    tree = tree_of(asked.first_pid or outcome.pid,
+                   listener.forks.parents if listener.forks else {}, seen.ancestry)
     files = seen.files_of(lambda pid: pid in tree)
     meta = _metadata(watched, {k[0] for k, _ in files}, pinned) if opts.drop_caches else []
     pack, gone = build_pack(files, shlex.join(argv), opts.hash, seen.resident, meta)
+    if tracing is not None:
+        pack = traced.attach(pack, asked, lambda pid: pid in tree, {w.dev for w in watched},
+                             read_ahead, outcome.wall_s, outcome.user_s + outcome.sys_s)
     size = packfile.save(opts.output, pack)
     result = RecordResult(opts.output, pack, size, time.monotonic() - t0, tuple(watched),
-                          len(seen.paths), gone, seen.overflows, listener.forks_lost)
+                          len(seen.paths), gone, seen.overflows, listener.forks_lost,
+                          asked.order if tracing is not None else "")
     return result, outcome
 
 

@@ -37,10 +37,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import priority
-from ..errors import BackburnerError, UsageError
-from ..units import fmt_mbps, fmt_s, human_size, plural
-from . import kernel
+from ..base.errors import BackburnerError, UsageError
+from ..base.quantities import fmt_mbps, fmt_s, human_size, plural
+from ..kernel import block, pagecache, priorities
+from ..policy import grammar
+from . import cached
 from .byinode import ByInode, block_mounts, inode_tables_apart
 from .order import Piece, access_order, chunks, physical_order, within_budget
 from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
@@ -176,29 +177,18 @@ def _device_now(e: Entry, dev: int | None) -> tuple[Entry, str, FileState | None
 
 def _sysfs_node(dev: int) -> str | None:
     """/dev/NAME of block device `dev` (from its uevent), or None."""
-    try:
-        text = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("DEVNAME="):
-            return "/dev/" + line.split("=", 1)[1]
-    return None
+    return block.node_of(dev)
 
 
 def _device_size(dev: int) -> int:
-    try:
-        sectors = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/size").read_text()
-        return int(sectors) * 512
-    except (OSError, ValueError):
-        return -1
+    return block.size_bytes(dev)
 
 
 def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int | None:
     fd = by_inode.take(entry) if by_inode is not None else None
     try:
         if fd is None:
-            fd = kernel.open_file(entry.path)
+            fd = cached.open_file(entry.path)
     except OSError:
         return None  # a device entry needs root; a file may have become unreadable
     st = os.fstat(fd)
@@ -299,23 +289,15 @@ def split_inode_tables(meta: list[_Open]) -> tuple[list[_Open], list[_Open]]:
 
 
 def _rotational(disk: str) -> bool | None:
-    try:
-        text = Path(f"/sys/block/{os.path.basename(disk)}/queue/rotational").read_text()
-    except OSError:
-        return None
-    return text.strip() == "1"
+    return block.rotational(os.path.basename(disk))
 
 
 def _sysfs_disk(dev: int) -> str | None:
     """The whole disk holding block device `dev` (a partition's parent), from sysfs alone:
     the common case, without loading the extents package (a background replay's own start
     should cost as little as possible)."""
-    node = os.path.realpath(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
-    if not os.path.isdir(node):
-        return None
-    if os.path.exists(os.path.join(node, "partition")):
-        node = os.path.dirname(node)
-    return "/dev/" + os.path.basename(node)
+    disk = block.whole_disk(dev)
+    return "/dev/" + disk if disk is not None else None
 
 
 def _device(path: bytes, dev: int) -> tuple[str, bool | None]:
@@ -352,7 +334,7 @@ def _pieces(i: int, f: _Open, physical: bool) -> list[Piece]:
 class _Job:
     device: DeviceReplay
     pieces: list[Piece]
-    io: priority.IOPrio
+    io: priorities.IOPrio
 
 
 def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
@@ -364,8 +346,8 @@ def plan(opened: Sequence[_Open], opts: ReplayOptions) -> list[_Job]:
     for dev, members in by_dev.items():
         disk, rotational = _device(opened[members[0]].entry.path, dev)
         physical = opts.order == "physical" or (opts.order == "auto" and bool(rotational))
-        io = priority.IOPrio.parse(opts.io) if opts.io else (
-            priority.IOPrio("be", 4) if physical else priority.IOPrio("idle"))
+        io = priorities.IOPrio.parse(opts.io) if opts.io else (
+            priorities.IOPrio("be", 4) if physical else priorities.IOPrio("idle"))
         pieces = [p for i in members for p in _pieces(i, opened[i], physical)]
         ordered = physical_order(pieces) if physical else access_order(pieces)
         info = DeviceReplay(disk, rotational, "physical" if physical else "access", str(io),
@@ -432,7 +414,7 @@ class _Worker:
             self._queue(st.opened, job)
 
     def _queue(self, opened: list[_Open], job: _Job) -> None:
-        priority.ioprio_set(threading.get_native_id(), job.io)
+        priorities.ioprio_set(threading.get_native_id(), job.io)
         for piece in job.pieces:
             for c in chunks(piece):
                 if self.stop.is_set():
@@ -457,7 +439,7 @@ class _Worker:
 
 def _queue(fd: int, offset: int, length: int) -> None:
     try:
-        kernel.readahead(fd, offset, length)
+        pagecache.readahead(fd, offset, length)
     except OSError:  # EINVAL: a filesystem without readahead support
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -473,7 +455,7 @@ def replay(pack: Pack, opts: ReplayOptions = ReplayOptions()) -> ReplayReport:
     if not opts.deadline_s > 0:
         raise UsageError("the deadline must be above 0 seconds")
     if opts.io:
-        priority.IOPrio.parse(opts.io)
+        priorities.IOPrio.parse(opts.io)
     if opts.rebase:
         pack = rebased(pack, os.fsencode(opts.rebase[0]), os.fsencode(opts.rebase[1]))
     t0 = time.monotonic()
@@ -565,8 +547,8 @@ def describe(r: ReplayReport) -> str:
 #: The background child as a whole: idle CPU and IO, so its checks (a stat of every file)
 #: do not compete with the start it prepares; its worker thread then takes the IO class its
 #: order calls for.
-BACKGROUND_POLICY = priority.Policy("readahead", io=priority.IOPrio("idle"),
-                                    cpu=priority.CPUPolicy("idle"))
+BACKGROUND_POLICY = grammar.Policy("readahead", io=priorities.IOPrio("idle"),
+                                    cpu=priorities.CPUPolicy("idle"))
 #: Its process name (comm): `ps` shows it, and `record` leaves its reads out.
 CHILD_NAME = "bb-replay"
 

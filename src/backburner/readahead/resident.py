@@ -10,7 +10,8 @@ import stat
 import time
 from collections.abc import Sequence
 
-from . import kernel
+from ..kernel.pagecache import PAGE_SIZE
+from . import cached
 from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges, subtract_ranges
 from .watched import Watched
 
@@ -31,7 +32,7 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
     """The file as it is now, with its resident ranges (and those seen `earlier`); None
     if it is gone or replaced."""
     try:
-        fd = kernel.open_file(path)
+        fd = cached.open_file(path)
     except OSError:
         return None
     try:
@@ -40,7 +41,7 @@ def _entry(key: tuple[int, int], path: bytes, want_hash: bool, fsids: dict[int, 
             return None
         state = FileState(st.st_dev, _fsid(fd, fsids, st.st_dev), st.st_ino, st.st_size,
                           st.st_mtime_ns)
-        ranges = merge_ranges(kernel.resident_ranges(fd, st.st_size) + earlier)
+        ranges = merge_ranges(cached.resident_ranges(fd, st.st_size) + earlier)
         dig = None
         if want_hash:
             dig = digest(os.pread(fd, ln, off) for off, ln in clip(ranges, st.st_size))
@@ -83,7 +84,7 @@ def metadata_entry(w: Watched, before: Ranges = ()) -> Entry | None:
         if not stat.S_ISBLK(st.st_mode):
             return None
         size = os.lseek(fd, 0, os.SEEK_END)
-        ranges = subtract_ranges(kernel.cached_ranges(fd, size) or (), before)
+        ranges = subtract_ranges(cached.cached_ranges(fd, size) or (), before)
         fsid = int(os.statvfs(w.mountpoint).f_fsid) & ((1 << 64) - 1)
     except OSError as err:
         log.debug("%s: %s", w.device, err)
@@ -111,4 +112,4 @@ def build_pack(files: list[tuple[tuple[int, int], bytes]], note: str, want_hash:
             gone += 1
         else:
             entries.append(e)
-    return Pack(tuple(entries), kernel.PAGE_SIZE, time.time_ns(), note), gone
+    return Pack(tuple(entries), PAGE_SIZE, time.time_ns(), note), gone

@@ -19,12 +19,24 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
+from ..base.quantities import fmt_pct, human_size, plural
 from ..extents import fiemap, runs_of, select
-from ..units import fmt_pct, human_size, plural
-from .kernel import open_file
+from .cached import open_file
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
-from .pack import CHANGED, MISSING, OK, Entry, Pack, clip, digest, show_path
+from .pack import (
+    CHANGED,
+    LISTED,
+    MISSED,
+    MISSING,
+    OK,
+    STATTED,
+    Entry,
+    Pack,
+    clip,
+    digest,
+    show_path,
+)
 from .replay import check_entries
 
 log = logging.getLogger(__name__)
@@ -38,6 +50,14 @@ class Row:
     ranges: int
     physical: int | None  # where its first recorded byte is on the device, if known
     device: bool = False  # the filesystem's metadata, read through its block device
+
+
+def lookup_counts(pack: Pack) -> str:
+    """What a pack recorded with --lookups holds beyond its files, in a few words."""
+    n = {k: sum(1 for lk in pack.lookups if lk.kind == k) for k in (LISTED, STATTED, MISSED)}
+    return (f"{plural(n[LISTED], 'directory', 'directories')} listed, "
+            f"{plural(n[STATTED], 'inode')} looked at, {plural(n[MISSED], 'name')} missed, "
+            f"{plural(len(pack.steps), 'step')} in order")
 
 
 @dataclass
@@ -54,6 +74,10 @@ class Summary:
     seeks_sorted: int = 0
     ascending_access: float = 1.0
     span: int = 0
+    asked: str = ""  # with --lookups: what the start asked besides its files' bytes
+    read_ahead_kb: int = 0
+    wall_ns: int = 0
+    cpu_ns: int = 0
 
     @property
     def bytes(self) -> int:
@@ -139,6 +163,8 @@ def summarize(pack: Pack, verify: bool = False) -> Summary:
                         entry.device))
     s = Summary(pack.note, pack.created_ns, pack.page_size, rows, counts, stale,
                 verified if verify else None, changed_content)
+    s.asked = lookup_counts(pack) if pack.lookups or pack.steps else ""
+    s.read_ahead_kb, s.wall_ns, s.cpu_ns = pack.read_ahead_kb, pack.wall_ns, pack.cpu_ns
     in_access = [access_order(ps) for ps in by_dev.values()]
     s.seeks_access = sum(seeks(ps) for ps in in_access)
     s.seeks_sorted = sum(seeks(physical_order(ps)) for ps in by_dev.values())
@@ -178,6 +204,9 @@ def format_summary(s: Summary, files: bool = False) -> str:
                      f"{plural(sum(r.ranges for r in meta), 'range')} on "
                      f"{', '.join(show_path(r.path) for r in meta)} (inode tables, "
                      "directories: read through the device)")
+    if s.asked:
+        lines.append(f"asked     {s.asked}; recorded with {s.read_ahead_kb} KiB read-ahead, "
+                     f"the start took {s.wall_ns / 1e9:.3f} s ({s.cpu_ns / 1e9:.3f} s CPU)")
     lines += [
         f"stale     {s.counts[CHANGED]} changed, {s.counts[MISSING]} missing: "
         f"{human_size(s.stale_bytes)} ({fmt_pct(round(s.stale_fraction, 3))} of the bytes) "

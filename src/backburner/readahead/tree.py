@@ -14,10 +14,10 @@ import hashlib
 import logging
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..errors import DataError
+from ..base.errors import DataError
 from .pack import show_path
 
 log = logging.getLogger(__name__)
@@ -109,31 +109,6 @@ def copy_data(src: bytes, dst: bytes, existing: bool = False) -> None:
             for start, end in _data_ranges(fin, size):
                 _copy_range(fin, fout, start, end - start)
             os.ftruncate(fout, size)
-        finally:
-            os.close(fout)
-    finally:
-        os.close(fin)
-
-
-def copy_part(src: bytes, dst: bytes, ranges: Iterable[tuple[int, int]], size: int,
-              existing: bool = False) -> None:
-    """Copy only `ranges` (byte offset, length) of a regular file of `size` bytes: into a
-    new file of that size, holes elsewhere; or (`existing`) into the file already there,
-    leaving the rest of it as it is. Holes of the source stay holes."""
-    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        how = 0 if existing else os.O_CREAT | os.O_EXCL
-        fout = os.open(dst, os.O_WRONLY | how | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            data = list(_data_ranges(fin, size))
-            for off, ln in ranges:
-                end = min(off + ln, size)
-                for d_start, d_end in data:
-                    start, stop = max(off, d_start), min(end, d_end)
-                    if start < stop:
-                        _copy_range(fin, fout, start, stop - start)
-            if not existing:
-                os.ftruncate(fout, size)
         finally:
             os.close(fout)
     finally:

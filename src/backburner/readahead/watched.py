@@ -9,9 +9,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import procfs
-from ..errors import BackburnerError, NotFoundError
+from ..base.errors import BackburnerError, NotFoundError
 from ..extents import device_of
+from ..kernel import procfs
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import stats
-from ..cell import NO_PREPARE, Cell
-from ..errors import DataError
-from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..base.errors import DataError
+from ..base.quantities import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..store.cell import NO_PREPARE, Cell
 from .data import CellData, ReportData, split
 from .summary import RESAMPLES, SEED, known_limits, sequential, summary_rows
 from .terminal import AdaptiveTable, Column
@@ -197,10 +197,13 @@ def _with_protection(row: CompareRow, a: stats.RatioCI | None,
     return replace(row, protection_a=a, protection_b=b, protection=change)
 
 
+#: compare asks whether B changed either way, a two-sided question: an interval whose upper
+#: end alone is inside the band ("at most", a one-sided answer) leaves it inconclusive
 _COMPARED = {stats.VerdictKind.SLOWER: CompareKind.SLOWER,
              stats.VerdictKind.FASTER: CompareKind.FASTER,
              stats.VerdictKind.INDISTINGUISHABLE: CompareKind.EQUIVALENT,
-             stats.VerdictKind.INCONCLUSIVE: CompareKind.INCONCLUSIVE}
+             stats.VerdictKind.AT_MOST: CompareKind.INCONCLUSIVE,
+             stats.VerdictKind.UNDECIDED: CompareKind.INCONCLUSIVE}
 
 
 def _verdict(r: CompareRow) -> str:

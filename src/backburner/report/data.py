@@ -5,7 +5,7 @@ database `bench` is still writing (WAL) gives one consistent snapshot, and an in
 (no finished_at, cells with fewer trials) reports what it has. Every value was validated by
 the store as it was read.
 
-* A *cell* (see `backburner.cell`): trials of the same cell in several runs of one database
+* A *cell* (see `backburner.store.cell`): trials of the same cell in several runs of one database
   are pooled. Load "none" is the unloaded baseline (policy "-").
 * A cell's *samples* are ``wall_s`` of its counted trials (round > 0, warmup = 0) with status
   ok. Timeouts are no samples, but the statistics count each at the limit it hit
@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..cell import Cell
-from ..errors import DataError, NotFoundError, UsageError
+from ..base.errors import DataError, NotFoundError, UsageError
 from ..store import Filter, Run, Store, StoredCell
+from ..store.cell import Cell
 
 KNOWN_STATUSES = ("ok", "timeout", "aborted")
 

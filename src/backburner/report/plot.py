@@ -27,8 +27,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .. import outfile
-from ..units import slug
+from ..base.quantities import slug
+from ..files import outfile
 from . import plot_overview
 from .data import CellData, ReportData
 from .plot_formats import check_formats
@@ -161,7 +161,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
                            gid=f"timeouts:{cell.key}")
             annotate(ax, x, row, samples, limits)
             ticks.append(x)
-            tick_labels.append("idle" if cell.unloaded else cell.cell.policy)
+            tick_labels.append("unloaded" if cell.unloaded else cell.cell.policy)
             if i < len(members) - 1:
                 x += 1.0
         last = x
@@ -171,7 +171,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
             ax.hlines(base.median, first - 0.45, last + 0.45, colors="#4a5360",
                       linestyles=(0, (5, 3)), linewidth=1.1, zorder=2, gid=f"idle:{sched}")
             if last > first:
-                ax.annotate("idle", (last + 0.45, base.median), xytext=(3, 0),
+                ax.annotate("unloaded", (last + 0.45, base.median), xytext=(3, 0),
                             textcoords="offset points", ha="left", va="center",
                             fontsize=8, color="#4a5360")
         x += 1.0
@@ -193,7 +193,7 @@ def _distribution_figure(probe: str, device: str, load: str, cells: list[CellDat
     titles(fig, ax, f"Start-up time of {probe} on {device}, {what}",
             f"every trial is a dot; {'bars' if violin else 'boxes'} span the quartiles; "
             "dashed line = unloaded median of the scheduler (and preparation); "
-            "colour = policy of the background load; labels = median and ratio to idle"
+            "colour = policy of the background load; labels = median and ratio to unloaded"
             + ("; red \u2716 = timeout at its limit" if has_timeouts else ""))
     return fig
 
@@ -239,7 +239,7 @@ def _scatter_figure(probe: str, device: str, cells: list[CellData],
                    marker="X" if timed_out else markers[cell.cell.scheduler],
                    color=TIMEOUT_COLOUR if timed_out else colour,
                    edgecolors="#1d232b", linewidths=0.6, zorder=3, gid=f"point:{cell.key}")
-        label = "idle" if cell.unloaded else f"{cell.cell.load} \u00b7 {cell.cell.policy}"
+        label = "unloaded" if cell.unloaded else f"{cell.cell.load} \u00b7 {cell.cell.policy}"
         label = f"{group_label(cell.cell)} \u00b7 {label}"
         if timed_out:
             label += " (all timed out)"
@@ -292,7 +292,7 @@ def _ecdf_figure(probe: str, device: str, load: str, cells: list[CellData],
         values += samples
         # a timed-out start was not done by its limit: the curve stops short of 1
         frac = np.arange(1, len(samples) + 1) / (len(samples) + len(cell.timeout_limits()))
-        label = f"{group_label(cell.cell)} · {'idle' if cell.unloaded else cell.cell.policy}"
+        label = f"{group_label(cell.cell)} · {'unloaded' if cell.unloaded else cell.cell.policy}"
         ax.step(samples, frac, where="post", color=colours.get(cell.cell.policy, IDLE_COLOUR),
                 linestyle=styles[cell.cell.scheduler], linewidth=1.6, label=label,
                 gid=f"ecdf:{cell.key}")
@@ -331,7 +331,7 @@ def _order_figure(probe: str, device: str, cells: list[CellData],
         ax.scatter(xs, ys, s=16, color=colours.get(cell.cell.policy, IDLE_COLOUR),
                    marker=markers[cell.cell.scheduler], edgecolors="#1d232b", linewidths=0.3,
                    label=cell.label if not cell.unloaded else f"{group_label(cell.cell)} · "
-                   "idle", gid=f"order:{cell.key}")
+                   "unloaded", gid=f"order:{cell.key}")
     set_y_scale(ax, values)
     ax.set_xlabel("trial, in the order they ran")
     ax.set_ylabel("start-up time (s)")

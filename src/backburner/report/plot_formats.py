@@ -6,7 +6,7 @@ only what draws imports.
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 
 FORMATS = ("png", "svg", "pdf")
 

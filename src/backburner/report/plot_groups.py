@@ -8,9 +8,9 @@ import os
 import matplotlib
 from matplotlib.figure import Figure
 
-from .. import outfile
-from ..cell import NO_PREPARE
-from ..units import slug
+from ..base.quantities import slug
+from ..files import outfile
+from ..store.cell import NO_PREPARE
 from .data import CellData, ReportData, split
 from .plot_style import (
     DPI,
@@ -55,7 +55,7 @@ def _group_figures(data: ReportData, by: str) -> list[PlotFigure]:
             ticks.append((first + x - 0.8) / 2)
             cell = data.cell(key).cell
             prep = "" if cell.prepare == NO_PREPARE else f"\nprepare {cell.prepare}"
-            names.append(("idle" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
+            names.append(("unloaded" if cell.unloaded else f"{cell.scheduler}\n{cell.policy}")
                          + prep)
             x += 0.8
         ax.set_xticks(ticks, names, fontsize=8.5)

@@ -104,5 +104,5 @@ def overview_figure(probe: str, device: str, cells: list[CellData], rows: dict[s
     titles(fig, ax, f"Start-up time of {probe} on {device}: every scheduler and load",
            "one group per scheduler \u00d7 load; boxes span the quartiles, whiskers the "
            "fastest and the slowest trial; dashed line = the scheduler's unloaded median; "
-           "colour = policy of the background load; labels = median and ratio to idle")
+           "colour = policy of the background load; labels = median and ratio to unloaded")
     return fig

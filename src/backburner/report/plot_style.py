@@ -12,8 +12,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..cell import NO_PREPARE, Cell
-from ..units import fmt_factor, fmt_s
+from ..base.quantities import fmt_factor, fmt_s
+from ..store.cell import NO_PREPARE, Cell
 from .data import CellData, ReportData
 from .summary import Row
 from .words import median_value_text

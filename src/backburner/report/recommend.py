@@ -20,10 +20,10 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-from .. import throttlepolicy
-from ..cell import GOVERNED, GOVERNED_RULE_POLICY
-from ..errors import DataError, UsageError
-from ..units import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..base.errors import DataError, UsageError
+from ..base.quantities import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..policy import throttle as throttlepolicy
+from ..store.cell import GOVERNED, GOVERNED_RULE_POLICY
 from .data import ReportData
 from .summary import Row, summary_rows
 from .words import median_text, median_value_text

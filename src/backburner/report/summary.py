@@ -1,4 +1,4 @@
-"""Summary rows: one per cell, with its statistics, verdict against idle and warnings.
+"""Summary rows: one per cell, with its statistics, verdict against unloaded and warnings.
 
 * The ``not-cold`` check has two kinds of evidence. Direct: the probe's own block reads
   (``in_blocks``, from wait4's rusage) in its cold trials must exceed those of its warm
@@ -10,7 +10,7 @@
 * The baseline of a loaded cell is the unloaded cell with the same probe, device, scheduler
   and preparation (and the same cold/warm mode).
 * A cell's median is shown with its exact order-statistic interval (distribution-free: its
-  coverage is at least the confidence asked for); ratios to idle with a percentile
+  coverage is at least the confidence asked for); ratios to unloaded with a percentile
   bootstrap (seed 0, 10,000 resamples, so a report is reproducible) -- or, where a run
   stopped its cells once they were decided (`--min-runs`, `--max-runs`, `--max-time`),
   with the confidence sequence that run stopped on (`stats.paired`: of the loaded cell's
@@ -18,11 +18,16 @@
   ratio names its method; an undecided cell of such a run says what stopped it
   (``stopped``: max-runs, max-time, out-of-reach) and about how many trials would decide
   it at the spread seen (``trials_needed``; ``decidable`` false when none practical).
+* The verdict's band is the one a person notices for the baseline's start
+  (`stats.band.noticeable`: more than 10% and more than 100 ms, at most ±25%), sized from
+  the baseline's median, unless a tolerance is given by hand; each verdict carries its band
+  (``tolerance``), what set it (``band``) and the unloaded median it was sized for
+  (``band_reference_s``).
 * A timed-out trial took at least its limit: it is counted at that limit (right-censored, see
   `stats`), never dropped, so a cell that often times out cannot pass for fast. Where the
   timeouts reach the median it is a lower bound (shown "≥"); where they reach the upper
   end of an interval, that end is unknown (shown "∞") and no verdict better than
-  "inconclusive" or "slower" is given. Trials that failed or were aborted (never ran) are
+  "undecided" or "slower" is given. Trials that failed or were aborted (never ran) are
   counted and warned about, not sampled: they say nothing about how long a start takes.
 
 Rows hold numbers, kinds and codes only: `report.words` says them, so the terminal,
@@ -38,7 +43,7 @@ from enum import StrEnum
 import numpy as np
 
 from .. import stats
-from ..cell import Cell
+from ..store.cell import Cell
 from .data import CellData, ReportData
 
 SEED = 0
@@ -132,9 +137,10 @@ class Bulk:
         return f"{self.unit}/s"
 
 
-def summary_rows(data: ReportData, *, tolerance: float = 0.10,
+def summary_rows(data: ReportData, *, tolerance: float | None = None,
                  confidence: float = 0.95) -> list[Row]:
-    """One row per cell, in display order (cached per tolerance and confidence).
+    """One row per cell, in display order (cached per tolerance and confidence); a
+    ``tolerance`` given by hand replaces the band a person notices (`stats.band`).
     UsageError for runs of several machines (see `ReportData.require_one_machine`)."""
     cache_key = ("rows", tolerance, confidence)
     if cache_key not in data.cache:
@@ -230,12 +236,22 @@ def stop_reason(data: ReportData, cell: CellData) -> str | None:
     return reason
 
 
+def band_params(band: stats.Band) -> dict[str, stats.Param]:
+    """A band as a verdict's numbers: ``tolerance``, ``band`` (what set it) and, where known,
+    ``band_reference_s``."""
+    out: dict[str, stats.Param] = {"tolerance": band.tolerance, "band": str(band.basis)}
+    if band.reference_s is not None:
+        out["band_reference_s"] = band.reference_s
+    return out
+
+
 def _judge(data: ReportData, cell: CellData, base: CellData, samples: list[float],
            base_samples: list[float], limits: list[float], base_censored: list[float],
-           tolerance: float, confidence: float
+           band: stats.Band, confidence: float
            ) -> tuple[str, dict[str, stats.Param], stats.RatioCI]:
     """The verdict by the method the data allow: the bootstrap at a fixed count; after
     stopping once decided, the confidence sequence of the rounds' paired ratios."""
+    tolerance = band.tolerance
     if sequential(data):
         pairs = stats.pair_rounds(cell.timed_by_round(cell.mode),
                                   base.timed_by_round(cell.mode))
@@ -244,10 +260,10 @@ def _judge(data: ReportData, cell: CellData, base: CellData, samples: list[float
         v = stats.verdict(samples, base_samples, tolerance=tolerance, confidence=confidence,
                           seed=SEED, resamples=RESAMPLES, loaded_censored=known_limits(limits),
                           baseline_censored=base_censored)
-    params: dict[str, stats.Param] = {"tolerance": v.tolerance, "lower_bound": v.lower_bound,
+    params: dict[str, stats.Param] = {**band_params(band), "lower_bound": v.lower_bound,
                                       "method": v.ratio.method}
     reason = stop_reason(data, cell)
-    if v.kind == stats.VerdictKind.INCONCLUSIVE and reason in STOPPED_UNDECIDED:
+    if v.kind == stats.VerdictKind.UNDECIDED and reason in STOPPED_UNDECIDED:
         params["stopped"] = reason
         params["trials"] = len(samples) + len(limits)
         params["timeouts"] = len(limits)
@@ -260,13 +276,15 @@ def _judge(data: ReportData, cell: CellData, base: CellData, samples: list[float
 
 
 def _verdict(data: ReportData, cell: CellData, base: CellData | None, samples: list[float],
-             limits: list[float], tolerance: float, confidence: float
+             limits: list[float], tolerance: float | None, confidence: float
              ) -> tuple[str, dict[str, stats.Param], stats.RatioCI | None, list[stats.Caveat]]:
-    """(kind, its numbers, the ratio to idle, caveats) of a cell against its baseline."""
+    """(kind, its numbers, the ratio to unloaded, caveats) of a cell against its
+    baseline."""
     mode = cell.mode
     base_samples = base.samples(mode) if base else []
-    if cell.unloaded:
-        return RowKind.BASELINE, {}, None, []
+    if cell.unloaded:  # the band its loaded cells are judged against
+        own = (stats.censored_median(samples, known_limits(limits))[0] if samples else None)
+        return RowKind.BASELINE, band_params(stats.band_for(own, tolerance)), None, []
     if base is None:
         scheduler = cell.cell.scheduler
         return (RowKind.NO_BASELINE, {"reason": "no-cell", "scheduler": scheduler}, None,
@@ -282,14 +300,17 @@ def _verdict(data: ReportData, cell: CellData, base: CellData | None, samples: l
                                    "ratio_at_least": min(limits) / base_median}, None, []
     if not samples:
         return RowKind.NO_DATA, {"reason": "no-trials"}, None, []
-    if stats.censored_median(base_samples, base_censored)[0] == 0:
+    base_median = stats.censored_median(base_samples, base_censored)[0]
+    if base_median == 0:
         return RowKind.NO_DATA, {"reason": "zero-baseline"}, None, []
     kind, params, ratio = _judge(data, cell, base, samples, base_samples, limits,
-                                 base_censored, tolerance, confidence)
+                                 base_censored, stats.band_for(base_median, tolerance),
+                                 confidence)
     return kind, params, ratio, []
 
 
-def _row(data: ReportData, cell: CellData, tolerance: float, confidence: float) -> Row:
+def _row(data: ReportData, cell: CellData, tolerance: float | None, confidence: float
+         ) -> Row:
     mode = cell.mode
     samples = cell.samples(mode)
     limits = cell.timeout_limits(mode)

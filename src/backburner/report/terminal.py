@@ -21,13 +21,14 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..cell import NO_PREPARE
-from ..units import fmt_range, fmt_s, one_line
+from ..base.quantities import fmt_range, fmt_s, one_line
+from ..store.cell import NO_PREPARE
 from .data import ReportData
 from .summary import Row, summary_rows
 from .words import (
     axis_name,
     background_text,
+    bands_text,
     bulk_ratio_text,
     bulk_speed_text,
     caveat_text,
@@ -164,7 +165,7 @@ def _summary_layouts(data: ReportData, rows: list[Row], conf: str) -> list[list[
     ]
 
 
-def render_terminal(data: ReportData, *, tolerance: float = 0.10,
+def render_terminal(data: ReportData, *, tolerance: float | None = None,
                     confidence: float = 0.95) -> Group:
     """Headline, the summary table (fitted to the console), legend, warnings and notes."""
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
@@ -178,7 +179,7 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
     legend = Text(f"median [{conf} CI, exact order statistics] in seconds; Out = Tukey "
                   "outliers (kept); "
                   "T/O = timeouts; F/A = failed/aborted; verdicts against the unloaded cell "
-                  f"of the same {same_axis(cells)}, \u00b1{tolerance * 100:g}% tolerance; "
+                  f"of the same {same_axis(cells)}, band = {bands_text(rows, tolerance)}; "
                   f"BG = {bg}; Bulk = the load's own speed over its "
                   "whole run, and relative to the same load unprotected"
                   + ("; timeouts count at their limit (\u2265: the median is a lower bound, "
@@ -196,7 +197,7 @@ def render_terminal(data: ReportData, *, tolerance: float = 0.10,
                  legend, *lines)
 
 
-def render_text(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.95,
+def render_text(data: ReportData, *, tolerance: float | None = None, confidence: float = 0.95,
                 width: int = 160) -> str:
     """`render_terminal` as plain text (no colour codes), for logs and tests."""
     buf = io.StringIO()

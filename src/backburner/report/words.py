@@ -13,9 +13,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 
 from .. import stats
-from ..cell import Cell
-from ..stats import CaveatCode, TimeoutReach, VerdictKind
-from ..units import (
+from ..base.quantities import (
     DASH,
     INFINITY,
     TIMES,
@@ -26,6 +24,8 @@ from ..units import (
     fmt_ratio_ci,
     fmt_s,
 )
+from ..stats import CaveatCode, TimeoutReach, VerdictKind
+from ..store.cell import NO_PREPARE, Cell
 from .data import ReportData
 from .summary import MB, NoteCode, Row, RowCaveat, RowKind, notes
 
@@ -73,31 +73,109 @@ def _kind_of_ci(r: stats.RatioCI) -> str:
 # --------------------------------------------------------------------------- verdicts
 
 
+def _pct3(fraction: float) -> str:
+    """A band's width in three significant digits: '25%', '11.6%'."""
+    return f"{fraction * 100:.3g}%"
+
+
+def band_text(tolerance: float) -> str:
+    """'\u00b125%', '\u00b111.6%' (three significant digits: a band sized by the rule is
+    rarely a round number)."""
+    return f"{PLUS_MINUS}{_pct3(tolerance)}"
+
+
+def band_rule_text(tolerance: float | None = None) -> str:
+    """How the verdicts' band is set: by hand, or the rule a person notices (its constants
+    are `stats.band`'s; docs/bench.md has their sources)."""
+    if tolerance is not None:
+        return f"{band_text(tolerance)}, given with --tolerance"
+    return (f"the difference a person notices (more than {fmt_pct(stats.NOTICEABLE_FRACTION)} "
+            f"and more than {stats.NOTICEABLE_S * 1000:g} ms of the unloaded start, at most "
+            f"{band_text(stats.WIDEST)})")
+
+
+def _band_why(p: Params) -> str:
+    """Why a band is as wide as it is, without the band: '100 ms of a 0.620 s start'."""
+    basis = str(p.get("band", stats.Basis.GIVEN))
+    ref = p.get("band_reference_s")
+    start = f"a {fmt_s(float(ref))} s start" if ref is not None else "the start"
+    ms = f"{stats.NOTICEABLE_S * 1000:g} ms"
+    if basis == stats.Basis.GIVEN:
+        return "given with --tolerance"
+    if basis == stats.Basis.ABSOLUTE:
+        return f"{ms} of {start}"
+    if basis == stats.Basis.WIDEST and ref is not None:
+        return (f"the widest band: {ms} would be {stats.NOTICEABLE_S / float(ref):.0%} of "
+                f"{start}")
+    return (f"{fmt_pct(stats.NOTICEABLE_FRACTION)} of {start}"
+            + (f" is more than {ms}" if ref is not None else ""))
+
+
+def band_reason_text(p: Params) -> str:
+    """A verdict's band (a row's ``tolerance``, ``band`` and ``band_reference_s``) and why
+    it is that wide: '\u00b125%, the widest band: 100 ms would be 56% of a 0.180 s start'."""
+    why = _band_why(p)
+    sep = ", " if str(p.get("band")) in (stats.Basis.GIVEN, stats.Basis.WIDEST) else ": "
+    return f"{band_text(float(p['tolerance']))}{sep}{why}"
+
+
+def bands_text(rows: Iterable[Row], tolerance: float | None = None) -> str:
+    """The band of every unloaded cell's verdicts, after the rule that sized them: 'the
+    difference a person notices (...): mq-deadline \u00b125%, ...; bfq ...'."""
+    rows = list(rows)
+    multi = len({(r.cell.probe, r.cell.device) for r in rows}) > 1
+    bands = []
+    for r in rows:
+        if r.verdict_kind == RowKind.BASELINE and "tolerance" in r.verdict_params:
+            where = [r.cell.probe, r.cell.device] if multi else []
+            where.append(r.cell.scheduler)
+            if r.cell.prepare != NO_PREPARE:
+                where.append(f"prepare {r.cell.prepare}")
+            p = r.verdict_params
+            bands.append(f"{' '.join(where)} {band_text(float(p['tolerance']))} "
+                         f"({_band_why(p)})")
+    if tolerance is not None or not bands:
+        return band_rule_text(tolerance)
+    return f"{band_rule_text(tolerance)}: {', '.join(bands)}"
+
+
+def _ci_words(r: stats.RatioCI) -> str:
+    return f"{_kind_of_ci(r)} {_ci(r.lo, r.hi)}"
+
+
 def _slower(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
-    return (f"{at_least}{fmt_factor(r.ratio)}{TIMES} slower than idle "
-            f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)})")
+    return (f"{at_least}{fmt_factor(r.ratio)}{TIMES} slower than unloaded "
+            f"({_ci_words(r)}; band {band_text(tolerance)})")
 
 
 def _faster(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
-    return (f"{fmt_factor(_inverse(r.ratio))}{TIMES} faster than idle "
-            f"({_kind_of_ci(r)} {_ci(_inverse(r.hi), _inverse(r.lo))})")
+    return (f"{fmt_factor(_inverse(r.ratio))}{TIMES} faster than unloaded "
+            f"({_kind_of_ci(r)} {_ci(_inverse(r.hi), _inverse(r.lo))}; band "
+            f"{band_text(tolerance)})")
 
 
 def _indistinguishable(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
-    return (f"indistinguishable from idle (within {PLUS_MINUS}{fmt_pct(tolerance)}; "
-            f"{fmt_factor(r.ratio)}{TIMES} idle, {_kind_of_ci(r)} "
-            f"{_ci(r.lo, r.hi)})")
+    return (f"indistinguishable from unloaded: within {band_text(tolerance)} both ways "
+            f"({at_least}{fmt_factor(r.ratio)}{TIMES}, {_ci_words(r)})")
 
 
-def _inconclusive(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
-    advice = "run more trials to decide"
-    if math.isinf(r.hi):
-        advice = ("timeouts, or too few trials for a sequential interval, leave it open "
-                  "above: raise --timeout or --min-runs"
-                  if r.method in (stats.SEQUENTIAL_METHOD, stats.PAIRED_METHOD)
-                  else "timeouts leave it open above: raise --timeout to measure them")
-    return (f"inconclusive: {at_least}{fmt_factor(r.ratio)}{TIMES} idle "
-            f"({_kind_of_ci(r)} {_ci(r.lo, r.hi)}); {advice}")
+def _at_most(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
+    return (f"at most {fmt_factor(r.hi)}{TIMES} unloaded ({fmt_pct(r.confidence)}): not "
+            f"noticeably slower, within {band_text(tolerance)} "
+            f"({at_least}{fmt_factor(r.ratio)}{TIMES}, {_ci_words(r)})")
+
+
+def _open_above_advice(r: stats.RatioCI) -> str:
+    if r.method in (stats.SEQUENTIAL_METHOD, stats.PAIRED_METHOD):
+        return ("timeouts, or too few trials for a sequential interval, leave it open above: "
+                "raise --timeout or --min-runs")
+    return "timeouts leave it open above: raise --timeout to measure them"
+
+
+def _undecided_fixed(r: stats.RatioCI, tolerance: float, at_least: str) -> str:
+    advice = _open_above_advice(r) if math.isinf(r.hi) else "run more trials to decide"
+    return (f"undecided at {band_text(tolerance)}: {at_least}{fmt_factor(r.ratio)}{TIMES} "
+            f"unloaded ({_ci_words(r)}); {advice}")
 
 
 #: What an undecided cell of a run that stopped once decided ran out of, and what to give.
@@ -111,7 +189,7 @@ def _needed(p: Params, tolerance: float) -> str:
         return ""
     if not p["decidable"]:
         return (f"at the ratio and spread seen no practical number of trials decides it "
-                f"within {PLUS_MINUS}{fmt_pct(tolerance)}")
+                f"at {band_text(tolerance)}")
     n = int(p["trials_needed"])
     return f"at the spread seen about {n} trial{_s(n)} would decide it"
 
@@ -121,12 +199,12 @@ def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
     could decide it), after how many trials, and what would decide it (a longer --timeout,
     where timeouts leave it open; about how many trials, where the spread says)."""
     trials = int(p.get("trials", 0))
-    tolerance = float(p.get("tolerance", 0.10))
+    tolerance = float(p["tolerance"])
     needed = _needed(p, tolerance)
-    ratio = (f"{at_least}{fmt_factor(r.ratio)}{TIMES} idle ({_kind_of_ci(r)} "
-             f"{_ci(r.lo, r.hi)})")
+    ratio = f"{at_least}{fmt_factor(r.ratio)}{TIMES} unloaded ({_ci_words(r)})"
+    head = f"undecided at {band_text(tolerance)}"
     if p["stopped"] == "out-of-reach":
-        return (f"undecided, stopped after {trials} trial{_s(trials)}: {ratio}; not even "
+        return (f"{head}, stopped after {trials} trial{_s(trials)}: {ratio}; not even "
                 f"--max-runs could decide it" + (f" ({needed})" if needed else ""))
     option, advice = _BUDGETS[str(p["stopped"])]
     if math.isinf(r.hi) and int(p.get("timeouts", 0)):
@@ -135,7 +213,7 @@ def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
         advice = f"{needed}: {advice}" if p.get("decidable") else needed
     else:
         advice += " to decide"
-    return (f"undecided when {option} ran out after {trials} trial{_s(trials)}: "
+    return (f"{head} when {option} ran out after {trials} trial{_s(trials)}: "
             f"{ratio}; {advice}")
 
 
@@ -143,13 +221,15 @@ _JUDGED: dict[str, Callable[[stats.RatioCI, float, str], str]] = {
     VerdictKind.SLOWER: _slower,
     VerdictKind.FASTER: _faster,
     VerdictKind.INDISTINGUISHABLE: _indistinguishable,
-    VerdictKind.INCONCLUSIVE: _inconclusive,
+    VerdictKind.AT_MOST: _at_most,
+    VerdictKind.UNDECIDED: _undecided_fixed,
 }
 
 
 def verdict_text(v: stats.Verdict) -> str:
-    """A `stats.Verdict` against idle, in one sentence ("3.20x slower than idle (95% CI
-    ...)"); "\u2265" where timeouts make the ratio a lower bound."""
+    """A `stats.Verdict` against unloaded, in one sentence with its band ("3.20\u00d7 slower
+    than unloaded (95% CI ...; band \u00b125%)", "at most 1.12\u00d7 unloaded (95%) ...");
+    "\u2265" where timeouts make the ratio a lower bound."""
     return _JUDGED[v.kind](v.ratio, v.tolerance, GE if v.lower_bound else "")
 
 
@@ -162,12 +242,12 @@ def _no_baseline(p: Params) -> str:
 def _timed_out(p: Params) -> str:
     n = int(p["timeouts"])
     return (f"all {n} counted trial{_s(n)} timed out: "
-            f"{GE}{fmt_factor(float(p['ratio_at_least']))}{TIMES} slower than idle")
+            f"{GE}{fmt_factor(float(p['ratio_at_least']))}{TIMES} slower than unloaded")
 
 
 def _no_data(p: Params) -> str:
     if p["reason"] == "zero-baseline":
-        return "no verdict: the unloaded median is zero, so there is no ratio to idle"
+        return "no verdict: the unloaded median is zero, so there is no ratio to unloaded"
     return "no completed trials"
 
 
@@ -181,8 +261,8 @@ _UNJUDGED: dict[str, Callable[[Params], str]] = {
 
 def cell_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
     """A cell's verdict (a `stats.VerdictKind` or a `summary.RowKind`, the numbers behind
-    it): against idle (`verdict_text`), or why there is none."""
-    if kind == VerdictKind.INCONCLUSIVE and ratio is not None \
+    it): against unloaded (`verdict_text`), or why there is none."""
+    if kind == VerdictKind.UNDECIDED and ratio is not None \
             and params.get("stopped") in (*_BUDGETS, "out-of-reach"):
         return _undecided(ratio, GE if params.get("lower_bound") else "", params)
     if kind in _JUDGED and ratio is not None:
@@ -305,7 +385,7 @@ def _aborted(p: Params) -> str:
 
 def _no_baseline_cell(p: Params) -> str:
     return (f"there is no unloaded cell for scheduler {p['scheduler']}: add load none to "
-            "the matrix to get a ratio to idle")
+            "the matrix to get a ratio to unloaded")
 
 
 _CAVEATS: dict[str, Callable[[Params], str]] = {
@@ -336,8 +416,53 @@ def caveat_text(c: stats.Caveat) -> str:
 
 
 def notes_text(data: ReportData) -> list[str]:
-    """The report's notes (`summary.notes`) in words."""
-    return [caveat_text(n) for n in notes(data)]
+    """The report's notes (`summary.notes`) in words, then which levers acted per cell."""
+    return [caveat_text(n) for n in notes(data)] + levers_text(data)
+
+
+#: A policy's IO levers in words (the keys bench records, `kernel.levers.LEVERS`).
+_LEVERS = {"io": "the IO class", "io-weight": "the IO weight", "group-io": "io.prio.class",
+           "io-latency": "io.latency", "io-cost": "io.cost"}
+
+
+def _levers(keys: Iterable[str]) -> str:
+    words = [_LEVERS.get(k, k) for k in keys]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _lever_record(policy: str, rec: Mapping[str, object]) -> str | None:
+    acted = [str(k) for k in rec.get("acted") or []]  # type: ignore[attr-defined]
+    ignored = [str(k) for k in rec.get("ignored") or []]  # type: ignore[attr-defined]
+    if not acted and not ignored:
+        return None
+    parts = []
+    if acted:
+        weight = f" ({rec['weight']})" if rec.get("weight") else ""
+        wb = "" if "io-weight" not in acted else (
+            ", its buffered writeback too" if rec.get("writeback") else
+            ", not on buffered writeback")
+        parts.append(f"{_levers(acted)}{weight} acted{wb}")
+    if ignored:
+        parts.append(f"{_levers(ignored)} did nothing")
+    return f"{policy}: " + "; ".join(parts)
+
+
+def levers_text(data: ReportData) -> list[str]:
+    """Per scheduler, which of each policy's IO levers acted on the device under test, as
+    the run recorded them (runs before they were recorded say nothing)."""
+    out: list[str] = []
+    for run in data.runs:
+        device = run.environment.get("device")
+        by_sched = device.get("levers") if isinstance(device, dict) else None
+        if not isinstance(by_sched, dict):
+            continue
+        for sched, by_policy in by_sched.items():
+            said = [t for p, rec in (by_policy or {}).items()
+                    if isinstance(rec, dict) and (t := _lever_record(p, rec))]
+            line = f"levers under {sched} on the device under test: {'; '.join(said)}"
+            if said and line not in out:
+                out.append(line)
+    return out
 
 
 # --------------------------------------------------------------------------- a row's short texts

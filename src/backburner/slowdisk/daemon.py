@@ -46,20 +46,20 @@ import stat
 import sys
 from typing import Any
 
-from ..errors import (
+from ..base.errors import (
     BackburnerError,
     NotFoundError,
     SystemStateError,
     UnavailableError,
     UsageError,
 )
+from ..kernel import syscalls
 from .fs import MAX_ROUNDTRIP_COMPENSATION_S, SlowDiskFS
 from .hostqueue import HOST_QUEUE_DEPTH
 from .image import ImageFile
 from .model import Disk, Profile
 from .profiles import get_profile, profile_names
 
-PR_SET_TIMERSLACK = 29
 #: CPU priority of the daemon when it may raise it (root): -10, like other IO helpers.
 DAEMON_NICE = -10
 
@@ -67,10 +67,8 @@ DAEMON_NICE = -10
 def _set_timer_slack(ns: int = 1000) -> None:
     """Tighter sleeps: threads created later (libfuse workers) inherit the timer slack."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), ctypes.c_ulong(0),
-                   ctypes.c_ulong(0), ctypes.c_ulong(0))
-    except (OSError, AttributeError):
+        syscalls.prctl(syscalls.PR_SET_TIMERSLACK, ns)
+    except OSError:
         pass
 
 

@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath, spawn, system
-from ..errors import (
+from .. import spawn, system
+from ..base.errors import (
     ExistsError,
     NotFoundError,
     SystemStateError,
@@ -49,7 +49,9 @@ from ..errors import (
     UnsafePathError,
     UsageError,
 )
-from ..units import human_size
+from ..base.quantities import human_size
+from ..files import safepath
+from ..kernel import block, procfs
 from .model import Disk, FlatProfile, Profile
 from .profiles import BUILTIN, get_profile
 
@@ -57,9 +59,9 @@ log = logging.getLogger(__name__)
 
 LABEL = "slowdisk"  # the journal label of `slowdisk create`
 DEFAULT_SCHEDULER = "mq-deadline"
-SCHEDULERS = ("mq-deadline", "bfq", "kyber", "none")
 SERVED_NAME = "disk.img"
 STATS_NAME = "stats.json"
+REQUESTS_NAME = "requests.log"
 DAEMON_READY_TIMEOUT = 20.0
 MIN_SIZE = 1 << 20
 #: Test hook: SIGKILL ourselves at this point of `create` ("daemon", "loop" or "handover").
@@ -94,6 +96,10 @@ class SlowDisk:
     def stats_path(self) -> str:
         return os.path.join(self.mountpoint, STATS_NAME)
 
+    @property
+    def requests_path(self) -> str:
+        return os.path.join(self.mountpoint, REQUESTS_NAME)
+
     def note(self) -> str:
         return json.dumps({"slowdisk": 1, **asdict(self)}, sort_keys=True)
 
@@ -112,12 +118,6 @@ class SlowDisk:
 
 
 # --- input checks -------------------------------------------------------------------------
-
-
-def check_scheduler(name: str) -> str:
-    if name not in SCHEDULERS:
-        raise UsageError(f"unknown IO scheduler {name!r}", "use one of " + ", ".join(SCHEDULERS))
-    return name
 
 
 def _check_fuse() -> None:
@@ -273,7 +273,7 @@ def _apply_queue(tx: system.Transaction, loop: str, rotational: bool, scheduler:
     try:
         tx.apply(system.SysfsValue(f"{queue}/scheduler", scheduler))
     except SystemStateError:
-        offered = Path(queue, "scheduler").read_text().replace("[", "").replace("]", "").split()
+        offered = block.offered(os.path.basename(loop))
         raise UnavailableError(f"IO scheduler {scheduler!r} is not available for {loop}",
                                "available: " + ", ".join(offered)) from None
 
@@ -298,7 +298,7 @@ def attach(opts: CreateOptions, tx: system.Transaction) -> SlowDisk:
 def validate(opts: CreateOptions) -> Profile:
     """The checks that need no root and change nothing."""
     profile = get_profile(opts.profile)
-    check_scheduler(opts.scheduler)
+    block.check_scheduler(opts.scheduler)
     return profile
 
 
@@ -417,12 +417,10 @@ def read_stats(device: str) -> dict[str, Any]:
             f"cannot read the stats of {disk.device} ({why})"
             + ("" if alive else f": its daemon (pid {disk.daemon_pid}) is gone"),
             "run `backburner restore` to release it" if not alive else None) from None
-    queue = Path(f"/sys/block/{os.path.basename(disk.device)}/queue")
-    try:
-        sched = system.selected((queue / "scheduler").read_text())
-        rot = (queue / "rotational").read_text().strip()
-    except OSError:
-        sched = rot = "?"
+    name = os.path.basename(disk.device)
+    sched = block.in_force(name) or "?"
+    flag = block.rotational(name)
+    rot = "?" if flag is None else str(int(flag))
     return {"device": disk.device, "mountpoint": disk.mountpoint, "scheduler": sched,
             "rotational": rot, **data}
 
@@ -459,6 +457,45 @@ def format_stats(s: dict[str, Any]) -> str:
     if s.get("errors"):
         lines.append(f"  errors          {s['errors']} requests failed on the image")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Served:
+    """One command the drive served, from its requests.log (`fs`): times in seconds on
+    the daemon's clock."""
+
+    seq: int
+    arrival: float
+    start: float
+    finish: float
+    offset: int
+    length: int
+    kind: str  # sequential, cache, skip, random (a seek), flat
+    carried: int  # requests the host merged into it (1: none)
+    seek_s: float
+
+    @property
+    def seek(self) -> bool:
+        return self.kind == "random"
+
+
+def parse_requests(text: str, since: int = 0) -> list[Served]:
+    """requests.log's lines numbered `since` and later."""
+    out = []
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) != 9 or int(f[0]) < since:
+            continue
+        out.append(Served(int(f[0]), float(f[1]), float(f[2]), float(f[3]), int(f[4]),
+                          int(f[5]), f[6], int(f[7]), float(f[8])))
+    return out
+
+
+def read_requests(path: str, since: int = 0) -> list[Served]:
+    """The commands a slowdisk served (its requests.log at `path`), from number `since`
+    on: take stats.json's ``requests`` before a start as `since` for the start's own."""
+    with open(path) as f:
+        return parse_requests(f.read(), since)
 
 
 # --- profiles -------------------------------------------------------------------------------
@@ -581,6 +618,7 @@ def serve_blank(tx: system.Transaction, profile_name: str, size: int,
 __all__ = [
     "DEFAULT_SCHEDULER",
     "CreateOptions",
+    "Served",
     "Entry",
     "SlowDisk",
     "attach",
@@ -590,7 +628,9 @@ __all__ = [
     "find",
     "format_profiles",
     "format_stats",
+    "parse_requests",
     "prepare_image",
+    "read_requests",
     "read_stats",
     "remove",
 ]

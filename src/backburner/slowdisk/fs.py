@@ -32,6 +32,14 @@ finish, negative by about the round-trip compensation), late_requests (> 1 ms la
 roundtrip_compensation_s, wake_compensation_s, backing_io_s, errors, inflight,
 max_inflight. Counters cover disk.img requests only.
 
+requests.log: every command the drive served (the last `model.LOG_COMMANDS`), a line
+each: ``SEQ ARRIVAL START FINISH OFFSET LENGTH KIND CARRIED SEEK_S``: its number (the
+count of commands before it: stats.json's ``requests`` taken before a start is the
+number of the start's first), its arrival, start and finish in seconds since the daemon
+started (the model's clock), the bytes it read or wrote, how the drive served it
+(sequential, cache, skip, random: a seek; flat), how many requests the host merged into
+it, and its seek time. A fresh snapshot per open, as stats.json's.
+
 Read-only: ``--read-only``, or a profile whose medium is read-only (``dvd``), mounts with
 ``ro``, opens disk.img 0400 and refuses writes and opening for write with EROFS. The image
 keeps its size: truncation is refused (EPERM), writes past the end get ENOSPC.
@@ -54,9 +62,11 @@ from .model import Disk, FlatProfile, Profile, Waiting
 
 IMAGE_NAME = "disk.img"
 STATS_NAME = "stats.json"
+REQUESTS_NAME = "requests.log"
 STATS_VERSION = 1
 _IMAGE = "/" + IMAGE_NAME
 _STATS = "/" + STATS_NAME
+_REQUESTS = "/" + REQUESTS_NAME
 #: A request returning this much later than its modelled finish counts as "late".
 LATE_THRESHOLD_S = 1e-3
 #: FUSE round trip assumed until the start-up probe has measured it.
@@ -104,6 +114,7 @@ class SlowDiskFS:
         self._queue = HostQueue(disk, threading.Condition(self._lock), clock,
                                 lambda: self._roundtrip_s + self._wake_s)
         self._snapshots: dict[int, bytes] = {}
+        self._log_text: tuple[tuple[int, int], bytes] = ((-1, 0), b"")
         self._next_fh = 1
         self._started = clock()
         self._wall_started = time.time()
@@ -159,16 +170,17 @@ class SlowDiskFS:
             mode = 0o400 if self.read_only else 0o600
             return {**base, "st_mode": stat.S_IFREG | mode, "st_nlink": 1,
                     "st_size": self.image.size}
-        if path == _STATS:
+        if path in (_STATS, _REQUESTS):
             now = time.time_ns()
+            data = self.stats_bytes() if path == _STATS else self.requests_bytes()
             return {**base, "st_mode": stat.S_IFREG | 0o444, "st_nlink": 1,
-                    "st_size": len(self.stats_bytes()), "st_mtime": now, "st_ctime": now}
+                    "st_size": len(data), "st_mtime": now, "st_ctime": now}
         raise _oserror(errno.ENOENT)
 
     def readdir(self, path: str, fh: int) -> list[str]:
         if path != "/":
             raise _oserror(errno.ENOTDIR)
-        return [".", "..", IMAGE_NAME, STATS_NAME]
+        return [".", "..", IMAGE_NAME, STATS_NAME, REQUESTS_NAME]
 
     def statfs(self, path: str) -> dict[str, int]:
         bsize = 4096
@@ -181,10 +193,10 @@ class SlowDiskFS:
             if write and self.read_only:
                 raise _oserror(errno.EROFS)
             return 0
-        if path == _STATS:
+        if path in (_STATS, _REQUESTS):
             if write:
                 raise _oserror(errno.EACCES)
-            data = self.stats_bytes()
+            data = self.stats_bytes() if path == _STATS else self.requests_bytes()
             with self._lock:
                 fh = self._next_fh
                 self._next_fh += 1
@@ -204,7 +216,7 @@ class SlowDiskFS:
             if length == self.image.size:
                 return 0
             raise _oserror(errno.EPERM)  # the image has a fixed size
-        if path == _STATS:
+        if path in (_STATS, _REQUESTS):
             raise _oserror(errno.EACCES)
         raise _oserror(errno.ENOENT)
 
@@ -221,17 +233,17 @@ class SlowDiskFS:
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         if path == _IMAGE:
             return self._timed(False, offset, size, None)
-        if path == _STATS:
+        if path in (_STATS, _REQUESTS):
             with self._lock:
                 data = self._snapshots.get(fh)
             if data is None:
-                data = self.stats_bytes()
+                data = self.stats_bytes() if path == _STATS else self.requests_bytes()
             return data[offset:offset + size]
         raise _oserror(errno.ENOENT)
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         if path != _IMAGE:
-            raise _oserror(errno.EACCES if path == _STATS else errno.ENOENT)
+            raise _oserror(errno.EACCES if path in (_STATS, _REQUESTS) else errno.ENOENT)
         if self.read_only:
             raise _oserror(errno.EROFS)
         if offset >= self.image.size:
@@ -396,6 +408,23 @@ class SlowDiskFS:
             "inflight": inflight,
             "max_inflight": max_inflight,
         }
+
+    def requests_bytes(self) -> bytes:
+        """requests.log (see the module docstring), made again only when a command was
+        served since (a listing asks for its size often)."""
+        with self._lock:
+            key = (self.disk.counters.requests, self.disk.counters.merged)
+            if key == self._log_text[0]:
+                return self._log_text[1]
+            served = list(self.disk.served)
+        t0 = self._started
+        text = "".join(
+            f"{seq} {b.arrival - t0:.6f} {b.start - t0:.6f} {b.finish - t0:.6f} {b.offset} "
+            f"{b.length} {b.kind} {carried} {b.seek_s:.6f}\n" for seq, b, carried in served
+        ).encode()
+        with self._lock:
+            self._log_text = (key, text)
+        return text
 
     def stats_bytes(self) -> bytes:
         return (json.dumps(self.stats(), indent=1, sort_keys=True) + "\n").encode()

@@ -8,7 +8,7 @@ import mmap
 import os
 import threading
 
-from ..errors import NotFoundError, SystemStateError
+from ..base.errors import NotFoundError, SystemStateError
 
 
 class ImageFile:

@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import ClassVar
@@ -345,15 +346,25 @@ class _State:
     ra_since: float | None = None  # read-ahead runs from this time (end of last read)
 
 
-class Disk:
-    """One actuator serving requests in arrival order on a virtual clock (seconds)."""
+#: Commands a disk keeps in its log (`Disk.served`): a start of many thousand requests
+#: fits many times over, a day of a busy bench does not grow the daemon without bound.
+LOG_COMMANDS = 1 << 18
 
-    def __init__(self, profile: Profile, capacity: int) -> None:
+
+class Disk:
+    """One actuator serving requests in arrival order on a virtual clock (seconds).
+
+    `served` is the log of the last `LOG_COMMANDS` commands, each with how many requests
+    it carried and where its time went: what a prediction of a start's requests is
+    checked against (`served_since` takes the ones after a mark)."""
+
+    def __init__(self, profile: Profile, capacity: int, log: int = LOG_COMMANDS) -> None:
         if capacity <= 0:
             raise ValueError(f"capacity must be > 0, got {capacity}")
         self.profile = profile
         self.capacity = int(capacity)
         self.counters = Counters()
+        self.served: deque[tuple[int, Breakdown, int]] = deque(maxlen=max(log, 1))
         self.last: Breakdown | None = None
         self.last_end = 0  # where the last request ended (the head, as the host sees it)
         self._s = _State()
@@ -418,6 +429,7 @@ class Disk:
         self.last = b
         self.last_end = offset + length
         c = self.counters
+        self.served.append((c.requests, b, 1))
         c.requests += 1
         if is_write:
             c.writes += 1
@@ -435,6 +447,12 @@ class Disk:
         c.queue_s += b.queue_s
         c.latency_s += b.latency_s
         return b.start, b.finish
+
+    def served_since(self, mark: int) -> list[tuple[int, Breakdown, int]]:
+        """The logged commands numbered `mark` and later (the number is the count of
+        commands before it: take `counters.requests` as the mark), each (number, its
+        breakdown, the requests it carried)."""
+        return [entry for entry in self.served if entry[0] >= mark]
 
     def next_command(self, waiting: Sequence[Waiting], now: float) -> list[Waiting]:
         """The waiting requests the host dispatches as the drive's next command (see "Host
@@ -461,6 +479,8 @@ class Disk:
         length = sum(w.length for w in group)
         _, finish = self.service(first.offset, length, first.is_write, arrival)
         self.counters.merged += len(group) - 1
+        seq, b, _ = self.served[-1]
+        self.served[-1] = (seq, b, len(group))
         for w in group:
             w.finish = finish
         return finish
@@ -575,6 +595,7 @@ def _fitting(candidates: list[Waiting], total: int, floor: int) -> Waiting | Non
 
 __all__ = [
     "EXPIRE_S",
+    "LOG_COMMANDS",
     "MERGE_BYTES",
     "SQRT_SEEK_MEAN_FRACTION",
     "Breakdown",

@@ -9,7 +9,7 @@ of the right order, not taken from a particular datasheet.
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..base.errors import UsageError
 from .model import FlatProfile, Optical, Profile
 
 KiB = 1024

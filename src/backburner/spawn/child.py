@@ -13,8 +13,9 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from .. import interrupts, procfs
-from ..errors import SystemStateError
+from ..base import interrupts
+from ..base.errors import SystemStateError
+from ..kernel import procfs
 from .outcome import Outcome, decode
 
 log = logging.getLogger(__name__)

@@ -10,17 +10,18 @@ import signal
 import time
 from collections.abc import Callable
 
-from .. import interrupts, priority
-from ..errors import StartError
+from ..base import interrupts
+from ..base.errors import StartError
+from ..kernel import syscalls
+from ..policy import grammar, live
 from .child import Child, Forked
-from .libc import PR_SET_NAME, libc
 
 log = logging.getLogger(__name__)
 
 _FORK_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | None = None,
+def fork_call(fn: Callable[[], int], *, name: str, policy: grammar.Policy | None = None,
               new_group: bool = False, detached: bool = False) -> Child:
     """Run `fn()` in a fork of this process, without exec: for work whose code is loaded
     here already. A background readahead replay started as a new interpreter costs a start
@@ -57,7 +58,7 @@ def fork_call(fn: Callable[[], int], *, name: str, policy: priority.Policy | Non
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
-def _forked_child(fn: Callable[[], int], name: str, policy: priority.Policy | None,
+def _forked_child(fn: Callable[[], int], name: str, policy: grammar.Policy | None,
                   new_group: bool) -> None:
     code: object = 70
     try:
@@ -70,9 +71,9 @@ def _forked_child(fn: Callable[[], int], name: str, policy: priority.Policy | No
             os.dup2(null, fd)
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         os.closerange(3, soft if 0 < soft < 1 << 20 else 1 << 20)
-        libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+        syscalls.prctl(syscalls.PR_SET_NAME, name.encode()[:15])
         if policy is not None:
-            priority.apply_to_self(policy)
+            live.apply_to_self(policy)
         code = fn()
     except BaseException:  # noqa: BLE001, S110 - nowhere to report: the status says it
         code = 70

@@ -3,7 +3,6 @@ applied in the child before exec, and names a failure to start in one line (127,
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import logging
@@ -15,8 +14,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from .. import interrupts, priority
-from ..errors import (
+from ..base import interrupts
+from ..base.errors import (
     BackburnerError,
     CommandNotExecutable,
     CommandNotFound,
@@ -24,8 +23,9 @@ from ..errors import (
     StartError,
     SystemStateError,
 )
+from ..kernel import syscalls
+from ..policy import grammar, live
 from .child import Child
-from .libc import CLONE_NEWNET, PR_SET_PDEATHSIG, libc
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _close_exec_sockets() -> None:
             pass  # the listing's own descriptor, gone with it
 
 
-def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
+def _child_setup(policy: grammar.Policy | None, cgroup_procs: Sequence[str],
                  errpipe: int, die_with: int | None, chroot: str | None,
                  death_signal: int = signal.SIGTERM,
                  before_exec: Callable[[], None] | None = None,
@@ -90,8 +90,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
             signal.pthread_sigmask(signal.SIG_SETMASK, [])
             if die_with is not None:
                 # SIGTERM (by default) when we die, even by SIGKILL: a load's clean-up runs
-                if libc.prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0:
-                    raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+                syscalls.prctl(syscalls.PR_SET_PDEATHSIG, death_signal)
                 if os.getppid() != die_with:  # we died before prctl took effect
                     os.kill(os.getpid(), death_signal)
             if cgroup_procs:
@@ -100,9 +99,9 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
                 with open(procs, "w") as f:
                     f.write(str(os.getpid()))
             if policy is not None:
-                priority.apply_to_self(policy)
-            if netns_fd is not None and libc.setns(netns_fd, CLONE_NEWNET) != 0:
-                raise OSError(ctypes.get_errno(), "setns(CLONE_NEWNET)")
+                live.apply_to_self(policy)
+            if netns_fd is not None:
+                syscalls.setns(netns_fd, syscalls.CLONE_NEWNET)
             if before_exec is not None:  # e.g. ask systemd for a scope of our own
                 before_exec()
             if chroot is not None:
@@ -118,7 +117,7 @@ def _child_setup(policy: priority.Policy | None, cgroup_procs: Sequence[str],
 def launch(
     argv: Sequence[str],
     *,
-    policy: priority.Policy | None = None,
+    policy: grammar.Policy | None = None,
     cgroup_procs: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,

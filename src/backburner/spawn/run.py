@@ -4,7 +4,6 @@ foreground with signals forwarded and its end mirrored exactly (`die_like`)."""
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import resource
@@ -15,10 +14,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .. import priority
-from ..errors import StartError
+from ..base import interrupts
+from ..base.errors import StartError
+from ..kernel import syscalls
+from ..policy import grammar
 from .launch import launch
-from .libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, libc
 from .outcome import Outcome
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def run_helper(argv: Sequence[str], *, cwd: str | None = None, stdout: int | Non
     return out
 
 
-def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None,
+def run_foreground(argv: Sequence[str], *, policy: grammar.Policy | None = None,
                    cgroup_procs: Sequence[str] = (), adopt_orphans: bool = False,
                    before_exec: Callable[[], None] | None = None,
                    netns: str | None = None) -> Outcome:
@@ -61,9 +61,12 @@ def run_foreground(argv: Sequence[str], *, policy: priority.Policy | None = None
     watched = {*FORWARDED_SIGNALS, signal.SIGCHLD}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     try:
-        if adopt_orphans and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise StartError(f"cannot adopt the orphans of {argv[0] if argv else '?'}: "
-                             f"{os.strerror(ctypes.get_errno())}")
+        if adopt_orphans:
+            try:
+                syscalls.prctl(syscalls.PR_SET_CHILD_SUBREAPER, 1)
+            except OSError as err:
+                raise StartError(f"cannot adopt the orphans of {argv[0] if argv else '?'}: "
+                                 f"{os.strerror(err.errno)}") from None
         child = launch(argv, policy=policy, cgroup_procs=cgroup_procs, before_exec=before_exec,
                        netns=netns)
         while True:
@@ -144,23 +147,30 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
     parent = os.getpid()
 
     def die_with_parent() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)
 
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors=errors, process_group=0,
-                            preexec_fn=die_with_parent,
-                            env={**os.environ, **env} if env is not None else None)
+    proc: subprocess.Popen[str] | None = None
     try:
+        # A signal while Popen forks is held until it returns: our handler raising inside
+        # one of Python's after-fork callbacks (logging's lock) is printed and dropped, so
+        # a SIGTERM was lost. Raised when the block ends, it stops the tool below.
+        with interrupts.deferred():
+            proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    errors=errors, process_group=0, preexec_fn=die_with_parent,
+                                    env={**os.environ, **env} if env is not None else None)
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        assert proc is not None
         _kill_group(proc.pid)
         out, err = proc.communicate()
         return ToolResult(None, out, err)
     except BaseException:
-        _kill_group(proc.pid)
-        proc.wait()
+        if proc is not None:
+            _kill_group(proc.pid)
+            proc.wait()
         raise
     return ToolResult(proc.returncode if proc.returncode >= 0 else None, out, err)
 

@@ -26,6 +26,12 @@ Why these choices:
   interval the uncensored times would give, so its coverage is still at least the confidence
   asked for (the order-statistic one exactly so; the bootstrap ones as far as a bootstrap
   goes), and a verdict drawn from it is never more optimistic than the data allow.
+* A verdict is read off a ratio's interval against a band (`verdicts.classify`): slower
+  when the whole interval is above it, "at most" (the interval's upper end) once that end is
+  inside it -- the one-sided question a user asks of a protected start -- and
+  indistinguishable when both ends are; undecided only while the upper end is above the band
+  and the lower end is not. The band is what a person notices for a start of that length
+  (`band`: more than 10% and more than 100 ms, at most ±25%), or given by hand.
 * A run that stops once its verdict is decided gets its intervals from confidence
   sequences (`sequential`: valid at every number of trials at once, so stopping on them
   costs no validity); its ratios to idle from the rounds' pairs (`paired`: one sequence of
@@ -35,6 +41,15 @@ Why these choices:
 * Bootstraps use a seeded ``numpy.random.Generator`` so a report is reproducible.
 """
 
+from .band import (
+    NOTICEABLE_FRACTION,
+    NOTICEABLE_S,
+    WIDEST,
+    Band,
+    Basis,
+    band_for,
+    noticeable,
+)
 from .comparisons import (
     CliffsDelta,
     Comparison,
@@ -66,6 +81,7 @@ from .stopping import Rule, Stop, decision, out_of_reach, trials_needed
 from .verdicts import (
     BIMODAL_MIN_N,
     BIMODAL_THRESHOLD,
+    DECIDED,
     NOT_COLD_FRACTION,
     OUTLIER_WARN_FRACTION,
     RECOMMENDED_TRIALS,
@@ -85,7 +101,8 @@ from .verdicts import (
 )
 
 __all__ = [
-    "BIMODAL_MIN_N", "BIMODAL_THRESHOLD", "BOOTSTRAP_MEDIAN_MAX_N", "MAD_NORMAL_SCALE",
+    "NOTICEABLE_FRACTION", "NOTICEABLE_S", "WIDEST", "Band", "Basis", "band_for", "noticeable",
+    "DECIDED", "BIMODAL_MIN_N", "BIMODAL_THRESHOLD", "BOOTSTRAP_MEDIAN_MAX_N", "MAD_NORMAL_SCALE",
     "NOT_COLD_FRACTION", "OUTLIER_WARN_FRACTION", "RECOMMENDED_TRIALS", "TUKEY_K",
     "PAIRED_METHOD", "SEQUENTIAL_METHOD", "Caveat", "CaveatCode", "Rule", "Stop",
     "CliffsDelta", "Comparison", "MannWhitney", "Pairs", "Param", "RatioCI",

@@ -2,9 +2,12 @@
 budget is spent, or a decision is out of the budget's reach.
 
 Decided means the verdict read off the paired rounds' confidence sequence (`paired`) is
-slower, faster or indistinguishable; because that interval is valid at every number of
-rounds at once, stopping on it leaves the interval and the verdict as valid as at a fixed n
-(`simulation` checks it). The budget in trials is here; a budget in time is the runner's,
+any but undecided (`verdicts.VerdictKind`): slower (the interval's lower end above the band),
+or its upper end inside the band -- at most that much slower, indistinguishable, or faster.
+Because that interval is valid at every number of rounds at once, stopping on it leaves the
+interval and the verdict as valid as at a fixed n (`simulation` checks it). The band is the
+rule's `tolerance` when given by hand, else the one a person notices for the cell's unloaded
+start (`band.noticeable`). The budget in trials is here; a budget in time is the runner's,
 which stops every cell alike and so cannot bias one against another.
 
 Out of reach: a cell whose verdict would need well over ``max_runs`` trials even if its true
@@ -25,10 +28,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from .band import Band, band_for, check_tolerance
 from .estimates import MAD_NORMAL_SCALE, check_confidence
 from .paired import Pairs
 from .sequential import accepted_counts
-from .verdicts import VerdictKind, paired_verdict
+from .verdicts import paired_verdict
 
 #: Confidence of the range the out-of-reach guard takes its best centre from.
 GUARD_CONFIDENCE = 0.95
@@ -42,7 +46,7 @@ class Stop(StrEnum):
     """Whether a cell needs more trials, and if not, why not."""
 
     CONTINUE = "continue"        # undecided, budget left
-    DECIDED = "decided"          # its verdict is one of slower, faster, indistinguishable
+    DECIDED = "decided"          # its verdict is decided (any but undecided)
     BUDGET = "budget"            # undecided, but max_runs trials are spent
     OUT_OF_REACH = "out-of-reach"  # undecided, and max_runs could not decide it
 
@@ -50,32 +54,39 @@ class Stop(StrEnum):
 @dataclass(frozen=True)
 class Rule:
     """The stopping rule: at least ``min_runs`` trials, at most ``max_runs``, until the
-    verdict at ``tolerance`` and ``confidence`` is decided or out of reach."""
+    verdict at ``confidence`` is decided or out of reach, against the band 1 +/-
+    ``tolerance`` -- or, with none given, the band a person notices (`band`)."""
 
     min_runs: int
     max_runs: int
-    tolerance: float = 0.10
+    tolerance: float | None = None
     confidence: float = 0.95
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_runs <= self.max_runs:
             raise ValueError(f"need 1 <= min_runs <= max_runs, got {self.min_runs}, "
                              f"{self.max_runs}")
-        if not 0.0 <= self.tolerance < 1.0:
-            raise ValueError(f"tolerance must be in [0, 1), got {self.tolerance}")
+        if self.tolerance is not None:
+            check_tolerance(self.tolerance)
         check_confidence(self.confidence)
 
+    def band(self, reference_s: float | None) -> Band:
+        """The band for a cell whose unloaded start's median is ``reference_s``."""
+        return band_for(reference_s, self.tolerance)
 
-def decision(rule: Rule, pairs: Pairs, trials: int) -> Stop:
-    """Whether a loaded cell needs more trials, from its rounds paired with its baseline's
-    and its own count of trials (failed ones included): decided once it has ``min_runs``
-    trials and its verdict is not inconclusive; out of reach once it has ``min_runs`` and
-    `out_of_reach` says so; out of budget at ``max_runs``."""
+
+def decision(rule: Rule, pairs: Pairs, trials: int, reference_s: float | None = None) -> Stop:
+    """Whether a loaded cell needs more trials, from its rounds paired with its baseline's,
+    its own count of trials (failed ones included) and its baseline's median
+    (``reference_s``, which sizes the band): decided once it has ``min_runs`` trials and its
+    verdict is decided; out of reach once it has ``min_runs`` and `out_of_reach` says so;
+    out of budget at ``max_runs``."""
     if trials >= rule.min_runs and pairs.n:
-        v = paired_verdict(pairs, tolerance=rule.tolerance, confidence=rule.confidence)
-        if v.kind != VerdictKind.INCONCLUSIVE:
+        tolerance = rule.band(reference_s).tolerance
+        v = paired_verdict(pairs, tolerance=tolerance, confidence=rule.confidence)
+        if v.decided:
             return Stop.DECIDED
-        if trials < rule.max_runs and out_of_reach(rule, pairs):
+        if trials < rule.max_runs and out_of_reach(rule, pairs, tolerance):
             return Stop.OUT_OF_REACH
     return Stop.BUDGET if trials >= rule.max_runs else Stop.CONTINUE
 
@@ -117,18 +128,21 @@ def pairs_for(spread: float, margin: float, confidence: float, start: int = 1) -
     return _first_count(lambda n: spread * half_width(n, confidence) < margin, start)
 
 
-def _edges(tolerance: float) -> tuple[float, float]:
-    return math.log(1.0 - tolerance), math.log(1.0 + tolerance)
+def _edge(tolerance: float) -> float:
+    """The band's upper edge in log units: every decided verdict has one end of its
+    interval on one side of it (slower: the lower end above; the others: the upper end
+    within)."""
+    return math.log(1.0 + tolerance)
 
 
 def _spread(d: np.ndarray) -> float:
     return MAD_NORMAL_SCALE * float(np.median(np.abs(d - np.median(d))))
 
 
-def _decides(lo: float, hi: float, edges: tuple[float, float]) -> bool:
-    """Whether an interval (log units) is wholly beyond, below or inside the band."""
-    low, high = edges
-    return lo > high or hi < low or (low <= lo and hi <= high)
+def _decides(lo: float, hi: float, edge: float) -> bool:
+    """Whether an interval (log units) decides: its lower end above the band's upper edge,
+    or its upper end within it (`verdicts.classify`)."""
+    return lo > edge or hi <= edge
 
 
 def trials_needed(pairs: Pairs, tolerance: float, confidence: float) -> int | None:
@@ -138,11 +152,11 @@ def trials_needed(pairs: Pairs, tolerance: float, confidence: float) -> int | No
     the count is the first whose interval decides. Distribution-free like the sequence
     itself: an outlier seen keeps the estimate up until the kept order statistics pass it.
     None with fewer than 3 pairs, or when no count up to `NEEDED_LIMIT` decides (a centre
-    on an edge of the band)."""
+    on the band's upper edge)."""
     if pairs.n < 3:
         return None
     d = np.sort(pairs.d)
-    edges = _edges(tolerance)
+    edge = _edge(tolerance)
 
     def fits(m: int) -> bool:
         counts = accepted_counts(m, confidence)
@@ -152,7 +166,7 @@ def trials_needed(pairs: Pairs, tolerance: float, confidence: float) -> int | No
         levels = [(first - 0.375) / (m + 0.25), (last + 1 - 0.375) / (m + 0.25)]
         # Blom's plotting positions: at m = n these are the order statistics themselves
         lo, hi = np.quantile(d, levels, method="normal_unbiased")
-        return _decides(float(lo), float(hi), edges)
+        return _decides(float(lo), float(hi), edge)
 
     return _first_count(fits)
 
@@ -175,24 +189,22 @@ def _first_count(fits: Callable[[int], bool], start: int = 1) -> int | None:
     return hi
 
 
-def out_of_reach(rule: Rule, pairs: Pairs) -> bool:
+def out_of_reach(rule: Rule, pairs: Pairs, tolerance: float) -> bool:
     """Whether even the best case the data allow needs more than `GUARD_FACTOR` times
-    ``max_runs`` pairs: the centre anywhere in its 95% range (median +/- 1.96 standard
-    errors of a normal median, 1.2533 spread / sqrt n), at its most decidable point (the
-    band's middle if the range holds it, else the end farther from the nearer edge), with
-    the spread seen. The factor leaves room for a spread that was seen too wide: on
-    simulated cells it gives up on at most a few in a hundred that the budget would have
-    decided (`tests/stats/test_simulation.py`)."""
+    ``max_runs`` pairs to decide against the band 1 +/- ``tolerance``: the centre anywhere
+    in its 95% range (median +/- 1.96 standard errors of a normal median, 1.2533 spread /
+    sqrt n), at its most decidable point (the end of the range farther from the band's
+    upper edge, which every decision is made against), with the spread seen. The factor
+    leaves room for a spread that was seen too wide: on simulated cells it gives up on at
+    most a few in a hundred that the budget would have decided
+    (`tests/stats/test_simulation.py`)."""
     n = pairs.n
     if n < 4:
         return False
     spread = _spread(pairs.d)
     centre = float(np.median(pairs.d))
     reach = _z(0.5 + GUARD_CONFIDENCE / 2) * 1.2533 * spread / math.sqrt(n)
-    edges = _edges(rule.tolerance)
-    middle = sum(edges) / 2
-    lo, hi = centre - reach, centre + reach
-    candidates = [lo, hi, *([middle] if lo <= middle <= hi else [])]
-    margin = max(min(abs(c - e) for e in edges) for c in candidates)
+    edge = _edge(tolerance)
+    margin = max(abs(centre - reach - edge), abs(centre + reach - edge))
     needed = pairs_for(spread, margin, rule.confidence, start=n)
     return needed is None or needed > GUARD_FACTOR * rule.max_runs

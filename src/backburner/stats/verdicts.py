@@ -14,6 +14,7 @@ from enum import StrEnum
 import numpy as np
 from numpy.typing import ArrayLike
 
+from .band import check_tolerance
 from .comparisons import RatioCI, ratio_of_medians
 from .estimates import (
     Summary,
@@ -44,12 +45,25 @@ Param = int | float | bool | str
 
 
 class VerdictKind(StrEnum):
-    """Where the ratio's interval lies against the band 1 +/- tolerance."""
+    """What the ratio's interval says against the band 1 +/- tolerance. Every kind but
+    `UNDECIDED` is a decided answer, and a run that stops once decided stops on any of them.
 
-    SLOWER = "slower"                        # wholly above 1 + tolerance
-    FASTER = "faster"                        # wholly below 1 - tolerance
-    INDISTINGUISHABLE = "indistinguishable"  # wholly inside the band
-    INCONCLUSIVE = "inconclusive"            # across a bound of the band
+    The question a user asks of a protected start is one-sided -- "is it at most this much
+    slower than unloaded?" -- and `AT_MOST` answers it as soon as the interval's upper end is
+    inside the band, whatever its lower end: a valid interval decides that early where
+    "within the band both ways" may need hundreds of trials for a ratio near an edge.
+    `INDISTINGUISHABLE` is the stronger, two-sided claim, kept for when both ends are in."""
+
+    SLOWER = "slower"                        # lower end above 1 + tolerance
+    FASTER = "faster"                        # upper end below 1 - tolerance
+    INDISTINGUISHABLE = "indistinguishable"  # both ends within 1 +/- tolerance
+    AT_MOST = "at-most"                      # upper end within 1 + tolerance, lower below the band
+    UNDECIDED = "undecided"                  # upper end above 1 + tolerance, lower end not
+
+
+#: The kinds that answer the question (all but undecided).
+DECIDED = frozenset({VerdictKind.SLOWER, VerdictKind.FASTER, VerdictKind.INDISTINGUISHABLE,
+                     VerdictKind.AT_MOST})
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,10 @@ class Verdict:
         more trials would not."""
         return math.isinf(self.ratio.hi)
 
+    @property
+    def decided(self) -> bool:
+        return self.kind in DECIDED
+
 
 def verdict(
     loaded: ArrayLike,
@@ -80,15 +98,16 @@ def verdict(
     loaded_censored: ArrayLike = (),
     baseline_censored: ArrayLike = (),
 ) -> Verdict:
-    """Whether ``loaded`` is slower, faster or indistinguishable from ``baseline`` (idle).
+    """What the ratio of ``loaded``'s median to ``baseline``'s (unloaded) says against the
+    band 1 +/- tolerance (`classify`), on a fixed-count percentile bootstrap interval.
 
-    We only claim "indistinguishable" when the whole ratio CI lies within 1 +/- tolerance:
-    a wide interval straddling 1 is "inconclusive", not evidence of no effect. Timed-out
-    trials (``*_censored``, at their limit) widen the interval as far as they could reach,
-    so they can make a verdict "slower" or "inconclusive", never falsely reassuring; a ratio
-    whose loaded median they reach is marked as a lower bound.
+    A wide interval is never read as "no effect": "indistinguishable" needs the whole
+    interval inside the band, "at most" its upper end inside. Timed-out trials
+    (``*_censored``, at their limit) widen the interval as far as they could reach, so they
+    can make a verdict "slower" or "undecided", never falsely reassuring; a ratio whose
+    loaded median they reach is marked as a lower bound.
     """
-    _check_tolerance(tolerance)
+    check_tolerance(tolerance)
     r = ratio_of_medians(loaded, baseline, confidence=confidence, resamples=resamples, seed=seed,
                          a_censored=loaded_censored, b_censored=baseline_censored)
     return Verdict(classify(r, tolerance), r, tolerance,
@@ -106,7 +125,7 @@ def sequential_verdict(
 ) -> Verdict:
     """`verdict` on the ratio's confidence sequence (`sequential.ratio_cs`) instead of its
     bootstrap interval: the verdict of a run that stopped once it was decided."""
-    _check_tolerance(tolerance)
+    check_tolerance(tolerance)
     r = ratio_cs(loaded, baseline, confidence=confidence, a_censored=loaded_censored,
                  b_censored=baseline_censored)
     return Verdict(classify(r, tolerance), r, tolerance,
@@ -117,25 +136,26 @@ def paired_verdict(pairs: Pairs, *, tolerance: float = 0.10,
                    confidence: float = 0.95) -> Verdict:
     """`verdict` on the paired rounds' confidence sequence (`paired.paired_ratio_cs`): the
     verdict of a run that stopped once decided, where the trials pair by round."""
-    _check_tolerance(tolerance)
+    check_tolerance(tolerance)
     r = paired_ratio_cs(pairs, confidence)
     return Verdict(classify(r, tolerance), r, tolerance, median_reached_by_timeouts(pairs))
 
 
-def _check_tolerance(tolerance: float) -> None:
-    if not 0.0 <= tolerance < 1.0:
-        raise ValueError(f"tolerance must be in [0, 1), got {tolerance}")
-
-
 def classify(r: RatioCI, tolerance: float) -> VerdictKind:
-    """Where the interval lies against the band 1 +/- tolerance."""
+    """Where the interval lies against the band 1 +/- tolerance: slower when its lower end
+    is above the band; undecided while its upper end is above the band and its lower end is
+    not; otherwise decided by its upper end being inside the band -- faster when even that
+    is below the band, indistinguishable when the lower end is inside too, else "at most"
+    (the upper end)."""
     if r.lo > 1.0 + tolerance:
         return VerdictKind.SLOWER
+    if not r.hi <= 1.0 + tolerance:  # (an open or NaN upper end decides nothing)
+        return VerdictKind.UNDECIDED
     if r.hi < 1.0 - tolerance:
         return VerdictKind.FASTER
-    if r.lo >= 1.0 - tolerance and r.hi <= 1.0 + tolerance:
+    if r.lo >= 1.0 - tolerance:
         return VerdictKind.INDISTINGUISHABLE
-    return VerdictKind.INCONCLUSIVE
+    return VerdictKind.AT_MOST
 
 
 # --------------------------------------------------------------------------- caveats

@@ -12,7 +12,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import priority, procfs
+from ..kernel import cgroups, priorities, procfs
+from ..policy import grammar, live
 
 #: The v1 controllers whose groups act on bulk work (weights, pauses, network classes);
 #: a v2 group ("v2") always shows. Others (memory, pids, a session manager's name=) do not.
@@ -41,13 +42,13 @@ class InForce:
 
 
 def _cpu_name(policy: int) -> str:
-    return _CPU.get(policy) or priority.SCHED_NAMES.get(policy, f"policy {policy}")
+    return _CPU.get(policy) or priorities.SCHED_NAMES.get(policy, f"policy {policy}")
 
 
-def read(pid: int, wanted: priority.Policy | None = None) -> InForce | None:
+def read(pid: int, wanted: grammar.Policy | None = None) -> InForce | None:
     """What `pid` has now; None once it has exited. With `wanted`, the threads whose IO
     class or CPU policy differ from it are counted."""
-    snap = priority.snapshot_thread(pid)
+    snap = priorities.snapshot_thread(pid)
     if snap is None:
         return None
     tids = procfs.threads_of(pid) or [pid]
@@ -56,16 +57,16 @@ def read(pid: int, wanted: priority.Policy | None = None) -> InForce | None:
         for tid in tids:
             if tid == pid:
                 continue  # the main thread's own values are compared apart
-            t = priority.snapshot_thread(tid)
-            if t is not None and not priority.has_policy(t, wanted):
+            t = priorities.snapshot_thread(tid)
+            if t is not None and not live.has_policy(t, wanted):
                 off += 1
     groups = [f"{ctrl or 'v2'}:{path}" for _h, ctrl, path in procfs.cgroup_lines(pid)
               if path not in ("/", "") and (not ctrl or set(ctrl.split(",")) & ACTING)]
-    return InForce(str(priority.IOPrio.from_value(snap["io"])), _cpu_name(snap["policy"]),
+    return InForce(str(priorities.IOPrio.from_value(snap["io"])), _cpu_name(snap["policy"]),
                    snap["nice"], groups, len(tids), off)
 
 
-def differences(pid: int, now: InForce, wanted: priority.Policy | None,
+def differences(pid: int, now: InForce, wanted: grammar.Policy | None,
                 groups: Sequence[str] = ()) -> list[str]:
     """Where what is in force differs from what was set: the IO class, the CPU policy
     (and nice, when one was set), and each group the process was put in (a directory
@@ -93,5 +94,7 @@ def differences(pid: int, now: InForce, wanted: priority.Policy | None,
 
 def member_of(pid: int, group: str) -> bool:
     """Whether `pid` is in the cgroup directory `group` (its cgroup.procs lists it)."""
-    data = procfs.read_small(os.path.join(group, "cgroup.procs"), 1 << 20)
-    return data is not None and str(pid).encode() in data.split()
+    try:
+        return pid in cgroups.pids(group)
+    except OSError:
+        return False

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath, system
-from ..errors import BackburnerError
+from .. import system
+from ..base.errors import BackburnerError
+from ..files import safepath
+from ..kernel import procfs
 
 log = logging.getLogger(__name__)
 

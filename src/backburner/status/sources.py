@@ -21,9 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import applied, job, priority, procfs, system
-from ..errors import BackburnerError
+from .. import system
+from ..apply import status as applied
+from ..base.errors import BackburnerError
 from ..govern import state as govern_state
+from ..kernel import block, priorities, procfs
+from ..policy import grammar
+from ..run import job
 from ..system.journal import Journal, journal_entries, journal_time
 from . import inforce, records
 from .inforce import InForce
@@ -79,9 +83,9 @@ def for_pid(pid: int) -> list[Entry]:
 # --- run ---------------------------------------------------------------------------------
 
 
-def _policy(io: str | None, cpu: str | None) -> priority.Policy:
-    return priority.Policy("set", io=priority.IOPrio.parse(io) if io else None,
-                           cpu=priority.CPUPolicy.parse(cpu) if cpu else None)
+def _policy(io: str | None, cpu: str | None) -> grammar.Policy:
+    return grammar.Policy("set", io=priorities.IOPrio.parse(io) if io else None,
+                           cpu=priorities.CPUPolicy.parse(cpu) if cpu else None)
 
 
 def _words(sets: dict[str, str]) -> str:
@@ -263,13 +267,6 @@ SKIP_DISKS = ("loop", "ram", "zram", "nbd", "sr", "fd")
 def disks(sys_block: str = "/sys/block") -> list[Disk]:
     """Whole disks with an IO scheduler (loop devices, RAM disks and optical drives left
     out: no bulk work of the machine's lives there)."""
-    out = []
-    for queue in sorted(Path(sys_block).glob("*/queue/scheduler")):
-        name = queue.parent.parent.name
-        if name.startswith(SKIP_DISKS):
-            continue
-        try:
-            out.append(Disk(name, system.selected(queue.read_text())))
-        except OSError:
-            continue
-    return out
+    return [Disk(name, sched) for name in block.disks(sys_block)
+            if not name.startswith(SKIP_DISKS)
+            and (sched := block.in_force(name, sys_block)) is not None]

@@ -1,4 +1,6 @@
-"""`backburner status` as text (one block per process or file) and as JSON."""
+"""`backburner status` as text (one block per process or file) and as JSON. Every text line
+goes out through `units.one_line`: a process's name and command line are its owner's
+choice, and must neither drive the terminal nor forge a line."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 import time
 from dataclasses import asdict
 
+from ..base.quantities import one_line
 from .sources import Entry, View
 
 FORMAT = 1
@@ -44,7 +47,7 @@ def render(view: View) -> str:
         lines += ["", "disks (the IO scheduler in force): "
                   + ", ".join(f"{d.name} {d.scheduler}" for d in view.disks)]
     lines += [f"note: {n}" for n in view.notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join(one_line(line) for line in lines) + "\n"
 
 
 def render_json(view: View) -> str:

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..cell import Cell
-from ..errors import DataError
+from ..base.errors import DataError
 from . import schema
 from .address import looks_like_url, meant_as_address, shown
+from .cell import Cell
 from .postgres import PostgresBackend
 from .records import TRIAL_FIELDS, Filter, Run, StoredCell
 from .sqlite import SqliteBackend
@@ -37,19 +37,19 @@ def backend_for(target: str) -> Backend:
     looks like an address is refused rather than created as a file of that name, and so is
     "-": a database cannot be read from a pipe nor written to one."""
     if target == "-":
-        from ..errors import UsageError
+        from ..base.errors import UsageError
 
         raise UsageError("a result database cannot be standard input or output",
                          "give a file name or a postgresql:// address")
     if meant_as_address(target) and not looks_like_url(target):
-        from ..errors import UsageError
+        from ..base.errors import UsageError
 
         raise UsageError(f"{shown(target)} is not a database address",
                          "write postgresql://… (or ./NAME for a file of that name)")
     if looks_like_url(target):
         scheme = target.split("://", 1)[0].lower()
         if scheme not in _URL_SCHEMES:
-            from ..errors import UsageError
+            from ..base.errors import UsageError
 
             raise UsageError(f"{scheme}:// databases are not supported",
                              "give a file name (SQLite) or a postgresql:// address")

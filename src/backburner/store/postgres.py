@@ -19,14 +19,7 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import (
-    AccessError,
-    BusyError,
-    DataError,
-    IOFailure,
-    UnavailableError,
-    UsageError,
-)
+from ..base.errors import AccessError, BusyError, DataError, IOFailure, UnavailableError, UsageError
 from .address import libpq_reason, secrets, shown
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..cell import Cell
+from .cell import Cell
 
 TRIAL_FIELDS = (
     "round", "warmup", "status", "cold", "wall_s", "user_s", "sys_s", "max_rss_kb",

@@ -36,7 +36,7 @@ CREATE TABLE runs (
 CREATE TABLE cells (
     id {id},
     run_id {int} NOT NULL REFERENCES runs(id),
-    key TEXT NOT NULL,            -- identity across databases (see backburner.cell)
+    key TEXT NOT NULL,            -- identity across databases (see backburner.store.cell)
     probe TEXT NOT NULL,
     device TEXT NOT NULL,
     scheduler TEXT NOT NULL,

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .. import infile
-from ..errors import BusyError, DataError, ExistsError, IOFailure
+from ..base.errors import BusyError, DataError, ExistsError, IOFailure
+from ..files import infile
 
 
 class SqliteBackend:

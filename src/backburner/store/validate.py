@@ -12,8 +12,8 @@ import json
 import math
 from typing import Any
 
-from ..cell import Cell
-from ..errors import DataError
+from ..base.errors import DataError
+from .cell import Cell
 from .records import Run, StoredCell
 
 STATUSES = ("ok", "failed", "timeout", "aborted")

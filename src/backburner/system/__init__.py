@@ -2,9 +2,9 @@
 
 Every change is a small `Change` class with `read()` (the old state), `apply()` and
 `undo()`, in one module per family of change (values, cgroups, files, mounts, loops,
-processes). A `Transaction` writes each change's intent and old state to an on-disk journal
-*before* applying it (fsync'd), and undoes everything in reverse order when it ends:
-normally, on an exception, on SIGINT or SIGTERM (turned into exceptions by
+processes, net, tc, ...). A `Transaction` writes each change's intent and old state to an
+on-disk journal *before* applying it (fsync'd), and undoes everything in reverse order
+when it ends: normally, on an exception, on SIGINT or SIGTERM (turned into exceptions by
 `interrupts.install`). After a SIGKILL or a power loss the journal is still on disk, and
 `restore_stale()` (``backburner restore``, and the start of every command that changes
 state) replays it. Every `undo` is idempotent and checks the current state first, because
@@ -28,8 +28,6 @@ from .cgroups import (
     ControllersEnabled,
     DeviceLine,
     V1Hierarchy,
-    cgroup_dir_of,
-    cgroup_mount_of,
     prune_empty_cgroups,
     v1_groups,
 )
@@ -48,23 +46,13 @@ from .mounts import (
 )
 from .net import (
     Address,
-    BpfClassifier,
-    ClassidClassifier,
     Link,
     LinkUp,
     NetNamespace,
-    Qdisc,
-    TcClass,
-    TcFilter,
-    change_class,
     link_counters,
     link_info,
     netns_path,
-    qdisc_backlog,
-    qdiscs,
     socket_in,
-    tc_classes,
-    tc_filters,
 )
 from .paths import (
     DEFAULT_STATE_DIR,
@@ -76,6 +64,18 @@ from .paths import (
     work_root,
 )
 from .processes import Daemon, Inherited, Priorities, PrioritiesFirst, Started
+from .tc import (
+    BpfClassifier,
+    ClassidClassifier,
+    Qdisc,
+    TcClass,
+    TcFilter,
+    change_class,
+    qdisc_backlog,
+    qdiscs,
+    tc_classes,
+    tc_filters,
+)
 from .tracefs import ensure_tracefs, tracefs_mount
 from .transaction import (
     LiveTransaction,
@@ -101,7 +101,7 @@ __all__ = [
     "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "Started", "SysfsValue",
     "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
-    "cgroup_dir_of", "cgroup_mount_of", "commit", "drop_caches", "ensure_tracefs",
+    "commit", "drop_caches", "ensure_tracefs",
     "change_class", "link_counters", "link_info", "netns_path", "qdisc_backlog", "qdiscs",
     "socket_in", "tc_classes", "tc_filters",
     "is_mountpoint",

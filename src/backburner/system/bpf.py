@@ -16,9 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .. import cgroupbpf, safepath
-from ..errors import ExistsError, SystemStateError, UnavailableError
-from .cgroups import cgroup_procs
+from ..base.errors import ExistsError, SystemStateError, UnavailableError
+from ..files import safepath
+from ..kernel import cgroups
+from ..kernel.bpf import calls as bpf
+from ..kernel.bpf import cgroup_programs
 from .change import Change
 
 #: The clamp the sock_ops program sets on its last run before the undo detaches it: the
@@ -45,11 +47,11 @@ def _attach(path: str, prog: int, attach_type: int, result: dict[str, Any],
         raise SystemStateError(f"no cgroup {path}")
     try:
         st = os.fstat(group)
-        result = {**result, "prog": cgroupbpf.program_id(prog),
+        result = {**result, "prog": bpf.program_id(prog),
                   "group": [st.st_dev, st.st_ino]}
         record(result)  # journaled before the attach
         try:
-            cgroupbpf.attach(group, prog, attach_type)
+            bpf.attach(group, prog, attach_type)
         except OSError as err:
             raise SystemStateError(f"could not attach a BPF program to {path}: "
                                    f"{err.strerror}") from None
@@ -84,14 +86,14 @@ def _detach(path: str, result: Any, attach_type: int,
         st = os.fstat(group)
         if [st.st_dev, st.st_ino] != result["group"]:
             return
-        if result["prog"] not in cgroupbpf.attached(group, attach_type):
+        if result["prog"] not in bpf.attached(group, attach_type):
             return
-        prog = cgroupbpf.program_fd(result["prog"])
+        prog = bpf.program_fd(result["prog"])
         if prog is None:
             return
         try:
             before()
-            cgroupbpf.detach(group, prog, attach_type)
+            bpf.detach(group, prog, attach_type)
         except OSError as err:
             raise SystemStateError(f"could not detach the BPF program from {path}: "
                                    f"{err.strerror}") from None
@@ -109,6 +111,7 @@ class CgroupPacketPriority(Change):
     and those with data get `data_priority` (0: their own)."""
 
     kind: ClassVar[str] = "cgroup-bpf-priority"
+    makes: ClassVar[bool] = True  # a program just loaded: none can be there before
     path: str
     priority: int
     data_priority: int | None = None
@@ -119,24 +122,25 @@ class CgroupPacketPriority(Change):
         return f"packet priority {self.priority:#x}{data} for cgroup {self.path}"
 
     def apply_with(self, record: Callable[[Any], None]) -> Any:
-        return _load_and_attach(self.path, lambda: cgroupbpf.load_priority_program(
+        return _load_and_attach(self.path, lambda: cgroup_programs.load_priority_program(
             self.priority, data_priority=self.data_priority),
-            cgroupbpf.BPF_CGROUP_INET_EGRESS, record)
+            bpf.BPF_CGROUP_INET_EGRESS, record)
 
     def apply(self) -> Any:
         return self.apply_with(lambda _r: None)
 
     def undo(self, old: Any, result: Any) -> None:
-        _detach(self.path, result, cgroupbpf.BPF_CGROUP_INET_EGRESS)
+        _detach(self.path, result, bpf.BPF_CGROUP_INET_EGRESS)
 
 
 @dataclass
 class CgroupSocketPriority(Change):
     """A cgroup sock-create program on a cgroup v2 group: every socket made in it (or
     below it) gets the socket priority `priority`, by which the ingress classifier
-    (`tcbpf`) knows the job's packets on their way in."""
+    (`kernel.bpf.tc_programs`) knows the job's packets on their way in."""
 
     kind: ClassVar[str] = "cgroup-bpf-sock-priority"
+    makes: ClassVar[bool] = True
     path: str
     priority: int
 
@@ -145,14 +149,14 @@ class CgroupSocketPriority(Change):
 
     def apply_with(self, record: Callable[[Any], None]) -> Any:
         return _load_and_attach(self.path,
-                                lambda: cgroupbpf.load_socket_priority_program(self.priority),
-                                cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE, record)
+                                lambda: cgroup_programs.load_socket_priority_program(self.priority),
+                                bpf.BPF_CGROUP_INET_SOCK_CREATE, record)
 
     def apply(self) -> Any:
         return self.apply_with(lambda _r: None)
 
     def undo(self, old: Any, result: Any) -> None:
-        _detach(self.path, result, cgroupbpf.BPF_CGROUP_INET_SOCK_CREATE)
+        _detach(self.path, result, bpf.BPF_CGROUP_INET_SOCK_CREATE)
 
 
 @dataclass
@@ -168,6 +172,7 @@ class CgroupSockOps(Change):
     keeps its congestion control for its life."""
 
     kind: ClassVar[str] = "cgroup-bpf-sock-ops"
+    makes: ClassVar[bool] = True
     path: str
     cc: str | None = None
     clamp: int = 0
@@ -181,13 +186,13 @@ class CgroupSockOps(Change):
     def apply_with(self, record: Callable[[Any], None]) -> Any:
         if not os.path.isdir(self.path):
             raise SystemStateError(f"no cgroup {self.path}")
-        window = cgroupbpf.create_window_map()
+        window = cgroup_programs.create_window_map()
         try:
-            cgroupbpf.set_window(window, self.clamp, self.initial)
-            prog = cgroupbpf.load_sock_ops_program(window, self.cc)
+            cgroup_programs.set_window(window, self.clamp, self.initial)
+            prog = cgroup_programs.load_sock_ops_program(window, self.cc)
             try:
-                return _attach(self.path, prog, cgroupbpf.BPF_CGROUP_SOCK_OPS,
-                               {"map": cgroupbpf.map_id(window)}, record)
+                return _attach(self.path, prog, bpf.BPF_CGROUP_SOCK_OPS,
+                               {"map": bpf.map_id(window)}, record)
             finally:
                 os.close(prog)
         finally:
@@ -198,23 +203,23 @@ class CgroupSockOps(Change):
 
     def undo(self, old: Any, result: Any) -> None:
         def release() -> None:
-            window = cgroupbpf.map_fd(result.get("map", 0))
+            window = bpf.map_fd(result.get("map", 0))
             if window is None:
                 return
             try:
-                cgroupbpf.set_window(window, RELEASE_CLAMP, 0)
+                cgroup_programs.set_window(window, RELEASE_CLAMP, 0)
             finally:
                 os.close(window)
-            if cgroup_procs(self.path):
+            if cgroups.pids(self.path):
                 time.sleep(RELEASE_S)
 
-        _detach(self.path, result, cgroupbpf.BPF_CGROUP_SOCK_OPS, release)
+        _detach(self.path, result, bpf.BPF_CGROUP_SOCK_OPS, release)
 
 
 def window_map(result: Any) -> int | None:
     """A descriptor of the map of a `CgroupSockOps` change's result (the caller closes
     it); None when it is gone."""
-    return cgroupbpf.map_fd(result["map"]) if result else None
+    return bpf.map_fd(result["map"]) if result else None
 
 
 #: What `PinnedPrograms` pins in its directory: the egress program, the sock_ops program,
@@ -227,7 +232,7 @@ PIN_DIR = "backburner"
 SYSTEMD_ATTACH = {PIN_EGRESS: "egress", PIN_SOCK_OPS: "sock_ops"}
 
 
-def bpf_program_settings(root: str = cgroupbpf.BPFFS, name: str = PIN_DIR) -> list[str]:
+def bpf_program_settings(root: str = bpf.BPFFS, name: str = PIN_DIR) -> list[str]:
     """The values of a unit's BPFProgram= lines (type:path) for what `PinnedPrograms`
     pins under `root` (in its directory `name`)."""
     return [f"{kind}:{os.path.join(root, name, pin)}" for pin, kind in SYSTEMD_ATTACH.items()]
@@ -253,6 +258,7 @@ class PinnedPrograms(Change):
     segment), and removes the directory if it made it and it is empty."""
 
     kind: ClassVar[str] = "bpf-pinned-programs"
+    makes: ClassVar[bool] = True  # pins already there are refused by `read`
     root: str
     priority: int
     data_priority: int = 0
@@ -267,7 +273,7 @@ class PinnedPrograms(Change):
         return f"the network policy's BPF programs pinned in {self.directory}"
 
     def read(self) -> None:
-        if not cgroupbpf.bpffs_mounted(self.root):
+        if not bpf.bpffs_mounted(self.root):
             raise UnavailableError(f"no BPF filesystem is mounted at {self.root}",
                                    f"mount -t bpf bpf {self.root} (systemd mounts it)")
         safepath.check_chain(self.directory, "BPF pin directory")
@@ -288,18 +294,18 @@ class PinnedPrograms(Change):
         safepath.check_chain(self.directory, "BPF pin directory")
         fds: dict[str, int] = {}
         try:
-            fds[PIN_WINDOW] = cgroupbpf.create_window_map()
-            cgroupbpf.set_window(fds[PIN_WINDOW], 0, 0)
-            fds[PIN_SOCK_OPS] = cgroupbpf.load_sock_ops_program(fds[PIN_WINDOW], self.cc)
-            fds[PIN_EGRESS] = cgroupbpf.load_priority_program(
+            fds[PIN_WINDOW] = cgroup_programs.create_window_map()
+            cgroup_programs.set_window(fds[PIN_WINDOW], 0, 0)
+            fds[PIN_SOCK_OPS] = cgroup_programs.load_sock_ops_program(fds[PIN_WINDOW], self.cc)
+            fds[PIN_EGRESS] = cgroup_programs.load_priority_program(
                 self.priority, data_priority=self.data_priority)
-            result["ids"] = {PIN_WINDOW: cgroupbpf.map_id(fds[PIN_WINDOW]),
-                             **{n: cgroupbpf.program_id(fds[n])
+            result["ids"] = {PIN_WINDOW: bpf.map_id(fds[PIN_WINDOW]),
+                             **{n: bpf.program_id(fds[n])
                                 for n in (PIN_SOCK_OPS, PIN_EGRESS)}}
             record(result)  # journaled before the first pin
             for name, fd in fds.items():
                 try:
-                    cgroupbpf.pin(fd, os.path.join(self.directory, name))
+                    bpf.pin(fd, os.path.join(self.directory, name))
                 except OSError as err:
                     raise SystemStateError(f"could not pin a BPF object at "
                                            f"{self.directory}/{name}: {err.strerror}") from None
@@ -319,15 +325,15 @@ class PinnedPrograms(Change):
             if not os.path.lexists(path):
                 continue
             try:
-                fd = cgroupbpf.pinned(path)
+                fd = bpf.pinned(path)
             except OSError:
                 continue  # not a pin of bpffs: not ours
             try:
                 is_map = name == PIN_WINDOW
-                if (cgroupbpf.map_id(fd) if is_map else cgroupbpf.program_id(fd)) != ident:
+                if (bpf.map_id(fd) if is_map else bpf.program_id(fd)) != ident:
                     continue  # pinned there by someone else since
                 if is_map:
-                    cgroupbpf.set_window(fd, RELEASE_CLAMP, 0)
+                    cgroup_programs.set_window(fd, RELEASE_CLAMP, 0)
             finally:
                 os.close(fd)
             os.unlink(path)
@@ -347,12 +353,12 @@ def pinned_ids(root: str, directory: str = PIN_DIR) -> dict[str, int]:
     found = {}
     for name in (PIN_EGRESS, PIN_SOCK_OPS, PIN_WINDOW):
         try:
-            fd = cgroupbpf.pinned(os.path.join(root, directory, name))
+            fd = bpf.pinned(os.path.join(root, directory, name))
         except OSError:
             continue
         try:
-            found[name] = cgroupbpf.map_id(fd) if name == PIN_WINDOW else \
-                cgroupbpf.program_id(fd)
+            found[name] = bpf.map_id(fd) if name == PIN_WINDOW else \
+                bpf.program_id(fd)
         finally:
             os.close(fd)
     return found

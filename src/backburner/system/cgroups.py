@@ -11,46 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
+from ..kernel import cgroups as kcgroups
+from ..kernel import procfs
 from .change import Change, write
 from .journal import JournalInfo, journal_entries, journals
 from .mounts import Mount
 
 log = logging.getLogger(__name__)
-
-
-def cgroup_procs(path: str) -> list[int]:
-    try:
-        return [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
-def cgroup_mount_of(path: str) -> tuple[str, int, set[str]] | None:
-    """(mount point, cgroup version, controllers) of the cgroup hierarchy holding path."""
-    best: tuple[str, int, set[str]] | None = None
-    for m in procfs.mounts():
-        if m.fstype not in ("cgroup", "cgroup2"):
-            continue
-        mnt = m.mountpoint
-        if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and (
-                best is None or len(mnt) > len(best[0])):
-            best = (mnt, 2 if m.fstype == "cgroup2" else 1, set(m.all_options))
-    return best
-
-
-def cgroup_dir_of(pid: int, path_in_hierarchy: str) -> str | None:
-    """The cgroup directory of pid in the hierarchy that holds path_in_hierarchy."""
-    found = cgroup_mount_of(path_in_hierarchy)
-    if found is None:
-        return None
-    mnt, version, opts = found
-    for num, ctrls, rel in procfs.cgroup_lines(pid):
-        mine = (num == "0" and not ctrls) if version == 2 else bool(set(ctrls.split(",")) & opts)
-        if mine:
-            return os.path.join(mnt, rel.lstrip("/")).rstrip("/") or mnt
-    return None
 
 
 @dataclass
@@ -60,6 +28,7 @@ class CgroupDir(Change):
     job's starter, never into a shared group) and removes it."""
 
     kind: ClassVar[str] = "cgroup"
+    makes: ClassVar[bool] = True
     path: str
     settings: dict[str, str] = field(default_factory=dict)
     shared: bool = False  # a parent other runs may use too: removed only when empty
@@ -71,17 +40,29 @@ class CgroupDir(Change):
     def read(self) -> bool:
         return os.path.isdir(self.path)
 
-    def apply(self) -> dict[str, str | None]:
+    def existed(self, old: Any) -> bool:
+        """A group there before is not ours, except the shared parent: backburner's own by
+        its name, removed by whichever run leaves it empty (rmdir never takes a group
+        that holds a process or a group)."""
+        return bool(old) and not self.shared
+
+    def apply(self) -> dict[str, Any]:
+        return self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> dict[str, Any]:
         parent = os.path.dirname(self.path)
         if not os.path.isdir(parent):
             raise SystemStateError(f"cgroup parent {parent} does not exist")
-        evict_to = cgroup_dir_of(os.getpid(), self.path)
+        evict_to = kcgroups.dir_of(os.getpid(), self.path)
+        made = True
         try:
             os.mkdir(self.path)
         except FileExistsError:
-            pass
+            made = False  # someone else's, made since `read`
         except OSError as err:
             raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
+        if self.settings:  # made: a setting that fails below still leaves it ours
+            record({"evict_to": evict_to, "made": made})
         for names, value in self.settings.items():
             # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
             # io.weight); "a?": written only where it exists. Which ones exist is only known
@@ -97,7 +78,7 @@ class CgroupDir(Change):
                     "the controller or IO scheduler providing it is not available",
                 )
             write(os.path.join(self.path, found[0]), value)
-        return {"evict_to": evict_to}
+        return {"evict_to": evict_to, "made": made}
 
     def undo(self, old: Any, result: Any) -> str | None:
         if self.shared:  # ours by name: removed by whichever run leaves it empty
@@ -108,15 +89,15 @@ class CgroupDir(Change):
             except OSError:
                 return f"kept {self.path}: another run still uses it"
             return None
-        if old or not os.path.isdir(self.path):
+        if old or not os.path.isdir(self.path) or (result or {}).get("made") is False:
             return None  # it existed before us, or it is already gone
         target = (result or {}).get("evict_to")
         if not target or not os.path.isdir(target) or target.startswith(self.path + "/"):
             target = os.path.dirname(self.path)
         for _ in range(50):
-            for pid in cgroup_procs(self.path):
+            for pid in kcgroups.pids(self.path):
                 try:
-                    write(os.path.join(target, "cgroup.procs"), str(pid))
+                    write(kcgroups.procs_file(target), str(pid))
                 except SystemStateError:
                     pass  # exited meanwhile
             try:
@@ -150,6 +131,7 @@ class V1Hierarchy(Mount):
     (a few seconds at most) for the groups to be gone first."""
 
     kind: ClassVar[str] = "cgroup-v1-mount"
+    makes: ClassVar[bool] = True
     fstype: str = "cgroup"
 
     def undo(self, old: Any, result: Any) -> None:
@@ -167,6 +149,7 @@ class CgroupMove(Change):
     where it was, if it still lives and is still in ours (`run --pid`, `govern`)."""
 
     kind: ClassVar[str] = "cgmove"
+    makes: ClassVar[bool] = False  # a process's group: put back
     pid: int
     path: str
 
@@ -177,20 +160,20 @@ class CgroupMove(Change):
         start = procfs.start_time(self.pid)
         if start is None:
             raise SystemStateError(f"process {self.pid} is gone")
-        return {"start": start, "from": cgroup_dir_of(self.pid, self.path)}
+        return {"start": start, "from": kcgroups.dir_of(self.pid, self.path)}
 
     def apply(self) -> None:
-        write(os.path.join(self.path, "cgroup.procs"), str(self.pid))
+        write(kcgroups.procs_file(self.path), str(self.pid))
 
     def undo(self, old: Any, result: Any) -> str | None:
         if not old or procfs.start_time(self.pid) != old.get("start"):
             return None  # gone, or the PID is someone else's now
-        if cgroup_dir_of(self.pid, self.path) != self.path or not old.get("from"):
+        if kcgroups.dir_of(self.pid, self.path) != self.path or not old.get("from"):
             return None  # moved elsewhere since: not ours to move back
         if not os.path.isdir(old["from"]):
             return f"process {self.pid} stays in {self.path}: {old['from']} is gone"
         try:
-            write(os.path.join(old["from"], "cgroup.procs"), str(self.pid))
+            write(kcgroups.procs_file(old["from"]), str(self.pid))
         except SystemStateError:
             if procfs.start_time(self.pid) == old.get("start"):
                 raise
@@ -203,6 +186,7 @@ class ControllersEnabled(Change):
     children get io.weight/cpu.weight files. Undo switches off those that were off."""
 
     kind: ClassVar[str] = "controllers"
+    makes: ClassVar[bool] = False
     path: str  # .../cgroup.subtree_control
     controllers: list[str]
 
@@ -236,6 +220,7 @@ class DeviceLine(Change):
     or `off` for it (``target=max``, ``enable=0``) when the file had none."""
 
     kind: ClassVar[str] = "cgdevline"
+    makes: ClassVar[bool] = False
     path: str
     line: str  # "MAJ:MIN key=value ..."
     off: str
@@ -279,6 +264,7 @@ class CgroupFreezer(Change):
     (after a SIGKILL, `backburner restore` replays this undo)."""
 
     kind: ClassVar[str] = "freezer"
+    makes: ClassVar[bool] = False
     path: str
     version: int = 1
 
@@ -328,7 +314,7 @@ def prune_empty_cgroups(report: Callable[[str], None] = lambda _m: None) -> list
     removed = []
     for top in _our_cgroup_tops():
         for child in sorted(p for p in top.iterdir() if p.is_dir()):
-            if str(child) in owned or cgroup_procs(str(child)) or _owner_alive(child.name):
+            if str(child) in owned or kcgroups.pids(str(child)) or _owner_alive(child.name):
                 continue
             try:
                 child.rmdir()

@@ -13,18 +13,31 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .. import spawn
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 
 
 class Change(ABC):
-    """One kind of system change. Subclasses are dataclasses registered by `kind`."""
+    """One kind of system change. Subclasses are dataclasses registered by `kind`.
+
+    Every kind says what its undo takes away (`makes`): an object of its own (a
+    namespace, a link, a qdisc, a directory, a mount, a loop device, a program, a
+    process), which its undo removes, or a value, which its undo puts back. For a kind
+    that makes an object the undo core (`Entry.undo`) holds one rule, whatever the kind:
+    an object that was there before the change (`existed`, judged from `read()`'s old
+    state) is never removed, nor one whose apply failed before it said (by `apply_with`'s
+    `record`) what it had made. A failed `tc qdisc add` therefore never takes away the
+    qdisc that made it fail: an administrator's, or another run's."""
 
     kind: ClassVar[str]
+    makes: ClassVar[bool]  # every kind declares it: checked as the kind is defined
     registry: ClassVar[dict[str, type[Change]]] = {}
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
         if "kind" in cls.__dict__:
+            if not isinstance(getattr(cls, "makes", None), bool):
+                raise TypeError(f"change kind {cls.kind!r} must say whether it makes an "
+                                "object its undo removes (makes = True or False)")
             Change.registry[cls.kind] = cls
 
     @abstractmethod
@@ -34,13 +47,22 @@ class Change(ABC):
         """The state before the change, as JSON-able data (None if there is nothing to keep)."""
         return None
 
+    def existed(self, old: Any) -> bool:
+        """Whether the object a making kind makes was there before the change, by `old`
+        (what `read()` returned): then it is not ours, and the undo core never removes it.
+        A kind whose object cannot be there before (a fresh name, a new device, a program
+        just loaded) or whose `read()` refuses one that is keeps this answer."""
+        return False
+
     @abstractmethod
     def apply(self) -> Any:
         """Make the change; return JSON-able facts the undo needs (e.g. the device created)."""
 
     @abstractmethod
     def undo(self, old: Any, result: Any) -> str | None:
-        """Put back `old`. Must be idempotent and must cope with `result` being None.
+        """Put back `old`. Must be idempotent and must cope with `result` being None (a
+        crash during the apply) or partial (an apply that failed after `record`); called
+        through `Entry.undo`, never directly, so the rule above holds.
 
         Returns None when the change is undone (or there was nothing left to undo), or a
         note saying what was deliberately left in place and why (a shared group still in use).

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import safepath
-from ..errors import IOFailure, SystemStateError, UnsafePathError
+from ..base.errors import IOFailure, SystemStateError, UnsafePathError
+from ..files import safepath
 from .change import Change
 from .loops import loops_backed_by
 from .mounts import mounts_under
@@ -28,6 +28,7 @@ class MadeDir(Change):
     """A directory we create (a mount point, a testbed folder). Undo removes it if empty."""
 
     kind: ClassVar[str] = "mkdir"
+    makes: ClassVar[bool] = True
     path: str
 
     def describe(self) -> str:
@@ -35,6 +36,9 @@ class MadeDir(Change):
 
     def read(self) -> bool:
         return os.path.exists(self.path)
+
+    def existed(self, old: Any) -> bool:
+        return bool(old)
 
     def apply(self) -> None:
         os.makedirs(self.path, exist_ok=True)
@@ -56,6 +60,7 @@ class MadeFile(Change):
     we made (same inode), never one somebody else put at that path."""
 
     kind: ClassVar[str] = "mkfile"
+    makes: ClassVar[bool] = True
     path: str
     size: int = 0
 
@@ -100,6 +105,7 @@ class PrivateDir(Change):
     but never across a mount that is still there."""
 
     kind: ClassVar[str] = "privdir"
+    makes: ClassVar[bool] = True
     parent: str
     prefix: str
 
@@ -123,6 +129,7 @@ class PrivateDir(Change):
             try:
                 os.mkdir(path, 0o700)
             except FileExistsError:
+                record(None)  # someone else's: not ours to remove
                 continue
             return path
         raise SystemStateError(f"no free name for a private directory in {parent}")
@@ -209,6 +216,7 @@ class InstalledFile(Change):
     since is left alone, with a note."""
 
     kind: ClassVar[str] = "configfile"
+    makes: ClassVar[bool] = False  # the path's content, its absence included, is put back
     path: str
     content: str | None
     mode: int = 0o644

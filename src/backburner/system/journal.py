@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import procfs, safepath
-from ..errors import SystemStateError, UnsafePathError
+from ..base.errors import SystemStateError, UnsafePathError
+from ..files import safepath
+from ..kernel import procfs
 from .change import Change
 from .paths import journal_dir
 
@@ -46,10 +47,27 @@ class Journal:
 
 @dataclass
 class Entry:
+    """One change of a transaction: its old state, what its apply recorded (`recorded`:
+    whether it recorded anything, None included), and whether its apply failed. Neither
+    outcome is known of an entry whose run died during the apply."""
+
     seq: int
     change: Change
     old: Any
     result: Any = None
+    recorded: bool = False
+    failed: bool = False
+
+    def undo(self) -> str | None:
+        """The undo core's one way to undo a change (see `Change`): the undo of a kind that
+        makes an object is not called when the object was there before, nor when its apply
+        failed having recorded nothing it made; every other undo is."""
+        change = self.change
+        if change.makes and change.existed(self.old):
+            return f"kept {change.describe()}: it was there before"
+        if change.makes and self.failed and not self.recorded:
+            return None  # the apply failed before making anything of ours
+        return change.undo(self.old, self.result)
 
 
 _RETIRED_KINDS = {"tree": "removing a folder tree"}
@@ -84,6 +102,9 @@ def _parse_journal(journal: Journal) -> tuple[dict[str, Any], list[Entry]]:
             entries[ev["seq"]] = Entry(ev["seq"], _change_of(journal, ev), ev["old"])
         elif ev["event"] == "applied" and ev["seq"] in entries:
             entries[ev["seq"]].result = ev["result"]
+            entries[ev["seq"]].recorded = True
+        elif ev["event"] == "failed" and ev["seq"] in entries:
+            entries[ev["seq"]].failed = True
         elif ev["event"] == "undone":
             entries.pop(ev["seq"], None)
     return header, sorted(entries.values(), key=lambda e: e.seq)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import SystemStateError, UnsafePathError
+from ..base.errors import SystemStateError, UnsafePathError
+from ..kernel import procfs
 from .change import Change
 
 # <linux/loop.h>
@@ -217,6 +217,7 @@ class LoopDevice(Change):
     identity first, before the attach); the caller gets the device's path."""
 
     kind: ClassVar[str] = "loop"
+    makes: ClassVar[bool] = True  # a new device each time: none can be there before
     backing: str
     direct_io: bool = True
     read_only: bool = False
@@ -236,7 +237,11 @@ class LoopDevice(Change):
             st = os.fstat(fd)
             ident = {"dev": st.st_dev, "ino": st.st_ino}
             record(ident)  # before the attach: a SIGKILL after it still finds the device
-            device = attach(fd, self.backing, self.read_only, self.direct_io)
+            try:
+                device = attach(fd, self.backing, self.read_only, self.direct_io)
+            except Exception:
+                record(None)  # nothing attached: a device bound to this file is another's
+                raise
         finally:
             os.close(fd)
         return {"device": device, **ident}

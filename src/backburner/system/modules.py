@@ -42,6 +42,7 @@ class KernelModule(Change):
     """A kernel module loaded with `modprobe`."""
 
     kind: ClassVar[str] = "kernel-module"
+    makes: ClassVar[bool] = True
     name: str
 
     def describe(self) -> str:
@@ -49,6 +50,9 @@ class KernelModule(Change):
 
     def read(self) -> bool:
         return module_loaded(self.name)
+
+    def existed(self, old: Any) -> bool:
+        return bool(old)
 
     def apply(self) -> None:
         if not module_loaded(self.name):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import procfs, safepath
-from ..errors import SystemStateError, UnavailableError, UnsafePathError
+from ..base.errors import SystemStateError, UnavailableError, UnsafePathError
+from ..files import safepath
+from ..kernel import procfs
 from .change import Change, run_tool, tool
 from .loops import is_loop_over
 
@@ -31,6 +33,7 @@ class Filesystem(Change):
     the filesystem lives and dies with the image, which has its own entry."""
 
     kind: ClassVar[str] = "mkfs"
+    makes: ClassVar[bool] = False  # undo takes nothing away: the image goes with its entry
     device: str
     image: str
     fstype: str = "ext4"
@@ -94,6 +97,7 @@ class Mount(Change):
     become a way in."""
 
     kind: ClassVar[str] = "mount"
+    makes: ClassVar[bool] = True
     source: str
     target: str
     fstype: str = ""
@@ -118,11 +122,15 @@ class Mount(Change):
         return ",".join(given + extra)
 
     def apply(self) -> None:
+        self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> None:
         cmd = ["mount", "--no-canonicalize"]
         if self.fstype:
             cmd += ["-t", self.fstype]
         cmd += ["-o", self.effective_options()]
         tool(cmd + [self.source, self.target], f"mounting {self.source}")
+        record(None)  # mounted: ours to unmount, even if a check below fails
         wanted = set(self.effective_options().split(","))
         have = mount_options(self.target)
         for option in ("ro", "nosuid", "nodev"):
@@ -150,6 +158,7 @@ class FuseMount(Change):
     """
 
     kind: ClassVar[str] = "fusemount"
+    makes: ClassVar[bool] = True
     target: str
 
     def describe(self) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import safepath
-from ..errors import NotRootError
+from ..base.errors import NotRootError
+from ..files import safepath
 
 DEFAULT_STATE_DIR = "/var/lib/backburner"
 

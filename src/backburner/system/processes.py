@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .. import priority, procfs, spawn
-from ..errors import NotFoundError, SystemStateError
+from .. import spawn
+from ..base.errors import NotFoundError, SystemStateError
+from ..kernel import priorities, procfs
+from ..policy import grammar, live
 from .cgroups import CgroupMove
 from .change import Change
 
@@ -24,6 +26,7 @@ class Priorities(Change):
     get what their process had before."""
 
     kind: ClassVar[str] = "priorities"
+    makes: ClassVar[bool] = False
     pid: int
     io: str | None = None
     cpu: str | None = None
@@ -33,15 +36,15 @@ class Priorities(Change):
         return f"priorities of PID {self.pid} and its tree ({sets or 'nothing'})"
 
     def _policy(self) -> Any:
-        return priority.Policy("journaled",
-                               io=priority.IOPrio.parse(self.io) if self.io else None,
-                               cpu=priority.CPUPolicy.parse(self.cpu) if self.cpu else None)
+        return grammar.Policy("journaled",
+                               io=priorities.IOPrio.parse(self.io) if self.io else None,
+                               cpu=priorities.CPUPolicy.parse(self.cpu) if self.cpu else None)
 
     def read(self) -> dict[str, Any]:
-        return {str(tid): snap for tid, snap in priority.snapshot_tree(self.pid).items()}
+        return {str(tid): snap for tid, snap in live.snapshot_tree(self.pid).items()}
 
     def apply(self) -> list[int]:
-        return priority.apply_to_tree(self.pid, self._policy())
+        return live.apply_to_tree(self.pid, self._policy())
 
     def saved(self, old: Any, result: Any) -> dict[str, Any]:
         """Every thread's journaled snapshot, by thread id (text, as in the journal)."""
@@ -51,8 +54,8 @@ class Priorities(Change):
         saved = {int(t): snap for t, snap in (old or {}).items()}
         if not saved:
             return None
-        priority.restore_tree(self.pid, saved)
-        if procfs.start_time(self.pid) is not None and not priority.is_same_process(
+        live.restore_tree(self.pid, saved)
+        if procfs.start_time(self.pid) is not None and not live.is_same_process(
                 self.pid, saved):
             return (f"left PID {self.pid} alone: the process it was has exited and the PID "
                     "now belongs to another one")
@@ -68,6 +71,7 @@ class Inherited(Change):
     ancestor's old values on it if it still lives, even after its parent has exited."""
 
     kind: ClassVar[str] = "inherited"
+    makes: ClassVar[bool] = False
     pid: int
     io: str | None = None
     cpu: str | None = None
@@ -92,7 +96,7 @@ class Inherited(Change):
         if start is None or procfs.start_time(self.pid) != start:
             return None  # gone, or the PID is someone else's now
         if self.old:
-            priority.restore_tree(self.pid, {self.pid: {**self.old, "start": start}})
+            live.restore_tree(self.pid, {self.pid: {**self.old, "start": start}})
         notes = [CgroupMove(self.pid, path).undo({"start": start, "from": origin}, None)
                  for path, origin in self.moves.items()]
         return "; ".join(n for n in notes if n) or None
@@ -124,7 +128,7 @@ class PrioritiesFirst(Priorities):
         return found
 
     def read(self) -> dict[str, Any]:
-        snap = priority.snapshot_thread(self.pid)
+        snap = priorities.snapshot_thread(self.pid)
         if snap is None:
             raise NotFoundError(f"no process with PID {self.pid}",
                                 "check the PID with `ps -p PID`")
@@ -135,18 +139,18 @@ class PrioritiesFirst(Priorities):
         policy = self._policy()
         try:
             if policy.io is not None:
-                priority.ioprio_set(self.pid, policy.io)
+                priorities.ioprio_set(self.pid, policy.io)
             if policy.cpu is not None:
-                priority.set_cpu(self.pid, policy.cpu)
+                priorities.set_cpu(self.pid, policy.cpu)
         except OSError:
             pass  # ended meanwhile; anything else is raised by the walk below
         os.sched_yield()
         old = self.__dict__.pop("_leader_old", None)
-        new = priority.snapshot_thread(self.pid)
-        rest = {str(tid): snap for tid, snap in priority.snapshot_tree(self.pid).items()
+        new = priorities.snapshot_thread(self.pid)
+        rest = {str(tid): snap for tid, snap in live.snapshot_tree(self.pid).items()
                 if tid != self.pid and not _copied(snap, old, new)}
         record({"old": rest, "done": []})  # before any of them changes
-        return {"old": rest, "done": priority.apply_to_tree(self.pid, policy)}
+        return {"old": rest, "done": live.apply_to_tree(self.pid, policy)}
 
     def saved(self, old: Any, result: Any) -> dict[str, Any]:
         merged = dict(old or {})
@@ -163,10 +167,10 @@ class PrioritiesFirst(Priorities):
         if not leader or procfs.start_time(self.pid) != leader["start"]:
             return None  # gone, or its PID is another process's now
         policy = self._policy()
-        for _proc, tid in priority.tree_threads(self.pid):
-            snap = priority.snapshot_thread(tid)
-            if tid == self.pid or (snap is not None and priority.has_policy(snap, policy)):
-                priority.restore_thread(tid, leader)
+        for _proc, tid in live.tree_threads(self.pid):
+            snap = priorities.snapshot_thread(tid)
+            if tid == self.pid or (snap is not None and live.has_policy(snap, policy)):
+                priorities.restore_thread(tid, leader)
         return None
 
 
@@ -185,6 +189,7 @@ class Daemon(Change):
     """A background process we start and own (e.g. a FUSE server). Undo stops it."""
 
     kind: ClassVar[str] = "daemon"
+    makes: ClassVar[bool] = True  # a process we start: none can be there before
     argv: list[str]
     ready_path: str = ""  # wait for this path to exist (e.g. the served file), if given
     ready_timeout: float = 10.0
@@ -233,6 +238,7 @@ class Started(Change):
     is still that process (gone already: nothing to do)."""
 
     kind: ClassVar[str] = "started"
+    makes: ClassVar[bool] = True  # a process we started: known by its PID and start time
     pid: int
     start: int
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from .. import procfs
+from ..kernel import procfs
 from .files import PrivateDir
 from .mounts import Mount
 from .paths import require_root, work_root

@@ -13,8 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import interrupts, procfs, safepath, spawn
-from ..errors import BackburnerError, SystemStateError, UnsafePathError
+from .. import spawn
+from ..base import interrupts
+from ..base.errors import BackburnerError, SystemStateError, UnsafePathError
+from ..files import safepath
+from ..kernel import procfs
 from .change import Change
 from .journal import (
     BY_HAND,
@@ -63,10 +66,18 @@ class Transaction:
         journal = self.journal
 
         def record(partial: Any) -> None:
-            entry.result = partial
+            entry.result, entry.recorded = partial, True
             journal.append({"event": "applied", "seq": entry.seq, "result": partial})
 
-        record(change.apply_with(record))
+        try:
+            result = change.apply_with(record)
+        except Exception:
+            # the apply said it failed: what it recorded is all it made (an interrupt
+            # is no such word: the change may be done, and is judged as after a crash)
+            entry.failed = True
+            journal.append({"event": "failed", "seq": entry.seq})
+            raise
+        record(result)
         return change.returned(entry.result)
 
     def undo_all(self) -> None:
@@ -126,7 +137,7 @@ def _undo_entries(entries: list[Entry], journal: Journal) -> list[_Undone]:
     done = []
     for entry in reversed(entries):
         try:
-            note = entry.change.undo(entry.old, entry.result)
+            note = entry.undo()
             journal.append({"event": "undone", "seq": entry.seq})
             done.append(_Undone(entry, note=note))
         except Exception as err:  # noqa: BLE001 - keep undoing the rest, report all
@@ -263,7 +274,7 @@ class LiveTransaction(Transaction):
             entry = next((e for e in reversed(self.entries) if e.change is change), None)
             if entry is not None:
                 try:
-                    entry.change.undo(entry.old, entry.result)
+                    entry.undo()
                 finally:
                     self.retire(entry)
             raise
@@ -275,7 +286,7 @@ class LiveTransaction(Transaction):
             return
         try:
             with interrupts.held():
-                note = entry.change.undo(entry.old, entry.result)
+                note = entry.undo()
         finally:
             self.retire(entry)
         if note:
@@ -301,7 +312,10 @@ class LiveTransaction(Transaction):
         for e in self.entries:
             lines.append({"event": "intent", "seq": e.seq, "kind": e.change.kind,
                           "spec": e.change.spec(), "old": e.old})
-            lines.append({"event": "applied", "seq": e.seq, "result": e.result})
+            if e.recorded:
+                lines.append({"event": "applied", "seq": e.seq, "result": e.result})
+            if e.failed:
+                lines.append({"event": "failed", "seq": e.seq})
         tmp = self.journal.path.with_name(f".{self.journal.path.name}.{os.getpid()}.tmp")
         fd = safepath.create_new(tmp)
         try:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .. import procfs
-from ..errors import BackburnerError, UsageError
-from .cgroups import cgroup_procs
+from ..base.errors import BackburnerError, UsageError
+from ..kernel import cgroups, procfs
 from .change import Change, write
 
 SLICE = "org.freedesktop.systemd1.Slice"
@@ -56,6 +56,7 @@ class UnitWeights(Change):
     unit is as before either way, and it is gone at the next boot."""
 
     kind: ClassVar[str] = "unitweights"
+    makes: ClassVar[bool] = False
     unit: str
     properties: dict[str, int] = field(default_factory=dict)
 
@@ -126,6 +127,7 @@ class TransientScope(Change):
     governed ancestor came from; the empty scope then goes by itself."""
 
     kind: ClassVar[str] = "scope"
+    makes: ClassVar[bool] = True
     name: str
     slice_name: str
     pids: list[int]
@@ -135,12 +137,20 @@ class TransientScope(Change):
         return f"scope {self.name} in {self.slice_name} for PIDs {self.pids}"
 
     def read(self) -> dict[str, Any]:
-        return {"from": {str(p): unified_dir(p) for p in self.pids},
-                "start": {str(p): procfs.start_time(p) for p in self.pids}}
+        return {"from": {str(p): cgroups.unified_dir(p) for p in self.pids},
+                "start": {str(p): procfs.start_time(p) for p in self.pids},
+                "loaded": _loaded(self.name)}
+
+    def existed(self, old: Any) -> bool:
+        return bool((old or {}).get("loaded"))
 
     def apply(self) -> None:
+        self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> None:
         from ..systemd.bus import Bus
 
+        record(None)  # asked for: systemd may move the processes and then fail
         with Bus.connect() as bus:
             bus.start_scope(self.name, self.pids, self.slice_name,
                             [(k, ("t", int(v))) for k, v in self.properties.items()],
@@ -151,13 +161,13 @@ class TransientScope(Change):
             return None
         here = _scope_dir(self.name, self.slice_name)
         left: list[str] = []
-        for pid in cgroup_procs(here) if here else []:
+        for pid in cgroups.pids(here) if here else []:
             origin = _origin(pid, old)
             if origin is None or not os.path.isdir(origin):
                 left.append(str(pid))
                 continue
             try:
-                write(os.path.join(origin, "cgroup.procs"), str(pid))
+                write(cgroups.procs_file(origin), str(pid))
             except BackburnerError:
                 if procfs.start_time(pid) is not None:
                     left.append(str(pid))
@@ -179,6 +189,7 @@ class DelegatedScope(Change):
     the empty scope already; a replay stops it if not."""
 
     kind: ClassVar[str] = "delegated"
+    makes: ClassVar[bool] = True
     name: str
     pid: int
     slice_name: str = "system.slice"
@@ -187,11 +198,19 @@ class DelegatedScope(Change):
         return f"delegated scope {self.name} in {self.slice_name} for PID {self.pid}"
 
     def read(self) -> dict[str, Any]:
-        return {"from": unified_dir(self.pid), "start": procfs.start_time(self.pid)}
+        return {"from": cgroups.unified_dir(self.pid), "start": procfs.start_time(self.pid),
+                "loaded": _loaded(self.name)}
+
+    def existed(self, old: Any) -> bool:
+        return bool((old or {}).get("loaded"))
 
     def apply(self) -> str:
+        return self.apply_with(lambda _partial: None)
+
+    def apply_with(self, record: Callable[[Any], None]) -> str:
         from ..systemd.bus import Bus
 
+        record(None)  # asked for: systemd may start it and still fail the call
         with Bus.connect() as bus:
             bus.start_scope(self.name, [self.pid], self.slice_name, [],
                             "backburner: groups of its own (delegated)",
@@ -208,9 +227,9 @@ class DelegatedScope(Change):
         origin = (old or {}).get("from")
         if (here and origin and os.path.isdir(origin) and not _inside(origin, here)
                 and procfs.start_time(self.pid) == (old or {}).get("start")
-                and _inside(unified_dir(self.pid), here)):
-            write(os.path.join(origin, "cgroup.procs"), str(self.pid))
-        if here and _inside(unified_dir(os.getpid()), here):  # stopping it would end us
+                and _inside(cgroups.unified_dir(self.pid), here)):
+            write(cgroups.procs_file(origin), str(self.pid))
+        if here and _inside(cgroups.unified_dir(os.getpid()), here):  # stopping it would end us
             return f"{self.name} left to systemd: it goes when this process ends"
         with Bus.connect() as bus:
             if bus.loaded(self.name):
@@ -218,27 +237,23 @@ class DelegatedScope(Change):
         return None
 
 
+def _loaded(unit: str) -> bool:
+    """Whether systemd has a unit of this name now (a scope's name carries its owner's
+    PID and start time: one there before a change is someone else's)."""
+    from ..systemd.bus import Bus
+
+    with Bus.connect() as bus:
+        return bus.loaded(unit)
+
+
 def _inside(group: str | None, top: str) -> bool:
     return group is not None and (group == top or group.startswith(top + "/"))
-
-
-def unified_dir(pid: int) -> str | None:
-    """The directory of a process's group in the unified (v2) hierarchy."""
-    root = _unified_root()
-    for num, ctrls, rel in procfs.cgroup_lines(pid):
-        if num == "0" and not ctrls and root is not None:
-            return os.path.join(root, rel.lstrip("/")).rstrip("/") or root
-    return None
-
-
-def _unified_root() -> str | None:
-    return next((m.mountpoint for m in procfs.mounts() if m.fstype == "cgroup2"), None)
 
 
 def _scope_dir(name: str, slice_name: str) -> str | None:
     """Where systemd puts a scope of a slice: the slice's dashes nest (a-b.slice is in
     a.slice), the scope is a directory of the innermost."""
-    root = _unified_root()
+    root = cgroups.unified_root()
     if root is None:
         return None
     parts = slice_name.removesuffix(".slice").split("-")
@@ -264,6 +279,7 @@ class UnitFrozen(Change):
     records only that it may be frozen; `freeze`/`thaw` follow the pressure; undo thaws."""
 
     kind: ClassVar[str] = "unitfrozen"
+    makes: ClassVar[bool] = False
     unit: str
 
     @property

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import SystemStateError
+from ..base.errors import SystemStateError
 from .change import Change, selected, write
 from .paths import require_root
 
@@ -18,6 +18,7 @@ class SysfsValue(Change):
     """A value in sysfs/procfs, e.g. queue/scheduler, queue/rotational, a sysctl."""
 
     kind: ClassVar[str] = "sysfs"
+    makes: ClassVar[bool] = False
     path: str
     value: str
 

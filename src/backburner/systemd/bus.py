@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import (
+from ..base.errors import (
     AccessError,
     BackburnerError,
     NotFoundError,

@@ -19,8 +19,9 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
-from ..priority import CPUPolicy, IOPrio, Policy
+from ..base.errors import UsageError
+from ..kernel.priorities import CPUPolicy, IOPrio
+from ..policy.grammar import Policy
 
 log = logging.getLogger(__name__)
 

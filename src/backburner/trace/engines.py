@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .. import spawn, system
-from ..errors import UnavailableError, UsageError
+from ..base.errors import UnavailableError, UsageError
 from . import parsers
 
 log = logging.getLogger(__name__)

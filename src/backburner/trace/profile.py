@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import infile, outfile
-from ..errors import DataError
+from ..base.errors import DataError
+from ..files import infile, outfile
 from .parsers import SyscallStats
 
 FORMAT = "backburner-trace"

@@ -27,8 +27,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, errors, interrupts, procfs, spawn
-from ..errors import BackburnerError, UnavailableError
+from .. import __version__, spawn
+from ..base import errors, interrupts
+from ..base.errors import BackburnerError, UnavailableError
+from ..kernel import procfs
 from . import counters, engines, scratch
 from .parsers import TracedThread
 from .profile import Profile, Run, Thread

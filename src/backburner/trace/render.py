@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .. import __version__, htmlpage
-from ..units import (
+from .. import __version__
+from ..base.quantities import (
     DASH,
     fmt_count,
     fmt_factor,
@@ -26,7 +26,9 @@ from ..units import (
     fmt_signed,
     fmt_spread,
     fmt_value,
+    one_line,
 )
+from ..report import page as htmlpage
 from .diff import Diff, Row
 from .profile import (
     Profile,
@@ -270,7 +272,9 @@ def diff_tables(d: Diff, top: int = TOP) -> list[Table]:
 
 
 def write_text(lines: list[str], tables: list[Table], stream: IO[str] | None = None) -> None:
-    """Tables on the terminal (rich), fitted to its width; plain when not a terminal."""
+    """Tables on the terminal (rich), fitted to its width; plain when not a terminal. Every
+    line and cell through `one_line`: the names of a traced program's threads are its own
+    choice (rich drops a BEL or a carriage return, but passes an escape sequence on)."""
     from rich import box
     from rich.table import Table as RichTable
     from rich.text import Text
@@ -279,7 +283,7 @@ def write_text(lines: list[str], tables: list[Table], stream: IO[str] | None = N
 
     console = console_for(stream)
     for line in lines:
-        console.print(Text(line))
+        console.print(Text(one_line(line)))
     for t in tables:
         console.print()
         rt = RichTable(title=Text(t.title, style="bold"), title_justify="left",
@@ -288,10 +292,10 @@ def write_text(lines: list[str], tables: list[Table], stream: IO[str] | None = N
             rt.add_column(h, justify="right" if a == "r" else "left",
                           overflow="fold", no_wrap=a == "r")
         for row in t.rows:
-            rt.add_row(*(Text(c) for c in row))
+            rt.add_row(*(Text(one_line(c)) for c in row))
         console.print(rt)
         for n in t.notes:
-            console.print(Text(n, style="dim"))
+            console.print(Text(one_line(n), style="dim"))
 
 
 def to_markdown(lines: list[str], tables: list[Table]) -> str:

@@ -24,7 +24,7 @@ import sys
 from typing import Any
 
 from .. import spawn
-from ..errors import BackburnerError
+from ..base.errors import BackburnerError
 from . import counters
 
 USAGE = "usage: python -m backburner.trace.shim [--alive FD] RESULT -- CMD [ARGS...]"

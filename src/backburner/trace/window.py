@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import spawn, system
-from ..errors import NotFoundError, UnavailableError, UsageError
+from ..base.errors import NotFoundError, UnavailableError, UsageError
 from . import counters, engines, scratch
 
 log = logging.getLogger(__name__)

@@ -11,11 +11,11 @@ from pathlib import Path
 from helpers import SPECIAL, make_db, raw_samples
 
 from backburner import report, stats
+from backburner.base.quantities import fmt_range
 from backburner.report import words
 from backburner.report.export import json as json_export
 from backburner.report.summary import NoteCode, RowCaveat, RowKind
 from backburner.report.words import median_text
-from backburner.units import fmt_range
 
 
 def test_median_ci_is_the_exact_interval_the_tables_show(tmp_path: Path) -> None:
@@ -24,7 +24,7 @@ def test_median_ci_is_the_exact_interval_the_tables_show(tmp_path: Path) -> None
     out = io.StringIO()
     report.export_to(data, "json", out)
     doc = json.loads(out.getvalue())
-    assert doc["version"] == json_export.VERSION == 2
+    assert doc["version"] == json_export.VERSION == 3
     rows = {r.cell.key: r for r in report.summary_rows(data)}
     for cell in doc["cells"]:
         x = raw_samples(str(tmp_path / "r.db"), cell["key"])
@@ -59,14 +59,36 @@ def test_verdicts_warnings_and_notes_carry_codes_and_numbers(tmp_path: Path) -> 
     assert codes == {"timeouts", "aborted", "failed"}
     (timeouts,) = [w for c in doc["cells"] for w in c["warnings"] if w["code"] == "timeouts"]
     assert timeouts["params"] == {"count": 2, "reach": "interval"}
-    slower = next(c["verdict"] for c in doc["cells"] if c["verdict"]["kind"] == "slower")
-    assert slower["params"] == {"tolerance": 0.1, "lower_bound": False, "method": "bootstrap"}
+    slower = next(c for c in doc["cells"] if c["verdict"]["kind"] == "slower")
+    base = next(c for c in doc["cells"] if c["key"] == slower["baseline"])
+    reference = base["summary"]["median"]  # 0.27 s: 100 ms would be more than 25% of it
+    assert slower["verdict"]["params"] == {
+        "tolerance": 0.25, "band": "widest", "band_reference_s": reference,
+        "lower_bound": False, "method": "bootstrap"}
+    assert base["verdict"]["params"] == {"tolerance": 0.25, "band": "widest",
+                                         "band_reference_s": reference}
+    assert doc["statistics"]["tolerance"] is None
+    assert doc["statistics"]["band"] == {
+        "rule": "noticeable", "text": words.band_rule_text(), "fraction": 0.1,
+        "seconds": 0.1, "widest": 0.25}
     assert doc["note_codes"] == [{"code": "unfinished-run", "params": {"run": 1}}]
     assert doc["notes"] == [words.caveat_text(stats.Caveat(n["code"], n["params"]))
                             for n in doc["note_codes"]]
     assert doc["statistics"]["outlier_fence"] == stats.TUKEY_K == 1.5
     assert doc["statistics"]["outlier_rule"] == doc["cells"][0]["summary"]["outlier_rule"] \
         == words.OUTLIER_RULE
+
+
+def test_a_band_given_by_hand_is_the_run_s_band(tmp_path: Path) -> None:
+    make_db(tmp_path / "r.db")
+    doc = json_export.to_json(report.load(str(tmp_path / "r.db")), tolerance=0.05)
+    assert doc["statistics"]["tolerance"] == 0.05
+    assert doc["statistics"]["band"] == {"rule": "given",
+                                         "text": "\u00b15%, given with --tolerance"}
+    for cell in doc["cells"]:
+        if cell["verdict"]["kind"] != "baseline":
+            assert cell["verdict"]["params"]["tolerance"] == 0.05
+            assert cell["verdict"]["params"]["band"] == "given"
 
 
 def test_the_schema_documents_every_kind_and_code() -> None:

@@ -20,7 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from backburner import cgroup2, cgroupbpf, system
+from backburner import system
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.cgroups import unified_root
 from backburner.net import link, measure, policy, tcpopts, testbed
 
 #: `run --net`'s job (guest/netsd.py, guest/netv1.py): a download for 4 s, then an upload
@@ -64,12 +66,12 @@ print(json.dumps({"cc": cc, "acked": acked}), flush=True)
 
 
 def snapshot() -> dict[str, object]:
-    root = cgroup2.unified_root()
+    root = unified_root()
     return {
         "netns": sorted(os.listdir(system.net.NETNS_DIR))
         if os.path.isdir(system.net.NETNS_DIR) else [],
         "groups": sorted(p.name for p in Path(root or "/nonexistent").iterdir() if p.is_dir()),
-        "bpf": cgroupbpf.ours(),  # (programs, maps) by name: systemd loads its own
+        "bpf": bpf.ours(),  # (programs, maps) by name: systemd loads its own
         "tcp_lp": system.module_loaded("tcp_lp"),
     }
 
@@ -113,7 +115,7 @@ def main(spec_text: str, modem: str = "tbf",
     spec = link.parse(spec_text)
     testbed.check(spec)
     tcpopts.check(tcpopts.LOW_PRIORITY_CC)
-    root = cgroup2.unified_root()
+    root = unified_root()
     assert root is not None
     with system.Transaction("guest-net") as tx:
         bed = testbed.build(tx, spec)

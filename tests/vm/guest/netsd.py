@@ -26,7 +26,9 @@ from pathlib import Path
 
 import netbg  # beside this script in the guest
 
-from backburner import cgroupbpf, system
+from backburner import system
+from backburner.kernel.bpf import calls as bpf
+from backburner.kernel.bpf import cgroup_programs
 from backburner.net import link, policy, testbed
 from backburner.system.bpf import (
     PIN_DIR,
@@ -39,7 +41,7 @@ from backburner.system.bpf import (
 UNIT = "bbtest-netdl.service"
 SERVICE = "backburner-net.service"
 STATE = "/run/bbtest-netdl.json"
-PINS = os.path.join(cgroupbpf.BPFFS, PIN_DIR)
+PINS = os.path.join(bpf.BPFFS, PIN_DIR)
 JOURNAL = "/var/lib/backburner/journal"
 
 #: The unit's job: one download of the server's endless file; every half second, what
@@ -87,8 +89,8 @@ def ack_packets(bed: testbed.Testbed, classid: str = policy.BULK_CLASS) -> int:
 def attached(group: str) -> list[int]:
     fd = os.open(group, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return sorted(cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_INET_EGRESS)
-                      + cgroupbpf.attached(fd, cgroupbpf.BPF_CGROUP_SOCK_OPS))
+        return sorted(bpf.attached(fd, bpf.BPF_CGROUP_INET_EGRESS)
+                      + bpf.attached(fd, bpf.BPF_CGROUP_SOCK_OPS))
     finally:
         os.close(fd)
 
@@ -152,10 +154,10 @@ def run_net(bed: testbed.Testbed, bb: str) -> dict[str, object]:
     seen: dict[str, object] = {"attached": [], "pinned": {}}
     first = None
     while proc.poll() is None:
-        runs = [d for d in os.listdir(cgroupbpf.BPFFS) if d.startswith("backburner-run-")]
+        runs = [d for d in os.listdir(bpf.BPFFS) if d.startswith("backburner-run-")]
         scopes = list(Path("/sys/fs/cgroup/backburner.slice").glob("*.scope"))
         if runs and scopes:
-            seen["pinned"] = system.pinned_ids(cgroupbpf.BPFFS, runs[0])
+            seen["pinned"] = system.pinned_ids(bpf.BPFFS, runs[0])
             seen["attached"] = attached(str(scopes[0]))
             packets = ack_packets(bed)
             first = packets if first is None else first
@@ -165,7 +167,7 @@ def run_net(bed: testbed.Testbed, bb: str) -> dict[str, object]:
     out, err = proc.communicate()
     Path("/root/netsd-runjob.py").unlink()
     return {**seen, "status": proc.returncode, "job": out, "stderr": err,
-            "left": [d for d in os.listdir(cgroupbpf.BPFFS) if d.startswith("backburner")]}
+            "left": [d for d in os.listdir(bpf.BPFFS) if d.startswith("backburner")]}
 
 
 def main(unit_file: str) -> dict[str, object]:
@@ -200,7 +202,7 @@ def main(unit_file: str) -> dict[str, object]:
             time.sleep(4)
             group = "/sys/fs/cgroup" + sh("systemctl", "show", "-P", "ControlGroup",
                                           UNIT).stdout.strip()
-            pinned = system.pinned_ids(cgroupbpf.BPFFS)
+            pinned = system.pinned_ids(bpf.BPFFS)
             out["pinned"] = pinned
             out["attached"] = attached(group)
             out["service"] = sh("systemctl", "show", "-P", "ActiveState", SERVICE).stdout.strip()
@@ -210,9 +212,9 @@ def main(unit_file: str) -> dict[str, object]:
             out["ack_packets"] = [first, ack_packets(bed)]
             # the service's own CPU while it paces one unit (the tree walk, the echoes)
             out["service_cpu"] = round((cpu_s(main_pid) - cpu0) / (time.monotonic() - w0), 3)
-            window = cgroupbpf.pinned(os.path.join(PINS, PIN_WINDOW))
+            window = bpf.pinned(os.path.join(PINS, PIN_WINDOW))
             try:
-                out["window"] = list(cgroupbpf.window(window))
+                out["window"] = list(cgroup_programs.window(window))
             finally:
                 os.close(window)
             out["job"] = json.loads(Path(STATE).read_text())

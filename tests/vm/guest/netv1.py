@@ -21,7 +21,8 @@ from pathlib import Path
 
 import netbg  # beside this script in the guest
 
-from backburner import procfs, system
+from backburner import system
+from backburner.kernel import procfs
 from backburner.net import link, netcls, policy, testbed
 
 JOURNAL = "/var/lib/backburner/journal"

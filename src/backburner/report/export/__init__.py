@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ...errors import UsageError
+from ...base.errors import UsageError
 from ..data import ReportData
 from .registry import EXPORTERS, FORMATS
 
 
-def export_to(data: ReportData, fmt: str, out: TextIO, *, tolerance: float = 0.10,
+def export_to(data: ReportData, fmt: str, out: TextIO, *, tolerance: float | None = None,
            confidence: float = 0.95) -> None:
     """Write `data` in format `fmt` (see `formats()`) to `out`."""
     from . import csv, hyperfine, json, markdown  # noqa: F401  - each registers itself

@@ -16,7 +16,7 @@ FIELDS = (*CELL_FIELDS, "trial_id", "counted", *TRIAL_FIELDS)
 
 
 @exporter("csv")
-def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+def write(data: ReportData, out: TextIO, tolerance: float | None, confidence: float) -> None:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(FIELDS)
     rows = []

@@ -16,7 +16,7 @@ from .registry import exporter
 
 
 @exporter("hyperfine-json")
-def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+def write(data: ReportData, out: TextIO, tolerance: float | None, confidence: float) -> None:
     data.require_one_machine()  # a cell pools the trials of one machine only
     results = [_result(c) for c in data.cells if c.samples()]
     json.dump({"results": results}, out, indent=2, ensure_ascii=False, allow_nan=False)

@@ -12,17 +12,20 @@ from ... import __version__, stats
 from ...store import TRIAL_FIELDS
 from ..data import ReportData
 from ..summary import RESAMPLES, SEED, Row, notes, summary_rows
-from ..words import OUTLIER_RULE, caveat_text, row_verdict_text
+from ..words import OUTLIER_RULE, band_rule_text, caveat_text, row_verdict_text
 from .registry import exporter
 
 FORMAT = "backburner-results"
 #: 2: summary.median_ci is the exact order-statistic interval (was median_ci_exact), the
-#: percentile bootstrap is summary.median_ci_bootstrap (was median_ci)
-VERSION = 2
+#: percentile bootstrap is summary.median_ci_bootstrap (was median_ci); 3: verdict kinds
+#: "at-most" and "undecided" (was "inconclusive"), statistics.tolerance null where the band
+#: a person notices sized each verdict's band (statistics.band, verdict params band,
+#: band_reference_s)
+VERSION = 3
 
 
 @exporter("json")
-def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+def write(data: ReportData, out: TextIO, tolerance: float | None, confidence: float) -> None:
     json.dump(to_json(data, tolerance=tolerance, confidence=confidence), out, indent=2,
               ensure_ascii=False, allow_nan=False)
     out.write("\n")
@@ -39,7 +42,7 @@ def clean(value: Any) -> Any:
     return value
 
 
-def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.95
+def to_json(data: ReportData, *, tolerance: float | None = None, confidence: float = 0.95
             ) -> dict[str, Any]:
     """The JSON export as a dict."""
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
@@ -74,7 +77,8 @@ def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.
         "generated_by": f"backburner {__version__}",
         "generated_at": data.read_at,
         "source": {"path": data.path, "schema_version": data.schema_version},
-        "statistics": {"tolerance": tolerance, "confidence": confidence,
+        "statistics": {"tolerance": tolerance, "band": _band(tolerance),
+                       "confidence": confidence,
                        "bootstrap_resamples": RESAMPLES, "bootstrap_seed": SEED,
                        "outlier_rule": OUTLIER_RULE, "outlier_fence": stats.TUKEY_K},
         "notes": [caveat_text(n) for n in notes(data)],
@@ -83,6 +87,16 @@ def to_json(data: ReportData, *, tolerance: float = 0.10, confidence: float = 0.
         "cells": cells,
         "trials": trials,
     })
+
+
+def _band(tolerance: float | None) -> dict[str, Any]:
+    """How each verdict's band was set: by hand, or by the rule with its constants."""
+    rule = {"rule": "given" if tolerance is not None else "noticeable",
+            "text": band_rule_text(tolerance)}
+    if tolerance is None:
+        rule.update(fraction=stats.NOTICEABLE_FRACTION, seconds=stats.NOTICEABLE_S,
+                    widest=stats.WIDEST)
+    return rule
 
 
 def _summary(s: stats.Summary | None) -> dict[str, Any] | None:

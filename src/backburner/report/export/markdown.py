@@ -9,13 +9,14 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
-from ...cell import NO_PREPARE
-from ...units import DASH, fmt_range
+from ...base.quantities import DASH, fmt_range, one_line
+from ...store.cell import NO_PREPARE
 from ..data import ReportData
 from ..summary import summary_rows
 from ..words import (
     axis_name,
     background_text,
+    bands_text,
     bulk_ratio_text,
     bulk_speed_text,
     caveat_text,
@@ -33,8 +34,9 @@ _SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
 def text(value: str) -> str:
-    """Plain text for a table cell: markup characters escaped, one line."""
-    return _SPECIAL.sub(r"\\\1", " ".join(value.splitlines()))
+    """Plain text for a table cell: markup characters escaped, one line, nothing that could
+    drive a terminal it is printed on (`units.one_line`)."""
+    return _SPECIAL.sub(r"\\\1", one_line(" ".join(value.splitlines())))
 
 
 def code(value: str) -> str:
@@ -46,11 +48,11 @@ def code(value: str) -> str:
 
 
 @exporter("markdown")
-def write(data: ReportData, out: TextIO, tolerance: float, confidence: float) -> None:
+def write(data: ReportData, out: TextIO, tolerance: float | None, confidence: float) -> None:
     out.write(render_markdown(data, tolerance=tolerance, confidence=confidence))
 
 
-def render_markdown(data: ReportData, *, tolerance: float = 0.10,
+def render_markdown(data: ReportData, *, tolerance: float | None = None,
                     confidence: float = 0.95) -> str:
     rows = summary_rows(data, tolerance=tolerance, confidence=confidence)
     conf = f"{confidence * 100:g}%"
@@ -68,7 +70,8 @@ def render_markdown(data: ReportData, *, tolerance: float = 0.10,
         header = ["Probe", "Device", *header]
         align = [":--", ":--", *align]
     lines = [f"**{text(', '.join(data.probes))}** on **{text(', '.join(data.devices))}**"
-             f" \u2014 tolerance \u00b1{tolerance * 100:g}%", "",
+             f" \u2014 verdicts against unloaded within {text(bands_text(rows, tolerance))}",
+             "",
              "| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     for r in rows:
         cells = [text(r.cell.probe), text(r.cell.device)] if data.multi else []
