@@ -332,3 +332,65 @@ def test_the_office_preset_s_stand_in_starts_here(monkeypatch: pytest.MonkeyPatc
     assert probe.label == "office-standin"
     done = _subprocess.run(list(probe.argv), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-500:]
+
+
+# --- the throttle policy and a scheduler's tunables as setup variants -----------------------
+
+
+def test_a_throttled_policy_is_its_policy_and_its_throttle() -> None:
+    p = config.plan(_cfg(policies=["default", "throttle", "background,pause-ms=250,min-duty=0.25"]))
+    assert p.policies["throttle"] == grammar.BUILTIN["default"]
+    assert p.policies["background,pause-ms=250,min-duty=0.25"] == grammar.BUILTIN["background"]
+    assert set(p.throttles) == {"throttle", "background,pause-ms=250,min-duty=0.25"}
+    spec = p.throttles["background,pause-ms=250,min-duty=0.25"]
+    assert (spec.pause_ms, spec.min_duty) == (250, 0.25)
+    assert {c.policy for c in p.cells if not c.unloaded} == set(p.policies)
+
+
+@pytest.mark.parametrize("policy, message", [
+    ("throttle,pause-ms=5", "pause-ms='5'.*out of range"),
+    ("throttle,min-duty=1", "min-duty='1'.*out of range"),
+    ("min-duty=x", "min-duty='x'"),
+    ("throttle=maybe", "use on or off"),
+    ("throttle,stall-ms=600,window-ms=500", "not below window-ms"),
+    ("throttle,io=loud", "unknown IO class"),
+])
+def test_a_bad_throttle_is_refused_by_the_plan(policy: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        config.plan(_cfg(policies=[policy]), resolve=False)
+
+
+def test_the_throttle_needs_cgroup2_psi_and_a_freezer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backburner.base.errors import UnavailableError
+    from backburner.bench import throttled
+
+    monkeypatch.setattr(throttled.cgroups, "unified_root", lambda: None)
+    with pytest.raises(UnavailableError, match="no cgroup2 hierarchy is mounted") as err:
+        config.plan(_cfg(policies=["throttle"]))
+    assert err.value.exit_status == 69 and "\n" not in str(err.value)
+    config.plan(_cfg(policies=["throttle"]), resolve=False)  # a stored run's cells: no check
+
+
+def test_tunables_are_a_setup_variant_of_their_scheduler_only() -> None:
+    p = config.plan(_cfg(schedulers=["mq-deadline", "bfq"],
+                         prepares=["tune:si0=bfq:slice_idle=0",
+                                   "tune:strict=bfq:strict_guarantees=1,low_latency=0"]))
+    step = p.prepares["strict"]
+    assert step is not None and step.scheduler == "bfq" and not step.runs_command
+    assert step.tunables == (("strict_guarantees", "1"), ("low_latency", "0"))
+    by = {(c.scheduler, c.prepare) for c in p.cells}
+    assert by == {("mq-deadline", "none"), ("bfq", "none"), ("bfq", "si0"), ("bfq", "strict")}
+    # every variant has its own unloaded cell to be judged against
+    assert {(c.scheduler, c.prepare) for c in p.cells if c.unloaded} == by
+
+
+@pytest.mark.parametrize("variant, message", [
+    ("tune:x=bfq", "does not parse"),
+    ("tune:x=bfq:slice idle=0", "does not parse"),
+    ("tune:x=bqf:slice_idle=0", "unknown IO scheduler"),
+    ("tune:x=bfq:slice_idle=0,slice_idle=8", "twice"),
+    ("tune:x=kyber:read_lat_nsec=1", "not among the schedulers"),
+])
+def test_a_bad_tunables_variant_is_refused(variant: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        config.plan(_cfg(prepares=[variant]), resolve=False)

@@ -354,3 +354,39 @@ def test_a_readahead_replay_as_a_setup_variant(tmp_path: Path, state_dir: Path) 
     after_replay = [t["in_blocks"] for t in replayed]
     assert min(read) * 512 > 150 * 24_000  # cold: the data came from the device
     assert max(after_replay) < min(read) / 4, (read, after_replay)
+
+
+def test_the_throttle_policy_and_a_tunables_variant(tmp_path: Path, state_dir: Path) -> None:
+    """--policy background,pause-ms=...: the load's group is paused while the probe's own
+    group is stalled, and how is kept with its bulk work; --setup-variant-tune: BFQ's
+    tunable written for the variant's cells only, and nothing of either left after."""
+    probe = shlex.join([sys.executable, "-I", "-c", "import json, email.parser, http.client,"
+                        " asyncio, unittest, xml.dom.minidom, argparse"])
+    # a clean-up of empty groups by another program, before every trial: the throttled
+    # load's group is made again (seen on a shared machine)
+    gone = "rmdir /sys/fs/cgroup/unified/backburner/bench-*-background_pause* || true"
+    r, s = bench(tmp_path, "--probe", f"py={probe}", "--load", "readers:2:seq:buffered",
+                 "--policy", "default", "--policy",
+                 "background,pause-ms=100,min-duty=0.2,stall-ms=5,window-ms=500",
+                 "--setup-variant-tune", "si0=bfq:slice_idle=0", "--trials", "2",
+                 "--warmup", "0", "--settle", "1.0", "--prepare", gone)
+    assert r.returncode == 0, r.err
+    assert "was removed behind bench's back: made again" in r.err
+    paced = "background,pause-ms=100,min-duty=0.2,stall-ms=5,window-ms=500"
+    assert {(c.cell.prepare, c.cell.policy) for c in s.cells()} == {
+        (v, p) for v in ("none", "si0") for p in ("-", "default", paced)}
+    for t in _trials(s, policy=paced):
+        bulk = t["extra"]["bulk"]
+        assert bulk["pause_ms"] == 100 and bulk["min_duty"] == 0.2, bulk
+        assert bulk["pauses"] >= 1 and 0 < bulk["longest_pause_s"] <= 0.1 + 0.1, bulk
+        assert t["extra"]["throttle_during"]["pauses"] >= 1, t["extra"]
+        assert "throttle_problems" not in bulk
+    for t in _trials(s, policy="default"):
+        assert "pauses" not in t["extra"]["bulk"]
+        assert t["extra"]["bulk_during"]["seconds"] > 0
+    tuned = _trials(s, prepare="si0")
+    assert tuned and all(t["extra"]["tunables"] == {"slice_idle": "0"} for t in tuned)
+    assert not any("tunables" in t["extra"] for t in _trials(s, prepare="none"))
+    facts = s.runs()[0].environment["device"]
+    assert facts["queue"]["bfq"]["bfq"]["slice_idle"] == "8"  # as selected, before any cell
+    assert set(facts["throttle_cgroups"]["loads"]) == {paced}

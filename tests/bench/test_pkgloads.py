@@ -15,7 +15,7 @@ from helpers import bb, one_line_error
 
 from backburner import system
 from backburner.base.errors import UnavailableError
-from backburner.bench import config, devices, loads, packages, pkgloads
+from backburner.bench import config, devices, loadio, loads, packages, pkgloads
 from backburner.policy import grammar
 from backburner.store import Store
 
@@ -135,12 +135,38 @@ def test_rounds_install_and_remove_on_the_testbed(kind: str, load_dir: str,
         load.stop()
     assert load.failure == []
     bulk = load.bulk()
-    assert bulk is not None and bulk.unit == "bytes"
+    assert bulk is not None and bulk.unit == "io bytes"
     counts = dict(bulk.counts)
     assert counts["rounds"] >= 2
-    assert bulk.units == counts["rounds"] * packages.total_bytes(packages.Shape(200, 2 << 20))
+    installed = packages.total_bytes(packages.Shape(200, 2 << 20))
+    assert counts["installed_bytes"] == counts["rounds"] * installed
     assert counts["files"] == counts["rounds"] * 200
+    assert bulk.units >= counts["rounds"] * installed  # each install wrote the app at least
     assert not inst.installed()  # stopped mid-round: made whole again
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_round_cut_short_counts_what_it_moved(kind: str, load_dir: str,
+                                                host_untouched: None) -> None:
+    """A load stopped before its first round finishes has worked: its speed is the bytes
+    its tree read and wrote, not 0 (a finished-rounds count read "0.0 MB/s" for an
+    installer that was busy the whole trial)."""
+    load = loads.Load(loads.parse(f"{kind}:2000:64m"), load_dir)
+    load.prepare()
+    load.start(DEFAULT, [])
+    try:
+        assert load.child is not None
+        deadline = time.monotonic() + 30
+        while (loadio.tree_bytes(load.child.pid) or 0) < 2 << 20:
+            assert load.alive() and time.monotonic() < deadline, Path(load.log).read_text()
+            time.sleep(0.02)
+        assert _rounds(load) == 0, "a round finished first: the app is too small to cut"
+    finally:
+        load.stop()
+    bulk = load.bulk()
+    assert bulk is not None and dict(bulk.counts)["rounds"] == 0
+    assert bulk.units >= 1 << 20 and bulk.rate > 0
 
 
 def _break(path: str) -> bytes:
@@ -204,8 +230,10 @@ def test_a_short_bench_with_each_load(tmp_path: Path, state_dir: Path,
     assert set(by_load) == {"none", *specs}
     for spec in specs:
         bulk = by_load[spec]["extra"]["bulk"]
-        assert bulk["unit"] == "bytes" and {"rounds", "files"} <= set(bulk), bulk
-        assert bulk["rounds"] >= 1, (spec, bulk)
+        assert bulk["unit"] == "io bytes" and {"rounds", "files"} <= set(bulk), bulk
+        assert bulk["rounds"] >= 1 and bulk["units"] > 0, (spec, bulk)
+        during = by_load[spec]["extra"]["bulk_during"]
+        assert during["seconds"] > 0 and during["bytes"] >= 0, during
     built = sorted(p.name.split("-")[0] for p in (state_dir / "cache" / "packages").iterdir())
     assert built == ["deb", "flatpak"]  # flatpak-loop and flatpak-api share one build
 
@@ -265,4 +293,4 @@ def test_a_package_broken_during_a_trial_fails_only_that_trial(
     assert broken["status"] == "failed", str(broken["extra"])[-3000:]
     assert broken["extra"]["reason"] == "the load failed while the probe ran"
     assert any("dpkg" in line for line in broken["extra"]["stderr_tail"]), broken["extra"]
-    assert broken["extra"]["bulk"]["unit"] == "bytes"
+    assert broken["extra"]["bulk"]["unit"] == "io bytes"

@@ -11,10 +11,12 @@ from backburner.bench import study
 def test_prepare_setup_variants_and_shell() -> None:
     options, preset, notes = study.parse({
         "preset": "quick", "prepare": "sync", "setup-variant": ["replay=true"],
-        "setup-variant-during": "boot=true", "shell": "none"})
+        "setup-variant-during": "boot=true", "setup-variant-tune": "si0=bfq:slice_idle=0",
+        "shell": "none"})
     assert preset == "quick" and notes == ()
     assert options == {"prepare_commands": ["sync"], "shell": "none",
-                       "prepares": ["before:replay=true", "during:boot=true"]}
+                       "prepares": ["before:replay=true", "during:boot=true",
+                                    "tune:si0=bfq:slice_idle=0"]}
 
 
 def test_the_old_during_key_still_works_with_a_note() -> None:

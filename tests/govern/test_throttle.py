@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -206,3 +207,102 @@ def test_cgroup_v2_freeze_of_a_live_process() -> None:
         wait_for(lambda: not Path(path, "cgroup.procs").read_text().split(),
                  what="the group to empty")
         os.rmdir(path)
+
+
+# --- the throttle at work (what govern's daemon and bench's policy share) ------------------
+
+
+def test_pressure_and_the_clock_are_acted_on_in_order() -> None:
+    acts: list[str] = []
+
+    def record(action: str | None) -> None:
+        if action is not None:
+            acts.append(action)
+
+    t = Throttle(pause_s=0.5, min_duty=0.5, hold_s=10)
+    throttle.on_clock(t, record, True, 0.0)
+    assert acts == []  # nothing due
+    throttle.on_pressure(t, record, True, 0.0)
+    assert acts == ["freeze"]
+    assert throttle.timeout_ms(t, 0.1) == 400
+    throttle.on_clock(t, record, True, 0.2)
+    assert acts == ["freeze"]  # not yet
+    throttle.on_clock(t, record, True, 0.5)
+    assert acts == ["freeze", "thaw"]
+    throttle.on_clock(t, record, True, 1.0)  # ran its share: pressure still holds
+    assert acts == ["freeze", "thaw", "freeze"]
+    throttle.stop(t, record, [], 1.1)  # a pause running when it stops: thawed
+    assert acts[-1] == "thaw" and not t.frozen
+    throttle.stop(t, record, [], 1.2)
+    assert acts.count("thaw") == 2  # nothing frozen: nothing to do
+
+
+def test_a_meter_is_a_trigger_read_by_polling() -> None:
+    m = throttle.Meter("/nonexistent", stall_us=100_000, window_us=1_000_000)
+    assert not m.stalled(0.0, 0)
+    assert not m.stalled(0.5, 90_000)
+    assert m.stalled(0.6, 100_000)  # 100 ms stalled within the last second
+    assert m.stalled(1.0, 100_000)
+    assert not m.stalled(1.7, 120_000)  # the window has moved past the stall
+    assert not m.stalled(1.8)  # unreadable: no pressure
+    assert m.window_s == 1.0 and m.spec == "polled some 100000 1000000"
+
+
+def test_the_stall_total_of_a_pressure_file(tmp_path: Path) -> None:
+    f = tmp_path / "io.pressure"
+    f.write_text("some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
+                 "full avg10=0.00 avg60=0.00 avg300=0.00 total=42\n")
+    assert throttle.some_total(str(f)) == 123456
+    assert throttle.some_total(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.root
+def test_pace_pauses_a_group_while_another_is_stalled(cgroup2_group: Path,
+                                                      tmp_path: Path) -> None:
+    """A reader stalled on IO in one group (direct reads: each waits for the disk) and a
+    busy loop in a freezer group: `pace` pauses the loop within bounds and leaves it
+    thawed when it stops."""
+    data = tmp_path / "data"
+    data.write_bytes(os.urandom(32 << 20))
+    target = throttle.freezer_at(f"test-pace-{uuid.uuid4().hex[:8]}")
+    assert target is not None
+    path, version = target
+    busy = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    reader = subprocess.Popen(["sh", "-c", f"echo $$ > {cgroup2_group}/cgroup.procs; while :; "
+                               f"do dd if={data} of=/dev/null bs=4k iflag=direct "
+                               "status=none; done"], start_new_session=True)
+    try:
+        with system.Transaction("test-pace") as tx:
+            tx.apply(system.CgroupDir(os.path.dirname(path), shared=True))
+            tx.apply(system.CgroupDir(path))
+            fz = system.CgroupFreezer(path, version)
+            tx.apply(fz)
+            tx.apply(system.CgroupMove(busy.pid, path))
+            watch = throttle.watch_stall(str(cgroup2_group / "io.pressure"), 10_000, 500_000)
+            thr = Throttle(pause_s=0.2, min_duty=0.5)
+            acts: list[str] = []
+
+            def act(action: str | None) -> None:
+                if action:
+                    acts.append(action)
+                    fz.freeze() if action == "freeze" else fz.thaw()
+
+            done = threading.Event()
+            meters = [watch] if isinstance(watch, throttle.Meter) else []
+            triggers = [watch] if isinstance(watch, throttle.Trigger) else []
+            pacer = threading.Thread(target=throttle.pace,
+                                     args=(thr, act, done, triggers, meters))
+            pacer.start()
+            time.sleep(3.0)
+            done.set()
+            pacer.join()
+            assert thr.stats.pauses >= 2, (watch, acts)
+            assert thr.stats.longest_s <= 0.2 + 0.15  # bounded (a tick's lateness at most)
+            assert acts[-1] == "thaw" and not fz.frozen()
+    finally:
+        busy.kill()
+        busy.wait()
+        os.killpg(reader.pid, 9)
+        reader.wait()
+        wait_for(lambda: not (cgroup2_group / "cgroup.procs").read_text().strip(),
+                 what="the reader's group to empty")

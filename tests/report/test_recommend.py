@@ -12,7 +12,9 @@ from helpers import ENV, LOAD, bb, make_db
 from backburner import report
 from backburner.cli import build_parser
 from backburner.govern import rulefile
+from backburner.govern.rules import ThrottleSettings
 from backburner.policy import grammar
+from backburner.policy import throttle as throttlepolicy
 from backburner.report import recommend
 
 #: bfq idles at 2.0 s and keeps its start at 1.05x that (2.1 s); mq-deadline idles at 1.0 s
@@ -52,7 +54,8 @@ def _check_command(line: str, root: Path) -> None:
         assert r.returncode == 0, r.err
 
 
-@pytest.mark.parametrize("policy", ["govern", "background", "io=idle,cpu=batch"])
+@pytest.mark.parametrize("policy", ["govern", "background", "io=idle,cpu=batch", "throttle",
+                                    "io=idle,pause-ms=250,min-duty=0.25"])
 def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str) -> None:
     cells = {("mq-deadline", "none", "-"): 1.0, ("mq-deadline", LOAD, "default"): 3.0,
              ("mq-deadline", LOAD, policy): 1.05}
@@ -63,7 +66,9 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
     assert lines == list(rec.commands)
     for line in lines:
         _check_command(line, tmp_path)
-    assert any(ln.startswith("backburner run ") for ln in lines) == (policy != "govern")
+    rest, throttle = throttlepolicy.split(policy)
+    by_daemon = policy == "govern" or throttle is not None  # only govern throttles
+    assert any(ln.startswith("backburner run ") for ln in lines) == (not by_daemon)
     parsed = rulefile.parse_file(rec.govern_rule, "bulk-work.toml")
     assert parsed.errors == [] and len(parsed.rules) == 1
     if rec.govern_rule:  # printed as the file it is: its lines, indented, parse the same
@@ -72,8 +77,13 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
         printed = "\n".join(ln for ln in after[:len(rec.govern_rule.strip().splitlines())])
         assert all(ln.startswith("    ") for ln in printed.splitlines())
         assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
-    want = "background" if policy == "govern" else policy
+    want = "background" if policy == "govern" else rest
     assert parsed.rules[0].policy == grammar.parse_policy(want)
+    assert parsed.rules[0].throttle == (throttle is not None)
+    if throttle is not None:
+        got = parsed.throttle or ThrottleSettings()  # no table: govern's defaults
+        assert (got.pause_ms, got.min_duty, got.stall_ms, got.window_ms) == (
+            throttle.pause_ms, throttle.min_duty, throttle.stall_ms, throttle.window_ms)
 
 
 def test_bfq_low_latency_off_is_a_limit(tmp_path: Path) -> None:

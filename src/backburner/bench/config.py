@@ -27,7 +27,7 @@ from ..kernel import block, cgroups
 from ..net import link as netlink
 from ..policy import cgroup_plan, grammar
 from ..store.cell import GOVERNED, Cell
-from . import display, matrix, netplan, pkgloads, presets
+from . import display, matrix, netplan, pkgloads, presets, throttled
 from . import loads as loadspec
 from .devices import DeviceSpec
 from .probes import Probe
@@ -178,25 +178,57 @@ MAX_WARMUP = 100
 @dataclass(frozen=True)
 class Prepare:
     """A setup variant (`--setup-variant NAME=COMMAND`): a command run after the cache drop,
-    before the probe or with it; the cells with it are compared with those without."""
+    before the probe or with it; the cells with it are compared with those without.
+
+    Or an IO scheduler's tunables (`--setup-variant-tune NAME=SCHEDULER:KEY=VALUE,...`,
+    e.g. ``si0=bfq:slice_idle=0``): written to the device's queue/iosched/ files (journaled,
+    put back) before the cell's load and probe start; its cells exist only under that
+    scheduler, and the cells without it run with the scheduler's own values."""
 
     name: str
     command: str
     during: bool
+    scheduler: str | None = None  # a tunables variant: the scheduler whose files they are
+    tunables: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def runs_command(self) -> bool:
+        return self.scheduler is None
 
     @classmethod
     def parse(cls, text: str) -> Prepare:
         mode, _, rest = text.partition(":")
         name, sep, command = rest.partition("=")
-        if mode not in ("before", "during") or not sep or not _LABEL.fullmatch(name) \
+        if mode not in ("before", "during", "tune") or not sep or not _LABEL.fullmatch(name) \
                 or not command.strip():
             raise UsageError(f"setup variant {text!r} does not parse",
-                             "use --setup-variant NAME='COMMAND' (or --setup-variant-during)")
+                             "use --setup-variant NAME='COMMAND' (or --setup-variant-during, "
+                             "--setup-variant-tune NAME=SCHEDULER:KEY=VALUE,...)")
         if name == "none":
             raise UsageError("'none' names the cells without a setup variant",
                              "choose another name")
+        if mode == "tune":
+            scheduler, tunables = _tunables(text, command.strip())
+            return cls(name, command.strip(), False, scheduler, tunables)
         shlex_split(command)
         return cls(name, command.strip(), mode == "during")
+
+
+_TUNABLE = re.compile(r"([a-z][a-z0-9_]*)=([0-9A-Za-z_.-]+)")
+
+
+def _tunables(text: str, spec: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """'bfq:slice_idle=0,low_latency=0' -> ('bfq', (('slice_idle', '0'), ...))."""
+    scheduler, colon, items = spec.partition(":")
+    pairs = [_TUNABLE.fullmatch(item.strip()) for item in items.split(",")]
+    if not colon or not all(pairs):
+        raise UsageError(f"setup variant {text!r} does not parse",
+                         "use --setup-variant-tune NAME=SCHEDULER:KEY=VALUE[,KEY=VALUE...], "
+                         "e.g. si0=bfq:slice_idle=0")
+    tunables = tuple((m.group(1), m.group(2)) for m in pairs if m)
+    if len({k for k, _ in tunables}) != len(tunables):
+        raise UsageError(f"setup variant {text!r} sets a tunable twice")
+    return block.check_scheduler(scheduler), tunables
 
 
 # --- presets ------------------------------------------------------------------------------
@@ -284,6 +316,8 @@ class Plan:
     cells: tuple[Cell, ...] = field(default=())
     #: probe label -> the --prepare command run before each of its trials
     trial_prepares: dict[str, str] = field(default_factory=dict)
+    #: policy text -> the throttle its load runs under (`throttled`)
+    throttles: dict[str, throttled.Spec] = field(default_factory=dict)
 
     @property
     def needs_fio(self) -> bool:
@@ -331,13 +365,13 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                              f"at most {MAX_FIO_JOBS}")
     if not loads:
         raise UsageError("no load given")
-    policies = {p: grammar.Policy(GOVERNED, description="the govern daemon's rule applies it")
-                if p == GOVERNED else grammar.parse_policy(p)
-                for p in dict.fromkeys(cfg.policies)}
+    policies, throttles = _policies(cfg.policies)
     if not policies:
         raise UsageError("no policy given")
     if resolve:
         check_group_controls(list(policies.values()))
+        if throttles:
+            throttled.require()
     schedulers = tuple(dict.fromkeys(block.check_scheduler(s) for s in cfg.schedulers))
     if not schedulers:
         raise UsageError("no scheduler given")
@@ -352,17 +386,42 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
             pkgloads.require(kind)
     prepares = _prepares(cfg)
     trial_prepares = _trial_prepares(cfg, list(probes))
-    _check_commands(cfg, [*trial_prepares.values(), *(p.command for p in prepares.values() if p)],
+    _check_commands(cfg, [*trial_prepares.values(),
+                          *(p.command for p in prepares.values() if p and p.runs_command)],
                     resolve)
     _check_choices(cfg)
     if cfg.probe_root is not None and device.kind == "path":
         raise UsageError("--probe-root needs a testbed or slowdisk device: on a directory the "
                          "probe runs from this machine's own files",
                          "use --device testbed:SIZE or slowdisk:PROFILE:SIZE")
+    for step in prepares.values():
+        if step is not None and step.scheduler is not None and step.scheduler not in schedulers:
+            raise UsageError(f"setup variant {step.name} tunes {step.scheduler}, which is not "
+                             "among the schedulers of the run",
+                             f"add --scheduler {step.scheduler}")
     cells = tuple(matrix.build_cells(list(probes), device.label, list(schedulers), list(loads),
-                                     list(policies), list(prepares)))
+                                     list(policies), list(prepares),
+                                     {n: p.scheduler for n, p in prepares.items()
+                                      if p is not None and p.scheduler is not None}))
     return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells,
-                trial_prepares)
+                trial_prepares, throttles)
+
+
+def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy], dict[str, throttled.Spec]]:
+    """Each policy text's policy, and the throttle of those that ask for one (`throttled`:
+    ``background,pause-ms=250`` is the background policy, throttled)."""
+    policies: dict[str, grammar.Policy] = {}
+    throttles: dict[str, throttled.Spec] = {}
+    for text in dict.fromkeys(texts):
+        if text == GOVERNED:
+            policies[text] = grammar.Policy(GOVERNED,
+                                             description="the govern daemon's rule applies it")
+            continue
+        rest, spec = throttled.split(text)
+        policies[text] = grammar.parse_policy(rest)
+        if spec is not None:
+            throttles[text] = spec
+    return policies, throttles
 
 
 def _prepares(cfg: BenchConfig) -> dict[str, Prepare | None]:

@@ -67,9 +67,11 @@ def needs_groups(policies: dict[str, Policy]) -> bool:
     return any(p.needs_cgroup for p in policies.values())
 
 
-def place(tx: system.Transaction, policies: dict[str, Policy], device: str) -> Groups:
+def place(tx: system.Transaction, policies: dict[str, Policy], device: str,
+          also: set[str] | None = None) -> Groups:
     """The delegated scope, bench itself in its `probe` group, the controllers the policies
-    need switched on below the scope, and a load group per policy that has group settings."""
+    need switched on below the scope, and a load group per policy that has group settings
+    (and per policy named in `also`: a throttled one, whose group is frozen)."""
     root = cgroups.unified_root()
     if root is None:
         raise AssertionError("place() is for a cgroup v2 tree systemd owns")
@@ -91,7 +93,7 @@ def place(tx: system.Transaction, policies: dict[str, Policy], device: str) -> G
             raise UnavailableError(why, "use a policy without it on this kernel")
     loads = {}
     for i, (name, pol) in enumerate(policies.items()):
-        if pol.needs_cgroup:
+        if pol.needs_cgroup or name in (also or set()):
             group = os.path.join(top, f"load-{i}-{slug(name)}")
             tx.apply(system.CgroupDir(group, cgroup_plan.group_files(pol)))
             loads[name] = group

@@ -39,7 +39,7 @@ from ..base.errors import SystemStateError, UnavailableError, UsageError
 from ..base.quantities import parse_size
 from ..files import logtail, safepath
 from ..policy import grammar
-from . import pkgloads
+from . import loadio, pkgloads
 from .packages import Shape
 
 FIO_FILE_SIZE = "256m"
@@ -216,10 +216,12 @@ def _installer_argv(archive: str, dest: str, once: bool, progress: str) -> list[
 class Bulk:
     """How much work the load itself did while it ran: the price of protecting the probe.
 
-    unit: "bytes" (fio, copy: what it read and wrote), "files" (install-loop: files
-    installed with fsync), "units" (a cmd load's own count, appended to $BACKBURNER_PROGRESS)
-    or "device bytes" (a cmd load that counts nothing: the device's traffic while it ran,
-    the probe's own reads and writes taken out).
+    unit: "bytes" (fio, copy: what it read and wrote), "io bytes" (a package manager: what
+    its process tree read and wrote, `loadio`, counted as it goes, so a round cut short by
+    the trial's end counts for what it did), "files" (install-loop: files installed with
+    fsync), "units" (a cmd load's own count, appended to $BACKBURNER_PROGRESS) or "device
+    bytes" (a cmd load that counts nothing: the device's traffic while it ran, the probe's
+    own reads and writes taken out).
     """
 
     unit: str
@@ -257,6 +259,9 @@ class Load:
         self.failure: list[str] = []
         self.installation = (pkgloads.Installation(spec.kind, spec.shape, directory)
                              if spec.shape is not None else None)
+        #: its tree's bytes, sampled while it runs; `ran` holds the last run's whole
+        self.io: loadio.TreeIO | None = None
+        self.ran: loadio.Window | None = None
 
     def prepare(self) -> None:
         """Lay out data files so trials measure steady-state work, not file creation."""
@@ -330,6 +335,8 @@ class Load:
         finally:
             os.close(fd)
         self._started = time.monotonic()
+        self.ran = None
+        self.io = loadio.TreeIO(self.child.pid)
 
     def last_words(self) -> str:
         """The last line of the load's log, for a message that outlives the log (which goes
@@ -348,6 +355,8 @@ class Load:
             return None
         child, self.child = self.child, None
         ended = child.poll()
+        if self.io is not None:  # before the tree is reaped, which takes its counts along
+            self.ran, self.io = self.io.stop(), None
         out = child.stop_tree(grace=10.0)
         if ended is not None and not ended.ok:
             self.failure = logtail.last_lines(self.log, FAILURE_LINES, FAILURE_CHARS) or [
@@ -355,6 +364,15 @@ class Load:
         if self.installation is not None:
             self.installation.recover()
         return out
+
+    def mark(self) -> float | None:
+        """A sample of the running load's bytes now, and its time: the edge of a window
+        (`during`); None when it is not running."""
+        return self.io.sample() if self.io is not None else None
+
+    def during(self, t0: float, t1: float) -> loadio.Window | None:
+        """What the running load did between two marks."""
+        return self.io.window(t0, t1) if self.io is not None else None
 
     def ran_s(self) -> float:
         return max(time.monotonic() - self._started, 1e-9) if self._started else 0.0
@@ -366,10 +384,12 @@ class Load:
             return Bulk("bytes", _fio_bytes(self._fio_json), seconds)
         if self.installation is not None:
             done = pkgloads.progress(self.progress)
-            if done is None:
+            if done is None or self.ran is None:
                 return None
-            rounds, files, nbytes = done
-            return Bulk("bytes", nbytes, seconds, (("rounds", rounds), ("files", files)))
+            rounds, files, installed = done
+            return Bulk("io bytes", self.ran.bytes, self.ran.seconds,
+                        (("rounds", rounds), ("files", files), ("installed_bytes", installed),
+                         ("longest_stall_s", self.ran.longest_stall_s)))
         if self.spec.kind in ("install-loop", "copy", "cmd"):
             counted = _sum_lines(self.progress)
             if counted is None:

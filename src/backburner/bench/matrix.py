@@ -28,10 +28,14 @@ class Slot:
 
 
 def build_cells(probes: list[str], device: str, schedulers: list[str], loads: list[str],
-                policies: list[str], prepares: list[str]) -> list[Cell]:
-    """The unloaded cell has no background job, so no policy: one per scheduler."""
+                policies: list[str], prepares: list[str],
+                only_under: dict[str, str] | None = None) -> list[Cell]:
+    """The unloaded cell has no background job, so no policy: one per scheduler. A
+    preparation in `only_under` (a scheduler's tunables) exists only under that scheduler."""
+    only = only_under or {}
     return [Cell(probe, device, sched, load, pol, prep)
             for probe in probes for prep in prepares for sched in schedulers
+            if only.get(prep, sched) == sched
             for load in loads for pol in ([NO_POLICY] if load == UNLOADED else policies)]
 
 

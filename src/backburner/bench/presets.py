@@ -84,6 +84,12 @@ def office_probe() -> str:
     if (office := shutil.which("soffice")) is not None:
         argv = [office, "--headless", "--norestore", "--terminate_after_init"]
         return f"office={shlex.join(argv)}"
+    return standin_probe()
+
+
+def standin_probe() -> str:
+    """The office scenario's stand-in: an interpreter importing a large package tree (a
+    few thousand small files), cheaper than Writer's start to screen many cells with."""
     # the packages come from our own environment: named, as the probe's program is
     # resolved to the real interpreter (a venv's python is a link to the system's); -P
     # keeps the working directory off sys.path (a json.py there is not imported as root)

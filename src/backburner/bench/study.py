@@ -29,6 +29,7 @@ KEYS: dict[str, tuple[str, str]] = {
     "timeout": ("timeout_s", "float"), "abort-factor": ("abort_factor", "float"),
     "rotational": ("rotational", "int"), "prepare": ("prepare_commands", "list"),
     "setup-variant": ("prepares", "list"), "setup-variant-during": ("prepares", "list"),
+    "setup-variant-tune": ("prepares", "list"),
     "prepare-during": ("prepares", "list"), "shell": ("shell", "str"),
     "load-lifetime": ("load_lifetime", "str"),
     "block": ("block", "int"), "probe-layout": ("probe_layout", "str"),
@@ -44,7 +45,7 @@ KEYS: dict[str, tuple[str, str]] = {
 DEPRECATED = {"prepare-during": "setup-variant-during"}
 #: the matrix dimension's keys: "before" steps and "during" steps
 VARIANTS = {"setup-variant": "before", "setup-variant-during": "during",
-            "prepare-during": "during"}
+            "setup-variant-tune": "tune", "prepare-during": "during"}
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ _RUN_OPTIONS = {
     "cold": None, "warm": None, "seed": None, "settle": "settle_s", "timeout": "timeout_s",
     "abort_factor": "abort_factor", "rotational": "rotational",
     "prepare": "prepare_commands", "setup_variant": None, "setup_variant_during": None,
+    "setup_variant_tune": None,
     "shell": "shell", "load_lifetime": "load_lifetime", "block": "block",
     "probe_layout": "probe_layout", "probe_root": "probe_root", "trace": "trace",
     "ignore_failure": "ignore_failure", "output": None, "min_runs": "min_runs",
@@ -149,6 +150,7 @@ def _plan(args: argparse.Namespace):  # noqa: ANN202 - (Plan, Study | None)
             options[field] = getattr(args, dest)
     prepares = [f"before:{p}" for p in args.setup_variant or []]
     prepares += [f"during:{p}" for p in args.setup_variant_during or []]
+    prepares += [f"tune:{p}" for p in args.setup_variant_tune or []]
     if prepares:
         options["prepares"] = prepares
     if args.cold or args.warm:
@@ -286,6 +288,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--setup-variant-during", action="append", metavar="NAME=COMMAND",
                       help="a setup step started together with the probe (as a "
                       "readahead replay at boot)")
+    what.add_argument("--setup-variant-tune", action="append",
+                      metavar="NAME=SCHEDULER:KEY=VALUE[,...]",
+                      help="a scheduler's tunables as a setup variant, e.g. "
+                      "si0=bfq:slice_idle=0: written to the device's queue/iosched/ before "
+                      "the cell's load and probe (put back after the run); its cells exist "
+                      "only under that scheduler")
     what.add_argument("--prepare-during", dest="setup_variant_during", metavar="NAME=COMMAND",
                       action=deprecated(argparse._AppendAction, "--setup-variant-during"),
                       help=argparse.SUPPRESS)

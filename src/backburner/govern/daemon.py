@@ -378,12 +378,10 @@ def serve(gov: Governor, conn: proc_events.Connector, opts: Options, started: fl
                     gov.problem(f"watch {path}", f"stopped watching {path} (its group was "
                                  "removed)")
                 elif thr is not None and mask & select.POLLPRI:
-                    gov.act(thr.pressure(time.monotonic(), gov.throttle_active()))
+                    throttle.on_pressure(thr, gov.act, gov.throttle_active(), time.monotonic())
         now = time.monotonic()
         if thr is not None:
-            due = thr.deadline(now)
-            if due is not None and now >= due:
-                gov.act(thr.due(now, gov.throttle_active()))
+            throttle.on_clock(thr, gov.act, gov.throttle_active(), now)
         if gov.dirty and status_due is None:
             status_due = now + STATUS_DELAY_S
         if (status_due is not None and now >= status_due) or now - written > STATUS_EVERY_S:

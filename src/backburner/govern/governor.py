@@ -461,13 +461,12 @@ class Governor:
             self.triggers, problems = throttle.open_triggers(self.ruleset.throttle)
             for p in problems:
                 self.problem(p, p)
-            window = min((t.window_s for t in self.triggers), default=None)
-            if window is not None:
-                self.throttle.hold_s = 1.5 * window
+            throttle.hold_for(self.throttle, self.triggers)
             return bool(self.triggers)
-        if self.throttle is not None and self.throttle.force_thaw(time.monotonic()):
-            self.act("thaw")
-        throttle.close_triggers(self.triggers)
+        if self.throttle is not None:
+            throttle.stop(self.throttle, self.act, self.triggers, time.monotonic())
+        else:
+            throttle.close_triggers(self.triggers)
         self.triggers = []
         return True
 

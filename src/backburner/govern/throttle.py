@@ -24,11 +24,17 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .. import system
-from ..kernel import cgroups
+from ..kernel import cgroups, procfs
 from .rules import ThrottleSettings
 
 log = logging.getLogger(__name__)
@@ -125,15 +131,20 @@ def v2_root() -> str | None:
 
 
 def freezer_group(rule_name: str) -> tuple[str, int] | None:
-    """Where a throttled rule's processes are frozen: the v1 freezer hierarchy where it is
-    mounted (hybrid and legacy systems), else cgroup v2 (`cgroup.freeze`, in every non-root
-    group). None when neither exists."""
+    """Where a throttled rule's processes are frozen (`freezer_at`)."""
+    return freezer_at(f"govern-{rule_name}")
+
+
+def freezer_at(name: str) -> tuple[str, int] | None:
+    """A group `backburner/NAME` to freeze and its cgroup version: in the v1 freezer
+    hierarchy where it is mounted (hybrid and legacy systems), else in cgroup v2
+    (`cgroup.freeze`, in every non-root group). None when neither exists."""
     freezer = cgroups.v1_mount("freezer")
     if freezer is not None:
-        return os.path.join(freezer, "backburner", f"govern-{rule_name}"), 1
+        return os.path.join(freezer, "backburner", name), 1
     root = v2_root()
     if root is not None:
-        return os.path.join(root, "backburner", f"govern-{rule_name}"), 2
+        return os.path.join(root, "backburner", name), 2
     return None
 
 
@@ -201,10 +212,17 @@ def open_trigger(path: str, stall_us: int, window_us: int) -> Trigger:
 
 def open_triggers(settings: ThrottleSettings) -> tuple[list[Trigger], list[str]]:
     paths, problems = watch_paths(settings)
-    out = []
+    out, more = open_on(paths, settings.stall_ms * 1000, settings.window_ms * 1000)
+    return out, problems + more
+
+
+def open_on(paths: list[str], stall_us: int, window_us: int
+            ) -> tuple[list[Trigger], list[str]]:
+    """A trigger on each pressure file, and a problem for each that could not have one."""
+    out, problems = [], []
     for path in paths:
         try:
-            out.append(open_trigger(path, settings.stall_ms * 1000, settings.window_ms * 1000))
+            out.append(open_trigger(path, stall_us, window_us))
         except OSError as err:
             problems.append(f"throttle: no PSI trigger on {path}: {err.strerror}")
     return out, problems
@@ -216,3 +234,139 @@ def close_triggers(triggers: list[Trigger]) -> None:
             os.close(t.fd)
         except OSError:
             pass
+
+
+# --- the throttle at work: pressure and the clock in, the decisions acted on ---------------
+#
+# govern's daemon calls these from its own poll loop (with the process connector's fd);
+# bench's throttle policy runs `pace` on a thread of its own around each load. Either way
+# the same code turns a trigger's POLLPRI and the pause boundaries into `Throttle`'s
+# decisions, and `act` does them ("freeze" / "thaw" every throttled group).
+
+Act = Callable[[str | None], None]
+
+
+def hold_for(thr: Throttle, triggers: Sequence[Trigger | Meter]) -> None:
+    """Pressure counts for 1.5 windows after a trigger: the window the kernel granted (a
+    caller without CAP_SYS_RESOURCE gets a longer one than asked)."""
+    window = min((t.window_s for t in triggers), default=None)
+    if window is not None:
+        thr.hold_s = 1.5 * window
+
+
+def on_pressure(thr: Throttle, act: Act, active: bool, now: float) -> None:
+    """A trigger fired."""
+    act(thr.pressure(now, active))
+
+
+def on_clock(thr: Throttle, act: Act, active: bool, now: float) -> None:
+    """Any wake-up: a pause that reached its bound ends, a due one starts. Asked on every
+    wake-up, not only once `deadline` is reached: at the moment the bulk work's share of
+    running ends, `deadline` already says None (nothing left to wait for), and the next
+    pause, due then while pressure holds, would wait for the next trigger."""
+    act(thr.due(now, active))
+
+
+def timeout_ms(thr: Throttle, now: float) -> int | None:
+    """How long poll() may sleep before `on_clock` is due (None: until an event)."""
+    due = thr.deadline(now)
+    return None if due is None else max(0, math.ceil((due - now) * 1000))
+
+
+def stop(thr: Throttle, act: Act, triggers: list[Trigger], now: float) -> None:
+    """No more pausing: a running pause ends at once (acted on), the triggers close."""
+    if thr.force_thaw(now):
+        act("thaw")
+    close_triggers(triggers)
+
+
+@dataclass
+class Meter:
+    """A trigger's condition ("some STALL WINDOW") checked by reading a pressure file's
+    `some ... total=` (µs stalled, brought up to date by every read) on a tick: for a
+    caller that may not have the window it needs as a kernel trigger (without
+    CAP_SYS_RESOURCE a trigger's window is a multiple of 2 s, checked every 2 s, which a
+    start of a few seconds is mostly over by)."""
+
+    path: str
+    stall_us: int
+    window_us: int
+    history: deque[tuple[float, int]] = field(default_factory=deque)
+
+    @property
+    def spec(self) -> str:
+        return f"polled some {self.stall_us} {self.window_us}"
+
+    @property
+    def window_s(self) -> float:
+        return self.window_us / 1e6
+
+    def stalled(self, now: float, total_us: int | None = None) -> bool:
+        """Whether the stall over the last window reached the threshold (the total read
+        now unless given); False until a whole window has been seen or when unreadable."""
+        total = total_us if total_us is not None else some_total(self.path)
+        if total is None:
+            return False
+        h = self.history
+        h.append((now, total))
+        while len(h) > 1 and h[1][0] <= now - self.window_s:
+            h.popleft()
+        return total - h[0][1] >= self.stall_us
+
+
+def some_total(path: str) -> int | None:
+    """The `some` line's total (µs) of a pressure file; None when it cannot be read."""
+    data = procfs.read_small(path, 512)
+    for line in (data or b"").splitlines():
+        if line.startswith(b"some "):
+            for item in line.split():
+                if item.startswith(b"total="):
+                    return int(item[6:])
+    return None
+
+
+def watch_stall(path: str, stall_us: int, window_us: int) -> Trigger | Meter:
+    """A kernel trigger with exactly this window where the caller may have one, else a
+    `Meter` polling the same condition (never a longer window: `open_trigger` raises the
+    window instead, for govern's daemon, which must not wake up on a timer)."""
+    try:
+        return Trigger(path, system.psi_trigger(path, f"some {stall_us} {window_us}"),
+                       f"some {stall_us} {window_us}")
+    except OSError as err:
+        if err.errno not in (errno.EINVAL, errno.EPERM, errno.EACCES):
+            raise
+    if some_total(path) is None:
+        raise OSError(errno.ENOENT, f"{path} has no stall total")
+    return Meter(path, stall_us, window_us)
+
+
+def pace(thr: Throttle, act: Act, done: threading.Event, triggers: Sequence[Trigger] = (),
+         meters: Sequence[Meter] = (), active: Callable[[], bool] = lambda: True,
+         tick_s: float = 0.1, meter_tick_s: float = 0.02) -> None:
+    """The loop of a thread that does nothing but throttle (bench's policy): poll() on the
+    triggers, and each meter every `meter_tick_s`, until `done` is set (looked at every
+    `tick_s` at most); then `stop`."""
+    triggers, meters = list(triggers), list(meters)
+    hold_for(thr, [*triggers, *meters])
+    poller = select.poll()
+    for t in triggers:
+        poller.register(t.fd, select.POLLPRI)
+    fds = {t.fd for t in triggers}
+    limit = math.ceil((meter_tick_s if meters else tick_s) * 1000)
+    try:
+        while not done.is_set():
+            wait = timeout_ms(thr, time.monotonic())
+            for fd, mask in poller.poll(limit if wait is None else min(wait, limit)):
+                if fd not in fds:
+                    continue
+                if mask & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                    poller.unregister(fd)  # its group was removed
+                    fds.discard(fd)
+                elif mask & select.POLLPRI:
+                    on_pressure(thr, act, active(), time.monotonic())
+            now = time.monotonic()
+            if any(m.stalled(now) for m in meters):
+                on_pressure(thr, act, active(), now)
+            on_clock(thr, act, active(), time.monotonic())
+    finally:
+        stop(thr, act, triggers, time.monotonic())

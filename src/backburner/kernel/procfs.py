@@ -202,6 +202,22 @@ def descendants_of(pid: int) -> list[int]:
     return found
 
 
+def io_bytes(pid: int) -> int | None:
+    """The bytes a process made the storage layer move (/proc/PID/io: read_bytes, plus
+    write_bytes less cancelled_write_bytes: pages it dirtied, less those truncated before
+    writeback), its threads' and its reaped children's included (the kernel adds a
+    child's counts to its parent's when the parent reaps it); None when it is gone."""
+    data = read_small(f"/proc/{pid}/io")
+    if not data:
+        return None
+    fields = dict(line.split(b":", 1) for line in data.splitlines() if b":" in line)
+    try:
+        return (int(fields[b"read_bytes"]) + int(fields[b"write_bytes"])
+                - int(fields[b"cancelled_write_bytes"]))
+    except (KeyError, ValueError):
+        return None
+
+
 def ancestors_of(pid: int) -> list[int]:
     """pid's parent, its parent, ... up to PID 1 (or 0 for kernel threads)."""
     out = []

@@ -21,8 +21,9 @@ import shlex
 from dataclasses import dataclass, field
 
 from .. import stats
-from ..base.errors import DataError
+from ..base.errors import DataError, UsageError
 from ..base.quantities import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..policy import throttle as throttlepolicy
 from ..store.cell import GOVERNED, GOVERNED_RULE_POLICY
 from .data import ReportData
 from .summary import Row, summary_rows
@@ -139,7 +140,7 @@ def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
     devices = " --devices non-rotational" if rotational == "0" else ""
     out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}{devices}   # the "
            "IO scheduler, for matching disks (a udev rule)"]
-    if r.cell.policy == GOVERNED:
+    if r.cell.policy == GOVERNED or _throttle(r.cell.policy) is not None:
         out.append(f"backburner govern check   # with the govern rule below in {RULES_FILE}")
         out.append("backburner govern run   # the daemon; or its systemd unit (docs/govern.md)")
     elif r.cell.policy != "default":
@@ -152,10 +153,22 @@ def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
 
 def rule_policy(policy: str) -> str:
     """The policy a govern rule names for a cell's policy: the governed cells' is the one
-    bench's rule gave them; unprotected cells get the usual background."""
+    bench's rule gave them; a throttled one's without its throttle (a rule's `throttle`
+    key and govern's `[throttle]` table carry that); unprotected cells get the usual
+    background."""
     if policy == GOVERNED:
         return GOVERNED_RULE_POLICY
+    if _throttle(policy) is not None:
+        return throttlepolicy.split(policy)[0]
     return policy if policy not in ("default", "-") else "background"
+
+
+def _throttle(policy: str) -> throttlepolicy.Spec | None:
+    """The throttle of a cell's policy text (only govern applies one)."""
+    try:
+        return throttlepolicy.split(policy)[1]
+    except UsageError:
+        return None
 
 
 #: Where the printed govern rule goes (govern's rules directory, docs/govern.md).
@@ -168,10 +181,16 @@ def govern_rule(r: Row) -> str:
     if r.cell.policy == "default" or r.cell.network:  # no rule applies a network policy
         return ""
     policy = json.dumps(rule_policy(r.cell.policy))  # a TOML basic string
-    return ("[[rule]]\n"
+    rule = ("[[rule]]\n"
             'name = "bulk-work"\n'
             'match = { comm = ["YOUR-BULK-PROGRAM"] }\n'
             f"policy = {policy}\n")
+    spec = _throttle(r.cell.policy)
+    if spec is not None:
+        rule += "throttle = true\n"
+        if table := throttlepolicy.govern_table(spec):
+            rule += "\n" + table
+    return rule
 
 
 def limits(data: ReportData, r: Row) -> tuple[str, ...]:

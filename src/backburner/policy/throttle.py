@@ -1,0 +1,85 @@
+"""The throttle as part of a policy text (`bench --policy background,pause-ms=250`): which
+items of the text are the throttle's, and its parameters. Pure, and at the bottom: bench
+runs the throttle (`bench.throttled`), the report turns a throttled cell into the govern
+rule that applies it (`report.recommend`).
+
+``throttle`` alone is the default policy throttled with govern's defaults (pauses of at
+most 500 ms, the load keeps at least half of the time: `govern.rules.ThrottleSettings`);
+any of `pause-ms`, `min-duty`, `stall-ms`, `window-ms` switches it on; `throttle=off`
+switches it off again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..base.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The throttle's parameters, with govern's `[throttle]` defaults."""
+
+    pause_ms: int = 500
+    min_duty: float = 0.5
+    stall_ms: int = 100
+    window_ms: int = 1000
+
+    def as_dict(self) -> dict[str, float]:
+        return {"pause_ms": self.pause_ms, "min_duty": self.min_duty,
+                "stall_ms": self.stall_ms, "window_ms": self.window_ms}
+
+
+#: key -> (field, parse, low, high): the numbers a policy text may give, and their range
+#: (a PSI window is 500 ms to 10 s; a duty of 1 would never pause, of 0 never run)
+_KEYS: dict[str, tuple[str, type, float, float]] = {
+    "pause-ms": ("pause_ms", int, 10, 60_000),
+    "min-duty": ("min_duty", float, 0.01, 0.99),
+    "stall-ms": ("stall_ms", int, 1, 10_000),
+    "window-ms": ("window_ms", int, 500, 10_000),
+}
+
+
+def split(text: str) -> tuple[str, Spec | None]:
+    """A policy text without its throttle items, and the throttle it asks for (None: none).
+    ``throttle`` alone is the default policy throttled."""
+    rest: list[str] = []
+    on: bool | None = None
+    values: dict[str, Any] = {}
+    for item in text.split(","):
+        key, eq, value = (part.strip() for part in item.partition("="))
+        if key == "throttle":
+            if eq and value not in ("on", "off"):
+                raise UsageError(f"throttle={value!r} in policy {text!r}", "use on or off")
+            on = not eq or value == "on"
+        elif key in _KEYS:
+            name, kind, low, high = _KEYS[key]
+            try:
+                number = kind(value)
+            except ValueError:
+                number = None
+            if number is None or not low <= number <= high:
+                raise UsageError(f"{key}={value!r} in policy {text!r} is out of range",
+                                 f"give {key}={low:g}..{high:g}")
+            values[name] = number
+            on = True if on is None else on
+        else:
+            rest.append(item)
+    if on is None or not on:
+        return ",".join(rest) if on is None else (",".join(rest) or "default"), None
+    spec = Spec(**values)
+    if spec.stall_ms >= spec.window_ms:
+        raise UsageError(f"policy {text!r}: stall-ms {spec.stall_ms} is not below window-ms "
+                         f"{spec.window_ms}", "a stall is counted within its window")
+    return ",".join(rest).strip() or "default", spec
+
+
+def govern_table(spec: Spec) -> str:
+    """govern's `[throttle]` table with these parameters (those not at its defaults)."""
+    lines = ["[throttle]"]
+    for key, value in spec.as_dict().items():
+        if value != getattr(Spec(), key):
+            lines.append(f"{key} = {value:g}")
+    return "\n".join(lines) + "\n" if len(lines) > 1 else ""
+
