@@ -112,7 +112,7 @@ def test_the_docs_say_the_quick_presets_trial_counts() -> None:
     the preset's own."""
     values = presets.quick()
     want = f"{values['min_runs']} to {values['max_runs']} trials"
-    text = " ".join((Path(__file__).parents[2] / "docs" / "bench.md").read_text().split())
+    text = " ".join((Path(__file__).parents[2] / "docs" / "guide" / "bench.md").read_text().split())
     assert f"The `quick` preset runs until decided ({want}" in text
     assert f"× {values['min_runs']}–{values['max_runs']} trials until decided" in text
 
