@@ -108,7 +108,7 @@ def test_this_host_has_no_io_cost_to_switch() -> None:
 
 
 def test_the_docs_say_the_quick_presets_trial_counts() -> None:
-    """docs/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
+    """docs/guide/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
     the preset's own."""
     values = presets.quick()
     want = f"{values['min_runs']} to {values['max_runs']} trials"
