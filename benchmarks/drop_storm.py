@@ -9,8 +9,8 @@ seconds later) does not. This samples the disk's read counter (/proc/diskstats) 
 median read rate per 50 ms bin -- the size and length of that storm on this machine.
 
 Usage (as root): .venv/bin/python benchmarks/drop_storm.py [--disk vda] [--repeats 6]
-Drops the caches --repeats times (as bench does). Figures: docs/benchmarks.md, "The S suite
-side by side".
+Drops the caches --repeats times (as bench does). Figures: docs/measurements/startup.md,
+"The S suite side by side".
 """
 
 from __future__ import annotations

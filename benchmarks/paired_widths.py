@@ -9,7 +9,7 @@ per-round log ratios, and about how many trials the paired sequence would need t
 the cell at ±10% (`stats.trials_needed`). Pure reading, a second or two.
 
 Usage: .venv/bin/python benchmarks/paired_widths.py RESULTS.db [RESULTS.db ...]
-Figures: docs/benchmarks.md ("The quick preset").
+Figures: docs/measurements/startup.md ("The quick preset").
 """
 
 from __future__ import annotations

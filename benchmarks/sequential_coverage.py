@@ -18,7 +18,7 @@ Usage: .venv/bin/python benchmarks/sequential_coverage.py [--studies N] [--min-r
 The defaults (1000 studies per ratio, starts of 0.2 s and 9 s, spreads 0.05, 0.1 and 0.2,
 min 8 and max 40 runs: the quick preset's budget) took about 15 minutes on the development
 VM; exit status 0, or 1 if a coverage falls under the confidence or a wrong-call rate over 1
-- confidence. Figures: docs/benchmarks.md.
+- confidence. Figures: docs/measurements/statistics.md.
 """
 
 from __future__ import annotations

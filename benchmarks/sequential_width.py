@@ -2,7 +2,7 @@
 """How wide is the sequential interval `bench` stops on, against a fixed-n one, and how many
 trials does a cell need to be decided?
 
-Prints three Markdown tables (figures in docs/bench.md, "Why a confidence sequence"):
+Prints three Markdown tables (figures in docs/design/statistics.md, "Why a confidence sequence"):
 
 1. per trial count n: the order statistics bounding a median at 97.5% -- fixed n (exact
    binomial), the shipped confidence sequence (`stats.accepted_counts`), and a

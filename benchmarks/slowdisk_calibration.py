@@ -1,5 +1,5 @@
 """Plot the slowdisk seek curves of `dvd` and `hdd-5400` against the published drive figures
-they are calibrated with, and print the calibration table of docs/slowdisk.md.
+they are calibrated with, and print the calibration table of docs/measurements/slowdisk.md.
 
 Pure arithmetic on the model (no device, no root, well under a second of model time):
 seek time against seek distance, for the dvd from the inner edge, from mid-disc (41 mm) and

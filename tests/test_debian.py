@@ -146,6 +146,6 @@ def test_lintian_finds_no_error(deb: Path) -> None:
                          text=True, timeout=120, env={"PATH": DEB_BUILD_PATH})
     tags = [ln for ln in res.stdout.splitlines() if re.match(r"[EWIPX]: ", ln)]
     assert not [t for t in tags if t.startswith("E:")], res.stdout
-    # the warnings docs/packaging.md lists, and no other
+    # the warnings docs/guide/packaging.md lists, and no other
     warnings = {t.split()[2] for t in tags if t.startswith("W:")}
     assert warnings <= {"initial-upload-closes-no-bugs"}, res.stdout

@@ -101,7 +101,7 @@ def test_statistics_used_names_the_method_the_run_used(
         for verdict in ("slower", "faster", "at most", "indistinguishable", "undecided"):
             assert verdict in text
         assert words.band_rule_text() in text
-        assert "docs/bench.md" in text
+        assert "docs/design/statistics.md" in text
     tight = tmp_path / "t.html"
     html_report.write_html(page[1], str(tight), tolerance=0.05)
     assert "\u00b15%, given with --tolerance" in _statistics_used(tight.read_text())

@@ -1,7 +1,9 @@
 """The README stays a user's guide that works: every `backburner` command in its shell blocks
 parses with the CLI's own parser (so a renamed option or command fails here, not for a
 reader), every command of the CLI has an example, the README stays short and holds CI's
-command verbatim, and no README or docs page names a commit."""
+command verbatim, and no README or docs page names a commit. The documentation holds
+together: every relative link of the README and of every docs page reaches a file (and a
+heading, for `#anchor`), and docs/README.md lists every page."""
 
 from __future__ import annotations
 
@@ -30,19 +32,22 @@ REDIRECTIONS = {">", ">>", "<", "<<", ">&", "<&", "&>"}
 NOT_HASHES = {
     "1884802575": "README: the seed the demo's bench drew and printed",
     "1550577": "README: the demo's run cgroup, named by its PID and start time",
-    "3d1219c7c4c5404aaa1f6d2a48adfda4": "docs/extents.md: the example map's machine id",
-    "fa47d28d": "docs/extents.md: the example map's filesystem UUID, first group",
-    "12a23725da7a": "docs/extents.md: the example map's filesystem UUID, last group",
-    "8589934592": "docs/extents.md: the example file's size in bytes (8 GiB)",
-    "1714564800000000000": "docs/extents.md: the example file's mtime in ns",
-    "1048576": "docs/extents.md: the example partition's start and a hole's length (1 MiB)",
-    "500107862016": "docs/extents.md: the example partition's size in bytes",
-    "134217728": "docs/extents.md: the example segment's length (128 MiB)",
-    "34603008": "docs/extents.md: the example segment's device offset",
-    "1700000000": "docs/trace.md: the example trace's Unix time",
-    "4a6f45e3ced8c4b5df094d959072b315": "docs/slowdisk.md: a cited gist's address (a source)",
-    "168843977": "docs/ssd.md: the seed the ssd preset's first run drew and printed",
-    "32846223": "docs/ssd.md: the seed the ssd preset's second run drew and printed",
+    "3d1219c7c4c5404aaa1f6d2a48adfda4":
+        "docs/reference/extents-map.md: the example map's machine id",
+    "fa47d28d": "docs/reference/extents-map.md: the example map's filesystem UUID, first group",
+    "12a23725da7a": "docs/reference/extents-map.md: the example map's filesystem UUID, last group",
+    "8589934592": "docs/reference/extents-map.md: the example file's size in bytes (8 GiB)",
+    "1714564800000000000": "docs/reference/extents-map.md: the example file's mtime in ns",
+    "1048576":
+        "docs/reference/extents-map.md: the example partition's start and a hole's length (1 MiB)",
+    "500107862016": "docs/reference/extents-map.md: the example partition's size in bytes",
+    "134217728": "docs/reference/extents-map.md: the example segment's length (128 MiB)",
+    "34603008": "docs/reference/extents-map.md: the example segment's device offset",
+    "1700000000": "docs/reference/trace-file.md: the example trace's Unix time",
+    "4a6f45e3ced8c4b5df094d959072b315":
+        "docs/measurements/slowdisk.md: a cited gist's address (a source)",
+    "168843977": "docs/measurements/ssd.md: the seed the ssd preset's first run drew and printed",
+    "32846223": "docs/measurements/ssd.md: the seed the ssd preset's second run drew and printed",
 }
 HEXWORD = re.compile(r"\b[0-9a-f]{7,40}\b")
 
@@ -189,3 +194,83 @@ def test_no_commit_hashes_in_the_documentation(path: Path) -> None:
 def test_the_hash_check_finds_hashes() -> None:
     text = "as before commit 4d4f9cd (and c995e42f01), at 0.1.0, in run-26492.432997"
     assert set(HEXWORD.findall(text)) == {"4d4f9cd", "c995e42f01"}
+
+
+#: Inline links and images, `[text](target)` and `![alt](target)`; reference-style links
+#: are not used in these documents.
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
+INLINE_CODE = re.compile(r"(`+).*?\1", re.S)
+DOCS = ROOT / "docs"
+
+
+def _prose(text: str) -> str:
+    """The text without its fenced blocks and inline code, where a link is not a link."""
+    text = re.sub(r"^(```|~~~)[^\n]*\n.*?^\1[ \t]*$", "", text, flags=re.M | re.S)
+    return INLINE_CODE.sub("", text)
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub (and most Markdown renderers) give a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every heading's anchor, a repeated heading's with -1, -2, ... as GitHub numbers them."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", re.sub(
+            r"^(```|~~~)[^\n]*\n.*?^\1[ \t]*$", "", text, flags=re.M | re.S), re.M):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def dead_links(path: Path) -> list[str]:
+    """The relative links of one Markdown file that reach no file, or no heading in it."""
+    dead = []
+    for target in LINK.findall(_prose(path.read_text())):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto:
+            continue
+        name, _, anchor = target.partition("#")
+        goal = (path.parent / name).resolve() if name else path
+        if not goal.exists():
+            dead.append(f"{target}: no such file")
+        elif anchor and goal.suffix == ".md" and anchor not in anchors(goal.read_text()):
+            dead.append(f"{target}: no heading #{anchor}")
+    return dead
+
+
+@pytest.mark.parametrize("path", _documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_reaches_a_file_and_a_heading(path: Path) -> None:
+    assert dead_links(path) == [], f"{path.relative_to(ROOT)}: dead links"
+
+
+def test_the_link_check_finds_dead_links(tmp_path: Path) -> None:
+    """The check itself: a missing file, a missing heading and a missing image are dead; a
+    link in code, an address and a heading that is there are not."""
+    (tmp_path / "other.md").write_text("# Other\n\n## What it holds, `exactly`\n\n"
+                                       "## Twice\n\n## Twice\n")
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\n[ok](other.md#what-it-holds-exactly) [ok](other.md#twice-1)\n"
+                    "[ok](#page) [ok](https://example.org/x.md) `[no](code.md)`\n"
+                    "```text\n[no](fenced.md)\n```\n"
+                    "[gone](missing.md) [gone](other.md#not-there) ![gone](img/x.png)\n")
+    assert dead_links(page) == ["missing.md: no such file", "other.md#not-there: no heading "
+                                "#not-there", "img/x.png: no such file"]
+
+
+def test_the_index_lists_every_page_and_every_file_is_used() -> None:
+    """docs/README.md names every page of docs/ (one line each: who it is for, what it
+    answers); every other file there (a figure's image) is shown by some page."""
+    index = DOCS / "README.md"
+    listed = {(DOCS / target.partition("#")[0]).resolve()
+              for target in LINK.findall(_prose(index.read_text()))}
+    pages = {p.resolve() for p in DOCS.rglob("*.md")} - {index.resolve()}
+    assert sorted(str(p.relative_to(DOCS)) for p in pages - listed) == []
+    used = {(doc.parent / target.partition("#")[0]).resolve()
+            for doc in _documents() for target in LINK.findall(_prose(doc.read_text()))}
+    others = {p.resolve() for p in DOCS.rglob("*") if p.is_file() and p.suffix != ".md"}
+    assert sorted(str(p.relative_to(DOCS)) for p in others - used) == []

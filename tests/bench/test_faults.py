@@ -1,5 +1,6 @@
 """Interrupting a real bench in every phase leaves nothing behind and loses no committed
-trial: a shortened run of benchmarks/fault_injection.py (whose figures are in docs/safety.md)."""
+trial: a shortened run of benchmarks/fault_injection.py (whose figures are in
+docs/measurements/reliability.md)."""
 
 from __future__ import annotations
 

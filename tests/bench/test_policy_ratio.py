@@ -1,5 +1,6 @@
-"""benchmarks/policy_ratio.py (the governed-vs-background figures of docs/govern.md): one line
-per cell that has both policies, with the ratio of the medians the stored trials give."""
+"""benchmarks/policy_ratio.py (the governed-vs-background figures of
+docs/measurements/govern.md): one line per cell that has both policies, with the ratio of the
+medians the stored trials give."""
 
 from __future__ import annotations
 

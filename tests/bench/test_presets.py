@@ -108,11 +108,11 @@ def test_this_host_has_no_io_cost_to_switch() -> None:
 
 
 def test_the_docs_say_the_quick_presets_trial_counts() -> None:
-    """docs/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
+    """docs/guide/bench.md said 8–60 trials where the preset runs 8–24: the numbers it states are
     the preset's own."""
     values = presets.quick()
     want = f"{values['min_runs']} to {values['max_runs']} trials"
-    text = " ".join((Path(__file__).parents[2] / "docs" / "bench.md").read_text().split())
+    text = " ".join((Path(__file__).parents[2] / "docs" / "guide" / "bench.md").read_text().split())
     assert f"The `quick` preset runs until decided ({want}" in text
     assert f"× {values['min_runs']}–{values['max_runs']} trials until decided" in text
 

@@ -86,7 +86,7 @@ def test_a_pack_without_lookups_stays_version_1() -> None:
     pack = P.Pack((entry(b"/a"),), PAGE, 5, "cmd")
     data = P.encode(pack)
     assert struct.unpack_from("<H", data, 8)[0] == 1 and P.decode(data) == pack
-    w = P._Writer()  # the version 1 layout of docs/readahead.md, field by field
+    w = P._Writer()  # the version 1 layout of docs/reference/pack-format.md, field by field
     for n in (5, PAGE):
         w.uint(n)
     w.blob(b"cmd")

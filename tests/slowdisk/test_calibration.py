@@ -1,4 +1,4 @@
-"""The dvd and hdd-5400 profiles against published drive figures (docs/slowdisk.md,
+"""The dvd and hdd-5400 profiles against published drive figures (docs/measurements/slowdisk.md,
 "Calibration"): every calibrated point within 10 %, and the drive buffer's behaviour as
 measured on a real DVD drive."""
 

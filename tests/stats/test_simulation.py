@@ -5,7 +5,7 @@ the time and their calls -- "slower", "at most X×", "indistinguishable", "faste
 wrong at most 5% of the time, at every true ratio the issue of one-sided verdicts named --
 while an unadjusted interval, looked at after every round and stopped on, does not keep its
 promise (so this check can fail). The larger simulation is benchmarks/sequential_coverage.py,
-its figures in docs/benchmarks.md."""
+its figures in docs/measurements/statistics.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/vm: the guest checks' rig by hand (docs/vm.md).
+"""scripts/vm: the guest checks' rig by hand (docs/design/vm.md).
 
   scripts/vm build [--rebuild]   build the image, or check the cached one; say where it is
   scripts/vm shell [--no-wheel]  boot a guest with its console here: a root shell

@@ -5,7 +5,7 @@ disk matching QEMU's emulated NVMe disk apart from the solid-state class; and `a
 --iocost` (with a unit in the background slice) charging a buffered writer's writeback to
 its group and holding it back against a writer in system.slice, `io.stat` showing it, and
 `--remove` putting every file and value back. Timing in the guest is emulated: these prove
-function; docs/ssd.md measures speed on the host."""
+function; docs/measurements/ssd.md measures speed on the host."""
 
 from __future__ import annotations
 

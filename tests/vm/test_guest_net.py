@@ -7,7 +7,7 @@ is left: namespaces, groups, BPF programs and maps as before. The same with the 
 data shaped on the way in instead (the `ingress` mechanism: an IFB, the tc classifier
 that finds each segment's socket, on Debian's kernel).
 
-Timings here are emulated (TCG): they prove function; docs/network.md measures on the
+Timings here are emulated (TCG): they prove function; docs/measurements/network.md measures on the
 host."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_ingress_shaping_over_a_delayed_link(guest: Guest) -> None:
                   check=True)
     got = json.loads(r.out)
     unprotected = statistics.median(got["unprotected"]["fetch_s"])
-    # the queue drained at least once (its median can stay long: docs/network.md)
+    # the queue drained at least once (its median can stay long: docs/measurements/network.md)
     assert min(got["policy"]["fetch_s"]) < unprotected / 3, got
     assert got["policy"]["bulk_bit_s"] > 100_000, got
     # the job's segments went through its class on the IFB, found by their sockets

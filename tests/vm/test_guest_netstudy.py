@@ -5,7 +5,7 @@ sibling `downloads` group that carries the policy's programs. Four downloads ove
 `1mbit:40ms`, two trials a cell: the protected cell's ACKs went through the paced class,
 and afterwards no scope, group, journal or namespace of the run is left.
 
-Timings here are emulated (TCG): they prove function; docs/network.md measures on the
+Timings here are emulated (TCG): they prove function; docs/measurements/network.md measures on the
 host."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Does the idle IO class protect the desktop across systemd slices (BFQ schedules groups
 by weight before it looks at classes inside one)? A shortened run of
-benchmarks/slice_shares.py, whose figures docs/systemd.md reports: a reader in user.slice
+benchmarks/slice_shares.py, whose figures docs/guide/systemd.md reports: a reader in user.slice
 against a bulk reader elsewhere, shares from io.stat (meaningful under emulation)."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_idle_class_protects_the_desktop_across_slices(guest: Guest) -> None
     idle = _share(guest, "system.slice", "3", "-")
     both = _share(guest, "bbtest-bulk.slice", "3", "10")
     assert 0.40 < unprotected < 0.60, unprotected  # two slices of equal weight: halves
-    # Full runs give 0.86 and 0.87 (docs/systemd.md); short windows on an emulated guest
+    # Full runs give 0.86 and 0.87 (docs/guide/systemd.md); short windows on an emulated guest
     # whose host is busy have given 0.74: the check asks for a clear protection only.
     assert idle > 0.65, idle  # idle-class work in system.slice yields to user.slice
     assert both > 0.65, both

@@ -5,7 +5,7 @@ a slice of low weight beside user.slice.
 
 Why all of them: with BFQ on cgroup v2, a desktop reader in user.slice against a bulk reader
 got 50 % of the disk unprotected, 86 % with the bulk at the idle IO class in system.slice,
-75 % with the bulk only in a slice of IOWeight=10, and 87 % with both (docs/systemd.md,
+75 % with the bulk only in a slice of IOWeight=10, and 87 % with both (docs/guide/systemd.md,
 benchmarks/slice_shares.py). BFQ serves groups by weight before it looks at the classes
 inside them, so the class alone leaves the group's share to its slice's weight, and the
 weight alone leaves the bulk competing inside its slice at the reader's class.

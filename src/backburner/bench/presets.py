@@ -105,7 +105,7 @@ def office_ready() -> str | None:
     return WRITER_WINDOW if _writer_gui() is not None else None
 
 
-#: The probe of the S suite comparison (docs/benchmarks.md): a cold interpreter importing
+#: The probe of the S suite comparison (docs/measurements/startup.md): a cold interpreter importing
 #: three stdlib packages; the preset puts every file of their directories on the device.
 S_PROBE = shlex.join([os.path.realpath(sys.executable), "-I", "-c",
                       "import json, email, http.client"])
@@ -148,13 +148,13 @@ def _iocost_here() -> bool:
 
 
 def ssd() -> dict[str, Any]:
-    """The SSD question, side by side (docs/ssd.md): a non-rotational testbed under each of
-    the kernel's schedulers (none is its default for NVMe, mq-deadline for SATA), the cold
-    start unprotected and with the background policy (and where cgroup v2 has io.cost,
-    with io.cost on and weight 10), under sequential readers, buffered writers and a
-    package manager installing and removing (dpkg). Each load lives for a cell's block of
-    trials, every cell until decided or 10 trials, the trials' time bounded at 14 minutes:
-    under 20 minutes on the development VM."""
+    """The SSD question, side by side (docs/measurements/ssd.md): a non-rotational testbed under
+    each of the kernel's schedulers (none is its default for NVMe, mq-deadline for SATA), the
+    cold start unprotected and with the background policy (and where cgroup v2 has io.cost, with
+    io.cost on and weight 10), under sequential readers, buffered writers and a package manager
+    installing and removing (dpkg). Each load lives for a cell's block of trials, every cell
+    until decided or 10 trials, the trials' time bounded at 14 minutes: under 20 minutes on the
+    development VM."""
     return dict(probes=[f"python={PYTHON_PROBE}"],
                 loads=["none", "readers:10:seq", "writers:2:seq:buffered", "dpkg-loop"],
                 policies=["default", "background", *(["iocost"] if _iocost_here() else [])],

@@ -141,7 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "`backburner restore` undoes an interrupted apply.")
     p.add_argument("--scheduler", metavar="NAME", help="IO scheduler for the matching disks "
                    "(bfq, mq-deadline, kyber, none), or `recommended`: a rule per class of "
-                   "disk with the scheduler docs/ssd.md recommends for it")
+                   "disk with the scheduler docs/measurements/ssd.md recommends for it")
     p.add_argument("--devices", metavar="CLASS", type=_disk_class,
                    choices=sorted(apply.DEVICE_CLASSES),
                    help="the class of disk the rules match: "

@@ -178,7 +178,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sh = add_command(s, "show", _show,
                      help="merged physical runs, flags, holes, totals, fragmentation")
     sh.add_argument("file")
-    add_format(sh, ("text", "json"), what="text, or JSON (docs/extents.md)")
+    add_format(sh, ("text", "json"), what="text, or JSON (docs/reference/extents-map.md)")
     m = add_command(s, "map", _map, help="a dm-linear table, or losetup arguments")
     m.add_argument("file", help="the file, or with --saved a map file written by save")
     m.add_argument("--saved", action="store_true",

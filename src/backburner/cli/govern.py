@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Watch every program started (kernel process events) and "
                        "put those the rules name on the back burner: priorities on every "
                        "thread, cgroup weights, pauses while interactive work is stalled on "
-                       "IO. Everything is put back when it stops. See docs/govern.md.")
+                       "IO. Everything is put back when it stops. See docs/guide/govern.md.")
     s = p.add_subparsers(dest="govern_cmd", metavar="ACTION", required=True)
     r = add_command(s, "run", _run, help="the daemon, in the foreground (the systemd unit "
                     "runs this)")
@@ -111,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "for units' BPFProgram= (`backburner apply --unit UNIT --net background` "
                     "writes those lines), put its HTB classes on DEV, and pace the traffic of "
                     "every group the programs are attached to, until SIGTERM or ^C; then "
-                    "everything is put back. See docs/network.md.")
+                    "everything is put back. See docs/guide/network.md.")
     n.add_argument("--dev", metavar="DEV", help="the interface (default: the one the "
                    "default route leaves by)")
     n.add_argument("--netns", metavar="NAME", help="DEV is in this network namespace "

@@ -17,7 +17,7 @@ from .common import add_command, add_format, deprecated, err, finite, fraction
 DB_ENV = "BACKBURNER_DB"
 #: what --format can send to the terminal: the table, or an export format
 TERMINAL = ("text", *EXPORT_FORMATS)
-EXPORT_HELP = {"json": "JSON (docs/json-schema.md)", "markdown": "Markdown tables",
+EXPORT_HELP = {"json": "JSON (docs/reference/json-schema.md)", "markdown": "Markdown tables",
                "csv": "CSV (one row per trial)", "hyperfine-json": "hyperfine's JSON"}
 
 
@@ -208,7 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--plot-format", default="png", metavar="FMT,...",
                    help="plot formats: png, svg, pdf (e.g. png,svg)")
     r.add_argument("--violin", action="store_true", help="violin plots instead of boxes")
-    # the old spellings, kept for the scripts that use them (docs/cli.md)
+    # the old spellings, kept for the scripts that use them (docs/reference/cli.md)
     r.add_argument("--html", dest="export_html", help=argparse.SUPPRESS,
                    action=deprecated(argparse._StoreAction, "--export-html"))
     r.add_argument("--export", choices=FORMATS, help=argparse.SUPPRESS,

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("store", help="result databases: copy runs between them",
                        description="Result databases (SQLite files, or PostgreSQL): copy "
                        "the runs of one into another, to pool the results of several "
-                       "machines. See docs/store.md.")
+                       "machines. See docs/guide/store.md.")
     s = p.add_subparsers(dest="store_cmd", metavar="ACTION", required=True)
     c = add_command(s, "copy", _copy, help="copy every run of SOURCE into DESTINATION "
                     "(idempotent: no trial twice; an interrupted copy is finished by "

@@ -1,11 +1,11 @@
 """The saved map: format, validation and comparison with a file's layout now (pure).
 
-A map file is JSON (docs/extents.md has the format): the file's identity (machine, path,
-inode, size, mtime), its device (node, numbers, filesystem UUID, partition start), and its
-segments — every byte range of ``[0, size)`` with its kind, device offset, flags and the
-SHA-256 of its bytes as the filesystem returned them (the same bytes the device held, as
-`save` proved). A ``map_sha256`` over everything else catches a corrupted file, which is
-refused rather than reported as a moved one.
+A map file is JSON (docs/reference/extents-map.md has the format): the file's identity
+(machine, path, inode, size, mtime), its device (node, numbers, filesystem UUID, partition
+start), and its segments — every byte range of ``[0, size)`` with its kind, device offset,
+flags and the SHA-256 of its bytes as the filesystem returned them (the same bytes the
+device held, as `save` proved). A ``map_sha256`` over everything else catches a corrupted
+file, which is refused rather than reported as a moved one.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Files written for the user (reports, exports, plots, packs): whole or not at all, and a
 failure names the file.
 
-The command line's one convention (docs/cli.md): `-o/--output FILE`, a command's product
+The command line's one convention (docs/reference/cli.md): `-o/--output FILE`, a command's product
 (a trace, a map, a pack, a sort file), is never replaced unless --force (`check_new`, before
 the work); `--export-FORMAT FILE`, a view of results, is replaced, as hyperfine's exports
 are. Both are written through `replaced`.

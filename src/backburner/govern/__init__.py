@@ -5,5 +5,5 @@ daemon (the loop: `proc_events` from the kernel, execwatch's filtered execs, PSI
 asks procinfo (facts, lazily) and rules (pure matching), and makes a rule's groups
 (groups); throttle (PSI and the duty cycle), state (the status file). Rule files: load
 (finding them) -> rulefile (parsing) -> broad (refusing rules that match too much); views
-(check, explain, status as text). See docs/govern.md.
+(check, explain, status as text). See docs/guide/govern.md.
 """

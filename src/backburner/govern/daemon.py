@@ -58,7 +58,7 @@ class Options:
 
 def status(gov: Governor, opts: Options, started: float, running: bool = True
            ) -> dict[str, Any]:
-    """What the status file says (docs/govern.md)."""
+    """What the status file says (docs/guide/govern.md)."""
     gov.note_slow_matches()
     listed = sorted(gov.governed.values(), key=lambda g: (g.parent is not None, g.pid))
     thr = gov.throttle

@@ -1,4 +1,4 @@
-"""The daemon's status file: what `govern status` shows (format in docs/govern.md).
+"""The daemon's status file: what `govern status` shows (format in docs/guide/govern.md).
 
 `<state dir>/govern/status.json` (root's state dir is /var/lib/backburner, mode 0700; the
 file is 0600): rewritten whole and renamed into place, so a reader never sees half of it.

@@ -17,7 +17,7 @@ Which pressure counts: that of the groups where interactive work lives (`watch`,
 by default user.slice where it exists), since the bulk work governed with `throttle = true`
 is moved out of them into its own group. Without such groups, the system-wide
 /proc/pressure/io, which also counts the bulk work's own stalls: the duty cycle then
-still guarantees its progress (docs/govern.md).
+still guarantees its progress (docs/guide/govern.md).
 """
 
 from __future__ import annotations

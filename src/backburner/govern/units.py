@@ -15,7 +15,7 @@ gone).
   (`system.UnitFrozen`) while the desktop waits for the disk.
 
 The IO class and CPU policy are set on the processes themselves, as everywhere (they
-protect across slices: docs/systemd.md).
+protect across slices: docs/guide/systemd.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ other mounted disk) and says it: `doctor`'s line per disk, the one warning line 
 data for `govern status --json`, `apply --status` and any status view (`reports`).
 
 The fix a line names is the scheduler `apply --scheduler recommended` installs for the
-disk's class (`RECOMMENDED`), the one docs/ssd.md measured.
+disk's class (`RECOMMENDED`), the one docs/measurements/ssd.md measured.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..kernel import block, cgroups, levers, procfs
 from .grammar import BUILTIN, Policy
 
 #: The scheduler per class of disk that `apply --scheduler recommended` installs, as
-#: docs/ssd.md measured it: BFQ everywhere. On a non-rotational testbed under `none`,
+#: docs/measurements/ssd.md measured it: BFQ everywhere. On a non-rotational testbed under `none`,
 #: `kyber` or `mq-deadline` a cold start under bulk readers or buffered writers stayed
 #: 2.2-3.6× slower than unloaded with the background policy; under BFQ 0.93-1.10× under
 #: readers and about 1.5× under buffered writers (undecided at ±10%).

@@ -3,7 +3,7 @@
 A pack is what `record` writes and `replay`, `show` and `layout` read. It must survive
 anything a path can hold (spaces, newlines, bytes that are not UTF-8), tell a file that was
 updated since from the one that was recorded, and stay small enough to load at boot before
-anything else is cached. The format (version 1, documented in docs/readahead.md)::
+anything else is cached. The format (version 1, documented in docs/reference/pack-format.md)::
 
     magic "BBRAPACK" | version u16 | flags u16 | body length u64 | body | CRC-32 u32
 

@@ -557,8 +557,8 @@ def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
     """The same replay in a detached child (it outlives us; it ends by its deadline): a
     fork of this process, which has the code loaded already. A new interpreter would
     start cold beside the start it prepares and cost it more than the replay saves on a
-    fast device (docs/readahead.md has the figures). Its exit status is the CLI's for the
-    same error (65 for a pack that went bad meanwhile)."""
+    fast device (docs/measurements/readahead.md has the figures). Its exit status is the
+    CLI's for the same error (65 for a pack that went bad meanwhile)."""
     from .. import spawn
     from . import packfile
 

@@ -269,7 +269,7 @@ def _html_notes(data: ReportData, rows: list[Row], tolerance: float | None,
         + ("The rule's constants come from studies of how people perceive durations and "
            "response times (Weber's law for time; the perceptual cycle of about 100 ms and "
            "the 0.1 s limit of an instantaneous response); their sources are in "
-           "docs/bench.md, \u201cThe band a person notices\u201d." if tolerance is None
+           "docs/design/statistics.md, \u201cThe band a person notices\u201d." if tolerance is None
            else "The band was given by hand (--tolerance), instead of the rule."),
         "<b>Verdicts</b> (each names its band): <i>slower</i> / <i>faster</i> when the "
         "whole interval lies above 1 + b / below 1 \u2212 b; <i>at most X\u00d7 "

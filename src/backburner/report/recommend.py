@@ -29,7 +29,7 @@ from .data import ReportData
 from .summary import Row, summary_rows
 from .words import median_text, median_value_text
 
-#: Where a rule for the govern daemon goes (docs/govern.md).
+#: Where a rule for the govern daemon goes (docs/guide/govern.md).
 RULES_FILE = "/etc/backburner/rules.d/bulk-work.toml"
 
 BUFFERED_WRITERS = ("install-loop", "copy", "writers:", "cmd:")
@@ -142,7 +142,8 @@ def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
            "IO scheduler, for matching disks (a udev rule)"]
     if r.cell.policy == GOVERNED or _throttle(r.cell.policy) is not None:
         out.append(f"backburner govern check   # with the govern rule below in {RULES_FILE}")
-        out.append("backburner govern run   # the daemon; or its systemd unit (docs/govern.md)")
+        out.append("backburner govern run   # the daemon; or its systemd unit "
+                   "(docs/guide/govern.md)")
     elif r.cell.policy != "default":
         out.append(f"backburner run --policy {shlex.quote(r.cell.policy)} -- "
                    "YOUR-BULK-COMMAND")
@@ -171,7 +172,7 @@ def _throttle(policy: str) -> throttlepolicy.Spec | None:
         return None
 
 
-#: Where the printed govern rule goes (govern's rules directory, docs/govern.md).
+#: Where the printed govern rule goes (govern's rules directory, docs/guide/govern.md).
 RULE_FILE = "/etc/backburner/rules.d/bulk-work.toml"
 
 

@@ -86,7 +86,7 @@ def band_text(tolerance: float) -> str:
 
 def band_rule_text(tolerance: float | None = None) -> str:
     """How the verdicts' band is set: by hand, or the rule a person notices (its constants
-    are `stats.band`'s; docs/bench.md has their sources)."""
+    are `stats.band`'s; docs/design/statistics.md has their sources)."""
     if tolerance is not None:
         return f"{band_text(tolerance)}, given with --tolerance"
     return (f"the difference a person notices (more than {fmt_pct(stats.NOTICEABLE_FRACTION)} "

@@ -3,7 +3,7 @@ for each.
 
 One list, three readers: the test that keeps every point within :data:`TOLERANCE` of its
 source, the script that plots the seek curves against them
-(``benchmarks/slowdisk_calibration.py``), and the table in docs/slowdisk.md (which that
+(``benchmarks/slowdisk_calibration.py``), and the table in docs/measurements/slowdisk.md (which that
 script prints). A point's ``model`` computes the figure the way its source defines it (an
 "average seek" is the mean over uniformly random start/end pairs, a "track-to-track" seek is
 one track's distance), on a full medium: a 4.7 GB single-layer DVD, a 500 GB laptop disk.
@@ -169,7 +169,7 @@ POINTS: list[Point] = [
 
 
 def table() -> str:
-    """The calibration table of docs/slowdisk.md, as Markdown."""
+    """The calibration table of docs/measurements/slowdisk.md, as Markdown."""
     rows = ["| profile | point | source | sourced | model | error |",
             "| --- | --- | --- | --: | --: | --: |"]
     for p in POINTS:

@@ -64,7 +64,7 @@ HDD_5400 = Profile(
         "mobile / Momentus class); 2 MiB read-ahead segment of an 8-16 MB buffer, read "
         "ahead after every read: assumed (the one manual found, Fujitsu MHM2xxxAT/MHC/MHE, "
         "gives a 1 MiB read segment of a 2 MB buffer and no read-ahead after a random read); "
-        "checked against the sourced figures in docs/slowdisk.md, Calibration"
+        "checked against the sourced figures in docs/measurements/slowdisk.md, Calibration"
     ),
 )
 

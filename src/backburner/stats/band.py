@@ -10,7 +10,7 @@ thresholds, and never wider than `WIDEST`:
 
 for an unloaded start of median T seconds: ±25% for a 0.2 s start (100 ms of it would be
 50%), ±10% from 1 s up. The constants come from studies of how people perceive time and
-response time, chosen before any run was judged with them (docs/bench.md, "The band a
+response time, chosen before any run was judged with them (docs/design/statistics.md, "The band a
 person notices", has the sources):
 
 * `NOTICEABLE_FRACTION` (10%): Weber's law holds for durations of tenths of a second to

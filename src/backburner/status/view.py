@@ -51,5 +51,5 @@ def render(view: View) -> str:
 
 
 def render_json(view: View) -> str:
-    """docs/cli.md describes the fields; `format` changes when a field changes meaning."""
+    """docs/reference/cli.md describes the fields; `format` changes when a field changes meaning."""
     return json.dumps({"format": FORMAT, **asdict(view)}, indent=1) + "\n"

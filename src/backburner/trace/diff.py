@@ -1,6 +1,6 @@
 """Two traces side by side: every metric, its change, and whether the change is real. Pure.
 
-The rule (docs/trace.md): a metric has *changed* only when the two sets of runs do not
+The rule (docs/guide/trace.md): a metric has *changed* only when the two sets of runs do not
 overlap at all (every run of one lies above every run of the other: outside both runs'
 spread) **and** that separation is unlikely by chance: the two-sided exact Mann-Whitney p,
 which for fully separated samples is 2 / C(n_a + n_b, n_a), is below `alpha` (0.05). That

@@ -3,8 +3,8 @@
 Pure apart from `load`/`save` reading and writing the file. Everything read is validated:
 a file that is not a trace, is damaged, or comes from a newer backburner is a `DataError`
 (65) naming what is wrong, never a KeyError later. The format is documented in
-docs/trace.md; `VERSION` changes whenever a reader of the previous version would misread a
-file (added optional fields do not change it).
+docs/reference/trace-file.md; `VERSION` changes whenever a reader of the previous version
+would misread a file (added optional fields do not change it).
 """
 
 from __future__ import annotations

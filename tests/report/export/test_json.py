@@ -92,7 +92,7 @@ def test_a_band_given_by_hand_is_the_run_s_band(tmp_path: Path) -> None:
 
 
 def test_the_schema_documents_every_kind_and_code() -> None:
-    doc = (Path(__file__).parents[3] / "docs" / "json-schema.md").read_text()
+    doc = (Path(__file__).parents[3] / "docs" / "reference" / "json-schema.md").read_text()
     codes = {*stats.VerdictKind, *RowKind, *stats.CaveatCode, *RowCaveat, *NoteCode,
              *stats.TimeoutReach}
     assert {str(c) for c in codes if f"`{c}`" not in doc} == set()

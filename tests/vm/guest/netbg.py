@@ -8,7 +8,7 @@ python3 netbg.py LINK [MODEM [MECHANISM]]    e.g. 1mbit:40ms; MODEM: tbf (the de
     deep FIFO queue), cake or fq_codel: the downstream queue a "smart modem" would have
     instead (the whole delay then moves to the upstream side, so the round trip stays the
     same); MECHANISM: the policy's (its default, or e.g. ingress). The comparison in
-    docs/network.md; the guest checks run the default modem with both mechanisms.
+    docs/measurements/network.md; the guest checks run the default modem with both mechanisms.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """JSON: everything (runs, per-cell statistics and verdicts, every trial); see
-docs/json-schema.md."""
+docs/reference/json-schema.md."""
 
 from __future__ import annotations
 
