@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from backburner.base.errors import CommandNotFound, DataError, UsageError
-from backburner.bench import config
+from backburner.bench import commands, config, room
 from backburner.bench.config import BenchConfig
 from backburner.policy import grammar
 
@@ -72,7 +72,7 @@ def test_plan_types_every_part() -> None:
     ("x=", "x=", "x="),
 ])
 def test_probe_labels(text: str, label: str, command: str) -> None:
-    assert config.split_probe(text) == (label, command)
+    assert commands.split_probe(text) == (label, command)
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -174,8 +174,8 @@ def test_every_field_type_of_a_stored_configuration_is_checked() -> None:
 def test_space_check(tmp_path: object) -> None:
     spec = config.DeviceSpec.parse("testbed:65536T")
     with pytest.raises(UsageError, match="does not fit"):
-        config.check_space(spec, str(tmp_path))
-    config.check_space(config.DeviceSpec.parse("testbed:64M"), str(tmp_path))
+        room.check_space(spec, str(tmp_path))
+    room.check_space(config.DeviceSpec.parse("testbed:64M"), str(tmp_path))
 
 
 # --- --prepare (hyperfine's), --setup-variant, --shell ---------------------------------------
@@ -208,9 +208,9 @@ def test_an_empty_prepare_is_refused() -> None:
 
 
 def test_how_commands_run_with_and_without_a_shell() -> None:
-    assert config.command_argv("sync; echo 3 > x", "sh") == ["sh", "-c", "sync; echo 3 > x"]
-    assert config.command_argv("true", "bash --norc") == ["bash", "--norc", "-c", "true"]
-    assert config.command_argv("rm -rf '/tmp/a b'", "none") == ["rm", "-rf", "/tmp/a b"]
+    assert commands.command_argv("sync; echo 3 > x", "sh") == ["sh", "-c", "sync; echo 3 > x"]
+    assert commands.command_argv("true", "bash --norc") == ["bash", "--norc", "-c", "true"]
+    assert commands.command_argv("rm -rf '/tmp/a b'", "none") == ["rm", "-rf", "/tmp/a b"]
 
 
 def test_programs_are_checked_before_anything_runs() -> None:
@@ -276,8 +276,8 @@ def test_the_room_left_beside_the_probes_files_is_checked_at_run_time() -> None:
     spec = config.DeviceSpec.parse("testbed:2G")
     with pytest.raises(UsageError, match=r"need 1 GiB but testbed:2G has 600 MiB left beside "
                        r"the probe's 700 MiB; use a larger device, e.g. testbed:3G"):
-        config.check_room(spec, 1 << 30, 700 << 20, free=600 << 20)
-    config.check_room(spec, 1 << 30, 700 << 20, free=1100 << 20)
+        room.check_room(spec, 1 << 30, 700 << 20, free=600 << 20)
+    room.check_room(spec, 1 << 30, 700 << 20, free=1100 << 20)
 
 
 # --- cgroup v2's group knobs: refused before anything is built --------------------------------

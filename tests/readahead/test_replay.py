@@ -19,7 +19,7 @@ from backburner import system
 from backburner.base.quantities import human_size
 from backburner.extents import fiemap, physical_runs
 from backburner.kernel import pagecache, procfs
-from backburner.readahead import packfile, record, replay
+from backburner.readahead import freshness, packfile, record, replay
 from backburner.readahead.byinode import ByInode, cut
 from backburner.readahead.pack import Entry, FileState, Pack
 from backburner.slowdisk import device as slowdisk
@@ -126,13 +126,13 @@ def test_files_are_checked_by_inode_without_reading_their_directories(
     settle()
     by_inode = ByInode()
     try:
-        assert [v for _, v, _ in replay.check_files(pack, by_inode)] == ["ok"]
+        assert [v for _, v, _ in freshness.check_files(pack, by_inode)] == ["ok"]
     finally:
         by_inode.close()
     by_inode_read = [device_cached(bed.loop, [(p, PAGE)]) for p in pages]
     assert not any(by_inode_read[1:-1]), by_inode_read  # no path looked up
     settle()
-    assert [v for _, v, _ in replay.check_files(pack)] == ["ok"]
+    assert [v for _, v, _ in freshness.check_files(pack)] == ["ok"]
     by_path_read = [device_cached(bed.loop, [(p, PAGE)]) for p in pages]
     assert sum(by_path_read) > sum(by_inode_read), (by_path_read, by_inode_read)
     os.rename(target, many / "renamed")

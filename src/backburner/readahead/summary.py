@@ -23,6 +23,7 @@ from ..base.errors import BackburnerError
 from ..base.quantities import fmt_pct, human_size, plural
 from ..extents import fiemap, runs_of, select
 from .cached import open_file
+from .freshness import check_entries
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
 from .pack import (
     CHANGED,
@@ -37,7 +38,6 @@ from .pack import (
     digest,
     show_path,
 )
-from .replay import check_entries
 
 log = logging.getLogger(__name__)
 
