@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from backburner import stats
-from backburner.report import words
+from backburner.report import caveats, words
 from backburner.report.compare import CompareKind
 from backburner.report.summary import NoteCode, RowCaveat, RowKind
 from backburner.stats import Caveat, CaveatCode, RatioCI, TimeoutReach, Verdict, VerdictKind
@@ -116,7 +116,7 @@ def test_every_kind_and_code_has_words() -> None:
     codes = {*CaveatCode, *RowCaveat, *NoteCode}
     assert set(VERDICTS) == kinds and set(CAVEATS) == codes and set(COMPARED) == {*CompareKind}
     assert set(words._JUDGED) | set(words._UNJUDGED) == kinds
-    assert set(words._CAVEATS) == codes
+    assert set(caveats._CAVEATS) == codes
     assert set(words.COMPARED) == {*CompareKind}
 
 
@@ -129,7 +129,7 @@ def test_row_verdicts(kind: str) -> None:
 @pytest.mark.parametrize("code", list(CAVEATS))
 def test_warnings_and_notes(code: str) -> None:
     params, want = CAVEATS[code]
-    assert words.caveat_text(Caveat(code, params)) == want
+    assert caveats.caveat_text(Caveat(code, params)) == want
 
 
 @pytest.mark.parametrize("kind", list(COMPARED))
@@ -154,7 +154,7 @@ def test_the_other_reasons_for_no_verdict(params: dict, want: str) -> None:
     (TimeoutReach.NOTHING, "they do not reach the median or its interval"),
 ])
 def test_what_timeouts_leave_unknown(reach: str, effect: str) -> None:
-    text = words.caveat_text(Caveat(CaveatCode.TIMEOUTS, {"count": 4, "reach": reach}))
+    text = caveats.caveat_text(Caveat(CaveatCode.TIMEOUTS, {"count": 4, "reach": reach}))
     assert text.startswith("4 trials timed out and are counted in this cell at the limit they "
                            f"hit (the probe took at least that long), not dropped: {effect}; ")
 
@@ -167,7 +167,7 @@ def test_the_rest_of_compare() -> None:
     assert words.compare_verdict_text(
         "no-data", {"reason": "no-trials", "missing_a": False, "missing_b": True}, None) == \
         "no completed trials in B"
-    assert words.caveat_text(Caveat(CaveatCode.NOT_COLD, {
+    assert caveats.caveat_text(Caveat(CaveatCode.NOT_COLD, {
         "evidence": "blocks", "cold_blocks": 0.0, "warm_blocks": 8000.0})) == (
         "the probe's cold trials read 0 blocks from disk (median), no more than warm ones "
         "(8000): caches were probably not dropped, or the probe's files are on a RAM-backed "
@@ -260,12 +260,12 @@ def test_the_band_rule_is_said_with_its_constants() -> None:
 
 def test_warnings_from_stats_in_words() -> None:
     (few,) = stats.warnings_for([1.0, 2.0, 3.0, 4.0])
-    assert words.caveat_text(few) == ("only 4 trials: too few for a 95% interval of the "
+    assert caveats.caveat_text(few) == ("only 4 trials: too few for a 95% interval of the "
                                       "median; use --trials 10 or more")
     none, timeouts = stats.warnings_for([], timeouts=3)
-    assert words.caveat_text(none).startswith("no completed trials: too few")
-    assert "3 trials timed out" in words.caveat_text(timeouts)
-    assert "only a lower bound of the time is known" in words.caveat_text(timeouts)
+    assert caveats.caveat_text(none).startswith("no completed trials: too few")
+    assert "3 trials timed out" in caveats.caveat_text(timeouts)
+    assert "only a lower bound of the time is known" in caveats.caveat_text(timeouts)
 
 
 def test_the_outlier_rule_says_the_fence() -> None:

@@ -22,7 +22,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import system
@@ -33,56 +32,13 @@ from ..kernel.proc_events import COMM as COMM_EVENT
 from ..kernel.proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
+from .governed import Counters, Governed
 from .groups import Groups
 from .pattern import MATCH_DEADLINE_S
 from .rules import Rule, Ruleset
 from .units import Placer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Counters:
-    events: int = 0
-    forks: int = 0
-    execs: int = 0
-    comms: int = 0
-    exits: int = 0
-    matched: int = 0
-    inherited: int = 0
-    gone: int = 0  # exited between the event and the action: skipped
-    overflows: int = 0
-    lost_events: int = 0
-    rescans: int = 0
-    errors: int = 0
-    slow_matches: int = 0  # cmdline searches past their deadline (`pattern`): no match
-
-
-@dataclass
-class Governed:
-    """A process we changed (or, with --dry-run, would have)."""
-
-    pid: int
-    start: int
-    comm: str
-    rule: str
-    sets: str
-    since: float
-    io: str | None = None
-    cpu: str | None = None
-    throttled: bool = False
-    parent: int | None = None  # the governed process it was forked by
-    old: dict[str, int] = field(default_factory=dict)  # main thread before any change
-    moves: dict[str, str] = field(default_factory=dict)  # our group -> where it came from
-    entries: list[Any] = field(default_factory=list)  # journal entries, retired at exit
-    prio_entry: Any = None
-    unit: str | None = None  # the systemd unit its weights are set through (`Placer`)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "start": self.start, "comm": self.comm, "rule": self.rule,
-                "set": self.sets, "since": self.since, "inherited_from": self.parent,
-                "cgroups": sorted(self.moves), "unit": self.unit,
-                "throttled": self.throttled}
 
 
 def _io_cpu(rule: Rule) -> tuple[str | None, str | None]:

@@ -29,7 +29,7 @@ from ..base.errors import BackburnerError, UnavailableError
 from ..kernel import fanotify, proc_events, procfs
 from . import cached
 from .background import CHILD_NAME
-from .pack import Ranges, merge_ranges
+from .ranges import Ranges, merge_ranges
 from .watched import Watched
 
 log = logging.getLogger(__name__)

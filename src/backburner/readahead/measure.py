@@ -27,7 +27,8 @@ from ..base.errors import UsageError
 from ..files import outfile
 from ..trace import pagecache
 from . import background, freshness, packfile, replay, verdict
-from .pack import OK, Pack, clip
+from .pack import OK, Pack
+from .ranges import clip
 from .verdict import FASTER, SAME, SLOWER, Verdict
 
 log = logging.getLogger(__name__)

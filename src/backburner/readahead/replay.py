@@ -44,7 +44,8 @@ from . import cached
 from .byinode import ByInode, inode_tables_apart
 from .freshness import check_devices, check_files
 from .order import Piece, access_order, chunks, physical_order, within_budget
-from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased
+from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, rebased
+from .ranges import clip
 
 log = logging.getLogger(__name__)
 
