@@ -58,7 +58,7 @@ class MachineExecutor:
         self._probe_blocks = [0, 0]
         self._governor: Governor | None = None
         self._screen: display.Display | None = None  # for --ready window probes
-        self._groups: groups.Groups | None = None
+        self._groups: groups.BenchGroups | None = None
         #: the throttle policy: the probe group's pressure file, each throttled policy's
         #: freezer, and the throttle around the load that runs now
         self._pressure = ""

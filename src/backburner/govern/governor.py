@@ -33,7 +33,7 @@ from ..kernel.proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
 from .governed import Counters, Governed
-from .groups import Groups
+from .groups import RuleGroups
 from .pattern import MATCH_DEADLINE_S
 from .rules import Rule, Ruleset
 from .units import Placer
@@ -67,7 +67,7 @@ class Governor:
         self.on_governing = on_governing  # told when the first is governed / the last goes
         self.governed: dict[int, Governed] = {}
         self.n_throttled = 0
-        self.groups: dict[str, Groups] = {}
+        self.groups: dict[str, RuleGroups] = {}
         self.problems: dict[str, str] = {}
         self.counters = Counters()
         self.exec_events = "connector"  # or "kernel-filtered" (execwatch)
@@ -310,7 +310,7 @@ class Governor:
         if rule is None or rule.name == g.rule:
             return
         io, cpu = _io_cpu(rule)
-        groups = self._groups(rule) if self.tx is not None else Groups()
+        groups = self._groups(rule) if self.tx is not None else RuleGroups()
         same = (io, cpu) == (g.io, g.cpu) and set(groups.dirs) == set(g.moves)
         self.n_throttled += rule.throttle - g.throttled
         g.rule, g.sets, g.throttled, g.parent = rule.name, self._sets(rule), rule.throttle, None
@@ -343,12 +343,12 @@ class Governor:
                 self.tx.retire(entry)
         g.entries.clear()
 
-    def _groups(self, rule: Rule) -> Groups:
+    def _groups(self, rule: Rule) -> RuleGroups:
         """The rule's cgroups, made on its first match."""
         found = self.groups.get(rule.name)
         if found is not None:
             return found
-        groups = self.groups[rule.name] = Groups()
+        groups = self.groups[rule.name] = RuleGroups()
         if self.placer is None:  # systemd's units carry weights and pauses (`Placer`)
             cgroups.fill(groups, rule, self.tx, self.problem)
             if rule.net and self.tx is not None:
