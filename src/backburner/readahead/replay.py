@@ -105,7 +105,7 @@ class _Open:
     ranges: list[tuple[int, int]]
 
 
-# --- checking and opening ------------------------------------------------------------------
+# --- opening ---------------------------------------------------------------------------------
 
 
 def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int | None:

@@ -1,10 +1,11 @@
-"""Every sentence a report says: verdicts, warnings, notes and the short texts of a row.
+"""The sentences of a report's verdicts and the short texts of a row.
 
-`stats` and the report's rows hold kinds, codes and numbers; this module is the one place
-that turns them into words (and the advice in them, "raise --timeout"), so the terminal,
-Markdown, HTML and the JSON export's ``text`` and ``message`` fields say the same thing,
-while a script reads the codes and numbers beside them. Each kind and code has one entry
-in a table below; a test checks that none is missing.
+`stats` and the report's rows hold kinds, codes and numbers; this module turns the
+verdicts into words (and the advice in them, "raise --timeout"), so the terminal,
+Markdown, HTML and the JSON export's ``text`` fields say the same thing, while a script
+reads the codes and numbers beside them; `caveats` does the same for the warnings and
+notes beside a verdict. Each kind has one entry in a table below; a test checks that none
+is missing.
 """
 
 from __future__ import annotations
@@ -318,9 +319,6 @@ COMPARED: dict[str, Callable[[Params, stats.RatioCI | None], str]] = {
 def compare_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
     """B judged against A (`report.compare`): changed, equivalent, inconclusive or why not."""
     return COMPARED[kind](params, ratio)
-
-
-# --------------------------------------------------------------------------- warnings
 
 
 # --------------------------------------------------------------------------- a row's short texts
