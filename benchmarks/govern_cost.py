@@ -34,12 +34,12 @@ from pathlib import Path
 
 import govern_lib as lib
 
-from backburner.govern import load, rulefile
+from backburner.govern import rulefile, rulesources
 
 
 def shaped_like_defaults() -> str:
     """The built-in rules with every program name prefixed so that none matches here."""
-    parsed, _errors = load.parse(load.builtin_sources())
+    parsed, _errors = rulesources.parse(rulesources.builtin_sources())
     out = []
     for rule in parsed.rules:
         match = {}

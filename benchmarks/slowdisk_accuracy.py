@@ -45,7 +45,8 @@ from dataclasses import dataclass
 
 from backburner import system
 from backburner.slowdisk import device
-from backburner.slowdisk.model import Disk, Profile
+from backburner.slowdisk.drive import Profile
+from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
 
 PROFILES = ["hdd-5400", "hdd-7200", "dvd", "sdcard", "flat:5"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from backburner import system
 from backburner.base.quantities import fmt_factor, fmt_s, human_size
-from backburner.readahead import record, replay
+from backburner.readahead import background, record, replay
 from backburner.readahead.pack import Pack
 from backburner.slowdisk import device as slowdisk
 from backburner.slowdisk.model import Disk
@@ -193,7 +193,7 @@ def replay_then(w: Workload, pack: str, bed: Bed) -> tuple[float, float]:
 def replay_with(w: Workload, pack: str, bed: Bed) -> float:
     """The start with a background replay launched together (as at boot)."""
     with bed.fresh():
-        child = replay.start_background(pack, replay.ReplayOptions(deadline_s=120))
+        child = background.start_background(pack, replay.ReplayOptions(deadline_s=120))
         try:
             return run(w)
         finally:

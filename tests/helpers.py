@@ -103,7 +103,7 @@ def one_line_error(result: Result) -> str:
     return lines[0]
 
 
-# --- `backburner run`'s exact end: the cases test_run.py checks here and vm/test_guest_run.py
+# --- `backburner run`'s exact end: the cases run/test_job.py checks here and vm/test_guest_run.py
 # checks in a Debian guest under systemd; `py` is the Python the segfaulting job runs with
 
 SEGFAULT = "import ctypes; ctypes.string_at(0)"

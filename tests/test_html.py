@@ -15,8 +15,8 @@ from helpers import COMMAND, MEDIANS, PREPARED, SPECIAL, make_db
 from PIL import Image
 
 from backburner import report
+from backburner.report import caveats, plot, words
 from backburner.report import html as html_report
-from backburner.report import plot, words
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -61,7 +61,7 @@ def test_contents(page: tuple[Path, report.ReportData]) -> None:
     for r in report.summary_rows(data):
         assert html.escape(words.row_verdict_text(r)) in text
         for w in r.warnings:
-            assert html.escape(words.caveat_text(w)) in text
+            assert html.escape(caveats.caveat_text(w)) in text
     for needle in ("Synthetic CPU", "performance", "6.1.0-test", "loop7", "Seed",
                    "backburner", "Mann\u2013Whitney", "Cliff", "Tukey", "bootstrap",
                    "\u00b125%", html.escape(words.band_rule_text()),

@@ -38,8 +38,8 @@ from helpers import (
 from backburner import report, stats
 from backburner.base import errors
 from backburner.base.quantities import fmt_factor, fmt_s
+from backburner.report import caveats, words
 from backburner.report import html as html_report
-from backburner.report import words
 from backburner.store import TRIAL_FIELDS, Store
 from backburner.store.cell import Cell
 
@@ -160,7 +160,7 @@ def test_not_cold_warning_from_a_warm_run_in_the_same_db(tmp_path: Path) -> None
     assert same.median == pytest.approx(np.median(raw_samples(path, same.cell.key, cold=1)))
     assert "not-cold" in [w.code for w in same.warnings]
     assert "not-cold" not in [w.code for w in rows[("bfq", LOAD, "default")].warnings]
-    assert any("2 runs" in n for n in words.notes_text(data))
+    assert any("2 runs" in n for n in caveats.notes_text(data))
     assert {"code": "pooled-runs", "params": {"runs": 2}} in [
         dataclasses.asdict(n) for n in report.notes(data)]
 

@@ -65,16 +65,6 @@ def test_plan_types_every_part() -> None:
     assert p.needs_fio
 
 
-@pytest.mark.parametrize(("text", "label", "command"), [
-    ("/bin/true", "/bin/true", "/bin/true"),
-    ("py=python3 -c 'print(1)'", "py", "python3 -c 'print(1)'"),
-    ("env FOO=1 true", "env FOO=1 true", "env FOO=1 true"),  # not a label: a space before =
-    ("x=", "x=", "x="),
-])
-def test_probe_labels(text: str, label: str, command: str) -> None:
-    assert config.split_probe(text) == (label, command)
-
-
 @pytest.mark.parametrize(("change", "message"), [
     ({"trials": 0}, "--trials 0 out of range"),
     ({"trials": 10_001}, "--trials"),
@@ -171,13 +161,6 @@ def test_every_field_type_of_a_stored_configuration_is_checked() -> None:
             BenchConfig.from_dict({**good, name: wrong})
 
 
-def test_space_check(tmp_path: object) -> None:
-    spec = config.DeviceSpec.parse("testbed:65536T")
-    with pytest.raises(UsageError, match="does not fit"):
-        config.check_space(spec, str(tmp_path))
-    config.check_space(config.DeviceSpec.parse("testbed:64M"), str(tmp_path))
-
-
 # --- --prepare (hyperfine's), --setup-variant, --shell ---------------------------------------
 
 
@@ -205,12 +188,6 @@ def test_the_old_matrix_spelling_of_prepare_is_refused_with_a_hint(command: str)
 def test_an_empty_prepare_is_refused() -> None:
     with pytest.raises(UsageError, match="empty"):
         config.plan(_cfg(prepare_commands=["  "]), resolve=False)
-
-
-def test_how_commands_run_with_and_without_a_shell() -> None:
-    assert config.command_argv("sync; echo 3 > x", "sh") == ["sh", "-c", "sync; echo 3 > x"]
-    assert config.command_argv("true", "bash --norc") == ["bash", "--norc", "-c", "true"]
-    assert config.command_argv("rm -rf '/tmp/a b'", "none") == ["rm", "-rf", "/tmp/a b"]
 
 
 def test_programs_are_checked_before_anything_runs() -> None:
@@ -270,14 +247,6 @@ def test_a_device_too_small_for_the_loads_files_is_refused_by_plan() -> None:
         config.plan(_cfg(device="testbed:1G", loads=["none", "readers:4:seq"]), resolve=False)
     config.plan(_cfg(device="testbed:2G", loads=["none", "readers:4:seq"]), resolve=False)
     config.plan(_cfg(device="testbed:1G", loads=["none", "cmd:'sleep 9'"]), resolve=False)
-
-
-def test_the_room_left_beside_the_probes_files_is_checked_at_run_time() -> None:
-    spec = config.DeviceSpec.parse("testbed:2G")
-    with pytest.raises(UsageError, match=r"need 1 GiB but testbed:2G has 600 MiB left beside "
-                       r"the probe's 700 MiB; use a larger device, e.g. testbed:3G"):
-        config.check_room(spec, 1 << 30, 700 << 20, free=600 << 20)
-    config.check_room(spec, 1 << 30, 700 << 20, free=1100 << 20)
 
 
 # --- cgroup v2's group knobs: refused before anything is built --------------------------------

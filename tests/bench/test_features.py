@@ -199,8 +199,8 @@ def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
     with one line, 64, and the size that would fit, where fio used to fail with "No space
     left on device". Nothing is left behind."""
     db = tmp_path / "r.db"
-    code = (f"import sys; {SMALL}; from backburner.bench import config; "
-            "config.USABLE_FRACTION = 1.0; "
+    code = (f"import sys; {SMALL}; from backburner.bench import room; "
+            "room.USABLE_FRACTION = 1.0; "
             "from backburner.cli import main; sys.exit(main())")
     import subprocess
 

@@ -22,7 +22,7 @@ from backburner import system
 from backburner.bench import config, devices, loads, runner
 from backburner.bench.executor import Measurement
 from backburner.bench.machine import MachineExecutor
-from backburner.report import words
+from backburner.report import caveats
 from backburner.report.data import load as load_report
 from backburner.store import Store
 from backburner.store.cell import Cell
@@ -192,7 +192,7 @@ def test_tiny_bench_on_a_testbed(tmp_path: Path, state_dir: Path, tiny_fio: None
     assert deadline["ignored"][-1:] == ["io-weight"] and deadline["weight"] is None
     assert dev["levers"]["bfq"]["default"] == {"acted": [], "ignored": [], "weight": None,
                                                "writeback": False}
-    said = words.levers_text(load_report(db))
+    said = caveats.levers_text(load_report(db))
     assert "levers under bfq on the device under test: background: the IO class and the " \
            "IO weight (blkio.bfq.weight) acted, not on buffered writeback" in said
     assert any(line.startswith("levers under mq-deadline") and "the IO weight did nothing"

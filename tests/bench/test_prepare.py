@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from backburner.bench import prepare
-from backburner.bench.config import Prepare
+from backburner.bench.commands import Prepare
 from backburner.bench.devices import Device
 
 

@@ -11,7 +11,7 @@ import pytest
 from backburner.doctor import checks
 from backburner.doctor.facts import Cgroups, Facts
 from backburner.kernel import block
-from backburner.kernel.levers import Disk, Effect, Groups
+from backburner.kernel.levers import Disk, Effect, GroupIO
 from backburner.policy import disks
 from backburner.policy.disks import DiskReport
 from backburner.policy.grammar import BUILTIN
@@ -147,11 +147,11 @@ def test_the_network_policy_says_how_it_would_know_the_jobs_packets() -> None:
     assert v2.ok and "cgroup v2" in v2.detail
 
 
-V1 = Groups("v1")
+V1 = GroupIO("v1")
 
 
 def _report(name: str, kind: str, scheduler: str, classes: bool, holds: tuple[str, ...],
-            groups: Groups = V1) -> DiskReport:
+            groups: GroupIO = V1) -> DiskReport:
     effect = Effect(Disk(name, "259:0", kind, scheduler, ("none", "mq-deadline", "kyber"),
                          classes), groups)
     ignored = effect.ignored(disks.asked([BUILTIN["background"]]))
@@ -181,7 +181,7 @@ def test_a_line_per_disk_says_what_the_background_policy_does_there() -> None:
 
 def test_mq_deadline_with_priorities_keeps_the_class_and_loses_the_weight() -> None:
     r = _report("sda", block.NON_ROTATIONAL, "mq-deadline", True, ("/",),
-                Groups("v2", writeback=True))
+                GroupIO("v2", writeback=True))
     line = _by_name(checks.evaluate(replace(FULL, disk_reports=(r,))))["background on sda"]
     assert line.detail == ("solid-state, mq-deadline, holds /: the IO weight does nothing here "
                            "(the IO class acts)")

@@ -9,7 +9,7 @@ import string
 
 import pytest
 
-from backburner.govern import broad, load, rules
+from backburner.govern import broad, rules, rulesources
 from backburner.govern.pattern import Pattern
 from backburner.govern.rulefile import combine, parse_file
 from backburner.govern.rules import StaticFacts
@@ -95,9 +95,9 @@ def test_rules_error_is_one_line_with_the_first_and_a_count() -> None:
 
 
 def test_builtin_rules_parse_are_not_broad_and_each_cites_why() -> None:
-    found = load.builtin_sources()
+    found = rulesources.builtin_sources()
     assert len(found) >= 3
-    ruleset, errors = load.parse(found)
+    ruleset, errors = rulesources.parse(found)
     assert errors == []
     names = {r.name for r in ruleset.rules}
     assert {"apt", "dnf-rpm", "packagekit", "flatpak-system-helper", "flatpak-update",

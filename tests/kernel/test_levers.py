@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from backburner.kernel import block, cgroups, levers
-from backburner.kernel.levers import Disk, Effect, Groups
+from backburner.kernel.levers import Disk, Effect, GroupIO
 
 from .sysfs import disk
 
 TIMEOUT = 30
-V2 = Groups("v2", writeback=True, prio_class=True, latency=False, cost=True)
-V1 = Groups("v1")
+V2 = GroupIO("v2", writeback=True, prio_class=True, latency=False, cost=True)
+V1 = GroupIO("v1")
 
 
 def _disk(scheduler: str, classes: bool | None, iocost: bool = False) -> Disk:
@@ -29,7 +29,7 @@ def _disk(scheduler: str, classes: bool | None, iocost: bool = False) -> Disk:
 @pytest.mark.parametrize("scheduler, classes, iocost, groups, weight", [
     ("bfq", True, False, V2, "io.bfq.weight"),
     ("bfq", True, False, V1, "blkio.bfq.weight"),
-    ("bfq", True, False, Groups("none"), None),
+    ("bfq", True, False, GroupIO("none"), None),
     ("mq-deadline", True, False, V2, None),
     ("none", False, False, V2, None),
     ("kyber", False, False, V1, None),
@@ -37,7 +37,7 @@ def _disk(scheduler: str, classes: bool | None, iocost: bool = False) -> Disk:
     ("none", False, True, V1, None),  # io.cost is cgroup v2's
     ("bfq", True, True, V2, "io.weight"),
 ])
-def test_which_weight_acts(scheduler: str, classes: bool, iocost: bool, groups: Groups,
+def test_which_weight_acts(scheduler: str, classes: bool, iocost: bool, groups: GroupIO,
                            weight: str | None) -> None:
     effect = Effect(_disk(scheduler, classes, iocost), groups)
     assert effect.weight == weight
@@ -58,14 +58,14 @@ def test_what_none_ignores_of_the_background_policy() -> None:
 def test_group_files_act_where_they_exist_and_the_class_is_honoured() -> None:
     assert Effect(_disk("bfq", True), V2).acts(levers.GROUP_IO)
     assert not Effect(_disk("none", False), V2).acts(levers.GROUP_IO)
-    assert not Effect(_disk("bfq", True), Groups("v2", prio_class=False)).acts(levers.GROUP_IO)
+    assert not Effect(_disk("bfq", True), GroupIO("v2", prio_class=False)).acts(levers.GROUP_IO)
     assert not Effect(_disk("bfq", True), V2).acts(levers.IO_LATENCY)
     assert Effect(_disk("none", False), V2).acts(levers.IO_COST)
 
 
 def test_writeback_is_held_back_only_when_charged_and_weighted() -> None:
     assert Effect(_disk("bfq", True), V2).writeback
-    assert not Effect(_disk("bfq", True), Groups("v2", writeback=False)).writeback
+    assert not Effect(_disk("bfq", True), GroupIO("v2", writeback=False)).writeback
     assert not Effect(_disk("bfq", True), V1).writeback  # v1: the flusher's, the root's
     assert not Effect(_disk("none", False), V2).writeback
 
@@ -118,7 +118,7 @@ def test_groups_on_cgroup_v2_with_io_and_memory(tmp_path: Path) -> None:
     root = _cgroup2(tmp_path, "cpu io memory pids", "cpu io memory", ["io.weight"])
     (root / "io.cost.qos").write_text("")
     g = levers.read_groups(mountinfo=str(tmp_path / "mountinfo"))
-    assert g == Groups("v2", writeback=True, prio_class=False, latency=False, cost=True)
+    assert g == GroupIO("v2", writeback=True, prio_class=False, latency=False, cost=True)
 
 
 def test_writeback_needs_memory_on_the_path(tmp_path: Path) -> None:
@@ -133,10 +133,10 @@ def test_groups_on_cgroup_v1_and_without_any(tmp_path: Path) -> None:
     v1 = tmp_path / "mountinfo"
     v1.write_text("38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio\n"
                   f"41 31 0:38 / {tmp_path} rw,relatime - cgroup2 cgroup2 rw\n")
-    assert levers.read_groups(mountinfo=str(v1)) == Groups("v1")  # an empty cgroup2 mount
+    assert levers.read_groups(mountinfo=str(v1)) == GroupIO("v1")  # an empty cgroup2 mount
     none = tmp_path / "none"
     none.write_text("")
-    assert levers.read_groups(mountinfo=str(none)) == Groups("none")
+    assert levers.read_groups(mountinfo=str(none)) == GroupIO("none")
 
 
 # --- on the machine ----------------------------------------------------------------------------

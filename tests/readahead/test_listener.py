@@ -34,11 +34,11 @@ def test_a_background_replay_forked_by_any_program_is_known_by_its_name() -> Non
     """The background replay is a fork of whatever started it (here: pytest, whose command
     line says nothing of backburner): its name tells the recorder to leave its reads out."""
     from backburner import spawn
-    from backburner.readahead import replay
+    from backburner.readahead import background
 
-    child = spawn.fork_call(lambda: (time.sleep(30), 0)[1], name=replay.CHILD_NAME)
+    child = spawn.fork_call(lambda: (time.sleep(30), 0)[1], name=background.CHILD_NAME)
     try:
-        wait_for(lambda: procfs.comm_of(child.pid) == replay.CHILD_NAME,
+        wait_for(lambda: procfs.comm_of(child.pid) == background.CHILD_NAME,
                  what="the child's name")
         assert is_backburner(child.pid)
         assert not is_backburner(os.getpid())

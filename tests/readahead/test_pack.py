@@ -11,6 +11,7 @@ import pytest
 
 from backburner.base.errors import DataError
 from backburner.readahead import pack as P
+from backburner.readahead import ranges as R
 
 PAGE = 4096
 HOSTILE = [b"/mnt/app/plain.py", b"/mnt/app/with space/a b.txt", b"/mnt/app/new\nline",
@@ -48,7 +49,7 @@ def random_pack(rng: random.Random) -> P.Pack:
     for i in range(rng.randint(0, 40)):
         path = bytes(rng.randint(1, 255) for _ in range(rng.randint(1, 80)))
         pages = sorted(rng.sample(range(0, 5000), rng.randint(0, 12)))
-        ranges = P.page_align(((p * PAGE, rng.randint(1, 3) * PAGE) for p in pages), PAGE)
+        ranges = R.page_align(((p * PAGE, rng.randint(1, 3) * PAGE) for p in pages), PAGE)
         state = P.FileState(rng.choice([2049, 7340032, 1 << 40]), rng.choice([0, 1 << 63, 5]),
                             rng.randint(0, 1 << 40), rng.randint(0, 1 << 45),
                             rng.randint(-(1 << 62), 1 << 62))
@@ -187,48 +188,10 @@ def test_encode_refuses_unaligned_ranges() -> None:
         P.encode(P.Pack((entry(b"/a", ranges=((1, PAGE),)),), PAGE))
 
 
-def test_merge_and_align() -> None:
-    assert P.merge_ranges([(10, 5), (0, 3), (3, 2), (20, 0), (12, 10)]) == ((0, 5), (10, 12))
-    assert P.page_align([(100, 10), (4095, 2), (9000, 1)], PAGE) == ((0, 3 * PAGE),)
-    assert P.page_align([(100, 10), (9000, 1)], PAGE) == ((0, PAGE), (2 * PAGE, PAGE))
-    assert P.page_align([(0, PAGE), (2 * PAGE, PAGE)], PAGE) == ((0, PAGE), (2 * PAGE, PAGE))
-
-
-def test_merge_matches_a_page_set_model() -> None:
-    rng = random.Random(5)
-    for _ in range(200):
-        ranges = [(rng.randint(0, 50), rng.randint(0, 10)) for _ in range(rng.randint(0, 8))]
-        covered = {x for o, n in ranges for x in range(o, o + n)}
-        merged = P.merge_ranges(ranges)
-        assert {x for o, n in merged for x in range(o, o + n)} == covered
-        assert all(a[0] + a[1] < b[0] for a, b in zip(merged, merged[1:], strict=False))
-
-
-def test_subtract_matches_a_byte_set_model() -> None:
-    assert P.subtract_ranges([(0, 10)], [(3, 2), (8, 5)]) == ((0, 3), (5, 3))
-    rng = random.Random(6)
-    for _ in range(300):
-        a = [(rng.randint(0, 50), rng.randint(0, 10)) for _ in range(rng.randint(0, 6))]
-        b = [(rng.randint(0, 50), rng.randint(0, 10)) for _ in range(rng.randint(0, 6))]
-        left = P.subtract_ranges(a, b)
-        want = ({x for o, n in a for x in range(o, o + n)}
-                - {x for o, n in b for x in range(o, o + n)})
-        assert {x for o, n in left for x in range(o, o + n)} == want
-        assert left == P.merge_ranges(left)
-
-
-def test_ranges_from_a_mincore_vector() -> None:
-    vec = bytes([1, 1, 0, 0, 1, 0, 0x81, 1])  # only bit 0 counts
-    assert P.ranges_from_pages(vec, PAGE) == ((0, 2 * PAGE), (4 * PAGE, PAGE),
-                                              (6 * PAGE, 2 * PAGE))
-    assert P.ranges_from_pages(bytes([2, 0]), PAGE) == ()
-    assert P.ranges_from_pages(bytes([1]), PAGE, first_page=10) == ((10 * PAGE, PAGE),)
-
-
 def test_bytes_count_only_what_is_inside_the_file() -> None:
     e = entry(b"/a", ranges=((0, PAGE), (2 * PAGE, PAGE)), size=2 * PAGE + 100)
     assert e.bytes == PAGE + 100
-    assert P.clip(e.ranges, 2 * PAGE + 100) == ((0, PAGE), (2 * PAGE, 100))
+    assert R.clip(e.ranges, 2 * PAGE + 100) == ((0, PAGE), (2 * PAGE, 100))
 
 
 def test_status() -> None:

@@ -24,6 +24,7 @@ from backburner.readahead import ext4image, layout, packfile, predict, record
 from backburner.slowdisk import device as slowdisk
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
+from backburner.slowdisk.requests import read_requests
 
 SHAPES = Path(__file__).resolve().parents[2] / "benchmarks" / "start_shapes.py"
 K, M = 4096, 1 << 20
@@ -120,7 +121,7 @@ def _measured(image: Path, mnt: Path, argv: list[str]
                 t0 = time.monotonic()
                 subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd="/")
                 wall = time.monotonic() - t0
-                served = slowdisk.read_requests(disk.requests_path, before)
+                served = read_requests(disk.requests_path, before)
             got = (wall, sum(1 for r in served if r.seek))
             (quiet if _drops() == drops else disturbed).append(got)
             if len(quiet) == 3 or (len(quiet) + len(disturbed) >= 4 and quiet):

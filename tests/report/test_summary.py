@@ -11,7 +11,7 @@ import pytest
 from helpers import LOAD, key_of, make_db
 
 from backburner import report
-from backburner.report import words
+from backburner.report import caveats, words
 
 IDLE = ("bfq", "none", "-")
 OFTEN = ("bfq", LOAD, "default")      # 4 of 10 time out
@@ -40,7 +40,7 @@ def test_timeouts_are_no_evidence_of_a_fast_start(tmp_path: Path) -> None:
     assert often.median_ci[1] == math.inf and not often.median_lower_bound
     (timeouts,) = [w for w in often.warnings if w.code == "timeouts"]
     assert timeouts.params == {"count": 4, "reach": "interval"}
-    assert "open above" in words.caveat_text(timeouts)
+    assert "open above" in caveats.caveat_text(timeouts)
     assert mostly.verdict_kind == "slower" and mostly.median_lower_bound
     assert mostly.median == 12.0 and words.row_verdict_text(mostly).startswith("\u2265")
     assert mostly.verdict_params == {**rows[IDLE].verdict_params, "lower_bound": True,
@@ -110,7 +110,7 @@ def test_a_run_that_stopped_once_decided_is_judged_by_its_sequence(tmp_path: Pat
     make_db(few, medians={IDLE: 0.3, SLOW: 0.9}, trials=4, settings={"max_runs": 4})
     (too_few,) = [w for w in report.summary_rows(report.load(str(few)))[1].warnings
                   if w.code == "too-few-trials"]
-    assert words.caveat_text(too_few).endswith("use --min-runs 10 or more")
+    assert caveats.caveat_text(too_few).endswith("use --min-runs 10 or more")
 
 
 NEAR = ("bfq", LOAD, "background")

@@ -206,7 +206,7 @@ def test_data_and_stats_json(mount: Callable[..., Mount]) -> None:
 def test_requests_log_lists_what_the_drive_served(mount: Callable[..., Mount]) -> None:
     """Every command, numbered from stats.json's count: where it read, how long, whether
     it sought; the log and the counters agree."""
-    from backburner.slowdisk.device import read_requests
+    from backburner.slowdisk.requests import read_requests
 
     m = mount("hdd-7200")
     mark = m.stats()["requests"]

@@ -22,7 +22,7 @@ from helpers import TIMEOUT, bb, plant_modules, timed_reads, wait_for
 
 from backburner import system
 from backburner.base.errors import ExistsError, NotFoundError, SystemStateError, UsageError
-from backburner.slowdisk import device
+from backburner.slowdisk import describe, device
 from backburner.slowdisk.model import Disk
 from backburner.slowdisk.profiles import get_profile
 
@@ -145,7 +145,7 @@ def test_hdd_reads_take_the_modelled_time_and_remove_releases_everything(
         t = finish + 0.001
     assert modelled == pytest.approx(total / 20, rel=0.03)
     assert 0.010 < measured < 0.016  # ~13 ms: 0.3 overhead + 8.5 seek + 4.2 rotation
-    text = device.format_stats(after)
+    text = describe.format_stats(after)
     assert dev in text and "hdd-7200" in text and "seeks" in text
 
     # The same image cannot be served twice.

@@ -8,16 +8,8 @@ import random
 import pytest
 
 from backburner.base.errors import UsageError
-from backburner.slowdisk.model import (
-    EXPIRE_S,
-    MERGE_BYTES,
-    SQRT_SEEK_MEAN_FRACTION,
-    Disk,
-    FlatProfile,
-    Optical,
-    Profile,
-    Waiting,
-)
+from backburner.slowdisk.drive import SQRT_SEEK_MEAN_FRACTION, FlatProfile, Optical, Profile
+from backburner.slowdisk.model import EXPIRE_S, MERGE_BYTES, Disk, Waiting
 from backburner.slowdisk.profiles import (
     DVD,
     DVD_GEOMETRY,

@@ -585,3 +585,8 @@ def test_a_failed_apply_undoes_only_what_it_recorded(state_dir: Path) -> None:
         assert events[1:] == ["intent", "applied", "failed"]
         assert os.path.isdir(path)
     assert not os.path.exists(path)
+
+
+def test_selected() -> None:
+    assert system.selected("none [mq-deadline] kyber bfq\n") == "mq-deadline"
+    assert system.selected(" 1\n") == "1"

@@ -1,6 +1,6 @@
 """systemd as the owner of the cgroup tree: the decision (pure), the systemd-run argv
-(pure), the policy as unit settings (checked by the real systemd-analyze in test_apply.py),
-and `run` through a transient scope.
+(pure), the policy as unit settings (checked by the real systemd-analyze in
+tests/apply/test_install.py), and `run` through a transient scope.
 
 This machine does not run systemd as PID 1, so the scope path cannot run end to end here:
 it is exercised with a stand-in for systemd-run that does what the real one does in --scope

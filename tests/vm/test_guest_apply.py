@@ -169,7 +169,8 @@ def test_the_dropin_puts_the_updater_on_the_back_burner_and_remove_undoes_it(
         guest.run(["systemctl", "stop", "backburner.slice"])
 
 
-@pytest.mark.parametrize("args, status, says", [  # the rest of the names: tests/test_apply.py
+# the rest of the names: tests/apply/test_install.py
+@pytest.mark.parametrize("args, status, says", [
     (["--scheduler", "bfq", "--unit", "bb-no-such-updater"], 66,
      "unit bb-no-such-updater.service does not exist"),  # systemd asked: not even the rule
     (["--unit", "bb-updater\nExecStart=/bin/sh"], 64, "is not a unit name"),

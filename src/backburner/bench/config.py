@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import shlex
 import shutil
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from types import UnionType
@@ -22,15 +21,17 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hin
 
 from .. import systemd
 from ..base.errors import CommandNotFound, DataError, NotFoundError, UnavailableError, UsageError
-from ..base.quantities import MAX_DURATION_S, human_size
+from ..base.quantities import MAX_DURATION_S
 from ..kernel import block, cgroups
 from ..net import link as netlink
 from ..policy import cgroup_plan, grammar
 from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets, throttled
 from . import loads as loadspec
+from .commands import Prepare, shlex_split, split_probe
 from .devices import DeviceSpec
 from .probes import Probe
+from .room import check_room
 
 if TYPE_CHECKING:  # the statistics (numpy) only when a run needs them: `run` loads this
     from ..stats import Rule
@@ -173,62 +174,6 @@ OPTION_FIELDS = tuple(f.name for f in fields(BenchConfig) if f.name != "preset")
 LOAD_LIFETIMES = ("trial", "cell")
 PROBE_LAYOUTS = ("touched", "directories", "aged")
 MAX_WARMUP = 100
-
-
-@dataclass(frozen=True)
-class Prepare:
-    """A setup variant (`--setup-variant NAME=COMMAND`): a command run after the cache drop,
-    before the probe or with it; the cells with it are compared with those without.
-
-    Or an IO scheduler's tunables (`--setup-variant-tune NAME=SCHEDULER:KEY=VALUE,...`,
-    e.g. ``si0=bfq:slice_idle=0``): written to the device's queue/iosched/ files (journaled,
-    put back) before the cell's load and probe start; its cells exist only under that
-    scheduler, and the cells without it run with the scheduler's own values."""
-
-    name: str
-    command: str
-    during: bool
-    scheduler: str | None = None  # a tunables variant: the scheduler whose files they are
-    tunables: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def runs_command(self) -> bool:
-        return self.scheduler is None
-
-    @classmethod
-    def parse(cls, text: str) -> Prepare:
-        mode, _, rest = text.partition(":")
-        name, sep, command = rest.partition("=")
-        if mode not in ("before", "during", "tune") or not sep or not _LABEL.fullmatch(name) \
-                or not command.strip():
-            raise UsageError(f"setup variant {text!r} does not parse",
-                             "use --setup-variant NAME='COMMAND' (or --setup-variant-during, "
-                             "--setup-variant-tune NAME=SCHEDULER:KEY=VALUE,...)")
-        if name == "none":
-            raise UsageError("'none' names the cells without a setup variant",
-                             "choose another name")
-        if mode == "tune":
-            scheduler, tunables = _tunables(text, command.strip())
-            return cls(name, command.strip(), False, scheduler, tunables)
-        shlex_split(command)
-        return cls(name, command.strip(), mode == "during")
-
-
-_TUNABLE = re.compile(r"([a-z][a-z0-9_]*)=([0-9A-Za-z_.-]+)")
-
-
-def _tunables(text: str, spec: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """'bfq:slice_idle=0,low_latency=0' -> ('bfq', (('slice_idle', '0'), ...))."""
-    scheduler, colon, items = spec.partition(":")
-    pairs = [_TUNABLE.fullmatch(item.strip()) for item in items.split(",")]
-    if not colon or not all(pairs):
-        raise UsageError(f"setup variant {text!r} does not parse",
-                         "use --setup-variant-tune NAME=SCHEDULER:KEY=VALUE[,KEY=VALUE...], "
-                         "e.g. si0=bfq:slice_idle=0")
-    tunables = tuple((m.group(1), m.group(2)) for m in pairs if m)
-    if len({k for k, _ in tunables}) != len(tunables):
-        raise UsageError(f"setup variant {text!r} sets a tunable twice")
-    return block.check_scheduler(scheduler), tunables
 
 
 # --- presets ------------------------------------------------------------------------------
@@ -457,14 +402,6 @@ def _trial_prepares(cfg: BenchConfig, probes: list[str]) -> dict[str, str]:
                     strict=False))
 
 
-def command_argv(command: str, shell: str) -> list[str]:
-    """How a --prepare or --setup-variant command runs: `SHELL -c COMMAND` (sh by default,
-    as hyperfine's), or with --shell=none (-N) split into words and run directly."""
-    if shell == "none":
-        return shlex_split(command)
-    return [*shlex_split(shell), "-c", command]
-
-
 def _check_commands(cfg: BenchConfig, commands: list[str], resolve: bool) -> None:
     """The shell parses and, when resolving, exists; with -N each command's program."""
     if not shlex_split(cfg.shell):
@@ -499,24 +436,6 @@ def _check_choices(cfg: BenchConfig) -> None:
             raise UsageError(f"--probe-root {root} is neither a directory nor an image file")
         if cfg.probe_layout != "touched":
             raise UsageError("--probe-root is used as it is: it takes no --probe-layout")
-
-
-_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
-
-
-def shlex_split(command: str) -> list[str]:
-    try:
-        return shlex.split(command)
-    except ValueError as err:
-        raise UsageError(f"command {command!r} does not parse: {err}") from None
-
-
-def split_probe(text: str) -> tuple[str, str]:
-    """'NAME=COMMAND' -> (NAME, COMMAND); a plain command is labelled by itself as typed."""
-    head, sep, rest = text.partition("=")
-    if sep and _LABEL.fullmatch(head) and rest.strip():
-        return head, rest.strip()
-    return text.strip(), text.strip()
 
 
 def _probes(cfg: BenchConfig, resolve: bool) -> dict[str, Probe]:
@@ -573,47 +492,3 @@ def _check_stopping(cfg: BenchConfig) -> None:
                                           and 0 < cfg.tolerance < 1):
         raise UsageError(f"--tolerance {cfg.tolerance:g} out of range",
                          "give a fraction above 0 and below 1, e.g. 0.1 for +/-10%")
-
-
-#: The share of a testbed's size its filesystem leaves for files (ext4's metadata, journal
-#: and reserved blocks take the rest).
-USABLE_FRACTION = 0.90
-
-
-def fitting_size(need: int) -> str:
-    """The smallest whole-GiB testbed size whose filesystem holds ``need`` bytes of files
-    (the shortfall added to what this size holds, at run time)."""
-    return f"{math.ceil(need / USABLE_FRACTION / (1 << 30))}G"
-
-
-def check_room(spec: DeviceSpec, load_bytes: int, probe_bytes: int | None = None,
-               free: int | None = None) -> None:
-    """Refuse a testbed or slow disk too small for the loads' files and the probe's: fio
-    would fail with "No space left on device" after the testbed was built. At plan time
-    the probe's files are not found yet (a probe may need a few KiB or gigabytes: only the
-    loads are checked); once they are laid out, the executor checks again with their bytes
-    and the filesystem's real free space."""
-    if spec.kind == "path" or not load_bytes:
-        return
-    probe_bytes = 0 if probe_bytes is None else probe_bytes
-    room = int(spec.size * USABLE_FRACTION) if free is None else free
-    need = load_bytes + (probe_bytes if free is None else 0)
-    if need > room:
-        where = (f"has {human_size(room)} for files" if free is None else
-                 f"has {human_size(room)} left beside the probe's {human_size(probe_bytes)}")
-        raise UsageError(
-            f"the loads' files need {human_size(load_bytes)} but {spec.label} {where}",
-            f"use a larger device, e.g. {spec.label.rpartition(':')[0]}:"
-            f"{fitting_size(need - room + int(spec.size * USABLE_FRACTION))}, "
-            "or fewer fio jobs")
-
-
-def check_space(spec: DeviceSpec, where: str) -> None:
-    """Refuse a testbed image bigger than the free space of the filesystem that holds it."""
-    if spec.kind == "path":
-        return
-    st = os.statvfs(where)
-    free = st.f_bavail * st.f_frsize
-    if spec.size > free:
-        raise UsageError(f"a {human_size(spec.size)} testbed does not fit in {where}: "
-                         f"{human_size(free)} free", "give a smaller size, e.g. testbed:4G")

@@ -29,7 +29,7 @@ from ..policy.grammar import Policy
 
 
 @dataclass
-class Groups:
+class BenchGroups:
     """Where the probe and each policy's load run, and the per-trial knobs now in force."""
 
     root: str  # the cgroup2 mount
@@ -68,7 +68,7 @@ def needs_groups(policies: dict[str, Policy]) -> bool:
 
 
 def place(tx: system.Transaction, policies: dict[str, Policy], device: str,
-          also: set[str] | None = None) -> Groups:
+          also: set[str] | None = None) -> BenchGroups:
     """The delegated scope, bench itself in its `probe` group, the controllers the policies
     need switched on below the scope, and a load group per policy that has group settings
     (and per policy named in `also`: a throttled one, whose group is frozen)."""
@@ -97,7 +97,7 @@ def place(tx: system.Transaction, policies: dict[str, Policy], device: str,
             group = os.path.join(top, f"load-{i}-{slug(name)}")
             tx.apply(system.CgroupDir(group, cgroup_plan.group_files(pol)))
             loads[name] = group
-    groups = Groups(root, top, unit, probe, loads, cgroups.devno_of(device))
+    groups = BenchGroups(root, top, unit, probe, loads, cgroups.devno_of(device))
     groups.facts = {"scope": unit, "probe": probe.removeprefix(root),
                     "loads": {k: v.removeprefix(root) for k, v in loads.items()},
                     "controllers": need, "device": groups.devno}

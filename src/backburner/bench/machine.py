@@ -28,7 +28,7 @@ from ..kernel import block, cgroups, levers, procfs
 from ..policy import cgroup_plan, disks, grammar
 from ..run import job
 from ..store.cell import NO_POLICY, Cell
-from . import config, devices, display, groups, loads, proberoot, probes, throttled
+from . import config, devices, display, groups, loads, proberoot, probes, room, throttled
 from .config import Plan
 from .environment import device_settings
 from .executor import Measurement
@@ -58,7 +58,7 @@ class MachineExecutor:
         self._probe_blocks = [0, 0]
         self._governor: Governor | None = None
         self._screen: display.Display | None = None  # for --ready window probes
-        self._groups: groups.Groups | None = None
+        self._groups: groups.BenchGroups | None = None
         #: the throttle policy: the probe group's pressure file, each throttled policy's
         #: freezer, and the throttle around the load that runs now
         self._pressure = ""
@@ -155,7 +155,7 @@ class MachineExecutor:
         left free (plan() could only guess the probe's share), else one line and 64."""
         st = os.statvfs(self.device.load_dir)
         probe_bytes = int(self.device.facts.get("probe_layout", {}).get("bytes") or 0)
-        config.check_room(self.plan.device, loads.room_needed(self.plan.loads.values()),
+        room.check_room(self.plan.device, loads.room_needed(self.plan.loads.values()),
                           probe_bytes, free=st.f_bavail * st.f_frsize)
 
     def _lay_out_loads(self) -> None:

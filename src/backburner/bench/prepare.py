@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import spawn
 from ..files import logtail
-from .config import Prepare, command_argv
+from .commands import Prepare, command_argv
 from .devices import Device
 
 

@@ -42,7 +42,7 @@ from ..base.quantities import fmt_duration
 from ..files import outfile, safepath
 from ..store import Run, Store, backend_for, looks_like_url, machine_id, refuse_existing
 from ..store.cell import Cell
-from . import config, devices
+from . import config, devices, room
 from .config import Plan
 from .environment import capture as capture_environment
 from .executor import Executor, Measurement
@@ -348,7 +348,7 @@ def preflight(plan: AnyPlan) -> None:
         return
     system.require_root("bench (switching IO schedulers, dropping caches, loop devices)")
     work = system.trusted_dir(system.work_root(), "work directory")
-    config.check_space(plan.device, str(work))
+    room.check_space(plan.device, str(work))
     if plan.device.kind == "path":  # the loads' private directory is made in it
         safepath.check_chain(plan.device.path, "work directory", sticky_ok=True)
 

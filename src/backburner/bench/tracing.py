@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import system
 from ..kernel import procfs
-from ..trace import counters, engines, window
+from ..trace import attribution, counters, engines
 from .devices import Device
 from .loads import Load
 from .probes import ProbeResult
@@ -26,7 +26,7 @@ class Tracing:
     def __init__(self, device: Device, load: Load) -> None:
         self.load = load
         self.counters = counters.Window()
-        self.io = window.IOAttribution(device.name)
+        self.io = attribution.IOAttribution(device.name)
 
     def start(self) -> None:
         self.counters.start()

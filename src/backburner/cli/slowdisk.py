@@ -36,19 +36,19 @@ def _remove(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from ..slowdisk import device
+    from ..slowdisk import describe, device
 
     stats = device.read_stats(args.device)
     print(json.dumps(stats, indent=1, sort_keys=True) if args.format == "json"
-          else device.format_stats(stats))
+          else describe.format_stats(stats))
     return 0
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    from ..slowdisk import device
+    from ..slowdisk import describe
 
-    print(json.dumps(device.profiles_json(), indent=1) if args.format == "json"
-          else device.format_profiles())
+    print(json.dumps(describe.profiles_json(), indent=1) if args.format == "json"
+          else describe.format_profiles())
     return 0
 
 

@@ -6,11 +6,11 @@ that filesystem's driver, means mapping the file's extents straight onto the blo
 that map right and proves it: FIEMAP through the kernel (`fiemap`), merged into runs
 exactly once (`runs`, pure), with every range whose device bytes would differ from the
 file's bytes refused by name (`tables`, pure), verified against the device with direct IO
-(`watch.verify`), and saved with a checksum per segment so a later `watch.check` can say
+(`proof.verify`), and saved with a checksum per segment so a later `proof.check` can say
 whether a defragmenter moved it.
 
 Flow: fiemap (kernel) -> btrfs.translate (btrfs only) -> runs.merge (pure) -> Layout ->
-tables (pure) / stream + watch (IO: verify, save, check) -> render (pure text and JSON).
+tables (pure) / stream + proof (IO: verify, save, check) -> render (pure text and JSON).
 
 API for other modules (everything here is read-only: nothing changes system state)::
 
@@ -40,9 +40,9 @@ from __future__ import annotations
 from .device import BlockDevice, device_of
 from .fiemap import fiemap
 from .layout import FileId, Layout, layout_of, physical_runs
+from .proof import CheckResult, SaveResult, VerifyResult, check, save, verify
 from .runs import Extent, Run, Segment, Totals, select
 from .runs import merge as runs_of
-from .watch import CheckResult, SaveResult, VerifyResult, check, save, verify
 
 __all__ = [
     "BlockDevice", "CheckResult", "Extent", "FileId", "Layout", "Run", "SaveResult", "Segment",

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..base.quantities import fmt_s, human_size, plural
 from .layout import Layout
+from .proof import CheckResult, SaveResult, VerifyResult
 from .runs import SECTOR, Segment, flag_names
-from .watch import CheckResult, SaveResult, VerifyResult
 
 SHOWN_CHANGES = 5
 

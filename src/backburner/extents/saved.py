@@ -20,7 +20,7 @@ import stat
 from dataclasses import dataclass
 
 from ..base.errors import DataError, NotFoundError
-from . import watch
+from . import proof
 from .device import BlockDevice, block_device, fs_uuid
 from .mapfile import MapFile
 from .runs import Run
@@ -40,12 +40,12 @@ class Proven:
 def prove(map_path: str | os.PathLike[str], progress: Progress | None = None) -> Proven:
     """The saved map's runs, if the file is still exactly there; DataError if not."""
     name = os.fspath(map_path)
-    saved = watch.load(name)
+    saved = proof.load(name)
     runs = tuple(Run(s.logical, s.physical, s.length, s.flags) for s in saved.segments
                  if s.physical is not None)
     if os.path.exists(saved.path):
-        watch.same_machine(saved, name)  # the path names this machine's file
-        res = watch.check(name, progress=progress)
+        proof.same_machine(saved, name)  # the path names this machine's file
+        res = proof.check(name, progress=progress)
         if res.state != "unchanged":
             first = (res.moved[0].describe() if res.moved
                      else "; ".join(res.notes) or f"{len(res.stale + res.changed)} segments")

@@ -35,7 +35,7 @@ from ..kernel import proc_events, procfs
 from ..kernel.proc_events import EXEC
 from ..policy import cgroup_plan, disks
 from ..systemd.notify import sd_notify
-from . import execwatch, load, state, throttle
+from . import execwatch, rulesources, state, throttle
 from . import groups as cgroups
 from .governor import Governor
 
@@ -66,7 +66,7 @@ def status(gov: Governor, opts: Options, started: float, running: bool = True
     return {
         "running": running, "pid": os.getpid(), "start": procfs.start_time(os.getpid()),
         "started_at": started, "updated_at": time.time(), "dry_run": opts.dry_run,
-        "rules_dir": opts.rules_dir or load.RULES_DIR, "defaults": opts.defaults,
+        "rules_dir": opts.rules_dir or rulesources.RULES_DIR, "defaults": opts.defaults,
         "rule_files": list(gov.ruleset.files),
         "rules": [r.name for r in gov.ruleset.rules],
         "counters": vars(gov.counters).copy(),
@@ -190,7 +190,7 @@ def run(opts: Options) -> Stopped:
     if not opts.dry_run:
         system.require_root("governing processes (priorities of other users' processes, "
                             "cgroups)")
-    ruleset = load.load(opts.rules_dir, opts.defaults)
+    ruleset = rulesources.load(opts.rules_dir, opts.defaults)
     _check_ready_file(opts.ready_file)
     started = time.time()
     units = not opts.dry_run and systemd.manages_cgroups(systemd.read_facts())
@@ -304,7 +304,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     in the log and in `status`). Processes already governed stay so until they exit."""
     sd_notify("RELOADING=1")
     try:
-        ruleset = load.load(opts.rules_dir, opts.defaults)
+        ruleset = rulesources.load(opts.rules_dir, opts.defaults)
     except BackburnerError as err:
         gov.problem("reload", f"rules not reloaded, the old ones stay: {err}")
         sd_notify("READY=1")

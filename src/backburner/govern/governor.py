@@ -22,7 +22,6 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import system
@@ -33,56 +32,13 @@ from ..kernel.proc_events import COMM as COMM_EVENT
 from ..kernel.proc_events import EXEC, EXIT, FORK
 from . import groups as cgroups
 from . import procinfo, throttle
-from .groups import Groups
+from .governed import Counters, Governed
+from .groups import RuleGroups
 from .pattern import MATCH_DEADLINE_S
 from .rules import Rule, Ruleset
 from .units import Placer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Counters:
-    events: int = 0
-    forks: int = 0
-    execs: int = 0
-    comms: int = 0
-    exits: int = 0
-    matched: int = 0
-    inherited: int = 0
-    gone: int = 0  # exited between the event and the action: skipped
-    overflows: int = 0
-    lost_events: int = 0
-    rescans: int = 0
-    errors: int = 0
-    slow_matches: int = 0  # cmdline searches past their deadline (`pattern`): no match
-
-
-@dataclass
-class Governed:
-    """A process we changed (or, with --dry-run, would have)."""
-
-    pid: int
-    start: int
-    comm: str
-    rule: str
-    sets: str
-    since: float
-    io: str | None = None
-    cpu: str | None = None
-    throttled: bool = False
-    parent: int | None = None  # the governed process it was forked by
-    old: dict[str, int] = field(default_factory=dict)  # main thread before any change
-    moves: dict[str, str] = field(default_factory=dict)  # our group -> where it came from
-    entries: list[Any] = field(default_factory=list)  # journal entries, retired at exit
-    prio_entry: Any = None
-    unit: str | None = None  # the systemd unit its weights are set through (`Placer`)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "start": self.start, "comm": self.comm, "rule": self.rule,
-                "set": self.sets, "since": self.since, "inherited_from": self.parent,
-                "cgroups": sorted(self.moves), "unit": self.unit,
-                "throttled": self.throttled}
 
 
 def _io_cpu(rule: Rule) -> tuple[str | None, str | None]:
@@ -111,7 +67,7 @@ class Governor:
         self.on_governing = on_governing  # told when the first is governed / the last goes
         self.governed: dict[int, Governed] = {}
         self.n_throttled = 0
-        self.groups: dict[str, Groups] = {}
+        self.groups: dict[str, RuleGroups] = {}
         self.problems: dict[str, str] = {}
         self.counters = Counters()
         self.exec_events = "connector"  # or "kernel-filtered" (execwatch)
@@ -354,7 +310,7 @@ class Governor:
         if rule is None or rule.name == g.rule:
             return
         io, cpu = _io_cpu(rule)
-        groups = self._groups(rule) if self.tx is not None else Groups()
+        groups = self._groups(rule) if self.tx is not None else RuleGroups()
         same = (io, cpu) == (g.io, g.cpu) and set(groups.dirs) == set(g.moves)
         self.n_throttled += rule.throttle - g.throttled
         g.rule, g.sets, g.throttled, g.parent = rule.name, self._sets(rule), rule.throttle, None
@@ -387,12 +343,12 @@ class Governor:
                 self.tx.retire(entry)
         g.entries.clear()
 
-    def _groups(self, rule: Rule) -> Groups:
+    def _groups(self, rule: Rule) -> RuleGroups:
         """The rule's cgroups, made on its first match."""
         found = self.groups.get(rule.name)
         if found is not None:
             return found
-        groups = self.groups[rule.name] = Groups()
+        groups = self.groups[rule.name] = RuleGroups()
         if self.placer is None:  # systemd's units carry weights and pauses (`Placer`)
             cgroups.fill(groups, rule, self.tx, self.problem)
             if rule.net and self.tx is not None:

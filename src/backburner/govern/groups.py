@@ -22,14 +22,14 @@ Problem = Callable[[str, str], None]
 
 
 @dataclass
-class Groups:
+class RuleGroups:
     """A rule's cgroups, made when it first matches."""
 
     dirs: list[str] = field(default_factory=list)
     freezers: list[system.CgroupFreezer] = field(default_factory=list)
 
 
-def fill(groups: Groups, rule: Rule, tx: system.LiveTransaction | None, problem: Problem
+def fill(groups: RuleGroups, rule: Rule, tx: system.LiveTransaction | None, problem: Problem
          ) -> None:
     """Make the rule's groups into `groups` (nothing in a dry run, or for a rule that needs
     none)."""
@@ -45,7 +45,7 @@ def fill(groups: Groups, rule: Rule, tx: system.LiveTransaction | None, problem:
         _make_freezer(tx, rule, groups, problem)
 
 
-def _make(tx: system.LiveTransaction, rule: Rule, changes: list[system.Change], groups: Groups,
+def _make(tx: system.LiveTransaction, rule: Rule, changes: list[system.Change], groups: RuleGroups,
           problem: Problem) -> None:
     for change in changes:
         try:
@@ -59,7 +59,7 @@ def _make(tx: system.LiveTransaction, rule: Rule, changes: list[system.Change], 
             groups.dirs.append(change.path)
 
 
-def _make_freezer(tx: system.LiveTransaction, rule: Rule, groups: Groups, problem: Problem
+def _make_freezer(tx: system.LiveTransaction, rule: Rule, groups: RuleGroups, problem: Problem
                   ) -> None:
     target = throttle.freezer_group(rule.name)
     if target is None:

@@ -1,5 +1,5 @@
 """Rule files of `govern`: TOML text in, rules (or every error, each with its file and
-line) out. PURE: the text is given; `load` finds the files.
+line) out. PURE: the text is given; `rulesources` finds the files.
 
 The format is fixed (rule files written today keep working; it may only grow):
 

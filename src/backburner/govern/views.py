@@ -14,7 +14,7 @@ from ..base import quantities
 from ..base.errors import BackburnerError, NotFoundError
 from ..kernel import procfs
 from ..status import inforce, sources
-from . import load, procinfo, state
+from . import procinfo, rulesources, state
 from .rules import Rule, RuleError, Ruleset, StaticFacts, Verdict, explain
 
 
@@ -41,8 +41,8 @@ def running_matches(ruleset: Ruleset) -> dict[str, list[tuple[int, str]]]:
 
 
 def check(rules_dir: str | None, defaults: bool = True) -> CheckResult:
-    found = load.sources(rules_dir, defaults)
-    ruleset, errors = load.parse(found)
+    found = rulesources.sources(rules_dir, defaults)
+    ruleset, errors = rulesources.parse(found)
     result = CheckResult([s.shown for s in found], ruleset, errors)
     if not errors:
         result.matches = running_matches(ruleset)
@@ -88,7 +88,7 @@ class Explanation:
 def explain_pid(pid: int, rules_dir: str | None, defaults: bool = True) -> Explanation:
     if procfs.start_time(pid) is None:
         raise NotFoundError(f"no process with PID {pid}", "check it with `ps -p PID`")
-    ruleset = load.load(rules_dir, defaults)
+    ruleset = rulesources.load(rules_dir, defaults)
     facts = procinfo.ProcInfo(pid).freeze()
     verdicts = explain(ruleset, facts)
     governing = next((v.rule for v in verdicts if v.matched), None)

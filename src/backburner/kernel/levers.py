@@ -54,7 +54,7 @@ class Disk:
 
 
 @dataclass(frozen=True)
-class Groups:
+class GroupIO:
     """The groups a job would run in, as far as its IO goes."""
 
     hierarchy: str  # "v2" (cgroup v2's io controller), "v1" (blkio), "none"
@@ -69,7 +69,7 @@ class Effect:
     """What each lever does on `disk` for a job in `groups` (pure)."""
 
     disk: Disk
-    groups: Groups
+    groups: GroupIO
 
     @property
     def io_class(self) -> bool:
@@ -160,7 +160,7 @@ def read_disk(name: str, sys_block: str = block.SYS_BLOCK,
 
 
 def read_groups(enables: Iterable[str] = (), mountinfo: str = "/proc/self/mountinfo"
-                ) -> Groups:
+                ) -> GroupIO:
     """The groups a job would get here: cgroup v2 where its root offers the io controller
     (as `priority.plan_cgroup` and systemd choose), else v1 blkio. `enables`: the
     controllers the command turns on along the job's path itself (its plan's, or what
@@ -171,14 +171,14 @@ def read_groups(enables: Iterable[str] = (), mountinfo: str = "/proc/self/mounti
     if root is not None and "io" in available:
         on = cgroups.subtree_control(root) | set(enables)
         sample = cgroups.child_with(root, "io")
-        return Groups("v2", writeback={"io", "memory"} <= available & on,
+        return GroupIO("v2", writeback={"io", "memory"} <= available & on,
                       prio_class=(sample / "io.prio.class").exists() if sample else None,
                       latency=(sample / "io.latency").exists() if sample else None,
                       cost=(root / "io.cost.qos").exists())
-    return Groups("v1" if cgroups.v1_mount("blkio", mountinfo) else "none")
+    return GroupIO("v1" if cgroups.v1_mount("blkio", mountinfo) else "none")
 
 
-def effect(name: str, groups: Groups, sys_block: str = block.SYS_BLOCK,
+def effect(name: str, groups: GroupIO, sys_block: str = block.SYS_BLOCK,
            cgroup2: str | None = None) -> Effect:
     """What every lever does on disk `name` for a job in `groups`, now."""
     return Effect(read_disk(name, sys_block, cgroup2), groups)

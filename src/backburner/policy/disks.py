@@ -59,7 +59,7 @@ def asked(policies: Iterable[Policy]) -> tuple[str, ...]:
     return tuple(lever for lever in levers.LEVERS if lever in found)
 
 
-def groups_for(policies: Iterable[Policy], systemd_owns: bool) -> levers.Groups:
+def groups_for(policies: Iterable[Policy], systemd_owns: bool) -> levers.GroupIO:
     """The groups such a job gets here: the io controller turned on along its path for a
     weight (by our plan, or by systemd for IOWeight=), memory with it by our plan (systemd
     turns memory on where its memory accounting is, which the root shows)."""
@@ -136,7 +136,7 @@ def mounted(paths: dict[str, str], mountinfo: str = procfs.MOUNTINFO,
 
 def reports(policies: Iterable[Policy] = (BUILTIN["background"],), *,
             cwd: str | None = None, every_mounted: bool = True,
-            groups: levers.Groups | None = None, systemd_owns: bool = False
+            groups: levers.GroupIO | None = None, systemd_owns: bool = False
             ) -> list[DiskReport]:
     """What the policies' levers do on each disk that matters: the ones holding `cwd`, `/`,
     `/var` and `/home`, and (`every_mounted`) every other mounted disk. Data, for a status
@@ -181,7 +181,7 @@ def running(effect: levers.Effect) -> str:
 
 
 def warning(policies: Iterable[Policy], cwd: str | None, *, systemd_owns: bool = False,
-            groups: levers.Groups | None = None, skip: Iterable[str] = ()) -> str | None:
+            groups: levers.GroupIO | None = None, skip: Iterable[str] = ()) -> str | None:
     """The one line `run`, `govern` and `apply` print when a lever asked for does nothing
     on the disk holding the job's working directory, `/` or `/var` (`skip`: disks about to
     change, e.g. by the scheduler rule being installed); None when every one acts there."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from ..kernel.pagecache import PAGE_SIZE, cachestat, mincore_vector
-from .pack import Ranges, merge_ranges, ranges_from_pages
+from .ranges import Ranges, merge_ranges, ranges_from_pages
 
 MINCORE_CHUNK = 1 << 30  # map at most 1 GiB of a file at a time
 

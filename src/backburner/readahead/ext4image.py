@@ -44,9 +44,10 @@ from dataclasses import dataclass, field
 
 from .. import system
 from ..base.errors import BackburnerError, ExistsError, NotFoundError, SystemStateError, UsageError
-from ..base.quantities import MiB, human_size
+from ..base.quantities import MiB
 from . import ext4end, ext4move, hotorder, hotplan, tree
-from .e2tools import BLOCK, GROUP_BYTES, complaint, must, tool
+from .e2tools import BLOCK, must, tool
+from .ext4mkfs import fsck, grow, inodes_per_group, mkfs_first_pass
 from .layout import (
     DEFAULT_PROFILE,
     CheckResult,
@@ -56,12 +57,11 @@ from .layout import (
     norm_root,
     relative,
 )
-from .pack import Pack, Ranges, merge_ranges
+from .pack import Pack
+from .ranges import Ranges, merge_ranges
 
 log = logging.getLogger(__name__)
 
-INODE_RATIO = 16384  # mke2fs.conf [defaults] inode_ratio: what -T default gives
-MAX_INODES_PER_GROUP = 8 * BLOCK
 #: The staging directory of pass 1. mke2fs -d fills a directory in the order of its names
 #: (byte order, under LC_ALL=C), so this one, whose first byte sorts after any name's,
 #: comes after the root's placeholders (which take inodes, no blocks) and its numbered
@@ -250,49 +250,6 @@ def _first_pass_size(plan: hotplan.Plan, hot_bytes: int, scan: _Scan) -> int:
     return -(-size // MiB) * MiB
 
 
-def _inodes_per_group(final: int, items: int) -> int:
-    groups = -(-final // GROUP_BYTES)
-    ipg = max(GROUP_BYTES // INODE_RATIO, -(-int(items * 1.2) // groups))
-    ipg = -(-ipg // 16) * 16  # whole inode-table blocks (16 inodes of 256 bytes)
-    if ipg > MAX_INODES_PER_GROUP:
-        raise UsageError(f"{items} files do not fit in an ext4 of this size",
-                         "give a larger --size")
-    return ipg
-
-
-#: What mke2fs -d says when the hot files do not fit the first pass: then it is grown.
-_NO_ROOM = ("could not allocate", "no free space", "no space left", "not enough space",
-            "too many inodes", "inode table too big")
-
-
-def _mkfs_first_pass(image: str, stage_root: bytes, size: int, ipg: int, final: int) -> int:
-    """mke2fs -d HOT into the image, growing the first pass until the hot files fit.
-
-    packed_meta_blocks keeps the bitmaps and the inode table in one block at the start
-    (else small hot files fill the holes flex_bg leaves between them, away from the rest);
-    resize= reserves descriptor blocks for the final size, so growing moves nothing. Any
-    other complaint of mke2fs is the error, in its own words (one line, not its usage)."""
-    while True:
-        groups = -(-size // GROUP_BYTES)
-        os.truncate(image, size)
-        res = tool(["mke2fs", "-q", "-F", "-t", "ext4", "-T", "default", "-b", str(BLOCK),
-                    "-O", "^has_journal", "-N", str(ipg * groups),
-                    "-E", f"nodiscard,packed_meta_blocks=1,resize={final // BLOCK}",
-                    "-d", os.fsdecode(stage_root), image, f"{size // 1024}k"], "mke2fs")
-        if res.status == 0:
-            return size
-        why = complaint(res.stderr or res.stdout, "mke2fs")
-        log.debug("mke2fs at %d bytes: %s", size, res.stderr.strip())
-        os.truncate(image, 0)
-        grown = -(-int(size * 1.5) // MiB) * MiB
-        if not any(word in why.lower() for word in _NO_ROOM):
-            must(res, "mke2fs -d (the hot files' first pass)")
-        if size >= final:
-            raise UsageError(f"the hot files do not fit in --size {human_size(final)}: "
-                             f"mke2fs -d said: {why}", "give a larger --size")
-        size = min(grown, final)
-
-
 def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
     """Where a path of the staged tree ends up in the image."""
     parts = staged.split(b"/", 2)
@@ -300,13 +257,6 @@ def _image_rel(staged: bytes, plan: hotplan.Plan, staging: bytes) -> bytes:
         return staged
     base = plan.items[int(parts[1])].rel
     return os.path.join(base, parts[2]) if len(parts) > 2 else base
-
-
-def _grow(image: str, final: int) -> None:
-    os.truncate(image, final)
-    must(tool(["resize2fs", image, f"{final // 1024}k"], "resize2fs"), "resize2fs")
-    must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal",
-         tool_name="tune2fs")
 
 
 def _place_hot(tx: system.Transaction, src: bytes, mnt: bytes, device: str, scan: _Scan,
@@ -408,10 +358,6 @@ def _copy_rest(src: bytes, mnt: bytes, scan: _Scan, plan: hotplan.Plan,
     return counts
 
 
-def _fsck(image: str) -> None:
-    must(tool(["e2fsck", "-f", "-n", image], "e2fsck"), "e2fsck -fn of the new image")
-
-
 def _image_path(path: str) -> str:
     """IMAGE, checked before any work: a new file in an existing directory."""
     image = os.path.abspath(path)
@@ -468,7 +414,7 @@ def build_ext4(pack: Pack, opts: BuildOptions) -> BuildResult:
 def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[list[bytes]],
            sizes: list[int], how: hotorder.Order, base: bytes, missing: int, final: int,
            image: str) -> BuildResult:
-    ipg = _inodes_per_group(final, len(scan.nodes))
+    ipg = inodes_per_group(final, len(scan.nodes))
     staging = STAGING_PREFIX + secrets.token_hex(4).encode()
     with system.Transaction("layout-build") as tx:
         work = os.fsencode(tx.apply(system.PrivateDir(str(system.work_root()), "layout-")))
@@ -491,10 +437,10 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
             must(tool(["tune2fs", "-O", "has_journal", image], "tune2fs"), "adding the journal",
          tool_name="tune2fs")
         else:
-            first = _mkfs_first_pass(image, stage_root, need, ipg, final)
+            first = mkfs_first_pass(image, stage_root, need, ipg, final)
             if final < first:
                 raise UsageError(f"--size {final} is smaller than the hot files need ({first})")
-            _grow(image, final)
+            grow(image, final)
         shutil.rmtree(stage_root)
         mnt = os.path.join(work, b"mnt")
         tx.apply(system.MadeDir(os.fsdecode(mnt)))
@@ -507,7 +453,7 @@ def _build(pack: Pack, opts: BuildOptions, src: bytes, scan: _Scan, hot: list[li
         # cold directories made while those blocks were free would have taken them
         os.rmdir(os.path.join(mnt, staging))
         os.sync()
-    _fsck(image)
+    fsck(image)
     left_out = sum(n for i, ps in how.pieces.items()
                    for _, n in hotplan.unused(merge_ranges(ps), sizes[i]))
     result = BuildResult(image, final, first, len(hot), hot_bytes, missing, nodes, region_at,

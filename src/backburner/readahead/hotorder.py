@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from .hotplan import SPLIT_MIN, Touch, split, used
 from .layout import relative
-from .pack import LISTED, MISSED, STATTED, Pack, Ranges, merge_ranges, subtract_ranges
+from .pack import LISTED, MISSED, STATTED, Pack
+from .ranges import Ranges, merge_ranges, subtract_ranges
 
 
 @dataclass

@@ -38,7 +38,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .pack import Ranges, merge_ranges, page_align, subtract_ranges
+from .ranges import Ranges, merge_ranges, page_align, subtract_ranges
 
 #: A hot file is split when at least this much of it goes unread by the start. What
 #: leaving it in costs on the calibrated ``dvd``: a start skipping an unread part in the

@@ -35,7 +35,8 @@ from ..base.quantities import fmt_pct, fmt_s, human_size, plural
 from ..slowdisk.profiles import get_profile
 from . import predict
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
-from .pack import Pack, clip
+from .pack import Pack
+from .ranges import clip
 from .summary import pieces_of
 
 log = logging.getLogger(__name__)

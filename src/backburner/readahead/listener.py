@@ -28,8 +28,8 @@ from .. import spawn
 from ..base.errors import BackburnerError, UnavailableError
 from ..kernel import fanotify, proc_events, procfs
 from . import cached
-from .pack import Ranges, merge_ranges
-from .replay import CHILD_NAME
+from .background import CHILD_NAME
+from .ranges import Ranges, merge_ranges
 from .watched import Watched
 
 log = logging.getLogger(__name__)

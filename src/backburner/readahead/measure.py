@@ -26,8 +26,9 @@ from .. import spawn, system
 from ..base.errors import UsageError
 from ..files import outfile
 from ..trace import pagecache
-from . import packfile, replay, verdict
-from .pack import OK, Pack, clip
+from . import background, freshness, packfile, replay, verdict
+from .pack import OK, Pack
+from .ranges import clip
 from .verdict import FASTER, SAME, SLOWER, Verdict
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def _replayed_pages(pack: Pack) -> dict[tuple[int, int], set[int]]:
     """The pages of the pack's files a replay reads now (those still as recorded)."""
     out: dict[tuple[int, int], set[int]] = {}
     page = pack.page_size
-    for entry, status, now in replay.check_files(pack):
+    for entry, status, now in freshness.check_files(pack):
         if status != OK or now is None:
             continue
         pages = out.setdefault((now.dev, now.inode), set())
@@ -84,7 +85,7 @@ def _round(pack_path: str, pack: Pack, argv: Sequence[str], opts: MeasureOptions
         if replaying and opts.mode == "before":
             before = replay.replay(pack, ropts).seconds
         elif replaying:
-            child = replay.start_background(pack_path, ropts)
+            child = background.start_background(pack_path, ropts)
         outcome = spawn.run_foreground(argv)
     finally:
         uses: list[pagecache.PageUse] = []

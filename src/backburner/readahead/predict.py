@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from ..base.errors import BackburnerError
 from ..extents import fiemap
 from ..extents.runs import UNMAPPABLE
-from ..slowdisk.model import Disk, Profile
+from ..slowdisk.drive import Profile
+from ..slowdisk.model import Disk
 from . import ext4meta
 from .pack import LISTED, MISSED, Pack, Step
 

@@ -52,7 +52,8 @@ from ..base.errors import NotFoundError, UnavailableError, UsageError
 from ..files import outfile
 from . import packfile, traced
 from .listener import MASK_SYSTEM, Listener, is_backburner, tree_of
-from .pack import Entry, Pack, Ranges
+from .pack import Entry, Pack
+from .ranges import Ranges
 from .resident import build_pack, device_cache, metadata_entry
 from .watched import Watched, watched_filesystems
 

@@ -21,7 +21,8 @@ then waited for by reading each piece back (POSIX_FADV_RANDOM on our own descrip
 that wait adds no read-ahead of its own). The work runs in a thread that sets its own IO
 priority; the caller gets the report at the deadline at the latest, whatever the thread is
 blocked in (it stops at its next piece). `start_background` runs a replay as a detached
-child through `spawn`, for a start that should not wait for it.
+child (`background`), for a start that should not wait for it; whether each entry is
+still what was recorded is `freshness`'s to say.
 """
 
 from __future__ import annotations
@@ -35,19 +36,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..base.errors import BackburnerError, UsageError
 from ..base.quantities import fmt_mbps, fmt_s, human_size, plural
 from ..kernel import block, pagecache, priorities
-from ..policy import grammar
 from . import cached
-from .byinode import ByInode, block_mounts, inode_tables_apart
+from .byinode import ByInode, inode_tables_apart
+from .freshness import check_devices, check_files
 from .order import Piece, access_order, chunks, physical_order, within_budget
-from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, clip, rebased, status
-
-if TYPE_CHECKING:
-    from .. import spawn
+from .pack import CHANGED, MISSING, OK, Entry, FileState, Pack, rebased
+from .ranges import clip
 
 log = logging.getLogger(__name__)
 
@@ -107,81 +105,7 @@ class _Open:
     ranges: list[tuple[int, int]]
 
 
-# --- checking and opening ------------------------------------------------------------------
-
-
-def current_state(path: bytes, fsids: dict[int, int]) -> FileState | None:
-    """The identity of the regular file at `path` now (not following a final symlink)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    if st.st_dev not in fsids:
-        try:
-            fsids[st.st_dev] = int(os.statvfs(path).f_fsid) & ((1 << 64) - 1)
-        except OSError:
-            fsids[st.st_dev] = 0
-    return FileState(st.st_dev, fsids[st.st_dev], st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def check_entries(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
-    """(entry, OK/CHANGED/MISSING, its state now) for every entry, in pack order."""
-    devices, files = iter(check_devices(pack)), iter(check_files(pack))
-    return [next(devices) if e.device else next(files) for e in pack.entries]
-
-
-def check_files(pack: Pack, by_inode: ByInode | None = None
-                ) -> list[tuple[Entry, str, FileState | None]]:
-    """The file entries, looked at in the order of their recorded inode numbers: on a cold
-    rotating disk that reads the inode tables in one ascending pass. With `by_inode`, by
-    inode where it can (no directory read), else by path."""
-    fsids: dict[int, int] = {}
-    files = [e for e in pack.entries if not e.device]
-    states: dict[int, FileState | None] = {}
-    for i in sorted(range(len(files)), key=lambda i: (files[i].state.dev,
-                                                      files[i].state.inode)):
-        now = by_inode.state(files[i]) if by_inode is not None else None
-        states[i] = now if now is not None else current_state(files[i].path, fsids)
-    return [(e, status(e, states[i]), states[i]) for i, e in enumerate(files)]
-
-
-def check_devices(pack: Pack) -> list[tuple[Entry, str, FileState | None]]:
-    """The device entries, each matched to the device its filesystem is mounted from now
-    (by fsid: an image may be attached under another loop device), without touching the
-    filesystem itself: its metadata is what they are there to bring in. The entry comes
-    back with that device's node as its path."""
-    devices = [e for e in pack.entries if e.device]
-    if not devices:
-        return []
-    mounted = {fsid: m.devno for fsid, m in block_mounts().items()}
-    return [_device_now(e, mounted.get(e.state.fsid) if e.state.fsid else
-                        (e.state.dev if e.state.dev in mounted.values() else None))
-            for e in devices]
-
-
-def _device_now(e: Entry, dev: int | None) -> tuple[Entry, str, FileState | None]:
-    if dev is None:
-        return e, MISSING, None  # none of its filesystem's files is here as recorded
-    node = _sysfs_node(dev)
-    try:
-        st = os.stat(node) if node else None
-    except OSError:
-        st = None
-    if st is None or not stat.S_ISBLK(st.st_mode) or st.st_rdev != dev:
-        return e, MISSING, None
-    now = FileState(dev, e.state.fsid, 0, _device_size(dev), 0)
-    return replace(e, path=os.fsencode(node)), status(e, now), now
-
-
-def _sysfs_node(dev: int) -> str | None:
-    """/dev/NAME of block device `dev` (from its uevent), or None."""
-    return block.node_of(dev)
-
-
-def _device_size(dev: int) -> int:
-    return block.size_bytes(dev)
+# --- opening ---------------------------------------------------------------------------------
 
 
 def _open(entry: Entry, now: FileState, by_inode: ByInode | None = None) -> int | None:
@@ -542,34 +466,3 @@ def describe(r: ReplayReport) -> str:
     elif r.stopped == "budget" and r.budget is not None:
         line += f"; cut at the budget of {human_size(r.budget)}"
     return line
-
-
-#: The background child as a whole: idle CPU and IO, so its checks (a stat of every file)
-#: do not compete with the start it prepares; its worker thread then takes the IO class its
-#: order calls for.
-BACKGROUND_POLICY = grammar.Policy("readahead", io=priorities.IOPrio("idle"),
-                                    cpu=priorities.CPUPolicy("idle"))
-#: Its process name (comm): `ps` shows it, and `record` leaves its reads out.
-CHILD_NAME = "bb-replay"
-
-
-def start_background(pack_path: str, opts: ReplayOptions) -> spawn.Child:
-    """The same replay in a detached child (it outlives us; it ends by its deadline): a
-    fork of this process, which has the code loaded already. A new interpreter would
-    start cold beside the start it prepares and cost it more than the replay saves on a
-    fast device (docs/measurements/readahead.md has the figures). Its exit status is the
-    CLI's for the same error (65 for a pack that went bad meanwhile)."""
-    from .. import spawn
-    from . import packfile
-
-    path = os.path.abspath(pack_path)
-
-    def work() -> int:
-        try:
-            replay(packfile.load(path), opts)
-        except BackburnerError as err:
-            return err.exit_status
-        return 0
-
-    return spawn.fork_call(work, name=CHILD_NAME, policy=BACKGROUND_POLICY, new_group=True,
-                           detached=True)

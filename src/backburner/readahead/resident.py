@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from ..kernel.pagecache import PAGE_SIZE
 from . import cached
-from .pack import Entry, FileState, Pack, Ranges, clip, digest, merge_ranges, subtract_ranges
+from .pack import Entry, FileState, Pack, digest
+from .ranges import Ranges, clip, merge_ranges, subtract_ranges
 from .watched import Watched
 
 log = logging.getLogger(__name__)

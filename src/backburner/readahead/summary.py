@@ -23,21 +23,10 @@ from ..base.errors import BackburnerError
 from ..base.quantities import fmt_pct, human_size, plural
 from ..extents import fiemap, runs_of, select
 from .cached import open_file
+from .freshness import check_entries
 from .order import Piece, access_order, ascending_fraction, physical_order, seeks, span
-from .pack import (
-    CHANGED,
-    LISTED,
-    MISSED,
-    MISSING,
-    OK,
-    STATTED,
-    Entry,
-    Pack,
-    clip,
-    digest,
-    show_path,
-)
-from .replay import check_entries
+from .pack import CHANGED, LISTED, MISSED, MISSING, OK, STATTED, Entry, Pack, digest, show_path
+from .ranges import clip
 
 log = logging.getLogger(__name__)
 

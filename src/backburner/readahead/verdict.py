@@ -104,13 +104,14 @@ def replay_unless_slower(pack_path: str, opts: ReplayOptions, force: bool,
     not `force`d): the pack's verdict (if any), and the replay's report (`background`:
     the child doing it); both None when it was skipped for that."""
     from . import packfile, replay  # here: show reads a verdict without a replay's imports
+    from .background import start_background
 
     found = load(pack_path)
     pack = packfile.load(pack_path)  # a bad pack is refused here, not in the background
     if found is not None and found.slower and not force:
         return found, None, None
     if background:
-        return found, None, replay.start_background(pack_path, opts)
+        return found, None, start_background(pack_path, opts)
     return found, replay.replay(pack, opts), None
 
 

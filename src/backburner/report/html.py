@@ -14,6 +14,7 @@ from ..base.quantities import fmt_bytes, fmt_duration, fmt_factor, fmt_range, fm
 from ..files import outfile
 from ..store.cell import NO_PREPARE
 from . import page as htmlpage
+from .caveats import caveat_text, notes_text
 from .data import ReportData
 from .summary import RESAMPLES, SEED, Row, sequential, summary_rows
 from .words import (
@@ -23,11 +24,9 @@ from .words import (
     bands_text,
     bulk_ratio_text,
     bulk_speed_text,
-    caveat_text,
     is_network,
     lost_text,
     median_value_text,
-    notes_text,
     policy_text,
     row_verdict_text,
     same_axis,

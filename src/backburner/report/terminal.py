@@ -23,6 +23,7 @@ from rich.text import Text
 
 from ..base.quantities import fmt_range, fmt_s, one_line
 from ..store.cell import NO_PREPARE
+from .caveats import caveat_text, notes_text
 from .data import ReportData
 from .summary import Row, summary_rows
 from .words import (
@@ -31,13 +32,11 @@ from .words import (
     bands_text,
     bulk_ratio_text,
     bulk_speed_text,
-    caveat_text,
     headline,
     is_network,
     lost_text,
     median_text,
     median_value_text,
-    notes_text,
     policy_text,
     row_verdict_text,
     same_axis,

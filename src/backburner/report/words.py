@@ -1,10 +1,11 @@
-"""Every sentence a report says: verdicts, warnings, notes and the short texts of a row.
+"""The sentences of a report's verdicts and the short texts of a row.
 
-`stats` and the report's rows hold kinds, codes and numbers; this module is the one place
-that turns them into words (and the advice in them, "raise --timeout"), so the terminal,
-Markdown, HTML and the JSON export's ``text`` and ``message`` fields say the same thing,
-while a script reads the codes and numbers beside them. Each kind and code has one entry
-in a table below; a test checks that none is missing.
+`stats` and the report's rows hold kinds, codes and numbers; this module turns the
+verdicts into words (and the advice in them, "raise --timeout"), so the terminal,
+Markdown, HTML and the JSON export's ``text`` fields say the same thing, while a script
+reads the codes and numbers beside them; `caveats` does the same for the warnings and
+notes beside a verdict. Each kind has one entry in a table below; a test checks that none
+is missing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from .. import stats
 from ..base.quantities import (
     DASH,
-    INFINITY,
     TIMES,
     fmt_factor,
     fmt_mbps,
@@ -24,10 +24,10 @@ from ..base.quantities import (
     fmt_ratio_ci,
     fmt_s,
 )
-from ..stats import CaveatCode, TimeoutReach, VerdictKind
+from ..stats import VerdictKind
 from ..store.cell import NO_PREPARE, Cell
 from .data import ReportData
-from .summary import MB, NoteCode, Row, RowCaveat, RowKind, notes
+from .summary import MB, Row, RowKind
 
 GE = "\u2265"
 PLUS_MINUS = "\u00b1"
@@ -40,15 +40,15 @@ OUTLIER_RULE = (
 Params = Mapping[str, stats.Param]
 
 
-def _s(n: int) -> str:
+def plural_s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def _are(n: int) -> str:
+def are(n: int) -> str:
     return "is" if n == 1 else "are"
 
 
-def _were(n: int) -> str:
+def were(n: int) -> str:
     return "was" if n == 1 else "were"
 
 
@@ -191,7 +191,7 @@ def _needed(p: Params, tolerance: float) -> str:
         return (f"at the ratio and spread seen no practical number of trials decides it "
                 f"at {band_text(tolerance)}")
     n = int(p["trials_needed"])
-    return f"at the spread seen about {n} trial{_s(n)} would decide it"
+    return f"at the spread seen about {n} trial{plural_s(n)} would decide it"
 
 
 def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
@@ -204,7 +204,7 @@ def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
     ratio = f"{at_least}{fmt_factor(r.ratio)}{TIMES} unloaded ({_ci_words(r)})"
     head = f"undecided at {band_text(tolerance)}"
     if p["stopped"] == "out-of-reach":
-        return (f"{head}, stopped after {trials} trial{_s(trials)}: {ratio}; not even "
+        return (f"{head}, stopped after {trials} trial{plural_s(trials)}: {ratio}; not even "
                 f"--max-runs could decide it" + (f" ({needed})" if needed else ""))
     option, advice = _BUDGETS[str(p["stopped"])]
     if math.isinf(r.hi) and int(p.get("timeouts", 0)):
@@ -213,7 +213,7 @@ def _undecided(r: stats.RatioCI, at_least: str, p: Params) -> str:
         advice = f"{needed}: {advice}" if p.get("decidable") else needed
     else:
         advice += " to decide"
-    return (f"{head} when {option} ran out after {trials} trial{_s(trials)}: "
+    return (f"{head} when {option} ran out after {trials} trial{plural_s(trials)}: "
             f"{ratio}; {advice}")
 
 
@@ -241,7 +241,7 @@ def _no_baseline(p: Params) -> str:
 
 def _timed_out(p: Params) -> str:
     n = int(p["timeouts"])
-    return (f"all {n} counted trial{_s(n)} timed out: "
+    return (f"all {n} counted trial{plural_s(n)} timed out: "
             f"{GE}{fmt_factor(float(p['ratio_at_least']))}{TIMES} slower than unloaded")
 
 
@@ -319,150 +319,6 @@ COMPARED: dict[str, Callable[[Params, stats.RatioCI | None], str]] = {
 def compare_verdict_text(kind: str, params: Params, ratio: stats.RatioCI | None) -> str:
     """B judged against A (`report.compare`): changed, equivalent, inconclusive or why not."""
     return COMPARED[kind](params, ratio)
-
-
-# --------------------------------------------------------------------------- warnings
-
-
-_TIMEOUT_EFFECT = {
-    TimeoutReach.EVERYTHING: "no trial completed, so only a lower bound of the time is known",
-    TimeoutReach.MEDIAN: f"so the median is only a lower bound ({GE}) and its interval is "
-                         "open above",
-    TimeoutReach.INTERVAL: f"so the median's interval is open above ({INFINITY})",
-    TimeoutReach.NOTHING: "they do not reach the median or its interval",
-}
-
-
-def _too_few_trials(p: Params) -> str:
-    n = int(p["trials"])
-    head = "no completed trials" if n == 0 else f"only {n} trial{_s(n)}"
-    return (f"{head}: too few for a {fmt_pct(float(p['confidence']))} interval of the median; "
-            f"use {p.get('option', '--trials')} {p['advised']} or more")
-
-
-def _timeouts(p: Params) -> str:
-    n = int(p["count"])
-    return (f"{n} trial{_s(n)} timed out and {_are(n)} counted in this cell at the limit "
-            f"{'they' if n != 1 else 'it'} hit (the probe took at least that long), not "
-            f"dropped: {_TIMEOUT_EFFECT[TimeoutReach(p['reach'])]}; raise --timeout if the "
-            "probe is merely slow, or treat this configuration as pathological")
-
-
-def _bimodal(p: Params) -> str:
-    return (f"samples look bimodal (bimodality coefficient {float(p['coefficient']):.2f} > "
-            f"{p['threshold']}); the median may describe neither mode: look at the strip "
-            "plot and run more trials")
-
-
-def _not_cold(p: Params) -> str:
-    if p["evidence"] == "blocks":
-        return (f"the probe's cold trials read {float(p['cold_blocks']):.0f} blocks from disk "
-                f"(median), no more than warm ones ({float(p['warm_blocks']):.0f}): caches "
-                "were probably not dropped, or the probe's files are on a RAM-backed "
-                "filesystem")
-    return ("the probe's cold time equals its warm time: caches were probably not dropped, "
-            "or the probe's files are not on the device under test")
-
-
-def _outliers(p: Params) -> str:
-    k, n = int(p["count"]), int(p["trials"])
-    return (f"{k} of {n} trials ({k / n:.0%}) are outliers by Tukey's rule (flagged, not "
-            "dropped); stop other activity on the machine, check the strip plot, or run "
-            "more trials")
-
-
-def _failed(p: Params) -> str:
-    n = int(p["count"])
-    return (f"{n} trial{_s(n)} failed (the probe exited with an error or was killed) and "
-            f"{_are(n)} not in the samples; the exit codes are in the CSV export")
-
-
-def _aborted(p: Params) -> str:
-    n = int(p["count"])
-    return (f"{n} trial{_s(n)} {_were(n)} skipped after repeated timeouts and {_are(n)} not "
-            "in the samples; raise --timeout or --abort-factor to measure them")
-
-
-def _no_baseline_cell(p: Params) -> str:
-    return (f"there is no unloaded cell for scheduler {p['scheduler']}: add load none to "
-            "the matrix to get a ratio to unloaded")
-
-
-_CAVEATS: dict[str, Callable[[Params], str]] = {
-    CaveatCode.TOO_FEW_TRIALS: _too_few_trials,
-    CaveatCode.TIMEOUTS: _timeouts,
-    CaveatCode.BIMODAL: _bimodal,
-    CaveatCode.NOT_COLD: _not_cold,
-    CaveatCode.OUTLIERS: _outliers,
-    RowCaveat.FAILED: _failed,
-    RowCaveat.ABORTED: _aborted,
-    RowCaveat.WARM: lambda p: ("caches were not dropped before these trials (cold=0): they "
-                               "measure warm start-up, not the cold start the background "
-                               "load affects most"),
-    RowCaveat.NO_BASELINE: _no_baseline_cell,
-    NoteCode.UNFINISHED_RUN: lambda p: (
-        f"run {p['run']} has no finish time: bench was interrupted or is still running, so "
-        "cells may have fewer trials than planned (`bench --resume` continues it)"),
-    NoteCode.POOLED_RUNS: lambda p: (
-        f"{p['runs']} runs in this database; trials of the same cell are pooled"),
-    NoteCode.UNEQUAL_TRIALS: lambda p: (
-        f"cells have unequal numbers of counted trials ({p['fewest']}{DASH}{p['most']})"),
-}
-
-
-def caveat_text(c: stats.Caveat) -> str:
-    """A warning about a cell, or a note about a report: what it means and what to do."""
-    return _CAVEATS[c.code](c.params)
-
-
-def notes_text(data: ReportData) -> list[str]:
-    """The report's notes (`summary.notes`) in words, then which levers acted per cell."""
-    return [caveat_text(n) for n in notes(data)] + levers_text(data)
-
-
-#: A policy's IO levers in words (the keys bench records, `kernel.levers.LEVERS`).
-_LEVERS = {"io": "the IO class", "io-weight": "the IO weight", "group-io": "io.prio.class",
-           "io-latency": "io.latency", "io-cost": "io.cost"}
-
-
-def _levers(keys: Iterable[str]) -> str:
-    words = [_LEVERS.get(k, k) for k in keys]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
-
-
-def _lever_record(policy: str, rec: Mapping[str, object]) -> str | None:
-    acted = [str(k) for k in rec.get("acted") or []]  # type: ignore[attr-defined]
-    ignored = [str(k) for k in rec.get("ignored") or []]  # type: ignore[attr-defined]
-    if not acted and not ignored:
-        return None
-    parts = []
-    if acted:
-        weight = f" ({rec['weight']})" if rec.get("weight") else ""
-        wb = "" if "io-weight" not in acted else (
-            ", its buffered writeback too" if rec.get("writeback") else
-            ", not on buffered writeback")
-        parts.append(f"{_levers(acted)}{weight} acted{wb}")
-    if ignored:
-        parts.append(f"{_levers(ignored)} did nothing")
-    return f"{policy}: " + "; ".join(parts)
-
-
-def levers_text(data: ReportData) -> list[str]:
-    """Per scheduler, which of each policy's IO levers acted on the device under test, as
-    the run recorded them (runs before they were recorded say nothing)."""
-    out: list[str] = []
-    for run in data.runs:
-        device = run.environment.get("device")
-        by_sched = device.get("levers") if isinstance(device, dict) else None
-        if not isinstance(by_sched, dict):
-            continue
-        for sched, by_policy in by_sched.items():
-            said = [t for p, rec in (by_policy or {}).items()
-                    if isinstance(rec, dict) and (t := _lever_record(p, rec))]
-            line = f"levers under {sched} on the device under test: {'; '.join(said)}"
-            if said and line not in out:
-                out.append(line)
-    return out
 
 
 # --------------------------------------------------------------------------- a row's short texts

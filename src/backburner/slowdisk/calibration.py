@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .model import Disk, Profile
+from .drive import Profile
+from .model import Disk
 from .profiles import DVD, DVD_GEOMETRY, HDD_5400
 
 #: Largest relative distance allowed between the model and a sourced figure (or range).

@@ -54,10 +54,11 @@ from ..base.errors import (
     UsageError,
 )
 from ..kernel import syscalls
+from .drive import Profile
 from .fs import MAX_ROUNDTRIP_COMPENSATION_S, SlowDiskFS
 from .hostqueue import HOST_QUEUE_DEPTH
 from .image import ImageFile
-from .model import Disk, Profile
+from .model import Disk
 from .profiles import get_profile, profile_names
 
 #: CPU priority of the daemon when it may raise it (root): -10, like other IO helpers.

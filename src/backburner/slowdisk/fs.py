@@ -56,9 +56,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .drive import FlatProfile, Profile
 from .hostqueue import HOST_QUEUE_DEPTH, HostQueue
 from .image import ImageFile
-from .model import Disk, FlatProfile, Profile, Waiting
+from .model import Disk, Waiting
 
 IMAGE_NAME = "disk.img"
 STATS_NAME = "stats.json"

@@ -10,7 +10,7 @@ of the right order, not taken from a particular datasheet.
 from __future__ import annotations
 
 from ..base.errors import UsageError
-from .model import FlatProfile, Optical, Profile
+from .drive import FlatProfile, Optical, Profile
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -35,7 +35,7 @@ from pathlib import Path
 from .. import spawn, system
 from ..base.errors import UnavailableError
 from . import engines, scratch
-from .window import kernel_dev
+from .attribution import kernel_dev
 
 log = logging.getLogger(__name__)
 

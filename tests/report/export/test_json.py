@@ -12,7 +12,7 @@ from helpers import SPECIAL, make_db, raw_samples
 
 from backburner import report, stats
 from backburner.base.quantities import fmt_range
-from backburner.report import words
+from backburner.report import caveats, words
 from backburner.report.export import json as json_export
 from backburner.report.summary import NoteCode, RowCaveat, RowKind
 from backburner.report.words import median_text
@@ -53,7 +53,7 @@ def test_verdicts_warnings_and_notes_carry_codes_and_numbers(tmp_path: Path) -> 
         kinds.add(v["kind"])
         for w in cell["warnings"]:
             assert set(w) == {"code", "message", "params"}
-            assert w["message"] == words.caveat_text(stats.Caveat(w["code"], w["params"]))
+            assert w["message"] == caveats.caveat_text(stats.Caveat(w["code"], w["params"]))
             codes.add(w["code"])
     assert kinds == {"baseline", "slower", "indistinguishable"}
     assert codes == {"timeouts", "aborted", "failed"}
@@ -72,7 +72,7 @@ def test_verdicts_warnings_and_notes_carry_codes_and_numbers(tmp_path: Path) -> 
         "rule": "noticeable", "text": words.band_rule_text(), "fraction": 0.1,
         "seconds": 0.1, "widest": 0.25}
     assert doc["note_codes"] == [{"code": "unfinished-run", "params": {"run": 1}}]
-    assert doc["notes"] == [words.caveat_text(stats.Caveat(n["code"], n["params"]))
+    assert doc["notes"] == [caveats.caveat_text(stats.Caveat(n["code"], n["params"]))
                             for n in doc["note_codes"]]
     assert doc["statistics"]["outlier_fence"] == stats.TUKEY_K == 1.5
     assert doc["statistics"]["outlier_rule"] == doc["cells"][0]["summary"]["outlier_rule"] \

@@ -10,9 +10,10 @@ from typing import Any, TextIO
 
 from ... import __version__, stats
 from ...store import TRIAL_FIELDS
+from ..caveats import caveat_text
 from ..data import ReportData
 from ..summary import RESAMPLES, SEED, Row, notes, summary_rows
-from ..words import OUTLIER_RULE, band_rule_text, caveat_text, row_verdict_text
+from ..words import OUTLIER_RULE, band_rule_text, row_verdict_text
 from .registry import exporter
 
 FORMAT = "backburner-results"

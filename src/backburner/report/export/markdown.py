@@ -11,6 +11,7 @@ from typing import TextIO
 
 from ...base.quantities import DASH, fmt_range, one_line
 from ...store.cell import NO_PREPARE
+from ..caveats import caveat_text, notes_text
 from ..data import ReportData
 from ..summary import summary_rows
 from ..words import (
@@ -19,11 +20,9 @@ from ..words import (
     bands_text,
     bulk_ratio_text,
     bulk_speed_text,
-    caveat_text,
     is_network,
     lost_text,
     median_text,
-    notes_text,
     policy_text,
     row_verdict_text,
     timeouts_text,

@@ -406,7 +406,7 @@ def test_a_net_dropin_is_one_systemd_takes(tmp_path: Path) -> None:
     (unit_dir / "bulk.service.d").mkdir(parents=True)
     (unit_dir / "bulk.service").write_text("[Service]\nExecStart=/bin/true\n")
     (unit_dir / "backburner-net.service").write_text(
-        (Path(__file__).parents[1] / "systemd/backburner-net.service").read_text()
+        (Path(__file__).parents[2] / "systemd/backburner-net.service").read_text()
         .replace("/usr/bin/backburner", "/bin/true"))
     (unit_dir / "bulk.service.d" / apply.DROPIN).write_text(
         apply.dropin("bulk.service", grammar.BUILTIN["default"], "background"))

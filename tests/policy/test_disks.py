@@ -15,12 +15,12 @@ import pytest
 from helpers import BB, TIMEOUT
 
 from backburner.kernel import block, levers
-from backburner.kernel.levers import Disk, Effect, Groups
+from backburner.kernel.levers import Disk, Effect, GroupIO
 from backburner.policy import disks
 from backburner.policy.disks import DiskReport
 from backburner.policy.grammar import BUILTIN, parse_policy
 
-V1 = Groups("v1")
+V1 = GroupIO("v1")
 BACKGROUND = BUILTIN["background"]
 
 
@@ -73,7 +73,7 @@ def test_a_loop_device_is_fixed_through_sysfs_no_udev_rule_matches_it() -> None:
 
 def test_a_lever_the_kernel_lacks_has_no_scheduler_fix() -> None:
     effect = Effect(Disk("sda", "8:0", block.ROTATIONAL, "bfq", block.SCHEDULERS, True),
-                    Groups("v2", latency=False))
+                    GroupIO("v2", latency=False))
     ignored = effect.ignored(disks.asked([BUILTIN["latency-target"]]))
     assert ignored == (levers.IO_LATENCY,) and disks.cure_for(effect, ignored) is None
 

@@ -1,4 +1,7 @@
-"""Whose IO a probe waited behind: one block device's requests during a window, per task.
+"""Whose IO a probe waited behind: one block device's requests during a probe's run,
+attributed to the tasks that issued them (named apart from the X windows of `bench/display`
+and the TCP window clamp of `net`: the period here is the probe's, the word "window" below
+means that period).
 
 `IOAttribution(device)` with `start()` / `stop() -> dict` is for `bench`: around a probe it
 records, with `perf record -a`,

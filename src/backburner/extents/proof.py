@@ -1,4 +1,5 @@
-"""verify, save and check: a map proven against the device's bytes, kept, and re-checked.
+"""The proof of an extent map: verify, save and check it against the device's bytes, so a
+map is kept only once proven and re-checked before it is trusted.
 
 `verify` reads every mapped range from the block device and the same range through the
 filesystem and compares them byte for byte. `save` does the same pass over the whole file,

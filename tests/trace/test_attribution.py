@@ -16,8 +16,8 @@ import pytest
 from backburner import system
 from backburner.base.errors import NotFoundError, UsageError
 from backburner.kernel import procfs
-from backburner.trace import engines, window
-from backburner.trace.window import Event
+from backburner.trace import attribution, engines
+from backburner.trace.attribution import Event
 
 PERF_SCRIPT = """\
     bash 15539/15539  sched:sched_process_fork: comm=bash pid=15539 child_comm=bash child_pid=15547
@@ -37,7 +37,7 @@ PERF_SCRIPT = """\
 
 
 def test_parse_events() -> None:
-    events = window.parse_events(PERF_SCRIPT.splitlines())
+    events = attribution.parse_events(PERF_SCRIPT.splitlines())
     kinds = [e.kind for e in events]
     assert kinds == ["fork", "queue", "issue", "writeback", "queue", "split", "issue", "issue",
                      "queue", "issue", "issue", "issue"]
@@ -48,8 +48,8 @@ def test_parse_events() -> None:
 
 
 def test_attribution_rules() -> None:
-    result = window.attribute(window.parse_events(PERF_SCRIPT.splitlines()), probe=[15539],
-                              load=[4242])
+    result = attribution.attribute(attribution.parse_events(PERF_SCRIPT.splitlines()),
+                                   probe=[15539], load=[4242])
     g = result["groups"]
     assert g["probe"] == {"requests": 1, "bytes": 65536, "read_bytes": 65536, "write_bytes": 0,
                           "queued_bytes": 65536}  # dd: a child of the probe's shell
@@ -72,19 +72,19 @@ def test_attribution_edges_partitions_and_kernel_log_writers() -> None:
               Event("issue", 51, 51, "tar", rwbs="W", sector=5000, nr_sector=8, nbytes=4096),
               Event("queue", 60, 60, "cat", rwbs="R", sector=20, nr_sector=8),
               Event("issue", 60, 60, "cat", rwbs="R", sector=20, nr_sector=8, nbytes=4096)]
-    r = window.attribute(events, load=[50], known_edges={50: {51}}, sectors=(0, 1000))
+    r = attribution.attribute(events, load=[50], known_edges={50: {51}}, sectors=(0, 1000))
     assert r["groups"]["journal"]["requests"] == 1  # a kworker writing with FUA: a log commit
     assert r["groups"]["load"]["requests"] == 0  # sector 5000 is outside the partition
     assert r["groups"]["load"]["queued_bytes"] == 4096  # but it asked for it
     assert r["groups"]["other"]["read_bytes"] == 4096
-    assert window.tree([1], {1: {2}, 2: {3}, 7: {8}}) == {1, 2, 3}
+    assert attribution.tree([1], {1: {2}, 2: {3}, 7: {8}}) == {1, 2, 3}
 
 
 def test_proc_io_attribution_is_pure() -> None:
     before = {10: (0, 0, "probe"), 20: (100, 0, "load"), 30: (0, 0, "jbd2/sda1-8")}
     after = {10: (4096, 0, "probe"), 20: (100, 8192, "load"), 21: (0, 4096, "cp"),
              30: (0, 512, "jbd2/sda1-8"), 40: (7, 7, "idle")}
-    r = window.attribute_proc_io(before, after, {21: 20}, probe=[10], load=[20])
+    r = attribution.attribute_proc_io(before, after, {21: 20}, probe=[10], load=[20])
     g = r["groups"]
     assert g["probe"]["read_bytes"] == 4096 and g["load"]["write_bytes"] == 12288
     assert g["journal"]["write_bytes"] == 512 and g["other"]["bytes"] == 14
@@ -92,14 +92,14 @@ def test_proc_io_attribution_is_pure() -> None:
 
 def test_device_resolution() -> None:
     with pytest.raises(NotFoundError):
-        window.resolve_device("no-such-disk-bb")
-    assert window.kernel_dev(7, 3) == 7 * 2**20 + 3
+        attribution.resolve_device("no-such-disk-bb")
+    assert attribution.kernel_dev(7, 3) == 7 * 2**20 + 3
     with pytest.raises(UsageError):
-        window.IOAttribution("no-such-disk-bb", method="bogus")
+        attribution.IOAttribution("no-such-disk-bb", method="bogus")
     loopish = next((d.name for d in Path("/sys/class/block").iterdir()), None)
     if loopish:
         with pytest.raises(RuntimeError):
-            window.IOAttribution(loopish).stop()
+            attribution.IOAttribution(loopish).stop()
 
 
 # --- for real ------------------------------------------------------------------------------
@@ -130,12 +130,12 @@ def test_perf_attributes_a_real_probe_and_load(ext4_loop) -> None:
         pytest.fail(f"perf cannot run here: {engines.PerfEngine().missing()}")
     loop, mnt = ext4_loop
     tracefs_before = system.tracefs_mount()
-    with window.IOAttribution(loop) as attribution:
-        attribution.start()
+    with attribution.IOAttribution(loop) as io:
+        io.start()
         load = subprocess.Popen(["sh", "-c", WRITE.format(mnt=mnt)])
         probe = subprocess.Popen(["sh", "-c", READ.format(dev=loop)])
         assert probe.wait(60) == 0 and load.wait(60) == 0
-        r = attribution.stop(probe_pids=[probe.pid], load_pids=[load.pid])
+        r = io.stop(probe_pids=[probe.pid], load_pids=[load.pid])
     assert r["method"] == "perf" and r["device"] == os.path.basename(loop)
     g = r["groups"]
     assert g["probe"]["read_bytes"] == 64 * 65536 and g["probe"]["requests"] >= 64
@@ -155,8 +155,8 @@ def test_perf_attributes_a_real_probe_and_load(ext4_loop) -> None:
 @pytest.mark.timeout(120)
 def test_proc_io_fallback_on_a_real_reader(ext4_loop) -> None:
     loop, _ = ext4_loop
-    attribution = window.IOAttribution(loop, method="proc-io")
-    attribution.start()
+    io = attribution.IOAttribution(loop, method="proc-io")
+    io.start()
     with subprocess.Popen(["sh", "-c", READ.format(dev=loop) + "; read x"],
                           stdin=subprocess.PIPE) as probe:
         # dd ends and is reaped by the shell: its IO is added to the shell's /proc/PID/io
@@ -166,7 +166,7 @@ def test_proc_io_fallback_on_a_real_reader(ext4_loop) -> None:
                                           capture_output=True, text=True).stdout:
                 break
             time.sleep(0.01)
-        r = attribution.stop(probe_pids=[probe.pid])
+        r = io.stop(probe_pids=[probe.pid])
         probe.communicate(b"\n", timeout=30)
     assert r["method"] == "proc-io" and "all devices" in r["detail"]
     assert r["groups"]["probe"]["read_bytes"] >= 64 * 65536
@@ -180,23 +180,23 @@ def test_perf_records_into_a_journaled_tmpfs_not_dev_shm(ext4_loop, state_dir) -
     if engines.PerfEngine().missing():
         pytest.fail(f"perf cannot run here: {engines.PerfEngine().missing()}")
     loop, _ = ext4_loop
-    with window.IOAttribution(loop, method="perf") as attribution:
-        attribution.start()
-        scratch = attribution._dir
+    with attribution.IOAttribution(loop, method="perf") as io:
+        io.start()
+        scratch = io._dir
         assert os.path.dirname(scratch) == str(system.work_root())
         fstype = {m.mountpoint: m.fstype for m in procfs.mounts()}
         assert fstype[os.path.realpath(scratch)] == "tmpfs"
         assert os.path.exists(os.path.join(scratch, "perf.data"))
-        attribution.stop()
+        io.stop()
     assert not os.path.exists(scratch)
 
 
 ATTRIBUTE_AND_WAIT = """
 import sys, time
-from backburner.trace import window
-attribution = window.IOAttribution(sys.argv[1], method="perf")
-attribution.start()
-print(attribution._child.pid, flush=True)
+from backburner.trace import attribution
+io = attribution.IOAttribution(sys.argv[1], method="perf")
+io.start()
+print(io._child.pid, flush=True)
 time.sleep(60)
 """
 

@@ -14,7 +14,7 @@ from helpers import TIMEOUT
 from backburner.cli import build_parser, manpage
 from backburner.cli import shells as completion
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def rendered_text(page: Path) -> str:

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from helpers import bb, one_line_error
 from kernel.sysfs import disk
-from test_apply import UDEV_ASSIGN_KEYS, UDEV_MATCH_KEYS, parse_udev_line
 
 from backburner.apply import diskrules
 from backburner.apply.diskrules import IoCostRule, SchedulerRule
 from backburner.base.errors import UnavailableError, UsageError
 from backburner.kernel import block
 from backburner.policy import disks
+
+from .test_install import UDEV_ASSIGN_KEYS, UDEV_MATCH_KEYS, parse_udev_line
 
 
 def _lines(text: str) -> list[str]:
