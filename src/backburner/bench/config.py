@@ -25,8 +25,9 @@ from ..base.quantities import MAX_DURATION_S
 from ..kernel import block, cgroups
 from ..net import link as netlink
 from ..policy import cgroup_plan, grammar
+from ..policy import throttle as throttle_text
 from ..store.cell import GOVERNED, Cell
-from . import display, matrix, netplan, pkgloads, presets, throttled
+from . import display, matrix, netplan, pkgloads, presets
 from . import loads as loadspec
 from .commands import Prepare, shlex_split, split_probe
 from .devices import DeviceSpec
@@ -262,7 +263,7 @@ class Plan:
     #: probe label -> the --prepare command run before each of its trials
     trial_prepares: dict[str, str] = field(default_factory=dict)
     #: policy text -> the throttle its load runs under (`throttled`)
-    throttles: dict[str, throttled.Spec] = field(default_factory=dict)
+    throttles: dict[str, throttle_text.Spec] = field(default_factory=dict)
 
     @property
     def needs_fio(self) -> bool:
@@ -316,6 +317,8 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
     if resolve:
         check_group_controls(list(policies.values()))
         if throttles:
+            from . import throttled  # here: govern's throttle (and regex) only when asked
+
             throttled.require()
     schedulers = tuple(dict.fromkeys(block.check_scheduler(s) for s in cfg.schedulers))
     if not schedulers:
@@ -352,17 +355,17 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                 trial_prepares, throttles)
 
 
-def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy], dict[str, throttled.Spec]]:
+def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy], dict[str, throttle_text.Spec]]:
     """Each policy text's policy, and the throttle of those that ask for one (`throttled`:
     ``background,pause-ms=250`` is the background policy, throttled)."""
     policies: dict[str, grammar.Policy] = {}
-    throttles: dict[str, throttled.Spec] = {}
+    throttles: dict[str, throttle_text.Spec] = {}
     for text in dict.fromkeys(texts):
         if text == GOVERNED:
             policies[text] = grammar.Policy(GOVERNED,
                                              description="the govern daemon's rule applies it")
             continue
-        rest, spec = throttled.split(text)
+        rest, spec = throttle_text.split(text)
         policies[text] = grammar.parse_policy(rest)
         if spec is not None:
             throttles[text] = spec
