@@ -28,13 +28,57 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     as they end (a killed or hung run keeps what it measured; --durations prints only at
     the end): the suite's own profile, for keeping it inside its time."""
     path = os.environ.get("BACKBURNER_TEST_TIMES")
-    if path:
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):
+        # under xdist each worker's reports reach the controller, which writes them: one
+        # line each, appended whole, also beside the guest part's pytest writing the file
         with open(path, "a") as f:
             f.write(f"{report.duration:.3f}\t{report.when}\t{report.outcome}\t"
                     f"{report.nodeid}\n")
 
 
+#: Files whose tests share what one xdist worker must hold alone: tests/net/'s checks compare
+#: the groups at the cgroup v2 root that `run --net` and `govern net` make
+#: (backburner-net-*, bbcheck-*), which every file here makes.
+SHARED_UNITS = {"tests/net/": "net"}
+
+#: Files `scripts/test --quick` leaves out (the full suite runs them): each took 10 s or more
+#: in a full run (BACKBURNER_TEST_TIMES, docs/benchmarks.md), integration tests mostly.
+SLOW_FILES = (
+    "tests/vm/",
+    "tests/bench/test_cli_bench.py", "tests/bench/test_display.py",
+    "tests/bench/test_faults.py", "tests/bench/test_features.py",
+    "tests/bench/test_machine.py", "tests/bench/test_netstudy.py",
+    "tests/bench/test_pkgloads.py", "tests/bench/test_runner.py",
+    "tests/bench/test_loads.py",
+    "tests/extents/test_cli.py",
+    "tests/govern/test_daemon.py", "tests/govern/test_pattern.py",
+    "tests/net/",
+    "tests/readahead/test_cli.py", "tests/readahead/test_ext4image.py",
+    "tests/readahead/test_layout.py", "tests/readahead/test_record.py",
+    "tests/readahead/test_replay.py",
+    "tests/report/test_compare.py", "tests/report/test_data.py", "tests/report/test_plot.py",
+    "tests/report/test_terminal.py",
+    "tests/slowdisk/test_cli.py", "tests/slowdisk/test_device.py",
+    "tests/stats/test_estimates.py", "tests/stats/test_simulation.py",
+    "tests/status/test_sources.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks for scripts/test's parts (its header says what runs beside what): each test
+    goes to an xdist worker with the rest of its file (or its shared unit), and `slow` on
+    SLOW_FILES' tests; without root, the root tests are skipped."""
+    root = Path(config.rootpath)
+    for listed in (*SHARED_UNITS, *SLOW_FILES):
+        if not (root / listed).exists():  # a file moved: its entry must move with it
+            raise pytest.UsageError(f"tests/conftest.py names {listed}, which is gone")
+    for item in items:
+        where = Path(item.path).relative_to(root).as_posix()
+        if not any(m.name == "xdist_group" for m in item.iter_markers()):
+            unit = next((u for p, u in SHARED_UNITS.items() if where.startswith(p)), where)
+            item.add_marker(pytest.mark.xdist_group(unit))
+        if where.startswith(SLOW_FILES):
+            item.add_marker(pytest.mark.slow)
     if os.geteuid() == 0:
         return  # root tests always run as root
     skip = pytest.mark.skip(reason="needs root")

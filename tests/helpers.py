@@ -430,6 +430,29 @@ def unsubscribed_by_close(fileno: int, close: Callable[[], object]) -> bool:
 DEB_BUILD_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's tools, as scripts/build-deb uses
 
 
+def build_wheel(checkout: Path, out: Path) -> Path:
+    """The wheel of checkout's tracked files as they are now, built as a user's pip builds
+    it (not a copy of src/), from a scratch copy: setuptools leaves build/ and an egg-info
+    in the tree it builds, and the checkout must not change while the guest part builds
+    its wheel beside the host part's check that a .deb build leaves it clean."""
+    import shutil
+    import tempfile
+
+    files = subprocess.run(["git", "-C", str(checkout), "ls-files", "-z"], check=True,
+                           capture_output=True, timeout=TIMEOUT).stdout.decode().split("\0")
+    with tempfile.TemporaryDirectory(prefix="bb-wheel-") as scratch:
+        for name in filter(None, files):
+            src, dst = checkout / name, Path(scratch, name)
+            if src.exists():  # a tracked file deleted in the worktree is not built
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--no-build-isolation", "-w", str(out), scratch], check=True,
+                       timeout=300, cwd=out)
+    (wheel,) = out.glob("backburner-*.whl")
+    return wheel
+
+
 def build_deb(checkout: Path, out: Path) -> Path:
     """The .deb of checkout's tracked files as they are now, built by scripts/build-deb
     into out (from a scratch copy: the checkout is not written to), with this interpreter

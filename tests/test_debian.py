@@ -23,9 +23,12 @@ ROOT = Path(__file__).parent.parent
 UNITS = sorted(p.name for p in (ROOT / "systemd").glob("*.service"))
 
 
-def _status() -> str:
-    return subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--ignored"],
-                          check=True, capture_output=True, text=True, timeout=TIMEOUT).stdout
+def _status() -> list[str]:
+    """The checkout's changed and ignored files, less the bytecode caches that the tests
+    running beside this one write (an isolated `python -I` writes them wherever it may)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--ignored"],
+                         check=True, capture_output=True, text=True, timeout=TIMEOUT).stdout
+    return [ln for ln in out.splitlines() if not ln.endswith("/__pycache__/")]
 
 
 @pytest.fixture(scope="module")
