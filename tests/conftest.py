@@ -55,9 +55,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 #: Tests that one xdist worker runs as one unit: tests/net/'s checks compare the groups at
 #: the cgroup v2 root that `run --net` and `govern net` make (backburner-net-*, bbcheck-*),
-#: which every file there makes. Any other file is a unit of its own (its module fixtures
+#: which every file there makes, and so does test_fuzz (`run --net background --net-dev
+#: lo`, `govern net --dev lo`). Any other file is a unit of its own (its module fixtures
 #: are built once).
-SHARED_UNITS = ("tests/net/",)
+SHARED_UNITS = {"net": ("tests/net/", "tests/test_fuzz.py")}
 
 #: The files that take longest, heaviest first (seconds of a full run on the 2-core
 #: development VM, BACKBURNER_TEST_TIMES, docs/benchmarks.md "The test suite"): xdist
@@ -65,10 +66,10 @@ SHARED_UNITS = ("tests/net/",)
 #: `scripts/test --quick` leaves them out (marked `slow`; the full suite runs them).
 HEAVY = (
     "tests/net/",
+    "tests/test_fuzz.py",
     "tests/bench/test_features.py",
     "tests/bench/test_netstudy.py",
     "tests/store/test_copy.py",
-    "tests/test_fuzz.py",
     "tests/test_cli.py",
     "tests/trace/test_cli_trace.py",
     "tests/test_debian.py",
@@ -116,7 +117,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Units(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return next((u for u in SHARED_UNITS if nodeid.startswith(u)),
+            return next((u for u, paths in SHARED_UNITS.items() if nodeid.startswith(paths)),
                         super()._split_scope(nodeid))
 
     config.option.loadscopereorder = False

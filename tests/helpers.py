@@ -453,13 +453,49 @@ def build_wheel(checkout: Path, out: Path) -> Path:
     return wheel
 
 
+def checkout_status(checkout: Path) -> list[str]:
+    """The checkout's changed and ignored files, less the bytecode caches that tests running
+    beside the caller write (an isolated `python -I` writes them wherever it may)."""
+    out = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--ignored"],
+                         check=True, capture_output=True, text=True, timeout=TIMEOUT).stdout
+    return [ln for ln in out.splitlines() if not ln.endswith("/__pycache__/")]
+
+
 def build_deb(checkout: Path, out: Path) -> Path:
     """The .deb of checkout's tracked files as they are now, built by scripts/build-deb
-    into out (from a scratch copy: the checkout is not written to), with this interpreter
-    as the man page and completion generator where Debian 12 lacks them."""
+    into out (from a scratch copy: checked here, the checkout is not written to), with this
+    interpreter as the man page and completion generator where Debian 12 lacks them.
+
+    Under scripts/test (BACKBURNER_TEST_SHARED: a private directory of the run's) the .deb
+    is built once, by whichever of the host part (test_debian) and the guest part
+    (test_guest_deb) asks first, and copied for the other: a build costs a minute of both
+    CPUs."""
+    import fcntl
+    import shutil
+
+    shared = os.environ.get("BACKBURNER_TEST_SHARED")
+    if not shared:
+        return _build_deb(checkout, out)
+    with open(os.path.join(shared, "deb.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        cache = Path(shared, "deb")
+        if not cache.is_dir():
+            made = Path(shared, "deb.building")
+            shutil.rmtree(made, ignore_errors=True)
+            made.mkdir()
+            _build_deb(checkout, made)
+            made.rename(cache)
+        (deb,) = cache.glob("backburner_*_all.deb")
+        out.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy2(deb, out))
+
+
+def _build_deb(checkout: Path, out: Path) -> Path:
+    before = checkout_status(checkout)
     done = subprocess.run([str(checkout / "scripts/build-deb"), str(out)], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHON": sys.executable})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert checkout_status(checkout) == before  # built from a copy
     (deb,) = out.glob("backburner_*_all.deb")
     return deb
 

@@ -23,9 +23,9 @@ def bed(state_dir: Path) -> Iterator[testbed.Testbed]:
 
 
 #: The groups `run --net` and `govern net` make at the cgroup v2 root (the job's group, the
-#: window clamp's check); scripts/test runs tests/net/ on one worker, so only these tests
-#: make them while they run, and other tests' groups there (a run's shared `backburner`
-#: parent, whose removal test_run checks) do not count.
+#: window clamp's check); scripts/test runs tests/net/ and test_fuzz (which makes them too)
+#: on one worker, so only these tests make them while they run, and other tests' groups
+#: there (a run's shared `backburner` parent, whose removal test_run checks) do not count.
 NET_GROUPS = ("backburner-net-", "bbcheck-")
 
 
