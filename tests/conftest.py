@@ -56,9 +56,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 #: Tests that one xdist worker runs as one unit: tests/net/'s checks compare the groups at
 #: the cgroup v2 root that `run --net` and `govern net` make (backburner-net-*, bbcheck-*),
 #: which every file there makes, and so does test_fuzz (`run --net background --net-dev
-#: lo`, `govern net --dev lo`). Any other file is a unit of its own (its module fixtures
-#: are built once).
-SHARED_UNITS = {"net": ("tests/net/", "tests/test_fuzz.py")}
+#: lo`, `govern net --dev lo`); test_netcls compares the cgroup v1 mounts, which bench's
+#: network study makes where it attributes by net_cls. Any other file is a unit of its own
+#: (its module fixtures are built once).
+SHARED_UNITS = {"net": ("tests/net/", "tests/test_fuzz.py", "tests/bench/test_netstudy.py")}
 
 #: The files that take longest, heaviest first (seconds of a full run on the 2-core
 #: development VM, BACKBURNER_TEST_TIMES, docs/benchmarks.md "The test suite"): xdist
