@@ -486,9 +486,11 @@ def build_deb(checkout: Path, out: Path) -> Path:
             made.mkdir()
             _build_deb(checkout, made)
             made.rename(cache)
-        (deb,) = cache.glob("backburner_*_all.deb")
         out.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copy2(deb, out))
+        for made in cache.iterdir():  # the .deb, and the .changes lintian reads
+            shutil.copy2(made, out)
+        (deb,) = out.glob("backburner_*_all.deb")
+        return deb
 
 
 def _build_deb(checkout: Path, out: Path) -> Path:
