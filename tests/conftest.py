@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import PgCluster, start_pg_cluster, stop_pg_cluster
@@ -21,6 +23,21 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    # an xdist worker starts with COLUMNS=80 and LINES=24 where the session had neither, and
+    # the text commands honour COLUMNS: the worker takes the session's terminal as it was
+    terminal = getattr(config, "workerinput", {}).get("bb_terminal")
+    if terminal is not None:
+        for name, value in terminal.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """What each xdist worker is handed: the session's COLUMNS and LINES (or their absence)."""
+    node.workerinput["bb_terminal"] = {n: os.environ.get(n) for n in ("COLUMNS", "LINES")}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -28,13 +45,98 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     as they end (a killed or hung run keeps what it measured; --durations prints only at
     the end): the suite's own profile, for keeping it inside its time."""
     path = os.environ.get("BACKBURNER_TEST_TIMES")
-    if path:
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):
+        # under xdist each worker's reports reach the controller, which writes them: one
+        # line each, appended whole, also beside the guest part's pytest writing the file
         with open(path, "a") as f:
-            f.write(f"{report.duration:.3f}\t{report.when}\t{report.outcome}\t"
-                    f"{report.nodeid}\n")
+            nodeid = re.sub(r"@[^\[\]@]*$", "", report.nodeid)  # xdist's "@group" suffix
+            f.write(f"{report.duration:.3f}\t{report.when}\t{report.outcome}\t{nodeid}\n")
+
+
+#: Tests that one xdist worker runs as one unit: tests/net/'s checks compare the groups at
+#: the cgroup v2 root that `run --net` and `govern net` make (backburner-net-*, bbcheck-*),
+#: which every file there makes, and so does test_fuzz (`run --net background --net-dev
+#: lo`, `govern net --dev lo`); test_netcls compares the cgroup v1 mounts, which bench's
+#: network study makes where it attributes by net_cls. Any other file is a unit of its own
+#: (its module fixtures are built once).
+SHARED_UNITS = {"net": ("tests/net/", "tests/test_fuzz.py", "tests/bench/test_netstudy.py")}
+
+#: The files that take longest, heaviest first (seconds of a full run on the 2-core
+#: development VM, BACKBURNER_TEST_TIMES, docs/measurements/overhead.md "The test suite"):
+#: xdist starts them first, so that no long one is left to run alone at the end, and
+#: `scripts/test --quick` leaves them out (marked `slow`; the full suite runs them).
+HEAVY = (
+    "tests/net/",
+    "tests/test_fuzz.py",
+    "tests/bench/test_features.py",
+    "tests/bench/test_netstudy.py",
+    "tests/store/test_copy.py",
+    "tests/test_cli.py",
+    "tests/trace/test_cli_trace.py",
+    "tests/test_debian.py",
+    "tests/test_packaging.py",
+    "tests/bench/test_pkgloads.py",
+    "tests/extents/test_cli.py",
+    "tests/govern/test_daemon.py",
+    "tests/bench/test_faults.py",
+    "tests/test_html.py",
+    "tests/bench/test_machine.py",
+    "tests/bench/test_cli_bench.py",
+    "tests/bench/test_display.py",
+    "tests/readahead/test_replay.py",
+    "tests/readahead/test_cli.py",
+    "tests/report/test_plot.py",
+    "tests/stats/test_simulation.py",
+    "tests/readahead/test_record.py",
+    "tests/report/test_compare.py",
+    "tests/report/test_terminal.py",
+    "tests/slowdisk/test_device.py",
+    "tests/report/test_data.py",
+    "tests/bench/test_loads.py",
+    "tests/govern/test_pattern.py",
+    "tests/readahead/test_ext4image.py",
+    "tests/readahead/test_layout.py",
+    "tests/slowdisk/test_cli.py",
+    "tests/stats/test_estimates.py",
+    "tests/status/test_sources.py",
+    "tests/bench/test_runner.py",
+    "tests/vm/",  # scripts/test runs it in a pytest of its own
+)
+
+
+def _rank(where: str) -> int:
+    return next((i for i, p in enumerate(HEAVY) if where.startswith(p)), len(HEAVY))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` with SHARED_UNITS: each unit goes whole to one worker, the units in
+    the order collected (heaviest first, see below), not by how many tests they hold."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Units(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((u for u, paths in SHARED_UNITS.items() if nodeid.startswith(paths)),
+                        super()._split_scope(nodeid))
+
+    config.option.loadscopereorder = False
+    return Units(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`slow` on HEAVY's tests; on an xdist worker, HEAVY's files first (each worker
+    collects, in the same order); without root, the root tests are skipped."""
+    root = Path(config.rootpath)
+    for listed in HEAVY:
+        if not (root / listed).exists():  # a file moved: its entry must move with it
+            raise pytest.UsageError(f"tests/conftest.py names {listed}, which is gone")
+    for item in items:
+        if _rank(Path(item.path).relative_to(root).as_posix()) < len(HEAVY):
+            item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: _rank(Path(item.path).relative_to(root).as_posix()))
     if os.geteuid() == 0:
         return  # root tests always run as root
     skip = pytest.mark.skip(reason="needs root")

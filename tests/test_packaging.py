@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import TIMEOUT, Result, bb, make_db, one_line_error
+from helpers import TIMEOUT, Result, bb, build_wheel, make_db, one_line_error
 
 import backburner
 
@@ -92,12 +92,7 @@ def test_runtime_dependencies_are_extras_with_debian_12_floors() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)], check=True,
-                   timeout=120, cwd=out)
-    (found,) = out.glob("backburner-*.whl")
-    return found
+    return build_wheel(ROOT, tmp_path_factory.mktemp("dist"))
 
 
 def test_the_wheel_carries_metadata_license_and_entry_point(wheel: Path) -> None:

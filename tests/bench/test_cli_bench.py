@@ -121,7 +121,8 @@ def test_seed_drawn_printed_and_stored_then_resume_says_complete(tmp_path: Path,
     s.close()
     assert [p for p in _left_behind(r.pid, state_dir, db) if not p.startswith(str(db))] == []
 
-    again = bb("bench", "--resume", str(db))
+    # it reports the run (statistics, the tables): seconds of CPU, minutes on a busy machine
+    again = bb("bench", "--resume", str(db), timeout=180)
     assert again.returncode == 0, again.err
     assert "the run is complete (2 trials); nothing to resume" in again.err
     assert "baseline" in again.out

@@ -232,6 +232,9 @@ def _cgroups(pid: int) -> dict[str, str]:
     return out
 
 
+# alone: while a target is governed the daemon counts every exec of the machine, and the
+# check bounds that count (other tests exec hundreds of programs a second)
+@pytest.mark.alone
 @pytest.mark.parametrize("extra, mode", [((), "kernel-filtered"),
                                          (("--no-exec-filter",), "connector")])
 def test_a_start_while_nothing_is_governed_is_seen_either_way(
@@ -296,7 +299,11 @@ def test_sigkill_then_restore_puts_priorities_and_cgroups_back(
     assert "left by govern" in r.out
     for pid in (target.pid, child):
         assert_put_back(pid)
-        assert _cgroups(pid) == before, pid
+        # a hierarchy mounted meanwhile (net_cls, by a network test beside this one) has
+        # every process in its root; in every other the process is where it was
+        after = _cgroups(pid)
+        assert {c: after[c] for c in before} == before, pid
+        assert all(after[c] == "/" for c in set(after) - set(before)), (pid, after)
     assert not Path(freezer[0]).exists()
     for mnt in ("blkio", "cpu"):
         assert not Path(f"/sys/fs/cgroup/{mnt}/backburner/govern-{name}").exists()

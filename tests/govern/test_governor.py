@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -45,7 +46,9 @@ def ruleset(comm: str, extra: str = "") -> rules.Ruleset:
 
 @pytest.fixture
 def parent(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    link = tmp_path / "bbgov-parent"
+    # a name of its own: the governor adopts every process of that name on the machine, and
+    # this fixture's parent runs in several tests (and other checkouts' suites) at once
+    link = tmp_path / f"bbgov-{secrets.token_hex(4)}"
     link.symlink_to(sys.executable)
     proc = subprocess.Popen([str(link), "-c", PARENT], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
@@ -317,7 +320,7 @@ def test_a_command_line_too_slow_to_search_is_not_matched_and_is_told(
     daemon moves on (no match), counts it, and names the rule once among its problems.
     The pattern is exponential and never finishes: the load check would refuse it, so the
     rule is built here directly (as one that slipped past the check would be)."""
-    link = tmp_path / "bbgov-slow"
+    link = tmp_path / f"bbslow-{secrets.token_hex(4)}"
     link.symlink_to(sys.executable)
     proc = subprocess.Popen([str(link), "-c", "import time; time.sleep(60)", "a" * 60 + "!"])
     try:

@@ -22,10 +22,11 @@ from helpers import bb
 
 from backburner import system
 from backburner.base.errors import UnavailableError
-from backburner.kernel import cgroups
 from backburner.kernel.bpf import calls as bpf
 from backburner.kernel.bpf import cgroup_programs
 from backburner.net import tcpopts, testbed
+
+from .conftest import net_groups
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
 
@@ -139,22 +140,16 @@ def test_sigkill_then_restore_removes_program_and_map(state_dir: Path,
         os.close(group)
 
 
-def _groups() -> list[str]:
-    root = cgroups.unified_root()
-    assert root is not None
-    return sorted(p.name for p in Path(root).iterdir() if p.is_dir())
-
-
 def test_check_passes_here_and_refuses_a_missing_cc_before_any_change(
         state_dir: Path) -> None:
-    before = _groups()
+    before = net_groups()
     tcpopts.check()  # this kernel clamps: nothing raised, nothing left
-    assert _groups() == before
+    assert net_groups() == before
     with pytest.raises(UnavailableError) as err:
         tcpopts.check("nosuchcc")
     assert err.value.exit_status == 69 and "no congestion control 'nosuchcc'" in str(err.value)
     assert "\n" not in str(err.value)
-    assert _groups() == before
+    assert net_groups() == before
 
 
 def test_a_refused_program_is_one_line_and_69() -> None:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.timeout(60)  # a hang fails fast instead of at 300 s
 
 
 @pytest.mark.root
+@pytest.mark.alone  # it makes and removes the shared blkio `backburner` parent other runs use
 def test_prune_keeps_a_live_owners_group_and_not_one_whose_pid_was_reused(
         state_dir: Path) -> None:
     """A group is named for its owner's PID and start time: an empty one whose PID now

@@ -140,6 +140,9 @@ def test_sampler_follows_every_thread_of_the_tree() -> None:
     assert {main_tid, thread_tid} <= set(seen)
     spinner = seen[thread_tid]
     assert spinner.pid == proc.pid and spinner.samples >= 3
-    assert spinner.run_s >= 0.2  # it spun for 0.6 s; sampled at least most of it
-    assert spinner.wait_s >= 0 and spinner.slices >= 1
+    # it spun for 0.6 s of the clock, always runnable: on a CPU or waiting for one (on a
+    # busy machine, such as the suite's own workers on 2 cores, most of it waiting); the
+    # samples saw at least half of that
+    assert spinner.run_s > 0 and spinner.wait_s >= 0 and spinner.slices >= 1
+    assert spinner.run_s + spinner.wait_s >= 0.3, spinner
     assert sampler.sweeps >= 10

@@ -7,13 +7,13 @@ attached to its report ("guest" section); a guest that hung is reported with its
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers import build_wheel
 
 from .image import Image, ensure_image
 from .rig import BootSpec, Guest, SharedGuest, remove_stale_runs
@@ -55,12 +55,7 @@ def vm_image(pytestconfig: pytest.Config) -> Image:
 @pytest.fixture(scope="session")
 def vm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This commit's wheel, built as a user's pip would build it (not a copy of src/)."""
-    out = tmp_path_factory.mktemp("vm-wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)], check=True,
-                   timeout=300, cwd=out)
-    (wheel,) = out.glob("backburner-*.whl")
-    return wheel
+    return build_wheel(ROOT, tmp_path_factory.mktemp("vm-wheel"))
 
 
 @pytest.fixture(scope="session")
