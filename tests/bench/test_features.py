@@ -382,7 +382,9 @@ def test_the_throttle_policy_and_a_tunables_variant(tmp_path: Path, state_dir: P
     for t in _trials(s, policy=paced):
         bulk = t["extra"]["bulk"]
         assert bulk["pause_ms"] == 100 and bulk["min_duty"] == 0.2, bulk
-        assert bulk["pauses"] >= 1 and 0 < bulk["longest_pause_s"] <= 0.1 + 0.1, bulk
+        # a pause ends when its 100 ms are up and the thaw is written: on a machine whose
+        # CPUs are busy (the suite's workers beside it) the thaw came up to 0.14 s late
+        assert bulk["pauses"] >= 1 and 0 < bulk["longest_pause_s"] <= 0.1 + 0.4, bulk
         assert t["extra"]["throttle_during"]["pauses"] >= 1, t["extra"]
         assert "throttle_problems" not in bulk
     for t in _trials(s, policy="default"):

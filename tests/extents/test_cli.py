@@ -368,6 +368,8 @@ def test_the_load_hint_says_whether_the_kernel_would_take_the_table(ext4: Bed) -
     assert "--saved MAP" in hint
 
 
+@pytest.mark.alone  # another test's `unshare --mount` copies our mount and keeps the
+# device claimed after our umount, which this checks is not the case
 def test_a_saved_map_gives_its_table_only_while_it_holds(ext4: Bed) -> None:
     """`map --saved`: mounted, proven by check (a moved file refused); unmounted, proven by
     the device's bytes against the saved digests (bytes overwritten there: refused); the
