@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from helpers import bb
 
 from backburner import system
@@ -17,6 +18,10 @@ from backburner.readahead.pack import Entry, FileState, Pack
 
 from .conftest import PAGE, Bed, resident
 from .test_replay import device_cached, pack_path_of
+
+# it reads which device pages are cached, which other workers' cache drops and reads change
+# meanwhile (it failed once beside them): run alone
+pytestmark = pytest.mark.alone
 
 
 def test_files_are_checked_by_inode_without_reading_their_directories(

@@ -19,6 +19,10 @@ from backburner.trace import pagecache
 
 from .conftest import Bed, resident
 
+# another worker's cache drop (every cold bench trial drops the page cache machine-wide)
+# evicts the pages a replay just read before the check sees them: run alone
+pytestmark = pytest.mark.alone
+
 
 def _pack(bed: Bed, rels: list[str], out: Path) -> Path:
     entries = []

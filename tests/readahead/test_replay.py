@@ -26,7 +26,9 @@ from backburner.slowdisk import device as slowdisk
 
 from .conftest import PAGE, Bed, resident, write_tree
 
-pytestmark = pytest.mark.root
+# another worker's cache drop (every cold bench trial drops the page cache machine-wide)
+# evicts the pages a replay just read before the check sees them: run alone
+pytestmark = [pytest.mark.root, pytest.mark.alone]
 FILES = ["a/one.txt", "big.bin", "b c/three\nfile", "lib/mod.py"]
 
 
