@@ -43,6 +43,14 @@ def test_bad_numbers_are_refused_in_one_line(text: str) -> None:
     assert err.value.exit_status == 64 and "\n" not in str(err.value)
 
 
+def test_a_word_where_a_number_goes_is_named_so() -> None:
+    """`pause-ms=abc` was "out of range": it is not a number."""
+    with pytest.raises(UsageError, match="pause-ms='abc' in policy .* is not a number"):
+        throttlepolicy.split("background,pause-ms=abc")
+    with pytest.raises(UsageError, match="is out of range"):
+        throttlepolicy.split("background,pause-ms=0")
+
+
 
 def test_govern_table_names_what_differs_from_its_defaults() -> None:
     assert throttlepolicy.govern_table(Spec()) == ""

@@ -60,7 +60,8 @@ def split(text: str) -> tuple[str, Spec | None]:
             except ValueError:
                 number = None
             if number is None or not low <= number <= high:
-                raise UsageError(f"{key}={value!r} in policy {text!r} is out of range",
+                what = "is out of range" if number is not None else "is not a number"
+                raise UsageError(f"{key}={value!r} in policy {text!r} {what}",
                                  f"give {key}={low:g}..{high:g}")
             values[name] = number
             on = True if on is None else on
