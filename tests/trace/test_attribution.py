@@ -182,7 +182,7 @@ def test_perf_records_into_a_journaled_tmpfs_not_dev_shm(ext4_loop, state_dir) -
     loop, _ = ext4_loop
     with attribution.IOAttribution(loop, method="perf") as io:
         io.start()
-        scratch = io._dir
+        scratch = io._perf._dir
         assert os.path.dirname(scratch) == str(system.work_root())
         fstype = {m.mountpoint: m.fstype for m in procfs.mounts()}
         assert fstype[os.path.realpath(scratch)] == "tmpfs"
@@ -196,7 +196,7 @@ import sys, time
 from backburner.trace import attribution
 io = attribution.IOAttribution(sys.argv[1], method="perf")
 io.start()
-print(io._child.pid, flush=True)
+print(io._perf.pid, flush=True)
 time.sleep(60)
 """
 

@@ -31,24 +31,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-import select
-import signal
 import time
 from collections.abc import Iterable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import spawn, system
 from ..base.errors import NotFoundError, UnavailableError, UsageError
-from . import counters, engines, scratch
+from . import counters, engines
+from .perfrecord import PerfRecord
 
 log = logging.getLogger(__name__)
 
 GROUPS = ("probe", "load", "writeback", "journal", "other")
 SECTOR = 512
-READY_TIMEOUT_S = 20.0
 _JOURNAL_COMMS = ("jbd2/", "xfsaild/")
 
 
@@ -334,10 +330,8 @@ class IOAttribution:
     load_pids: tuple[int, ...] = ()
     method: str = "auto"
     _dev: Device | None = field(default=None, init=False, repr=False)
-    _stack: ExitStack | None = field(default=None, init=False, repr=False)
-    _child: spawn.Child | None = field(default=None, init=False, repr=False)
-    _dir: str = field(default="", init=False, repr=False)
-    _fds: list[int] = field(default_factory=list, init=False, repr=False)
+    _perf: PerfRecord = field(default_factory=lambda: PerfRecord(
+        "io-", "the block tracepoints"), init=False, repr=False)
     _started: float = field(default=0.0, init=False, repr=False)
     _before: dict[int, tuple[int, int, str]] = field(default_factory=dict, init=False,
                                                       repr=False)
@@ -371,52 +365,20 @@ class IOAttribution:
 
     def _start_perf(self) -> None:
         assert self._dev is not None
-        self._stack = ExitStack()
-        try:
-            system.ensure_tracefs(self._stack)
-            self._dir = scratch.private_dir(self._stack, "io-")  # in memory: off the device
-            self._launch_perf()
-        except BaseException:
-            self.close()
-            raise
+        self._perf.start(self._perf_argv)
 
-    def _perf_argv(self, ctl: int, ack: int) -> list[str]:
+    def _perf_argv(self, data: str, ctl: int, ack: int) -> list[str]:
         dev = self._dev
         assert dev is not None
         bio = " || ".join(f"dev == {kernel_dev(*d)}" for d in dev.bio_devs)
         rq = f"dev == {kernel_dev(dev.disk_major, dev.disk_minor)}"
         return ["perf", "record", "-q", "-a", "-D", "-1", "--control", f"fd:{ctl},{ack}",
-                "-o", os.path.join(self._dir, "perf.data"),
-                "-e", "block:block_bio_queue", "--filter", bio,
+                "-o", data, "-e", "block:block_bio_queue", "--filter", bio,
                 "-e", "block:block_split", "--filter", bio,
                 "-e", "block:block_rq_issue", "--filter", rq,
                 "-e", "writeback:writeback_start",
                 "--filter", f'name == "{dev.disk_major}:{dev.disk_minor}"',
                 "-e", "sched:sched_process_fork"]
-
-    def _launch_perf(self) -> None:
-        ctl_r, ctl_w = os.pipe()
-        ack_r, ack_w = os.pipe()
-        self._fds = [ctl_w, ack_r]
-        log_path = os.path.join(self._dir, "perf.log")
-        logfd = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
-        try:  # its own process group: a ^C meant for the probe does not end the recording;
-            # and it dies with us: a system-wide recording must never outlive the bench
-            self._child = spawn.launch(self._perf_argv(ctl_r, ack_w), stdin=null,
-                                       stdout=logfd, stderr=logfd, pass_fds=(ctl_r, ack_w),
-                                       new_group=True, die_with_parent=True)
-        finally:
-            for fd in (ctl_r, ack_w, logfd, null):
-                os.close(fd)
-        os.write(ctl_w, b"enable\n")
-        ready, _, _ = select.select([ack_r], [], [], READY_TIMEOUT_S)
-        answer = os.read(ack_r, 64) if ready else b""
-        if not answer.startswith(b"ack"):
-            lines = Path(log_path).read_text(errors="replace").strip().splitlines()
-            raise UnavailableError("perf could not record the block tracepoints: "
-                                   + (lines[-1] if lines else "no answer"))
-        log.debug("perf recording %s (pid %d)", self.device, self._child.pid)
 
     def stop(self, *, probe_pids: Iterable[int] | None = None,
              load_pids: Iterable[int] | None = None) -> dict[str, Any]:
@@ -446,33 +408,11 @@ class IOAttribution:
                 "load_pids": list(load), **result}
 
     def _stop_perf(self) -> list[Event]:
-        assert self._child is not None
-        self._child.signal(signal.SIGINT)
-        if self._child.wait(30) is None:
-            self._child.stop(grace=5)
-        self._child = None
-        data = os.path.join(self._dir, "perf.data")
-        out = spawn.run_tool(["perf", "script", "-i", data, "-F", "comm,pid,tid,event,trace"],
-                             timeout=300)
-        if out.status != 0:
-            lines = out.stderr.strip().splitlines()
-            raise UnavailableError("perf script failed: " + (lines[-1] if lines else "?"))
-        return parse_events(out.stdout.splitlines())
+        return parse_events(self._perf.script("comm,pid,tid,event,trace"))
 
     def close(self) -> None:
         """Stop perf and undo what start() set up, without a result (idempotent)."""
-        if self._child is not None:
-            self._child.stop(grace=5)
-            self._child = None
-        for fd in self._fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds = []
-        if self._stack is not None:
-            self._stack.close()
-            self._stack = None
+        self._perf.close()
 
     def __enter__(self) -> IOAttribution:
         return self

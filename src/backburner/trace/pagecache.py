@@ -25,24 +25,20 @@ from __future__ import annotations
 import logging
 import os
 import re
-import select
-import signal
 from collections.abc import Iterable, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 
-from .. import spawn, system
+from .. import system
 from ..base.errors import UnavailableError
-from . import engines, scratch
+from . import engines
 from .attribution import kernel_dev
+from .perfrecord import PerfRecord
 
 log = logging.getLogger(__name__)
 
 EVENT = "filemap:mm_filemap_add_to_page_cache"
 USE_EVENTS = ("filemap:mm_filemap_get_pages", "filemap:mm_filemap_fault",
               "filemap:mm_filemap_map_pages")
-READY_TIMEOUT_S = 20.0
 _LINE = re.compile(r"^\s*(\d+)\s+(\d+\.\d+):\s+dev (\d+):(\d+) ino ([0-9a-f]+) "
                    r"pfn=\S+ ofs=(\d+) order=(\d+)")
 _USE = re.compile(r"^\s*(\d+)\s+(\d+\.\d+):\s+dev=(\d+):(\d+) ino=([0-9a-f]+) "
@@ -134,10 +130,7 @@ class PageOrder:
         self.devs = tuple(dict.fromkeys(devs))
         self.want_uses = uses
         self.uses: list[PageUse] = []
-        self._stack: ExitStack | None = None
-        self._child: spawn.Child | None = None
-        self._dir = ""
-        self._fds: list[int] = []
+        self._perf = PerfRecord("pages-", EVENT)
 
     def _filter(self) -> str:
         keys = [kernel_dev(os.major(d), os.minor(d)) for d in self.devs]
@@ -152,58 +145,21 @@ class PageOrder:
         if why:
             raise UnavailableError(f"recording the order of reads needs perf: {why}",
                                    "install linux-perf and run as root")
-        self._stack = ExitStack()
-        try:
-            system.ensure_tracefs(self._stack)
-            self._dir = scratch.private_dir(self._stack, "pages-")
-            self._launch()
-        except BaseException:
-            self.close()
-            raise
+        self._perf.start(self._argv)
 
-    def _launch(self) -> None:
-        ctl_r, ctl_w = os.pipe()
-        ack_r, ack_w = os.pipe()
-        self._fds = [ctl_w, ack_r]
-        log_path = os.path.join(self._dir, "perf.log")
-        logfd = os.open(log_path, os.O_WRONLY | os.O_CREAT, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY)
+    def _argv(self, data: str, ctl: int, ack: int) -> list[str]:
         argv = ["perf", "record", "-q", "-a", "-k", "monotonic", "-D", "-1",
-                "--control", f"fd:{ctl_r},{ack_w}", "-o", os.path.join(self._dir, "perf.data"),
-                "-e", EVENT, "--filter", self._filter()]
+                "--control", f"fd:{ctl},{ack}", "-o", data, "-e", EVENT,
+                "--filter", self._filter()]
         if self.want_uses:
             for event in USE_EVENTS:
                 argv += ["-e", event, "--filter", self._use_filter()]
-        try:
-            self._child = spawn.launch(argv, stdin=null, stdout=logfd, stderr=logfd,
-                                       pass_fds=(ctl_r, ack_w), new_group=True,
-                                       die_with_parent=True)
-        finally:
-            for fd in (ctl_r, ack_w, logfd, null):
-                os.close(fd)
-        os.write(ctl_w, b"enable\n")
-        ready, _, _ = select.select([ack_r], [], [], READY_TIMEOUT_S)
-        answer = os.read(ack_r, 64) if ready else b""
-        if not answer.startswith(b"ack"):
-            lines = Path(log_path).read_text(errors="replace").strip().splitlines()
-            raise UnavailableError(f"perf could not record {EVENT}: "
-                                   + (lines[-1] if lines else "no answer"))
+        return argv
 
     def stop(self) -> list[PageIn]:
         """The pages added since `start`, in order."""
-        assert self._child is not None
         try:
-            self._child.signal(signal.SIGINT)
-            if self._child.wait(30) is None:
-                self._child.stop(grace=5)
-            self._child = None
-            out = spawn.run_tool(["perf", "script", "-i", os.path.join(self._dir, "perf.data"),
-                                  "-F", "pid,time,trace", "--ns"], timeout=300,
-                                 errors="replace")
-            if out.status != 0:
-                lines = out.stderr.strip().splitlines()
-                raise UnavailableError("perf script failed: " + (lines[-1] if lines else "?"))
-            lines = out.stdout.splitlines()
+            lines = self._perf.script("pid,time,trace", ["--ns"])
             if self.want_uses:
                 self.uses = parse_uses(lines)
             return parse(lines)
@@ -212,18 +168,7 @@ class PageOrder:
 
     def close(self) -> None:
         """Stop perf and undo what `start` set up (idempotent)."""
-        if self._child is not None:
-            self._child.stop(grace=5)
-            self._child = None
-        for fd in self._fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._fds = []
-        if self._stack is not None:
-            self._stack.close()
-            self._stack = None
+        self._perf.close()
 
     def __enter__(self) -> PageOrder:
         self.start()
