@@ -100,7 +100,25 @@ HEAVY = (
     "tests/stats/test_estimates.py",
     "tests/status/test_sources.py",
     "tests/bench/test_runner.py",
-    "tests/vm/",  # scripts/test runs it in a pytest of its own
+    # scripts/test runs tests/vm in a pytest of its own, on workers of its own
+    "tests/vm/test_guest_readahead_boot.py",
+    "tests/vm/test_guest_apply.py",
+    "tests/vm/test_guest_deb.py",
+    "tests/vm/test_guest_levers.py",
+    "tests/vm/test_guest_cgroup2.py",
+    "tests/vm/test_guest_office_levers.py",
+    "tests/vm/test_guest_netv1.py",
+    "tests/vm/test_rig.py",
+    "tests/vm/test_guest_dm.py",
+    "tests/vm/test_guest_net.py",
+    "tests/vm/test_guest_netstudy.py",
+    "tests/vm/test_guest_netboot.py",
+    "tests/vm/test_guest_netsd.py",
+    "tests/vm/test_guest_run.py",
+    "tests/vm/test_guest_govern.py",
+    "tests/vm/test_guest_slices.py",
+    "tests/vm/test_guest_systemd_run.py",
+    "tests/vm/",
 )
 
 

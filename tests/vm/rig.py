@@ -4,10 +4,11 @@ virtio-serial port of its own.
 
 Each guest boots the cached image (image.py) through a throwaway copy-on-write overlay, with
 a seed disk (a tar the guest unpacks before systemd loads its units: the agent, this
-commit's wheel, the files and units a check asked for). Everything a guest has on the host
-(overlay, seed, disks, socket, console log) lives in one private run directory that holds
-a lock while the guest lives: QEMU dies with the test process (parent-death signal), and a
-run directory whose lock is free was left by a killed session and is removed by the next.
+commit's wheel as installed (installed.py), the files and units a check asked for).
+Everything a guest has on the host (overlay, seed, disks, socket, console log) lives in one
+private run directory that holds a lock while the guest lives: QEMU dies with the test
+process (parent-death signal), and a run directory whose lock is free was left by a killed
+session and is removed by the next.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import atexit
 import base64
 import fcntl
+import functools
 import io
 import json
 import os
@@ -33,6 +35,7 @@ from pathlib import Path
 
 from backburner.files.safepath import private_dir
 
+from . import installed
 from .image import CACHE, Image
 from .proc import dies_with_us
 
@@ -172,7 +175,7 @@ def seed_tar(spec: BootSpec) -> bytes:
         for target in wanted_by(text):
             members[f"/etc/systemd/system/{target}.wants/{name}"] = path
     if spec.wheel:
-        members[f"{WHEEL_DIR}/{spec.wheel.name}"] = (spec.wheel.read_bytes(), 0o644)
+        members.update(_wheel_members(spec.wheel))
     for path, content in spec.files.items():
         data = content.encode() if isinstance(content, str) else content
         members[path] = (data, 0o755 if data.startswith(b"#!") else 0o644)
@@ -188,6 +191,15 @@ def seed_tar(spec: BootSpec) -> bytes:
                 info.size, info.mode = len(what[0]), what[1]
                 tar.addfile(info, io.BytesIO(what[0]))
     return buf.getvalue()
+
+
+@functools.cache
+def _wheel_members(wheel: Path) -> dict[str, tuple[bytes, int] | str]:
+    """The wheel installed by the host's pip (installed.py), marked done for the guest's
+    install unit; or the wheel itself, for that unit to install at the first boot."""
+    if installed.host_can_install():
+        return {**installed.installed_files(wheel), WHEEL_DONE: (b"", 0o644)}
+    return {f"{WHEEL_DIR}/{wheel.name}": (wheel.read_bytes(), 0o644)}
 
 
 def run_root(cache: Path = CACHE) -> Path:
@@ -297,7 +309,10 @@ class Guest:
         console.log, without a getty (it would hang up every other writer of the console)."""
         assert self.dir
         d, spec = self.dir, self.spec
-        cmdline = ["root=/dev/vda", "rw", "console=ttyS0", "quiet", "panic=0",
+        # tsc=reliable: the kernel finds the vCPUs' TSCs unsynchronised under emulation
+        # (they are not: QEMU derives them from one host clock) and falls back to the HPET,
+        # every read of which is an emulated device access (docs/design/vm.md, "Budget")
+        cmdline = ["root=/dev/vda", "rw", "console=ttyS0", "quiet", "panic=0", "tsc=reliable",
                    *([] if console else ["systemd.mask=serial-getty@ttyS0.service"]),
                    *spec.kernel_args]
         # (id, -drive options, serial): the guest finds a disk by its serial

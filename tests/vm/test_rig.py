@@ -223,6 +223,16 @@ def _qemu_child_of(pid: int) -> int | None:
     return None
 
 
+def _run_dir_of(qemu: int) -> Path:
+    """The run directory QEMU was started with (its agent socket's): another session's
+    guests may be starting in the same run root meanwhile."""
+    argv = Path(f"/proc/{qemu}/cmdline").read_bytes().decode().split("\0")
+    (sock,) = [a for a in argv if a.startswith("socket,id=agent,path=")]
+    run_dir = Path(sock.split("path=", 1)[1].split(",", 1)[0]).parent
+    assert run_dir.parent == run_root(), run_dir
+    return run_dir
+
+
 def _gone(pid: int) -> bool:
     """Dead: reaped, or a zombie nobody has reaped yet."""
     try:
@@ -236,7 +246,6 @@ def _gone(pid: int) -> bool:
 def test_qemu_and_its_files_go_with_the_test_process(vm_image: Image, sig: int) -> None:
     """SIGKILL: QEMU gets its parent-death signal, and the next session removes the run
     directory (its lock is free). ^C: the guest is closed on the way out."""
-    before = set(run_root().glob("guest-*"))
     code = CHILD.format(tests=str(Path(__file__).parents[1]), path=str(vm_image.path),
                         key=vm_image.key)
     with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) as child:
@@ -248,7 +257,7 @@ def test_qemu_and_its_files_go_with_the_test_process(vm_image: Image, sig: int) 
             return bool(qemu)
 
         wait_for(started, timeout=60, what="QEMU")
-        (run_dir,) = set(run_root().glob("guest-*")) - before
+        run_dir = _run_dir_of(qemu)
         time.sleep(1)  # inside start(), waiting for the agent
         os.kill(child.pid, sig)
         child.wait(timeout=60)
