@@ -8,8 +8,8 @@ import sys
 
 from .common import add_command
 
-#: The shells a script is generated for (`shells` generates them, imported to do so only:
-#: it needs dataclasses, which no other command's parser does).
+#: The shells a script is generated for. `shells`, which writes the scripts, is imported by
+#: the command alone: it needs dataclasses, which no parser does.
 SHELLS = ("bash", "zsh", "fish")
 
 DESCRIPTION = """\
