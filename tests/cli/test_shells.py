@@ -14,6 +14,7 @@ from helpers import TIMEOUT, bb, one_line_error
 
 from backburner.cli import build_parser
 from backburner.cli import shells as completion
+from backburner.cli.completion import SHELLS
 
 COMMANDS = ["apply", "bench", "compare", "completion", "doctor", "extents", "govern", "layout",
             "policies", "readahead", "report", "restore", "run", "slowdisk", "status", "store",
@@ -199,7 +200,7 @@ def _spelled(shell: str, option: str) -> str:
     return f"-l {option[2:]}" if option.startswith("--") else f"-s {option[1:]}"
 
 
-@pytest.mark.parametrize("shell", completion.SHELLS)
+@pytest.mark.parametrize("shell", SHELLS)
 def test_every_command_and_option_is_in_the_script(scripts: dict[str, Path],
                                                    shell: str) -> None:
     text = scripts[shell].read_text()

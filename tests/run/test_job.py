@@ -354,3 +354,16 @@ def test_terminal_ctrl_c_reaches_the_job_once(state_dir: Path) -> None:
             proc.kill()
         os.close(master)
     assert b"sigints=1" in out, out
+
+
+def test_a_run_without_net_loads_no_network_policy() -> None:
+    """`run` without --net imports none of the network policy (`net/`: its attribution,
+    pacer and classes): every `run` would pay for it, in the suite and in the emulated
+    guest."""
+    code = "import sys, backburner.run.job; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run([PY, "-I", "-c", code], cwd="/", capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    modules = done.stdout.split()
+    assert "backburner.run.job" in modules
+    assert [m for m in modules if m.startswith("backburner.net.")] == []

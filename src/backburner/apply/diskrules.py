@@ -30,22 +30,12 @@ from pathlib import Path
 from ..base.errors import UnavailableError, UsageError
 from ..kernel import block, levers
 from ..policy import disks
+from .names import DEFAULT_KERNEL, DEVICE_CLASSES  # (light, for the command line's parser)
 
 MARKER = "# Written by `backburner apply`; `backburner apply --remove` takes it out."
 UDEV_DIR = "etc/udev/rules.d"
 UDEV_RULE = "65-backburner-scheduler.rules"  # after the 60-* rules that set defaults
 IOCOST_RULE = "66-backburner-iocost.rules"
-#: Whole disks that have a scheduler: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe.
-DEFAULT_KERNEL = "|".join(block.DISK_GLOBS)
-#: The same without NVMe: the solid-state class's, NVMe being a class of its own.
-SOLID_KERNEL = "|".join(g for g in block.DISK_GLOBS if g != block.NVME_GLOB)
-#: `--devices`: the classes of disk a rule matches (KERNEL globs, queue/rotational).
-DEVICE_CLASSES: dict[str, tuple[str, str | None]] = {
-    block.ROTATIONAL: (DEFAULT_KERNEL, "1"),
-    block.NON_ROTATIONAL: (SOLID_KERNEL, "0"),
-    block.NVME: (block.NVME_GLOB, None),
-    "all": (DEFAULT_KERNEL, None),
-}
 RECOMMENDED = disks.RECOMMENDED_NAME
 #: Where the rule writes io.cost's files: the cgroup2 root as systemd mounts it.
 CGROUP2 = "/sys/fs/cgroup"

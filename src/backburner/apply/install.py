@@ -35,8 +35,6 @@ from ..system.bpf import bpf_program_settings
 from . import diskrules
 from .diskrules import (  # what apply writes for disks; named here for its callers
     CGROUP2,
-    DEFAULT_KERNEL,  # noqa: F401
-    DEVICE_CLASSES,  # noqa: F401
     IOCOST_RULE,
     MARKER,
     UDEV_DIR,
@@ -51,6 +49,7 @@ from .diskrules import (  # what apply writes for disks; named here for its call
     udev_rule,  # noqa: F401
     udev_rules,
 )
+from .names import NET_MODES, NET_SERVICE
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +73,6 @@ class File:
     content: str
 
 
-#: The network modes a drop-in can ask for (`--net`), as `run --net` takes them.
-NET_MODES = ("background",)
-#: The service that pins the programs a drop-in's BPFProgram= lines name, and paces.
-NET_SERVICE = "backburner-net.service"
 #: Where systemd finds them: bpffs, as systemd mounts it.
 NET_PROGRAMS = tuple(bpf_program_settings())
 

@@ -31,6 +31,7 @@ from . import display, matrix, netplan, pkgloads, presets
 from . import loads as loadspec
 from .commands import Prepare, shlex_split, split_probe
 from .devices import DeviceSpec
+from .names import LOAD_LIFETIMES, PROBE_LAYOUTS
 from .probes import Probe
 from .room import check_room
 
@@ -172,8 +173,6 @@ def _shown(value: Any) -> str:
 
 
 OPTION_FIELDS = tuple(f.name for f in fields(BenchConfig) if f.name != "preset")
-LOAD_LIFETIMES = ("trial", "cell")
-PROBE_LAYOUTS = ("touched", "directories", "aged")
 MAX_WARMUP = 100
 
 

@@ -9,6 +9,10 @@ Writer's window on a private X server when LibreOffice has a graphical front end
 `--ready window` can watch for it (what a user waits for); LibreOffice's own
 `--terminate_after_init` when it is installed without one; else an interpreter importing a
 large package tree, named "office-standin" in the results.
+
+The command line's parser offers the presets' names (`PRESETS`), and every command builds
+the whole parser: what a preset needs to decide (systemd, cgroups, the X display, the
+network study's plan) is imported in its function, not here.
 """
 
 from __future__ import annotations
@@ -20,12 +24,7 @@ import shutil
 import sys
 from typing import Any
 
-from .. import systemd
 from ..base.errors import UnavailableError
-from ..kernel import cgroups
-from ..net import link as netlink
-from ..policy import cgroup_plan, grammar
-from . import display, netplan
 
 #: A cold start of the Python interpreter running this tool, importing a few stdlib
 #: packages: a couple of hundred small files, read through the device under test.
@@ -71,6 +70,8 @@ def _writer_gui() -> str | None:
     program = os.path.dirname(os.path.realpath(office))
     if not glob.glob(os.path.join(program, "libvclplug_*.so")):
         return None
+    from . import display
+
     try:
         display.require_tools()
     except UnavailableError:
@@ -130,6 +131,9 @@ def slow_link() -> dict[str, Any]:
     handshake over a 1 Mbit/s link with a modem's deep queue (300 ms), while one and four
     downloads run, unprotected and with the background policy; each cell until decided,
     at most 10 minutes of trials. `--net-link` gives another line (a delay needs netem)."""
+    from ..net import link as netlink
+    from . import netplan
+
     spec = "1mbit:0ms:300ms"
     return {**netplan.defaults(), "net_link": spec,
             "device": netplan.device_label(netlink.parse(spec)),
@@ -142,6 +146,10 @@ def slow_link() -> dict[str, Any]:
 def _iocost_here() -> bool:
     """Whether bench can switch io.cost on here: cgroup v2 with io.cost, in a scope systemd
     delegates (`config.check_group_controls`'s conditions)."""
+    from .. import systemd
+    from ..kernel import cgroups
+    from ..policy import cgroup_plan, grammar
+
     policy = grammar.BUILTIN["iocost"]
     return (cgroup_plan.missing(policy, cgroups.unified_root()) is None
             and systemd.manages_cgroups(systemd.read_facts()))

@@ -6,12 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..apply import diskrules
-from ..apply import install as apply
-from ..apply import status as applied
+from ..apply.names import DEFAULT_KERNEL, DEVICE_CLASSES, NET_MODES, NET_SERVICE
 from ..base.errors import NotFoundError, UnavailableError, UsageError
-from ..kernel import priorities
-from ..policy import grammar
 from .common import add_command, add_format, err, recover_if_needed, warn_levers
 
 EPILOG = """\
@@ -42,6 +38,11 @@ exit status of --status:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from ..apply import diskrules
+    from ..apply import install as apply
+    from ..kernel import priorities
+    from ..policy import grammar
+
     if args.status:
         return _status(args)
     if args.format != "text":
@@ -80,7 +81,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     if args.net and os.path.abspath(args.root) == "/" and not args.force:
         _check_net_here()
     if args.unit and not args.force:
-        _check_units([*args.unit, *([apply.NET_SERVICE] if args.net else [])], args.root)
+        _check_units([*args.unit, *([NET_SERVICE] if args.net else [])], args.root)
     if args.dry_run:
         apply.preflight(files, args.root, force=args.force, as_root=False)
         print(apply.render(files, args.root), end="")
@@ -110,6 +111,9 @@ def _check_net_here() -> None:
 
 def _check_units(units: list[str], root: str) -> None:
     """Every unit exists: asked of systemd on the running system, looked for under root."""
+    from ..apply import install as apply
+    from ..apply import status as applied
+
     if os.path.abspath(root) != "/":
         apply.check_units(units, root)
         return
@@ -118,6 +122,8 @@ def _check_units(units: list[str], root: str) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from ..apply import status as applied
+
     if args.scheduler or args.unit or args.net or args.remove or args.dry_run or args.iocost:
         raise UsageError("--status reads what apply installed; give no --scheduler, --unit, "
                          "--iocost, --remove or --dry-run")
@@ -143,9 +149,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(bfq, mq-deadline, kyber, none), or `recommended`: a rule per class of "
                    "disk with the scheduler docs/measurements/ssd.md recommends for it")
     p.add_argument("--devices", metavar="CLASS", type=_disk_class,
-                   choices=sorted(apply.DEVICE_CLASSES),
+                   choices=sorted(DEVICE_CLASSES),
                    help="the class of disk the rules match: "
-                   + ", ".join(apply.DEVICE_CLASSES) + " (default: rotational for a "
+                   + ", ".join(DEVICE_CLASSES) + " (default: rotational for a "
                    "scheduler; every class for recommended and --iocost)")
     p.add_argument("--iocost", action="store_true",
                    help="turn on cgroup v2's io.cost for the matching disks (a udev rule "
@@ -157,13 +163,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "wseqiops=50000 wrandiops=25000' (default: the kernel's model)")
     p.add_argument("--kernel", metavar="GLOBS",
                    help="kernel device names the rules match, globs joined by | (default: "
-                   "the class's: " + apply.DEFAULT_KERNEL + ", without nvme* for "
+                   "the class's: " + DEFAULT_KERNEL + ", without nvme* for "
                    "non-rotational, nvme* for nvme)")
     p.add_argument("--unit", action="append", default=[], metavar="UNIT",
                    help="a bulk-work service to put on the back burner (repeatable)")
-    p.add_argument("--net", metavar="MODE", choices=apply.NET_MODES,
+    p.add_argument("--net", metavar="MODE", choices=NET_MODES,
                    help="the units' network traffic: background (their groups get the "
-                   f"network service's BPF programs, and want {apply.NET_SERVICE})")
+                   f"network service's BPF programs, and want {NET_SERVICE})")
     p.add_argument("--policy", default="background",
                    help="the policy of the drop-ins (see `backburner policies`)")
     p.add_argument("--io", metavar="CLASS", help="IO class: idle, be:0-7, rt:0-7")
@@ -191,6 +197,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _disk_class(text: str) -> str:
     """--devices: a class of disk, or one line naming the classes (before argparse's own
     list of choices, which completion offers)."""
+    from ..apply import diskrules
+
     try:
         diskrules.class_match(text)
     except UsageError as error:
@@ -200,6 +208,8 @@ def _disk_class(text: str) -> str:
 
 def _weight(top: int):  # noqa: ANN202 - an argparse type
     def parse(text: str) -> int:
+        from ..policy import grammar
+
         try:
             return grammar.parse_weight(text, "weight", top)
         except UsageError as error:

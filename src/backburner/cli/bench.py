@@ -6,8 +6,9 @@ import argparse
 import logging
 import os
 
-from .. import system
 from ..base.errors import UnavailableError, UsageError
+from ..bench.names import LOAD_LIFETIMES, PROBE_LAYOUTS
+from ..bench.presets import PRESETS
 from .common import add_command, deprecated, err, quiet, recover_if_needed
 from .report import DB_ENV, add_exports, exports
 
@@ -105,6 +106,7 @@ def _given(args: argparse.Namespace, dest: str) -> bool:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from .. import system
     from ..bench import runner, ui
 
     report = quiet if args.quiet else err
@@ -243,9 +245,6 @@ def _this_run(path: str):  # noqa: ANN202 - Filter | None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..bench.config import LOAD_LIFETIMES, PROBE_LAYOUTS
-    from ..bench.presets import PRESETS
-
     p = add_command(sub, "bench", cmd_bench,
                     help="start-up latency under background load, as a matrix",
                     description=DESCRIPTION, epilog=EXAMPLES)

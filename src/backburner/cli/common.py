@@ -3,6 +3,12 @@
 A command module has one `register(sub)` that adds its parser(s) and sets
 ``handler=function``; the function gets the parsed namespace, calls into the library and
 returns an exit status. No business logic and no system paths live in the CLI.
+
+A command module imports at its top only what its parser needs (argparse, this module, the
+words its options offer, from light modules such as `bench/names.py`); the work is imported
+by the function that runs the command. Every invocation builds the whole parser, so what a
+parser imports, every command pays for (`run`, thousands of times in a test suite or in an
+emulated guest): tests/cli/test_imports.py keeps the parser light.
 """
 
 from __future__ import annotations
@@ -12,7 +18,6 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
-from .. import system
 from ..base.errors import UsageError
 from ..base.quantities import one_line
 
@@ -115,6 +120,8 @@ def add_command(sub: argparse._SubParsersAction, name: str, handler: Handler,
 
 def recover_if_needed() -> None:
     """A crash mid-run is recovered by the next invocation that changes state."""
+    from .. import system
+
     if system.is_root() and system.journal_dir().is_dir():
         system.recover(report=err)
 

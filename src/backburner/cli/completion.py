@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import shells as completion
 from .common import add_command
+
+#: The shells a script is generated for. `shells`, which writes the scripts, is imported by
+#: the command alone: it needs dataclasses, which no parser does.
+SHELLS = ("bash", "zsh", "fish")
 
 DESCRIPTION = """\
 Print a completion script generated from this program's parser. Use it with
@@ -21,7 +24,9 @@ or install it where each shell looks (scripts/build-extras writes all three):
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
-    sys.stdout.write(completion.script(args.parser, args.shell))  # the program's own parser
+    from . import shells
+
+    sys.stdout.write(shells.script(args.parser, args.shell))  # the program's own parser
     return 0
 
 
@@ -29,4 +34,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "completion", cmd_completion,
                     help="print a shell completion script (bash, zsh, fish)",
                     description=DESCRIPTION)
-    p.add_argument("shell", choices=completion.SHELLS, help="the shell")
+    p.add_argument("shell", choices=SHELLS, help="the shell")

@@ -7,12 +7,15 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..base.errors import DataError, UsageError
 from ..files import outfile
-from ..report.export.registry import FORMATS as EXPORT_FORMATS
-from ..store import Filter
+from ..report.names import EXPORT_FORMATS, GROUPINGS
 from .common import add_command, add_format, deprecated, err, finite, fraction
+
+if TYPE_CHECKING:
+    from ..store import Filter
 
 DB_ENV = "BACKBURNER_DB"
 #: what --format can send to the terminal: the table, or an export format
@@ -32,6 +35,8 @@ def database(args: argparse.Namespace, given: str | None) -> str:
 def selection(args: argparse.Namespace) -> Filter | None:
     if args.run is None and args.machine is None and args.since is None:
         return None
+    from ..store import Filter
+
     return Filter(run=args.run, machine=args.machine, since=args.since)
 
 
@@ -190,9 +195,6 @@ def add_exports(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..report.data import GROUPINGS
-    from ..report.export.registry import FORMATS
-
     r = add_command(sub, "report", cmd_report,
                     help="statistics, plots and exports of a result database")
     r.add_argument("database", nargs="?",
@@ -211,7 +213,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # the old spellings, kept for the scripts that use them (docs/reference/cli.md)
     r.add_argument("--html", dest="export_html", help=argparse.SUPPRESS,
                    action=deprecated(argparse._StoreAction, "--export-html"))
-    r.add_argument("--export", choices=FORMATS, help=argparse.SUPPRESS,
+    r.add_argument("--export", choices=EXPORT_FORMATS, help=argparse.SUPPRESS,
                    action=deprecated(argparse._StoreAction,
                                      "--export-FORMAT FILE, or --format FORMAT for stdout"))
     r.add_argument("--output", "-o", help=argparse.SUPPRESS,

@@ -7,16 +7,19 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from .. import system, systemd
 from ..base.errors import UsageError
-from ..kernel import priorities
-from ..policy import grammar
 from .common import add_command, err, quiet, recover_if_needed, warn_levers
+
+if TYPE_CHECKING:
+    from ..policy import grammar
 
 
 def policy_from_args(args: argparse.Namespace) -> grammar.Policy:
+    from ..kernel import priorities
+    from ..policy import grammar
+
     base = grammar.parse_policy(args.policy or "default")
     return base.with_overrides(
         io=priorities.IOPrio.parse(args.io) if args.io else None,
@@ -38,7 +41,9 @@ def add_policy_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .. import spawn
+    from dataclasses import replace
+
+    from .. import spawn, systemd
     from ..run import job
 
     policy = policy_from_args(args)
@@ -114,6 +119,8 @@ def _cwd_of(pid: int) -> str | None:
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
+    from ..policy import grammar
+
     width = max(11, *(len(name) for name in grammar.BUILTIN))
     for name, pol in grammar.BUILTIN.items():
         sets = "  ".join(f"{k}={v}" for k, v in pol.settings().items())
@@ -123,6 +130,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    from .. import system
     from ..run import job
 
     if args.pid is not None:

@@ -15,8 +15,6 @@ import argparse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-SHELLS = ("bash", "zsh", "fish")
-
 #: shtab's completion hints (its documented ``action.complete`` dictionaries)
 FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 DIR = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/"}
@@ -95,7 +93,7 @@ def mark(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
-    """The completion script for `shell` (one of SHELLS)."""
+    """The completion script for `shell` (one of `completion.SHELLS`)."""
     if shell == "fish":
         return fish(parser)
     import shtab

@@ -7,7 +7,8 @@ layer; nothing above reimplements it (tests/test_house_rules.py). The modules on
 changing what they describe is `system`'s (the one writer of system state).
 
 - `block`: block devices and their IO schedulers (names, what a disk offers, the one in
-  force, the whole disk of a file, the class of a disk).
+  force, the whole disk of a file, the class of a disk); `disk_names`: the names of the
+  classes of disk and of whole disks, apart for the command line's parser.
 - `levers`: what each lever of a policy (IO class, IO weight, cgroup v2's io files, the
   charge of buffered writeback) does on one disk, read from sysfs and cgroupfs.
 - `procfs`: /proc read safely (a process's status, mountinfo, a file's mount).

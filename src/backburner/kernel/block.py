@@ -8,7 +8,8 @@ A scheduler acts on a request queue, and a queue belongs to a whole disk
 decide. So "the disk holding a file" is followed down to those disks.
 
 Everything here reads, and cheaply (a background replay's own start uses it): no import
-beyond the standard library and `errors`, `procfs`.
+beyond the standard library and `errors`, `procfs`. The names of the classes of disk and
+of whole disks are `disk_names`' (light, for the command line's parser), said here too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from pathlib import Path
 
 from ..base.errors import NotFoundError, UsageError
 from . import procfs
+from .disk_names import DISK_CLASSES as DISK_CLASSES
+from .disk_names import DISK_GLOBS as DISK_GLOBS
+from .disk_names import NON_ROTATIONAL as NON_ROTATIONAL
+from .disk_names import NVME as NVME
+from .disk_names import NVME_GLOB as NVME_GLOB
+from .disk_names import ROTATIONAL as ROTATIONAL
 
 SYS_BLOCK = "/sys/block"
 SYS_DEV_BLOCK = "/sys/dev/block"
@@ -28,15 +35,6 @@ SYS_DEV_BLOCK = "/sys/dev/block"
 SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
 #: Other names the kernel takes when one is written to queue/scheduler.
 ALIASES = {"deadline": "mq-deadline"}
-
-#: The classes of disk a rule can match (udev: ATTR{queue/rotational}, KERNEL=="nvme*").
-ROTATIONAL, NON_ROTATIONAL, NVME = "rotational", "non-rotational", "nvme"
-DISK_CLASSES = (ROTATIONAL, NON_ROTATIONAL, NVME)
-#: The kernel names of NVMe namespaces (nvme0n1; nvme0c0n1 is a multipath path, hidden).
-NVME_GLOB = "nvme*"
-#: The kernel names of whole disks with a scheduler of their own, as udev rules match
-#: them: SCSI/SATA/USB, virtio, Xen, MMC/SD, NVMe (not loop, dm-, md: not hardware).
-DISK_GLOBS = ("sd*", "vd*", "xvd*", "mmcblk*", NVME_GLOB)
 
 
 # --- schedulers -------------------------------------------------------------------------------

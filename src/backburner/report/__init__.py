@@ -13,7 +13,7 @@ from typing import Any
 _WHERE = {
     "CompareResult": "compare", "CompareRow": "compare", "compare_reports": "compare",
     "compare_groups": "compare", "render_compare": "compare", "gate": "compare",
-    "GROUPINGS": "data", "CellData": "data", "ReportData": "data", "load": "data",
+    "GROUPINGS": "names", "CellData": "data", "ReportData": "data", "load": "data",
     "split": "data",
     "export_to": "export", "formats": "export",
     "Row": "summary", "headline": "words", "notes": "summary", "summary_rows": "summary",

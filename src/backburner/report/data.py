@@ -249,9 +249,6 @@ def assemble(path: str, version: int, runs: list[Run], cells: list[StoredCell],
     return ReportData(path, version, runs, display_order(list(by_key.values())), time.time())
 
 
-GROUPINGS = ("machine", "kernel", "run")
-
-
 def machine_of(run: Run) -> str:
     """A machine's identity: its machine id, else (a database from before machine ids) its
     host name."""

@@ -9,16 +9,17 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import spawn, system, systemd
 from ..base.errors import NotFoundError, SystemStateError, UsageError
 from ..kernel import procfs
-from ..kernel.bpf import calls as bpf
-from ..net import background, service
-from ..net import policy as nt
 from ..policy import cgroup_plan, grammar, live
 from ..status import records
+
+if TYPE_CHECKING:  # the network policy is imported by the runs that ask for it (--net)
+    from ..net import background
+    from ..net import policy as nt
 
 Report = Callable[[str], None]
 
@@ -123,6 +124,9 @@ def _run_with_net(argv: Sequence[str], policy: grammar.Policy, net: background.T
     """The job in a cgroup v2 group of its own for its packets (beside the group of its
     IO/CPU weights, when the policy has them), the network policy on `net` for as long
     as it runs; the pacer ends before the transaction takes the policy away."""
+    from ..net import background
+    from ..net import policy as nt
+
     if systemd.manages_cgroups(facts if facts is not None else systemd.read_facts()):
         if net.attribution == "net_cls":  # systemd on cgroup v1 alone: no BPFProgram=
             return _run_with_net_cls_in_scope(argv, policy, net, report=report,
@@ -161,6 +165,10 @@ def _run_with_net_in_scope(argv: Sequence[str], policy: grammar.Policy,
     makes it) gets the network policy's programs, pinned for this run for systemd to
     attach (BPFProgram=, as a unit's drop-in names the service's), and the pacer paces
     the groups they are on while the job runs; the pins and the classes go after it."""
+    from ..kernel.bpf import calls as bpf
+    from ..net import policy as nt
+    from ..net import service
+
     name = f"backburner-run-{procfs.owner_tag(os.getpid())}"
     with system.Transaction("run") as tx:
         applied = service.start(tx, net, bpf.BPFFS, name)
@@ -183,6 +191,9 @@ def _run_with_net_cls_in_scope(argv: Sequence[str], policy: grammar.Policy,
     """Where systemd owns a cgroup v1 tree: the job's transient scope as `run_in_scope`
     makes it, and the job in our net_cls group too (a controller systemd leaves alone),
     joined before it asks for the scope."""
+    from ..net import background
+    from ..net import policy as nt
+
     with system.Transaction("run") as tx:
         applied, net_procs = background.apply(tx, net, procfs.owner_tag(os.getpid()))
         where = f" in network namespace {net.ns}" if net.ns else ""

@@ -6,10 +6,9 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ..data import ReportData
+from ..names import EXPORT_FORMATS as FORMATS
 
 Writer = Callable[[ReportData, TextIO, float, float], None]
-#: The formats, in the order `--help` lists them; each module registers one of these.
-FORMATS = ("csv", "json", "markdown", "hyperfine-json")
 EXPORTERS: dict[str, Writer] = {}
 
 
