@@ -218,7 +218,9 @@ def test_a_short_bench_with_each_load(tmp_path: Path, state_dir: Path,
     and rounds; the package cache is filled once and kept for the next run."""
     db = tmp_path / "r.db"
     specs = [f"{kind}:{TINY}" for kind in KINDS]
-    r = bb("bench", "--probe", "/bin/true", *[a for s in specs for a in ("--load", s)],
+    # the probe lasts long enough for a round of each load to finish within its trial on a
+    # busy machine (a flatpak-api round took over the 1.6 s a /bin/true trial lasted at load 8)
+    r = bb("bench", "--probe", "/bin/sleep 3", *[a for s in specs for a in ("--load", s)],
            "--device", "testbed:1G", "--scheduler", "bfq", "--trials", "1", "--warmup", "0",
            "--settle", "1.5", "--seed", "3", "-o", str(db), "-q", timeout=240)
     assert r.returncode == 0, r.err
