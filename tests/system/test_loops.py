@@ -157,8 +157,18 @@ def _losetup(image: Path) -> str:
                           text=True, timeout=TIMEOUT, check=True).stdout.strip()
 
 
-def _bound(dev: str) -> bool:
-    return Path("/sys/block", os.path.basename(dev), "loop", "backing_file").exists()
+def _bound_to(dev: str, image: os.stat_result) -> bool:
+    """`dev` is bound to this image (its device and inode): a number freed here may be
+    taken at once by another worker's test, so a number alone says nothing."""
+    shown = subprocess.run(["losetup", "-n", "-O", "BACK-INO,BACK-MAJ:MIN", dev],
+                           capture_output=True, text=True, timeout=TIMEOUT).stdout.split()
+    want = [str(image.st_ino), f"{os.major(image.st_dev)}:{os.minor(image.st_dev)}"]
+    return shown == want
+
+
+def _detach_if_bound_to(dev: str, image: os.stat_result) -> None:
+    if _bound_to(dev, image):
+        subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=TIMEOUT)
 
 
 @pytest.mark.root
@@ -175,16 +185,17 @@ def test_restore_detaches_our_device_even_after_its_path_was_swapped(
     assert r.returncode == -9, r.stderr
     our_dev = r.stdout.strip()
     their_dev = _losetup(theirs)
+    our_file, their_file = ours.stat(), theirs.stat()
     try:
         ours.rename(tmp_path / "moved.img")
         ours.symlink_to(theirs)
         r = bb("restore")
         assert r.returncode == 0, r.err
-        assert not _bound(our_dev), "our loop device stayed attached"
-        assert _bound(their_dev), "restore detached another user's loop device"
+        assert not _bound_to(our_dev, our_file), "our loop device stayed attached"
+        assert _bound_to(their_dev, their_file), "restore detached another user's loop device"
     finally:
-        for dev in (our_dev, their_dev):
-            subprocess.run(["losetup", "-d", dev], capture_output=True)
+        _detach_if_bound_to(our_dev, our_file)
+        _detach_if_bound_to(their_dev, their_file)
 
 
 @pytest.mark.root
@@ -207,6 +218,6 @@ def test_an_attach_killed_before_its_device_was_journaled_is_found_by_identity(
     try:
         r = bb("restore")
         assert r.returncode == 0, r.err
-        assert not _bound(dev)
+        assert not _bound_to(dev, st)
     finally:
-        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        _detach_if_bound_to(dev, st)
