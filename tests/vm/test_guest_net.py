@@ -36,7 +36,9 @@ def test_background_policy_over_a_delayed_link_and_tcp_lp(guest: Guest) -> None:
     assert protected < unprotected / 3, got
     assert got["policy"]["bulk_bit_s"] > 100_000, got  # the downloads still move
     assert got["mechanism"] == "both" and got["ack_packets"] > 20, got
-    assert min(got["knobs"].values()) > 10, got  # the pacer moved both budgets
+    # the pacer stepped, and moved both budgets (how many steps it takes in the policy's
+    # phase depends on the emulated CPU it is given: 10 each with another guest beside)
+    assert min(got["knobs"].values()) >= 5 and min(got["knob_values"].values()) > 1, got
     assert got["upload"]["cc"] == "lp" and got["upload"]["acked"] > 10_000, got
     assert got["tcp_lp_during"] and not got["before"]["tcp_lp"], got
     assert got["after"] == got["before"], got
@@ -53,5 +55,6 @@ def test_ingress_shaping_over_a_delayed_link(guest: Guest) -> None:
     assert got["policy"]["bulk_bit_s"] > 100_000, got
     # the job's segments went through its class on the IFB, found by their sockets
     assert got["mechanism"] == "ingress" and got["ack_packets"] > 100, got
-    assert list(got["knobs"]) == ["ingress-rate"] and got["knobs"]["ingress-rate"] > 10, got
+    assert list(got["knobs"]) == ["ingress-rate"] and got["knobs"]["ingress-rate"] >= 5, got
+    assert got["knob_values"]["ingress-rate"] > 1, got
     assert got["after"] == got["before"], got

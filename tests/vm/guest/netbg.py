@@ -145,6 +145,9 @@ def main(spec_text: str, modem: str = "tbf",
             out["ack_packets"] = policy.bulk_counters(applied)[1]
             assert applied.pacer is not None
             out["knobs"] = {k.name: len(k.history) for k in applied.pacer.knobs}
+            # how many values each budget took: more than one, the pacer moved it
+            out["knob_values"] = {k.name: len({v for _, v in k.history})
+                                  for k in applied.pacer.knobs}
     deadline = time.monotonic() + 5  # the kernel frees a detached program a moment later
     while (after := snapshot()) != out["before"] and time.monotonic() < deadline:
         time.sleep(0.2)
