@@ -3,7 +3,8 @@
 with `tsc=reliable`, because the kernel otherwise takes the vCPUs' TSCs for unsynchronised
 and reads the time from the emulated HPET. One guest, both clock sources switched in turn
 through sysfs, each round timing three loops in the guest's Python: a control (no clock),
-100,000 clock reads, and 30 process starts.
+100,000 clock reads, and 30 process starts, each with the CPU QEMU spent on it, and what
+QEMU spends while the guest idles for 20 s.
 
     .venv/bin/python benchmarks/guest_clocksource.py [--rounds 2]   (as root)
 
@@ -14,6 +15,7 @@ control is the cost of the reads.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -32,10 +34,23 @@ LOOPS = {
 }
 
 
-def timed(guest: Guest, code: str) -> float:
-    started = time.monotonic()
+def qemu_cpu(guest: Guest) -> float:
+    """Seconds of CPU QEMU has used (user and system)."""
+    assert guest.qemu
+    fields = Path(f"/proc/{guest.qemu.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(guest: Guest, code: str) -> str:
+    started, cpu = time.monotonic(), qemu_cpu(guest)
     guest.run(["python3", "-c", code], timeout=600, check=True)
-    return time.monotonic() - started
+    return f"{time.monotonic() - started:.2f} s (CPU {qemu_cpu(guest) - cpu:.2f} s)"
+
+
+def idle(guest: Guest, seconds: float = 20) -> str:
+    cpu = qemu_cpu(guest)
+    time.sleep(seconds)
+    return f"idle {seconds:g} s: CPU {qemu_cpu(guest) - cpu:.2f} s"
 
 
 def main() -> int:
@@ -51,8 +66,8 @@ def main() -> int:
                     print(f"{source}: not offered ({' '.join(offered)})")
                     continue
                 guest.run(["sh", "-c", f"echo {source} > {CURRENT}"], check=True)
-                cells = [f"{name} {timed(guest, code):.2f} s" for name, code in LOOPS.items()]
-                print(f"{source:5} " + ", ".join(cells), flush=True)
+                cells = [f"{name} {timed(guest, code)}" for name, code in LOOPS.items()]
+                print(f"{source:5} " + ", ".join([*cells, idle(guest)]), flush=True)
     print(f"load {Path('/proc/loadavg').read_text().split()[0]}")
     return 0
 
