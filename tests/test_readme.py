@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -274,3 +276,15 @@ def test_the_index_lists_every_page_and_every_file_is_used() -> None:
             for doc in _documents() for target in LINK.findall(_prose(doc.read_text()))}
     others = {p.resolve() for p in DOCS.rglob("*") if p.is_file() and p.suffix != ".md"}
     assert sorted(str(p.relative_to(DOCS)) for p in others - used) == []
+
+
+@pytest.mark.parametrize(("var", "value"), [("BACKBURNER_TEST_GUESTS", "abc"),
+                                            ("BACKBURNER_TEST_WORKERS", "0")])
+def test_the_suite_refuses_a_worker_count_that_is_not_one_in_one_line(var: str,
+                                                                      value: str) -> None:
+    """Before anything is installed or run (the check exits ahead of scripts/setup)."""
+    done = subprocess.run([str(ROOT / "scripts" / "test")], env={**os.environ, var: value},
+                          capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 64
+    assert done.stdout == ""
+    assert done.stderr == f"scripts/test: {var}={value} is not a number of workers (1 or more)\n"
