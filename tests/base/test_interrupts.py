@@ -137,3 +137,42 @@ def test_the_cli_called_in_a_process_that_goes_on_leaves_its_signals_alone() -> 
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+
+
+IN_A_THREAD = r'''
+import os, signal, threading, time
+from backburner.base import interrupts
+interrupts.install()
+inside, leave, outcome = threading.Event(), threading.Event(), []
+
+def helper():  # as the network pacer starts `tc` from its thread
+    try:
+        with interrupts.deferred():
+            inside.set()
+            leave.wait(10)
+        outcome.append("helper finished")
+    except BaseException as err:
+        outcome.append(f"helper got {type(err).__name__}")
+
+t = threading.Thread(target=helper)
+t.start()
+inside.wait(10)
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(2)
+    print("main thread not interrupted", flush=True)
+except interrupts.Terminated:
+    print("main thread Terminated", flush=True)
+leave.set()
+t.join()
+print(*outcome)
+'''
+
+
+def test_a_block_deferred_in_another_thread_does_not_take_the_main_threads_signal() -> None:
+    """A helper thread inside `deferred()` (the network pacer starting `tc`) when SIGTERM
+    came took the signal as its own when its block ended: the thread died, the daemon
+    served on, and `govern run` never stopped."""
+    r = subprocess.run([sys.executable, "-c", IN_A_THREAD], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.stdout == "main thread Terminated\nhelper finished\n", r.stderr

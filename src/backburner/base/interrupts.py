@@ -9,6 +9,7 @@ raised when the block ends, by which time the child is registered."""
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -74,8 +75,14 @@ def seen() -> int | None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """Hold an arriving signal until the block is done, then raise it."""
+    """Hold an arriving signal until the block is done, then raise it. Only the main
+    thread's blocks hold: Python runs handlers there alone, so another thread's block (the
+    network pacer starting `tc`) cannot be cut by one, and must not end by raising the
+    main thread's signal in a thread that would die of it while the main thread goes on."""
     global _depth, _pending
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _depth += 1
     try:
         yield
