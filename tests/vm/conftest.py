@@ -23,6 +23,23 @@ GUESTS = pytest.StashKey[list[Guest]]()
 SHARED_DISKS = {"scratch": "4G"}  # the shared guest's spare disk: /dev/disk/by-id/virtio-scratch
 #: and a small disk on QEMU's NVMe controller: /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_bbnvme
 SHARED_NVME = {"bbnvme": "256M"}
+#: what test_rig.py checks a guest boots with, carried by the shared guest (a boot of the
+#: rig's own would cost a boot's emulated CPU): a unit that notes each boot, files, a
+#: kernel argument, an empty disk and a read-only image the host holds
+RIG_UNITS = {"bb-rig-boots.service": """\
+[Unit]
+Description=rig check: note each boot
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'cat /proc/sys/kernel/random/boot_id >> /var/lib/bb-rig/boots'
+[Install]
+WantedBy=multi-user.target
+"""}
+RIG_FILES = {"/var/lib/bb-rig/note": "seeded\n",
+             "/usr/local/bin/bb-rig-hello": "#!/bin/sh\necho hello from the seed\n"}
+RIG_KERNEL_ARGS = ("bb_rig.marker=42",)
+RIG_DISKS = {"extra": "1G"}
+RIG_IMAGE = bytes(range(256)) * 4096  # 1 MiB the guest must see, read-only
 
 
 @contextmanager
@@ -59,8 +76,13 @@ def vm_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def _shared_guest(vm_image: Image, vm_wheel: Path) -> Iterator[SharedGuest]:
-    shared = SharedGuest(vm_image, BootSpec(wheel=vm_wheel, disks=SHARED_DISKS, nvme=SHARED_NVME))
+def _shared_guest(vm_image: Image, vm_wheel: Path, tmp_path_factory: pytest.TempPathFactory
+                  ) -> Iterator[SharedGuest]:
+    ro = tmp_path_factory.mktemp("rig-image") / "ro.img"
+    ro.write_bytes(RIG_IMAGE)
+    shared = SharedGuest(vm_image, BootSpec(
+        wheel=vm_wheel, disks={**SHARED_DISKS, **RIG_DISKS}, nvme=SHARED_NVME, units=RIG_UNITS,
+        files=RIG_FILES, kernel_args=RIG_KERNEL_ARGS, images={"ro": ro}))
     try:
         yield shared
     finally:

@@ -24,6 +24,7 @@ from .proc import dies_with_us
 
 HOST_PYTHON = "/usr/bin/python3"
 GUEST_PYTHON = (3, 11)  # Debian 12's, the image's (image.py)
+COMMAND = "/usr/local/bin/backburner"  # where pip puts the command, in the guest too
 
 
 def host_can_install() -> bool:
@@ -50,7 +51,7 @@ def installed_files(wheel: Path) -> dict[str, tuple[bytes, int]]:
             if path.is_file() and not path.is_symlink():
                 guest = "/" + path.relative_to(stage).as_posix()
                 files[guest] = (path.read_bytes(), path.stat().st_mode & 0o777)
-        if not any(p.startswith("/usr/local/bin/backburner") for p in files):
+        if COMMAND not in files:
             raise RuntimeError(f"pip installed no backburner command from {wheel.name}")
         return files
 

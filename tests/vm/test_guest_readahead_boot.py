@@ -1,15 +1,18 @@
-"""Readahead at a real boot, from the shipped units: boot 1 records (no pack yet), boot 2
+"""Readahead at a real boot, from the shipped units: boot 1 records (no pack yet), boot 3
 replays early, beside the boot, and once it is done the pack's pages are resident without
 anything else having read them; a file replaced between the boots is skipped, and the
 replay says so in the journal. The units are the shipped ones with two drop-ins: the
 guest's install path of backburner, and ConditionVirtualization= emptied (the shipped
 units do not run in a VM, where a host's page cache makes a pack meaningless), and a
 recording long enough for the check to read its files during it and then end it as
-`systemctl stop` does."""
+`systemctl stop` does. The units and the files come in the guest's seed, so the
+first boot is boot 1 (a boot is most of this check's emulated CPU); where the guest
+installs the wheel itself at its first boot, they are put in and the guest rebooted."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from . import installed
 from .rig import Guest
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(1200)]
@@ -57,21 +61,38 @@ def _recording(g: Guest) -> bool:
         ["journalctl", "-b", "-u", f"{RECORD}.service", "-o", "cat"]).out
 
 
-def test_boot_records_then_the_next_boot_replays(make_guest: Callable[..., Guest]) -> None:
-    g = make_guest()
+def _boot_one(make_guest: Callable[..., Guest]) -> Guest:
+    """A guest at boot 1 with the units enabled: its first boot where the seed brings the
+    installed command (the drop-ins name where it is), else the boot after they were put in."""
+    units = {f"{unit}.service": (REPO / "systemd" / f"{unit}.service").read_text()
+             for unit in (RECORD, REPLAY)}
+    data = {f"/opt/bbtest/{name}.bin": os.urandom(4 << 20) for name in ("keep", "data")}
+    seeded = installed.host_can_install()
+    if seeded:
+        dropins = {f"{UNITS}/{unit}.service.d/guest.conf":
+                   _dropin(installed.COMMAND, unit, "600" if unit == RECORD else None)
+                   for unit in (RECORD, REPLAY)}
+        g = make_guest(units=units, files={**data, **dropins})
+    else:
+        g = make_guest(files=data)
     where = g.run(["sh", "-c", "command -v backburner"], check=True).out.strip()
+    if seeded:
+        assert where == installed.COMMAND, where
+        return g
+    for name, text in units.items():
+        g.put(f"{UNITS}/{name}", text)
     for unit in (RECORD, REPLAY):
-        g.put(f"{UNITS}/{unit}.service", (REPO / "systemd" / f"{unit}.service").read_text())
         g.put(f"{UNITS}/{unit}.service.d/guest.conf",
               _dropin(where, unit, "600" if unit == RECORD else None))
-    for name in ("keep", "data"):
-        g.run(["sh", "-c", f"mkdir -p /opt/bbtest && head -c 4M /dev/urandom "
-               f"> /opt/bbtest/{name}.bin"], check=True)
     g.run(["systemctl", "daemon-reload"], check=True)
-    g.run(["systemctl", "enable", f"{RECORD}.service", f"{REPLAY}.service"], check=True)
+    g.run(["systemctl", "enable", *units], check=True)
     g.run(["sync"], check=True)
+    g.reboot()
+    return g
 
-    g.reboot()  # boot 1: no pack, so it records; the power fails while it does
+
+def test_boot_records_then_the_next_boot_replays(make_guest: Callable[..., Guest]) -> None:
+    g = _boot_one(make_guest)  # boot 1: no pack, so it records; the power fails while it does
     _until(lambda: _recording(g), "the recording", g)
     g.crash()
     # boot 2: nothing half-written was left to replay: it records again
