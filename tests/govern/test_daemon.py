@@ -675,6 +675,49 @@ def test_sighup_reloads_the_rules_and_bad_ones_leave_the_old(
         assert_put_back(t.pid)
 
 
+HUP_AT_READY = r"""
+import os, signal, sys
+from backburner import entry
+from backburner.govern import daemon
+
+made = daemon._ready
+
+def ready_then_hangup(path):  # new rules, and a reload asked for as the ready file appears
+    result = made(path)
+    with open(os.environ["BB_TEST_RULES"], "w") as f:
+        f.write(os.environ["BB_TEST_NEW_RULES"])
+    os.kill(os.getpid(), signal.SIGHUP)
+    return result
+
+daemon._ready = ready_then_hangup
+sys.exit(entry.main(sys.argv[1:]))
+"""
+
+
+def test_a_reload_asked_for_as_it_becomes_ready_reloads(tmp_path: Path, state_dir: Path) -> None:
+    """A SIGHUP right after the ready file appeared (one of the suite's reload checks sent
+    it there on a loaded machine, and the daemon ended) reloads; the daemon serves on."""
+    rule = '[[rule]]\nname = "{}"\nmatch = {{ comm = "{}" }}\nio = "idle"\n'
+    rules = rules_dir(tmp_path, rule.format("first", _name()))
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", HUP_AT_READY, "govern", "run", "--rules", str(rules),
+         "--no-defaults", "--ready-file", str(tmp_path / "ready")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
+        env={**os.environ, "BB_TEST_RULES": str(rules / "test.toml"),
+             "BB_TEST_NEW_RULES": rule.format("second", _name())})
+    try:
+        wait_for(lambda: proc.poll() is not None or json.loads(
+            bb("govern", "status", "--json").out or "{}").get("rules") == ["second"],
+            what="the reload")
+        assert proc.poll() is None, proc.communicate(timeout=TIMEOUT)[1]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, err
+    assert b"rules reloaded" in err, err
+
+
 @pytest.mark.parametrize("quiet", [False, True])
 def test_a_lever_that_does_nothing_on_slash_is_said_at_start_and_on_reload(
         tmp_path: Path, state_dir: Path, quiet: bool) -> None:

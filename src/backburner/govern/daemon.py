@@ -218,21 +218,23 @@ def run(opts: Options) -> Stopped:
                 gov.scan()
                 if not gov.governed:
                     conn.narrow(watch.starts)
-                state.write(status(gov, opts, started))
-                ready = _ready(opts.ready_file)
-                sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
-                          f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
-                log.info("governing with %d rules from %s%s", len(ruleset.rules),
-                         ", ".join(ruleset.files) or "no files",
-                         " (dry run: nothing is changed)" if opts.dry_run else "")
+                # a reload asked for as soon as we say we are ready is a reload, not an end
                 old_hup = signal.signal(signal.SIGHUP, hangup.handler)
                 try:
+                    state.write(status(gov, opts, started))
+                    ready = _ready(opts.ready_file)
+                    sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS=governing "
+                              f"{quantities.plural(len(gov.governed), 'process', 'processes')}")
+                    log.info("governing with %d rules from %s%s", len(ruleset.rules),
+                             ", ".join(ruleset.files) or "no files",
+                             " (dry run: nothing is changed)" if opts.dry_run else "")
                     while True:
                         try:
                             serve(gov, conn, opts, started, watch.watch, hangup)
                         except Reload:
                             hangup.pending = False
                             _reload(gov, opts, conn, watch)
+                            state.write(status(gov, opts, started))  # `status` says so now
                 except (KeyboardInterrupt, interrupts.Terminated) as stop:
                     reason = f"stopped by {stop}" if str(stop) else "interrupted"
                     sd_notify("STOPPING=1")
