@@ -197,6 +197,25 @@ def test_cold_and_warm_together_64(tmp_path: Path) -> None:
     assert not (tmp_path / "r.db").exists()
 
 
+def test_no_html_and_export_html_together_64(tmp_path: Path) -> None:
+    r = bb("bench", "--probe", "/bin/true", "--no-html", "--export-html",
+           str(tmp_path / "r.html"), "-o", str(tmp_path / "r.db"))
+    assert r.returncode == 64 and r.stdout == b""
+    assert "--no-html and --export-html" in one_line_error(r)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.root
+def test_no_html_leaves_the_database_alone(tmp_path: Path, state_dir: Path) -> None:
+    """No report page next to the database; the terminal report is still printed."""
+    r = bb("bench", "--probe", "/bin/true", "--device", "testbed:64M", "--trials", "1",
+           "-w", "0", "--scheduler", "mq-deadline", "--no-html", "-o", str(tmp_path / "out.db"),
+           timeout=120)
+    assert r.returncode == 0, r.err
+    assert sorted(p.name for p in tmp_path.glob("out.*")) == ["out.db"]
+    assert "mq-deadline" in r.out and "report:" not in r.out
+
+
 def test_the_old_matrix_spelling_of_prepare_is_refused_with_a_hint(tmp_path: Path) -> None:
     r = bb("bench", "--probe", "/bin/true", "--prepare", "replay=backburner readahead replay p",
            "-o", str(tmp_path / "r.db"))

@@ -50,6 +50,7 @@ def run(_shared_guest: SharedGuest) -> Iterator[dict[str, Any]]:
         argv += ["--policy", pol]
     bench = g.run(argv, timeout=600, env=EMULATED_CPU)
     report = g.run(["backburner", "report", "/root/cg.db"], timeout=120, env=EMULATED_CPU)
+    page = g.run(["head", "-c", "15", "/root/cg.html"]).out  # the one guest bench with a page
     left = {
         "units": g.run(["systemctl", "list-units", "--all", "--no-legend",
                         "backburner-bench*"]).out.strip(),
@@ -60,8 +61,8 @@ def run(_shared_guest: SharedGuest) -> Iterator[dict[str, Any]]:
     records = [json.loads(ln) for name in ("probe", "load")
                for ln in g.run(["cat", f"/root/{name}.jsonl"]).out.splitlines() if ln]
     yield {"guest": g, "bench": bench, "report": report, "left": left, "devno": devno,
-           "records": records}
-    g.run(f"rm -rf {WORK} /root/probe.jsonl /root/load.jsonl /root/cg.db")
+           "records": records, "page": page}
+    g.run(f"rm -rf {WORK} /root/probe.jsonl /root/load.jsonl /root/cg.db /root/cg.html")
 
 
 BENCH = ["backburner", "bench", "--device", WORK, "--probe", "true", "--load", "cmd:sleep 60",
@@ -105,6 +106,7 @@ def _in_probe_group(records: list[dict[str, Any]], idle: bool) -> dict[str, Any]
 def test_the_bench_completes_and_its_report_names_the_policies(run: dict[str, Any]) -> None:
     assert run["bench"].status == 0, run["bench"]
     assert run["report"].status == 0, run["report"]
+    assert run["page"] == "<!DOCTYPE html>", run["page"]  # its plots drawn on an emulated CPU
     for pol in POLICIES:
         assert pol in run["report"].out, (pol, run["report"].out)
 

@@ -32,7 +32,8 @@ def test_a_network_study_protects_its_downloads_in_a_delegated_scope(guest: Gues
     guest.run(["rm", "-f", DB])
     r = guest.run(["backburner", "bench", "--net-link", "1mbit:40ms", "--load", "download:4",
                    "--policy", "default", "--policy", "background", "-r", "2", "-w", "0",
-                   "--settle", "1", "--seed", "4", "-o", DB], timeout=400, env=EMULATED_CPU)
+                   "--settle", "1", "--seed", "4", "--no-html", "-o", DB], timeout=400,
+                  env=EMULATED_CPU)
     assert r.status == 0, r
     rows = json.loads(guest.run(["python3", "-c", READ], check=True).out)
     assert len(rows) == 4 and all(status == "ok" for _, status, _ in rows), rows

@@ -46,7 +46,8 @@ def run(_shared_guest: SharedGuest) -> Iterator[dict[str, Any]]:
             "--probe", "python3 -c 'import json, email.parser, http.client, asyncio'",
             "--load", f"cmd:python3 /root/cgwhere.py load /root/levers.jsonl {devno} 24",
             "--setup-variant-tune", "si0=bfq:slice_idle=0",
-            "--trials", "1", "-w", "0", "--settle", "3", "--seed", "5", "-o", "/root/levers.db"]
+            "--trials", "1", "-w", "0", "--settle", "3", "--seed", "5", "--no-html",
+            "-o", "/root/levers.db"]
     for pol in POLICIES:
         argv += ["--policy", pol]
     bench = g.run(argv, timeout=800, env=EMULATED_CPU)

@@ -110,6 +110,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from ..bench import runner, ui
 
     report = quiet if args.quiet else err
+    if args.no_html and args.export_html:
+        raise UsageError("--no-html and --export-html contradict each other",
+                         "drop one of them")
     if args.resume:
         given = [_flag(dest) for dest in _RUN_OPTIONS if _given(args, dest)]
         if given:
@@ -200,7 +203,7 @@ def _finish(path: str, args: argparse.Namespace) -> int:
     # band a person notices for each start, `stats.band`)
     if not args.quiet:
         report.console_for().print(report.render_terminal(data, tolerance=tolerance))
-    html = args.export_html or (None if "://" in path
+    html = args.export_html or (None if "://" in path or args.no_html
                                 else os.path.splitext(path)[0] + ".html")
     if html:
         html_report.write_html(data, html, tolerance=tolerance)
@@ -360,6 +363,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--resume", metavar="DB",
                      help="continue an interrupted run (its stored configuration)")
     add_exports(out)  # --export-html's default: next to a database file
+    out.add_argument("--no-html", action="store_true",
+                     help="no HTML report next to the database (its plots are most of the time "
+                     "a short run takes on a slow machine); `backburner report DB "
+                     "--export-html FILE` writes it later")
     out.add_argument("--show-output", action="store_true",
                      help="show the probe's output instead of keeping its stderr's last lines")
     out.add_argument("--ignore-failure", action="store_true",
