@@ -108,7 +108,6 @@ HEAVY = (
     "tests/vm/test_guest_cgroup2.py",
     "tests/vm/test_guest_office_levers.py",
     "tests/vm/test_guest_netv1.py",
-    "tests/vm/test_rig.py",
     "tests/vm/test_guest_dm.py",
     "tests/vm/test_guest_net.py",
     "tests/vm/test_guest_netstudy.py",
@@ -118,6 +117,11 @@ HEAVY = (
     "tests/vm/test_guest_govern.py",
     "tests/vm/test_guest_slices.py",
     "tests/vm/test_guest_systemd_run.py",
+    "tests/vm/test_guest_system.py",
+    "tests/vm/test_image.py",
+    "tests/vm/test_installed.py",
+    # last: its hang check kills the shared guest (a check after it would boot another)
+    "tests/vm/test_rig.py",
     "tests/vm/",
 )
 
@@ -144,8 +148,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`slow` on HEAVY's tests; on an xdist worker, HEAVY's files first (each worker
-    collects, in the same order); without root, the root tests are skipped."""
+    """`slow` on HEAVY's tests; on an xdist worker, or in a process that shares the guest
+    checks by claims (tests/vm/conftest.py), HEAVY's files first (each collects, in the same
+    order); without root, the root tests are skipped."""
     root = Path(config.rootpath)
     for listed in HEAVY:
         if not (root / listed).exists():  # a file moved: its entry must move with it
@@ -153,7 +158,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _rank(Path(item.path).relative_to(root).as_posix()) < len(HEAVY):
             item.add_marker(pytest.mark.slow)
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("BACKBURNER_TEST_CLAIMS"):
         items.sort(key=lambda item: _rank(Path(item.path).relative_to(root).as_posix()))
     if os.geteuid() == 0:
         return  # root tests always run as root

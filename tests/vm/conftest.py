@@ -7,6 +7,7 @@ attached to its report ("guest" section); a guest that hung is reported with its
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -130,3 +131,59 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         except Exception as exc:  # the report must not hide the check's own failure
             text = f"(no report from the guest: {exc})"
         report.sections.append(("guest", text))
+
+
+#: A directory shared by the pytest processes that split the guest checks between them
+#: (scripts/test): each file is run by the process that claims it first.
+CLAIMS_ENV = "BACKBURNER_TEST_CLAIMS"
+
+
+def _by_file(items: list[pytest.Item]) -> list[list[pytest.Item]]:
+    groups: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        groups.setdefault(Path(item.path), []).append(item)
+    return list(groups.values())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """With BACKBURNER_TEST_CLAIMS=DIR, a file's checks run here only if this process
+    claims the file first (makes its directory in DIR), so a process started later takes
+    what is left: scripts/test starts a second one, with a guest of its own, once the host
+    tests are done and a core is free. A file is claimed as the last check of the one
+    before begins: that check must know which comes next, for its module's fixtures (and
+    at the end the session's, the guest) to be torn down in time."""
+    claims = os.environ.get(CLAIMS_ENV)
+    if not claims or session.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    files = iter(_by_file(session.items))
+    root = Path(session.config.rootpath)
+
+    def claim() -> list[pytest.Item]:
+        for items in files:
+            name = Path(items[0].path).relative_to(root).as_posix().replace("/", "__")
+            try:
+                os.mkdir(Path(claims, name))
+            except FileExistsError:
+                continue
+            return items
+        return []
+
+    current = claim()
+    while current:
+        following: list[pytest.Item] = []
+        for i, item in enumerate(current):
+            if i + 1 < len(current):
+                nextitem: pytest.Item | None = current[i + 1]
+            else:
+                following = claim()
+                nextitem = following[0] if following else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        current = following
+    return True
