@@ -136,6 +136,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 #: A directory shared by the pytest processes that split the guest checks between them
 #: (scripts/test): each file is run by the process that claims it first.
 CLAIMS_ENV = "BACKBURNER_TEST_CLAIMS"
+RAN_HERE = pytest.StashKey[list[str]]()  # the files this pytest claimed, for its summary
 
 
 def _by_file(items: list[pytest.Item]) -> list[list[pytest.Item]]:
@@ -154,36 +155,55 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     before begins: that check must know which comes next, for its module's fixtures (and
     at the end the session's, the guest) to be torn down in time."""
     claims = os.environ.get(CLAIMS_ENV)
-    if not claims or session.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not claims or session.config.option.collectonly or os.environ.get("PYTEST_XDIST_WORKER") \
+            or getattr(session.config.option, "numprocesses", None):
         return None
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         raise session.Interrupted(f"{session.testsfailed} errors during collection")
     files = iter(_by_file(session.items))
     root = Path(session.config.rootpath)
 
+    def claim_dir(items: list[pytest.Item]) -> Path:
+        return Path(claims, Path(items[0].path).relative_to(root).as_posix().replace("/", "__"))
+
     def claim() -> list[pytest.Item]:
         for items in files:
-            name = Path(items[0].path).relative_to(root).as_posix().replace("/", "__")
             try:
-                os.mkdir(Path(claims, name))
+                os.mkdir(claim_dir(items))
             except FileExistsError:
                 continue
+            session.config.stash[RAN_HERE].append(Path(items[0].path).relative_to(root).as_posix())
             return items
         return []
 
+    session.config.stash[RAN_HERE] = []
     current = claim()
     while current:
         following: list[pytest.Item] = []
-        for i, item in enumerate(current):
-            if i + 1 < len(current):
-                nextitem: pytest.Item | None = current[i + 1]
-            else:
-                following = claim()
-                nextitem = following[0] if following else None
-            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
-            if session.shouldfail:
-                raise session.Failed(session.shouldfail)
-            if session.shouldstop:
-                raise session.Interrupted(session.shouldstop)
+        try:
+            for i, item in enumerate(current):
+                if i + 1 < len(current):
+                    nextitem: pytest.Item | None = current[i + 1]
+                else:
+                    following = claim()
+                    nextitem = following[0] if following else None
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+                if session.shouldfail:
+                    raise session.Failed(session.shouldfail)
+                if session.shouldstop:
+                    raise session.Interrupted(session.shouldstop)
+        except BaseException:
+            if following:  # claimed, not begun: left for another pytest to take
+                os.rmdir(claim_dir(following))
+                session.config.stash[RAN_HERE].pop()
+            raise
         current = following
     return True
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Which files this pytest claimed: the others ran in another one (scripts/test)."""
+    ran = terminalreporter.config.stash.get(RAN_HERE, None)
+    if ran is not None:
+        terminalreporter.write_line(f"guest check files run by this pytest ({len(ran)}; the "
+                                    f"others by another): {', '.join(ran) or 'none'}")

@@ -4,7 +4,10 @@ few steps that must not be cut in half by one.
 Starting a child is such a step: a signal that lands after fork but before the child is
 registered would leave a process nobody stops (found by the fault injection: a load kept
 reading from a filesystem being unmounted). Inside `deferred()` a signal is noted and
-raised when the block ends, by which time the child is registered."""
+raised when the block ends, by which time the child is registered. That holds for the main
+thread, where Python runs handlers and the undo runs: a helper thread (the network pacer)
+starts only short tools, through `spawn.run_tool`, which kills its own tool if its thread
+is interrupted, and registers no child for the main thread's undo to stop."""
 
 from __future__ import annotations
 
