@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
 
 SCRIPT = Path(__file__).parent / "guest" / "cgwhere.py"
 WORK = "/var/tmp/bb-levers"
-PACED = "background,pause-ms=100,min-duty=0.2,stall-ms=5,window-ms=500"
+# the least stall a trigger takes: under emulation on a busy host the probe's reads are
+# served fast against its slow CPU, and a 5 ms threshold saw no stall in one trial
+PACED = "background,pause-ms=100,min-duty=0.2,stall-ms=1,window-ms=500"
 POLICIES = ["default", PACED, "iocost", "low-weight"]
 EMULATED_CPU = {"OPENBLAS_CORETYPE": "Prescott"}  # as test_guest_cgroup2's
 #: the trials of the run, as the result database holds them
@@ -80,7 +82,7 @@ def test_the_throttled_load_is_paused_in_its_own_group(run: dict[str, Any]) -> N
         bulk = t["extra"]["bulk"]
         assert bulk["pauses"] >= 1 and bulk["longest_pause_s"] <= 0.1 + 0.2, bulk
         # root in the guest may have a trigger of any window: the kernel's, not a meter
-        assert bulk["pressure"] == "some 5000 500000", bulk
+        assert bulk["pressure"] == "some 1000 500000", bulk
     (group,) = {r["group"] for r in run["records"] if "/backburner-bench-" in r["group"]
                 and re.search(r"/load-\d+-background_pause-ms", r["group"])}
     assert re.fullmatch(r"/system\.slice/backburner-bench-\d+-\d+\.scope/load-\d+-\S+", group)
