@@ -170,6 +170,7 @@ def test_real_events_of_a_child() -> None:
 def test_narrowed_to_starts_only() -> None:
     with cn.Connector() as conn:
         conn.narrow(cn.STARTS)
+        conn.drain()  # what other processes did before the filter was in force
         child = subprocess.Popen(["true"])
         child.wait()
         deadline = time.monotonic() + 5
