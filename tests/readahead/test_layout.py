@@ -195,6 +195,7 @@ def _slowdisk_seeks(image: Path, mnt: Path, rels: list[str]) -> int:
 
 
 @pytest.mark.root
+@pytest.mark.alone  # another test's drop_caches mid-start has the start read its metadata again
 def test_check_predicts_the_seeks_a_slowdisk_counts(tmp_path: Path, state_dir: Path) -> None:
     """`layout check`'s cold-start seeks, metadata included, against slowdisk's own count
     for the same start: on an ordinary image (scattered) and on the layout image of the
