@@ -1,8 +1,9 @@
-"""What the command line imports before a command runs: the parser is built from every
-command module, and parsing any command line loads none of the commands' work (the
-system layer, the bench, the reports, the store, numpy, SQLite...). Every invocation
-pays for what it imports, thousands of times in the suite and in the QEMU guest, where
-the interpreter runs under emulation; a command imports its work when it runs.
+"""What the command line imports before a command runs: the parser is built from the named
+command's module (from every command module for the program's own help), and parsing any
+command line loads none of the commands' work (the system layer, the bench, the reports,
+the store, numpy, SQLite...). Every invocation pays for what it imports, thousands of
+times in the suite and in the QEMU guest, where the interpreter runs under emulation; a
+command imports its work when it runs.
 
 Each case is a fresh interpreter (`-I`, from /), as the program itself starts."""
 
@@ -32,9 +33,9 @@ FACES = ("backburner.apply", "backburner.bench", "backburner.kernel", "backburne
 #: imported; --version and --help print and exit in the parser, as they do for a user.
 PROBE = """\
 import sys
-from backburner.cli import build_parser
+from backburner.cli import parser_for
 try:
-    build_parser().parse_args(sys.argv[1:])
+    parser_for(sys.argv[1:]).parse_args(sys.argv[1:])
 except SystemExit:
     pass
 print("\\n" + " ".join(sorted(sys.modules)))
