@@ -40,17 +40,45 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["bb_terminal"] = {n: os.environ.get(n) for n in ("COLUMNS", "LINES")}
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it (or they) reaped."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Each phase's CPU seconds in its report (`cpu_s`), from the end of the phase before:
+    the suite is bound by the CPU of two cores, and a phase's wall time does not say what
+    it cost (a sleep costs none; QEMU's is counted when its guest is reaped)."""
+    outcome = yield
+    now = _cpu_s()
+    outcome.get_result().user_properties.append(("cpu_s", now - item.stash.get(_CPU, now)))
+    item.stash[_CPU] = now
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_CPU] = _cpu_s()  # before its fixtures are set up
+
+
+_CPU = pytest.StashKey[float]()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """With BACKBURNER_TEST_TIMES=FILE, each test's phases and seconds are appended to FILE
-    as they end (a killed or hung run keeps what it measured; --durations prints only at
-    the end): the suite's own profile, for keeping it inside its time."""
+    """With BACKBURNER_TEST_TIMES=FILE, each test's phases, seconds, outcome, nodeid and CPU
+    seconds are appended to FILE as they end (a killed or hung run keeps what it measured;
+    --durations prints only at the end): the suite's own profile, for keeping it inside
+    its time."""
     path = os.environ.get("BACKBURNER_TEST_TIMES")
     if path and not os.environ.get("PYTEST_XDIST_WORKER"):
         # under xdist each worker's reports reach the controller, which writes them: one
         # line each, appended whole, also beside the guest part's pytest writing the file
+        cpu = dict(report.user_properties).get("cpu_s")
         with open(path, "a") as f:
             nodeid = re.sub(r"@[^\[\]@]*$", "", report.nodeid)  # xdist's "@group" suffix
-            f.write(f"{report.duration:.3f}\t{report.when}\t{report.outcome}\t{nodeid}\n")
+            f.write(f"{report.duration:.3f}\t{report.when}\t{report.outcome}\t{nodeid}\t"
+                    f"{'' if cpu is None else format(cpu, '.3f')}\n")
 
 
 #: Tests that one xdist worker runs as one unit: tests/net/'s checks compare the groups at
