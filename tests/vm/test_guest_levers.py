@@ -24,6 +24,7 @@ SCRATCH = "/dev/disk/by-id/virtio-scratch"
 MNT = "/mnt/bb-levers"
 MODEL = ("rbps=20000000 rseqiops=2000 rrandiops=2000 wbps=20000000 wseqiops=2000 "
          "wrandiops=2000")  # slower than the emulated disk: io.cost has something to share
+SAME_CPU = ["--cpu-weight", "100"]  # the writers' CPU shared evenly: only their IO differs
 
 
 def _name(guest: Guest, link: str) -> str:
@@ -180,14 +181,17 @@ def test_iocost_holds_a_background_writers_writeback_back_and_remove_undoes_it(
         for which, unit in units.items():
             guest.put(f"/etc/systemd/system/{unit}", WRITER.format(which=which, mnt=MNT))
         guest.run(["systemctl", "daemon-reload"], check=True)
-        # the control: the slice's weight alone, under `none`, holds nothing back
-        guest.run(["backburner", "apply", "--unit", units["bg"]], check=True, timeout=60)
+        # the control: the slice's weight alone, under `none`, holds nothing back. The
+        # slice keeps the system's CPU weight (--cpu-weight 100): with one vCPU the writers
+        # are bound by it, and the background's CPU weight alone held its writer to 1/12
+        guest.run(["backburner", "apply", "--unit", units["bg"], *SAME_CPU], check=True,
+                  timeout=60)
         guest.run(["systemctl", "daemon-reload"], check=True)
         stat = _writers(guest, devno, units, 15)
         assert stat[units["fg"]]["wbytes"] < 2 * stat[units["bg"]]["wbytes"], stat
         guest.run(["rm", "-f", *(f"{MNT}/{w}" for w in units)], check=True)
         r = guest.run(["backburner", "apply", "--iocost", "--devices", "all", "--kernel",
-                       scratch, "--iocost-model", MODEL, "--unit", units["bg"]],
+                       scratch, "--iocost-model", MODEL, "--unit", units["bg"], *SAME_CPU],
                       check=True, timeout=60)
         guest.run(["systemctl", "daemon-reload"], check=True)
         _trigger(guest)
