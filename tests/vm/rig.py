@@ -49,11 +49,6 @@ WHEEL_DONE = "/var/lib/backburner-vm/wheel-installed"
 BOOT_TIMEOUT = float(os.environ.get("BACKBURNER_VM_BOOT_TIMEOUT", "300"))
 ANSWER_MARGIN = 30.0  # beyond a command's own timeout, for the agent to answer
 CONSOLE_TAIL = 40
-#: each virtio disk's queues, and the CPUs the guest may have (`maxcpus`, one of them
-#: online): a disk with one queue gets mq-deadline by default, one with several `none`,
-#: as an NVMe disk or a virtio disk on a machine of several CPUs do (a virtio disk's
-#: queues are at most the guest's possible CPUs)
-QUEUES = 2
 
 
 _LIVE: set[Guest] = set()  # closed at exit too: a ^C that skipped a fixture's teardown
@@ -124,10 +119,7 @@ class BootSpec:
     # in the guest as /dev/nvmeNn1, /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_SERIAL
     nvme: Mapping[str, str] = field(default_factory=dict)
     memory: str = "2G"
-    # one vCPU (the disks keep QUEUES queues): under emulation on a busy host a second
-    # one costs more of the host's CPU than it gives (docs/measurements/overhead.md, "One
-    # vCPU or two": benchmarks/guest_vcpus.py)
-    cpus: int = 1
+    cpus: int = 2
 
 
 def kvm_works() -> bool:
@@ -334,7 +326,7 @@ class Guest:
                    for i, (s, path) in enumerate(spec.images.items())]
         argv = ["qemu-system-x86_64", "-name", "backburner-guest", "-nodefaults",
                 "-no-user-config", "-display", "none", *accel(),
-                "-smp", f"{spec.cpus},maxcpus={max(spec.cpus, QUEUES)}", "-m", spec.memory,
+                "-smp", str(spec.cpus), "-m", spec.memory,
                 "-kernel", str(self.image.kernel), "-initrd", str(self.image.initrd),
                 "-append", " ".join(cmdline),
                 "-serial", "mon:stdio" if console else f"file:{d / 'console.log'}",
@@ -344,8 +336,7 @@ class Guest:
                 "-device", "virtio-rng-pci"]
         for ident, options, serial in drives:
             argv += ["-drive", f"{options},if=none,id={ident}", "-device",
-                     f"virtio-blk-pci,drive={ident},num-queues={QUEUES}"
-                     + (f",serial={serial}" if serial else "")]
+                     f"virtio-blk-pci,drive={ident}" + (f",serial={serial}" if serial else "")]
         for i, serial in enumerate(spec.nvme):
             argv += ["-drive", f"file={d / f'disk-{serial}.qcow2'},format=qcow2,cache=unsafe,"
                      f"if=none,id=nvme{i}", "-device", f"nvme,drive=nvme{i},serial={serial}"]
