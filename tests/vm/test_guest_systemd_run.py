@@ -58,9 +58,14 @@ def test_the_job_runs_in_a_scope_of_a_weighted_slice_beside_user_slice(guest: Gu
 
 
 def test_the_slice_stays_while_another_job_runs_and_goes_after_it(guest: Guest) -> None:
-    long = "backburner run --policy background -- sleep 8 & "
-    short = "sleep 2; backburner run --policy background -- sleep 1; "
-    check = 'echo "after short: $(systemctl show -P ActiveState backburner.slice)"; wait'
+    # the short job starts once the long one runs in its scope (a fixed head start of 2 s
+    # was once too little: the long job's own start took longer beside the host's load)
+    long = ("rm -f /tmp/bb-long; backburner run --policy background -- sh -c "
+            "'touch /tmp/bb-long; exec sleep 15' & ")
+    short = ("while [ ! -e /tmp/bb-long ]; do sleep 0.1; done; "
+             "backburner run --policy background -- sleep 1; ")
+    check = ('echo "after short: $(systemctl show -P ActiveState backburner.slice)"; wait; '
+             'rm /tmp/bb-long')
     r = guest.run(["sh", "-c", long + short + check], timeout=120, check=True)
     assert "after short: active" in r.out, r
     assert _gone(guest, "backburner.slice")

@@ -190,11 +190,16 @@ def _qemu_child_of(pid: int) -> int | None:
     return None
 
 
-def _run_dir_of(qemu: int) -> Path:
+def _run_dir_of(qemu: int) -> Path | None:
     """The run directory QEMU was started with (its agent socket's): another session's
-    guests may be starting in the same run root meanwhile."""
+    guests may be starting in the same run root meanwhile. None while its command line
+    is not there yet: an exec names the process before it sets the new command line
+    (a whole run once read it empty)."""
     argv = Path(f"/proc/{qemu}/cmdline").read_bytes().decode().split("\0")
-    (sock,) = [a for a in argv if a.startswith("socket,id=agent,path=")]
+    socks = [a for a in argv if a.startswith("socket,id=agent,path=")]
+    if not socks:
+        return None
+    (sock,) = socks
     run_dir = Path(sock.split("path=", 1)[1].split(",", 1)[0]).parent
     assert run_dir.parent == run_root(), run_dir
     return run_dir
@@ -216,15 +221,16 @@ def test_qemu_and_its_files_go_with_the_test_process(vm_image: Image, sig: int) 
     code = CHILD.format(tests=str(Path(__file__).parents[1]), path=str(vm_image.path),
                         key=vm_image.key)
     with subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) as child:
-        qemu = 0
+        qemu, run_dir = 0, None
 
         def started() -> bool:
-            nonlocal qemu
+            nonlocal qemu, run_dir
             qemu = _qemu_child_of(child.pid) or 0
-            return bool(qemu)
+            run_dir = _run_dir_of(qemu) if qemu else None
+            return run_dir is not None
 
         wait_for(started, timeout=60, what="QEMU")
-        run_dir = _run_dir_of(qemu)
+        assert run_dir is not None
         time.sleep(1)  # inside start(), waiting for the agent
         os.kill(child.pid, sig)
         child.wait(timeout=60)
