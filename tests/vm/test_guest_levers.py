@@ -182,8 +182,9 @@ def test_iocost_holds_a_background_writers_writeback_back_and_remove_undoes_it(
             guest.put(f"/etc/systemd/system/{unit}", WRITER.format(which=which, mnt=MNT))
         guest.run(["systemctl", "daemon-reload"], check=True)
         # the control: the slice's weight alone, under `none`, holds nothing back. The
-        # slice keeps the system's CPU weight (--cpu-weight 100): with one vCPU the writers
-        # are bound by it, and the background's CPU weight alone held its writer to 1/12
+        # slice keeps the system's CPU weight (--cpu-weight 100): emulated writers can be
+        # bound by CPU (a guest of one vCPU: the background's CPU weight alone held its
+        # writer to 1/12)
         guest.run(["backburner", "apply", "--unit", units["bg"], *SAME_CPU], check=True,
                   timeout=60)
         guest.run(["systemctl", "daemon-reload"], check=True)
