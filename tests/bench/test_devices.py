@@ -114,3 +114,20 @@ def test_a_path_device_must_be_a_directory(tmp_path: Path) -> None:
         devices.DeviceSpec.parse(str(f))
     spec = devices.DeviceSpec.parse(str(tmp_path))
     assert (spec.kind, spec.path) == ("path", str(tmp_path))
+
+
+@pytest.mark.parametrize(("schedulers", "settle", "loaded", "block", "warned"), [
+    (("bfq",), 0.5, True, False, True),
+    (("mq-deadline", "bfq"), 0.99, True, False, True),
+    (("bfq",), 1.0, True, False, False),  # past the window, with room
+    (("mq-deadline",), 0.0, True, False, False),  # no stable merging there
+    (("bfq",), 0.0, False, False, False),  # nothing starts before the probe
+    (("bfq",), 0.5, True, True, False),  # a block's load settles past weight raising
+])
+def test_a_settle_inside_bfqs_stable_merge_window_is_named(
+        schedulers: tuple[str, ...], settle: float, loaded: bool, block: bool,
+        warned: bool) -> None:
+    line = devices.settle_warning(schedulers, settle, loaded, block)
+    assert (line is not None) == warned
+    if line:
+        assert line.startswith(f"--settle {settle:g} s under bfq") and "0.6 s" in line

@@ -116,6 +116,25 @@ def weight_raising_s(queue: str, scheduler: str) -> float:
         return BFQ_WR_MAX_S
 
 
+#: The least settle that leaves BFQ's stable-merge window behind with room for a load's
+#: processes starting a little after the load itself (fio's jobs: up to ~0.1 s).
+SETTLE_FLOOR_S = 1.0
+
+
+def settle_warning(schedulers: tuple[str, ...], settle_s: float, loaded: bool,
+                   lives_for_block: bool) -> str | None:
+    """One line when a probe would start inside BFQ's stable-merge window of its load: it
+    then measures a start merged into the load's queue (3-30x unloaded under 10 readers
+    where 1.0x at 0.65 s and after, docs/measurements/startup.md), not the load as it
+    stays. A load kept for a block settles past weight raising anyway."""
+    if "bfq" not in schedulers or not loaded or lives_for_block or settle_s >= SETTLE_FLOOR_S:
+        return None
+    return (f"--settle {settle_s:g} s under bfq: a start within {block.BFQ_STABLE_MERGE_S:g} s "
+            "of its load's start, at the same IO class, can be merged into the load's queue "
+            f"(BFQ's stable merging); settle {SETTLE_FLOOR_S:g} s or more to measure the "
+            "load as it stays")
+
+
 def queue_dir(name: str) -> str:
     """The sysfs queue directory of block device `name` (scheduler, rotational, ...)."""
     return f"/sys/block/{name}/queue"

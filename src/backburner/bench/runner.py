@@ -373,6 +373,11 @@ def start(plan: AnyPlan, output: str, reporter: Reporter, warn: Warn,
         busy = devices.busy_devices()
         if busy:
             warn(f"other heavy IO is running on {', '.join(busy)}: results will be noisy")
+        if not isinstance(plan, NetPlan) and (line := devices.settle_warning(
+                plan.schedulers, plan.config.settle_s,
+                any(not spec.is_none for spec in plan.loads.values()),
+                plan.config.load_lifetime == "cell")):
+            warn(line)
         cmd = command or shlex.join(["backburner", *sys.argv[1:]])
         env = {**capture_environment(), **(environment or {})}
         run_id = store.add_run(cmd, plan.config.to_dict(), plan.config.seed, env, __version__)

@@ -35,6 +35,11 @@ SYS_DEV_BLOCK = "/sys/dev/block"
 SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
 #: Other names the kernel takes when one is written to queue/scheduler.
 ALIASES = {"deadline": "mq-deadline"}
+#: BFQ's stable merging (block/bfq-iosched.c, bfq_activation_stable_merging): a queue made
+#: within this long of the last one made, in the same group at the same IO class and
+#: level, may be merged into it and then shares its service, weight raising lost. A start
+#: that soon after a bulk job's start is served as part of the bulk job.
+BFQ_STABLE_MERGE_S = 0.6
 
 
 # --- schedulers -------------------------------------------------------------------------------
