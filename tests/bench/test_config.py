@@ -214,7 +214,7 @@ def test_until_decided_options_make_a_sequential_run() -> None:
     short = config.from_options(probes=["/bin/true"], max_runs=3).stopping_rule()
     assert (short.min_runs, short.max_runs) == (3, 3)
     quick = config.from_options(preset_name="quick")
-    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 40)
+    assert quick.sequential and (quick.min_runs, quick.max_runs) == (8, 60)
     assert quick.max_time_s == 180.0 and quick.tolerance is None  # the band a person notices
     counted = config.from_options(preset_name="quick", trials=8)  # a fixed count replaces
     assert not counted.sequential and counted.rounds == 8

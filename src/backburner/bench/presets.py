@@ -38,7 +38,7 @@ WRITER_WINDOW = "window:LibreOffice Writer"
 def quick() -> dict[str, Any]:
     """The README's demonstration: a few minutes, and the classic result (BFQ and the idle
     IO class protect start-up from sequential readers). Each cell until decided against the
-    band a person notices for its 0.1-0.3 s start (±25%), 8 to 40 trials within 3 minutes
+    band a person notices for its 0.1-0.3 s start (±25%), 8 to 60 trials within 3 minutes
     of trials: at the spread of such starts on the development VM (10-20% per trial) a cell
     whose start is not noticeably slower is decided "at most" in about 10 to 30 trials.
     The readers settle 1 s: they reach their steady pace within 0.1 s of starting
@@ -47,7 +47,7 @@ def quick() -> dict[str, Any]:
     return dict(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
                 policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
                 device="testbed:4G", trials=8, settle_s=1.0, timeout_s=60.0,
-                preset="quick", min_runs=8, max_runs=40, max_time_s=180.0)
+                preset="quick", min_runs=8, max_runs=60, max_time_s=180.0)
 
 
 def office_hdd() -> dict[str, Any]:
