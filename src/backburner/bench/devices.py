@@ -124,8 +124,8 @@ SETTLE_FLOOR_S = 1.0
 def settle_warning(schedulers: tuple[str, ...], settle_s: float, loaded: bool,
                    lives_for_block: bool) -> str | None:
     """One line when a probe would start inside BFQ's stable-merge window of its load: it
-    then measures a start merged into the load's queue (3-30x unloaded under 10 readers
-    where 1.0x at 0.65 s and after, docs/measurements/startup.md), not the load as it
+    then measures a start merged into the load's queue (2-22x unloaded under 10 readers
+    where 1.0-1.3x from 0.65 s on, docs/measurements/startup.md), not the load as it
     stays. A load kept for a block settles past weight raising anyway."""
     if "bfq" not in schedulers or not loaded or lives_for_block or settle_s >= SETTLE_FLOOR_S:
         return None

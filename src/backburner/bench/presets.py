@@ -41,9 +41,10 @@ def quick() -> dict[str, Any]:
     band a person notices for its 0.1-0.3 s start (±25%), 8 to 60 trials within 3 minutes
     of trials: at the spread of such starts on the development VM (10-20% per trial) a cell
     whose start is not noticeably slower is decided "at most" in about 10 to 30 trials.
-    The readers settle 1 s: they reach their steady pace within 0.1 s of starting
-    (benchmarks/load_ramp.py), and a loaded trial's settle is most of its time, so a
-    shorter one buys each cell more trials within the 3 minutes."""
+    The readers settle 1 s: past BFQ's 0.6 s stable-merge window, within which a start is
+    served as part of a reader (benchmarks/settle_sweep.py), and long past their own ramp
+    (steady within 0.1 s: benchmarks/load_ramp.py); a loaded trial's settle is most of its
+    time, so the shortest sound one buys each cell the most trials within the 3 minutes."""
     return dict(probes=[f"python={PYTHON_PROBE}"], loads=["none", "readers:10:seq"],
                 policies=["default", "background"], schedulers=["mq-deadline", "bfq"],
                 device="testbed:4G", trials=8, settle_s=1.0, timeout_s=60.0,
