@@ -16,6 +16,7 @@ Usage: sudo .venv/bin/python benchmarks/settle_sweep.py [--settle S ...] [--tria
 from __future__ import annotations
 
 import argparse
+import os
 import sqlite3
 import statistics
 import subprocess
@@ -33,7 +34,7 @@ def run(settle: float, trials: int, db: str) -> int:
             "--load", "readers:10:seq", "--scheduler", "bfq", "--policy", "default",
             "--policy", "background", "--settle", str(settle), "-r", str(trials),
             "--no-html", "-q", "-o", db]
-    return subprocess.run(argv, stdout=subprocess.DEVNULL).returncode  # noqa: S603
+    return subprocess.run(argv, stdout=subprocess.DEVNULL).returncode  # noqa: S603 - ours
 
 
 def times(db: str) -> dict[str, list[tuple[str, float | None]]]:
@@ -53,15 +54,22 @@ def main() -> int:
     ap.add_argument("--settle", type=float, action="append")
     ap.add_argument("--trials", type=int, default=6)
     args = ap.parse_args()
+    if any(not 0 <= s <= 60 for s in args.settle or []) or args.trials < 1:
+        ap.error("--settle takes seconds from 0 to 60, --trials 1 or more")
     print("| settle s | unloaded median s | readers default: median (× unloaded), trials s "
           "| readers background: median (× unloaded), trials s |")
     print("| --: | --: | :-- | :-- |")
     with tempfile.TemporaryDirectory(prefix="bb-settle-") as tmp:
         for settle in args.settle or SETTLES:
             db = f"{tmp}/settle-{settle}.db"
-            run(settle, args.trials, db)  # a timed-out trial fails the run: still reported
-            got = times(db)
-            base = statistics.median(w for s, w in got.get("-", []) if s == "ok")
+            status = run(settle, args.trials, db)  # a timed-out trial fails the run
+            got = times(db) if os.path.exists(db) else {}
+            unloaded = [w for s, w in got.get("-", []) if s == "ok" and w is not None]
+            if not unloaded:  # bench refused or stopped before an unloaded start
+                print(f"settle_sweep.py: bench measured no unloaded start at --settle "
+                      f"{settle:g} (status {status}); its message is above", file=sys.stderr)
+                return status or 1
+            base = statistics.median(unloaded)
             cols = []
             for policy in ("default", "background"):
                 rows = got.get(policy, [])
