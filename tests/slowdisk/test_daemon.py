@@ -157,13 +157,21 @@ def test_sequential_reads_are_much_faster_per_byte(mount: Callable[..., Mount]) 
     m = mount("hdd-7200")
     size = 64 * 1024
     rng = random.Random(7)
+    start = m.stats()
     rand = timed_reads(m.disk, [rng.randrange(0, SIZE // size) * size for _ in range(12)], size)
     before = m.stats()
     seq = timed_reads(m.disk, [32 * MiB + i * size for i in range(64)], size)
     after = m.stats()
+    # The model's own contrast, free of the host's load: a 64 KiB random read costs a seek
+    # and half a turn (~13 ms), a sequential one its transfer (~0.5 ms).
+    model_rand = (before["modelled_latency_s"] - start["modelled_latency_s"]) / 12
+    model_seq = (after["modelled_latency_s"] - before["modelled_latency_s"]) / 64
+    assert model_rand > 10 * model_seq, (model_rand, model_seq)
+    # What a reader sees keeps the contrast, though a busy machine adds its own wake-up
+    # delays to every read (4.8x seen under CI's full suite, 14x on a quiet machine).
     per_byte_rand = sum(rand) / (12 * size)
     per_byte_seq = sum(seq) / (64 * size)
-    assert per_byte_rand > 5 * per_byte_seq, (per_byte_rand, per_byte_seq)
+    assert per_byte_rand > 3 * per_byte_seq, (per_byte_rand, per_byte_seq)
     # only the jump to 32 MiB; otherwise name the commands that sought (requests.log)
     assert after["seeks"] - before["seeks"] <= 1, _sought(m, before["requests"])
     assert after["sequential"] + after["cache_hits"] - before["sequential"] - before[
