@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,6 +240,15 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A fresh private directory of root's that is not under /tmp (in /run), for what
+    cannot lie there: a layer of an overlay laid over /tmp. Removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="backburner-test-", dir="/run"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

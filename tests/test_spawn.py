@@ -507,3 +507,36 @@ def test_a_tool_that_prints_bytes_that_are_not_utf8_is_read_not_a_traceback() ->
     res = spawn.run_tool(["sh", "-c", r"printf 'd\377\376 out'; printf 'no d\377 here' >&2"])
     assert res.status == 0 and res.stdout == "d\ufffd\ufffd out"
     assert res.stderr == "no d\ufffd here"
+
+
+@pytest.mark.root
+def test_a_private_tmp_shows_the_hosts_and_keeps_what_the_child_writes(
+        tmp_path: Path, outside_tmp: Path) -> None:
+    given = tmp_path / "given"
+    given.write_text("host\n")
+    new = Path("/tmp", f"backburner-test-{os.getpid()}-new")
+    private = spawn.prepare_private_tmp(str(outside_tmp / "tmp"))
+    script = (f'cat {given} && echo child >> {given} && echo made > {new} '
+              '&& grep -c " /tmp " /proc/self/mountinfo')
+    child = spawn.launch(["sh", "-c", script], stdout=subprocess.PIPE, private_tmp=private)
+    assert child.popen.stdout is not None
+    out = child.popen.stdout.read().decode()
+    outcome = child.wait(TIMEOUT)
+    assert outcome is not None and outcome.exit_code == 0, out
+    before = Path("/proc/self/mountinfo").read_text().count(" /tmp ")
+    assert out.split() == ["host", str(before + 1)]  # read through it; one more mount there
+    assert given.read_text() == "host\n" and not new.exists()  # the host's /tmp as it was
+    upper = Path(private, spawn.TMP_UPPER)
+    assert (upper / new.name).read_text() == "made\n"
+    assert (upper / given.relative_to("/tmp")).read_text() == "host\nchild\n"
+    ours = Path("/proc/self/mountinfo").read_text()
+    assert "overlay" not in [ln.split(" - ")[1].split()[0] for ln in ours.splitlines()
+                             if ln.split()[4] == "/tmp"]  # it reached no one else
+
+
+def test_a_private_tmp_refuses_a_path_mount_options_cannot_carry(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="cannot hold"):
+        spawn.prepare_private_tmp(str(tmp_path / "a,b"))
+    assert not (tmp_path / "a,b").exists()
+    with pytest.raises(ValueError, match="no private_tmp"):
+        spawn.launch(["true"], chroot=str(tmp_path), private_tmp=str(tmp_path))

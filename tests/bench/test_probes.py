@@ -322,3 +322,56 @@ def test_a_discovery_that_cannot_start_its_tracer_is_one_clear_error(
     probe = probes.Probe.parse("true").resolve()
     with pytest.raises(UnavailableError, match="could not be traced.*exited with status 1"):
         probes.discover_files(probe, str(tmp_path), timeout=30)
+
+
+SCRIBBLER = '''#!/bin/sh
+# what a desktop program writes for itself on a first start: a profile, a temporary
+# file where TMPDIR says, a socket in /tmp whatever TMPDIR says (LibreOffice's IPC pipe)
+mkdir -p "$HOME/.config/scribbler" && echo on > "$HOME/.config/scribbler/profile"
+echo t > "$TMPDIR/scribbler.tmp"
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$1"
+cat {given}
+touch {flag}
+exec sleep 5
+'''
+
+
+@pytest.mark.root
+def test_a_probe_on_the_host_leaves_no_profile_and_nothing_in_tmp(
+        tmp_path: Path, outside_tmp: Path) -> None:
+    """Discovery and a trial run on the host: the probe's profile, TMPDIR and /tmp writes
+    stay in the bench's scratch; a ready file written to /tmp is still seen."""
+    given = tmp_path / "given"
+    given.write_text("x")
+    flag = tmp_path / "ready"
+    socket_path = f"/tmp/backburner-test-{os.getpid()}.pipe"
+    script = tmp_path / "scribbler.sh"
+    script.write_text(SCRIBBLER.format(given=given, flag=flag))
+    script.chmod(0o755)
+    probe = probes.Probe((str(script), socket_path), ready_file=str(flag)).resolve()
+    home = Path(os.path.expanduser("~"), ".config", "scribbler")
+    files = probes.discover_files(probe, str(outside_tmp), timeout=30)
+    assert str(given) in files and str(script) in files
+    assert not [f for f in files if "scribbler" in f and f != str(script)], files
+    assert socket_path not in files and str(flag) not in files
+    assert os.listdir(outside_tmp) == []  # its scratch removed with the trace
+    scratch = probes.Scratch.make(str(outside_tmp), "trials")
+    assert scratch.overlay
+    for _ in range(2):  # the second start finds the first one's profile and socket
+        result = probes.time_probe(probe, timeout=10, scratch=scratch)
+        assert result.status == "ok", result
+    assert Path(scratch.root, "home/.config/scribbler/profile").read_text() == "on\n"
+    for left in (home, Path(socket_path), flag):
+        assert not left.exists(), left
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("scribbler.tmp"))
+
+
+def test_a_scratch_inside_tmp_has_a_private_tmpdir_but_no_overlay(tmp_path: Path) -> None:
+    """overlayfs refuses a layer inside the tree it covers: a scratch in /tmp (a state
+    directory there) gives the probe a private HOME and TMPDIR only."""
+    scratch = probes.Scratch.make(str(tmp_path), "s")
+    assert not scratch.overlay and scratch.private_tmp is None
+    env = scratch.env()
+    assert env["TMPDIR"] == str(tmp_path / "s" / "tmp") and Path(env["TMPDIR"]).is_dir()
+    assert env["HOME"] == str(tmp_path / "s" / "home")
+    assert scratch.seen("/tmp/x") == "/tmp/x"

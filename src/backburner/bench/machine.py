@@ -58,6 +58,7 @@ class MachineExecutor:
         self._probe_blocks = [0, 0]
         self._governor: Governor | None = None
         self._screen: display.Display | None = None  # for --ready window probes
+        self._scratch: probes.Scratch | None = None  # where a probe on the host writes
         self._groups: groups.BenchGroups | None = None
         #: the throttle policy: the probe group's pressure file, each throttled policy's
         #: freezer, and the throttle around the load that runs now
@@ -94,7 +95,7 @@ class MachineExecutor:
                     self._paced.stop()
                     self._paced = None
                 self._tx = None
-                self._screen = None
+                self._screen = self._scratch = None
 
     def _prepare(self, tx: system.Transaction, held: ExitStack) -> None:
         log.debug("phase: device")
@@ -126,6 +127,8 @@ class MachineExecutor:
                 touched = [p for p in touched if p != self._screen.cookie]
             if not device.chroot:
                 self._warn_other_devices(touched)
+        if not device.chroot:
+            self._scratch = probes.Scratch.make(device.workdir, "probe.scratch")
         if device.chroot:
             self._build_root(touched, root, image)
             devices.bind_virtual(device.chroot, tx)
@@ -407,7 +410,7 @@ class MachineExecutor:
         try:
             result = probes.time_probe(self.plan.probes[cell.probe], limit_s,
                                        chroot=self.device.chroot, screen=self._screen,
-                                       **self.output.streams())
+                                       scratch=self._scratch, **self.output.streams())
         finally:
             self.output.release()
         if result.outcome is not None:  # before the load stops: its bytes exclude the probe's

@@ -5,7 +5,9 @@ appearing, or its first window shown on a private X display: `display`) for prog
 do not exit by themselves; it is then terminated. On a testbed
 the probe's own files must be read from the device under test, so `discover_files` records
 what the probe touches with strace (the field's real tool) and `install` copies exactly
-those files into the testbed, where the probe then runs chrooted.
+those files into the testbed, where the probe then runs chrooted. A probe run on the host
+(discovery, or trials on a `path` device) writes into a `Scratch` of ours instead of the
+host's home and /tmp.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..base.errors import CommandNotFound, UnavailableError, UsageError
 from ..base.quantities import slug
 from ..files import logtail
 from . import display
+from .packages import private_env
 
 VIRTUAL_ROOTS = ("/proc", "/sys", "/dev", "/run", "/tmp")
 
@@ -108,6 +111,53 @@ class ProbeOutput:
         return logtail.last_lines(self.path, self.TAIL_LINES, self.TAIL_CHARS)
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """Where a probe run on the host writes: HOME and the XDG directories, TMPDIR, and /tmp
+    itself (an overlay of the host's: LibreOffice's IPC socket ignores TMPDIR). A start is
+    then the same in every bench (no profile left by an earlier one, as in a fresh testbed)
+    and nothing of it is left on the host; it goes with the bench's private workdir. The
+    probe reads the host's /tmp through the overlay, but cannot connect to a socket there
+    (overlayfs's rule; X11 clients reach a display by its abstract socket). A scratch that
+    lies in /tmp itself (a state directory there) cannot be a layer over it (overlayfs
+    refuses overlapping layers): the probe then gets only the private HOME and TMPDIR."""
+
+    root: str
+    overlay: bool
+
+    @classmethod
+    def make(cls, workdir: str, name: str) -> Scratch:
+        root = os.path.join(workdir, name)
+        os.mkdir(root, 0o700)
+        os.mkdir(os.path.join(root, "home"), 0o700)
+        real = os.path.realpath(root)
+        overlay = not (real + "/").startswith("/tmp/")
+        if overlay:
+            spawn.prepare_private_tmp(os.path.join(root, "tmp"))
+        else:
+            os.mkdir(os.path.join(root, "tmp"), 0o700)
+        return cls(root, overlay)
+
+    @property
+    def private_tmp(self) -> str | None:
+        """The directory `spawn.launch` lays over /tmp, if any."""
+        return os.path.join(self.root, "tmp") if self.overlay else None
+
+    def env(self) -> dict[str, str]:
+        tmpdir = "/tmp" if self.overlay else os.path.join(self.root, "tmp")
+        return private_env(os.path.join(self.root, "home"), tmpdir)
+
+    def seen(self, path: str) -> str:
+        """Where we find a file the probe writes at `path`: under an overlaid /tmp, in the
+        overlay's upper layer."""
+        if self.overlay and path.startswith("/tmp/"):
+            return os.path.join(self.root, "tmp", spawn.TMP_UPPER, path[len("/tmp/"):])
+        return path
+
+    def holds(self, path: str) -> bool:
+        return path == self.root or path.startswith(self.root + "/")
+
+
 @dataclass
 class ProbeResult:
     status: str  # ok | failed | timeout
@@ -129,7 +179,8 @@ DIES_WITH_ITS_FIRST = ["unshare", "--pid", "--fork", "--kill-child=SIGKILL"]
 
 def discover_files(probe: Probe, workdir: str, timeout: float = 120,
                    screen: display.Display | None = None) -> list[str]:
-    """Every path the probe successfully opened, executed, stat'ed or read a link of.
+    """Every path the probe successfully opened, executed, stat'ed or read a link of,
+    other than what it made for itself in its scratch (a new profile, a socket in /tmp).
 
     strace writes its trace into `workdir` (a private directory of ours), and it is
     stopped with the probe if we are interrupted: no trace file is ever left elsewhere.
@@ -151,10 +202,11 @@ def discover_files(probe: Probe, workdir: str, timeout: float = 120,
             "faccessat2,readlink,readlinkat", *probe.argv]
     traced = replace(probe, argv=tuple(argv))
     ready_existed = probe.ready_file is not None and os.path.lexists(probe.ready_file)
+    scratch = Scratch.make(workdir, f"discover-{probe.label_slug}.scratch")
     try:
         result = time_probe(traced, timeout, cwd="/", always_die_with_us=True,
                             death_signal=signal.SIGKILL,  # unshare holds SIGTERM back
-                            screen=screen)
+                            screen=screen, scratch=scratch)
         if result.status == "timeout":
             raise UsageError(f"probe {probe.text!r} did not finish within {timeout:.0f}s")
         if not _per_thread(trace):  # the namespace or strace never started the probe
@@ -162,13 +214,20 @@ def discover_files(probe: Probe, workdir: str, timeout: float = 120,
             raise UnavailableError(f"the probe's files could not be traced: "
                                    f"{' '.join(DIES_WITH_ITS_FIRST)} strace {how}",
                                    "a new PID namespace needs CAP_SYS_ADMIN")
-        paths = [path for name in _per_thread(trace) for path in _paths_in(name)]
+        paths = [path for name in _per_thread(trace) for path in _paths_in(name)
+                 if not scratch.holds(path) and not _made_in(scratch, path)]
     finally:
         for name in _per_thread(trace):
             os.unlink(name)
+        shutil.rmtree(scratch.root)
         if probe.ready_file is not None and not ready_existed:
             _clear_ready(probe.ready_file, None)  # the host as we found it
     return sorted(set(paths))
+
+
+def _made_in(scratch: Scratch, path: str) -> bool:
+    """A path under /tmp that the probe itself wrote (it is in the overlay's upper layer)."""
+    return scratch.seen(path) != path and os.path.lexists(scratch.seen(path))
 
 
 def _per_thread(trace: str) -> list[str]:
@@ -305,29 +364,37 @@ def time_probe(probe: Probe, timeout: float, chroot: str | None = None,
                death_signal: int = signal.SIGTERM,
                stdout: int | None = subprocess.DEVNULL,
                stderr: int | None = subprocess.DEVNULL,
-               screen: display.Display | None = None) -> ProbeResult:
+               screen: display.Display | None = None,
+               scratch: Scratch | None = None) -> ProbeResult:
     """Run the probe once; wall time to exit or to ready. Never leaves it running: it is
     stopped with its tree on timeout, once ready, and if we are interrupted meanwhile.
 
     stdout/stderr: where its output goes (an open fd, DEVNULL, or None to show it); a
     --ready-line probe's stdout is always read by us. A probe that exits by itself and needs
     no chroot is started with vfork (no pre-exec hook: ~1.5 ms less harness overhead per
-    trial); any other one also dies with us."""
+    trial); any other one also dies with us. ``scratch``: a probe run on the host writes
+    there (HOME, TMPDIR, /tmp), never in the host's own."""
     waits_for_ready = (probe.ready_line is not None or probe.ready_file is not None
                        or probe.ready_window is not None)
-    env, shown = None, None
+    env: dict[str, str] | None = None
+    shown = None
+    if scratch is not None:
+        env = {**os.environ, **scratch.env()}
     if probe.ready_window is not None:
         assert screen is not None, "a --ready window probe needs the bench's display"
         screen.arm(display.parse_ready(probe.ready_window))
-        env, shown = {**os.environ, **screen.env_for(chroot)}, screen.shown
+        env, shown = {**(env or os.environ), **screen.env_for(chroot)}, screen.shown
     ready_file = probe.ready_file
     if ready_file and chroot:
         ready_file = os.path.join(chroot, ready_file.lstrip("/"))
+    elif ready_file and scratch is not None:
+        ready_file = scratch.seen(ready_file)
     if ready_file:
         _clear_ready(ready_file, os.path.realpath(chroot) if chroot else None)
     child = spawn.launch(probe.argv, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE if probe.ready_line else stdout,
                          stderr=stderr, cwd=cwd, chroot=chroot, new_group=True, env=env,
+                         private_tmp=scratch.private_tmp if scratch is not None else None,
                          die_with_parent=(always_die_with_us or waits_for_ready
                                           or chroot is not None),
                          death_signal=death_signal)

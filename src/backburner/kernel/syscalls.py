@@ -32,8 +32,14 @@ PR_SET_PDEATHSIG = 1
 PR_SET_NAME = 15
 PR_SET_TIMERSLACK = 29
 PR_SET_CHILD_SUBREAPER = 36
-# clone(2) / setns(2) namespace types (include/uapi/linux/sched.h)
+# clone(2) / setns(2) / unshare(2) namespace types (include/uapi/linux/sched.h)
+CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
+# mount(2) flags (include/uapi/linux/mount.h)
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
 
 #: Names of the calls made by number, in the order of each row of `NUMBERS`.
 CALLS = ("ioprio_set", "ioprio_get", "perf_event_open", "bpf", "cachestat")
@@ -97,6 +103,9 @@ _syscall = function("syscall", ctypes.c_long)  # variadic: arguments as given
 _prctl = function("prctl")
 _setns = function("setns", ctypes.c_int, [ctypes.c_int, ctypes.c_int])
 _ioctl = function("ioctl")
+_unshare = function("unshare", ctypes.c_int, [ctypes.c_int])
+_mount = function("mount", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                          ctypes.c_ulong, ctypes.c_char_p])
 
 
 def number(name: str, hint: str = "") -> int:
@@ -138,6 +147,23 @@ def setns(fd: int, nstype: int) -> None:
     fork and exec. OSError when it cannot."""
     if _setns(fd, nstype) != 0:
         raise error("setns")
+
+
+def unshare(flags: int) -> None:
+    """unshare(2) (os.unshare is Python 3.12's); safe between fork and exec. OSError when
+    the kernel refuses."""
+    if _unshare(flags) != 0:
+        raise error("unshare")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int,
+          data: str | None = None) -> None:
+    """mount(2); safe between fork and exec. OSError when the kernel refuses."""
+    def c(text: str | None) -> bytes | None:
+        return os.fsencode(text) if text is not None else None
+
+    if _mount(c(source), c(target), c(fstype), flags, c(data)) != 0:
+        raise error(f"mount {target}")
 
 
 def ioctl(fd: int, request: int, arg: object) -> None:

@@ -81,7 +81,8 @@ def _child_setup(policy: grammar.Policy | None, cgroup_procs: Sequence[str],
                  errpipe: int, die_with: int | None, chroot: str | None,
                  death_signal: int = signal.SIGTERM,
                  before_exec: Callable[[], None] | None = None,
-                 netns_fd: int | None = None) -> Callable[[], None]:
+                 netns_fd: int | None = None,
+                 private_tmp: str | None = None) -> Callable[[], None]:
     """Build the pre-exec hook. Errors go through `errpipe` so the parent can name them."""
 
     def setup() -> None:
@@ -104,6 +105,8 @@ def _child_setup(policy: grammar.Policy | None, cgroup_procs: Sequence[str],
                 syscalls.setns(netns_fd, syscalls.CLONE_NEWNET)
             if before_exec is not None:  # e.g. ask systemd for a scope of our own
                 before_exec()
+            if private_tmp is not None:
+                _overlay_tmp(private_tmp)
             if chroot is not None:
                 os.chroot(chroot)
                 os.chdir("/")
@@ -112,6 +115,35 @@ def _child_setup(policy: grammar.Policy | None, cgroup_procs: Sequence[str],
             raise
 
     return setup
+
+
+#: What `private_tmp` holds: the overlay's upper layer (what the child wrote) and work dir.
+TMP_UPPER, TMP_WORK = "upper", "work"
+
+
+def _overlay_tmp(directory: str) -> None:
+    """In a mount namespace of the child's own, with every mount private (nothing it mounts
+    reaches the host's), /tmp becomes an overlay: the host's /tmp read through it, what the
+    child and its descendants write there kept in `directory`."""
+    syscalls.unshare(syscalls.CLONE_NEWNS)
+    syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
+    options = (f"lowerdir=/tmp,upperdir={os.path.join(directory, TMP_UPPER)},"
+               f"workdir={os.path.join(directory, TMP_WORK)}")
+    syscalls.mount("overlay", "/tmp", "overlay", syscalls.MS_NOSUID | syscalls.MS_NODEV,
+                   options)
+
+
+def prepare_private_tmp(directory: str) -> str:
+    """Make `directory` (a new one, in a directory of ours) ready to be a child's
+    `private_tmp`; returns it. Its path goes into mount options, so it must hold none of
+    their separators."""
+    if any(ch in directory for ch in ",:\\"):
+        raise ValueError(f"{directory!r}: a private /tmp's path cannot hold , : or \\")
+    os.mkdir(directory, 0o700)
+    for name in (TMP_UPPER, TMP_WORK):
+        os.mkdir(os.path.join(directory, name), 0o700)
+    os.chmod(os.path.join(directory, TMP_UPPER), 0o1777)  # /tmp's own mode, seen through
+    return directory
 
 
 def launch(
@@ -132,6 +164,7 @@ def launch(
     detached: bool = False,
     before_exec: Callable[[], None] | None = None,
     netns: str | None = None,
+    private_tmp: str | None = None,
 ) -> Child:
     """Start argv with `policy` applied before exec. stdio is inherited unless given.
 
@@ -144,6 +177,9 @@ def launch(
     a BackburnerError it raises is raised again here, as it was. ``netns``: a network
     namespace's file (/run/netns/NAME) the child joins before exec (a testbed's client);
     only the network namespace changes, so the child sees the same files and cgroups.
+    ``private_tmp``: a directory made by `prepare_private_tmp`; the child sees the host's
+    /tmp, but what it and its descendants write there stays in that directory (a program
+    that ignores TMPDIR, such as LibreOffice's IPC socket, leaves nothing in the host's).
     Our own interpreter (`python_module`) starts from `/` and with `helper_env()` unless
     `cwd` and `env` are given; the user's commands keep ours.
 
@@ -159,11 +195,14 @@ def launch(
     # harness overhead in every trial. Use one only when something must happen in the child.
     needs_hook = (policy is not None or bool(cgroup_procs) or die_with_parent
                   or chroot is not None or before_exec is not None or netns is not None
+                  or private_tmp is not None
                   or bool(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
     die_with = os.getpid() if die_with_parent else None
     ns_fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC) if netns is not None else None
+    if private_tmp is not None and chroot is not None:
+        raise ValueError("a chrooted child has the testbed's /tmp: no private_tmp")
     hook = (_child_setup(policy, cgroup_procs, wfd, die_with, chroot, death_signal,
-                         before_exec, ns_fd) if needs_hook else None)
+                         before_exec, ns_fd, private_tmp) if needs_hook else None)
     try:
         with interrupts.deferred():  # a signal after fork must find the child registered
             return _start(argv, hook, rfd, wfd, stdin=stdin, stdout=stdout, stderr=stderr,
