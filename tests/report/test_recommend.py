@@ -77,6 +77,12 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
         printed = "\n".join(ln for ln in after[:len(rec.govern_rule.strip().splitlines())])
         assert all(ln.startswith("    ") for ln in printed.splitlines())
         assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
+    short = recommend.answer([rec])  # what bench ends with: the rule its commands name
+    head = "  govern rule, as a file /etc/backburner/rules.d/bulk-work.toml:"
+    assert (head in short.splitlines()) == by_daemon
+    if by_daemon:
+        printed = short.split(head + "\n", 1)[1]
+        assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
     want = "background" if policy == "govern" else rest
     assert parsed.rules[0].policy == grammar.parse_policy(want)
     assert parsed.rules[0].throttle == (throttle is not None)

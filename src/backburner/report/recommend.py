@@ -249,7 +249,16 @@ def answer(recs: list[Recommendation]) -> str:
     for rec in recs:
         lines.append(f"answer: {rec.headline}")
         lines += [f"  $ {c}" for c in rec.commands]
+        lines += _rule_lines(rec)  # the commands name it: a run's last lines must hold it
     return "\n".join(one_line(ln) for ln in lines) + ("\n" if lines else "")
+
+
+def _rule_lines(rec: Recommendation) -> list[str]:
+    """The govern rule as the file it is: TOML a user can paste (indented, still TOML)."""
+    if not rec.govern_rule or not any(c.startswith("backburner govern") for c in rec.commands):
+        return []
+    return [f"  govern rule, as a file {RULE_FILE}:",
+            *(f"    {ln}" for ln in rec.govern_rule.strip().splitlines())]
 
 
 def recommend(data: ReportData, *, tolerance: float | None = None,
