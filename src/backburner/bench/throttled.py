@@ -4,7 +4,7 @@ freezer while the probe's own group is stalled on IO, so its price and its prote
 measured beside the IO class's and the weights'.
 
 A policy text takes the throttle beside any other policy: ``throttle`` (govern's
-defaults: pauses of at most 500 ms, the load keeps at least half of the time), or
+defaults: pauses of at most 500 ms, the load keeps at least a tenth of the time), or
 ``background,pause-ms=250,min-duty=0.25`` (any of `pause-ms`, `min-duty`, `stall-ms`,
 `window-ms` switches it on; `throttle=off` switches it off again).
 

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from ..base.errors import BackburnerError
 from ..policy import grammar
+from ..policy import throttle as throttlepolicy
 from .pattern import MATCH_DEADLINE_S, Pattern
 
 MATCH_KEYS = ("comm", "exe", "user", "unit", "cgroup", "cmdline", "parent")  # cheapest first
@@ -189,10 +190,10 @@ class ThrottleSettings:
     `window_ms`), how long one pause of the bulk group may last, and the share of time the
     bulk work keeps running while throttled (guaranteed)."""
 
-    stall_ms: int = 100
-    window_ms: int = 1000
-    pause_ms: int = 500
-    min_duty: float = 0.5
+    stall_ms: int = throttlepolicy.DEFAULT_STALL_MS
+    window_ms: int = throttlepolicy.DEFAULT_WINDOW_MS
+    pause_ms: int = throttlepolicy.DEFAULT_PAUSE_MS
+    min_duty: float = throttlepolicy.DEFAULT_MIN_DUTY  # why this value: there
     watch: tuple[str, ...] = ()  # cgroup v2 groups whose io.pressure counts (default: see docs)
     file: str = ""
 

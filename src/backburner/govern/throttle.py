@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from .. import system
 from ..kernel import cgroups, procfs
+from ..policy import throttle as throttlepolicy
 from .rules import ThrottleSettings
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,8 @@ class PauseStats:
 class Throttle:
     """The duty-cycle state machine. Times are seconds on a monotonic clock."""
 
-    pause_s: float = 0.5
-    min_duty: float = 0.5
+    pause_s: float = throttlepolicy.DEFAULT_PAUSE_MS / 1000
+    min_duty: float = throttlepolicy.DEFAULT_MIN_DUTY
     hold_s: float = 1.5
     frozen_since: float | None = None
     run_until: float = float("-inf")
