@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import Result, bb, one_line_error
 
+from backburner.bench import proberoot, probes, room
 from backburner.store import Store
 
 pytestmark = pytest.mark.root
@@ -125,8 +126,15 @@ def test_failures_exit_1_and_keep_stderr(tmp_path: Path, state_dir: Path) -> Non
 @pytest.mark.parametrize("layout", ["directories", "aged"])
 def test_probe_layouts_spread_the_files(tmp_path: Path, state_dir: Path, layout: str) -> None:
     py = shlex.join([sys.executable, "-I", "-c", "import json"])
+    # whole directories of this machine (/usr/bin, the libraries'): a testbed sized to
+    # them, as bench's own room check reckons them (1.2 GB here with LibreOffice installed)
+    work = tmp_path / "discover"
+    work.mkdir()
+    touched = probes.discover_files(probes.Probe.parse(py).resolve(), str(work), timeout=60)
+    need = proberoot.bytes_needed(layout, touched)
+    size = room.fitting_size(max(int(need * 1.1), 1 << 29))
     r, s = bench(tmp_path, "--probe", py, "--trials", "1", "--probe-layout", layout,
-                 "--device", "testbed:1G")
+                 "--device", f"testbed:{size}")
     assert r.returncode == 0, r.err
     facts = s.runs()[0].environment["device"]["probe_layout"]
     assert facts["mode"] == layout and facts["files"] > facts["probe_files"] > 10
@@ -227,7 +235,10 @@ def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
 
 
 def test_trace_records_counters_and_who_did_the_io(tmp_path: Path, state_dir: Path) -> None:
-    r, s = bench(tmp_path, "--probe", "/bin/true", "--load", "readers:1:seq", "--trials",
+    # a start that lasts: in the few milliseconds of /bin/true's, BFQ can serve the
+    # weight-raised probe alone and the reader have no request served at all (seen once in
+    # three runs)
+    r, s = bench(tmp_path, "--probe", "sleep 0.5", "--load", "readers:1:seq", "--trials",
                  "1", "--trace", "--warmup", "0")
     assert r.returncode == 0, r.err
     loaded = _trials(s, load="readers:1:seq")

@@ -249,6 +249,9 @@ class MachineExecutor:
             proberoot.copy_tree(root, chroot)
             mode = "tree"
         else:
+            st = os.statvfs(chroot)
+            room.check_probe_room(self.plan.device, mode, proberoot.bytes_needed(mode, touched),
+                                  st.f_bavail * st.f_frsize)
             copied = proberoot.build(mode, touched, chroot, self.cfg.seed)
             self.device.facts["probe_files_copied"] = copied
         facts = proberoot.facts(mode, touched, chroot, self.cfg.seed if mode == "aged" else None)

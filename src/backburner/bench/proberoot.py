@@ -29,6 +29,11 @@ from ..base.errors import SystemStateError
 from . import probes
 
 FILLER_MEDIAN_BYTES = 4096
+#: Room a copied file takes beyond its bytes (its last block, its inode's share), and what
+#: `aged` writes beside each (1-4 fillers, lognormal sizes whose mean is ~8 KiB, before half
+#: are deleted): generous, as a bound before copying must be.
+FILE_OVERHEAD_BYTES = 4096
+AGED_FILLER_BYTES = 32 * 1024
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,20 @@ class LayoutFacts:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def bytes_needed(mode: str, touched: list[str]) -> int:
+    """About what `build` writes for `mode` (at most, give or take ext4's own metadata)."""
+    paths = touched if mode == "touched" else _directory_contents(touched)
+    total = 0
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            total += st.st_size + FILE_OVERHEAD_BYTES
+    return total + (len(paths) * AGED_FILLER_BYTES if mode == "aged" else 0)
 
 
 def build(mode: str, touched: list[str], root: str, seed: int) -> int:

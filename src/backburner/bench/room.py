@@ -48,6 +48,19 @@ def check_room(spec: DeviceSpec, load_bytes: int, probe_bytes: int | None = None
             "or fewer fio jobs")
 
 
+def check_probe_room(spec: DeviceSpec, layout: str, need: int, free: int) -> None:
+    """Refuse a testbed too small for the probe's files as `--probe-layout` lays them out
+    (`directories` and `aged` copy whole directories: /usr/bin and the library directory
+    alone can be a gigabyte), before any is copied."""
+    if need > free:
+        raise UsageError(
+            f"the probe's files laid out as {layout!r} need about {human_size(need)} but "
+            f"{spec.label} has {human_size(free)} for files",
+            f"use a larger device, e.g. {spec.label.rpartition(':')[0]}:"
+            f"{fitting_size(need - free + int(spec.size * USABLE_FRACTION))}, "
+            "or --probe-layout touched")
+
+
 def check_space(spec: DeviceSpec, where: str) -> None:
     """Refuse a testbed image bigger than the free space of the filesystem that holds it."""
     if spec.kind == "path":
