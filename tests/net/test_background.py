@@ -166,9 +166,13 @@ def test_a_run_that_raced_past_the_check_is_refused_and_the_first_stays_shaped(
     before = bed_state(bed)
     first = subprocess.Popen([*BB, *_args(bed), "sleep", "30"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
+    # shaped within a few seconds alone; given TIMEOUT beside the suite's start (the
+    # guest's boot, three workers' first tests), and the run's own output if it fails
+    deadline = time.monotonic() + TIMEOUT
     while not _shaped(bed):
-        assert time.monotonic() < deadline and first.poll() is None
+        if first.poll() is not None or time.monotonic() > deadline:
+            first.kill()
+            raise AssertionError(f"the first run never shaped: {first.communicate()}")
         time.sleep(0.1)
     time.sleep(0.3)
     shaped = bed_state(bed)
