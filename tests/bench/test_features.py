@@ -235,11 +235,12 @@ def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
 
 
 def test_trace_records_counters_and_who_did_the_io(tmp_path: Path, state_dir: Path) -> None:
-    # a start that lasts: in the few milliseconds of /bin/true's, BFQ can serve the
-    # weight-raised probe alone and the reader have no request served at all (seen once in
-    # three runs)
-    r, s = bench(tmp_path, "--probe", "sleep 0.5", "--load", "readers:1:seq", "--trials",
-                 "1", "--trace", "--warmup", "0")
+    # a start that lasts, after a settle that lets the reader get going beside the whole
+    # suite: in /bin/true's few milliseconds BFQ can serve the weight-raised probe alone
+    # (no request of the reader's: once in three runs alone), and after the helper's 0.3 s
+    # settle fio may not have started reading yet on a busy machine (seen in the suite)
+    r, s = bench(tmp_path, "--probe", "sleep 1", "--load", "readers:1:seq", "--trials",
+                 "1", "--trace", "--warmup", "0", "--settle", "2")
     assert r.returncode == 0, r.err
     loaded = _trials(s, load="readers:1:seq")
     extra = loaded[0]["extra"]
