@@ -32,6 +32,7 @@ def bench(tmp_path: Path, *args: str, timeout: float = 300) -> tuple[Result, Sto
                         *args], capture_output=True, timeout=timeout, text=True,
                        stdin=subprocess.DEVNULL)
     assert "Traceback" not in r.stderr, r.stderr
+    assert db.exists(), f"bench wrote no results ({r.returncode}): {r.stderr}"
     return Result(0, r.returncode, r.stdout.encode(), r.stderr.encode()), \
         Store.open(str(db), readonly=True)
 

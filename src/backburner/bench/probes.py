@@ -111,6 +111,12 @@ class ProbeOutput:
         return logtail.last_lines(self.path, self.TAIL_LINES, self.TAIL_CHARS)
 
 
+def _under_tmp(path: str) -> str | None:
+    """`path` relative to the shared /tmp, if it lies inside it."""
+    prefix = spawn.SHARED_TMP + os.sep
+    return path[len(prefix):] if path.startswith(prefix) else None
+
+
 @dataclass(frozen=True)
 class Scratch:
     """Where a probe run on the host writes: HOME and the XDG directories, TMPDIR, and /tmp
@@ -130,8 +136,7 @@ class Scratch:
         root = os.path.join(workdir, name)
         os.mkdir(root, 0o700)
         os.mkdir(os.path.join(root, "home"), 0o700)
-        real = os.path.realpath(root)
-        overlay = not (real + "/").startswith("/tmp/")
+        overlay = _under_tmp(os.path.realpath(root)) is None
         if overlay:
             spawn.prepare_private_tmp(os.path.join(root, "tmp"))
         else:
@@ -144,15 +149,14 @@ class Scratch:
         return os.path.join(self.root, "tmp") if self.overlay else None
 
     def env(self) -> dict[str, str]:
-        tmpdir = "/tmp" if self.overlay else os.path.join(self.root, "tmp")
+        tmpdir = spawn.SHARED_TMP if self.overlay else os.path.join(self.root, "tmp")
         return private_env(os.path.join(self.root, "home"), tmpdir)
 
     def seen(self, path: str) -> str:
         """Where we find a file the probe writes at `path`: under an overlaid /tmp, in the
         overlay's upper layer."""
-        if self.overlay and path.startswith("/tmp/"):
-            return os.path.join(self.root, "tmp", spawn.TMP_UPPER, path[len("/tmp/"):])
-        return path
+        rel = _under_tmp(path) if self.overlay else None
+        return os.path.join(self.root, "tmp", spawn.TMP_UPPER, rel) if rel else path
 
     def holds(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + "/")

@@ -7,7 +7,7 @@ what `backburner run` needs on top: signal forwarding and an exact mirror of the
 
 from .child import Child, Forked, launched, signal_process, stop_all, terminate
 from .fork import fork_call
-from .launch import TMP_UPPER, helper_env, launch, prepare_private_tmp, python_module
+from .launch import SHARED_TMP, TMP_UPPER, helper_env, launch, prepare_private_tmp, python_module
 from .outcome import Outcome, decode
 from .run import (
     FORWARDED_SIGNALS,
@@ -19,7 +19,7 @@ from .run import (
     run_tool,
 )
 
-__all__ = ["FORWARDED_SIGNALS", "SI_KERNEL", "TMP_UPPER", "Child", "Forked", "Outcome",
-           "ToolResult", "decode", "die_like", "fork_call", "helper_env", "launch", "launched",
-           "prepare_private_tmp", "python_module", "run_foreground", "run_helper", "run_tool",
-           "signal_process", "stop_all", "terminate"]
+__all__ = ["FORWARDED_SIGNALS", "SHARED_TMP", "SI_KERNEL", "TMP_UPPER", "Child", "Forked",
+           "Outcome", "ToolResult", "decode", "die_like", "fork_call", "helper_env", "launch",
+           "launched", "prepare_private_tmp", "python_module", "run_foreground", "run_helper",
+           "run_tool", "signal_process", "stop_all", "terminate"]

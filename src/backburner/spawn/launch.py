@@ -119,6 +119,8 @@ def _child_setup(policy: grammar.Policy | None, cgroup_procs: Sequence[str],
 
 #: What `private_tmp` holds: the overlay's upper layer (what the child wrote) and work dir.
 TMP_UPPER, TMP_WORK = "upper", "work"
+#: The shared directory a `private_tmp` is laid over.
+SHARED_TMP = "/tmp"
 
 
 def _overlay_tmp(directory: str) -> None:
@@ -127,9 +129,9 @@ def _overlay_tmp(directory: str) -> None:
     child and its descendants write there kept in `directory`."""
     syscalls.unshare(syscalls.CLONE_NEWNS)
     syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_PRIVATE)
-    options = (f"lowerdir=/tmp,upperdir={os.path.join(directory, TMP_UPPER)},"
+    options = (f"lowerdir={SHARED_TMP},upperdir={os.path.join(directory, TMP_UPPER)},"
                f"workdir={os.path.join(directory, TMP_WORK)}")
-    syscalls.mount("overlay", "/tmp", "overlay", syscalls.MS_NOSUID | syscalls.MS_NODEV,
+    syscalls.mount("overlay", SHARED_TMP, "overlay", syscalls.MS_NOSUID | syscalls.MS_NODEV,
                    options)
 
 
