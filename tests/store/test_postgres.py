@@ -8,7 +8,7 @@ import multiprocessing
 import sys
 
 import pytest
-from helpers import PgCluster, bb, make_db, one_line_error
+from helpers import PgCluster, bb, make_db, one_line_error, wait_for
 
 from backburner.base.errors import AccessError, BusyError, UnavailableError, UsageError
 from backburner.store import SCHEMA_VERSION, Store
@@ -60,7 +60,15 @@ def test_one_writer_per_run(pg_url: str) -> None:
     other = b.add_run("c", {}, 0, {}, "v")  # another run in the same database: fine
     assert other != run_id
     a.close()
-    b.lock_run(b.run(run_id))  # free once its writer is gone
+
+    def free() -> bool:  # once its writer is gone: the server ends a's session (and its
+        try:             # lock) a moment after the client hangs up, later on a busy machine
+            b.lock_run(b.run(run_id))
+        except BusyError:
+            return False
+        return True
+
+    wait_for(free, what="the run's lock to be freed with its writer's session")
     b.close()
 
 
