@@ -253,9 +253,11 @@ def answer(recs: list[Recommendation]) -> str:
     return "\n".join(one_line(ln) for ln in lines) + ("\n" if lines else "")
 
 
-def _rule_lines(rec: Recommendation) -> list[str]:
-    """The govern rule as the file it is: TOML a user can paste (indented, still TOML)."""
-    if not rec.govern_rule or not any(c.startswith("backburner govern") for c in rec.commands):
+def _rule_lines(rec: Recommendation, only_if_named: bool = True) -> list[str]:
+    """The govern rule as the file it is: TOML a user can paste (indented, still TOML);
+    with `only_if_named`, only when a command names govern."""
+    named = any(c.startswith("backburner govern") for c in rec.commands)
+    if not rec.govern_rule or (only_if_named and not named):
         return []
     return [f"  govern rule, as a file {RULE_FILE}:",
             *(f"    {ln}" for ln in rec.govern_rule.strip().splitlines())]
@@ -294,9 +296,7 @@ def render(recs: list[Recommendation]) -> str:
         front = ", ".join(f"{r.cell.scheduler} + {r.cell.policy}" for r in rec.pareto)
         lines.append(f"  Pareto-best (start-up vs bulk work): {front}")
         lines += [f"  $ {c}" for c in rec.commands]
-        if rec.govern_rule:  # a file as it is: TOML a user can paste (indented, still TOML)
-            lines.append(f"  govern rule, as a file {RULE_FILE}:")
-            lines += [f"    {ln}" for ln in rec.govern_rule.strip().splitlines()]
+        lines += _rule_lines(rec, only_if_named=False)
         lines += [f"  limit: {note}" for note in rec.limits]
         lines.append("")
     return "\n".join(one_line(ln) for ln in lines).rstrip() + "\n"
