@@ -38,3 +38,24 @@ def test_a_started_process_that_blocks_its_sigterm_is_killed_by_the_undo(
         assert len(journals_in(state_dir)) == 1
     assert stuck.wait(TIMEOUT) == -signal.SIGKILL
     assert journals_in(state_dir) == []
+
+
+def test_the_undo_also_ends_what_the_started_process_forked(state_dir: Path) -> None:
+    """fio's job processes leave its session (setsid) and wait for its go: killing the main
+    process alone leaves them waiting for good, holding the testbed. The undo ends every
+    process below the one it journaled, found before the main process dies."""
+    code = ("import os, signal, time; signal.pthread_sigmask(signal.SIG_BLOCK, "
+            "[signal.SIGTERM])\n"
+            "kid = os.fork()\n"
+            "if kid == 0:\n    os.setsid(); time.sleep(60); os._exit(0)\n"
+            "print(kid, flush=True); time.sleep(60)")
+    main = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert main.stdout is not None
+    kid = int(main.stdout.readline())
+    start, kid_start = procfs.start_time(main.pid), procfs.start_time(kid)
+    assert start is not None and kid_start is not None
+    with system.Transaction("started-tree-test") as tx:
+        tx.apply(system.Started(main.pid, start))
+    assert main.wait(TIMEOUT) == -signal.SIGKILL
+    assert procfs.start_time(kid) != kid_start  # gone (or a zombie awaiting its reaper)
+    assert journals_in(state_dir) == []

@@ -262,22 +262,38 @@ def _survivors(pgid: int | None, tracked: dict[int, int]) -> list[int]:
     return sorted(left)
 
 
-def terminate(pid: int, start: int, grace: float = 5.0) -> None:
-    """Stop a process that is not our child (a daemon whose starter died): SIGTERM, then
-    SIGKILL, each only while `pid` still has `start` as its start time (never a recycled
-    PID)."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
-        if procfs.start_time(pid) != start:
+def terminate(pid: int, start: int, grace: float = 5.0, kill_wait: float = 10.0) -> None:
+    """Stop a process that is not our child (a load or daemon whose starter died) and every
+    process below it: SIGTERM to it (its own clean-up runs), then SIGKILL to whatever of the
+    tree is left, each only while a PID still has the start time it had when found (never
+    a recycled PID). The tree is read before the first signal and again while the process
+    lives: once it dies its orphans are reparented and can no longer be found. fio's job
+    processes call setsid() and wait on a semaphore for their main process's go; a main
+    process killed before it gave it leaves them waiting for good, holding the testbed's
+    filesystem (seen after `restore`)."""
+    if procfs.start_time(pid) != start:
+        return
+    tree = {pid: start, **_below(pid)}
+    signal_process(pid, start, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and procfs.start_time(pid) == start:
+        tree.update(_below(pid))
+        time.sleep(0.02)
+    tree.update(_below(pid))
+    deadline = time.monotonic() + kill_wait
+    while left := [p for p, s in tree.items() if procfs.start_time(p) == s]:
+        if time.monotonic() >= deadline:
+            log.warning("%d process(es) of PID %d would not die: %s", len(left), pid, left)
             return
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if procfs.start_time(pid) != start:
-                return
-            time.sleep(0.02)
+        for p in left:
+            signal_process(p, tree[p], signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def _below(pid: int) -> dict[int, int]:
+    """(pid -> start time) of the live processes below `pid`."""
+    return {p: s for p in procfs.descendants_of(pid)
+            if (s := procfs.start_time(p)) is not None}
 
 
 def signal_process(pid: int, start: int, sig: int) -> bool:
