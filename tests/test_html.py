@@ -108,9 +108,16 @@ def test_statistics_used_names_the_method_the_run_used(
 
 
 def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Chromium with a home of its own under `tmp`: GLib's settings otherwise leave a dconf
+    cache in root's home (~/.cache/dconf) on every run of the suite."""
+    home = {"HOME": str(tmp / "home"), "XDG_CACHE_HOME": str(tmp / "home" / ".cache"),
+            "XDG_CONFIG_HOME": str(tmp / "home" / ".config"),
+            "XDG_RUNTIME_DIR": str(tmp / "home" / "run")}
+    for path in home.values():
+        os.makedirs(path, mode=0o700, exist_ok=True)
     return subprocess.run(
         [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp / 'profile'}", *args],
-        capture_output=True, text=True, timeout=90, cwd=tmp)
+        capture_output=True, text=True, timeout=90, cwd=tmp, env={**os.environ, **home})
 
 
 @needs_chromium
