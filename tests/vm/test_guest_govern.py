@@ -27,7 +27,8 @@ RULE = '[[rule]]\nname = "{0}"\nmatch = {{ comm = "{0}" }}\npolicy = "background
 UPDATER = "/system.slice/bbtest-updater.service"
 SESSION = "/user.slice/bbtest-session.scope"
 SCHED_IDLE = 5
-NAMES = ("bbupdater", "bbdesk", "bbother")
+#: test programs, copies of sleep (the built-in flatpak rule takes "flatpak" only for an update)
+NAMES = ("bbupdater", "bbdesk", "bbother", "flatpak")
 
 
 def _state(guest: Guest) -> dict[str, Any]:
@@ -171,3 +172,61 @@ def test_sigkill_then_the_units_restore_puts_everything_back(govern: Guest) -> N
     assert got["weights"][UPDATER]["io.weight"] in (None, "default 100"), got
     log = guest.run(["journalctl", "-b", "-u", "backburner-govern", "--no-pager"]).out
     assert "restore" in log.lower(), log
+
+
+#: `flatpak update` as its built-in rule sees it: a program named flatpak (a copy of sleep)
+#: whose command line reads "flatpak update", in a service of its own, as a timer starts it
+FLATPAK_UNIT = ("[Service]\nType=exec\nExecStart=/bin/bash -c "
+                "'exec -a \"flatpak update\" /usr/local/bin/flatpak 600'\n")
+#: the least stall a trigger takes: under emulation the guest's reads stall only briefly
+#: against its slow CPU (as the office levers' check found)
+THROTTLE = "[throttle]\nstall_ms = 1\nwindow_ms = 500\n"
+COLD = "/root/govern-cold.bin"
+#: interactive work stalled on the disk: a terminal's scope reading a cold file, direct
+READER = ["systemd-run", "--quiet", "--scope", "--slice=user.slice", "--", "dd", f"if={COLD}",
+          "of=/dev/null", "bs=64k", "iflag=direct"]
+
+
+def _govern_status(guest: Guest) -> dict[str, Any]:
+    r = guest.run(["backburner", "govern", "status", "--json"], timeout=60, check=True)
+    return json.loads(r.out)
+
+
+def test_the_built_in_flatpak_rule_pauses_its_unit_while_a_session_waits(
+        govern: Guest) -> None:
+    """The shipped rules as shipped: `flatpak update` in a service gets the idle class,
+    and govern freezes the service (FreezeUnit) in pauses of at most 500 ms while
+    user.slice is stalled on IO, and thaws it; stopping govern leaves it running, thawed,
+    with its old class."""
+    guest = govern  # its clean-up removes /etc/backburner and the programs
+    guest.put("/etc/backburner/rules.d/throttle.toml", THROTTLE)
+    guest.put("/etc/systemd/system/bbtest-flatpak.service", FLATPAK_UNIT)
+    guest.run(f"head -c 32M /dev/urandom >{COLD} && sync", check=True)
+    try:
+        guest.run(["systemctl", "daemon-reload"], check=True)
+        guest.run(["systemctl", "start", "bbtest-flatpak"], check=True)
+        guest.run(["systemctl", "start", "backburner-govern"], timeout=120, check=True,
+                  units=["backburner-govern"])
+        got = _wait(guest, lambda g: any(p["io"] == "idle" for p in _procs(g, "flatpak")),
+                    "flatpak update governed by its built-in rule")
+        (proc,) = _procs(got, "flatpak")
+        assert proc["group"] == "/system.slice/bbtest-flatpak.service", got
+        st = _govern_status(guest)
+        assert "bbtest-flatpak.service" in st["throttle"]["groups"], st["throttle"]
+        assert any(g["rule"] == "flatpak-update" for g in st["governed"]), st["governed"]
+        deadline = time.monotonic() + 120
+        while st["throttle"]["pauses"] < 1 and time.monotonic() < deadline:
+            guest.run("echo 1 >/proc/sys/vm/drop_caches", check=True)
+            guest.run(READER, timeout=120, check=True)
+            st = _govern_status(guest)
+        assert st["throttle"]["pauses"] >= 1, st["throttle"]
+        assert 0 < st["throttle"]["longest_s"] <= 0.5 + 0.3, st["throttle"]
+        guest.run(["systemctl", "stop", "backburner-govern"], check=True, timeout=60)
+        state = [guest.run(["systemctl", "show", "-P", prop, "bbtest-flatpak"],
+                           check=True).out.strip() for prop in ("FreezerState", "ActiveState")]
+        assert state == ["running", "active"], state
+        _wait(guest, lambda g: all(p["io"] == "none" for p in _procs(g, "flatpak")),
+              "flatpak's old class back after govern stopped", within_s=20)
+    finally:
+        guest.run(["systemctl", "stop", "bbtest-flatpak"])
+        guest.run(["rm", "-f", "/etc/systemd/system/bbtest-flatpak.service", COLD])
