@@ -10,18 +10,24 @@ from one long-lived process), under BFQ and mq-deadline.
   run bfq      BFQ's tunables with the idle class (slice_idle 0/16/32 ms against its 8,
                low_latency off, strict_guarantees on) as setup variants
   run writer   the few best levers with Writer's first window (--policy, repeatable)
-  run free     each lever's load alone for a minute (an instant probe): its pace between
-               starts, for the duty cycle
+  run free     each lever's load alone for a minute (an instant probe, caches kept): its
+               pace between starts, for the duty cycle
   table DB...  per lever: the start's ratio to unloaded [95% CI], the installs' bytes per
                second during the starts, their rounds per minute, the pace over a duty
                cycle (a start every 2 minutes), the longest pause of the bulk work, and
                the machine's load average while it was measured
 
-Duty cycle: a start every CYCLE_S seconds; during a start the load moves what it moved
-during the measured starts, the rest of the cycle it runs at its free pace (`run free`,
-matched by scheduler, load and policy): (B_start + free x (CYCLE_S - T_start)) / CYCLE_S,
-with T_start and B_start the medians over the lever's trials. Without a free measurement
-the cycle column is empty.
+Duty cycle: a start every CYCLE_S seconds; the rest of the cycle the load runs at its free
+pace (`run free`, matched by scheduler, load and policy), in finished rounds (an install
+and an uninstall) per minute: free x (CYCLE_S - T_start) / CYCLE_S, T_start the median
+start of the lever's trials, no credit for what the load did during the start (a lower
+bound). Rounds, not bytes: a round that installs and removes its files before they are
+written back moves almost nothing to the disk. The free run keeps the caches (--warm), as
+a machine between starts does. In one run with a cache drop before each trial, two of
+six cells ran 57-59 rounds a minute that moved 54-146 MB in all, the other four 6-8 rounds
+and 700-930 MB, as every cell of a run with --warm did: why a minute fell in the fast
+regime is not known, so the cycle is reckoned from --warm runs. Without a free
+measurement the cycle column is empty.
 
 Usage: .venv/bin/python benchmarks/office_levers.py run screen [-o DB] [--trials N]
        .venv/bin/python benchmarks/office_levers.py table DB... [--free DB]
@@ -76,7 +82,7 @@ def bench_argv(kind: str, out: str, trials: int, policies: list[str],
             argv += ["--ready", ready]
     elif kind == "free":  # no start to speak of: the load's own pace over a minute
         argv += ["--probe", "instant=true", "--load-lifetime", "cell", "--block",
-                 str(trials), "--settle", "60"]
+                 str(trials), "--settle", "60", "--warm", "-w", "0"]
     elif probe == "standin":
         argv += ["--probe", presets.standin_probe()]
     else:
@@ -157,14 +163,14 @@ def _rounds(cell: data.CellData) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _free_rates(free: data.ReportData | None) -> dict[tuple[str, str, str], float]:
-    """(scheduler, load, policy) -> the load's bytes per second with nothing starting."""
+    """(scheduler, load, policy) -> the load's rounds per minute with nothing starting."""
     out: dict[tuple[str, str, str], float] = {}
     if free is None:
         return out
     for cell in free.cells:
-        rates = [float(t["extra"]["bulk"]["units"]) / float(t["extra"]["bulk"]["seconds"])
+        rates = [60 * float(t["extra"]["bulk"]["rounds"]) / float(t["extra"]["bulk"]["seconds"])
                  for t in cell.counted if isinstance(t["extra"].get("bulk"), dict)
-                 and t["extra"]["bulk"].get("seconds")]
+                 and t["extra"]["bulk"].get("seconds") and "rounds" in t["extra"]["bulk"]]
         if rates:
             out[(cell.cell.scheduler, cell.cell.load, cell.cell.policy)] = float(
                 np.median(rates))
@@ -196,8 +202,8 @@ def rows(report: data.ReportData, free: data.ReportData | None) -> list[dict[str
             row["longest_stall_s"] = (float(np.median(stall)), max(stall))
             free_rate = pace.get((c.scheduler, c.load, c.policy))
             if free_rate is not None:
-                t_start, b_start = float(np.median(s)), float(np.median(b))
-                row["cycle"] = (b_start + free_rate * max(CYCLE_S - t_start, 0)) / CYCLE_S
+                t_start = float(np.median(times))
+                row["cycle"] = free_rate * max(CYCLE_S - t_start, 0) / CYCLE_S
                 row["free"] = free_rate
         rounds, secs = _rounds(cell)
         if len(rounds):
@@ -224,7 +230,8 @@ def _ci(v: tuple[float, float, float] | None, fmt: str, scale: float = 1.0) -> s
 
 
 COLUMNS = ("scheduler", "load", "lever", "n", "start × unloaded [95% CI]",
-           "installs MB/s during the starts", "rounds/min", "MB/s over a 2-min cycle",
+           "installs MB/s during the starts", "rounds/min", "free rounds/min",
+           "rounds/min over a 2-min cycle, at least",
            "longest stall in a start, median (max) s", "longest pause, max s",
            "load average, median (min–max)")
 
@@ -239,7 +246,8 @@ def cells_of(row: dict[str, Any]) -> list[str]:
     return [row["scheduler"], row["load"], lever, str(row["n"]),
             _ci(ratio, ".2f") + (" **≤1.05**" if within else ""),
             _ci(row.get("during"), ".2f", MB), _ci(row.get("rounds_min"), ".1f"),
-            f"{row['cycle'] / MB:.2f}" if "cycle" in row else "–",
+            f"{row['free']:.1f}" if "free" in row else "–",
+            f"{row['cycle']:.1f}" if "cycle" in row else "–",
             f"{stall[0]:.2f} ({stall[1]:.2f})" if stall else "–",
             f"{pause[1]:.2f}" if pause else "–",
             f"{la[0]:.1f} ({la[1]:.1f}–{la[2]:.1f})" if la else "–"]
