@@ -154,7 +154,10 @@ def test_sigterm_leaves_nothing_then_resume_stores_and_reports(tmp_path: Path,
                    "t.load_read_bps, t.wall_s, t.extra FROM trials t "
                    "JOIN cells c ON c.id = t.cell_id")
     assert len(rows) == 9 and {r[2:4] for r in rows} == {("link:1mbit:0ms:300ms", "fifo")}
-    assert all(r[4] == "ok" and r[5] == 0 for r in rows), [r[4:] for r in rows]
+    wrong = [(r[0], r[1], r[4], r[5], {k: v for k, v in json.loads(r[8]).items()
+                                       if k in ("reason", "stderr_tail", "limit_s", "net")})
+             for r in rows if not (r[4] == "ok" and r[5] == 0)]
+    assert wrong == [], (wrong, _db(db, "SELECT min(started_at), max(ended_at) FROM trials"))
     for load, policy, *_, received, wall, extra in rows:
         x = json.loads(extra)
         assert x["net"]["fetch_s"] == wall and 0 < x["net"]["connect_s"] < wall

@@ -105,3 +105,25 @@ def test_what_restore_prints_of_a_cgroup_is_words_not_a_python_dict() -> None:
     text = made.describe()
     assert text == "cgroup /sys/fs/cgroup/cpu/backburner/run-1 (cpu.shares=102, cpu.weight=5)"
     assert system.CgroupDir("/x/y").describe() == "cgroup /x/y"
+
+
+@pytest.mark.root
+def test_a_shared_parent_another_run_removed_is_made_again(state_dir: Path) -> None:
+    """Two commands at once: one journals the shared parent, the other, ending, removes it
+    while it is empty, before the first makes its own group in it (a `run` failed so, 125,
+    "cgroup parent ... does not exist"). The group's change makes the parent again; the
+    undo removes both. A parent that is not a shared one of ours is never made."""
+    from backburner.kernel import cgroups
+
+    hier = cgroups.v1_mount("freezer") or cgroups.unified_root()
+    assert hier is not None, "no cgroup hierarchy to make groups in"
+    parent = Path(hier) / f"bbtest-shared-{procfs.owner_tag(os.getpid())}"
+    child = parent / "run"
+    with system.Transaction("shared-parent-test") as tx:
+        tx.apply(system.CgroupDir(str(parent), shared=True))
+        parent.rmdir()  # the other run's undo: it was empty
+        with pytest.raises(SystemStateError, match="does not exist"):
+            tx.apply(system.CgroupDir(str(child)))
+        tx.apply(system.CgroupDir(str(child), shared_parent={}))
+        assert child.is_dir()
+    assert not parent.exists()

@@ -203,7 +203,7 @@ class MachineExecutor:
         top = os.path.join(root, "backburner")
         tx.apply(system.CgroupDir(top, shared=True))
         probe = os.path.join(top, f"bench-{owner}-probe")
-        tx.apply(system.CgroupDir(probe))
+        tx.apply(system.CgroupDir(probe, shared_parent={}))
         tx.apply(system.CgroupMove(os.getpid(), probe))
         self._pressure = os.path.join(probe, "io.pressure")
         made = {"probe": probe.removeprefix(root), "loads": {}}
@@ -218,7 +218,7 @@ class MachineExecutor:
             assert where is not None, "plan() checked (throttled.require)"
             if where[0] != group:  # the v1 freezer hierarchy
                 self._made_group(tx, system.CgroupDir(os.path.dirname(where[0]), shared=True))
-                self._made_group(tx, system.CgroupDir(where[0]))
+                self._made_group(tx, system.CgroupDir(where[0], shared_parent={}))
                 procs.append(cgroups.procs_file(where[0]))
             self._freezers[name] = self._freezer(tx, *where)
             self.cgroups[name] = [*self.cgroups.get(name, []), *procs]

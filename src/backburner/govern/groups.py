@@ -71,7 +71,7 @@ def _make_freezer(tx: system.LiveTransaction, rule: Rule, groups: RuleGroups, pr
         if path not in groups.dirs:
             before = len(groups.dirs)
             _make(tx, rule, [system.CgroupDir(os.path.dirname(path), shared=True),
-                             system.CgroupDir(path)], groups, problem)
+                             system.CgroupDir(path, shared_parent={})], groups, problem)
             if len(groups.dirs) == before:
                 return
         freezer = system.CgroupFreezer(path, version)

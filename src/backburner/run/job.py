@@ -38,7 +38,7 @@ def cgroup_changes(plan: cgroup_plan.CgroupPlan) -> list[system.Change]:
         parent_settings["cgroup.subtree_control"] = " ".join(f"+{c}" for c in plan.enable)
     for path, files in plan.dirs.items():
         changes.append(system.CgroupDir(os.path.dirname(path), parent_settings, shared=True))
-        changes.append(system.CgroupDir(path, dict(files)))
+        changes.append(system.CgroupDir(path, dict(files), shared_parent=parent_settings))
     return changes
 
 

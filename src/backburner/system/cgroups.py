@@ -32,6 +32,10 @@ class CgroupDir(Change):
     path: str
     settings: dict[str, str] = field(default_factory=dict)
     shared: bool = False  # a parent other runs may use too: removed only when empty
+    #: the settings of this group's parent where that parent is a shared group of ours
+    #: journaled just before: another run that leaves it empty removes it, and it is made
+    #: again (with them) if that happened between the two changes
+    shared_parent: dict[str, str] | None = None
 
     def describe(self) -> str:
         sets = ", ".join(f"{k}={v}" for k, v in self.settings.items())
@@ -50,35 +54,48 @@ class CgroupDir(Change):
         return self.apply_with(lambda _partial: None)
 
     def apply_with(self, record: Callable[[Any], None]) -> dict[str, Any]:
-        parent = os.path.dirname(self.path)
-        if not os.path.isdir(parent):
-            raise SystemStateError(f"cgroup parent {parent} does not exist")
         evict_to = kcgroups.dir_of(os.getpid(), self.path)
-        made = True
-        try:
-            os.mkdir(self.path)
-        except FileExistsError:
-            made = False  # someone else's, made since `read`
-        except OSError as err:
-            raise SystemStateError(f"could not create cgroup {self.path}: {err.strerror}") from None
+        made = self._mkdir()
         if self.settings:  # made: a setting that fails below still leaves it ours
             record({"evict_to": evict_to, "made": made})
-        for names, value in self.settings.items():
-            # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
-            # io.weight); "a?": written only where it exists. Which ones exist is only known
-            # inside the new group.
-            optional = names.endswith("?")
-            found = [n for n in names.removesuffix("?").split("|")
-                     if os.path.exists(os.path.join(self.path, n))]
-            if not found and optional:
-                continue
-            if not found:
-                raise SystemStateError(
-                    f"cgroup file {names} does not exist in {self.path}",
-                    "the controller or IO scheduler providing it is not available",
-                )
-            write(os.path.join(self.path, found[0]), value)
+        _write_settings(self.path, self.settings)
         return {"evict_to": evict_to, "made": made}
+
+    def _mkdir(self) -> bool:
+        """Make the group; False when it was there already (someone else's, made since
+        `read`). A shared parent that another run removed after we journaled it (empty for
+        an instant: seen with two commands at once on cgroup v1) is made again."""
+        parent = os.path.dirname(self.path)
+        for _ in range(20):
+            if not os.path.isdir(parent):
+                if self.shared_parent is None:
+                    raise SystemStateError(f"cgroup parent {parent} does not exist")
+                try:
+                    os.mkdir(parent)
+                    _write_settings(parent, self.shared_parent)
+                except FileExistsError:
+                    pass  # another run made it again first
+                except FileNotFoundError:
+                    continue  # its own parent went: the loop ends in the error below
+                except SystemStateError:
+                    if os.path.isdir(parent):
+                        raise
+                    continue  # removed again while its settings were written
+                except OSError as err:
+                    raise SystemStateError(
+                        f"could not create cgroup {parent}: {err.strerror}") from None
+            try:
+                os.mkdir(self.path)
+                return True
+            except FileExistsError:
+                return False
+            except FileNotFoundError:
+                continue  # the shared parent went between the check and the mkdir
+            except OSError as err:
+                raise SystemStateError(
+                    f"could not create cgroup {self.path}: {err.strerror}") from None
+        raise SystemStateError(f"cgroup parent {parent} kept disappearing",
+                               "another program removes backburner's groups as they are made")
 
     def undo(self, old: Any, result: Any) -> str | None:
         if self.shared:  # ours by name: removed by whichever run leaves it empty
@@ -108,6 +125,25 @@ class CgroupDir(Change):
             except OSError:
                 time.sleep(0.02)  # a just-exited task is still being released
         raise SystemStateError(f"could not remove cgroup {self.path}: it stays busy")
+
+
+def _write_settings(path: str, settings: dict[str, str]) -> None:
+    """Write a group's settings into its files."""
+    for names, value in settings.items():
+        # "a|b": the first file that exists (io.bfq.weight where BFQ is loaded, else
+        # io.weight); "a?": written only where it exists. Which ones exist is only known
+        # inside the new group.
+        optional = names.endswith("?")
+        found = [n for n in names.removesuffix("?").split("|")
+                 if os.path.exists(os.path.join(path, n))]
+        if not found and optional:
+            continue
+        if not found:
+            raise SystemStateError(
+                f"cgroup file {names} does not exist in {path}",
+                "the controller or IO scheduler providing it is not available",
+            )
+        write(os.path.join(path, found[0]), value)
 
 
 def v1_groups(controller: str, proc_cgroups: str = "/proc/cgroups") -> tuple[int, int]:
