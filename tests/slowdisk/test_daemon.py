@@ -264,6 +264,40 @@ def test_sigterm_unmounts_and_exits(mount: Callable[..., Mount]) -> None:
     assert not os.path.ismount(m.mnt)
 
 
+def _roundtrip_helper(daemon: int) -> int | None:
+    """The daemon's round-trip measuring child, if it is running now."""
+    from backburner.kernel import procfs
+
+    for kid in procfs.children_of(daemon):
+        try:
+            if b"slowdisk.roundtrip" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                return kid
+        except OSError:
+            pass
+    return None
+
+
+def test_killed_while_it_measures_its_round_trip_it_ends_and_the_mount_fails(
+        mount: Callable[..., Mount]) -> None:
+    """At start-up the FUSE round trip is measured through the mount by a process of the
+    daemon's own, never by a thread of it: a thread of a FUSE server waiting on its own
+    mount cannot be killed, and a SIGKILL then left a zombie holding /dev/fuse, a mount
+    that hung every reader, and `restore` hung behind it. Killed while the helper runs,
+    the daemon is reaped at once and a read of the mount fails instead of hanging."""
+    m = mount("sdcard")
+    assert m.proc is not None
+    deadline, helper = time.monotonic() + 5, None
+    while helper is None and time.monotonic() < deadline:
+        helper = _roundtrip_helper(m.proc.pid)
+    assert helper is not None, "no round-trip helper seen beside the daemon"
+    m.proc.kill()
+    assert m.proc.wait(10) == -signal.SIGKILL
+    _wait(lambda: _exited(helper), 10, "the round-trip helper to end")
+    reader = subprocess.run([sys.executable, "-c", "import os, sys; os.stat(sys.argv[1])",
+                             str(m.mnt / "stats.json")], capture_output=True, timeout=10)
+    assert reader.returncode != 0 and b"Transport endpoint" in reader.stderr, reader
+
+
 def _exited(pid: int) -> bool:
     """Gone, or a zombie waiting for init to reap it (the detached daemon's parent is init)."""
     try:

@@ -55,11 +55,12 @@ from ..base.errors import (
 )
 from ..kernel import syscalls
 from .drive import Profile
-from .fs import MAX_ROUNDTRIP_COMPENSATION_S, SlowDiskFS
+from .fs import SlowDiskFS
 from .hostqueue import HOST_QUEUE_DEPTH
 from .image import ImageFile
 from .model import Disk
 from .profiles import get_profile, profile_names
+from .roundtrip import MAX_ROUNDTRIP_COMPENSATION_S
 
 #: CPU priority of the daemon when it may raise it (root): -10, like other IO helpers.
 DAEMON_NICE = -10

@@ -15,7 +15,8 @@ Compensation. A reader also pays the FUSE round trip outside the handler (reques
 reply, wake-ups: ~0.1-0.3 ms in a VM) and the handler's sleeps wake up late by tens of
 microseconds. So the handler aims to return ``roundtrip + wake`` before ``finish``: ``wake``
 is an EWMA of the measured sleep overshoot and ``roundtrip`` the median of a few reads of
-stats.json through the mount at start-up (or ``--roundtrip-us``). This only moves each
+stats.json through the mount at start-up, by a process of its own (`roundtrip`), or
+``--roundtrip-us``. This only moves each
 reply; the virtual clock (and so throughput under queueing) is unaffected.
 
 stats.json keys: version, pid, profile, flat, image, size_bytes, read_only,
@@ -51,11 +52,14 @@ import errno
 import json
 import os
 import stat
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import spawn
+from ..base.errors import BackburnerError
 from .drive import FlatProfile, Profile
 from .hostqueue import HOST_QUEUE_DEPTH, HostQueue
 from .image import ImageFile
@@ -72,7 +76,6 @@ _REQUESTS = "/" + REQUESTS_NAME
 LATE_THRESHOLD_S = 1e-3
 #: FUSE round trip assumed until the start-up probe has measured it.
 DEFAULT_ROUNDTRIP_S = 100e-6
-MAX_ROUNDTRIP_COMPENSATION_S = 1e-3
 MAX_WAKE_COMPENSATION_S = 1e-3
 WAKE_EWMA_WEIGHT = 0.125
 
@@ -319,40 +322,27 @@ class SlowDiskFS:
         assert me.finish is not None
         return me.finish, self.clock() - t0
 
-    def probe_roundtrip(self, probes: int = 15, gap_s: float = 0.003) -> float | None:
-        """Median time of a FUSE round trip (a stats.json read through the mount).
-
-        Run from a thread after the mount is serving. The gap between probes lets the CPUs go
-        idle, as they do between disk requests, so wake-up latency is included.
-        """
-        if self.mountpoint is None:
-            return None
-        times = []
-        try:
-            fd = os.open(os.path.join(self.mountpoint, STATS_NAME), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            for _ in range(probes):
-                time.sleep(gap_s)
-                t0 = time.perf_counter()
-                os.pread(fd, 1, 0)
-                times.append(time.perf_counter() - t0)
-        except OSError:
-            return None
-        finally:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # unmounted under us (shutting down): close reports ENOTCONN
-        times.sort()
-        median = times[len(times) // 2]
-        return min(median, MAX_ROUNDTRIP_COMPENSATION_S)
-
     def _calibrate(self) -> None:
+        """The round trip, measured by a process of our own (`roundtrip`: never by a thread
+        of ours, which a SIGKILL would leave waiting on our own mount for good)."""
+        assert self.mountpoint is not None
+        r, w = os.pipe()
         try:
-            rt = self.probe_roundtrip()
-        except OSError:  # never a thread traceback on stderr
+            out = spawn.run_helper(spawn.python_module(
+                "backburner.slowdisk.roundtrip", os.path.join(self.mountpoint, STATS_NAME)),
+                stdout=w, stderr=subprocess.DEVNULL)
+            os.close(w)
+            w = -1
+            text = os.read(r, 100).decode(errors="replace").strip()
+        except (OSError, BackburnerError):  # never a thread traceback on stderr
+            return
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+        try:
+            rt = float(text) if out.ok else None
+        except ValueError:
             return
         if rt is not None and not self._roundtrip_fixed:
             self._roundtrip_s = rt
