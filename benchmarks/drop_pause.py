@@ -69,7 +69,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("drop_pause: needs root (bench drops the page cache)", file=sys.stderr)
         return 1
-    pauses = [float(p) for p in args.pauses.split(",")]
+    pauses = sorted({float(p) for p in args.pauses.split(",")})
     work = Path(tempfile.mkdtemp(prefix="drop-pause-", dir=args.workdir))
     db, log = work / "r.db", work / "pauses"
     trials = args.rounds * len(pauses)
@@ -81,18 +81,22 @@ def main() -> int:
     load_after = os.getloadavg()
     got = [float(x) for x in log.read_text().split()]
     conn = sqlite3.connect(db)
-    walls = [w for (w,) in conn.execute(
-        "SELECT wall_s FROM trials WHERE cold = 1 AND status = 'ok' ORDER BY started_at")]
-    if len(walls) != len(got):
-        print(f"drop_pause: {len(got)} drops for {len(walls)} cold trials: cannot pair them",
+    rows = list(conn.execute("SELECT wall_s, status FROM trials WHERE cold = 1 AND "
+                             "status != 'aborted' ORDER BY started_at"))
+    if len(rows) != len(got):
+        print(f"drop_pause: {len(got)} drops for {len(rows)} cold trials: cannot pair them",
               file=sys.stderr)
         return 1
+    walls = [w if status == "ok" else None for w, status in rows]
     print(f"scheduler {args.scheduler}, {args.rounds} trials a pause; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; database {db}")
     print("| pause after the drop | cold start: median [95% CI] | trials |")
     print("| --: | --: | --: |")
     for pause in pauses:
-        mine = [w for w, p in zip(walls, got, strict=True) if p == pause]
+        mine = [w for w, p in zip(walls, got, strict=True) if p == pause and w is not None]
+        if not mine:
+            print(f"| {pause:g} s | no trial ended ok | 0 |")
+            continue
         lo, hi = interval(mine)
         print(f"| {pause:g} s | {statistics.median(mine):.3f} s [{lo:.3f}–{hi:.3f}] "
               f"| {len(mine)} |")

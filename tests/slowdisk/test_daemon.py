@@ -81,7 +81,7 @@ def mount(tmp_path: Path) -> Iterator[Callable[..., Mount]]:
     """Factory: start the daemon in the foreground; always unmount and reap afterwards."""
     started: list[Mount] = []
 
-    def start(profile: str = "hdd-7200", *extra: str) -> Mount:
+    def start(profile: str = "hdd-7200", *extra: str, calibrated: bool = True) -> Mount:
         n = len(started)
         image = tmp_path / f"image{n}"
         mnt = tmp_path / f"mnt{n}"
@@ -97,6 +97,8 @@ def mount(tmp_path: Path) -> Iterator[Callable[..., Mount]]:
         started.append(m)
         _wait(lambda: os.path.ismount(mnt) or proc.poll() is not None, MOUNT_TIMEOUT, "mount")
         assert proc.poll() is None, proc.communicate()
+        if calibrated:  # its round trip measured: timed reads do not overlap the helper
+            _wait(lambda: not m.stats()["calibrating"], MOUNT_TIMEOUT, "the round trip")
         return m
 
     try:
@@ -284,11 +286,12 @@ def test_killed_while_it_measures_its_round_trip_it_ends_and_the_mount_fails(
     mount cannot be killed, and a SIGKILL then left a zombie holding /dev/fuse, a mount
     that hung every reader, and `restore` hung behind it. Killed while the helper runs,
     the daemon is reaped at once and a read of the mount fails instead of hanging."""
-    m = mount("sdcard")
+    m = mount("sdcard", calibrated=False)
     assert m.proc is not None
     deadline, helper = time.monotonic() + 5, None
     while helper is None and time.monotonic() < deadline:
         helper = _roundtrip_helper(m.proc.pid)
+        time.sleep(0.002)
     assert helper is not None, "no round-trip helper seen beside the daemon"
     m.proc.kill()
     assert m.proc.wait(10) == -signal.SIGKILL

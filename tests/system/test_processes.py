@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -51,11 +52,18 @@ def test_the_undo_also_ends_what_the_started_process_forked(state_dir: Path) -> 
             "print(kid, flush=True); time.sleep(60)")
     main = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     assert main.stdout is not None
-    kid = int(main.stdout.readline())
+    with main.stdout:
+        kid = int(main.stdout.readline())
     start, kid_start = procfs.start_time(main.pid), procfs.start_time(kid)
-    assert start is not None and kid_start is not None
-    with system.Transaction("started-tree-test") as tx:
-        tx.apply(system.Started(main.pid, start))
-    assert main.wait(TIMEOUT) == -signal.SIGKILL
-    assert procfs.start_time(kid) != kid_start  # gone (or a zombie awaiting its reaper)
-    assert journals_in(state_dir) == []
+    try:
+        assert start is not None and kid_start is not None
+        with system.Transaction("started-tree-test") as tx:
+            tx.apply(system.Started(main.pid, start))
+        assert main.wait(TIMEOUT) == -signal.SIGKILL
+        assert procfs.start_time(kid) != kid_start  # gone (or a zombie awaiting its reaper)
+        assert journals_in(state_dir) == []
+    finally:
+        for pid, began in ((kid, kid_start), (main.pid, start)):
+            if began is not None and procfs.start_time(pid) == began:
+                os.kill(pid, signal.SIGKILL)
+        main.wait(TIMEOUT)

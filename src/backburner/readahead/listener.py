@@ -131,6 +131,7 @@ class Listener:
         # recording cost a short start. Not where a process is judged when its event is
         # read (`exclude`): it may be gone by then
         self.batch_s = batch_s
+        self.reads = 0  # reads of the event queue that found events (batching, tested)
         # hold: keep the first descriptor of each file and look at its name and resident
         # pages once, at the end, instead of at every event while the program runs (a
         # command's recording: bounded; a system recording must not keep files open)
@@ -283,6 +284,7 @@ class Listener:
                 buf = os.read(self.fd, self.read_size)
             except BlockingIOError:
                 return
+            self.reads += 1
             for ev in fanotify.parse_events(buf):
                 self._event(ev)
 

@@ -30,8 +30,9 @@ daemon measurements measured_latency_s (sum of return - entry), overhead_mean_s 
 overhead_max_s (the daemon's own time per request: return - entry - requested sleep, i.e.
 lock, model, real IO, Python and wake-up overshoot), lateness_mean_s (return - modelled
 finish, negative by about the round-trip compensation), late_requests (> 1 ms late),
-roundtrip_compensation_s, wake_compensation_s, backing_io_s, errors, inflight,
-max_inflight. Counters cover disk.img requests only.
+roundtrip_compensation_s, calibrating (the round trip still being measured),
+wake_compensation_s, backing_io_s, errors, inflight, max_inflight. Counters cover disk.img
+requests only.
 
 requests.log: every command the drive served (the last `model.LOG_COMMANDS`), a line
 each: ``SEQ ARRIVAL START FINISH OFFSET LENGTH KIND CARRIED SEEK_S``: its number (the
@@ -138,6 +139,7 @@ class SlowDiskFS:
         # handler); ``roundtrip`` is the FUSE request/reply path outside the handler, which the
         # reader pays on top (probed at start-up through the mount, or given).
         self._roundtrip_fixed = roundtrip_s is not None
+        self._calibrating = False
         self._roundtrip_s = roundtrip_s if roundtrip_s is not None else DEFAULT_ROUNDTRIP_S
         self._wake_s = 0.0
         st = os.stat(image.path)
@@ -160,6 +162,7 @@ class SlowDiskFS:
         self._wall_started = time.time()
         if not self._roundtrip_fixed and self.mountpoint is not None:
             # Not here: init runs before the loop serves requests; probing now would deadlock.
+            self._calibrating = True
             threading.Thread(target=self._calibrate, name="slowdisk-probe", daemon=True).start()
         if self.on_ready is not None:
             self.on_ready()
@@ -325,6 +328,12 @@ class SlowDiskFS:
     def _calibrate(self) -> None:
         """The round trip, measured by a process of our own (`roundtrip`: never by a thread
         of ours, which a SIGKILL would leave waiting on our own mount for good)."""
+        try:
+            self._measure_roundtrip()
+        finally:
+            self._calibrating = False
+
+    def _measure_roundtrip(self) -> None:
         assert self.mountpoint is not None
         r, w = os.pipe()
         try:
@@ -393,6 +402,7 @@ class SlowDiskFS:
             "lateness_mean_s": lateness / received if received else 0.0,
             "late_requests": late,
             "roundtrip_compensation_s": self._roundtrip_s,
+            "calibrating": self._calibrating,
             "wake_compensation_s": self._wake_s,
             "backing_io_s": backing,
             "errors": errors,

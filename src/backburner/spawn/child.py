@@ -264,36 +264,46 @@ def _survivors(pgid: int | None, tracked: dict[int, int]) -> list[int]:
 
 def terminate(pid: int, start: int, grace: float = 5.0, kill_wait: float = 10.0) -> None:
     """Stop a process that is not our child (a load or daemon whose starter died) and every
-    process below it: SIGTERM to it (its own clean-up runs), then SIGKILL to whatever of the
-    tree is left, each only while a PID still has the start time it had when found (never
-    a recycled PID). The tree is read before the first signal and again while the process
-    lives: once it dies its orphans are reparented and can no longer be found. fio's job
-    processes call setsid() and wait on a semaphore for their main process's go; a main
-    process killed before it gave it leaves them waiting for good, holding the testbed's
-    filesystem (seen after `restore`)."""
+    process below it or in its group: SIGTERM to it (its own clean-up runs), then SIGKILL
+    to whatever of the tree is left, each only while a PID still has the start time it had
+    when found (never a recycled PID). The tree is read before the first signal and again
+    while anything of it lives: once a process dies its orphans are reparented and can no
+    longer be found below it. fio's job processes call setsid() and wait on a semaphore for
+    their main process's go; a main process killed before it gave it leaves them waiting for
+    good, holding the testbed's filesystem (seen after `restore`). Survivors all on their
+    way out (uninterruptible IO on a slow disk) are waited for up to IO_DRAIN_S; others,
+    or longer, raise SystemStateError (the journal entry stays for a later `restore`)."""
     if procfs.start_time(pid) != start:
         return
-    tree = {pid: start, **_below(pid)}
+    tree = {pid: start, **_below(pid, start)}
     signal_process(pid, start, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and procfs.start_time(pid) == start:
-        tree.update(_below(pid))
+        tree.update(_below(pid, start))
         time.sleep(0.02)
-    tree.update(_below(pid))
-    deadline = time.monotonic() + kill_wait
-    while left := [p for p, s in tree.items() if procfs.start_time(p) == s]:
-        if time.monotonic() >= deadline:
-            log.warning("%d process(es) of PID %d would not die: %s", len(left), pid, left)
-            return
+    begun = time.monotonic()
+    while left := _alive(tree):
+        waited = time.monotonic() - begun
+        if waited >= kill_wait and (waited >= IO_DRAIN_S or not _dying(left)):
+            raise SystemStateError(f"{len(left)} process(es) of PID {pid} would not die: "
+                                   f"{', '.join(map(str, left))}")
         for p in left:
+            tree.update(_below(p, tree[p]))  # forked since it was found
+        for p in _alive(tree):
             signal_process(p, tree[p], signal.SIGKILL)
         time.sleep(0.02)
 
 
-def _below(pid: int) -> dict[int, int]:
-    """(pid -> start time) of the live processes below `pid`."""
-    return {p: s for p in procfs.descendants_of(pid)
-            if (s := procfs.start_time(p)) is not None}
+def _below(pid: int, start: int) -> dict[int, int]:
+    """(pid -> start time) of the live processes below `pid` and in its process group,
+    nothing if `pid` is no longer the process that started at `start`."""
+    found = {p: s for p in {*procfs.descendants_of(pid), *procfs.group_members(pid)}
+             if p != pid and (s := procfs.start_time(p)) is not None}
+    return found if procfs.start_time(pid) == start else {}
+
+
+def _alive(tree: dict[int, int]) -> list[int]:
+    return sorted(p for p, s in tree.items() if procfs.start_time(p) == s)
 
 
 def signal_process(pid: int, start: int, sig: int) -> bool:

@@ -41,6 +41,14 @@ class CgroupDir(Change):
         sets = ", ".join(f"{k}={v}" for k, v in self.settings.items())
         return f"cgroup {self.path}" + (f" ({sets})" if sets else "")
 
+    def spec(self) -> dict[str, Any]:
+        """As journaled: without `shared_parent` where there is none, so that a journal of
+        a group made without it reads as before."""
+        out = dict(self.__dict__)
+        if out.get("shared_parent") is None:
+            out.pop("shared_parent", None)
+        return out
+
     def read(self) -> bool:
         return os.path.isdir(self.path)
 
@@ -71,10 +79,11 @@ class CgroupDir(Change):
                 if self.shared_parent is None:
                     raise SystemStateError(f"cgroup parent {parent} does not exist")
                 try:
-                    os.mkdir(parent)
-                    _write_settings(parent, self.shared_parent)
-                except FileExistsError:
-                    pass  # another run made it again first
+                    try:
+                        os.mkdir(parent)
+                    except FileExistsError:
+                        pass  # another run made it again first, maybe without our settings
+                    _write_settings(parent, self.shared_parent)  # "+io" twice is harmless
                 except FileNotFoundError:
                     continue  # its own parent went: the loop ends in the error below
                 except SystemStateError:
