@@ -509,6 +509,13 @@ def test_a_tool_that_prints_bytes_that_are_not_utf8_is_read_not_a_traceback() ->
     assert res.stderr == "no d\ufffd here"
 
 
+def test_a_tools_pre_exec_hook_runs_in_the_tool_not_in_us(tmp_path: Path) -> None:
+    """`before_exec` (perf's own tracefs) runs in the child just before exec."""
+    here = os.getcwd()
+    res = spawn.run_tool(["pwd"], before_exec=lambda: os.chdir(tmp_path))
+    assert res.status == 0 and res.stdout == f"{tmp_path}\n" and os.getcwd() == here
+
+
 @pytest.mark.root
 def test_a_private_tmp_shows_the_hosts_and_keeps_what_the_child_writes(
         tmp_path: Path, outside_tmp: Path) -> None:

@@ -235,8 +235,6 @@ def test_loads_that_do_not_fit_beside_the_probes_files_are_refused_before_fio(
     assert "Traceback" not in r.stderr and not db.exists()
 
 
-@pytest.mark.alone  # its tracefs mount and perf session are machine-wide: beside trace's
-# own checks (which count the tracefs mounts left, and run perf) both failed in the suite
 def test_trace_records_counters_and_who_did_the_io(tmp_path: Path, state_dir: Path) -> None:
     # a start that lasts, after a settle that lets the reader get going beside the whole
     # suite: in /bin/true's few milliseconds BFQ can serve the weight-raised probe alone

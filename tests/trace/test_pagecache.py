@@ -11,10 +11,6 @@ import pytest
 from backburner import system
 from backburner.trace import pagecache
 
-#: alone: its perf recording was read back as "incompatible file format" beside other perf
-#: sessions (whole suite, once; never alone), as test_record's
-pytestmark = pytest.mark.alone
-
 LINES = """\
 26302  1462.719899229: dev 0:3 ino 700000 pfn=0x147881 ofs=5102178304 order=0
 26220  1462.720080927: dev 254:0 ino 98601f pfn=0x10702e ofs=270336 order=1

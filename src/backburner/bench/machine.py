@@ -34,7 +34,7 @@ from .environment import device_settings
 from .executor import Measurement
 from .governed import Governor
 from .prepare import StepResult, before_trial, prepare_step, start_during
-from .tracing import Tracing, hold_tracefs
+from .tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,6 @@ class MachineExecutor:
             self._tx = tx
             try:
                 self._prepare(tx, held)
-                if self.cfg.trace:
-                    hold_tracefs(held)
                 yield self.device.facts
             finally:
                 if self._paced is not None:  # a run interrupted mid-trial: no more pauses

@@ -4,22 +4,13 @@ writeback flushers, journal, others) — so a report can say *why* a cell is slo
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from typing import Any
 
-from .. import system
 from ..kernel import procfs
-from ..trace import attribution, counters, engines
+from ..trace import attribution, counters
 from .devices import Device
 from .loads import Load
 from .probes import ProbeResult
-
-
-def hold_tracefs(stack: ExitStack) -> None:
-    """Mount tracefs once for the whole bench when perf will attribute the IO (else each
-    trial would mount and unmount its own), kept until `stack` closes."""
-    if engines.PerfEngine().missing() is None:
-        system.ensure_tracefs(stack)
 
 
 class Tracing:

@@ -38,8 +38,10 @@ CLONE_NEWNET = 0x40000000
 # mount(2) flags (include/uapi/linux/mount.h)
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_NOEXEC = 0x8
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
+MS_SLAVE = 1 << 19
 
 #: Names of the calls made by number, in the order of each row of `NUMBERS`.
 CALLS = ("ioprio_set", "ioprio_get", "perf_event_open", "bpf", "cachestat")

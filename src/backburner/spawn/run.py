@@ -134,7 +134,8 @@ class ToolResult:
 
 
 def run_tool(argv: Sequence[str], timeout: float = 120.0,
-             env: Mapping[str, str] | None = None, errors: str = "replace") -> ToolResult:
+             env: Mapping[str, str] | None = None, errors: str = "replace",
+             before_exec: Callable[[], None] | None = None) -> ToolResult:
     """Run a short system tool (losetup, mount, mkfs) to completion, capturing its output.
 
     The tool dies with us and is killed with its group when we are interrupted (^C,
@@ -142,7 +143,8 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
     Raises FileNotFoundError when the tool is not installed, like subprocess does. `env`
     adds to (or overrides) our environment; `errors` says how to decode its output: by
     default "replace", as tools echo names (a file's, an interface's) that may be any
-    bytes, and a message must never end in a UnicodeDecodeError.
+    bytes, and a message must never end in a UnicodeDecodeError. `before_exec` runs in
+    the child just before exec (after the parent-death signal is set).
     """
     parent = os.getpid()
 
@@ -150,6 +152,8 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
         syscalls.prctl(syscalls.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)
+        if before_exec is not None:  # e.g. perf's own tracefs (system.perf_namespace)
+            before_exec()
 
     proc: subprocess.Popen[str] | None = None
     try:

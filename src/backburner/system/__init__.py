@@ -76,7 +76,7 @@ from .tc import (
     tc_classes,
     tc_filters,
 )
-from .tracefs import ensure_tracefs, tracefs_mount
+from .tracefs import ensure_tracefs, perf_namespace, tracefs_mount
 from .transaction import (
     LiveTransaction,
     Transaction,
@@ -101,7 +101,7 @@ __all__ = [
     "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "Started", "SysfsValue",
     "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",
-    "commit", "drop_caches", "ensure_tracefs",
+    "commit", "drop_caches", "ensure_tracefs", "perf_namespace",
     "change_class", "link_counters", "link_info", "netns_path", "qdisc_backlog", "qdiscs",
     "socket_in", "tc_classes", "tc_filters",
     "is_mountpoint",

@@ -1,12 +1,13 @@
-"""tracefs, where the kernel's tracepoints are read (perf's, govern's exec filter): the
-mount there is, or one of our own, journaled like every other mount."""
+"""tracefs, where the kernel's tracepoints are read: for govern's exec filter and bench's
+counters, the mount there is or one of our own, journaled like every other mount; for
+perf, a mount of its own in a mount namespace of its own."""
 
 from __future__ import annotations
 
 import os
 from contextlib import ExitStack
 
-from ..kernel import procfs
+from ..kernel import procfs, syscalls
 from .files import PrivateDir
 from .mounts import Mount
 from .paths import require_root, work_root
@@ -14,40 +15,46 @@ from .transaction import Transaction
 
 #: Our own mounts' directory prefix (a PrivateDir under the work root).
 PRIVATE_PREFIX = "tracefs-"
-#: perf's own override of where tracefs is (tools/lib/api/fs: PERF_<FS>_ENVIRONMENT);
-#: without it perf takes the first tracefs in /proc/mounts, which may be another run's.
-PERF_TRACEFS_ENV = "PERF_TRACEFS_ENVIRONMENT"
+#: Where perf reads tracefs, and the only way to choose it: perf takes this path when a
+#: tracefs is mounted there, else the first tracefs in /proc/mounts (which may be another
+#: run's, unmounted under it), else mounts one here itself and leaves it mounted. perf 6.1
+#: was measured ignoring both PERF_TRACEFS_ENVIRONMENT and `perf --debugfs-dir`.
+PERF_TRACEFS = "/sys/kernel/tracing"
 
 
 def tracefs_mount() -> str | None:
     """Where tracefs is mounted now, other than another backburner run's private mount (that
-    run unmounts it when it ends, under our perf: its data then read back as "incompatible
-    file format", seen with two recordings at once)."""
+    run unmounts it when it ends, perhaps while we read it)."""
     return next((m.mountpoint for m in procfs.mounts() if m.fstype == "tracefs"
                  and not os.path.basename(m.mountpoint).startswith(PRIVATE_PREFIX)), None)
 
 
 def ensure_tracefs(stack: ExitStack) -> str:
-    """A tracefs mount (for perf's tracepoints, govern's exec filter): the system's, else
-    one of our own on a private directory under the work root, journaled, unmounted and
-    removed when `stack` closes or by `restore` (never /sys/kernel/tracing, which other
-    tools may expect to find in the state they left it). Every perf we start meanwhile is
-    pointed at it."""
+    """A tracefs mount for reading tracepoints ourselves (govern's exec filter, bench's
+    counters): the system's, else one of our own on a private directory under the work
+    root, journaled, unmounted and removed when `stack` closes or by `restore` (never
+    /sys/kernel/tracing, which other tools may expect to find in the state they left it).
+    perf does not use it: see `perf_namespace`."""
     found = tracefs_mount()
-    if not found:
-        require_root("mounting tracefs")
-        tx = stack.enter_context(Transaction("tracefs"))
-        target = tx.apply(PrivateDir(str(work_root()), PRIVATE_PREFIX))
-        tx.apply(Mount("tracefs", target, "tracefs", "nosuid,nodev,noexec"))
-        found = str(target)
-    before = os.environ.get(PERF_TRACEFS_ENV)
-    os.environ[PERF_TRACEFS_ENV] = found
-    stack.callback(_put_back_env, before)  # before the mount goes (callbacks run last first)
-    return found
+    if found:
+        return found
+    require_root("mounting tracefs")
+    tx = stack.enter_context(Transaction("tracefs"))
+    target = tx.apply(PrivateDir(str(work_root()), PRIVATE_PREFIX))
+    tx.apply(Mount("tracefs", target, "tracefs", "nosuid,nodev,noexec"))
+    return str(target)
 
 
-def _put_back_env(value: str | None) -> None:
-    if value is None:
-        os.environ.pop(PERF_TRACEFS_ENV, None)
-    else:
-        os.environ[PERF_TRACEFS_ENV] = value
+def perf_namespace() -> None:
+    """Pre-exec hook of every perf we start (recording or reading back): the child gets a
+    mount namespace of its own, every mount in it a slave (the host's mounts still reach
+    it; none of its own reaches the host), and tracefs on PERF_TRACEFS there. perf then
+    reads the events' formats, at the end of a recording too, from a mount no other run
+    can take away (another run's mount, unmounted under a recording, left its data
+    unreadable: "incompatible file format"), and never mounts one on the host. The mount
+    goes with the namespace when perf ends: nothing is journaled because nothing of the
+    host's changes. Needs root (CAP_SYS_ADMIN), as perf's tracepoints do."""
+    syscalls.unshare(syscalls.CLONE_NEWNS)
+    syscalls.mount(None, "/", None, syscalls.MS_REC | syscalls.MS_SLAVE)
+    syscalls.mount("tracefs", PERF_TRACEFS, "tracefs",
+                   syscalls.MS_NOSUID | syscalls.MS_NODEV | syscalls.MS_NOEXEC)

@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 from abc import ABC, abstractmethod
-from contextlib import ExitStack
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -62,9 +62,9 @@ class Engine(ABC):
         lines = (out.stdout or out.stderr).strip().splitlines()
         return lines[0] if lines else "?"
 
-    def prepare(self, stack: ExitStack) -> None:
-        """Set up what the tracer needs for the session (undone when `stack` closes).
-        Most need nothing."""
+    def before_exec(self) -> Callable[[], None] | None:
+        """What the tracer's process needs set up in it before exec (a pre-exec hook), if
+        anything: most need nothing."""
         return None
 
     @abstractmethod
@@ -158,8 +158,8 @@ class PerfEngine(Engine):
             return "perf trace needs root here (tracepoints; perf_event_paranoid)"
         return None
 
-    def prepare(self, stack: ExitStack) -> None:
-        system.ensure_tracefs(stack)
+    def before_exec(self) -> Callable[[], None] | None:
+        return system.perf_namespace  # its own tracefs, which no other run can unmount
 
     def command(self, inner: list[str], workdir: Path) -> list[str]:
         # 8 MiB of ring buffer per CPU (default 512 KiB): a syscall storm on a busy machine
@@ -183,7 +183,7 @@ class PerfEngine(Engine):
 
 
 def _perf(argv: list[str], what: str) -> str:
-    result = spawn.run_tool(argv, timeout=600)
+    result = spawn.run_tool(argv, timeout=600, before_exec=system.perf_namespace)
     if result.status != 0:
         lines = (result.stderr or result.stdout).strip().splitlines()
         raise UnavailableError(f"perf failed {what}: {lines[-1] if lines else 'no output'}")

@@ -6,8 +6,8 @@ and enabled by writing "enable": its "ack" is the moment the recording is known 
 so nothing the caller starts afterwards is missed. It runs in its own process group (a ^C
 meant for the probe does not end it) and dies with us (a system-wide recording must never
 outlive the command). Its data and log live in a private directory in memory, off the
-device measured; tracefs is mounted for it when it is not, and both are put back by
-`close`.
+device measured, removed by `close`; perf reads tracefs from a mount of its own
+(`system.perf_namespace`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ class PerfRecord:
     def start(self, argv: Callable[[str, int, int], list[str]]) -> None:
         self._stack = ExitStack()
         try:
-            system.ensure_tracefs(self._stack)
             self._dir = scratch.private_dir(self._stack, self.prefix)
             self._launch(argv)
         except BaseException:
@@ -68,7 +67,8 @@ class PerfRecord:
         try:
             self._child = spawn.launch(argv(self.data, ctl_r, ack_w), stdin=null,
                                        stdout=logfd, stderr=logfd, pass_fds=(ctl_r, ack_w),
-                                       new_group=True, die_with_parent=True)
+                                       new_group=True, die_with_parent=True,
+                                       before_exec=system.perf_namespace)
         finally:
             for fd in (ctl_r, ack_w, logfd, null):
                 os.close(fd)
@@ -94,7 +94,7 @@ class PerfRecord:
             self._child.stop(grace=5)
         self._child = None
         out = spawn.run_tool(["perf", "script", "-i", self.data, "-F", fields, *extra],
-                             timeout=300, errors="replace")
+                             timeout=300, errors="replace", before_exec=system.perf_namespace)
         if out.status != 0:
             lines = out.stderr.strip().splitlines()
             raise UnavailableError("perf script failed: " + (lines[-1] if lines else "?"))

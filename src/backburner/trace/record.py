@@ -95,7 +95,6 @@ class Session:
 
     def __enter__(self) -> Session:
         try:
-            self.engine.prepare(self._stack)
             self.workdir = Path(scratch.private_dir(self._stack, "trace-"))
         except BaseException:
             self._stack.close()
@@ -150,7 +149,8 @@ def _run_contained(engine: engines.Engine, rundir: Path, result: Path,
         command = engines.contained(engine.command(inner, rundir))
         with interrupts.deferred():  # a signal during the start finds `child` set
             child = spawn.launch(command, pass_fds=(alive_r,), die_with_parent=True,
-                                 death_signal=signal.SIGKILL)  # unshare holds SIGTERM back
+                                 death_signal=signal.SIGKILL,  # unshare holds SIGTERM back
+                                 before_exec=engine.before_exec())
         os.close(alive_r)
         alive_r = -1
         outcome = child.wait()
