@@ -189,3 +189,10 @@ def test_a_recording_survives_the_tracefs_it_would_have_taken_going(
         subprocess.run(["umount", str(decoy)], capture_output=True)
     assert outcome.exit_code == 0
     assert any(name.startswith("umount") for t in prof.runs[0].threads for name in t.syscalls)
+
+
+@pytest.mark.root
+def test_perf_is_not_offered_where_the_kernel_has_no_tracefs(monkeypatch) -> None:
+    monkeypatch.setattr(system, "PERF_TRACEFS", "/nonexistent-backburner-tracefs")
+    assert engines.PerfEngine().missing() == (
+        "this kernel has no tracefs (/nonexistent-backburner-tracefs is missing)")

@@ -76,7 +76,7 @@ from .tc import (
     tc_classes,
     tc_filters,
 )
-from .tracefs import ensure_tracefs, perf_namespace, tracefs_mount
+from .tracefs import PERF_TRACEFS, ensure_tracefs, perf_namespace, tracefs_mount
 from .transaction import (
     LiveTransaction,
     Transaction,
@@ -97,7 +97,7 @@ __all__ = [
     "FuseMount", "Inherited",
     "InstalledFile",
     "Journal", "JournalInfo", "KernelModule", "LiveTransaction", "LoopDevice", "MadeDir",
-    "MadeFile", "Mount",
+    "MadeFile", "Mount", "PERF_TRACEFS",
     "PinnedPrograms", "Priorities", "PrioritiesFirst", "PrivateDir", "Started", "SysfsValue",
     "Transaction",
     "TransientScope", "UnitFrozen", "UnitWeights",

@@ -156,6 +156,8 @@ class PerfEngine(Engine):
             return absent
         if os.geteuid() != 0:
             return "perf trace needs root here (tracepoints; perf_event_paranoid)"
+        if not os.path.isdir(system.PERF_TRACEFS):  # where perf_namespace mounts it
+            return f"this kernel has no tracefs ({system.PERF_TRACEFS} is missing)"
         return None
 
     def before_exec(self) -> Callable[[], None] | None:
