@@ -74,6 +74,16 @@ def bb(*args: str, input: bytes | None = None, timeout: float = TIMEOUT, **kw: o
         return Result(proc.pid, proc.returncode, out, err)
 
 
+def in_own_mount_namespace(code: str, timeout: float = TIMEOUT
+                           ) -> subprocess.CompletedProcess[str]:
+    """Python `code` run as root in a mount namespace of its own (private: nothing it
+    mounts or unmounts reaches the host, nor the other tests running beside it); its
+    stdout, stderr and status."""
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", sys.executable,
+                           "-c", code], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = TIMEOUT, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():

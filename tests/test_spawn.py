@@ -10,13 +10,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from helpers import TIMEOUT, plant_modules
 
 from backburner import spawn
-from backburner.base.errors import CommandNotExecutable, CommandNotFound, SystemStateError
+from backburner.base.errors import (
+    CommandNotExecutable,
+    CommandNotFound,
+    StartError,
+    SystemStateError,
+    UnavailableError,
+)
 from backburner.kernel import procfs
 
 PY = sys.executable
@@ -514,6 +521,22 @@ def test_a_tools_pre_exec_hook_runs_in_the_tool_not_in_us(tmp_path: Path) -> Non
     here = os.getcwd()
     res = spawn.run_tool(["pwd"], before_exec=lambda: os.chdir(tmp_path))
     assert res.status == 0 and res.stdout == f"{tmp_path}\n" and os.getcwd() == here
+
+
+def _refuse(err: BaseException) -> Callable[[], None]:
+    def hook() -> None:
+        raise err
+    return hook
+
+
+def test_a_tools_failing_pre_exec_hook_is_named_in_one_error() -> None:
+    """Ours as ours (perf's tracefs that cannot be mounted: UnavailableError, 69); any
+    other as the tool that could not be set up, with what the hook said."""
+    with pytest.raises(UnavailableError, match="^no tracefs here$"):
+        spawn.run_tool(["true"], before_exec=_refuse(UnavailableError("no tracefs here")))
+    with pytest.raises(StartError, match="^true: could not be set up before it started: "
+                                         "OSError: bad hook$"):
+        spawn.run_tool(["true"], before_exec=_refuse(OSError("bad hook")))
 
 
 @pytest.mark.root

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import in_own_mount_namespace
 
 from backburner import system
 from backburner.base.errors import (
@@ -171,24 +171,52 @@ def test_sampled_threads_are_numbered_as_the_tracer_saw_them(state_dir: Path) ->
     assert job.syscalls and job.sched is not None and job.sched["samples"] >= 2
 
 
+#: In the check's own mount namespace: /sys/kernel/tracing emptied, `SETUP`, then one perf
+#: recording of `ARGV`; its exit status and the syscalls seen.
+RECORD_IN_NAMESPACE = """
+import json, subprocess, sys
+from backburner.kernel import procfs
+from backburner.trace import record
+while any(m.mountpoint == {tracefs!r} for m in procfs.mounts()):
+    subprocess.run(["umount", "-l", {tracefs!r}], check=True)
+{setup}
+prof, outcome = record.record({argv!r}, record.Options(engine="perf"))
+print(json.dumps(dict(status=outcome.exit_code,
+                      calls=sorted({{n for t in prof.runs[0].threads for n in t.syscalls}}))))
+"""
+
+
+def _record_in_namespace(setup: str, argv: list[str]) -> dict:
+    _require("perf")
+    code = RECORD_IN_NAMESPACE.format(tracefs=PERF_TRACEFS, setup=setup, argv=argv)
+    out = in_own_mount_namespace(code, timeout=100)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 @pytest.mark.root
 def test_a_recording_survives_the_tracefs_it_would_have_taken_going(
         tmp_path: Path, state_dir: Path) -> None:
-    """Another run's tracefs, mounted before ours, goes while we record (here the traced
-    job itself unmounts it): perf read the events' formats from it at the end and wrote
-    data it could not read back ("incompatible file format", several recordings at once).
-    perf now reads a tracefs of its own."""
-    _require("perf")
-    assert PERF_TRACEFS not in _tracefs(), "this check needs no tracefs on " + PERF_TRACEFS
+    """Another run's tracefs, the first on the machine, goes while we record (here the
+    traced job itself unmounts it): perf read the events' formats from it at the end and
+    wrote data it could not read back ("incompatible file format", several recordings at
+    once). perf now reads a tracefs of its own."""
     decoy = tmp_path / "tracefs-of-another-run"
     decoy.mkdir()
-    subprocess.run(["mount", "-t", "tracefs", "tracefs", str(decoy)], check=True)
-    try:
-        prof, outcome = record.record(["umount", str(decoy)], record.Options(engine="perf"))
-    finally:
-        subprocess.run(["umount", str(decoy)], capture_output=True)
-    assert outcome.exit_code == 0
-    assert any(name.startswith("umount") for t in prof.runs[0].threads for name in t.syscalls)
+    mount = ["mount", "-t", "tracefs", "tracefs", str(decoy)]
+    got = _record_in_namespace(f"subprocess.run({mount!r}, check=True)",
+                               ["umount", str(decoy)])
+    assert got["status"] == 0 and any(n.startswith("umount") for n in got["calls"])
+
+
+@pytest.mark.root
+def test_a_recording_works_beside_the_systems_tracefs(state_dir: Path) -> None:
+    """With the system's tracefs on /sys/kernel/tracing (systemd mounts it at boot) perf's
+    own goes over it, in perf's namespace only."""
+    mount = ["mount", "-t", "tracefs", "tracefs", PERF_TRACEFS]
+    got = _record_in_namespace(f"subprocess.run({mount!r}, check=True)",
+                               ["sh", "-c", f"mountpoint -q {PERF_TRACEFS}"])
+    assert got["status"] == 0 and "execve" in got["calls"]
 
 
 @pytest.mark.root

@@ -42,6 +42,8 @@ MS_NOEXEC = 0x8
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MS_SLAVE = 1 << 19
+# umount2(2) flags (include/linux/fs.h)
+MNT_DETACH = 0x2
 
 #: Names of the calls made by number, in the order of each row of `NUMBERS`.
 CALLS = ("ioprio_set", "ioprio_get", "perf_event_open", "bpf", "cachestat")
@@ -108,6 +110,7 @@ _ioctl = function("ioctl")
 _unshare = function("unshare", ctypes.c_int, [ctypes.c_int])
 _mount = function("mount", ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                           ctypes.c_ulong, ctypes.c_char_p])
+_umount2 = function("umount2", ctypes.c_int, [ctypes.c_char_p, ctypes.c_int])
 
 
 def number(name: str, hint: str = "") -> int:
@@ -166,6 +169,12 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int,
 
     if _mount(c(source), c(target), c(fstype), flags, c(data)) != 0:
         raise error(f"mount {target}")
+
+
+def umount2(target: str, flags: int) -> None:
+    """umount2(2); safe between fork and exec. OSError when the kernel refuses."""
+    if _umount2(os.fsencode(target), flags) != 0:
+        raise error(f"umount {target}")
 
 
 def ioctl(fd: int, request: int, arg: object) -> None:

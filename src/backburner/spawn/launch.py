@@ -246,7 +246,7 @@ def _start(argv: Sequence[str], hook: Callable[[], None] | None, rfd: int, wfd: 
         os.close(wfd)
         wfd = -1
         detail = os.read(rfd, 1000).decode(errors="replace") or "unknown error"
-        ours = _our_error(detail)
+        ours = our_error(detail)
         if ours is not None:
             raise ours from None
         if detail.startswith("PermissionError") and os.geteuid() != 0:
@@ -267,7 +267,7 @@ def _start(argv: Sequence[str], hook: Callable[[], None] | None, rfd: int, wfd: 
 
 
 
-def _our_error(detail: str) -> BackburnerError | None:
+def our_error(detail: str) -> BackburnerError | None:
     """One of our errors, as the child's pre-exec hook reported it ("UnavailableError: ...")."""
     name, _, message = detail.partition(": ")
     cls = next((c for c in _error_classes() if c.__name__ == name), None)

@@ -18,7 +18,7 @@ from ..base import interrupts
 from ..base.errors import StartError
 from ..kernel import syscalls
 from ..policy import grammar
-from .launch import launch
+from .launch import launch, our_error
 from .outcome import Outcome
 
 log = logging.getLogger(__name__)
@@ -153,8 +153,13 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
         if os.getppid() != parent:
             os._exit(1)
         if before_exec is not None:  # e.g. perf's own tracefs (system.perf_namespace)
-            before_exec()
+            try:
+                before_exec()
+            except BaseException as err:  # noqa: BLE001 - named to the parent, then raised
+                os.write(wfd, f"{type(err).__name__}: {err}".encode()[:1000])
+                raise
 
+    rfd, wfd = os.pipe2(os.O_CLOEXEC)
     proc: subprocess.Popen[str] | None = None
     try:
         # A signal while Popen forks is held until it returns: our handler raising inside
@@ -171,11 +176,21 @@ def run_tool(argv: Sequence[str], timeout: float = 120.0,
         _kill_group(proc.pid)
         out, err = proc.communicate()
         return ToolResult(None, out, err)
+    except subprocess.SubprocessError:  # the pre-exec hook failed: say what it said
+        os.close(wfd)
+        wfd = -1
+        detail = os.read(rfd, 1000).decode(errors="replace") or "unknown error"
+        raise our_error(detail) or StartError(
+            f"{argv[0]}: could not be set up before it started: {detail}") from None
     except BaseException:
         if proc is not None:
             _kill_group(proc.pid)
             proc.wait()
         raise
+    finally:
+        for fd in (rfd, wfd):
+            if fd >= 0:
+                os.close(fd)
     return ToolResult(proc.returncode if proc.returncode >= 0 else None, out, err)
 
 

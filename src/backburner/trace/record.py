@@ -83,7 +83,7 @@ _OUTCOME_FIELDS = {f.name for f in fields(spawn.Outcome)}
 
 
 class Session:
-    """An engine set up once (perf's tracefs) and a private work directory, for many runs.
+    """An engine and a private work directory (a tmpfs, journaled), for many runs.
     Everything it set up is undone when the `with` block ends, however it ends."""
 
     def __init__(self, engine: engines.Engine, sample_interval: float = 0.05) -> None:
