@@ -56,3 +56,19 @@ def test_pending_signals_read_from_a_real_process() -> None:
         proc.kill()
         proc.wait()
     assert procfs.pending_signals(proc.pid) is None and procfs.on_its_way_out(proc.pid)
+
+
+def test_a_user_namespace_is_told_from_the_machines_own() -> None:
+    """Root in a user namespace (`unshare -U`, a rootless container) cannot mount tracefs:
+    perf is not offered there."""
+    import subprocess
+    import sys
+
+    code = ("from backburner.kernel import procfs; "
+            "print(procfs.in_initial_user_namespace())")
+    inside = subprocess.run(["unshare", "--user", "--map-root-user", sys.executable, "-c",
+                             code], capture_output=True, text=True, timeout=60)
+    assert inside.stdout == "False\n", inside.stderr
+    outside = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60)
+    assert outside.stdout == "True\n", outside.stderr

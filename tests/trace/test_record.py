@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,25 @@ def test_a_recording_works_beside_the_systems_tracefs(state_dir: Path) -> None:
 
 @pytest.mark.root
 def test_perf_is_not_offered_where_the_kernel_has_no_tracefs(monkeypatch) -> None:
+    """...and the error does not tell the user to install perf, which is installed."""
     monkeypatch.setattr(system, "PERF_TRACEFS", "/nonexistent-backburner-tracefs")
-    assert engines.PerfEngine().missing() == (
-        "this kernel has no tracefs (/nonexistent-backburner-tracefs is missing)")
+    why = "this kernel has no tracefs (/nonexistent-backburner-tracefs is missing)"
+    assert engines.PerfEngine().missing() == why
+    with pytest.raises(UnavailableError) as info:
+        engines.choose("perf")
+    assert info.value.message == f"engine perf: {why}" and info.value.hint is None
+
+
+@pytest.mark.parametrize("engine", [*ENGINES, pytest.param("none", id="none")])
+def test_what_the_job_leaves_running_is_stopped_with_its_run(
+        engine: str, tmp_path: Path, state_dir: Path) -> None:
+    """strace waits for every process it traces: a daemon the job started held the
+    recording open until it exited (perf and `none` end with the namespace)."""
+    if engine != "none":
+        _require(engine)
+    mark = tmp_path / "left-running"
+    prof, outcome = record.record(["sh", "-c", f"(sleep 3; touch {mark}) & exit 2"],
+                                  record.Options(engine=engine))
+    assert outcome.exit_code == 2
+    time.sleep(4)
+    assert not mark.exists()

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO
 
-from ..base.errors import ExistsError, IOFailure
+from ..base.errors import ExistsError, IOFailure, UsageError
 from .infile import kind_of
 
 #: Reports, plots and exports are for sharing; what lists a user's files (packs, maps,
@@ -59,13 +59,23 @@ def check_target(path: str) -> None:
 def check_new(path: str, force: bool = False) -> None:
     """What `-o FILE` promises, checked before any work is done: a regular file (or none
     yet), not one that exists unless --force, in a folder that exists and can be written.
-    The file itself is then written with `replaced` (whole or not at all)."""
+    The file itself is then written with `replaced` (whole or not at all), whose scratch
+    file is made here once to be sure: root's access check says yes to /proc and /sys,
+    where no file can be made."""
+    if not path:
+        raise UsageError("the output file name is empty", "give the path of a file to write")
     check_target(path)
     if os.path.lexists(path) and not force:
         raise ExistsError(f"{path} exists", "choose another name, or add --force to replace it")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise IOFailure(f"{path}: cannot write there (no such folder or no permission)")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".~", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise IOFailure(f"{path}: cannot write there ({err.strerror})") from None
+    os.close(fd)
+    _discard(tmp)
 
 
 @contextlib.contextmanager

@@ -180,6 +180,17 @@ def threads_of(pid: int) -> list[int]:
         return []
 
 
+#: /proc/self/uid_map of the machine's own user namespace: every ID mapped to itself.
+_IDENTITY_MAP = [b"0", b"0", b"4294967295"]
+
+
+def in_initial_user_namespace() -> bool:
+    """False inside a user namespace (a rootless container, `unshare -U`): root there has
+    no power over what the machine's root owns, e.g. mounting tracefs."""
+    text = read_small("/proc/self/uid_map")
+    return text is not None and text.split() == _IDENTITY_MAP
+
+
 def children_of(pid: int) -> list[int]:
     """Direct children, from every thread's `children` list (no scan of /proc)."""
     kids: list[int] = []

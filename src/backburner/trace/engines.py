@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from .. import spawn, system
 from ..base.errors import UnavailableError, UsageError
+from ..kernel import procfs
 from . import parsers
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,9 @@ class PerfEngine(Engine):
             return absent
         if os.geteuid() != 0:
             return "perf trace needs root here (tracepoints; perf_event_paranoid)"
+        if not procfs.in_initial_user_namespace():
+            return ("perf trace needs the machine's root, not a user namespace's (its "
+                    "tracefs cannot be mounted there)")
         if not os.path.isdir(system.PERF_TRACEFS):  # where perf_namespace mounts it
             return f"this kernel has no tracefs ({system.PERF_TRACEFS} is missing)"
         return None
@@ -221,8 +225,9 @@ def choose(name: str = "auto") -> Engine:
     engine = ENGINES[name]()
     why = engine.missing()
     if why:
+        absent = bool(engine.package) and shutil.which(engine.tool) is None
         raise UnavailableError(f"engine {name}: {why}",
-                               f"install {engine.package}" if engine.package else None)
+                               f"install {engine.package}" if absent else None)
     return engine
 
 
