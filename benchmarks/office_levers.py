@@ -25,9 +25,10 @@ bound). Rounds, not bytes: a round that installs and removes its files before th
 written back moves almost nothing to the disk. The free run keeps the caches (--warm), as
 a machine between starts does. In one run with a cache drop before each trial, two of
 six cells ran 57-59 rounds a minute that moved 54-146 MB in all, the other four 6-8 rounds
-and 700-930 MB, as every cell of a run with --warm did: why a minute fell in the fast
-regime is not known, so the cycle is reckoned from --warm runs. Without a free
-measurement the cycle column is empty.
+and 700-930 MB. The fast cells were a defect of the load, since fixed: a round stopped
+between flatpak's import and its deploy left the app's ref and objects in the repository,
+and later rounds wrote almost nothing. Without a free measurement the cycle column is
+empty.
 
 Usage: .venv/bin/python benchmarks/office_levers.py run screen [-o DB] [--trials N]
        .venv/bin/python benchmarks/office_levers.py table DB... [--free DB]

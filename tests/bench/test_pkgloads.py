@@ -6,6 +6,7 @@ disk's dpkg and flatpak state is checked untouched after every test that install
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,6 +168,51 @@ def test_a_round_cut_short_counts_what_it_moved(kind: str, load_dir: str,
     bulk = load.bulk()
     assert bulk is not None and dict(bulk.counts)["rounds"] == 0
     assert bulk.units >= 1 << 20 and bulk.rate > 0
+
+
+def _app_refs(inst: pkgloads.Installation) -> list[str]:
+    """The app's refs in the installation's repository, under any remote."""
+    remotes = Path(inst.flatpak_dir, "repo", "refs", "remotes")
+    return [str(p) for p in remotes.glob("*/app/**/*") if p.is_file()]
+
+
+def _stray_import(inst: pkgloads.Installation) -> None:
+    """A flatpak install SIGKILLed once its import left the app's ref in the repository,
+    before (or while) it deployed it: what a load stopped at that moment leaves."""
+    proc = subprocess.Popen(["flatpak", "--system", "install", "-y", "--noninteractive",
+                             "--bundle", inst.package], env={**os.environ, **inst.env()},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not _app_refs(inst):
+        assert proc.poll() is None and time.monotonic() < deadline, "no ref before the end"
+        time.sleep(0.001)
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("kind", [k for k in KINDS if k.startswith("flatpak")])
+def test_an_install_stopped_after_its_import_leaves_no_objects_behind(
+        kind: str, load_dir: str, host_untouched: None) -> None:
+    """The bundle's origin and ref stayed in the repository (`flatpak info`: not
+    installed), and every later round found the app's objects there: 56 rounds a minute
+    that wrote 1-2 MB each, where a round writes the app (about 117 MB) to the disk."""
+    load = loads.Load(loads.parse(f"{kind}:{TINY}"), load_dir)
+    load.prepare()
+    inst = load.installation
+    assert inst is not None
+    _stray_import(inst)
+    inst.recover()
+    assert _app_refs(inst) == [] and not inst.installed()
+    load.start(DEFAULT, [])
+    try:
+        _wait_rounds(load, 1)
+    finally:
+        load.stop()
+    bulk = load.bulk()
+    assert bulk is not None and load.failure == []
+    installed = packages.total_bytes(packages.Shape(200, 2 << 20))
+    assert bulk.units >= dict(bulk.counts)["rounds"] * installed  # the app was written
 
 
 def _break(path: str) -> bytes:
