@@ -523,6 +523,27 @@ def test_a_tools_pre_exec_hook_runs_in_the_tool_not_in_us(tmp_path: Path) -> Non
     assert res.status == 0 and res.stdout == f"{tmp_path}\n" and os.getcwd() == here
 
 
+KILL_ADOPTED = """
+import os, time
+from backburner import spawn
+from backburner.kernel import procfs
+out = spawn.run_foreground(["sh", "-c", "(sleep 30 & sleep 30) & sleep 30 & exit 3"],
+                           adopt_orphans=True)
+time.sleep(0.2)  # the subshell has handed its sleeps to us
+left = len(procfs.descendants_of(os.getpid()))
+spawn.kill_adopted()
+print(out.exit_code, left, procfs.descendants_of(os.getpid()))
+"""
+
+
+def test_what_a_job_left_running_is_killed_generation_by_generation() -> None:
+    """`trace`'s launcher: strace waits for every process it traces, so what the job left
+    (here three sleeps, two of them grandchildren) must end with the job."""
+    res = subprocess.run([PY, "-c", KILL_ADOPTED], capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert res.stdout == "3 3 []\n", (res.stdout, res.stderr)
+
+
 def _refuse(err: BaseException) -> Callable[[], None]:
     def hook() -> None:
         raise err

@@ -14,12 +14,14 @@ from .run import (
     SI_KERNEL,
     ToolResult,
     die_like,
+    kill_adopted,
     run_foreground,
     run_helper,
     run_tool,
 )
 
 __all__ = ["FORWARDED_SIGNALS", "SHARED_TMP", "SI_KERNEL", "TMP_UPPER", "Child", "Forked",
-           "Outcome", "ToolResult", "decode", "die_like", "fork_call", "helper_env", "launch",
+           "Outcome", "ToolResult", "decode", "die_like", "fork_call", "helper_env", "kill_adopted",
+           "launch",
            "launched", "prepare_private_tmp", "python_module", "run_foreground", "run_helper",
            "run_tool", "signal_process", "stop_all", "terminate"]

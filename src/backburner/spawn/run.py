@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..base import interrupts
 from ..base.errors import StartError
-from ..kernel import syscalls
+from ..kernel import procfs, syscalls
 from ..policy import grammar
 from .launch import launch, our_error
 from .outcome import Outcome
@@ -101,6 +101,31 @@ def _reap_adopted(job: int) -> None:
             os.waitpid(info.si_pid, 0)
         except ChildProcessError:
             return
+
+
+def kill_adopted() -> None:
+    """SIGKILL and reap whatever is left of a job's tree after `run_foreground(...,
+    adopt_orphans=True)` returned: as the subreaper, each leftover is our child by now, or
+    becomes one when its parent is killed, generation by generation. What the end of a PID
+    namespace does for its processes; only our own children are signalled (never -1)."""
+    for _ in range(_ADOPTED_GENERATIONS):
+        children = procfs.children_of(os.getpid())
+        if not children:
+            return
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+#: How many generations of leftovers `kill_adopted` follows down.
+_ADOPTED_GENERATIONS = 64
 
 
 def die_like(outcome: Outcome) -> None:

@@ -20,13 +20,11 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import sys
 from typing import Any
 
 from .. import spawn
 from ..base.errors import BackburnerError
-from ..kernel import procfs
 from . import counters
 
 USAGE = "usage: python -m backburner.trace.shim [--alive FD] RESULT -- CMD [ARGS...]"
@@ -67,38 +65,11 @@ def main(argv: list[str]) -> int:
                                 "hint": err.hint, "exit_status": err.exit_status}})
         return err.exit_status
     after = counters.snapshot()
-    _stop_leftovers()
+    # strace, the namespace's first process, would wait for what the job left running
+    spawn.kill_adopted()
     _write(path, {"shim_pid": os.getpid(), "outcome": outcome.to_dict(),
                   "counters": counters.delta(before, after)})
     return 0
-
-
-def _stop_leftovers() -> None:
-    """SIGKILL what the job left running, as the end of its PID namespace does: a tracer
-    that is the namespace's first process (strace) would otherwise wait for every process
-    it traces, and a daemon the job started would hold the run open until it exited. We
-    are their subreaper, so each is our child by now, or becomes one when its parent is
-    killed; only our own children are signalled (never by -1: this may not be the
-    namespace we think)."""
-    for _ in range(_LEFTOVER_ROUNDS):
-        children = procfs.children_of(os.getpid())
-        if not children:
-            return
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in children:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-
-
-#: How many generations of leftovers `_stop_leftovers` follows down (each killed parent
-#: hands its children to us).
-_LEFTOVER_ROUNDS = 64
 
 
 if __name__ == "__main__":
