@@ -161,6 +161,20 @@ def test_cache_hit_and_read_ahead() -> None:
     assert d.last is not None and d.last.kind == "random"
 
 
+def test_read_ahead_stops_when_the_segment_is_full_of_unread_data() -> None:
+    # A reader slower than the media: between its reads the drive reads ahead, but only
+    # until its segment holds cache_bytes beyond the last request, so the next read of the
+    # stream is always still in the cache (no read-ahead may evict what was not yet read).
+    d = Disk(HDD_7200, 64 * MiB)
+    size = 64 * 1024
+    t = 0.0
+    for i in range(200):
+        _, t = d.service(32 * MiB + i * size, size, False, t + 0.003)
+    assert d.counters.seeks == 1, d.counters.as_dict()  # only the first
+    assert d.counters.cache_hits == 199
+    assert d.head <= 32 * MiB + 200 * size + HDD_7200.cache_bytes
+
+
 def test_short_forward_gap_streams_instead_of_seeking() -> None:
     d = Disk(P, CAP)
     d.service(0, KiB4, False, 0.0)

@@ -48,12 +48,14 @@ Sequential access and the drive cache. The head position is the end of the last 
 (plus whatever the drive read ahead). A request starting exactly there is *sequential*: no
 seek, no rotational latency. With ``cache_bytes > 0`` the drive keeps the most recently read
 ``cache_bytes`` in a segment and, while idle after a read, keeps reading ahead at media rate
-(up to ``cache_bytes`` beyond the last request). A read that starts inside that segment is a
-*cache hit*: ``cache_hit_overhead + length / interface_rate`` (any part beyond the segment
-streams on from the head at media rate). On a rotating disk a short forward jump is served
-by letting the platter run past the gap (``gap / rate``) when that is cheaper than seek +
-rotational latency; this is counted as sequential ("skip"). An optical drive does not do
-this (see "Optical geometry"): its read-ahead while idle is what serves short forward jumps.
+up to ``cache_bytes`` beyond the end of the last request, where it stops: a reader slower
+than the media never has its next data evicted by the read-ahead itself. A read that starts
+inside that segment is a *cache hit*: ``cache_hit_overhead + length / interface_rate`` (any
+part beyond the segment streams on from the head at media rate). On a rotating disk a
+short forward jump is served by letting the platter run past the gap (``gap / rate``) when
+that is cheaper than seek + rotational latency; this is counted as sequential ("skip"). An
+optical drive does not do this (see "Optical geometry"): its read-ahead while idle is what
+serves short forward jumps.
 
 Host queue. A drive without command queueing (ATAPI: no NCQ) holds one command; the host's
 IO scheduler keeps the rest and, each time the drive is free, dispatches the request at or
@@ -173,6 +175,7 @@ class _State:
     seg_lo: int = 0  # cached segment [seg_lo, seg_hi); the head sits at seg_hi
     seg_hi: int = 0
     ra_since: float | None = None  # read-ahead runs from this time (end of last read)
+    ra_limit: int = 0  # read-ahead stops here: the segment is full of data not yet asked for
 
 
 #: Commands a disk keeps in its log (`Disk.served`): a start of many thousand requests
@@ -331,7 +334,8 @@ class Disk:
         # Read-ahead while the drive was idle since the end of the last read.
         if s.ra_since is not None and p.cache_bytes > 0 and start > s.ra_since:
             ahead = min(float(p.cache_bytes), (start - s.ra_since) * self.rate_at(hi))
-            hi = min(self.capacity, hi + int(ahead) // self._block * self._block)
+            hi = max(hi, min(self.capacity, s.ra_limit,
+                             hi + int(ahead) // self._block * self._block))
             lo = max(lo, hi - p.cache_bytes)
         head = hi
         end = offset + length
@@ -391,6 +395,7 @@ class Disk:
             new.seg_hi = new_hi
             new.seg_lo = max(new_lo, new_hi - p.cache_bytes) if p.cache_bytes > 0 else new_hi
             new.ra_since = finish
+            new.ra_limit = last + p.cache_bytes
         return b, new
 
 
