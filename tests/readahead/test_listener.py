@@ -139,6 +139,37 @@ def test_a_commands_events_are_read_in_one_batch_after_the_first(bed: Bed) -> No
 
 
 @pytest.mark.root
+def test_an_event_arriving_as_a_poll_times_out_still_waits_for_its_batch(
+        bed: Bed, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread polls so that it notices a stop; an event queued just after a poll found
+    nothing (a busy machine makes that window wide) is read with its batch, not at once."""
+    import select
+    import types
+
+    from backburner.readahead import listener as module
+
+    arrived: list[float] = []
+
+    def poll(rlist: list, wlist: list, xlist: list, timeout: float) -> tuple:
+        ready = select.select(rlist, wlist, xlist, timeout)
+        if not arrived and not ready[0]:  # the event comes right after an empty poll
+            subprocess.run(["cat", "a/one.txt"], cwd=bed.mnt, check=True,
+                           stdout=subprocess.DEVNULL)
+            arrived.append(time.monotonic())
+        return ready
+
+    monkeypatch.setattr(module, "select", types.SimpleNamespace(select=poll))
+    listener = Listener(watched_filesystems((str(bed.mnt),)), track_ancestry=False,
+                        hold=True, batch_s=1.0)
+    with listener:
+        wait_for(lambda: listener.reads > 0, what="the batch")
+        waited = time.monotonic() - arrived[0]
+    seen = listener.stop()
+    assert waited >= 0.9, f"read {waited:.2f} s after the event"
+    assert list(seen.paths.values()) == [bed.path("a/one.txt")]
+
+
+@pytest.mark.root
 def test_a_stopped_recording_leaves_the_kernel_no_process_events_listener() -> None:
     """The kernel builds an event for every fork and exit on the machine as long as it
     counts a listener, and closing the socket does not take it off the count: a recording

@@ -269,8 +269,11 @@ class Listener:
         watch = [self.fd] + ([self.forks] if self.forks else [])
         try:
             while not self._stop.is_set():
-                ready = select.select(watch, [], [], _POLL_S)[0]
-                if ready and self.batch_s:
+                # a poll that found nothing reads nothing: an event queued just after it
+                # is read with its batch, at the next poll, not at once
+                if not select.select(watch, [], [], _POLL_S)[0]:
+                    continue
+                if self.batch_s:
                     self._stop.wait(self.batch_s)
                 self._drain()
         except BaseException as err:  # noqa: BLE001 - handed to the caller in stop()
