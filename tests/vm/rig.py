@@ -29,6 +29,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,10 @@ WHEEL_DIR = "/var/lib/backburner-vm/wheel"
 WHEEL_DONE = "/var/lib/backburner-vm/wheel-installed"
 
 BOOT_TIMEOUT = float(os.environ.get("BACKBURNER_VM_BOOT_TIMEOUT", "300"))
+#: Boots tried before a guest counts as unbootable: an emulated boot that stops before its
+#: agent (seen once in many sessions: a silent console, and the next boot, alone, 25 s) is
+#: tried once more, so one stuck boot does not fail every check that shares the guest.
+BOOT_ATTEMPTS = 2
 ANSWER_MARGIN = 30.0  # beyond a command's own timeout, for the agent to answer
 CONSOLE_TAIL = 40
 
@@ -62,6 +67,10 @@ def _close_all() -> None:
 
 class GuestHung(Exception):
     """The guest did not answer by the deadline: it was killed (console tail attached)."""
+
+
+class BootHung(GuestHung):
+    """No agent answered within the boot's time: the guest never came up."""
 
 
 class GuestCommandFailed(AssertionError):
@@ -242,6 +251,7 @@ class Guest:
         self.boot_seconds = 0.0
         self.boot_state = ""
         self.dead = ""  # why the guest can no longer be used ("" while it can)
+        self.hung_boots: list[str] = []  # boots of start() that never answered, retried
         self.answer_margin = ANSWER_MARGIN  # beyond a command's timeout: then it hung
         self._lock_fd: int | None = None
         self._buf = b""
@@ -249,15 +259,30 @@ class Guest:
 
     # --- life cycle ------------------------------------------------------------------------
 
-    def start(self, timeout: float = BOOT_TIMEOUT) -> Guest:
-        """Boot; return once the agent answers and systemd says the boot is over."""
+    def start(self, timeout: float = BOOT_TIMEOUT, attempts: int = BOOT_ATTEMPTS) -> Guest:
+        """Boot; return once the agent answers and systemd says the boot is over. A boot
+        whose agent never answers is tried again, up to `attempts` boots, each said in
+        `hung_boots` (with its console) and in a warning; any other failure is final."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._boot(timeout)
+            except BootHung as exc:
+                if attempt == attempts:
+                    raise
+                self.hung_boots.append(str(exc))
+                warnings.warn(f"guest boot {attempt} of {attempts} hung, booting again: "
+                              f"{exc}", stacklevel=2)
+                self.dead = ""
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _boot(self, timeout: float) -> Guest:
         started = time.monotonic()
         self._make_run_dir()
         try:
             os.utime(self.image.path)  # in use: not pruned while sessions boot from it
             self._prepare_disks()
             self._launch()
-            self._wait_for_agent(started + timeout, timeout, previous="")
+            self._wait_for_agent(started + timeout, timeout, previous="", boot=True)
             self._check_boot(max(started + timeout - time.monotonic(), 30))
         except BaseException:
             self.close()
@@ -373,12 +398,13 @@ class Guest:
             raise GuestHung(f"{self.dead}\n--- QEMU's output ---\n{log}\n"
                             f"{self._console_section()}")
 
-    def _wait_for_agent(self, deadline: float, budget: float, previous: str) -> None:
+    def _wait_for_agent(self, deadline: float, budget: float, previous: str,
+                        boot: bool = False) -> None:
         """Ping until an agent of a boot other than `previous` answers."""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                self._hung("the boot (no agent)", budget)
+                self._hung("the boot (no agent)", budget, BootHung if boot else GuestHung)
             try:
                 reply = self._request("ping", min(5.0, remaining))
             except TimeoutError:
@@ -487,12 +513,13 @@ class Guest:
         except TimeoutError:
             self._hung(op, wait)
 
-    def _hung(self, what: str, seconds: float):  # noqa: ANN202 - always raises
+    def _hung(self, what: str, seconds: float,  # noqa: ANN202 - always raises
+              kind: type[GuestHung] = GuestHung):
         if self.qemu and self.qemu.poll() is None:
             self.qemu.kill()
             self.qemu.wait()
         self.dead = f"guest did not answer within {seconds:.0f} s ({what})"
-        raise GuestHung(f"{self.dead}; QEMU killed\n{self._console_section()}")
+        raise kind(f"{self.dead}; QEMU killed\n{self._console_section()}")
 
     def console_tail(self, lines: int = CONSOLE_TAIL) -> str:
         if not self.dir or not (self.dir / "console.log").exists():
@@ -561,7 +588,8 @@ class Guest:
 
 class SharedGuest:
     """A guest shared by checks: booted at first use, booted again if a check left it dead
-    (a hang). A boot that fails is not tried again: every later check fails with its reason."""
+    (a hang). A boot that fails (after the retry `Guest.start` gives a boot that never
+    answered) is not tried again: every later check fails with its reason."""
 
     def __init__(self, image: Image, spec: BootSpec) -> None:
         self.image, self.spec = image, spec

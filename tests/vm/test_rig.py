@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from helpers import wait_for
 from .conftest import RIG_IMAGE
 from .image import Image
 from .rig import (
+    BootHung,
     BootSpec,
     Guest,
     GuestCommandFailed,
@@ -96,6 +98,70 @@ def test_stale_run_directories_go_live_ones_stay(tmp_path: Path) -> None:
         assert live.exists() and not dead.exists()
     finally:
         os.close(fd)
+
+
+class _Booting(Guest):
+    """A guest whose QEMU is `sleep` and whose agent answers from the boot numbered in
+    `answers_from` on: the boot's own steps (run directory, launch, wait, close) are real."""
+
+    def __init__(self, tmp_path: Path, answers_from: int) -> None:
+        image = tmp_path / "image.qcow2"
+        image.touch()
+        super().__init__(types.SimpleNamespace(path=image), cache=tmp_path / "cache")
+        self.answers_from, self.boots, self.launched = answers_from, 0, []
+
+    def _prepare_disks(self) -> None:
+        pass
+
+    def _launch(self) -> None:
+        self.boots += 1
+        self.qemu = subprocess.Popen(["sleep", "60"])
+        self.launched.append(self.qemu)
+
+    def _request(self, op: str, wait: float, /, **fields: object) -> dict:
+        if self.boots < self.answers_from:
+            time.sleep(min(wait, 0.05))
+            raise TimeoutError
+        return {"boot_id": f"boot-{self.boots}"}
+
+    def _check_boot(self, timeout: float) -> None:
+        pass
+
+
+def test_a_boot_that_never_answers_is_tried_once_more(tmp_path: Path) -> None:
+    g = _Booting(tmp_path, answers_from=2)
+    with pytest.warns(UserWarning, match="guest boot 1 of 2 hung, booting again: guest did "
+                      "not answer within 0 s \\(the boot \\(no agent\\)\\)"):
+        g.start(timeout=0.3)
+    try:
+        assert g.boot_id == "boot-2" and g.alive and not g.dead
+        assert len(g.hung_boots) == 1 and "--- guest console" in g.hung_boots[0]
+        first, second = g.launched
+        assert first.poll() is not None and second.poll() is None  # the hung one killed
+        assert g.dir and g.dir.exists() and len(list(g.dir.parent.iterdir())) == 1
+    finally:
+        g.close()
+    assert second.poll() is not None
+
+
+def test_a_boot_that_hangs_twice_fails_with_the_last_hang(tmp_path: Path) -> None:
+    g = _Booting(tmp_path, answers_from=3)
+    with pytest.warns(UserWarning, match="guest boot 1 of 2 hung"), \
+            pytest.raises(BootHung, match="the boot \\(no agent\\)"):
+        g.start(timeout=0.3)
+    assert g.boots == 2 and all(q.poll() is not None for q in g.launched)
+    assert g.dir is None and not g.alive
+
+
+def test_a_boot_that_fails_otherwise_is_not_tried_again(tmp_path: Path) -> None:
+    class Failing(_Booting):
+        def _check_boot(self, timeout: float) -> None:
+            raise GuestCommandFailed("the wheel did not install")
+
+    g = Failing(tmp_path, answers_from=1)
+    with pytest.raises(GuestCommandFailed, match="the wheel"):
+        g.start(timeout=5)
+    assert g.boots == 1 and g.dir is None
 
 
 def test_units_are_enabled_as_their_install_section_says() -> None:
