@@ -560,6 +560,31 @@ def test_filters_pick_runs(tmp_path: Path) -> None:
     assert r.returncode == 66 and "no run that matches --run 99" in r.err, r.err
 
 
+def test_a_report_judges_by_the_band_its_run_was_decided_with(tmp_path: Path) -> None:
+    """A run decided with --tolerance is reported against that band later too (the report
+    must say what the run's own table said); --tolerance still overrides it, and runs that
+    asked for different bands fall back to the band a person notices."""
+    asked = str(tmp_path / "asked.db")
+    make_db(asked, special=SPECIAL, settings={"tolerance": 0.1})
+    cell = key_of("bfq", LOAD, "background")  # ~17% of 0.3 s: under what a person notices
+    kinds = {r.cell.key: r.verdict_kind for r in report.summary_rows(report.load(asked))}
+    assert kinds[cell] == "indistinguishable"  # the library's default is not the run's
+    assert report.load(asked).asked_tolerance == 0.1
+    r = bb("report", asked, "--format", "json")
+    assert r.returncode == 0, r.err
+    verdicts = {c["key"]: c["verdict"] for c in json.loads(r.out)["cells"]}
+    assert verdicts[cell]["kind"] == "slower" and verdicts[cell]["params"]["tolerance"] == 0.1
+    r = bb("report", asked)
+    assert "band ±10%" in r.out, r.out
+    r = bb("report", asked, "--format", "json", "--tolerance", "0.25")
+    assert {c["key"]: c["verdict"]["kind"] for c in json.loads(r.out)["cells"]}[cell] \
+        == "indistinguishable"
+    mixed = str(tmp_path / "mixed.db")
+    store = make_db(mixed, special=SPECIAL, settings={"tolerance": 0.1}, close=False)
+    make_db(mixed, special=SPECIAL, store=store, seed=2)
+    assert report.load(mixed).asked_tolerance is None
+
+
 def test_hyperfine_json_has_hyperfines_own_shape(db: str, tmp_path: Path) -> None:
     """The same keys and types as hyperfine's own --export-json (run here when installed,
     else its documented shape), so its plot scripts read our results."""

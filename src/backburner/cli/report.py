@@ -69,6 +69,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         # command before anything is printed
         from ..report import plot
     data = report.load(database(args, args.database), selection(args))
+    if args.tolerance is None:
+        args.tolerance = data.asked_tolerance
     if args.recommend:
         from ..report import recommend
 
@@ -219,9 +221,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--output", "-o", help=argparse.SUPPRESS,
                    action=deprecated(argparse._StoreAction, "--export-FORMAT FILE"))
     r.add_argument("--tolerance", type=fraction,
-                   help="the verdicts' band 1±X, as a fraction (default: what a person "
-                   "notices for the start's length: more than 10%% and 100 ms, at most "
-                   "±25%%)")
+                   help="the verdicts' band 1±X, as a fraction (default: the one the "
+                   "runs were decided with, if they gave one; else what a person notices "
+                   "for the start's length: more than 10%% and 100 ms, at most ±25%%)")
 
     c = add_command(sub, "compare", cmd_compare,
                     help="the same cells in two result databases, or across the machines, "

@@ -147,6 +147,16 @@ class ReportData:
         return all(r.finished_at is not None for r in self.runs)
 
     @property
+    def asked_tolerance(self) -> float | None:
+        """The band every run was decided with, when each asked the same one by
+        --tolerance (else None: the band a person notices). A later report judges by it
+        unless told otherwise, so that it says what the run's own table said and does not
+        call undecided a cell the run stopped as decided, or the other way round."""
+        asked = {r.config.get("tolerance") for r in self.runs}
+        value = asked.pop() if len(asked) == 1 else None
+        return float(value) if isinstance(value, int | float) else None
+
+    @property
     def probes(self) -> list[str]:
         return list(dict.fromkeys(c.cell.probe for c in self.cells))
 
