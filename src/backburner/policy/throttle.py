@@ -22,7 +22,7 @@ DEFAULT_WINDOW_MS = 1000
 DEFAULT_PAUSE_MS = 500
 #: The share of time throttled bulk work keeps running. 0.1 because it, and not 0.5, brought
 #: Writer's first window within 5% of unloaded on BFQ beside a flatpak installer at the idle
-#: class, for both installers: 1.01x [0.99-1.05] (shell loop) and 1.03x [1.01-1.05]
+#: class, for both installers: 1.02x [1.01-1.04] (shell loop) and 1.03x [1.01-1.05]
 #: (long-lived), against 1.05x [1.03-1.07] and 1.06x [1.04-1.10] at 0.5, the installs'
 #: speed over the runs the same, 8.3-9.3 MB/s (docs/measurements/startup.md, "Beyond the
 #: idle class"). Throttling only acts while interactive work is stalled on IO.
