@@ -52,6 +52,9 @@ BOOT_TIMEOUT = float(os.environ.get("BACKBURNER_VM_BOOT_TIMEOUT", "300"))
 #: agent (seen once in many sessions: a silent console, and the next boot, alone, 25 s) is
 #: tried once more, so one stuck boot does not fail every check that shares the guest.
 BOOT_ATTEMPTS = 2
+#: A boot whose kernel reports a CPU stuck this long is given up (and tried again).
+LOCKUP_S = 60
+_SOFT_LOCKUP = re.compile(r"soft lockup - CPU#\d+ stuck for (\d+)s!")
 ANSWER_MARGIN = 30.0  # beyond a command's own timeout, for the agent to answer
 CONSOLE_TAIL = 40
 
@@ -400,11 +403,15 @@ class Guest:
 
     def _wait_for_agent(self, deadline: float, budget: float, previous: str,
                         boot: bool = False) -> None:
-        """Ping until an agent of a boot other than `previous` answers."""
+        """Ping until an agent of a boot other than `previous` answers. A first boot whose
+        kernel reports a CPU stuck for a minute is given up at once (see `_locked_up`)."""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._hung("the boot (no agent)", budget, BootHung if boot else GuestHung)
+            if boot and self._locked_up():
+                self._hung("the boot (no agent; a CPU locked up)",
+                           budget - remaining, BootHung)
             try:
                 reply = self._request("ping", min(5.0, remaining))
             except TimeoutError:
@@ -413,6 +420,13 @@ class Guest:
                 self.boot_id = reply["boot_id"]
                 return
             time.sleep(0.5)  # the old boot's agent, still up while it shuts down
+
+    def _locked_up(self) -> bool:
+        """The emulated kernel says a CPU has been stuck for LOCKUP_S or more: seen in a
+        boot that never recovered (a soft lockup in systemd's executor from 30 s on, still
+        stuck at 245 s when the 300 s ran out), so the retry need not wait for the end."""
+        stuck = [int(n) for n in _SOFT_LOCKUP.findall(self.console_tail(CONSOLE_TAIL))]
+        return bool(stuck) and max(stuck) >= LOCKUP_S
 
     def _check_boot(self, timeout: float) -> None:
         """The boot finished (or says why not), and the wheel, if any, is installed."""

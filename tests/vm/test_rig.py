@@ -113,10 +113,14 @@ class _Booting(Guest):
     def _prepare_disks(self) -> None:
         pass
 
+    console = ""  # what the first boot's kernel writes to its console
+
     def _launch(self) -> None:
         self.boots += 1
         self.qemu = subprocess.Popen(["sleep", "60"])
         self.launched.append(self.qemu)
+        if self.boots == 1 and self.dir:
+            (self.dir / "console.log").write_text(self.console)
 
     def _request(self, op: str, wait: float, /, **fields: object) -> dict:
         if self.boots < self.answers_from:
@@ -142,6 +146,27 @@ def test_a_boot_that_never_answers_is_tried_once_more(tmp_path: Path) -> None:
     finally:
         g.close()
     assert second.poll() is not None
+
+
+def test_a_boot_whose_cpu_locked_up_is_given_up_at_once(tmp_path: Path) -> None:
+    g = _Booting(tmp_path, answers_from=2)
+    g.console = ("[   29.95] rcu: INFO: rcu_preempt self-detected stall on CPU\n"
+                 "[   56.59] watchdog: BUG: soft lockup - CPU#0 stuck for 44s! [(sd-e):166]\n"
+                 "[   84.59] watchdog: BUG: soft lockup - CPU#0 stuck for 70s! [(sd-e):166]\n")
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="a CPU locked up"):
+        g.start(timeout=60)
+    try:
+        assert time.monotonic() - started < 10 and g.boots == 2
+        assert "stuck for 70s" in g.hung_boots[0]
+    finally:
+        g.close()
+    (tmp_path / "short").mkdir()
+    short = _Booting(tmp_path / "short", answers_from=1)
+    short.console = "watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [(sd-e):166]\n"
+    short.start(timeout=5)  # a lockup shorter than a minute is waited out
+    short.close()
+    assert short.boots == 1
 
 
 def test_a_boot_that_hangs_twice_fails_with_the_last_hang(tmp_path: Path) -> None:
