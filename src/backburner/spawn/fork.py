@@ -71,9 +71,10 @@ def _forked_child(fn: Callable[[], int], name: str, policy: grammar.Policy | Non
             os.dup2(null, fd)
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         os.closerange(3, soft if 0 < soft < 1 << 20 else 1 << 20)
-        syscalls.prctl(syscalls.PR_SET_NAME, name.encode()[:15])
         if policy is not None:
             live.apply_to_self(policy)
+        # named last: a child that answers to its name has its whole set-up in place
+        syscalls.prctl(syscalls.PR_SET_NAME, name.encode()[:15])
         code = fn()
     except BaseException:  # noqa: BLE001, S110 - nowhere to report: the status says it
         code = 70
