@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from backburner import spawn
+from backburner import spawn, system
 from backburner.base.errors import SystemStateError
 from backburner.bench.executor import Measurement
 from backburner.bench.prepare import StepResult
@@ -640,3 +641,45 @@ def plant_modules(where: Path, marker: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"open({str(marker)!r}, 'a').write({rel!r} + '\\n')\n"
                         "raise SystemExit(0)\n")
+
+
+@contextmanager
+def loop_ext4(where: Path, size: int = 64 << 20) -> Iterator[tuple[str, Path]]:
+    """(loop device, mount point) of a fresh ext4 made and mounted through `system` (so its
+    undo is the code under test's own), all of it gone when the block ends."""
+    image = where / "disk.img"
+    mnt = where / "mnt"
+    mnt.mkdir()
+    with system.Transaction("test-bed") as tx:
+        tx.apply(system.MadeFile(str(image), size))
+        loop = tx.apply(system.LoopDevice(str(image)))
+        tx.apply(system.Filesystem(loop, str(image), "ext4", ["-q", "-F"]))
+        tx.apply(system.Mount(loop, str(mnt), "ext4"))
+        yield loop, mnt
+
+
+class Daemon:
+    """`backburner govern run` as a subprocess, ready once its ready file exists."""
+
+    def __init__(self, tmp_path: Path, rules: Path, *extra: str) -> None:
+        ready_dir = tmp_path / f"ready-{uuid.uuid4().hex[:6]}"
+        ready_dir.mkdir(mode=0o700)
+        self.ready = ready_dir / "ready"
+        self.proc = subprocess.Popen([*BB, "govern", "run", "--rules", str(rules),
+                                      "--no-defaults", "--ready-file", str(self.ready),
+                                      *extra], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None,
+                 what="the daemon to be ready")
+        assert self.ready.exists(), self.finish()[1]
+        assert int(self.ready.read_text()) == self.proc.pid
+
+    def finish(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err.decode(errors="replace")

@@ -329,6 +329,18 @@ def test_a_bad_throttle_is_refused_by_the_plan(policy: str, message: str) -> Non
         config.plan(_cfg(policies=[policy]), resolve=False)
 
 
+def test_flush_behind_is_an_item_of_a_policy_with_an_io_class() -> None:
+    text = "io=idle,flush-behind,pause-ms=500"
+    p = config.plan(_cfg(policies=["io=idle", text]), resolve=False)
+    assert p.flush_behind == {text} and set(p.throttles) == {text}
+    assert p.policies[text] == p.policies["io=idle"]
+    with pytest.raises(UsageError, match="flush-behind writes the load's files at its IO "
+                       "class, and the policy sets none"):
+        config.plan(_cfg(policies=["flush-behind"]), resolve=False)
+    with pytest.raises(UsageError, match="use on or off"):
+        config.plan(_cfg(policies=["io=idle,flush-behind=1"]), resolve=False)
+
+
 def test_the_throttle_needs_cgroup2_psi_and_a_freezer(monkeypatch: pytest.MonkeyPatch) -> None:
     from backburner.base.errors import UnavailableError
     from backburner.bench import throttled

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, bb, one_line_error, rules_dir, wait_for
+from helpers import TIMEOUT, Daemon, bb, one_line_error, rules_dir, wait_for
 
 from backburner.govern import throttle
 from backburner.kernel import priorities
@@ -92,33 +92,6 @@ class Target:
         for f in (self.proc.stdin, self.proc.stdout):
             if f and not f.closed:
                 f.close()
-
-
-class Daemon:
-    """`backburner govern run` as a subprocess, ready once its ready file exists."""
-
-    def __init__(self, tmp_path: Path, rules: Path, *extra: str) -> None:
-        ready_dir = tmp_path / f"ready-{uuid.uuid4().hex[:6]}"
-        ready_dir.mkdir(mode=0o700)
-        self.ready = ready_dir / "ready"
-        self.proc = subprocess.Popen([*BB, "govern", "run", "--rules", str(rules),
-                                      "--no-defaults", "--ready-file", str(self.ready),
-                                      *extra], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        wait_for(lambda: self.ready.exists() or self.proc.poll() is not None,
-                 what="the daemon to be ready")
-        assert self.ready.exists(), self.finish()[1]
-        assert int(self.ready.read_text()) == self.proc.pid
-
-    def finish(self, sig: int = signal.SIGTERM) -> tuple[int, str]:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            _, err = self.proc.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return self.proc.returncode, err.decode(errors="replace")
 
 
 def _name() -> str:

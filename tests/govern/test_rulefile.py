@@ -54,6 +54,11 @@ def test_good_file_parses_with_policies_and_lines() -> None:
     ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\n[throttle]\n'
      'stall_ms = 900\nwindow_ms = 800\n', 6, "stall_ms must be below window_ms"),
     ('[rules]\nx = 1\n', 1, "unknown top-level key 'rules'"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\npolicy = "gentle"\nflush_behind = true\n',
+     5, "flush_behind writes the files back at the idle class, and the rule's IO class is "
+     "not idle"),
+    ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nio = "idle"\nflush_behind = 1\n', 5,
+     "flush_behind must be true or false"),
     ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nnet = "slow"\n', 4,
      "net must be one of 'background', not 'slow'"),
     ('[[rule]]\nname = "a"\nmatch = { comm = "x" }\nnet = "background"\n[net]\n'
@@ -141,3 +146,10 @@ def test_values_in_errors_are_short_however_deep_or_long() -> None:
     errs = parse_file(text, "v.toml").errors
     assert [e.line for e in errs] == [5, 6]
     assert all(len(str(e)) < 200 for e in errs), errs
+
+
+def test_flush_behind_is_a_rule_key_with_the_idle_class() -> None:
+    parsed = parse_file('[[rule]]\nname = "a"\nmatch = { comm = "x" }\n'
+                        'policy = "background"\nflush_behind = true\n', "f.toml")
+    assert parsed.errors == [] and parsed.rules[0].flush_behind
+    assert "its files written back at the idle class" in parsed.rules[0].sets()

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from backburner import system
+from helpers import loop_ext4
 
 MiB = 1 << 20
 PAGE = mmap.PAGESIZE
@@ -59,17 +58,10 @@ def write_tree(root: Path, tree: dict = TREE, seed: int = 0) -> None:
 
 @pytest.fixture
 def bed(tmp_path: Path, state_dir: Path) -> Iterator[Bed]:
-    image = tmp_path / "disk.img"
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    with system.Transaction("test-bed") as tx:
-        tx.apply(system.MadeFile(str(image), 64 * MiB))
-        loop = tx.apply(system.LoopDevice(str(image)))
-        tx.apply(system.Filesystem(loop, str(image), "ext4", ["-q", "-F"]))
-        tx.apply(system.Mount(loop, str(mnt), "ext4"))
+    with loop_ext4(tmp_path, 64 * MiB) as (loop, mnt):
         write_tree(mnt)
         os.sync()
-        yield Bed(mnt, loop, image)
+        yield Bed(mnt, loop, tmp_path / "disk.img")
 
 
 def resident(path: bytes | str) -> list[tuple[int, int]]:

@@ -13,7 +13,7 @@ from backburner import report
 from backburner.cli import build_parser
 from backburner.govern import rulefile
 from backburner.govern.rules import ThrottleSettings
-from backburner.policy import grammar
+from backburner.policy import flush_behind, grammar
 from backburner.policy import throttle as throttlepolicy
 from backburner.report import recommend
 
@@ -43,8 +43,8 @@ def _check_command(line: str, root: Path) -> None:
     argv = shlex.split(line.split("   # ")[0])
     assert argv[0] == "backburner"
     args = build_parser().parse_args(argv[1:])
-    if getattr(args, "policy", None) is not None:
-        grammar.parse_policy(args.policy)  # UsageError "unknown policy" otherwise
+    if getattr(args, "policy", None) is not None:  # run takes flush-behind out first
+        grammar.parse_policy(flush_behind.split(args.policy)[0])  # UsageError otherwise
     if args.cmd == "apply":
         for unit in args.unit:  # the placeholder, as the user's real unit would be there
             name = unit if "." in unit else f"{unit}.service"
@@ -55,7 +55,9 @@ def _check_command(line: str, root: Path) -> None:
 
 
 @pytest.mark.parametrize("policy", ["govern", "background", "io=idle,cpu=batch", "throttle",
-                                    "io=idle,pause-ms=250,min-duty=0.25"])
+                                    "io=idle,pause-ms=250,min-duty=0.25",
+                                    "io=idle,flush-behind",
+                                    "io=idle,flush-behind,pause-ms=500,min-duty=0.1"])
 def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str) -> None:
     cells = {("mq-deadline", "none", "-"): 1.0, ("mq-deadline", LOAD, "default"): 3.0,
              ("mq-deadline", LOAD, policy): 1.05}
@@ -83,9 +85,13 @@ def test_every_printed_command_and_rule_is_accepted(tmp_path: Path, policy: str)
     if by_daemon:
         printed = short.split(head + "\n", 1)[1]
         assert rulefile.parse_file(printed, "bulk-work.toml").rules == parsed.rules
+    rest, flush = flush_behind.split(rest)
     want = "background" if policy == "govern" else rest
     assert parsed.rules[0].policy == grammar.parse_policy(want)
     assert parsed.rules[0].throttle == (throttle is not None)
+    assert parsed.rules[0].flush_behind == flush
+    assert any(ln.startswith("backburner apply --unit") for ln in lines) == (
+        not by_daemon and not flush)  # a unit's drop-in cannot write back its files
     if throttle is not None:
         got = parsed.throttle or ThrottleSettings()  # no table: govern's defaults
         assert (got.pause_ms, got.min_duty, got.stall_ms, got.window_ms) == (

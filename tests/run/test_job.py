@@ -160,6 +160,9 @@ def _nothing_changed(result: Result, state_dir: Path, marker: Path) -> None:
         (["--no-cgroup", "--policy", "cpu-weight=50"], "a CPU weight needs a cgroup"),
         (["--no-cgroup", "--policy", "background", "--io-weight", "20", "--cpu-weight", "30"],
          "an IO weight and a CPU weight need a cgroup"),
+        (["--policy", "flush-behind"], "flush-behind writes the job's files at its IO class"),
+        (["--policy", "io=idle,flush-behind=yes"], "use on or off"),
+        (["--pid", "1", "--policy", "io=idle,flush-behind"], "not of --pid"),
     ],
 )
 def test_usage_errors_125(state_dir: Path, tmp_path: Path, options: list[str],

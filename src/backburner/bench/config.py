@@ -24,7 +24,7 @@ from ..base.errors import CommandNotFound, DataError, NotFoundError, Unavailable
 from ..base.quantities import MAX_DURATION_S
 from ..kernel import block, cgroups
 from ..net import link as netlink
-from ..policy import cgroup_plan, grammar
+from ..policy import cgroup_plan, flush_behind, grammar
 from ..policy import throttle as throttle_text
 from ..store.cell import GOVERNED, Cell
 from . import display, matrix, netplan, pkgloads, presets
@@ -263,6 +263,8 @@ class Plan:
     trial_prepares: dict[str, str] = field(default_factory=dict)
     #: policy text -> the throttle its load runs under (`throttled`)
     throttles: dict[str, throttle_text.Spec] = field(default_factory=dict)
+    #: the policy texts whose load's files are written back at its class (`run.flushing`)
+    flush_behind: frozenset[str] = frozenset()
 
     @property
     def needs_fio(self) -> bool:
@@ -310,7 +312,7 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                              f"at most {MAX_FIO_JOBS}")
     if not loads:
         raise UsageError("no load given")
-    policies, throttles = _policies(cfg.policies)
+    policies, throttles, flushes = _policies(cfg.policies)
     if not policies:
         raise UsageError("no policy given")
     if resolve:
@@ -319,6 +321,10 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
             from . import throttled  # here: govern's throttle (and regex) only when asked
 
             throttled.require()
+        if flushes:
+            from ..run import flushing
+
+            flushing.require()
     schedulers = tuple(dict.fromkeys(block.check_scheduler(s) for s in cfg.schedulers))
     if not schedulers:
         raise UsageError("no scheduler given")
@@ -351,24 +357,34 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                                      {n: p.scheduler for n, p in prepares.items()
                                       if p is not None and p.scheduler is not None}))
     return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells,
-                trial_prepares, throttles)
+                trial_prepares, throttles, frozenset(flushes))
 
 
-def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy], dict[str, throttle_text.Spec]]:
-    """Each policy text's policy, and the throttle of those that ask for one (`throttled`:
-    ``background,pause-ms=250`` is the background policy, throttled)."""
+def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy],
+                                         dict[str, throttle_text.Spec], set[str]]:
+    """Each policy text's policy, the throttle of those that ask for one (`throttled`:
+    ``background,pause-ms=250`` is the background policy, throttled), and those whose
+    load's files are written back at its class (``io=idle,flush-behind``)."""
     policies: dict[str, grammar.Policy] = {}
     throttles: dict[str, throttle_text.Spec] = {}
+    flushes: set[str] = set()
     for text in dict.fromkeys(texts):
         if text == GOVERNED:
             policies[text] = grammar.Policy(GOVERNED,
                                              description="the govern daemon's rule applies it")
             continue
-        rest, spec = throttle_text.split(text)
+        rest, flush = flush_behind.split(text)
+        rest, spec = throttle_text.split(rest)
         policies[text] = grammar.parse_policy(rest)
         if spec is not None:
             throttles[text] = spec
-    return policies, throttles
+        if flush:
+            if policies[text].io is None:
+                raise UsageError(f"policy {text!r}: flush-behind writes the load's files at "
+                                 "its IO class, and the policy sets none",
+                                 "add io=idle (or another class)")
+            flushes.add(text)
+    return policies, throttles, flushes
 
 
 def _prepares(cfg: BenchConfig) -> dict[str, Prepare | None]:

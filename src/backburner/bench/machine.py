@@ -26,7 +26,7 @@ from ..base.quantities import slug
 from ..govern.throttle import freezer_at
 from ..kernel import block, cgroups, levers, procfs
 from ..policy import cgroup_plan, disks, grammar
-from ..run import job
+from ..run import flushing, job
 from ..store.cell import NO_POLICY, Cell
 from . import config, devices, display, groups, loads, proberoot, probes, room, throttled
 from .config import Plan
@@ -66,6 +66,7 @@ class MachineExecutor:
         self._freezers: dict[str, system.CgroupFreezer] = {}
         self._groups_made: dict[str, system.CgroupDir] = {}  # path -> the change made it
         self._paced: throttled.Paced | None = None
+        self._flushing: flushing.FlushBehind | None = None  # the load's flush-behind
         #: scheduler -> the values of the tunables a setup variant changes, as selected
         self._tunables: dict[str, dict[str, str]] = {}
 
@@ -92,6 +93,9 @@ class MachineExecutor:
                 if self._paced is not None:  # a run interrupted mid-trial: no more pauses
                     self._paced.stop()
                     self._paced = None
+                if self._flushing is not None:
+                    self._flushing.stop()
+                    self._flushing = None
                 self._tx = None
                 self._screen = self._scratch = None
 
@@ -340,6 +344,10 @@ class MachineExecutor:
         if spec is not None and load.child is not None:
             self._paced = throttled.Paced(spec, self._pressure, self._freezers[cell.policy])
             self._paced.start()
+        if cell.policy in self.plan.flush_behind and load.child is not None:
+            self._flushing = flushing.FlushBehind([self.device.load_dir], policy,
+                                                 flushing.tree_of(load.child.pid))
+            self._flushing.start()
 
     def _regroup(self, policy: str) -> None:
         """A policy's groups made again where one has gone while empty between trials
@@ -372,6 +380,9 @@ class MachineExecutor:
             if self._paced is not None:  # thawed first: a frozen load cannot stop
                 paced, self._paced = self._paced.stop(), None
             running.stop()
+            if self._flushing is not None:  # after the load: its last files written back
+                paced.update(self._flushing.stop())
+                self._flushing = None
         finally:
             if self._governor is not None:
                 self._governor.stop()

@@ -46,7 +46,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .. import spawn, systemd
     from ..run import job
 
+    flush = _take_flush_behind(args)
     policy = policy_from_args(args)
+    if flush:
+        _check_flush_behind(args, policy)
     systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
     report = err if args.verbose else quiet
     asked = replace(policy, io_weight=None, cpu_weight=None) if args.no_cgroup else policy
@@ -74,13 +77,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = job.run_job(argv, policy, use_cgroup=not args.no_cgroup,
                           report=_warning_first(report, asked, quiet=args.quiet
                                                 or not _starts(argv, asked)),
-                          slice_name=args.slice, net=net)
+                          slice_name=args.slice, net=net, flush_behind=flush)
     if args.verbose:
         err(f"job {outcome.pid} {outcome.describe()} after {outcome.wall_s:.3f}s "
             f"(user {outcome.user_s:.3f}s, sys {outcome.sys_s:.3f}s, "
             f"max RSS {outcome.max_rss_kb} KiB)")
     spawn.die_like(outcome)
     return outcome.shell_status  # not reached
+
+
+def _take_flush_behind(args: argparse.Namespace) -> bool:
+    """The flush-behind item of --policy (``io=idle,flush-behind``), taken out of it."""
+    from ..policy import flush_behind
+
+    if not args.policy:
+        return False
+    rest, on = flush_behind.split(args.policy)
+    args.policy = rest
+    return on
+
+
+def _check_flush_behind(args: argparse.Namespace, policy: grammar.Policy) -> None:
+    """What flush-behind needs, in one line before anything starts: a job of ours (not
+    --pid), an IO class to write at, and fanotify (root)."""
+    from ..run import flushing
+
+    if args.pid is not None:
+        raise UsageError("flush-behind watches the files of a job run starts, not of --pid",
+                         "run the job with `backburner run --policy ... -- COMMAND`")
+    if policy.io is None:
+        raise UsageError("flush-behind writes the job's files at its IO class, and the "
+                         "policy sets none", "add io=idle (or --io idle)")
+    flushing.require()
 
 
 def _warning_first(report: Callable[[str], None], policy: grammar.Policy, quiet: bool

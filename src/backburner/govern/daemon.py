@@ -33,7 +33,8 @@ from ..base.errors import BackburnerError, ExistsError
 from ..files import safepath
 from ..kernel import proc_events, procfs
 from ..kernel.proc_events import EXEC
-from ..policy import cgroup_plan, disks
+from ..policy import cgroup_plan, disks, grammar
+from ..run import flushing
 from ..systemd.notify import sd_notify
 from . import execwatch, rulesources, state, throttle
 from . import groups as cgroups
@@ -213,6 +214,7 @@ def run(opts: Options) -> Stopped:
                                on_governing=lambda on: conn.narrow(None if on else watch.starts),
                                systemd_units=units, network=network)
                 _throttle_settings(gov)
+                _flush_behind(gov)
                 _disk_levers(gov, opts)
                 gov.exec_events = "kernel-filtered" if watch.watch else "connector"
                 gov.scan()
@@ -249,6 +251,8 @@ def run(opts: Options) -> Stopped:
                 throttle.close_triggers(gov.triggers)
                 if gov.throttle is not None:
                     gov.throttle.force_thaw(time.monotonic())
+                if gov.flushing is not None:
+                    gov.flushing.stop()
                 state.write(status(gov, opts, started, running=False))
     return Stopped(reason, len(gov.governed) if gov else 0)
 
@@ -300,6 +304,16 @@ def _throttle_settings(gov: Governor) -> None:
             gov.problem(p, p)
 
 
+def _flush_behind(gov: Governor) -> None:
+    """The files of rules with flush_behind written back at the idle class (the first time
+    a rule asks; not in a dry run, which changes nothing)."""
+    if gov.flushing is None and gov.tx is not None and any(
+            r.flush_behind for r in gov.ruleset.rules):
+        gov.flushing = flushing.FlushBehind(flushing.block_filesystems(),
+                                            grammar.BUILTIN["background"], gov.flushes)
+        gov.flushing.start()
+
+
 def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Watch) -> None:
     """SIGHUP: the rules read again and in force for what starts from now on, and for
     running processes a new rule matches; bad rules leave the old ones in force (one line
@@ -315,6 +329,7 @@ def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Wa
     gov.set_rules(ruleset)
     watch.open(ruleset)
     _throttle_settings(gov)
+    _flush_behind(gov)
     _disk_levers(gov, opts)
     gov.exec_events = "kernel-filtered" if watch.watch else "connector"
     if not gov.governed:

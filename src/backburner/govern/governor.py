@@ -22,7 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import system
 from ..base.errors import BackburnerError, NotFoundError
@@ -37,6 +37,9 @@ from .groups import RuleGroups
 from .pattern import MATCH_DEADLINE_S
 from .rules import Rule, Ruleset
 from .units import Placer
+
+if TYPE_CHECKING:
+    from ..run import flushing
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +84,23 @@ class Governor:
         # where systemd owns the cgroup tree: weights and pauses through units
         self.placer = Placer(tx, self.problem) if tx is not None and systemd_units else None
         self.network = network or cgroups.Network(None)  # rules with net = "background"
+        self.flushing: flushing.FlushBehind | None = None  # for rules with flush_behind
+        self._flush_rules = {r.name for r in ruleset.rules if r.flush_behind}
 
     def set_rules(self, ruleset: Ruleset) -> None:
         """New rules (a reload): for processes that start from now on, and running ones a
         new rule matches (the caller rescans); those governed stay so until they exit."""
         self.ruleset = ruleset
         self._patterned = [r for r in ruleset.rules if r.match.cmdline]
+        self._flush_rules = {r.name for r in ruleset.rules if r.flush_behind}
         self._sets_text.clear()
         self.dirty = True
+
+    def flushes(self, pid: int) -> bool:
+        """Whether a file closed by pid is written back at once (a rule with flush_behind
+        governs it): asked by the flush-behind thread, a lookup and nothing more."""
+        g = self.governed.get(pid)
+        return g is not None and g.rule in self._flush_rules
 
     def _sets(self, rule: Rule) -> str:
         text = self._sets_text.get(rule.name)

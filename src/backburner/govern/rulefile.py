@@ -8,6 +8,7 @@ The format is fixed (rule files written today keep working; it may only grow):
     match = { comm = ["updatedb", "plocate"] }
     policy = "background"        # or io / cpu / io_weight / cpu_weight / group_io, as `run`
     throttle = true              # pause it in short slices while interactive work stalls
+    flush_behind = true          # write its closed files back at once, at the idle class
     broad = true                 # allow a match of PID 1, every process or a shell
     net = "background"           # its downloads and uploads yield to other traffic
 
@@ -35,7 +36,7 @@ from . import pattern
 from .rules import MATCH_KEYS, Match, NetSettings, Rule, RuleError, Ruleset, ThrottleSettings
 
 POLICY_KEYS = ("policy", "io", "cpu", "io_weight", "cpu_weight", "group_io")
-RULE_KEYS = ("name", "match", *POLICY_KEYS, "throttle", "broad", "net")
+RULE_KEYS = ("name", "match", *POLICY_KEYS, "throttle", "flush_behind", "broad", "net")
 NET_MODES = ("background",)  # as `run --net`
 NET_KEYS = ("dev", "netns", "uplink")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -196,7 +197,7 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
     match = _parse_match(table.get("match"), label, error)
     policy = _parse_policy(table, label, error)
     flags = {}
-    for key in ("throttle", "broad"):
+    for key in ("throttle", "flush_behind", "broad"):
         value = table.get(key, False)
         if not isinstance(value, bool):
             error(key, f"{label}: {key} must be true or false, not {_shown(value)}")
@@ -211,10 +212,14 @@ def _parse_rule(table: dict[str, Any], index: int, lines: _Lines, out: ParsedFil
         error("policy" if "policy" in table else None,
               f"{label} sets nothing: give policy = \"background\" (or io, cpu, io_weight, "
               "cpu_weight), throttle = true or net = \"background\"")
+    if flags["flush_behind"] and policy is not None and policy.io != priorities.IOPrio("idle"):
+        error("flush_behind", f"{label}: flush_behind writes the files back at the idle "
+              "class, and the rule's IO class is not idle: give io = \"idle\" (or policy = "
+              "\"background\")")
     if len(out.errors) > errors_before or match is None or policy is None:
         return None
     return Rule(str(name), match, policy, flags["throttle"], flags["broad"], out.file,
-                lines.rule(index), net=net)
+                lines.rule(index), net=net, flush_behind=flags["flush_behind"])
 
 
 def _sets_anything(policy: grammar.Policy) -> bool:

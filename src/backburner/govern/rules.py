@@ -165,6 +165,7 @@ class Rule:
     file: str = ""
     line: int = 0
     net: str | None = None  # "background": its traffic held back (`net.background`)
+    flush_behind: bool = False  # its closed files written back at once (`run.flushing`)
 
     @property
     def where(self) -> str:
@@ -176,6 +177,8 @@ class Rule:
                  if v not in ("-", "inherit")]
         if self.throttle:
             parts.append("throttled under IO pressure")
+        if self.flush_behind:
+            parts.append("its files written back at the idle class")
         if self.net:
             parts.append(f"network {self.net}")
         return ", ".join(parts) or "nothing"

@@ -33,6 +33,11 @@ _mmap = syscalls.function("mmap", ctypes.c_void_p,
 _munmap = syscalls.function("munmap", ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t])
 _mincore = syscalls.function("mincore", ctypes.c_int,
                              [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p])
+_sync_file_range = syscalls.function("sync_file_range", ctypes.c_int,
+                                     [ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                      ctypes.c_uint])
+#: sync_file_range(2): start writing the range's dirty pages, without waiting for them
+SYNC_FILE_RANGE_WRITE = 2
 _readahead = syscalls.function("readahead", ctypes.c_ssize_t,
                                [ctypes.c_int, ctypes.c_int64, ctypes.c_size_t])
 
@@ -82,3 +87,11 @@ def readahead(fd: int, offset: int, length: int) -> None:
     """readahead(2): queue reads of the range into the page cache, without copying it."""
     if _readahead(fd, offset, length) < 0:
         raise syscalls.error("readahead")
+
+
+def start_writeback(fd: int) -> None:
+    """Start writing back the whole file's dirty pages now, from the calling thread, and
+    return without waiting for them. The requests are this thread's (its IO class), unlike
+    the kernel flusher's later writeback of the same pages, or fsync's, which waits."""
+    if _sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) != 0:
+        raise syscalls.error("sync_file_range")

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from .. import stats
 from ..base.errors import DataError, UsageError
 from ..base.quantities import fmt_factor, fmt_ratio_ci, fmt_s, one_line
+from ..kernel.priorities import IOPrio
+from ..policy import flush_behind, grammar
 from ..policy import throttle as throttlepolicy
 from ..store.cell import GOVERNED, GOVERNED_RULE_POLICY
 from .data import ReportData
@@ -147,8 +149,9 @@ def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
     elif r.cell.policy != "default":
         out.append(f"backburner run --policy {shlex.quote(r.cell.policy)} -- "
                    "YOUR-BULK-COMMAND")
-        out.append(f"backburner apply --unit YOUR-UPDATER.service --policy "
-                   f"{shlex.quote(r.cell.policy)}   # for a systemd unit")
+        if not _flush_behind(r.cell.policy):  # a unit's drop-in has no one to write back
+            out.append(f"backburner apply --unit YOUR-UPDATER.service --policy "
+                       f"{shlex.quote(r.cell.policy)}   # for a systemd unit")
     return tuple(out)
 
 
@@ -159,9 +162,18 @@ def rule_policy(policy: str) -> str:
     background."""
     if policy == GOVERNED:
         return GOVERNED_RULE_POLICY
+    if _flush_behind(policy):  # the rule's own key carries it
+        policy = flush_behind.split(policy)[0]
     if _throttle(policy) is not None:
         return throttlepolicy.split(policy)[0]
     return policy if policy not in ("default", "-") else "background"
+
+
+def _flush_behind(policy: str) -> bool:
+    try:
+        return flush_behind.split(policy)[1]
+    except UsageError:
+        return False
 
 
 def _throttle(policy: str) -> throttlepolicy.Spec | None:
@@ -170,6 +182,13 @@ def _throttle(policy: str) -> throttlepolicy.Spec | None:
         return throttlepolicy.split(policy)[1]
     except UsageError:
         return None
+
+
+def _rule_io_idle(policy: str) -> bool:
+    try:
+        return grammar.parse_policy(policy).io == IOPrio("idle")
+    except UsageError:
+        return False
 
 
 #: Where the printed govern rule goes (govern's rules directory, docs/guide/govern.md).
@@ -186,6 +205,8 @@ def govern_rule(r: Row) -> str:
             'name = "bulk-work"\n'
             'match = { comm = ["YOUR-BULK-PROGRAM"] }\n'
             f"policy = {policy}\n")
+    if _flush_behind(r.cell.policy) and _rule_io_idle(rule_policy(r.cell.policy)):
+        rule += "flush_behind = true\n"  # govern's thread writes at the idle class only
     spec = _throttle(r.cell.policy)
     if spec is not None:
         rule += "throttle = true\n"

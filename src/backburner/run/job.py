@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from ..base.errors import NotFoundError, SystemStateError, UsageError
 from ..kernel import procfs
 from ..policy import cgroup_plan, grammar, live
 from ..status import records
+from . import flushing
 
 if TYPE_CHECKING:  # the network policy is imported by the runs that ask for it (--net)
     from ..net import background
@@ -74,9 +76,13 @@ def describe_plan(policy: grammar.Policy, plan: cgroup_plan.CgroupPlan | None) -
 def run_job(argv: Sequence[str], policy: grammar.Policy, *, use_cgroup: bool = True,
             report: Report = _quiet, facts: systemd.Facts | None = None,
             slice_name: str = systemd.DEFAULT_SLICE,
-            net: background.Target | None = None) -> spawn.Outcome:
+            net: background.Target | None = None,
+            flush_behind: bool = False) -> spawn.Outcome:
     """Run argv to completion under policy; the job's cgroup is removed after it, whatever
     happens. Returns the job's Outcome for the caller to mirror.
+
+    `flush_behind`: the files the job writes are written back as it closes them, at its IO
+    class (`run.flushing`), while it runs.
 
     Where systemd owns the cgroup tree (`facts`, read from the machine unless given), the
     job's group is a transient scope that systemd makes and collects; elsewhere we make it.
@@ -91,7 +97,11 @@ def run_job(argv: Sequence[str], policy: grammar.Policy, *, use_cgroup: bool = T
     sets = {k: v for k, v in policy.settings().items() if v not in ("-", "inherit")}
     if net is not None:
         sets["net"] = f"background on {net.dev}"
-    with records.running_job(argv, sets):  # what `backburner status` lists while it runs
+    if flush_behind:
+        sets["flush-behind"] = "on"
+    with records.running_job(argv, sets), ExitStack() as held:  # `backburner status` lists it
+        if flush_behind:
+            held.enter_context(flushing.around_children(policy))
         return _run_job(argv, policy, report=report, facts=facts, slice_name=slice_name,
                         net=net)
 

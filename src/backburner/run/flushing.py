@@ -1,0 +1,194 @@
+"""Flush-behind around a job (`policy.flush_behind`): a thread that watches filesystems for
+files closed after writing (fanotify's FAN_CLOSE_WRITE) and, for those the job's
+processes wrote, starts their writeback at once from itself, at the job's IO class
+(sync_file_range: the requests are the caller's, and it does not wait for them). The
+kernel's flusher later finds those pages clean or already under writeback, so the job's
+buffered writes reach the disk at its class, not at the flusher's default one.
+
+Only the job's files: a file closed by any other process is left to the kernel. A process
+is told to be the job's by its ancestry while it lives, and remembered: the events it
+queued before it ended still count. The thread keeps the default CPU policy, not the
+job's: at SCHED_IDLE beside a flatpak installer using both CPUs it fell so far behind that
+the closers of 1,635 of 3,156 files had ended, unseen, before it read their events, and
+the kernel's flusher wrote those 100 MB into the next start at the default class
+(docs/measurements/startup.md, "The slow starts traced"). Its work is a system call per
+file. It drains what is queued before it ends.
+
+A thread, not a helper process: it holds nothing that outlives the job, and ends with it.
+It is started with the signals `run` forwards blocked, so that those still reach the
+thread that waits for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base.errors import BackburnerError, SystemStateError
+from ..kernel import block, fanotify, pagecache, priorities, procfs
+from ..policy import grammar
+
+log = logging.getLogger(__name__)
+
+#: how long the thread waits for events before looking whether it should stop
+POLL_S = 0.2
+#: one read(2) of events: about 5,000 of them
+READ_BYTES = 1 << 17
+#: what the thread never takes: the signals a job's runner waits for or forwards
+HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD)
+
+
+def require() -> None:
+    """This process may watch filesystems with fanotify (CAP_SYS_ADMIN, a kernel with it):
+    checked before anything is started (one line, not a failure half-way)."""
+    os.close(fanotify.fanotify_init(fanotify.FAN_CLOEXEC | fanotify.FAN_CLASS_NOTIF,
+                                    os.O_RDONLY))
+
+
+def block_filesystems() -> list[str]:
+    """One mount point of each filesystem on a block device: where a job's files can be
+    written back (a tmpfs's or a network filesystem's cannot, or not to a local disk)."""
+    seen: dict[int, str] = {}
+    for m in procfs.mounts():
+        if m.devno not in seen and (m.fstype == "btrfs" or block.sysfs_dir(m.devno)):
+            seen[m.devno] = m.mountpoint
+    return list(seen.values())
+
+
+@dataclass
+class FlushBehind:
+    """The thread around one job's run; `stop` says what it wrote back."""
+
+    mountpoints: Sequence[str]  # the filesystems (any of their mount points) to watch
+    policy: grammar.Policy  # the job's: the thread takes its IO class
+    ours: Callable[[int], bool]  # whether a file closed by this (living) PID is the job's
+    files: int = 0
+    bytes: int = 0
+    left: int = 0  # files closed by others, or by a process gone before we read the event
+    tid: int = 0  # the thread's, once it runs
+    problems: list[str] = field(default_factory=list)
+    _known: dict[int, bool] = field(default_factory=dict)  # PID -> the job's, once told
+    _fd: int = -1
+    _done: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._fd = fanotify.fanotify_init(
+            fanotify.FAN_CLOEXEC | fanotify.FAN_NONBLOCK | fanotify.FAN_CLASS_NOTIF
+            | fanotify.FAN_UNLIMITED_QUEUE, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
+        marked = 0
+        for path in self.mountpoints:
+            try:
+                fanotify.fanotify_mark(self._fd, fanotify.FAN_MARK_ADD
+                                       | fanotify.FAN_MARK_FILESYSTEM,
+                                       fanotify.FAN_CLOSE_WRITE, path)
+                marked += 1
+            except OSError as err:
+                self._problem(f"flush-behind cannot watch {path}: {err.strerror}")
+        if not marked:
+            os.close(self._fd)
+            self._fd = -1
+            raise SystemStateError(self.problems[0] if self.problems
+                                   else "flush-behind has no filesystem to watch")
+        self._thread = threading.Thread(target=self._run, name="flush-behind", daemon=True)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)  # the thread inherits the mask
+        try:
+            self._thread.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    def _run(self) -> None:
+        self.tid = tid = threading.get_native_id()
+        try:  # the thread's own class: its writeback requests are made at it
+            if self.policy.io is not None:
+                priorities.ioprio_set(tid, self.policy.io)
+        except OSError as err:
+            self._problem(f"flush-behind could not take the job's IO class: {err}")
+            return
+        while not self._done.is_set():
+            ready, _, _ = select.select([self._fd], [], [], POLL_S)
+            if ready:
+                self._read()
+        while self._read():  # what the job closed last, queued as it ended
+            pass
+
+    def _read(self) -> bool:
+        """One read of events, acted on; False when none was queued."""
+        try:
+            events = fanotify.parse_events(os.read(self._fd, READ_BYTES))
+        except BlockingIOError:
+            return False
+        except (OSError, BackburnerError) as err:
+            self._problem(str(err))
+            return False
+        for event in events:
+            if event.fd < 0:
+                continue
+            try:
+                if self._is_ours(event.pid):
+                    pagecache.start_writeback(event.fd)
+                    self.files += 1
+                    self.bytes += os.fstat(event.fd).st_size
+                else:
+                    self.left += 1
+            except OSError as err:
+                self._problem(str(err))
+            finally:
+                os.close(event.fd)
+        return bool(events)
+
+    def _is_ours(self, pid: int) -> bool:
+        known = self._known.get(pid)
+        if known is None:
+            known = self.ours(pid)
+            if known or os.path.exists(f"/proc/{pid}"):  # one gone unseen stays unknown
+                self._known[pid] = known
+        return known
+
+    def _problem(self, text: str) -> None:
+        if len(self.problems) < 5:
+            self.problems.append(text)
+
+    def stop(self) -> dict[str, Any]:
+        """The thread ended and the watch closed; what it wrote back."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        out: dict[str, Any] = {"flushed_files": self.files, "flushed_bytes": self.bytes,
+                               "flush_left_files": self.left}
+        if self.problems:
+            out["flush_problems"] = self.problems
+        return out
+
+
+def tree_of(root: int, include_root: bool = True) -> Callable[[int], bool]:
+    """Whether a PID is `root`'s descendant (or `root`, with include_root): a process
+    that has exited is neither, as it can no longer be told apart."""
+    def ours(pid: int) -> bool:
+        return include_root if pid == root else root in procfs.ancestors_of(pid)
+
+    return ours
+
+
+@contextmanager
+def around_children(policy: grammar.Policy) -> Iterator[FlushBehind]:
+    """Flush-behind for every process this one starts in the block (`run`'s job), on every
+    filesystem on a block device; this process's own files are not the job's."""
+    watch = FlushBehind(block_filesystems(), policy, tree_of(os.getpid(), include_root=False))
+    watch.start()
+    try:
+        yield watch
+    finally:
+        done = watch.stop()
+        log.debug("flush-behind: %s", done)
