@@ -57,7 +57,7 @@ def test_stand_in_without_libreoffice(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert values["probes"][0].startswith("office-standin=")
     assert values["ready_window"] is None
     assert values["loads"] == ["none", "flatpak-loop", "flatpak-api"]
-    assert values["policies"] == ["default", "io=idle"]
+    assert values["policies"] == ["default", "io=idle,throttle"]
 
 
 def test_s_startup_is_the_s_suites_scenario() -> None:
