@@ -24,10 +24,10 @@ from ..base.errors import CommandNotFound, DataError, NotFoundError, Unavailable
 from ..base.quantities import MAX_DURATION_S
 from ..kernel import block, cgroups
 from ..net import link as netlink
-from ..policy import cgroup_plan, flush_behind, grammar
+from ..policy import cgroup_plan, grammar
 from ..policy import throttle as throttle_text
-from ..store.cell import GOVERNED, Cell
-from . import display, matrix, netplan, pkgloads, presets
+from ..store.cell import Cell
+from . import display, matrix, netplan, pkgloads, policy_texts, presets
 from . import loads as loadspec
 from .commands import Prepare, shlex_split, split_probe
 from .devices import DeviceSpec
@@ -312,7 +312,7 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                              f"at most {MAX_FIO_JOBS}")
     if not loads:
         raise UsageError("no load given")
-    policies, throttles, flushes = _policies(cfg.policies)
+    policies, throttles, flushes = policy_texts.parse(cfg.policies)
     if not policies:
         raise UsageError("no policy given")
     if resolve:
@@ -358,33 +358,6 @@ def plan(cfg: BenchConfig, *, resolve: bool = True) -> Plan | netplan.NetPlan:
                                       if p is not None and p.scheduler is not None}))
     return Plan(cfg, probes, prepares, loads, policies, schedulers, device, cells,
                 trial_prepares, throttles, frozenset(flushes))
-
-
-def _policies(texts: list[str]) -> tuple[dict[str, grammar.Policy],
-                                         dict[str, throttle_text.Spec], set[str]]:
-    """Each policy text's policy, the throttle of those that ask for one (`throttled`:
-    ``background,pause-ms=250`` is the background policy, throttled), and those whose
-    load's files are written back at its class (``io=idle,flush-behind``)."""
-    policies: dict[str, grammar.Policy] = {}
-    throttles: dict[str, throttle_text.Spec] = {}
-    flushes: set[str] = set()
-    for text in dict.fromkeys(texts):
-        if text == GOVERNED:
-            policies[text] = grammar.Policy(GOVERNED,
-                                             description="the govern daemon's rule applies it")
-            continue
-        rest, flush = flush_behind.split(text)
-        rest, spec = throttle_text.split(rest)
-        policies[text] = grammar.parse_policy(rest)
-        if spec is not None:
-            throttles[text] = spec
-        if flush:
-            if policies[text].io is None:
-                raise UsageError(f"policy {text!r}: flush-behind writes the load's files at "
-                                 "its IO class, and the policy sets none",
-                                 "add io=idle (or another class)")
-            flushes.add(text)
-    return policies, throttles, flushes
 
 
 def _prepares(cfg: BenchConfig) -> dict[str, Prepare | None]:

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 POLL_S = 0.2
 #: one read(2) of events: about 5,000 of them
 READ_BYTES = 1 << 17
+#: at most this many reads of what is still queued when asked to stop: a stop is never
+#: held up by a writer that goes on (govern's processes outlive the daemon)
+DRAIN_READS = 16
 #: what the thread never takes: the signals a job's runner waits for or forwards
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD)
 
@@ -116,8 +119,9 @@ class FlushBehind:
             ready, _, _ = select.select([self._fd], [], [], POLL_S)
             if ready:
                 self._read()
-        while self._read():  # what the job closed last, queued as it ended
-            pass
+        for _ in range(DRAIN_READS):  # what the job closed last, queued as it ended
+            if not self._read():
+                break
 
     def _read(self) -> bool:
         """One read of events, acted on; False when none was queued."""
