@@ -27,8 +27,8 @@ from ..govern.throttle import freezer_at
 from ..kernel import block, cgroups, levers, procfs
 from ..policy import cgroup_plan, disks, grammar
 from ..run import flushing, job
-from ..store.cell import NO_POLICY, Cell
-from . import config, devices, display, groups, loads, proberoot, probes, room, throttled
+from ..store.cell import GOVERNED, NO_POLICY, Cell
+from . import devices, display, groups, loads, proberoot, probes, room, throttled
 from .config import Plan
 from .environment import device_settings
 from .executor import Measurement
@@ -149,7 +149,7 @@ class MachineExecutor:
         for sched, disk in under.items():
             out[sched] = {}
             for name, pol in self.policies.items():
-                if name == config.GOVERNED:
+                if name == GOVERNED:
                     continue  # the daemon's rule sets it: not known here
                 on = replace(disk, iocost=disk.iocost or (pol.io_cost and groups.cost))
                 out[sched][name] = disks.record(pol, levers.Effect(on, groups))
@@ -327,7 +327,7 @@ class MachineExecutor:
         self._load_bytes = self.device.counters()
         self._probe_blocks = [0, 0]
         load = self.loads[cell.load]
-        if cell.policy == config.GOVERNED:  # the daemon's rule, not us, protects it
+        if cell.policy == GOVERNED:  # the daemon's rule, not us, protects it
             self._governor = Governor(load.spec, self.device.workdir)
             self._governor.start()
         policy = self.policies[cell.policy]

@@ -1,5 +1,5 @@
 """Flush-behind as part of a policy text (`bench --policy io=idle,flush-behind`): the
-item that asks for it. Pure: bench writes the load's files back (`bench.flushed`).
+item that asks for it. Pure: `run.flushing` writes the files back.
 
 Why a policy needs it: a process's IO class governs the requests it makes, and the pages
 it dirties are written later by the kernel's flusher threads, at the default class. Beside
