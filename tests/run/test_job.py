@@ -163,6 +163,8 @@ def _nothing_changed(result: Result, state_dir: Path, marker: Path) -> None:
         (["--policy", "flush-behind"], "flush-behind writes the job's files at its IO class"),
         (["--policy", "io=idle,flush-behind=yes"], "use on or off"),
         (["--pid", "1", "--policy", "io=idle,flush-behind"], "not of --pid"),
+        (["--policy", "io=idle,throttle"], "'throttle' in 'io=idle,throttle' is not kept by "
+         "a process or unit: a running backburner carries it out"),
     ],
 )
 def test_usage_errors_125(state_dir: Path, tmp_path: Path, options: list[str],

@@ -5,7 +5,6 @@ a running backburner carries out, read apart from the grammar: the throttle
 
 from __future__ import annotations
 
-from ..base.errors import UsageError
 from ..policy import flush_behind, grammar
 from ..policy import throttle as throttle_text
 from ..store.cell import GOVERNED
@@ -30,9 +29,6 @@ def parse(texts: list[str]) -> tuple[dict[str, grammar.Policy],
         if spec is not None:
             throttles[text] = spec
         if flush:
-            if policies[text].io is None:
-                raise UsageError(f"policy {text!r}: flush-behind writes the load's files at "
-                                 "its IO class, and the policy sets none",
-                                 "add io=idle (or another class)")
+            flush_behind.check_class(text, policies[text], "the load's")
             flushes.add(text)
     return policies, throttles, flushes

@@ -46,10 +46,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .. import spawn, systemd
     from ..run import job
 
+    text = args.policy or "default"
     flush = _take_flush_behind(args)
     policy = policy_from_args(args)
     if flush:
-        _check_flush_behind(args, policy)
+        _check_flush_behind(args, policy, text)
     systemd.check_slice_name(args.slice)  # bad input is refused on every machine alike
     report = err if args.verbose else quiet
     asked = replace(policy, io_weight=None, cpu_weight=None) if args.no_cgroup else policy
@@ -97,17 +98,16 @@ def _take_flush_behind(args: argparse.Namespace) -> bool:
     return on
 
 
-def _check_flush_behind(args: argparse.Namespace, policy: grammar.Policy) -> None:
+def _check_flush_behind(args: argparse.Namespace, policy: grammar.Policy, text: str) -> None:
     """What flush-behind needs, in one line before anything starts: a job of ours (not
     --pid), an IO class to write at, and fanotify (root)."""
+    from ..policy import flush_behind
     from ..run import flushing
 
     if args.pid is not None:
         raise UsageError("flush-behind watches the files of a job run starts, not of --pid",
                          "run the job with `backburner run --policy ... -- COMMAND`")
-    if policy.io is None:
-        raise UsageError("flush-behind writes the job's files at its IO class, and the "
-                         "policy sets none", "add io=idle (or --io idle)")
+    flush_behind.check_class(text, policy, "the job's")
     flushing.require()
 
 

@@ -14,6 +14,7 @@ at the job's IO class, so the flusher finds nothing of it left to write.
 from __future__ import annotations
 
 from ..base.errors import UsageError
+from .grammar import Policy
 
 ITEM = "flush-behind"
 
@@ -32,3 +33,10 @@ def split(text: str) -> tuple[str, bool]:
             raise UsageError(f"{ITEM}={value!r} in policy {text!r}", "use on or off")
         on = not eq or value == "on"
     return ",".join(rest).strip() or "default", on
+
+
+def check_class(text: str, policy: Policy, whose: str) -> None:
+    """Flush-behind writes at the policy's IO class: refused, in one line, without one."""
+    if policy.io is None:
+        raise UsageError(f"policy {text!r}: flush-behind writes {whose} files at its IO "
+                         "class, and the policy sets none", "add io=idle (or another class)")

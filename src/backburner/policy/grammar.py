@@ -183,6 +183,14 @@ def parse_switch(text: str, what: str) -> bool:
     raise UsageError(f"{what} takes on or off, not {text!r}")
 
 
+#: Policy items that only a running backburner carries out, and where each is taken
+#: (`policy.throttle`, `policy.flush_behind` read them before the grammar does).
+_THROTTLED = "bench --policy, or a govern rule's throttle = true"
+_CARRIED_OUT = {"flush-behind": "run --policy, bench --policy, or a govern rule's "
+                "flush_behind = true", "throttle": _THROTTLED, "pause-ms": _THROTTLED,
+                "min-duty": _THROTTLED, "stall-ms": _THROTTLED, "window-ms": _THROTTLED}
+
+
 def parse_policy(spec: str) -> Policy:
     """A built-in name, or ``io=idle,cpu=nice:10,io-weight=50,cpu-weight=20`` (and cgroup
     v2's ``group-io=idle``, ``io-latency=10ms``, ``io-cost=on``)."""
@@ -214,6 +222,9 @@ def parse_policy(spec: str) -> Policy:
             kw["io_latency_us"] = parse_latency(val)
         elif key == "io-cost":
             kw["io_cost"] = parse_switch(val, "io-cost")
+        elif key in _CARRIED_OUT:
+            raise UsageError(f"{key!r} in {spec!r} is not kept by a process or unit: a "
+                             "running backburner carries it out", f"use {_CARRIED_OUT[key]}")
         else:
             raise UsageError(f"unknown policy field {key!r} in {spec!r}",
                              f"fields are {_FIELDS}")
