@@ -119,6 +119,10 @@ def _aligned(n: int) -> mmap.mmap:
     return mmap.mmap(-1, max(n, mmap.PAGESIZE))
 
 
+#: what one read's trip through FUSE and the reader's wake-ups may add to the daemon's time
+TRIP_ALLOWANCE_S = 0.005
+
+
 def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> None:
     m = mount("hdd-7200")
     rng = random.Random(42)
@@ -132,18 +136,20 @@ def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> Non
     assert after["bytes_read"] - before["bytes_read"] == 40 * KiB4
     modelled = after["modelled_latency_s"] - before["modelled_latency_s"]
     measured = sum(lat)
-    # Within 15 % of the model, measured end to end by the reader (typically 1-5 %; a
-    # saturated CPU adds the reader's own wake-up delays) ...
-    assert measured == pytest.approx(modelled, rel=0.15), (measured, modelled)
-    # ... and within 5 % inside the daemon (entry to return of its read handler), never
-    # early, late by no more than the host's own disk took: the image is read with
-    # O_DIRECT, and a disk busy with other work (CI's whole suite: +6.8% once) can take
-    # longer than the modelled request, which the daemon cannot make up for.
+    # Inside the daemon (entry to return of its read handler) within 5 %, never early,
+    # late by no more than the host's own disk took: the image is read with O_DIRECT, and
+    # a disk busy with other work (CI's whole suite: +6.8% once) can take longer than the
+    # modelled request, which the daemon cannot make up for.
     in_daemon = after["measured_latency_s"] - before["measured_latency_s"]
     host_io = after["backing_io_s"] - before["backing_io_s"]
-    said = (in_daemon, modelled, host_io)
+    said = (measured, in_daemon, modelled, host_io)
     assert in_daemon >= 0.95 * modelled, said
     assert in_daemon <= 1.05 * modelled + host_io, said
+    # The reader waits what the daemon took, plus the trip through FUSE and its own
+    # wake-ups: typically 1-5 % of the model on a quiet machine, but the CPU's to give
+    # (2.3 ms a read, +17 %, once beside CI's whole suite on 2 CPUs), so bounded per read.
+    assert measured >= 0.95 * modelled, said
+    assert measured <= in_daemon + len(offsets) * TRIP_ALLOWANCE_S, said
 
     # The daemon's model agrees with an independent replay of the same offsets.
     d = Disk(HDD_7200, SIZE)
