@@ -233,3 +233,67 @@ def test_the_built_in_flatpak_rule_pauses_its_unit_while_a_session_waits(
     finally:
         guest.run(["systemctl", "stop", "bbtest-flatpak"])
         guest.run(["rm", "-f", "/etc/systemd/system/bbtest-flatpak.service", COLD])
+
+
+
+#: A service whose program (python3 under a name of its own) waits until govern gave it the
+#: idle class, then writes and closes a file, and stays.
+WRITER_PY = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+while libc.syscall(252, 1, 0) >> 13 != 3:  # ioprio_get(PROCESS, self): idle yet?
+    time.sleep(0.1)
+with open("/var/tmp/bb-govflush.bin", "wb") as f:
+    f.write(os.urandom(16 << 20))
+time.sleep(600)
+"""
+WRITER_UNIT = "[Service]\nType=exec\nExecStart=/usr/local/bin/bbwriter -I /root/bbwriter.py\n"
+FLUSH_RULE = ('[[rule]]\nname = "bbwriter"\nmatch = { comm = "bbwriter" }\n'
+              'policy = "background"\nflush_behind = true\n')
+NO_FANOTIFY = "[Service]\nSystemCallFilter=~fanotify_init fanotify_mark\n"
+
+
+def _flushed(guest: Guest) -> dict[str, Any]:
+    """govern's status once it counts a file written back (rewritten as events arrive)."""
+    deadline = time.monotonic() + 60
+    while True:
+        st = _govern_status(guest)
+        if (st["flush_behind"] or {}).get("flushed_files") or time.monotonic() > deadline:
+            return st
+        time.sleep(1)
+
+
+def test_flush_behind_under_the_shipped_unit_and_without_fanotify(govern: Guest) -> None:
+    """A rule with flush_behind under the shipped unit's sandbox: the governed service's
+    closed file is written back and `status` counts it. A unit whose syscall filter leaves
+    fanotify out keeps governing, flush-behind off and said under its problems."""
+    guest = govern  # its clean-up removes /etc/backburner, the unit's drop-ins, the programs
+    guest.put("/etc/backburner/rules.d/flush.toml", FLUSH_RULE)
+    guest.put("/root/bbwriter.py", WRITER_PY)
+    guest.put("/etc/systemd/system/bbtest-writer.service", WRITER_UNIT)
+    guest.run(["ln", "-sf", "/usr/bin/python3", "/usr/local/bin/bbwriter"], check=True)
+    try:
+        guest.run(["systemctl", "daemon-reload"], check=True)
+        guest.run(["systemctl", "start", "backburner-govern"], timeout=120, check=True,
+                  units=["backburner-govern"])
+        guest.run(["systemctl", "start", "bbtest-writer"], check=True)
+        st = _flushed(guest)
+        assert st["flush_behind"]["flushed_files"] == 1, st
+        assert st["flush_behind"]["flushed_bytes"] == 16 << 20, st
+        assert "flush_problems" not in st["flush_behind"], st
+        assert not [p for p in st["problems"] if "flush" in p], st["problems"]
+
+        guest.put(f"{UNIT}.d/no-fanotify.conf", NO_FANOTIFY)
+        guest.run(["systemctl", "daemon-reload"], check=True)
+        guest.run(["systemctl", "restart", "backburner-govern"], timeout=120, check=True,
+                  units=["backburner-govern"])
+        st = _govern_status(guest)
+        assert st["running"] and st["flush_behind"] is None, st
+        assert [p for p in st["problems"] if p.startswith("flush-behind is off")], st
+        writer = json.loads(guest.run(["python3", "/root/governed.py", "bbwriter"],
+                                      check=True).out)["procs"]
+        assert [p["io"] for p in writer] == ["idle"], writer  # the rule's other settings
+    finally:
+        guest.run(["systemctl", "stop", "bbtest-writer"])
+        guest.run(["rm", "-f", "/etc/systemd/system/bbtest-writer.service", "/root/bbwriter.py",
+                   "/usr/local/bin/bbwriter", "/var/tmp/bb-govflush.bin"])

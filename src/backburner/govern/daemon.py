@@ -82,6 +82,7 @@ def status(gov: Governor, opts: Options, started: float, running: bool = True
             "pause_s": thr.pause_s if thr else None,
             "min_duty": thr.min_duty if thr else None,
         },
+        "flush_behind": gov.flushing.summary() if gov.flushing else None,
         "problems": sorted(gov.problems.values()),
         "disks": gov.disks,
     }
@@ -306,12 +307,20 @@ def _throttle_settings(gov: Governor) -> None:
 
 def _flush_behind(gov: Governor) -> None:
     """The files of rules with flush_behind written back at the idle class (the first time
-    a rule asks; not in a dry run, which changes nothing)."""
+    a rule asks; not in a dry run, which changes nothing). Where it cannot watch (no
+    fanotify, or a sandbox without it) the rules' other settings still apply: a problem,
+    not the daemon's end, and tried again at the next reload."""
     if gov.flushing is None and gov.tx is not None and any(
             r.flush_behind for r in gov.ruleset.rules):
-        gov.flushing = flushing.FlushBehind(flushing.block_filesystems(),
-                                            grammar.BUILTIN["background"], gov.flushes)
-        gov.flushing.start()
+        watch = flushing.FlushBehind(flushing.block_filesystems(),
+                                     grammar.BUILTIN["background"], gov.flushes)
+        try:
+            watch.start()
+        except BackburnerError as err:
+            gov.problem("flush-behind", f"flush-behind is off: {err}")
+            return
+        gov.problems.pop("flush-behind", None)
+        gov.flushing = watch
 
 
 def _reload(gov: Governor, opts: Options, conn: proc_events.Connector, watch: Watch) -> None:

@@ -198,6 +198,12 @@ def format_status(st: dict[str, Any]) -> str:
                      f"{t.get('pauses', 0)} pauses, {quantities.fmt_s(t.get('paused_s', 0))} s "
                      f"paused, longest {quantities.fmt_s(t.get('longest_s', 0))} s"
                      + ("; FROZEN now" if t.get("frozen") else ""))
+    flushed = st.get("flush_behind")
+    if flushed:
+        lines.append(f"flush-behind: {quantities.plural(flushed['flushed_files'], 'file')} "
+                     f"({quantities.fmt_bytes(flushed['flushed_bytes'])}) written back at the "
+                     f"idle class as governed processes closed them"
+                     + "".join(f"; {p}" for p in flushed.get("flush_problems", [])))
     for p in st.get("problems", []):
         lines.append(f"could not: {p}")
     return _lines(lines)
