@@ -341,3 +341,23 @@ def test_a_command_line_too_slow_to_search_is_not_matched_and_is_told(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_flush_behind_still_counts_a_governed_writer_shortly_after_its_exit(
+        state_dir: Path, parent: tuple[subprocess.Popen[str], str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short-lived writer's close is read by the flush-behind thread after its exit
+    event may have retired it: its PID still counts for FLUSH_GONE_S, for a flush_behind
+    rule only."""
+    proc, comm = parent
+    for extra, flushed in (("flush_behind = true\n", True), ("", False)):
+        with system.LiveTransaction("govern") as tx:
+            gov = governor.Governor(ruleset(comm, extra), tx)
+            gov.consider(proc.pid)
+            assert gov.flushes(proc.pid) is flushed
+            gov.handle([cn.Event(cn.EXIT, 0, 0, proc.pid, proc.pid)])
+            assert proc.pid not in gov.governed and gov.flushes(proc.pid) is flushed
+            later = governor.time.monotonic() + governor.FLUSH_GONE_S
+            monkeypatch.setattr(governor.time, "monotonic", lambda later=later: later)
+            assert not gov.flushes(proc.pid)
+            monkeypatch.undo()

@@ -4,6 +4,7 @@ from a thread at the job's IO class; another process's files are left to the ker
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,10 +12,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers import BB, TIMEOUT, Daemon, loop_ext4, rules_dir, wait_for
+from helpers import BB, TIMEOUT, Daemon, bb, loop_ext4, rules_dir, wait_for
 
 from backburner.base.errors import SystemStateError
-from backburner.kernel import pagecache, priorities
+from backburner.kernel import pagecache, priorities, proc_events
 from backburner.policy import grammar
 from backburner.run import flushing
 
@@ -90,7 +91,46 @@ def test_run_writes_its_jobs_files_back_and_mirrors_its_status(tmp_path: Path) -
         assert job.returncode == 0 and out == ""
 
 
-def test_govern_writes_back_the_files_of_a_rule_with_flush_behind(tmp_path: Path) -> None:
+def test_a_writer_that_ends_right_after_its_close_is_still_the_jobs(tmp_path: Path) -> None:
+    """`head` under the shell's `>` closes the file as it exits: its event is read with
+    the PID gone, told apart by the job's fork events (flushing.JobTree)."""
+    with loop_ext4(tmp_path) as (_loop, mnt):
+        r = bb("run", "-v", "--no-cgroup", "--policy", "io=idle,flush-behind", "--", "sh",
+               "-c", f"head -c {SIZE} /dev/urandom > {mnt / 'job.bin'}")
+        assert r.returncode == 0, r.err
+        assert "flush-behind: 1 file (4 MiB) written back" in r.err, r.err
+        wait_for(lambda: _dirty_pages(mnt / "job.bin") == 0, FLUSHED_WITHIN_S,
+                 "the ended writer's file to be written back")
+
+
+def test_the_job_tree_takes_forks_in_any_order_and_remembers_the_ended() -> None:
+    """Fork events as the connector gives them: a grandchild's may come before its
+    parent's; a member's PID stays one after its exit; another process's fork is not."""
+    tree = flushing.JobTree(os.getpid(), include_root=False)
+    try:
+        assert tree.events is not None  # root: the connector is there
+
+        class Fake:
+            def __init__(self, *events: proc_events.Event) -> None:
+                self.batches = [proc_events.Batch(list(events))]
+
+            def drain(self, limit: int) -> proc_events.Batch:
+                return self.batches.pop(0) if self.batches else proc_events.Batch([])
+
+        me, nobody = os.getpid(), 1
+        tree.events.close()
+        tree.events = Fake(  # type: ignore[assignment]
+            proc_events.Event(proc_events.FORK, 0, 1, 900002, 900002, 900001, 900001),
+            proc_events.Event(proc_events.FORK, 1, 1, 900001, 900001, me, me),
+            proc_events.Event(proc_events.FORK, 0, 2, 900003, 900003, nobody, nobody))
+        assert tree(900002) and 900001 in tree.members  # neither alive: by the events
+        assert not tree(900003) and not tree(me)
+    finally:
+        tree.events = None
+
+
+def test_govern_writes_back_the_files_of_a_rule_with_flush_behind(
+        tmp_path: Path, state_dir: Path) -> None:
     link = tmp_path / f"bbfb{uuid.uuid4().hex[:10]}"  # a name of its own for the rule
     link.symlink_to(sys.executable)
     rule = (f'[[rule]]\nname = "t"\nmatch = {{ comm = "{link.name}" }}\n'
@@ -107,6 +147,11 @@ def test_govern_writes_back_the_files_of_a_rule_with_flush_behind(tmp_path: Path
                      "the governed writer's file to be written back")
             assert _dirty_pages(mnt / "theirs.bin") > 0
             writer.communicate("", timeout=TIMEOUT)
+            # the status file, rewritten after the writer's exit, counts what was written back
+            wait_for(lambda: (json.loads(bb("govern", "status", "--json").out)
+                              .get("flush_behind") or {}).get("flushed_files") == 1,
+                     TIMEOUT, "the status to count the file")
+            assert "flush-behind: 1 file (4 MiB) written back" in bb("govern", "status").out
         finally:
             code, err = daemon.finish()
     assert code == 0, err

@@ -121,3 +121,20 @@ def test_signal_forwarded_to_job(guest: Guest, sig: signal.Signals) -> None:
     r = guest.run([PY, "-c", FORWARD_DRIVER, str(int(sig)), job, *POLICY], timeout=120,
                   check=True)
     assert json.loads(r.out) == {"status": 40 + sig, "got": sig.name, "probe": SET}
+
+
+
+def test_flush_behind_writes_the_jobs_files_back_from_its_scope(guest: Guest) -> None:
+    """Under systemd the job runs in a transient scope: the flush-behind thread stays in
+    `run`, tells the job's processes apart (the file's writer, `head`, has ended when its
+    close is read) and writes the file back, as `run -v` says."""
+    try:
+        r = guest.run(["backburner", "run", "-v", "-q", "--policy", "background,flush-behind",
+                       "--", "sh", "-c", "head -c 32M /dev/urandom >/var/tmp/bb-flush.bin && "
+                       "cat /proc/self/cgroup"], timeout=120)
+        assert r.status == 0 and r.out.strip().endswith(".scope"), r  # the job's own group
+        said = [ln for ln in r.err.splitlines() if "flush-behind" in ln]
+        assert said == ["backburner: flush-behind: 1 file (32 MiB) written back as the job "
+                        "closed them"], r
+    finally:
+        guest.run(["rm", "-f", "/var/tmp/bb-flush.bin"])

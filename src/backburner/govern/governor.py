@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: how long a governed process's PID still counts for flush-behind after its exit: its last
+#: closes are queued before the exit, and read within a fraction of a second
+FLUSH_GONE_S = 10.0
+
 
 def _io_cpu(rule: Rule) -> tuple[str | None, str | None]:
     p = rule.policy
@@ -86,6 +90,7 @@ class Governor:
         self.network = network or cgroups.Network(None)  # rules with net = "background"
         self.flushing: flushing.FlushBehind | None = None  # for rules with flush_behind
         self._flush_rules = {r.name for r in ruleset.rules if r.flush_behind}
+        self._flush_gone: dict[int, float] = {}  # PID -> its exit, for flush-behind
 
     def set_rules(self, ruleset: Ruleset) -> None:
         """New rules (a reload): for processes that start from now on, and running ones a
@@ -98,9 +103,21 @@ class Governor:
 
     def flushes(self, pid: int) -> bool:
         """Whether a file closed by pid is written back at once (a rule with flush_behind
-        governs it): asked by the flush-behind thread, a lookup and nothing more."""
+        governs it, or did until it exited FLUSH_GONE_S ago: a short-lived writer's event
+        is read after its exit): asked by the flush-behind thread, lookups only."""
         g = self.governed.get(pid)
-        return g is not None and g.rule in self._flush_rules
+        if g is not None:
+            return g.rule in self._flush_rules
+        gone = self._flush_gone.get(pid)
+        return gone is not None and time.monotonic() - gone < FLUSH_GONE_S
+
+    def _note_flush_gone(self, pid: int) -> None:
+        """Remembered for the flush-behind thread; the old ones forgotten (a new dict, as
+        the thread reads it meanwhile)."""
+        now = time.monotonic()
+        kept = {p: t for p, t in self._flush_gone.items() if now - t < FLUSH_GONE_S}
+        kept[pid] = now
+        self._flush_gone = kept
 
     def _sets(self, rule: Rule) -> str:
         text = self._sets_text.get(rule.name)
@@ -121,6 +138,8 @@ class Governor:
         if g is not None:
             self.n_throttled -= g.throttled
             self.dirty = True
+            if g.rule in self._flush_rules:
+                self._note_flush_gone(pid)
             if self.placer is not None:
                 self.placer.release(g.unit)
             if not self.governed:

@@ -6,13 +6,13 @@ kernel's flusher later finds those pages clean or already under writeback, so th
 buffered writes reach the disk at its class, not at the flusher's default one.
 
 Only the job's files: a file closed by any other process is left to the kernel. A process
-is told to be the job's by its ancestry while it lives, and remembered: the events it
-queued before it ended still count. The thread keeps the default CPU policy, not the
-job's: at SCHED_IDLE beside a flatpak installer using both CPUs it fell so far behind that
-the closers of 1,635 of 3,156 files had ended, unseen, before it read their events, and
-the kernel's flusher wrote those 100 MB into the next start at the default class
-(docs/measurements/startup.md, "The slow starts traced"). Its work is a system call per
-file. It drains what is queued before it ends.
+is told to be the job's by the fork events of the job's tree (`JobTree`), so a file closed
+by a process that ended before its event was read still counts. The thread keeps the
+default CPU policy, not the job's: at SCHED_IDLE beside a flatpak installer using both CPUs
+it fell so far behind that the closers of 1,635 of 3,156 files had ended, unseen, before it
+read their events, and the kernel's flusher wrote those 100 MB into the next start at the
+default class (docs/measurements/startup.md, "The slow starts traced"). Its work is a
+system call per file. It drains what is queued before it ends.
 
 A thread, not a helper process: it holds nothing that outlives the job, and ends with it.
 It is started with the signals `run` forwards blocked, so that those still reach the
@@ -31,8 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..base import quantities
 from ..base.errors import BackburnerError, SystemStateError
-from ..kernel import block, fanotify, pagecache, priorities, procfs
+from ..kernel import block, fanotify, pagecache, priorities, proc_events, procfs
 from ..policy import grammar
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ READ_BYTES = 1 << 17
 #: at most this many reads of what is still queued when asked to stop: a stop is never
 #: held up by a writer that goes on (govern's processes outlive the daemon)
 DRAIN_READS = 16
+#: fork events read at once when a PID is not known yet
+DRAIN_FORKS = 4096
 #: what the thread never takes: the signals a job's runner waits for or forwards
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD)
 
@@ -98,6 +101,8 @@ class FlushBehind:
         if not marked:
             os.close(self._fd)
             self._fd = -1
+            if isinstance(self.ours, JobTree):
+                self.ours.close()
             raise SystemStateError(self.problems[0] if self.problems
                                    else "flush-behind has no filesystem to watch")
         self._thread = threading.Thread(target=self._run, name="flush-behind", daemon=True)
@@ -160,8 +165,17 @@ class FlushBehind:
         if len(self.problems) < 5:
             self.problems.append(text)
 
+    def summary(self) -> dict[str, Any]:
+        """What it has written back so far (read while it runs: govern's status)."""
+        out: dict[str, Any] = {"flushed_files": self.files, "flushed_bytes": self.bytes,
+                               "flush_left_files": self.left}
+        if self.problems:
+            out["flush_problems"] = list(self.problems)
+        return out
+
     def stop(self) -> dict[str, Any]:
-        """The thread ended and the watch closed; what it wrote back."""
+        """The thread ended and the watch closed (and a `JobTree`'s events); what it wrote
+        back."""
         self._done.set()
         if self._thread is not None:
             self._thread.join()
@@ -169,26 +183,81 @@ class FlushBehind:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        out: dict[str, Any] = {"flushed_files": self.files, "flushed_bytes": self.bytes,
-                               "flush_left_files": self.left}
-        if self.problems:
-            out["flush_problems"] = self.problems
-        return out
+        if isinstance(self.ours, JobTree):
+            self.ours.close()
+        return self.summary()
 
 
-def tree_of(root: int, include_root: bool = True) -> Callable[[int], bool]:
-    """Whether a PID is `root`'s descendant (or `root`, with include_root): a process
-    that has exited is neither, as it can no longer be told apart."""
-    def ours(pid: int) -> bool:
-        return include_root if pid == root else root in procfs.ancestors_of(pid)
+class JobTree:
+    """Whether a PID is `root`'s descendant (or `root`, with include_root), also once it
+    has exited: a file closed by a process that ends right after (`cp`, `head` under a
+    shell's `>`, every short-lived writer) is queued with the PID of a process /proc no
+    longer knows. The process connector's fork events, subscribed before the tree is read
+    from /proc (so that no fork falls between), name every process the tree makes; they
+    are read when a PID is not known yet. A child's own forks may be sent before its
+    parent's fork event (the kernel sends that after the child can run), so an unresolved
+    fork waits one more read. Without the connector (not root), or for what it lost to an
+    overflow, a living process's /proc ancestry tells. A member's PID is not forgotten at
+    its exit: a reused one would at worst have a file written back early."""
 
-    return ours
+    def __init__(self, root: int, include_root: bool = True) -> None:
+        self.root, self.include_root = root, include_root
+        self.events: proc_events.Connector | None = None
+        try:
+            self.events = proc_events.Connector()
+            self.events.narrow(proc_events.FORK)
+        except BackburnerError as err:
+            log.debug("flush-behind tells the job's processes by /proc alone: %s", err)
+        self.members = {root, *procfs.descendants_of(root)}
+        self._unresolved: dict[int, int] = {}  # child -> parent, from the last read
+
+    def __call__(self, pid: int) -> bool:
+        if pid not in self.members and self.events is not None:
+            self._read_forks()
+        if pid in self.members:
+            return self.include_root or pid != self.root
+        return self.root in procfs.ancestors_of(pid)
+
+    def _read_forks(self) -> None:
+        assert self.events is not None
+        fresh: dict[int, int] = {}  # child -> parent
+        while True:
+            batch = self.events.drain(limit=DRAIN_FORKS)
+            fresh.update((ev.tgid, ev.ptgid) for ev in batch.events
+                         if ev.what == proc_events.FORK and not ev.is_thread)
+            if batch.incomplete:  # lost forks: what lives below root is in /proc
+                self.members.update(procfs.descendants_of(self.root))
+            if len(batch.events) < DRAIN_FORKS and not batch.overflow:
+                break
+        forks = {**self._unresolved, **fresh}
+        grew = True
+        while grew:  # a grandchild's fork may come before its parent's
+            found = [child for child, parent in forks.items() if parent in self.members]
+            self.members.update(found)
+            for child in found:
+                del forks[child]
+            grew = bool(found)
+        # this read's unresolved wait for one more (most are the machine's other forks)
+        self._unresolved = {c: p for c, p in forks.items() if c in fresh}
+
+    def close(self) -> None:
+        if self.events is not None:
+            self.events.close()
+            self.events = None
+
+
+def tree_of(root: int, include_root: bool = True) -> JobTree:
+    """`JobTree(root, include_root)`: made before the job's processes start, or with them
+    running (those are read from /proc)."""
+    return JobTree(root, include_root)
 
 
 @contextmanager
-def around_children(policy: grammar.Policy) -> Iterator[FlushBehind]:
+def around_children(policy: grammar.Policy,
+                    report: Callable[[str], None] = lambda _: None) -> Iterator[FlushBehind]:
     """Flush-behind for every process this one starts in the block (`run`'s job), on every
-    filesystem on a block device; this process's own files are not the job's."""
+    filesystem on a block device; this process's own files are not the job's. At the end
+    `report` (run -v) hears what it wrote back; what it could not do is a warning line."""
     watch = FlushBehind(block_filesystems(), policy, tree_of(os.getpid(), include_root=False))
     watch.start()
     try:
@@ -196,3 +265,8 @@ def around_children(policy: grammar.Policy) -> Iterator[FlushBehind]:
     finally:
         done = watch.stop()
         log.debug("flush-behind: %s", done)
+        report(f"flush-behind: {quantities.plural(done['flushed_files'], 'file')} "
+               f"({quantities.fmt_bytes(done['flushed_bytes'])}) written back as the job "
+               "closed them")
+        for problem in done.get("flush_problems", []):
+            log.warning("warning: flush-behind: %s", problem)

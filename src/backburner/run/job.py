@@ -101,7 +101,7 @@ def run_job(argv: Sequence[str], policy: grammar.Policy, *, use_cgroup: bool = T
         sets["flush-behind"] = "on"
     with records.running_job(argv, sets), ExitStack() as held:  # `backburner status` lists it
         if flush_behind:
-            held.enter_context(flushing.around_children(policy))
+            held.enter_context(flushing.around_children(policy, report))
         return _run_job(argv, policy, report=report, facts=facts, slice_name=slice_name,
                         net=net)
 
