@@ -174,3 +174,28 @@ def test_the_headline_is_the_comparison_the_user_came_for(tmp_path: Path) -> Non
     assert text.splitlines()[0] == f"answer: {rec.headline}"
     assert [ln.removeprefix("  $ ") for ln in text.splitlines()[1:]] == list(rec.commands)
     assert f"  In short: {rec.headline}" in recommend.render([rec])
+
+
+def test_tunables_are_levers_of_the_same_comparison_taken_only_beyond_the_band(
+        tmp_path: Path) -> None:
+    """A run with BFQ's slice_idle as a setup variant (`--setup-variant-tune`) gives one
+    recommendation, not one per variant: the tuned cell wins only by more than the band a
+    person notices, and then its commands set the tunable; the unprotected start it is
+    compared with is the scheduler's own."""
+    settings = {"prepares": ["tune:si16=bfq:slice_idle=16"]}
+
+    def cells(tuned_start: float) -> dict:
+        return {("bfq", "none", "-"): 1.0, ("bfq", LOAD, "default"): 3.0,
+                ("bfq", LOAD, "background"): 1.5,
+                ("bfq", "none", "-", "si16"): 1.0, ("bfq", LOAD, "default", "si16"): 5.0,
+                ("bfq", LOAD, "background", "si16"): tuned_start}
+
+    rec = _recommend(tmp_path / "far.db", cells(1.1), settings=settings)
+    assert (rec.best.cell.prepare, rec.best.cell.policy) == ("si16", "background")
+    assert "echo 16 > /sys/block/DEV/queue/iosched/slice_idle" in "\n".join(rec.commands)
+    assert re.search(r"takes 3\.0\d s unprotected on bfq and 1\.1\d s on "
+                     r"bfq \(slice_idle=16\) \+ background", rec.headline), rec.headline
+    assert "bfq (slice_idle=16) + background" in recommend.render([rec])
+    close = _recommend(tmp_path / "close.db", cells(1.45), settings=settings)
+    assert (close.best.cell.prepare, close.best.cell.policy) == ("none", "background")
+    assert not any("iosched" in c for c in close.commands)

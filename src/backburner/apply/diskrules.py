@@ -6,7 +6,7 @@ A class of disk is what a udev rule can tell at the disk's uevent: its kernel na
 solid-state class leaves them out, to be chosen apart); rotational and solid-state disks
 are the other whole disks with a scheduler (SCSI/SATA/USB, virtio, Xen, MMC/SD) by their
 rotational flag. `--scheduler recommended` writes one rule per class with the scheduler
-`disks.RECOMMENDED` names (docs/measurements/ssd.md measured it).
+`disks.RECOMMENDED` names (startup.md measured it for rotational disks, ssd.md for the rest).
 
 io.cost (cgroup v2's cost model controller) is switched on per disk in the cgroup2 root's
 `io.cost.qos`; with it `io.weight` acts whatever the scheduler, on buffered writeback too
@@ -89,7 +89,7 @@ def scheduler_rules(scheduler: str, devices: str | None, kernel: str | None = No
                     ) -> list[SchedulerRule]:
     """The rules of `--scheduler` and `--devices`: one for the class (rotational when none
     is given), or with `recommended` one per class (every class, or the one given) with
-    the scheduler docs/measurements/ssd.md recommends for it."""
+    the scheduler `disks.RECOMMENDED` names for it (measured: see there)."""
     if scheduler != RECOMMENDED:
         return [SchedulerRule(scheduler, *class_match(devices or block.ROTATIONAL, kernel))]
     classes = block.DISK_CLASSES if devices in (None, "all") else (devices,)

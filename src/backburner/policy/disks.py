@@ -7,7 +7,7 @@ other mounted disk) and says it: `doctor`'s line per disk, the one warning line 
 data for `govern status --json`, `apply --status` and any status view (`reports`).
 
 The fix a line names is the scheduler `apply --scheduler recommended` installs for the
-disk's class (`RECOMMENDED`), the one docs/measurements/ssd.md measured.
+disk's class (`RECOMMENDED`, with the figures that chose it).
 """
 
 from __future__ import annotations
@@ -20,11 +20,17 @@ from typing import Any
 from ..kernel import block, cgroups, levers, procfs
 from .grammar import BUILTIN, Policy
 
-#: The scheduler per class of disk that `apply --scheduler recommended` installs, as
-#: docs/measurements/ssd.md measured it: BFQ everywhere. On a non-rotational testbed under `none`,
-#: `kyber` or `mq-deadline` a cold start under bulk readers or buffered writers stayed
-#: 2.2-3.6× slower than unloaded with the background policy; under BFQ 0.93-1.10× under
-#: readers and about 1.5× under buffered writers (undecided at ±10%).
+#: The scheduler per class of disk that `apply --scheduler recommended` installs: BFQ
+#: everywhere. Rotational (docs/measurements/startup.md, the quick preset and the office
+#: scenario): beside ten sequential readers a cold start was 12-14× slower than unloaded on
+#: mq-deadline and still 2.7-3.1× with the background policy, within ±25% on BFQ; beside a
+#: flatpak installer both schedulers were 2.6-3.2× slower unprotected, and at the idle
+#: class with govern's throttle (its built-in flatpak rule) both within 5%, BFQ 1.02×
+#: [1.01-1.04] (mq-deadline with the idle class alone too; BFQ's 1.09× is what the
+#: throttle is for). Non-rotational (docs/measurements/ssd.md): under `none`, `kyber` or
+#: `mq-deadline` a cold start under bulk readers or buffered writers stayed 2.2-3.6×
+#: slower with the background policy; under BFQ 0.93-1.10× under readers and about 1.5×
+#: under buffered writers (undecided at ±10%).
 RECOMMENDED = {block.ROTATIONAL: "bfq", block.NON_ROTATIONAL: "bfq", block.NVME: "bfq"}
 #: What `apply --scheduler` takes for "the recommended one for each class of disk".
 RECOMMENDED_NAME = "recommended"

@@ -1,11 +1,15 @@
 """From numbers to a decision (`report --recommend`, and the HTML report's conclusion).
 
-For every load (per probe, device and preparation): the cells that are Pareto-best for
-start-up time (the loaded median itself, lower is better) against the bulk work's own speed
-(relative to the same load unprotected, higher is better); the recommended scheduler and
-policy with its evidence and uncertainty; the exact commands that apply it (`run`, `apply`,
-a `govern` rule); and what this machine limits, with the reason. Pure: summary rows and the
-run's recorded environment in, recommendations out.
+For every load (per probe, device and preparation; an IO scheduler's tunables measured as
+setup variants are levers of the same comparison, not preparations): the cells that are
+Pareto-best for start-up time (the loaded median itself, lower is better) against the bulk
+work's own speed (relative to the same load unprotected, higher is better); the recommended
+scheduler and policy with its evidence and uncertainty; the exact commands that apply it
+(`run`, `apply`, a `govern` rule); and what this machine limits, with the reason. Pure:
+summary rows and the run's recorded environment in, recommendations out.
+
+A tunable is recommended only where it beats the scheduler's own values by more than the
+band a person notices: among cells that close, the one without tunables is taken.
 
 Cells are ranked by the time a user waits, not by each one's ratio to its own scheduler's
 unloaded time: the schedulers' unloaded times differ, so bfq at 1.05x its unloaded 2.0 s
@@ -38,6 +42,10 @@ BUFFERED_WRITERS = ("install-loop", "copy", "writers:", "cmd:")
 NO_PRIORITIES = {"none": "none", "kyber": "kyber"}
 
 
+#: A setup variant's name -> (scheduler, "KEY=VALUE,..."): the ones that set tunables.
+Tunes = dict[str, tuple[str, str]]
+
+
 @dataclass(frozen=True)
 class Recommendation:
     probe: str
@@ -52,6 +60,8 @@ class Recommendation:
     limits: tuple[str, ...] = field(default=())
     #: the comparison the user came for, in one sentence (`headline`)
     headline: str = ""
+    #: the setup variants among the cells that set a scheduler's tunables (`tunes`)
+    tuned: Tunes = field(default_factory=dict)
 
     @property
     def title(self) -> str:
@@ -94,20 +104,44 @@ def pareto(rows: list[Row]) -> list[Row]:
     return sorted((r for r in rows if not dominated(r)), key=_start)
 
 
-def choose(rows: list[Row], tolerance: float | None = None) -> Row:
+def tunes(data: ReportData) -> Tunes:
+    """The setup variants that are an IO scheduler's tunables, as the runs recorded them
+    (bench's `--setup-variant-tune NAME=SCHEDULER:KEY=VALUE,...`, "tune:" before it)."""
+    out: Tunes = {}
+    for run in data.runs:
+        for text in run.config.get("prepares") or []:
+            mode, _, rest = str(text).partition(":")
+            name, _, spec = rest.partition("=")
+            scheduler, _, items = spec.partition(":")
+            if mode == "tune" and name and items:
+                out[name] = (scheduler, items)
+    return out
+
+
+def lever(r: Row, tuned: Tunes | None = None) -> str:
+    """'bfq + io=idle', or with tunables 'bfq (slice_idle=16) + io=idle'."""
+    tune = (tuned or {}).get(r.cell.prepare)
+    return f"{r.cell.scheduler}{f' ({tune[1]})' if tune else ''} + {r.cell.policy}"
+
+
+def choose(rows: list[Row], tolerance: float | None = None,
+           tuned: Tunes | None = None) -> Row:
     """The lowest start-up time; among cells within the band of it (``tolerance`` when
     given, else the band the fastest cell's verdict was judged against: what a person would
-    not notice), the one whose bulk work keeps the most of its speed."""
+    not notice), the one whose bulk work keeps the most of its speed, then one without
+    tunables (a tunable within the band of the scheduler's own values buys nothing)."""
     fastest = min(rows, key=_start)
     best = _start(fastest)
     if tolerance is None:
         tolerance = float(fastest.verdict_params.get("tolerance", stats.NOTICEABLE_FRACTION))
     close = [r for r in rows if _start(r) <= best * (1 + tolerance)]
-    return max(close, key=lambda r: (_bulk(r) or 0.0, -_start(r)))
+    return max(close, key=lambda r: (_bulk(r) or 0.0, r.cell.prepare not in (tuned or {}),
+                                     -_start(r)))
 
 
-def evidence(r: Row, rows: list[Row]) -> str:
-    parts = [f"{r.cell.scheduler} + {r.cell.policy}: start-up {median_text(r)} s"
+def evidence(r: Row, rows: list[Row], tuned: Tunes | None = None) -> str:
+    """`rows` without tunables: what "BFQ alone" is compared on."""
+    parts = [f"{lever(r, tuned)}: start-up {median_text(r)} s"
              + (f", {fmt_ratio_ci(r.ratio)} its unloaded time" if r.ratio else "")]
     if r.bulk is not None and r.cell.policy != "default" and r.bulk.ratio is not None:
         parts.append(f"bulk work at {fmt_ratio_ci(r.bulk.ratio)} of its unprotected speed")
@@ -130,18 +164,25 @@ def evidence(r: Row, rows: list[Row]) -> str:
     return "; ".join(parts)
 
 
-def commands(r: Row, rotational: str | None = None) -> tuple[str, ...]:
+def commands(r: Row, rotational: str | None = None,
+             tuned: Tunes | None = None) -> tuple[str, ...]:
     """Shell lines (a comment after "   # "); a governed cell is applied by the daemon and
     its rule, not by a policy `run` or `apply` would refuse; a network study's background
     policy by `run --net` (its queue is the link's, not this machine's to set). The
     scheduler rule is for the class of disk measured (`rotational`: the device's flag as
-    the run recorded it; apply's rule is for rotational disks unless told)."""
+    the run recorded it; apply's rule is for rotational disks unless told); a cell measured
+    with tunables gets the writes that set them (which no rule of `apply` keeps)."""
     if r.cell.network:
         return (f"backburner run --net {shlex.quote(r.cell.policy)} -- "
                 "YOUR-DOWNLOAD-COMMAND",) if r.cell.policy != "default" else ()
     devices = " --devices non-rotational" if rotational == "0" else ""
     out = [f"backburner apply --scheduler {shlex.quote(r.cell.scheduler)}{devices}   # the "
            "IO scheduler, for matching disks (a udev rule)"]
+    if tune := (tuned or {}).get(r.cell.prepare):
+        for item in tune[1].split(","):
+            key, _, value = item.strip().partition("=")
+            out.append(f"echo {shlex.quote(value)} > /sys/block/DEV/queue/iosched/{key}   # "
+                       f"{tune[0]}'s tunable as measured, until the next boot")
     if r.cell.policy == GOVERNED or _throttle(r.cell.policy) is not None:
         out.append(f"backburner govern check   # with the govern rule below in {RULES_FILE}")
         out.append("backburner govern run   # the daemon; or its systemd unit "
@@ -245,7 +286,8 @@ def _rotational(data: ReportData) -> str | None:
     return flag if flag in ("0", "1") else None
 
 
-def headline(best: Row, rows: list[Row], by_key: dict[str, Row]) -> str:
+def headline(best: Row, rows: list[Row], by_key: dict[str, Row],
+             tuned: Tunes | None = None) -> str:
     """'under readers:10:seq a start of python takes 2.88 s unprotected on mq-deadline and
     0.193 s on bfq + background (1.07× unloaded)': the slowest unprotected start of this
     load against the recommended one, medians as the report gives them."""
@@ -254,8 +296,9 @@ def headline(best: Row, rows: list[Row], by_key: dict[str, Row]) -> str:
     tail = (f" ({fmt_factor(best.ratio.ratio)}\u00d7 its unloaded {median_value_text(base)} s)"
             if best.ratio is not None and base is not None and base.median is not None
             else "")
-    ours = f"{median_value_text(best)} s on {best.cell.scheduler} + {best.cell.policy}"
-    unprotected = [r for r in rows if r.cell.policy == "default" and r is not best]
+    ours = f"{median_value_text(best)} s on {lever(best, tuned)}"
+    unprotected = [r for r in rows if r.cell.policy == "default" and r is not best
+                   and r.cell.prepare not in (tuned or {})]
     if not unprotected:
         return f"{start} {ours}{tail}"
     worst = max(unprotected, key=_start)
@@ -292,17 +335,20 @@ def recommend(data: ReportData, *, tolerance: float | None = None,
     if not rows:
         raise DataError(f"{data.path} has no loaded cell with a ratio to unloaded",
                         "a recommendation needs loaded cells and their unloaded baseline")
+    tuned = tunes(data)
     groups: dict[tuple[str, str, str, str], list[Row]] = {}
-    for r in rows:
-        groups.setdefault((r.cell.probe, r.cell.device, r.cell.prepare, r.cell.load),
-                          []).append(r)
+    for r in rows:  # a tunables variant is a lever beside the others, not a preparation
+        prepare = "none" if r.cell.prepare in tuned else r.cell.prepare
+        groups.setdefault((r.cell.probe, r.cell.device, prepare, r.cell.load), []).append(r)
     out = []
     for (probe, device, prepare, load), members in groups.items():
-        best = choose(members, tolerance)
+        best = choose(members, tolerance, tuned)
+        plain = [m for m in members if m.cell.prepare not in tuned]
         out.append(Recommendation(probe, device, prepare, load, best,
-                                  tuple(pareto(members)), evidence(best, members),
-                                  commands(best, _rotational(data)), govern_rule(best),
-                                  limits(data, best), headline(best, members, by_key)))
+                                  tuple(pareto(members)), evidence(best, plain, tuned),
+                                  commands(best, _rotational(data), tuned), govern_rule(best),
+                                  limits(data, best), headline(best, members, by_key, tuned),
+                                  tuned))
     return out
 
 
@@ -314,7 +360,7 @@ def render(recs: list[Recommendation]) -> str:
         lines.append(f"Recommended {rec.title}: {rec.evidence}")
         if rec.headline:
             lines.append(f"  In short: {rec.headline}")
-        front = ", ".join(f"{r.cell.scheduler} + {r.cell.policy}" for r in rec.pareto)
+        front = ", ".join(lever(r, rec.tuned) for r in rec.pareto)
         lines.append(f"  Pareto-best (start-up vs bulk work): {front}")
         lines += [f"  $ {c}" for c in rec.commands]
         lines += _rule_lines(rec, only_if_named=False)
