@@ -196,6 +196,10 @@ def test_tunables_are_levers_of_the_same_comparison_taken_only_beyond_the_band(
     assert re.search(r"takes 3\.0\d s unprotected on bfq and 1\.1\d s on "
                      r"bfq \(slice_idle=16\) \+ background", rec.headline), rec.headline
     assert "bfq (slice_idle=16) + background" in recommend.render([rec])
-    close = _recommend(tmp_path / "close.db", cells(1.45), settings=settings)
+    # the tuned cell within the band keeps a little more of the installs' speed: not enough
+    bulk = {("bfq", LOAD, "default"): (12e6, 1), ("bfq", LOAD, "background"): (10e6, 1),
+            ("bfq", LOAD, "default", "si16"): (12e6, 1),
+            ("bfq", LOAD, "background", "si16"): (11e6, 1)}
+    close = _recommend(tmp_path / "close.db", cells(1.45), settings=settings, bulk=bulk)
     assert (close.best.cell.prepare, close.best.cell.policy) == ("none", "background")
     assert not any("iosched" in c for c in close.commands)

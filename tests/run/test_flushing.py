@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.root, pytest.mark.alone]  # a sync elsewhere would cle
 
 SIZE = 4 << 20
 #: on a line from stdin, writes and closes a file and says so; stays until its stdin
-#: closes (its events must find it alive to count it as the job's)
+#: closes (govern's rule must have matched it before it writes)
 WRITER = ("import os, sys\n"
           "sys.stdin.readline()\n"
           "with open(sys.argv[1], 'wb') as f: f.write(os.urandom(int(sys.argv[2])))\n"
@@ -103,9 +103,10 @@ def test_a_writer_that_ends_right_after_its_close_is_still_the_jobs(tmp_path: Pa
                  "the ended writer's file to be written back")
 
 
-def test_the_job_tree_takes_forks_in_any_order_and_remembers_the_ended() -> None:
-    """Fork events as the connector gives them: a grandchild's may come before its
-    parent's; a member's PID stays one after its exit; another process's fork is not."""
+def test_the_job_tree_keeps_the_ended_and_drops_a_reused_pid() -> None:
+    """Fork events as the connector gives them: a member stays one after its exit (no
+    process of that PID lives); a member's PID that another process's fork reuses is
+    no longer one; another process's fork is not."""
     tree = flushing.JobTree(os.getpid(), include_root=False)
     try:
         assert tree.events is not None  # root: the connector is there
@@ -117,14 +118,17 @@ def test_the_job_tree_takes_forks_in_any_order_and_remembers_the_ended() -> None
             def drain(self, limit: int) -> proc_events.Batch:
                 return self.batches.pop(0) if self.batches else proc_events.Batch([])
 
+        def fork(child: int, parent: int) -> proc_events.Event:
+            return proc_events.Event(proc_events.FORK, 0, 0, child, child, parent, parent)
+
         me, nobody = os.getpid(), 1
         tree.events.close()
-        tree.events = Fake(  # type: ignore[assignment]
-            proc_events.Event(proc_events.FORK, 0, 1, 900002, 900002, 900001, 900001),
-            proc_events.Event(proc_events.FORK, 1, 1, 900001, 900001, me, me),
-            proc_events.Event(proc_events.FORK, 0, 2, 900003, 900003, nobody, nobody))
-        assert tree(900002) and 900001 in tree.members  # neither alive: by the events
+        tree.events = Fake(fork(900001, me), fork(900002, 900001),  # type: ignore[assignment]
+                           fork(900003, nobody))
+        assert tree(900002) and tree(900001)  # neither alive: by the events
         assert not tree(900003) and not tree(me)
+        tree.events = Fake(fork(900001, nobody))  # type: ignore[assignment]
+        assert not tree(900001) and tree(900002)
     finally:
         tree.events = None
 

@@ -310,13 +310,14 @@ def _flush_behind(gov: Governor) -> None:
     a rule asks; not in a dry run, which changes nothing). Where it cannot watch (no
     fanotify, or a sandbox without it) the rules' other settings still apply: a problem,
     not the daemon's end, and tried again at the next reload."""
-    if gov.flushing is None and gov.tx is not None and any(
-            r.flush_behind for r in gov.ruleset.rules):
+    if not any(r.flush_behind for r in gov.ruleset.rules):
+        gov.problems.pop("flush-behind", None)  # no rule asks for it (any more)
+    elif gov.flushing is None and gov.tx is not None:
         watch = flushing.FlushBehind(flushing.block_filesystems(),
                                      grammar.BUILTIN["background"], gov.flushes)
         try:
             watch.start()
-        except BackburnerError as err:
+        except (BackburnerError, OSError) as err:
             gov.problem("flush-behind", f"flush-behind is off: {err}")
             return
         gov.problems.pop("flush-behind", None)

@@ -91,6 +91,7 @@ class Governor:
         self.flushing: flushing.FlushBehind | None = None  # for rules with flush_behind
         self._flush_rules = {r.name for r in ruleset.rules if r.flush_behind}
         self._flush_gone: dict[int, float] = {}  # PID -> its exit, for flush-behind
+        self._flush_pruned = 0.0
 
     def set_rules(self, ruleset: Ruleset) -> None:
         """New rules (a reload): for processes that start from now on, and running ones a
@@ -112,12 +113,14 @@ class Governor:
         return gone is not None and time.monotonic() - gone < FLUSH_GONE_S
 
     def _note_flush_gone(self, pid: int) -> None:
-        """Remembered for the flush-behind thread; the old ones forgotten (a new dict, as
-        the thread reads it meanwhile)."""
+        """Remembered for the flush-behind thread (which only looks keys up); the old ones
+        forgotten at most once a second, into a new dict."""
         now = time.monotonic()
-        kept = {p: t for p, t in self._flush_gone.items() if now - t < FLUSH_GONE_S}
-        kept[pid] = now
-        self._flush_gone = kept
+        self._flush_gone[pid] = now
+        if now - self._flush_pruned >= 1.0:
+            self._flush_pruned = now
+            self._flush_gone = {p: t for p, t in list(self._flush_gone.items())
+                                if now - t < FLUSH_GONE_S}
 
     def _sets(self, rule: Rule) -> str:
         text = self._sets_text.get(rule.name)
@@ -134,12 +137,13 @@ class Governor:
         self.dirty = True
 
     def _drop(self, pid: int) -> Governed | None:
+        old = self.governed.get(pid)
+        if old is not None and old.rule in self._flush_rules:
+            self._note_flush_gone(pid)  # before it leaves `governed`: the thread reads both
         g = self.governed.pop(pid, None)
         if g is not None:
             self.n_throttled -= g.throttled
             self.dirty = True
-            if g.rule in self._flush_rules:
-                self._note_flush_gone(pid)
             if self.placer is not None:
                 self.placer.release(g.unit)
             if not self.governed:

@@ -128,15 +128,16 @@ def choose(rows: list[Row], tolerance: float | None = None,
            tuned: Tunes | None = None) -> Row:
     """The lowest start-up time; among cells within the band of it (``tolerance`` when
     given, else the band the fastest cell's verdict was judged against: what a person would
-    not notice), the one whose bulk work keeps the most of its speed, then one without
-    tunables (a tunable within the band of the scheduler's own values buys nothing)."""
+    not notice), the one whose bulk work keeps the most of its speed; a cell with tunables
+    only where none without is that close (a tunable within the band of the scheduler's own
+    values buys nothing a person would notice)."""
     fastest = min(rows, key=_start)
     best = _start(fastest)
     if tolerance is None:
         tolerance = float(fastest.verdict_params.get("tolerance", stats.NOTICEABLE_FRACTION))
     close = [r for r in rows if _start(r) <= best * (1 + tolerance)]
-    return max(close, key=lambda r: (_bulk(r) or 0.0, r.cell.prepare not in (tuned or {}),
-                                     -_start(r)))
+    close = [r for r in close if r.cell.prepare not in (tuned or {})] or close
+    return max(close, key=lambda r: (_bulk(r) or 0.0, -_start(r)))
 
 
 def evidence(r: Row, rows: list[Row], tuned: Tunes | None = None) -> str:

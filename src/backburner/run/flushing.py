@@ -80,12 +80,22 @@ class FlushBehind:
     left: int = 0  # files closed by others, or by a process gone before we read the event
     tid: int = 0  # the thread's, once it runs
     problems: list[str] = field(default_factory=list)
-    _known: dict[int, bool] = field(default_factory=dict)  # PID -> the job's, once told
     _fd: int = -1
     _done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            if isinstance(self.ours, JobTree):
+                self.ours.close()
+            raise
+
+    def _start(self) -> None:
         self._fd = fanotify.fanotify_init(
             fanotify.FAN_CLOEXEC | fanotify.FAN_NONBLOCK | fanotify.FAN_CLASS_NOTIF
             | fanotify.FAN_UNLIMITED_QUEUE, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
@@ -99,10 +109,6 @@ class FlushBehind:
             except OSError as err:
                 self._problem(f"flush-behind cannot watch {path}: {err.strerror}")
         if not marked:
-            os.close(self._fd)
-            self._fd = -1
-            if isinstance(self.ours, JobTree):
-                self.ours.close()
             raise SystemStateError(self.problems[0] if self.problems
                                    else "flush-behind has no filesystem to watch")
         self._thread = threading.Thread(target=self._run, name="flush-behind", daemon=True)
@@ -120,9 +126,13 @@ class FlushBehind:
         except OSError as err:
             self._problem(f"flush-behind could not take the job's IO class: {err}")
             return
+        forks = self.ours.fileno() if isinstance(self.ours, JobTree) else None
+        watched = [self._fd] if forks is None else [self._fd, forks]
         while not self._done.is_set():
-            ready, _, _ = select.select([self._fd], [], [], POLL_S)
-            if ready:
+            ready, _, _ = select.select(watched, [], [], POLL_S)
+            if forks is not None and forks in ready:
+                self.ours.read_forks()  # type: ignore[union-attr]
+            if self._fd in ready:
                 self._read()
         for _ in range(DRAIN_READS):  # what the job closed last, queued as it ended
             if not self._read():
@@ -141,7 +151,7 @@ class FlushBehind:
             if event.fd < 0:
                 continue
             try:
-                if self._is_ours(event.pid):
+                if self.ours(event.pid):
                     pagecache.start_writeback(event.fd)
                     self.files += 1
                     self.bytes += os.fstat(event.fd).st_size
@@ -152,14 +162,6 @@ class FlushBehind:
             finally:
                 os.close(event.fd)
         return bool(events)
-
-    def _is_ours(self, pid: int) -> bool:
-        known = self._known.get(pid)
-        if known is None:
-            known = self.ours(pid)
-            if known or os.path.exists(f"/proc/{pid}"):  # one gone unseen stays unknown
-                self._known[pid] = known
-        return known
 
     def _problem(self, text: str) -> None:
         if len(self.problems) < 5:
@@ -193,52 +195,56 @@ class JobTree:
     has exited: a file closed by a process that ends right after (`cp`, `head` under a
     shell's `>`, every short-lived writer) is queued with the PID of a process /proc no
     longer knows. The process connector's fork events, subscribed before the tree is read
-    from /proc (so that no fork falls between), name every process the tree makes; they
-    are read when a PID is not known yet. A child's own forks may be sent before its
-    parent's fork event (the kernel sends that after the child can run), so an unresolved
-    fork waits one more read. Without the connector (not root), or for what it lost to an
-    overflow, a living process's /proc ancestry tells. A member's PID is not forgotten at
-    its exit: a reused one would at worst have a file written back early."""
+    from /proc (so that no fork falls between), name every process the tree makes; the
+    thread reads them as they come (`fileno`, `read_forks`), so the socket never fills,
+    and the kernel sends a fork's event before the child can run, so a parent's comes
+    before its children's. A fork of a PID that is not a member's is a PID reused by
+    another process: it stops being a member. Without the connector (not root, a
+    container), or once it lost events to an overflow, a living process's /proc ancestry
+    tells the PIDs the events do not."""
 
     def __init__(self, root: int, include_root: bool = True) -> None:
         self.root, self.include_root = root, include_root
         self.events: proc_events.Connector | None = None
+        self.lost = False
         try:
             self.events = proc_events.Connector()
             self.events.narrow(proc_events.FORK)
-        except BackburnerError as err:
+        except (BackburnerError, OSError) as err:
             log.debug("flush-behind tells the job's processes by /proc alone: %s", err)
+            self.close()
         self.members = {root, *procfs.descendants_of(root)}
-        self._unresolved: dict[int, int] = {}  # child -> parent, from the last read
+
+    def fileno(self) -> int | None:
+        return self.events.fileno() if self.events is not None else None
 
     def __call__(self, pid: int) -> bool:
-        if pid not in self.members and self.events is not None:
-            self._read_forks()
+        if self.events is not None:
+            self.read_forks()
         if pid in self.members:
             return self.include_root or pid != self.root
+        if self.events is not None and not self.lost:
+            return False  # every fork of the tree was seen: not one of its processes
         return self.root in procfs.ancestors_of(pid)
 
-    def _read_forks(self) -> None:
+    def read_forks(self) -> None:
+        """What the connector has queued (non-blocking)."""
         assert self.events is not None
-        fresh: dict[int, int] = {}  # child -> parent
+        members = self.members
         while True:
             batch = self.events.drain(limit=DRAIN_FORKS)
-            fresh.update((ev.tgid, ev.ptgid) for ev in batch.events
-                         if ev.what == proc_events.FORK and not ev.is_thread)
+            for ev in batch.events:
+                if ev.what != proc_events.FORK or ev.is_thread:
+                    continue
+                if ev.ptgid in members:
+                    members.add(ev.tgid)
+                else:
+                    members.discard(ev.tgid)  # a member's PID reused elsewhere
             if batch.incomplete:  # lost forks: what lives below root is in /proc
-                self.members.update(procfs.descendants_of(self.root))
+                self.lost = True
+                members.update(procfs.descendants_of(self.root))
             if len(batch.events) < DRAIN_FORKS and not batch.overflow:
-                break
-        forks = {**self._unresolved, **fresh}
-        grew = True
-        while grew:  # a grandchild's fork may come before its parent's
-            found = [child for child, parent in forks.items() if parent in self.members]
-            self.members.update(found)
-            for child in found:
-                del forks[child]
-            grew = bool(found)
-        # this read's unresolved wait for one more (most are the machine's other forks)
-        self._unresolved = {c: p for c, p in forks.items() if c in fresh}
+                return
 
     def close(self) -> None:
         if self.events is not None:
