@@ -193,6 +193,26 @@ def test_a_signal_to_us_ends_every_run_and_undoes_everything(
     machine.clean()
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_job_that_ignores_sigterm_is_killed_after_the_grace_and_said_once(
+        tmp_path: Path, machine: Machine, engine: str) -> None:
+    """SIGTERM to us while the job ignores it: after the grace every process of the run is
+    SIGKILLed, and our one line is all stderr says (not unshare's "sigprocmask unblock
+    failed", which util-linux 2.38 prints when its child dies of SIGKILL)."""
+    job = ["sh", "-c", f"trap '' TERM INT; sleep 60 & touch {tmp_path / 'ready'}; wait"]
+    proc = machine.start("trace", "record", "-q", "--engine", engine, "-o",
+                         str(tmp_path / "t.json"), "--", *job)
+    _when_ready(tmp_path, proc)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    raw = raw_status(proc)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert os.WIFEXITED(raw) and os.WEXITSTATUS(raw) == 143, err
+    assert err == "backburner: terminated by SIGTERM; system state restored\n"
+    assert time.monotonic() - started < 15  # the grace (5 s), then at once
+    machine.clean()
+
+
 def _ctrl_c(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     """Run argv on a terminal of its own, type ^C once it printed READY; its exit status
     and everything the terminal showed."""

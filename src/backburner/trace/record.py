@@ -171,10 +171,12 @@ def _run_contained(engine: engines.Engine, rundir: Path, result: Path,
 
 def _stop(child: spawn.Child, launcher_depth: int) -> None:
     """End a run early: SIGTERM to the launcher (it passes it on to the job, whose own
-    clean-up runs, then the tracer ends with its workload), then SIGKILL to the namespace's
-    first process after STOP_GRACE_S, which takes every process of the namespace with it.
-    `unshare` itself ignores SIGTERM and is never the one signalled: it would leave the
-    namespace to the parent-death signal, asynchronously."""
+    clean-up runs, then the tracer ends with its workload); after STOP_GRACE_S, SIGKILL to
+    `unshare` (which ignores SIGTERM), whose `--kill-child` SIGKILLs the namespace's first
+    process as it dies, which takes every process of the namespace with it; we wait until
+    that first process is gone. Not SIGKILL to the first process itself: util-linux 2.38's
+    unshare, seeing its child killed by SIGKILL, tries to re-raise it and prints
+    "sigprocmask unblock failed" on the user's terminal."""
     first = _first_process(child)
     if first is not None:
         below = [first]
@@ -186,8 +188,11 @@ def _stop(child: spawn.Child, launcher_depth: int) -> None:
                 spawn.signal_process(pid, start, signal.SIGTERM)
         if child.wait(STOP_GRACE_S) is None:
             start = procfs.start_time(first)
-            if start is not None:
-                spawn.signal_process(first, start, signal.SIGKILL)
+            child.stop(grace=0)
+            deadline = time.monotonic() + STOP_GRACE_S
+            while start is not None and procfs.start_time(first) == start \
+                    and time.monotonic() < deadline:
+                time.sleep(0.01)
     if child.wait(STOP_GRACE_S) is None:  # no namespace was made: unshare alone
         child.stop(grace=0)
     log.debug("run stopped: %s", child.outcome.describe() if child.outcome else "?")
