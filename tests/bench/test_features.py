@@ -416,3 +416,23 @@ def test_the_throttle_policy_and_a_tunables_variant(tmp_path: Path, state_dir: P
     facts = s.runs()[0].environment["device"]
     assert facts["queue"]["bfq"]["bfq"]["slice_idle"] == "8"  # as selected, before any cell
     assert set(facts["throttle_cgroups"]["loads"]) == {paced}
+
+
+def test_flush_behind_writes_back_a_loads_files_as_its_writers_close_them(
+        tmp_path: Path, state_dir: Path) -> None:
+    """--policy io=idle,flush-behind on bench's path (the load's tree, the testbed's
+    filesystem): every file the load writes is written back by bench's thread and counted
+    with the load's bulk work; the unprotected cell has no such count."""
+    writer = ("cmd:'i=0; while :; do i=$((i+1)); head -c 262144 /dev/urandom > f$((i % 8)); "
+              "echo 1 >> \"$BACKBURNER_PROGRESS\"; sleep 0.05; done'")
+    py = shlex.join([sys.executable, "-I", "-c", "import json, email.parser"])
+    r, s = bench(tmp_path, "--probe", f"py={py}", "--load", writer, "--policy", "default",
+                 "--policy", "io=idle,flush-behind", "--trials", "2", "--warmup", "0",
+                 "--settle", "1.0")
+    assert r.returncode == 0, r.err
+    flushed = [t["extra"]["bulk"] for t in _trials(s, policy="io=idle,flush-behind")]
+    # a round writes one file by `head` and appends to the progress file: both the load's
+    assert flushed and all(b["flushed_files"] >= b["units"] >= 1 and "flush_problems" not in b
+                           for b in flushed), flushed
+    assert not any("flushed_files" in t["extra"]["bulk"]
+                   for t in _trials(s, policy="default")), "flush-behind in the plain cell"
