@@ -185,7 +185,7 @@ def fuse(f: Facts) -> Check:
 def fanotify(f: Facts) -> Check:
     return _check("fanotify", f.fanotify,
                   "/proc/sys/fs/fanotify" + ("" if f.fanotify else " is missing"),
-                  "readahead record", "a kernel with CONFIG_FANOTIFY")
+                  "readahead record, flush-behind", "a kernel with CONFIG_FANOTIFY")
 
 
 def perf(f: Facts) -> Check:
