@@ -213,6 +213,26 @@ def test_a_job_that_ignores_sigterm_is_killed_after_the_grace_and_said_once(
     machine.clean()
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_started_with_sigint_ignored_a_sigint_to_the_group_leaves_the_run_alone(
+        tmp_path: Path, machine: Machine, engine: str) -> None:
+    """In the background of a script (SIGINT ignored on entry) a SIGINT to the process
+    group is ignored by us and by the job, which inherits it: the tracer, which installs a
+    handler of its own, must not end the run either."""
+    job = ["sh", "-c", f"touch {tmp_path / 'ready'}; sleep 1; echo job-done"]
+    proc = subprocess.Popen(
+        [*BB, "trace", "record", "-q", "--engine", engine, "-o", str(tmp_path / "t.json"),
+         "--", *job], env=machine.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _when_ready(tmp_path, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert (proc.returncode, out, err) == (0, b"job-done\n", b""), err
+    assert (tmp_path / "t.json").exists()
+    machine.clean()
+
+
 def _ctrl_c(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
     """Run argv on a terminal of its own, type ^C once it printed READY; its exit status
     and everything the terminal showed."""

@@ -150,7 +150,8 @@ def _run_contained(engine: engines.Engine, rundir: Path, result: Path,
         with interrupts.deferred():  # a signal during the start finds `child` set
             child = spawn.launch(command, pass_fds=(alive_r,), die_with_parent=True,
                                  death_signal=signal.SIGKILL,  # unshare holds SIGTERM back
-                                 before_exec=engine.before_exec())
+                                 before_exec=engine.before_exec(),
+                                 new_group=_interrupt_ignored())
         os.close(alive_r)
         alive_r = -1
         outcome = child.wait()
@@ -167,6 +168,14 @@ def _run_contained(engine: engines.Engine, rundir: Path, result: Path,
         for fd in (alive_r, alive_w):
             if fd >= 0:
                 os.close(fd)
+
+
+def _interrupt_ignored() -> bool:
+    """Whether we were started with SIGINT ignored (in the background by a shell): the
+    command then keeps ignoring it, as it inherits, but the tracers install handlers of
+    their own (perf and strace end on SIGINT and take the job down with them), so the run
+    gets a process group of its own, which a SIGINT to ours does not reach."""
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 def _stop(child: spawn.Child, launcher_depth: int) -> None:
