@@ -93,11 +93,16 @@ def test_unwritable_output_is_one_line_74(db: str, args: list[str]) -> None:
     assert line == f"backburner: {target}: No such file or directory"
 
 
-def test_debug_before_the_command_shows_the_traceback(db: str) -> None:
+def test_debug_before_the_command_shows_the_traceback_and_keeps_the_status(db: str) -> None:
+    """--debug adds the traceback; the status stays the one the error has (a run's 125
+    must not become a 1 that reads like the job's own)."""
     r = bb("--debug", "report", db, "--export-html", "/nonexistent/x.html")
-    assert r.returncode != 0
+    assert r.returncode == 74, r.err
     assert "Traceback" in r.err and "IOFailure: /nonexistent/x.html" in r.err
+    assert r.err.endswith("backburner: /nonexistent/x.html: No such file or directory\n")
     assert "matplotlib" not in r.err  # our debug logging only, not every library's
+    r = bb("--debug", "run", "--io", "bogus", "--", "true")
+    assert r.returncode == 125 and "Traceback" in r.err, r.err
 
 
 def test_a_jobs_own_debug_argument_is_not_ours() -> None:

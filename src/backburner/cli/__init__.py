@@ -176,8 +176,8 @@ def _main(args_list: list[str], debug: bool, command: str | None) -> int:
         interrupts.settle()
         return status
     except BackburnerError as error:
-        if debug:
-            raise
+        if debug:  # the traceback for whoever debugs; the status stays what it says
+            traceback.print_exc()
         err(str(error))
         return _status(error.exit_status, command)
     except KeyboardInterrupt:
@@ -191,7 +191,7 @@ def _main(args_list: list[str], debug: bool, command: str | None) -> int:
         return 141
     except OSError as error:  # a file we were told to read or write: one line, no traceback
         if debug:
-            raise
+            traceback.print_exc()
         failure = IOFailure(_os_error_message(error))
         err(str(failure))
         return _status(failure.exit_status, command)

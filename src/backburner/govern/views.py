@@ -53,7 +53,8 @@ def format_check(result: CheckResult) -> str:
     if result.errors:
         n = len(result.errors)
         return _lines([*(str(e) for e in result.errors),
-                       f"{quantities.plural(n, 'error')} in {len(result.files)} rule files"])
+                       f"{quantities.plural(n, 'error')} in "
+                       f"{quantities.plural(len(result.files), 'rule file')}"])
     lines = []
     by_file: dict[str, list[Rule]] = {}
     for rule in result.ruleset.rules:
@@ -70,7 +71,8 @@ def format_check(result: CheckResult) -> str:
         if not by_file.get(file):
             lines.append("  (no rules)")
     n = len(result.ruleset.rules)
-    lines.append(f"{quantities.plural(n, 'rule')} in {len(result.files)} files: OK")
+    lines.append(f"{quantities.plural(n, 'rule')} in "
+                 f"{quantities.plural(len(result.files), 'file')}: OK")
     return _lines(lines)
 
 

@@ -23,20 +23,23 @@ def split(text: str) -> tuple[str, bool]:
     """A policy text without its flush-behind item, and whether it asks for it
     (``flush-behind``, ``flush-behind=on``; ``=off`` is the same as leaving it out)."""
     rest: list[str] = []
-    on = False
+    on, seen = False, False
     for item in text.split(","):
         key, eq, value = (part.strip() for part in item.partition("="))
         if key != ITEM:
             rest.append(item)
             continue
+        if seen:
+            raise UsageError(f"{ITEM} given twice in policy {text!r}", "give it once")
         if eq and value not in ("on", "off"):
             raise UsageError(f"{ITEM}={value!r} in policy {text!r}", "use on or off")
-        on = not eq or value == "on"
+        on, seen = not eq or value == "on", True
     return ",".join(rest).strip() or "default", on
 
 
 def check_class(text: str, policy: Policy, whose: str) -> None:
     """Flush-behind writes at the policy's IO class: refused, in one line, without one."""
-    if policy.io is None:
+    if policy.io is None or policy.io.klass == "none":
+        why = "the policy sets none" if policy.io is None else "the class in force is none"
         raise UsageError(f"policy {text!r}: flush-behind writes {whose} files at its IO "
-                         "class, and the policy sets none", "add io=idle (or another class)")
+                         f"class, and {why}", "add io=idle (or another class)")
