@@ -121,6 +121,9 @@ def _aligned(n: int) -> mmap.mmap:
 
 #: what one read's trip through FUSE and the reader's wake-ups may add to the daemon's time
 TRIP_ALLOWANCE_S = 0.005
+#: how late the daemon's own wake-up at the end of a modelled read may be: the CPU's to
+#: give (1.3 ms a read, +10 %, once beside CI's whole suite on 2 CPUs), not the model's
+WAKE_ALLOWANCE_S = 0.003
 
 
 def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> None:
@@ -136,15 +139,16 @@ def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> Non
     assert after["bytes_read"] - before["bytes_read"] == 40 * KiB4
     modelled = after["modelled_latency_s"] - before["modelled_latency_s"]
     measured = sum(lat)
-    # Inside the daemon (entry to return of its read handler) within 5 %, never early,
-    # late by no more than the host's own disk took: the image is read with O_DIRECT, and
-    # a disk busy with other work (CI's whole suite: +6.8% once) can take longer than the
-    # modelled request, which the daemon cannot make up for.
+    # Inside the daemon (entry to return of its read handler): never early, and late by
+    # no more than the host's own disk took (the image is read with O_DIRECT, and a disk
+    # busy with other work, CI's whole suite: +6.8% once, can take longer than the
+    # modelled request, which the daemon cannot make up for) and its wake-ups, bounded per
+    # read.
     in_daemon = after["measured_latency_s"] - before["measured_latency_s"]
     host_io = after["backing_io_s"] - before["backing_io_s"]
     said = (measured, in_daemon, modelled, host_io)
     assert in_daemon >= 0.95 * modelled, said
-    assert in_daemon <= 1.05 * modelled + host_io, said
+    assert in_daemon <= 1.05 * modelled + host_io + len(offsets) * WAKE_ALLOWANCE_S, said
     # The reader waits what the daemon took, plus the trip through FUSE and its own
     # wake-ups: typically 1-5 % of the model on a quiet machine, but the CPU's to give
     # (2.3 ms a read, +17 %, once beside CI's whole suite on 2 CPUs), so bounded per read.
@@ -164,7 +168,7 @@ def test_random_reads_take_the_modelled_time(mount: Callable[..., Mount]) -> Non
     # suite's workers, 2% or less on a quiet machine)
     assert modelled == pytest.approx(replay, rel=0.1)
     # ~13 ms per random 4 KiB read: 0.3 overhead + 8.5 seek + 4.2 rotation.
-    assert 0.010 < measured / 40 < 0.016
+    assert 0.010 < modelled / 40 < 0.016
 
 
 def test_sequential_reads_are_much_faster_per_byte(mount: Callable[..., Mount]) -> None:
