@@ -157,15 +157,12 @@ def test_proc_io_fallback_on_a_real_reader(ext4_loop) -> None:
     loop, _ = ext4_loop
     io = attribution.IOAttribution(loop, method="proc-io")
     io.start()
-    with subprocess.Popen(["sh", "-c", READ.format(dev=loop) + "; read x"],
-                          stdin=subprocess.PIPE) as probe:
-        # dd ends and is reaped by the shell: its IO is added to the shell's /proc/PID/io
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if "dd" not in subprocess.run(["ps", "-o", "comm=", "--ppid", str(probe.pid)],
-                                          capture_output=True, text=True).stdout:
-                break
-            time.sleep(0.01)
+    with subprocess.Popen(["sh", "-c", READ.format(dev=loop) + "; echo read; read x"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as probe:
+        # dd has ended and been reaped by the shell once it says so (not merely "no dd
+        # child", which is also the moment before the shell forks it): its IO is added to
+        # the shell's /proc/PID/io
+        assert probe.stdout is not None and probe.stdout.readline() == b"read\n"
         r = io.stop(probe_pids=[probe.pid])
         probe.communicate(b"\n", timeout=30)
     assert r["method"] == "proc-io" and "all devices" in r["detail"]
