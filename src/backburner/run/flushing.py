@@ -45,7 +45,7 @@ READ_BYTES = 1 << 17
 #: at most this many reads of what is still queued when asked to stop: a stop is never
 #: held up by a writer that goes on (govern's processes outlive the daemon)
 DRAIN_READS = 16
-#: fork events read at once when a PID is not known yet
+#: at most this many fork events taken from the connector in one drain
 DRAIN_FORKS = 4096
 #: what the thread never takes: the signals a job's runner waits for or forwards
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD)
